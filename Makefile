@@ -1,0 +1,69 @@
+# grpo.c build. `make` builds build/grpo; `make test`, `make asan`, `make bench`.
+# Objects go under $(BUILD)/; every src/*/*.c is part of libgrpo except src/cli/.
+# Tests are tests/**/test_*.c, each linked against libgrpo into its own binary.
+
+CC      ?= gcc
+BUILD   ?= build
+ARCH    ?= -march=native
+OPT     ?= -O2
+SAN     ?=
+OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+
+CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
+          -Isrc -I$(OPENBLAS_INC) $(SAN)
+LDLIBS  = -lopenblas -ljansson -lonig -lutf8proc -lyaml -ldl -lm
+LDFLAGS = -fopenmp $(SAN)
+
+LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c)))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c tests/*/test_*.c))
+BENCH_SRC:= $(sort $(wildcard bench/bench_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
+BENCH_BIN:= $(BENCH_SRC:%.c=$(BUILD)/%)
+LIB      := $(BUILD)/libgrpo.a
+
+.PHONY: all test asan bench clean deps tests-bin
+all: $(BUILD)/grpo
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/grpo: $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+tests-bin: $(BUILD)/grpo $(TEST_BIN)
+
+# The test runner runs every test binary and every tests/**/*.sh with GRPO=$(BUILD)/grpo.
+test: tests-bin
+	BUILD=$(BUILD) tests/run.sh
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+bench: $(BUILD)/grpo $(BENCH_BIN)
+	BUILD=$(BUILD) bench/run.sh
+
+deps:
+	tools/install-deps.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)

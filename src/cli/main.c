@@ -1,0 +1,39 @@
+/* cli/main.c — `grpo COMMAND [options]`: dispatch to cli/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} Command;
+
+static const Command commands[] = {
+    {"init", cmd_init, "write a randomly initialised model directory (HF layout)"},
+    {"score", cmd_score, "per-token log-probabilities of completions (JSON lines)"},
+    {"tokenize", cmd_tokenize, "encode text to ids or decode ids to text (JSON lines)"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: grpo COMMAND [options]   (grpo COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "grpo: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,69 @@
+/* core/check.c — error messages and checked allocation (see check.h). */
+#include "core/check.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int err_set(GrpoErr *err, const char *fmt, ...) {
+    if (!err) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int err_prefix(GrpoErr *err, const char *fmt, ...) {
+    if (!err) return -1;
+    char prefix[512], old[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    return -1;
+}
+
+void die_at(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "grpo: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *xmalloc_at(size_t bytes, const char *file, int line) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) die_at(file, line, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *xcalloc_at(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) die_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *xrealloc_at(void *p, size_t bytes, const char *file, int line) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) die_at(file, line, "out of memory reallocating %zu bytes", bytes);
+    return q;
+}
+
+char *xstrdup_at(const char *s, const char *file, int line) {
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc_at(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+void *xaligned_at(size_t bytes, const char *file, int line) {
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) die_at(file, line, "out of memory allocating %zu aligned bytes", bytes);
+    return p;
+}

@@ -1,0 +1,34 @@
+/* io/fsutil.h — small filesystem helpers for writing output directories safely.
+ *
+ * Output directories (model saves, checkpoints) are written into a temporary
+ * sibling directory and renamed into place only when complete, so a crash or an
+ * error never leaves a half-written directory under the final name. */
+#ifndef GRPO_IO_FSUTIL_H
+#define GRPO_IO_FSUTIL_H
+
+#include <stddef.h>
+
+#include "core/check.h"
+
+int fs_exists(const char *path);
+int fs_is_dir(const char *path);
+int fs_mkdir_p(const char *path, GrpoErr *err);
+int fs_rm_rf(const char *path);                         /* 0 or -1; missing is fine */
+int fs_copy_file(const char *src, const char *dst, GrpoErr *err);
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+int fs_read_file(const char *path, char **out, size_t *len, GrpoErr *err);
+/* Writes buf to path via path.tmp + rename. */
+int fs_write_file_atomic(const char *path, const void *buf, size_t len, GrpoErr *err);
+
+/* Creates a fresh empty temporary directory next to final_dir
+ * (final_dir + ".tmp-<pid>-<n>") and returns its path (malloc'd) in *tmp. */
+int fs_tmpdir_for(const char *final_dir, char **tmp, GrpoErr *err);
+/* Moves tmp into place as final_dir. If final_dir exists, its files that tmp also
+ * has are replaced and others are kept (a directory holding checkpoint-N/
+ * subfolders keeps them); tmp is removed afterwards. */
+int fs_commit_dir(const char *tmp, const char *final_dir, GrpoErr *err);
+
+/* path join into a malloc'd string. */
+char *fs_join(const char *dir, const char *name);
+
+#endif
