@@ -16,13 +16,22 @@ int err_set(GrpoErr *err, const char *fmt, ...) {
 
 int err_prefix(GrpoErr *err, const char *fmt, ...) {
     if (!err) return -1;
-    char prefix[512], old[sizeof err->msg];
+    char old[sizeof err->msg];
+    memcpy(old, err->msg, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
-    memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    if (n < 0) n = 0;
+    size_t used = (size_t)n < sizeof err->msg ? (size_t)n : sizeof err->msg - 1;
+    size_t room = sizeof err->msg - used;
+    if (room > 3) {
+        memcpy(err->msg + used, ": ", 2);
+        size_t oldlen = strnlen(old, sizeof old - 1);
+        size_t copy = oldlen < room - 3 ? oldlen : room - 3;
+        memcpy(err->msg + used + 2, old, copy);
+        err->msg[used + 2 + copy] = 0;
+    }
     return -1;
 }
 

@@ -1,0 +1,119 @@
+/* model/model_io.c — loading and saving HF model directories (see model_io.h).
+ * Not here: the safetensors format itself (io/safetensors.c). */
+#include "model/model_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/fsutil.h"
+#include "io/safetensors.h"
+
+const char *const model_side_files[] = {
+    "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
+    "chat_template.jinja", NULL,
+};
+
+static const char *shape_str(char *buf, size_t n, int ndim, const long long *shape) {
+    size_t k = 0;
+    k += snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < ndim && k < n; i++) k += snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+int model_load(Model *m, const char *dir, GrpoErr *err) {
+    ModelConfig cfg;
+    if (config_load(&cfg, dir, err)) return -1;
+    model_create(m, &cfg);
+    StSet set;
+    if (stset_open_dir(&set, dir, err)) {
+        model_free(m);
+        return -1;
+    }
+    char *where = fs_join(dir, set.n_files == 1 ? "model.safetensors" : "model.safetensors.index.json");
+    int rc = 0;
+    for (int i = 0; i < m->table.n && !rc; i++) {
+        ParamEntry *e = &m->table.entries[i];
+        const StFile *f;
+        const StTensor *t = stset_find(&set, e->name, &f);
+        if (!t) {
+            rc = err_set(err, "%s: missing tensor '%s' (needed by config.json's %s architecture)",
+                         where, e->name, config_model_type_name(m->cfg.type));
+            break;
+        }
+        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16) {
+            rc = err_set(err, "%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", f->path,
+                         e->name, st_dtype_name(t->dtype));
+            break;
+        }
+        int same = t->ndim == e->ndim;
+        for (int d = 0; same && d < e->ndim; d++) same = t->shape[d] == e->shape[d];
+        if (!same) {
+            char want[64], got[160];
+            long long gs[ST_MAX_DIMS];
+            for (int d = 0; d < t->ndim; d++) gs[d] = t->shape[d];
+            rc = err_set(err, "%s: tensor '%s' has shape %s; config.json implies %s", f->path, e->name,
+                         shape_str(got, sizeof got, t->ndim, gs),
+                         shape_str(want, sizeof want, e->ndim, e->shape));
+            break;
+        }
+        rc = st_read_f32(f, t, m->params + e->offset, err);
+        e->src_dtype = t->dtype;
+    }
+    free(where);
+    stset_close(&set);
+    if (rc) model_free(m);
+    return rc;
+}
+
+void model_save_opts_default(ModelSaveOpts *o) {
+    o->dtype = -1;
+    o->max_shard_bytes = (size_t)5000 * 1000 * 1000;
+    o->copy_from = NULL;
+}
+
+static const char *torch_dtype_of(int st) {
+    return st == ST_BF16 ? "bfloat16" : st == ST_F16 ? "float16" : "float32";
+}
+
+int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err) {
+    char *tmp = NULL;
+    if (fs_tmpdir_for(out_dir, &tmp, err)) return -1;
+    int rc = 0, n = m->table.n;
+    StWriteTensor *wt = xcalloc(n, sizeof *wt);
+    int counts[ST_DTYPE_COUNT] = {0}, common = ST_F32;
+    for (int i = 0; i < n; i++) {
+        const ParamEntry *e = &m->table.entries[i];
+        wt[i].name = e->name;
+        wt[i].dtype = opts->dtype >= 0 ? opts->dtype : e->src_dtype;
+        wt[i].ndim = e->ndim;
+        for (int d = 0; d < e->ndim; d++) wt[i].shape[d] = e->shape[d];
+        wt[i].data = m->params + e->offset;
+        if (++counts[wt[i].dtype] > counts[common]) common = wt[i].dtype;
+    }
+    /* config.json: as read, with torch_dtype naming the stored dtype */
+    json_t *cfg = m->cfg.raw ? json_deep_copy(m->cfg.raw) : json_object();
+    json_object_set_new(cfg, "torch_dtype", json_string(torch_dtype_of(common)));
+    char *path = fs_join(tmp, "config.json");
+    if (json_dump_file(cfg, path, JSON_INDENT(2)) != 0)
+        rc = err_set(err, "%s: cannot write", path);
+    free(path);
+    json_decref(cfg);
+    for (int i = 0; !rc && opts->copy_from && model_side_files[i]; i++) {
+        char *src = fs_join(opts->copy_from, model_side_files[i]);
+        if (fs_exists(src)) {
+            char *dst = fs_join(tmp, model_side_files[i]);
+            rc = fs_copy_file(src, dst, err);
+            free(dst);
+        }
+        free(src);
+    }
+    if (!rc) rc = st_write_dir(tmp, wt, n, opts->max_shard_bytes, err);
+    if (!rc) rc = fs_commit_dir(tmp, out_dir, err);
+    if (rc) fs_rm_rf(tmp);
+    free(tmp);
+    free(wt);
+    return rc;
+}

@@ -1,0 +1,32 @@
+/* model/model_io.h — Hugging Face model directories in and out.
+ *
+ * A directory holds config.json, model.safetensors (or shards + index),
+ * optionally generation_config.json and the tokenizer files. Loading converts
+ * F32/BF16/F16 tensors to fp32 and remembers each tensor's dtype; saving writes
+ * them back in that dtype (or one chosen), so load-then-save is bit-identical. */
+#ifndef GRPO_MODEL_MODEL_IO_H
+#define GRPO_MODEL_MODEL_IO_H
+
+#include <stddef.h>
+
+#include "core/check.h"
+#include "model/transformer.h"
+
+int model_load(Model *m, const char *dir, GrpoErr *err);
+
+typedef struct {
+    int dtype;                 /* StDtype to store every tensor as, or -1 to keep each tensor's own */
+    size_t max_shard_bytes;    /* shard past this size (0: never); HF's default is 5 GB */
+    const char *copy_from;     /* directory whose tokenizer / generation files are copied, or NULL */
+} ModelSaveOpts;
+
+void model_save_opts_default(ModelSaveOpts *o);
+
+/* Writes the model directory to out_dir through a temporary sibling directory
+ * renamed into place when complete: an error never leaves a partial directory. */
+int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err);
+
+/* The files copied through from a source model directory when present. */
+extern const char *const model_side_files[];
+
+#endif

@@ -1,0 +1,120 @@
+/* model/params.c — building the parameter table from a config (see params.h). */
+#include "model/params.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+
+static void add(ParamTable *t, int *cap, const char *name, long long d0, long long d1) {
+    if (t->n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        t->entries = xrealloc(t->entries, sizeof(ParamEntry) * *cap);
+    }
+    ParamEntry *e = &t->entries[t->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ndim = d1 ? 2 : 1;
+    e->shape[0] = d0;
+    e->shape[1] = d1;
+    e->numel = (size_t)d0 * (d1 ? (size_t)d1 : 1);
+    e->offset = t->total;
+    e->src_dtype = ST_F32;
+    /* keep every tensor 16-float aligned (64 bytes) for the kernels */
+    t->total += (e->numel + 15) & ~(size_t)15;
+}
+
+void params_build(ParamTable *t, const ModelConfig *c) {
+    memset(t, 0, sizeof *t);
+    int cap = 0;
+    long long C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    long long q = (long long)c->n_heads * D, kv = (long long)c->n_kv_heads * D;
+    char name[96];
+    add(t, &cap, "model.embed_tokens.weight", c->vocab_size, C);
+    for (int l = 0; l < c->n_layers; l++) {
+#define P(suffix, d0, d1)                                                   \
+    do {                                                                    \
+        snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);       \
+        add(t, &cap, name, d0, d1);                                         \
+    } while (0)
+        P("input_layernorm.weight", C, 0);
+        /* q, k, v weights adjacent with no alignment gap: they form one matrix */
+        size_t before = t->total;
+        P("self_attn.q_proj.weight", q, C);
+        t->total = before + (size_t)(q * C);
+        P("self_attn.k_proj.weight", kv, C);
+        t->total = before + (size_t)((q + kv) * C);
+        P("self_attn.v_proj.weight", kv, C);
+        t->total = (before + (size_t)((q + 2 * kv) * C) + 15) & ~(size_t)15;
+        if (c->qkv_bias) {
+            before = t->total;
+            P("self_attn.q_proj.bias", q, 0);
+            t->total = before + (size_t)q;
+            P("self_attn.k_proj.bias", kv, 0);
+            t->total = before + (size_t)(q + kv);
+            P("self_attn.v_proj.bias", kv, 0);
+            t->total = (before + (size_t)(q + 2 * kv) + 15) & ~(size_t)15;
+        }
+        P("self_attn.o_proj.weight", C, q);
+        if (c->o_bias) P("self_attn.o_proj.bias", C, 0);
+        if (c->qk_norm) {
+            P("self_attn.q_norm.weight", D, 0);
+            P("self_attn.k_norm.weight", D, 0);
+        }
+        P("post_attention_layernorm.weight", C, 0);
+        before = t->total;
+        P("mlp.gate_proj.weight", F, C);
+        t->total = before + (size_t)(F * C);
+        P("mlp.up_proj.weight", F, C);
+        t->total = (before + (size_t)(2 * F * C) + 15) & ~(size_t)15;
+        P("mlp.down_proj.weight", C, F);
+#undef P
+    }
+    add(t, &cap, "model.norm.weight", C, 0);
+    if (!c->tie_word_embeddings) add(t, &cap, "lm_head.weight", c->vocab_size, C);
+}
+
+void params_free(ParamTable *t) {
+    free(t->entries);
+    memset(t, 0, sizeof *t);
+}
+
+int params_find(const ParamTable *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->entries[i].name, name)) return i;
+    return -1;
+}
+
+static float *at(const ParamTable *t, float *base, const char *name) {
+    int i = params_find(t, name);
+    return i < 0 ? NULL : base + t->entries[i].offset;
+}
+
+void params_view(ModelView *v, const ParamTable *t, const ModelConfig *c, float *base) {
+    char name[96];
+    v->embed = at(t, base, "model.embed_tokens.weight");
+    v->norm = at(t, base, "model.norm.weight");
+    v->lm_head = c->tie_word_embeddings ? v->embed : at(t, base, "lm_head.weight");
+    v->layers = xcalloc(c->n_layers, sizeof(LayerView));
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerView *lv = &v->layers[l];
+#define AT(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), at(t, base, name))
+        lv->ln1 = AT("input_layernorm.weight");
+        lv->wqkv = AT("self_attn.q_proj.weight");
+        lv->bqkv = AT("self_attn.q_proj.bias");
+        lv->wo = AT("self_attn.o_proj.weight");
+        lv->bo = AT("self_attn.o_proj.bias");
+        lv->q_norm = AT("self_attn.q_norm.weight");
+        lv->k_norm = AT("self_attn.k_norm.weight");
+        lv->ln2 = AT("post_attention_layernorm.weight");
+        lv->wgu = AT("mlp.gate_proj.weight");
+        lv->wdown = AT("mlp.down_proj.weight");
+#undef AT
+    }
+}
+
+void params_view_free(ModelView *v) {
+    free(v->layers);
+    v->layers = NULL;
+}

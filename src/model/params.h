@@ -1,0 +1,59 @@
+/* model/params.h — the one table that drives the parameters.
+ *
+ * Each entry is an HF tensor name, its shape and its offset in one flat fp32
+ * allocation. The table sizes the allocation, reads and writes safetensors, and
+ * mirrors into gradients and optimizer state (same offsets). Its order is chosen
+ * so that tensors used by one GEMM are adjacent:
+ *   q_proj | k_proj | v_proj  weights form one [(H + 2 Hkv) D, C] matrix (and biases one vector),
+ *   gate_proj | up_proj        weights form one [2F, C] matrix. */
+#ifndef GRPO_MODEL_PARAMS_H
+#define GRPO_MODEL_PARAMS_H
+
+#include <stddef.h>
+
+#include "model/config.h"
+
+typedef struct {
+    char name[96];
+    int ndim;
+    long long shape[2];
+    size_t offset;           /* in floats */
+    size_t numel;
+    int src_dtype;           /* StDtype the tensor was read as (or will be written as) */
+} ParamEntry;
+
+typedef struct {
+    int n;
+    ParamEntry *entries;
+    size_t total;            /* floats */
+} ParamTable;
+
+/* Views of one layer inside a flat buffer (parameters or their gradients). */
+typedef struct {
+    float *ln1;       /* [C] input_layernorm */
+    float *wqkv;      /* [(H+2Hkv)D, C] q_proj | k_proj | v_proj */
+    float *bqkv;      /* [(H+2Hkv)D] or NULL */
+    float *wo;        /* [C, H D] */
+    float *bo;        /* [C] or NULL */
+    float *q_norm;    /* [D] or NULL */
+    float *k_norm;    /* [D] or NULL */
+    float *ln2;       /* [C] post_attention_layernorm */
+    float *wgu;       /* [2F, C] gate_proj | up_proj */
+    float *wdown;     /* [C, F] */
+} LayerView;
+
+typedef struct {
+    float *embed;     /* [V, C] */
+    LayerView *layers;/* [L] */
+    float *norm;      /* [C] */
+    float *lm_head;   /* [V, C]; == embed when tied */
+} ModelView;
+
+void params_build(ParamTable *t, const ModelConfig *cfg);
+void params_free(ParamTable *t);
+int params_find(const ParamTable *t, const char *name);   /* index or -1 */
+/* Fills v with pointers into base (which holds t->total floats). v->layers is malloc'd. */
+void params_view(ModelView *v, const ParamTable *t, const ModelConfig *cfg, float *base);
+void params_view_free(ModelView *v);
+
+#endif

@@ -1,0 +1,263 @@
+/* model/transformer.c — training forward and backward of the generic transformer
+ * (see transformer.h). Every kernel call goes through ops/; this file only wires
+ * layers together and owns the activation memory plan. */
+#include "model/transformer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+void model_create(Model *m, ModelConfig *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    cfg->raw = NULL; /* ownership moved */
+    params_build(&m->table, &m->cfg);
+    m->params = xaligned(sizeof(float) * m->table.total);
+    memset(m->params, 0, sizeof(float) * m->table.total);
+    params_view(&m->w, &m->table, &m->cfg, m->params);
+    m->inv_freq = xmalloc(sizeof(float) * (m->cfg.head_dim / 2));
+    config_rope_inv_freq(&m->cfg, m->inv_freq);
+}
+
+void model_free(Model *m) {
+    params_view_free(&m->w);
+    params_free(&m->table);
+    free(m->params);
+    free(m->inv_freq);
+    config_free(&m->cfg);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- memory plan ---- */
+
+typedef struct {
+    size_t x, layer, final, back, lp;
+} Plan;
+
+static size_t layer_floats(const ModelConfig *c, size_t N) {
+    size_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    size_t H = c->n_heads, Hkv = c->n_kv_heads;
+    size_t qkv = (H + 2 * Hkv) * D, qk = (H + Hkv) * D;
+    return N * (1 + C + qkv + qk + (H + Hkv) + H * D + H + C + 1 + C + 2 * F + F);
+}
+
+static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows) {
+    size_t N = max_tokens, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    size_t H = c->n_heads, Hkv = c->n_kv_heads;
+    Plan p;
+    p.x = (size_t)(c->n_layers + 1) * N * C;
+    p.layer = (ckpt ? 1 : (size_t)c->n_layers) * layer_floats(c, N);
+    p.final = N * C + N + N;
+    p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
+    p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size);
+    return p;
+}
+
+size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chunk_rows) {
+    Plan p = plan(cfg, max_tokens, ckpt, chunk_rows);
+    size_t ints = (size_t)max_tokens * (3 * sizeof(int32_t) + 1);
+    return sizeof(float) * (p.x + p.layer + p.final + p.back + p.lp) + ints;
+}
+
+void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows) {
+    CHECK(max_tokens > 0 && chunk_rows > 0);
+    memset(a, 0, sizeof *a);
+    a->max_tokens = max_tokens;
+    a->checkpointing = ckpt;
+    Plan p = plan(c, max_tokens, ckpt, chunk_rows);
+    size_t total = p.x + p.layer + p.final + p.back + p.lp;
+    a->arena = xaligned(sizeof(float) * total);
+    a->bytes = acts_plan_bytes(c, max_tokens, ckpt, chunk_rows);
+    float *cur = a->arena;
+#define TAKE(n) (cur += (n), cur - (n))
+    size_t N = max_tokens, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    size_t H = c->n_heads, Hkv = c->n_kv_heads;
+    size_t QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
+    a->x = TAKE(p.x);
+    int nl = ckpt ? 1 : c->n_layers;
+    a->layers = xcalloc(nl, sizeof(LayerActs));
+    for (int l = 0; l < nl; l++) {
+        LayerActs *L = &a->layers[l];
+        L->rstd1 = TAKE(N);
+        L->h1 = TAKE(N * C);
+        L->qkv = TAKE(N * QKV);
+        L->qk = TAKE(N * QK);
+        L->qk_rstd = TAKE(N * (H + Hkv));
+        L->att = TAKE(N * H * D);
+        L->lse = TAKE(N * H);
+        L->xmid = TAKE(N * C);
+        L->rstd2 = TAKE(N);
+        L->h2 = TAKE(N * C);
+        L->gu = TAKE(N * 2 * F);
+        L->act = TAKE(N * F);
+    }
+    a->hf = TAKE(N * C);
+    a->rstdf = TAKE(N);
+    a->lse = TAKE(N);
+    a->dx = TAKE(N * C);
+    a->dh = TAKE(N * C);
+    a->dqkv = TAKE(N * QKV);
+    a->dqk = TAKE(N * QK);
+    a->datt = TAKE(N * H * D);
+    a->dgu = TAKE(N * 2 * F);
+    a->dact = TAKE(N * F);
+    a->dhf = TAKE(N * C);
+    a->lp_buf = TAKE(p.lp);
+#undef TAKE
+    CHECK((size_t)(cur - a->arena) == total);
+    logprob_scratch_init(&a->lp, a->lp_buf, chunk_rows, c->hidden_size, c->vocab_size);
+    a->ids = xmalloc(sizeof(int32_t) * N);
+    a->pos = xmalloc(sizeof(int32_t) * N);
+    a->targets = xmalloc(sizeof(int32_t) * N);
+    a->mask = xmalloc(N);
+}
+
+void acts_free(Activations *a) {
+    free(a->arena);
+    free(a->layers);
+    free(a->ids);
+    free(a->pos);
+    free(a->targets);
+    free(a->mask);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- one layer ---- */
+
+static void add_inplace(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted). */
+static void layer_forward(const Model *m, const Activations *a, const LayerView *w, LayerActs *L,
+                          const float *x_in, float *x_out) {
+    const ModelConfig *c = &m->cfg;
+    int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int H = c->n_heads, Hkv = c->n_kv_heads;
+    int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
+    rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
+    matmul_forward(L->qkv, L->h1, w->wqkv, w->bqkv, N, C, QKV);
+    if (c->qk_norm) {
+        for (int h = 0; h < H + Hkv; h++)
+            rmsnorm_forward(L->qk + h * D, L->qk_rstd + (size_t)h * N, L->qkv + h * D,
+                            h < H ? w->q_norm : w->k_norm, N, D, QK, QKV, c->rms_norm_eps);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            memcpy(L->qk + (size_t)n * QK, L->qkv + (size_t)n * QKV, sizeof(float) * QK);
+    }
+    rope_forward(L->qk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
+    attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask,
+                      a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV);
+    matmul_forward(L->xmid, L->att, w->wo, w->bo, N, H * D, C);
+    add_inplace(L->xmid, x_in, (size_t)N * C);
+    rmsnorm_forward(L->h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
+    matmul_forward(L->gu, L->h2, w->wgu, NULL, N, C, 2 * F);
+    swiglu_forward(L->act, L->gu, N, F);
+    if (x_out) {
+        matmul_forward(x_out, L->act, w->wdown, NULL, N, F, C);
+        add_inplace(x_out, L->xmid, (size_t)N * C);
+    }
+}
+
+/* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients accumulate into g. */
+static void layer_backward(const Model *m, Activations *a, const LayerView *w, const LayerView *g,
+                           const LayerActs *L, const float *x_in) {
+    const ModelConfig *c = &m->cfg;
+    int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int H = c->n_heads, Hkv = c->n_kv_heads;
+    int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
+    /* MLP */
+    memset(a->dact, 0, sizeof(float) * N * F);
+    matmul_backward(a->dact, g->wdown, NULL, a->dx, L->act, w->wdown, N, F, C);
+    swiglu_backward(a->dgu, a->dact, L->gu, N, F);
+    memset(a->dh, 0, sizeof(float) * N * C);
+    matmul_backward(a->dh, g->wgu, NULL, a->dgu, L->h2, w->wgu, N, C, 2 * F);
+    rmsnorm_backward(a->dx, g->ln2, a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
+    /* attention */
+    memset(a->datt, 0, sizeof(float) * N * H * D);
+    matmul_backward(a->datt, g->wo, g->bo, a->dx, L->att, w->wo, N, H * D, C);
+    memset(a->dqk, 0, sizeof(float) * N * QK);
+    memset(a->dqkv, 0, sizeof(float) * N * QKV);
+    attention_backward(a->dqk, a->dqk + H * D, a->dqkv + (H + Hkv) * D, a->datt, L->qk,
+                       L->qk + H * D, L->qkv + (H + Hkv) * D, L->att, L->lse, a->mask, a->B,
+                       a->T, H, Hkv, D, QK, QK, QKV, H * D, QK, QK, QKV, H * D);
+    rope_backward(a->dqk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
+    if (c->qk_norm) {
+        for (int h = 0; h < H + Hkv; h++)
+            rmsnorm_backward(a->dqkv + h * D, h < H ? g->q_norm : g->k_norm, a->dqk + h * D,
+                             L->qkv + h * D, L->qk_rstd + (size_t)h * N,
+                             h < H ? w->q_norm : w->k_norm, N, D, QKV, QK, QKV);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
+    }
+    memset(a->dh, 0, sizeof(float) * N * C);
+    matmul_backward(a->dh, g->wqkv, g->bqkv, a->dqkv, L->h1, w->wqkv, N, C, QKV);
+    rmsnorm_backward(a->dx, g->ln1, a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
+}
+
+/* ---- whole model ---- */
+
+void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    CHECK(B > 0 && T > 0 && (long)B * T <= a->max_tokens);
+    int N = B * T, C = c->hidden_size;
+    a->B = B;
+    a->T = T;
+    a->N = N;
+    for (int b = 0; b < B; b++) {
+        int p = 0;
+        for (int t = 0; t < T; t++) {
+            int n = b * T + t;
+            CHECK(ids[n] >= 0 && ids[n] < c->vocab_size);
+            a->ids[n] = ids[n];
+            a->mask[n] = mask[n] ? 1 : 0;
+            a->pos[n] = a->mask[n] ? p++ : 0;
+        }
+    }
+    embedding_forward(a->x, a->ids, m->w.embed, N, C);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerActs *L = &a->layers[a->checkpointing ? 0 : l];
+        layer_forward(m, a, &m->w.layers[l], L, a->x + (size_t)l * N * C,
+                      a->x + (size_t)(l + 1) * N * C);
+    }
+    rmsnorm_forward(a->hf, a->rstdf, a->x + (size_t)c->n_layers * N * C, m->w.norm, N, C, C, C,
+                    c->rms_norm_eps);
+}
+
+void model_logits(Model *m, Activations *a, float *logits) {
+    matmul_forward(logits, a->hf, m->w.lm_head, NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
+}
+
+void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
+                    float *logprob, float *entropy) {
+    for (int n = 0; n < a->N; n++) {
+        CHECK(targets[n] < m->cfg.vocab_size);
+        a->targets[n] = targets[n];
+    }
+    a->inv_temp = inv_temp;
+    logprob_forward(logprob, entropy, a->lse, a->hf, m->w.lm_head, a->targets, a->N,
+                    m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
+}
+
+void model_backward(Model *m, Activations *a, const ModelView *g, const float *dlogprob) {
+    const ModelConfig *c = &m->cfg;
+    int N = a->N, C = c->hidden_size, L = c->n_layers;
+    memset(a->dhf, 0, sizeof(float) * N * C);
+    logprob_backward(a->dhf, g->lm_head, dlogprob, a->hf, m->w.lm_head, a->targets, a->lse, N, C,
+                     c->vocab_size, a->inv_temp, &a->lp);
+    memset(a->dx, 0, sizeof(float) * N * C);
+    rmsnorm_backward(a->dx, g->norm, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
+                     C, C, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x_in = a->x + (size_t)l * N * C;
+        LayerActs *la = &a->layers[a->checkpointing ? 0 : l];
+        if (a->checkpointing) layer_forward(m, a, &m->w.layers[l], la, x_in, NULL);
+        layer_backward(m, a, &m->w.layers[l], &g->layers[l], la, x_in);
+    }
+    embedding_backward(g->embed, a->dx, a->ids, N, C);
+}

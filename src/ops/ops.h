@@ -1,0 +1,112 @@
+/* ops/ops.h — the fp32 kernels of the transformer, forward and backward side by side.
+ *
+ * Dimension legend (used in every shape comment):
+ *   N    tokens in the batch (B * T, padding included)
+ *   B    sequences, T  positions per sequence (padded length)
+ *   C    hidden size            F  intermediate (MLP) size
+ *   H    query heads            Hkv key/value heads (H % Hkv == 0, group G = H / Hkv)
+ *   D    head dim               V  vocabulary size
+ *   I,O  input / output features of a linear layer
+ *
+ * Conventions (../shared/STYLE.md):
+ *   - argument order: outputs, inputs, weights, sizes; backward: input-gradients,
+ *     output-gradient, saved tensors, weights, sizes.
+ *   - backward ACCUMULATES (+=) into every gradient it is given, weights and inputs
+ *     alike, unless the comment says "written". Zeroing is the caller's job. This is
+ *     what makes micro-batch accumulation exact.
+ *   - a NULL gradient pointer means "not needed".
+ *   - row strides (ld*) are in floats; tensors inside a fused buffer (q, k, v in one
+ *     [N, (H + 2 Hkv) D] row) are addressed by base pointer + stride.
+ *   - ops/ knows nothing of models: no config structs here.
+ */
+#ifndef GRPO_OPS_OPS_H
+#define GRPO_OPS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- linear layers (ops/matmul.c, through ops/gemm.h) ---- */
+
+/* out[N,O] = in[N,I] · W[O,I]^T (+ bias[O]) */
+void matmul_forward(float *out, const float *in, const float *W, const float *bias,
+                    int N, int I, int O);
+/* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
+void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
+                     const float *in, const float *W, int N, int I, int O);
+
+/* ---- embedding (ops/embedding.c) ---- */
+
+/* out[N,C] = table[ids[n]] */
+void embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C);
+/* dtable[V,C] += scatter of dout[N,C] at ids (serial over n per row block: deterministic) */
+void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N, int C);
+
+/* ---- RMSNorm (ops/rmsnorm.c): y = x / sqrt(mean(x^2) + eps) * w ---- */
+
+/* out[N,C] (row stride ld_out), rstd[N] written; in[N,C] (row stride ld_in), w[C] */
+void rmsnorm_forward(float *out, float *rstd, const float *in, const float *w,
+                     int N, int C, int ld_out, int ld_in, float eps);
+/* din[N,C] += ..., dw[C] += ...; dout[N,C], in[N,C], rstd[N] from forward */
+void rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
+                      const float *rstd, const float *w, int N, int C,
+                      int ld_din, int ld_dout, int ld_in);
+
+/* ---- RoPE (ops/rope.c), Hugging Face's rotate_half convention ----
+ * For pair (i, i + D/2), angle a = pos * inv_freq[i]:
+ *   y[i] = x[i] cos a - x[i+D/2] sin a,   y[i+D/2] = x[i+D/2] cos a + x[i] sin a.
+ * Angles are computed in double. */
+
+/* x[N, nh, D] rotated in place; rows of nh*D floats at stride ld; pos[N] */
+void rope_forward(float *x, const int32_t *pos, const float *inv_freq, int N, int nh, int D,
+                  int ld);
+/* dx[N, nh, D] in place: the gradient of a rotation is the inverse rotation */
+void rope_backward(float *dx, const int32_t *pos, const float *inv_freq, int N, int nh, int D,
+                   int ld);
+
+/* ---- SwiGLU (ops/swiglu.c): out = silu(gate) * up ---- */
+
+/* out[N,F]; gu[N,2F] holds gate in columns [0,F) and up in [F,2F) */
+void swiglu_forward(float *out, const float *gu, int N, int F);
+/* dgu[N,2F] written; dout[N,F], gu[N,2F] */
+void swiglu_backward(float *dgu, const float *dout, const float *gu, int N, int F);
+
+/* ---- causal grouped-query attention over padded batches (ops/attention.c) ----
+ * q[B,T,H,D] (row stride ldq), k/v[B,T,Hkv,D] (ldk, ldv), out[B,T,H,D] (ldo).
+ * mask[B,T]: 1 real token, 0 padding. Query t attends key s iff s <= t and
+ * mask[s]. A query with no key to attend (left padding) gets out = 0.
+ * lse[B,H,T]: log-sum-exp of the scaled scores, saved for backward. */
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const uint8_t *mask, int B, int T, int H, int Hkv, int D,
+                       int ldo, int ldq, int ldk, int ldv);
+/* dq WRITTEN; dk, dv ACCUMULATED; dout, out, lse from forward */
+void attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                        const float *q, const float *k, const float *v, const float *out,
+                        const float *lse, const uint8_t *mask, int B, int T, int H, int Hkv,
+                        int D, int lddq, int lddk, int lddv, int lddo, int ldq, int ldk,
+                        int ldv, int ldo);
+
+/* ---- log-probabilities of target tokens through the LM head (ops/logprob.c) ----
+ * For each row n with targets[n] >= 0: z = (h[n] · W^T) * inv_temp,
+ *   logprob[n] = z[target] - logsumexp(z), entropy[n] = -Σ p log p.
+ * Rows with targets[n] < 0 get 0. Logits are computed chunk_rows at a time into
+ * scratch[chunk_rows, V], so [N, V] is never materialised. */
+typedef struct {
+    int chunk_rows;        /* rows of logits computed at once */
+    float *scratch;        /* [chunk_rows, V] */
+    float *h_rows;         /* [chunk_rows, C] gathered hidden rows */
+    float *d_rows;         /* [chunk_rows, C] */
+} LogprobScratch;
+
+size_t logprob_scratch_floats(int chunk_rows, int C, int V);
+void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V);
+
+/* logprob[N], entropy[N] (may be NULL), lse[N] saved; h[N,C], W[V,C], targets[N] */
+void logprob_forward(float *logprob, float *entropy, float *lse, const float *h,
+                     const float *W, const int32_t *targets, int N, int C, int V,
+                     float inv_temp, LogprobScratch *s);
+/* dh[N,C] +=, dW[V,C] += from dlogprob[N] (entropy carries no gradient) */
+void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *h,
+                      const float *W, const int32_t *targets, const float *lse, int N, int C,
+                      int V, float inv_temp, LogprobScratch *s);
+
+#endif
