@@ -1,0 +1,239 @@
+/* io/fsutil.c — filesystem helpers for safe output (see fsutil.h).
+ *
+ * Is: existence tests, mkdir -p, rm -rf, whole-file read, atomic whole-file
+ * write (tmp + fsync + rename), and the temp-directory-then-commit pattern used
+ * for model saves and checkpoints.
+ * Is not: portable beyond POSIX, nor crash-atomic for the merge case of
+ * fs_commit_dir (each replaced entry is renamed atomically, the set is not). */
+#include "io/fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fs_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+int fs_is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+char *fs_join(const char *dir, const char *name) {
+    size_t nd = strlen(dir), nn = strlen(name);
+    if (nd == 0) return xstrdup(name);
+    int slash = dir[nd - 1] != '/';
+    char *p = xmalloc(nd + slash + nn + 1);
+    memcpy(p, dir, nd);
+    if (slash) p[nd] = '/';
+    memcpy(p + nd + slash, name, nn + 1);
+    return p;
+}
+
+/* Creates every missing component of path (mode 0755). An existing component
+ * that is not a directory is an error. */
+int fs_mkdir_p(const char *path, GrpoErr *err) {
+    if (!path[0]) return err_set(err, "cannot create a directory with an empty name");
+    char *p = xstrdup(path);
+    size_t n = strlen(p);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char saved = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            err_set(err, "%s: cannot create directory: %s", p, strerror(e));
+            free(p);
+            return -1;
+        }
+        if (!fs_is_dir(p)) {
+            err_set(err, "%s: exists and is not a directory", p);
+            free(p);
+            return -1;
+        }
+        p[i] = saved;
+        while (p[i] == '/' && p[i + 1] == '/') i++; /* "a//b" */
+    }
+    free(p);
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* Removes path and, for a directory, everything under it (symlinks are removed,
+ * not followed). A missing path is success. */
+int fs_rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(sb.st_mode)) return unlink(path) == 0 ? 0 : -1;
+    return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+/* Reads the whole file; *out is NUL-terminated (len excludes the NUL), so text
+ * files can be used as strings. Works for files whose size stat cannot tell. */
+int fs_read_file(const char *path, char **out, size_t *len, GrpoErr *err) {
+    *out = NULL;
+    if (len) *len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(fp);
+        return err_set(err, "%s: is a directory, expected a file", path);
+    }
+    if (sb.st_size > 0) cap = (size_t)sb.st_size + 1;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = xrealloc(buf, cap *= 2);
+        size_t got = fread(buf + n, 1, cap - 1 - n, fp);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(fp)) {
+        int e = errno;
+        fclose(fp);
+        free(buf);
+        return err_set(err, "%s: read error: %s", path, strerror(e));
+    }
+    fclose(fp);
+    buf[n] = '\0';
+    *out = buf;
+    if (len) *len = n;
+    return 0;
+}
+
+/* Writes len bytes to fd, retrying short writes. 0 or -1 with errno. */
+static int write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes buf to path + ".tmp", fsyncs it and renames it over path; on any
+ * failure the tmp file is removed and path is untouched. */
+int fs_write_file_atomic(const char *path, const void *buf, size_t len, GrpoErr *err) {
+    size_t n = strlen(path);
+    char *tmp = xmalloc(n + 5);
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp", 5);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    const char *what = "write";
+    int ok = write_all(fd, buf, len) == 0;
+    if (ok && fsync(fd) != 0) ok = 0, what = "fsync";
+    int e = errno;
+    if (close(fd) != 0 && ok) ok = 0, what = "close", e = errno;
+    if (ok && rename(tmp, path) != 0) ok = 0, what = "rename", e = errno;
+    if (!ok) {
+        unlink(tmp);
+        err_set(err, "%s: %s failed: %s", path, what, strerror(e));
+    }
+    free(tmp);
+    return ok ? 0 : -1;
+}
+
+/* Copies src to dst (atomically, via dst.tmp). */
+int fs_copy_file(const char *src, const char *dst, GrpoErr *err) {
+    char *buf;
+    size_t len;
+    if (fs_read_file(src, &buf, &len, err)) return -1;
+    int rc = fs_write_file_atomic(dst, buf, len, err);
+    free(buf);
+    return rc;
+}
+
+/* final_dir without trailing slashes, malloc'd. */
+static char *strip_slashes(const char *p) {
+    char *s = xstrdup(p);
+    size_t n = strlen(s);
+    while (n > 1 && s[n - 1] == '/') s[--n] = '\0';
+    return s;
+}
+
+int fs_tmpdir_for(const char *final_dir, char **tmp, GrpoErr *err) {
+    static unsigned counter = 0;
+    *tmp = NULL;
+    char *base = strip_slashes(final_dir);
+    char *slash = strrchr(base, '/');
+    if (slash && slash != base) {
+        *slash = '\0';
+        int rc = fs_mkdir_p(base, err);
+        *slash = '/';
+        if (rc) {
+            free(base);
+            return -1;
+        }
+    }
+    size_t cap = strlen(base) + 64;
+    char *p = xmalloc(cap);
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        unsigned n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+        snprintf(p, cap, "%s.tmp-%ld-%u", base, (long)getpid(), n);
+        if (mkdir(p, 0755) == 0) {
+            free(base);
+            *tmp = p;
+            return 0;
+        }
+        if (errno != EEXIST) break;
+    }
+    err_set(err, "%s: cannot create temporary directory %s: %s", final_dir, p, strerror(errno));
+    free(base);
+    free(p);
+    return -1;
+}
+
+int fs_commit_dir(const char *tmp, const char *final_dir, GrpoErr *err) {
+    if (!fs_is_dir(tmp)) return err_set(err, "%s: not a directory, cannot commit it", tmp);
+    struct stat sb;
+    if (lstat(final_dir, &sb) != 0) {
+        if (rename(tmp, final_dir) != 0)
+            return err_set(err, "%s: cannot rename %s into place: %s", final_dir, tmp,
+                           strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return err_set(err, "%s: exists and is not a directory", final_dir);
+    DIR *d = opendir(tmp);
+    if (!d) return err_set(err, "%s: cannot list: %s", tmp, strerror(errno));
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char *from = fs_join(tmp, de->d_name), *to = fs_join(final_dir, de->d_name);
+        /* rename() replaces a file atomically but not a non-empty directory. */
+        if (fs_is_dir(to) && fs_rm_rf(to) != 0)
+            rc = err_set(err, "%s: cannot remove the old copy: %s", to, strerror(errno));
+        else if (rename(from, to) != 0)
+            rc = err_set(err, "%s: cannot move %s into place: %s", to, from, strerror(errno));
+        free(from);
+        free(to);
+    }
+    closedir(d);
+    if (rc) return -1;
+    if (rmdir(tmp) != 0) return err_set(err, "%s: cannot remove: %s", tmp, strerror(errno));
+    return 0;
+}
