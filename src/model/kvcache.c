@@ -1,0 +1,212 @@
+/* model/kvcache.c — the KV cache and cached decoding (see kvcache.h).
+ * The projections are the same ops/ kernels as training; only attention differs:
+ * each row attends over the cached keys of its slot (parent prefix + own), with
+ * vector loops since a decode row has a single query per head. */
+#include "model/kvcache.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "ops/vec.h"
+
+size_t kv_cache_bytes(const ModelConfig *cfg, int n_slots, int cap) {
+    return 2 * sizeof(float) * (size_t)cfg->n_layers * n_slots * cap * cfg->n_kv_heads * cfg->head_dim;
+}
+
+void kv_cache_create(KVCache *c, const ModelConfig *cfg, int n_slots, int cap) {
+    CHECK(n_slots > 0 && cap > 0);
+    memset(c, 0, sizeof *c);
+    c->n_layers = cfg->n_layers;
+    c->n_slots = n_slots;
+    c->cap = cap;
+    c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    size_t n = (size_t)c->n_layers * n_slots * cap * c->kv_dim;
+    c->k = xaligned(sizeof(float) * n);
+    c->v = xaligned(sizeof(float) * n);
+    c->len = xcalloc(n_slots, sizeof(int));
+    c->parent = xmalloc(sizeof(int) * n_slots);
+    c->parent_len = xcalloc(n_slots, sizeof(int));
+    for (int i = 0; i < n_slots; i++) c->parent[i] = -1;
+}
+
+void kv_cache_free(KVCache *c) {
+    free(c->k);
+    free(c->v);
+    free(c->len);
+    free(c->parent);
+    free(c->parent_len);
+    memset(c, 0, sizeof *c);
+}
+
+void kv_cache_reset(KVCache *c, int slot) {
+    CHECK(slot >= 0 && slot < c->n_slots);
+    c->len[slot] = 0;
+    c->parent[slot] = -1;
+    c->parent_len[slot] = 0;
+}
+
+void kv_cache_share_prefix(KVCache *c, int slot, int parent) {
+    CHECK(slot >= 0 && slot < c->n_slots && parent >= 0 && parent < c->n_slots && slot != parent);
+    CHECK(c->parent[parent] < 0);
+    c->len[slot] = 0;
+    c->parent[slot] = parent;
+    c->parent_len[slot] = c->len[parent];
+}
+
+int kv_cache_seq_len(const KVCache *c, int slot) {
+    return c->parent_len[slot] + c->len[slot];
+}
+
+static float *kv_at(const KVCache *c, float *base, int l, int slot, int t) {
+    return base + (((size_t)l * c->n_slots + slot) * c->cap + t) * c->kv_dim;
+}
+
+/* ---- scratch ---- */
+
+typedef struct {
+    size_t x, h, qkv, qk, att, tmp, gu, act, rstd, scores, hrows;
+} DecodePlan;
+
+static DecodePlan decode_plan(const ModelConfig *c, int R, int K) {
+    size_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim, H = c->n_heads,
+           Hkv = c->n_kv_heads;
+    DecodePlan p = {
+        .x = R * C, .h = R * C, .qkv = R * (H + 2 * Hkv) * D, .qk = R * (H + Hkv) * D,
+        .att = R * H * D, .tmp = R * C, .gu = R * 2 * F, .act = R * F, .rstd = R * (H + Hkv + 1),
+        .scores = (size_t)omp_get_max_threads() * (H / Hkv) * K, .hrows = R * C,
+    };
+    return p;
+}
+
+size_t decode_state_bytes(const ModelConfig *cfg, int max_rows, int max_keys) {
+    DecodePlan p = decode_plan(cfg, max_rows, max_keys);
+    return sizeof(float) * (p.x + p.h + p.qkv + p.qk + p.att + p.tmp + p.gu + p.act + p.rstd +
+                            p.scores + p.hrows) +
+           2 * sizeof(int32_t) * max_rows;
+}
+
+void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, int max_keys) {
+    memset(s, 0, sizeof *s);
+    s->max_rows = max_rows;
+    s->max_keys = max_keys;
+    DecodePlan p = decode_plan(cfg, max_rows, max_keys);
+    size_t total = p.x + p.h + p.qkv + p.qk + p.att + p.tmp + p.gu + p.act + p.rstd + p.scores + p.hrows;
+    s->arena = xaligned(sizeof(float) * total);
+    float *cur = s->arena;
+#define TAKE(n) (cur += (n), cur - (n))
+    s->x = TAKE(p.x);
+    s->h = TAKE(p.h);
+    s->qkv = TAKE(p.qkv);
+    s->qk = TAKE(p.qk);
+    s->att = TAKE(p.att);
+    s->tmp = TAKE(p.tmp);
+    s->gu = TAKE(p.gu);
+    s->act = TAKE(p.act);
+    s->rstd = TAKE(p.rstd);
+    s->scores = TAKE(p.scores);
+    s->hrows = TAKE(p.hrows);
+#undef TAKE
+    s->pos = xmalloc(sizeof(int32_t) * max_rows);
+    s->own = xmalloc(sizeof(int32_t) * max_rows);
+}
+
+void decode_state_free(DecodeState *s) {
+    free(s->arena);
+    free(s->pos);
+    free(s->own);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- attention of one row (all heads of kv group g) over its slot's keys ---- */
+
+static void attend_row(const KVCache *c, int l, int slot, int own_idx, const float *q,
+                       float *out, int g, int G, int D, float *scores) {
+    int par = c->parent[slot], np = par >= 0 ? c->parent_len[slot] : 0;
+    int nk = np + own_idx + 1;
+    float scale = 1.0f / sqrtf((float)D);
+    for (int s = 0; s < nk; s++) {
+        const float *k = s < np ? kv_at(c, c->k, l, par, s) : kv_at(c, c->k, l, slot, s - np);
+        k += (size_t)g * D;
+        for (int j = 0; j < G; j++) scores[(size_t)j * nk + s] = vec_dot(q + (size_t)j * D, k, D) * scale;
+    }
+    for (int j = 0; j < G; j++) {
+        float *sc = scores + (size_t)j * nk, mx = -INFINITY;
+        for (int s = 0; s < nk; s++) mx = sc[s] > mx ? sc[s] : mx;
+        double sum = 0;
+        for (int s = 0; s < nk; s++) {
+            sc[s] = expf(sc[s] - mx);
+            sum += sc[s];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int s = 0; s < nk; s++) sc[s] *= inv;
+        memset(out + (size_t)j * D, 0, sizeof(float) * D);
+    }
+    for (int s = 0; s < nk; s++) {
+        const float *v = s < np ? kv_at(c, c->v, l, par, s) : kv_at(c, c->v, l, slot, s - np);
+        v += (size_t)g * D;
+        for (int j = 0; j < G; j++) vec_axpy(out + (size_t)j * D, scores[(size_t)j * nk + s], v, D);
+    }
+}
+
+int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
+                 const int32_t *tokens, const uint8_t *want, float *logits_out) {
+    const ModelConfig *cfg = &m->cfg;
+    int C = cfg->hidden_size, F = cfg->intermediate_size, D = cfg->head_dim;
+    int H = cfg->n_heads, Hkv = cfg->n_kv_heads, G = H / Hkv;
+    int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
+    CHECK(n > 0 && n <= s->max_rows);
+    for (int r = 0; r < n; r++) {
+        int sl = slots[r];
+        CHECK(sl >= 0 && sl < c->n_slots && c->len[sl] < c->cap);
+        CHECK(tokens[r] >= 0 && tokens[r] < cfg->vocab_size);
+        s->own[r] = c->len[sl];
+        s->pos[r] = c->parent_len[sl] + c->len[sl];
+        CHECK(s->pos[r] < s->max_keys);
+        c->len[sl]++;
+    }
+    embedding_forward(s->x, tokens, m->w.embed, n, C);
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const LayerView *w = &m->w.layers[l];
+        rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
+        matmul_forward(s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV);
+        if (cfg->qk_norm) {
+            for (int h = 0; h < H + Hkv; h++)
+                rmsnorm_forward(s->qk + h * D, s->rstd, s->qkv + h * D, h < H ? w->q_norm : w->k_norm,
+                                n, D, QK, QKV, cfg->rms_norm_eps);
+        } else {
+            for (int r = 0; r < n; r++)
+                memcpy(s->qk + (size_t)r * QK, s->qkv + (size_t)r * QKV, sizeof(float) * QK);
+        }
+        rope_forward(s->qk, s->pos, m->inv_freq, n, H + Hkv, D, QK);
+        for (int r = 0; r < n; r++) {
+            memcpy(kv_at(c, c->k, l, slots[r], s->own[r]), s->qk + (size_t)r * QK + H * D,
+                   sizeof(float) * c->kv_dim);
+            memcpy(kv_at(c, c->v, l, slots[r], s->own[r]), s->qkv + (size_t)r * QKV + (H + Hkv) * D,
+                   sizeof(float) * c->kv_dim);
+        }
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int rg = 0; rg < n * Hkv; rg++) {
+            int r = rg / Hkv, g = rg % Hkv;
+            float *sc = s->scores + (size_t)omp_get_thread_num() * G * s->max_keys;
+            attend_row(c, l, slots[r], s->own[r], s->qk + (size_t)r * QK + (size_t)g * G * D,
+                       s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc);
+        }
+        matmul_forward(s->tmp, s->att, w->wo, w->bo, n, H * D, C);
+        for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
+        rmsnorm_forward(s->h, s->rstd, s->x, w->ln2, n, C, C, C, cfg->rms_norm_eps);
+        matmul_forward(s->gu, s->h, w->wgu, NULL, n, C, 2 * F);
+        swiglu_forward(s->act, s->gu, n, F);
+        matmul_forward(s->tmp, s->act, w->wdown, NULL, n, F, C);
+        for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
+    }
+    int n_out = 0;
+    for (int r = 0; r < n; r++)
+        if (!want || want[r]) memcpy(s->hrows + (size_t)n_out++ * C, s->x + (size_t)r * C, sizeof(float) * C);
+    if (n_out == 0) return 0;
+    rmsnorm_forward(s->h, s->rstd, s->hrows, m->w.norm, n_out, C, C, C, cfg->rms_norm_eps);
+    matmul_forward(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
+    return n_out;
+}
