@@ -1,0 +1,74 @@
+/* core/rng.c — Philox4x32-10 streams and splitmix64 hashing (see rng.h).
+ *
+ * Is: the block function, a buffered stream of u32 / uniform / normal draws,
+ * and tuple hashing for stream ids. Is not: a general distributions library
+ * (sampling from logits lives in gen/), nor cryptographically secure. */
+#include "core/rng.h"
+
+#include <math.h>
+
+/* Constants from Salmon et al. 2011, section 4.2 (also Random123's philox.h). */
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u /* golden ratio */
+#define PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
+
+void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n1 = (uint32_t)p1;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1, n3 = (uint32_t)p0;
+        c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+        k0 += PHILOX_W0, k1 += PHILOX_W1; /* the key bump before each next round */
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+void rng_init(Rng *r, uint64_t seed, uint64_t stream) {
+    r->key = seed;
+    r->counter_hi = stream;
+    r->counter_lo = 0;
+    r->used = 4;
+}
+
+uint32_t rng_u32(Rng *r) {
+    if (r->used >= 4) {
+        uint32_t ctr[4] = {(uint32_t)r->counter_lo, (uint32_t)(r->counter_lo >> 32),
+                           (uint32_t)r->counter_hi, (uint32_t)(r->counter_hi >> 32)};
+        uint32_t key[2] = {(uint32_t)r->key, (uint32_t)(r->key >> 32)};
+        philox4x32_10(ctr, key, r->buf);
+        r->counter_lo++; /* 2^64 blocks per stream: never wraps in practice */
+        r->used = 0;
+    }
+    return r->buf[r->used++];
+}
+
+float rng_uniform(Rng *r) { return (float)(rng_u32(r) >> 8) * 0x1p-24f; }
+
+double rng_uniform_f64(Rng *r) {
+    uint64_t hi = rng_u32(r), lo = rng_u32(r);
+    return (double)(((hi << 32) | lo) >> 11) * 0x1p-53;
+}
+
+float rng_normal(Rng *r) {
+    double u1 = 1.0 - rng_uniform_f64(r); /* (0, 1]: log is finite */
+    double u2 = rng_uniform_f64(r);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static uint64_t splitmix64_finalize(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t rng_splitmix64(uint64_t *state) {
+    *state += 0x9E3779B97F4A7C15ull;
+    return splitmix64_finalize(*state);
+}
+
+uint64_t rng_mix(uint64_t a, uint64_t b) {
+    uint64_t h = splitmix64_finalize(a + 0x9E3779B97F4A7C15ull);
+    return splitmix64_finalize(h ^ (b + 0x3C6EF372FE94F82Aull)); /* 2 * golden */
+}
