@@ -1,0 +1,167 @@
+/* tests/io/test_fsutil.c — io/fsutil: mkdir -p, rm -rf, read/write/copy, and the
+ * temp-directory-then-commit pattern, including its error paths. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/fsutil.h"
+#include "testutil.h"
+
+static char g_dir[64];
+
+static void put(const char *dir, const char *name, const char *text) {
+    char *p = fs_join(dir, name);
+    GrpoErr err;
+    T_CHECK(fs_write_file_atomic(p, text, strlen(text), &err) == 0, "%s", err.msg);
+    free(p);
+}
+
+/* 1 when dir/name exists with exactly this content. */
+static int has(const char *dir, const char *name, const char *text) {
+    char *p = fs_join(dir, name), *buf = NULL;
+    size_t n = 0;
+    GrpoErr err;
+    int ok = fs_read_file(p, &buf, &n, &err) == 0 && n == strlen(text) && !strcmp(buf, text);
+    free(buf);
+    free(p);
+    return ok;
+}
+
+static void test_join(void) {
+    char *a = fs_join("a/b", "c"), *b = fs_join("a/b/", "c"), *c = fs_join("", "c");
+    T_CHECK(!strcmp(a, "a/b/c") && !strcmp(b, "a/b/c") && !strcmp(c, "c"), "%s %s %s", a, b, c);
+    free(a), free(b), free(c);
+}
+
+static void test_mkdir_rm(void) {
+    GrpoErr err;
+    char *deep = fs_join(g_dir, "x/y//z/");
+    T_CHECK(fs_mkdir_p(deep, &err) == 0 && fs_is_dir(deep), "%s", err.msg);
+    T_CHECK(fs_mkdir_p(deep, &err) == 0, "mkdir -p of an existing dir: %s", err.msg);
+    put(deep, "f.txt", "hello");
+    char *file = fs_join(deep, "f.txt"), *under = fs_join(file, "sub");
+    T_CHECK(fs_exists(file) && !fs_is_dir(file), "file exists");
+    T_CHECK(fs_mkdir_p(under, &err) == -1 && strstr(err.msg, "f.txt") &&
+                strstr(err.msg, "not a directory"), "%s", err.msg);
+    T_CHECK(fs_mkdir_p("", &err) == -1 && strstr(err.msg, "empty"), "%s", err.msg);
+    char *x = fs_join(g_dir, "x");
+    T_CHECK(fs_rm_rf(x) == 0 && !fs_exists(x), "rm -rf");
+    T_CHECK(fs_rm_rf(x) == 0, "rm -rf of a missing path");
+    free(x), free(deep), free(file), free(under);
+}
+
+static void test_read_write(void) {
+    GrpoErr err;
+    char *buf = NULL;
+    size_t n = 7;
+    T_CHECK(fs_read_file("/nonexistent/file.json", &buf, &n, &err) == -1 && buf == NULL &&
+                strstr(err.msg, "/nonexistent/file.json: cannot open"), "%s", err.msg);
+    T_CHECK(fs_read_file(g_dir, &buf, &n, &err) == -1 && strstr(err.msg, "is a directory"), "%s",
+            err.msg);
+    put(g_dir, "empty", "");
+    T_CHECK(has(g_dir, "empty", ""), "empty file");
+    /* binary content with NULs and a size that is not a multiple of the buffer */
+    enum { N = 10007 };
+    char *data = xmalloc(N);
+    for (int i = 0; i < N; i++) data[i] = (char)(i * 31);
+    char *p = fs_join(g_dir, "bin"), *q = fs_join(g_dir, "bin.copy");
+    T_CHECK(fs_write_file_atomic(p, data, N, &err) == 0, "%s", err.msg);
+    T_CHECK(fs_copy_file(p, q, &err) == 0, "%s", err.msg);
+    T_CHECK(fs_read_file(q, &buf, &n, &err) == 0 && n == N && !memcmp(buf, data, N) && buf[N] == 0,
+            "binary round trip");
+    free(buf);
+    T_CHECK(fs_read_file("/proc/self/status", &buf, &n, &err) == 0 && n > 0 && strlen(buf) == n,
+            "file of unknown size: %s", err.msg);
+    free(buf);
+    T_CHECK(fs_copy_file("/nonexistent/a", q, &err) == -1 && strstr(err.msg, "/nonexistent/a"),
+            "%s", err.msg);
+    T_CHECK(fs_write_file_atomic("/nonexistent/dir/f", "x", 1, &err) == -1 &&
+                strstr(err.msg, "/nonexistent/dir/f.tmp: cannot create"), "%s", err.msg);
+
+    /* an injected I/O failure (file size limit) leaves the old content and no tmp */
+    put(g_dir, "keep", "old content");
+    char *keep = fs_join(g_dir, "keep"), *tmp = fs_join(g_dir, "keep.tmp");
+    char *big = xcalloc(1, 1 << 20);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 4096;
+    signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    int rc = fs_write_file_atomic(keep, big, 1 << 20, &err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    T_CHECK(rc == -1 && strstr(err.msg, "keep") && strstr(err.msg, "write failed"), "%s", err.msg);
+    T_CHECK(has(g_dir, "keep", "old content") && !fs_exists(tmp), "old content kept, no tmp left");
+    free(big), free(keep), free(tmp), free(data), free(p), free(q);
+}
+
+static void test_tmpdir_commit(void) {
+    GrpoErr err;
+    char *final = fs_join(g_dir, "out/model"), *tmp = NULL, *tmp2 = NULL;
+    /* fresh: the tmp dir becomes the final dir */
+    T_CHECK(fs_tmpdir_for(final, &tmp, &err) == 0 && fs_is_dir(tmp), "%s", err.msg);
+    T_CHECK(tmp && strstr(tmp, "out/model.tmp-"), "tmp name %s", tmp ? tmp : "(null)");
+    T_CHECK(fs_tmpdir_for(final, &tmp2, &err) == 0 && strcmp(tmp, tmp2), "two tmp dirs differ");
+    fs_rm_rf(tmp2);
+    free(tmp2);
+    put(tmp, "a.txt", "A1");
+    char *sub = fs_join(tmp, "checkpoint-1");
+    fs_mkdir_p(sub, &err);
+    put(sub, "state", "S1");
+    free(sub);
+    T_CHECK(fs_commit_dir(tmp, final, &err) == 0, "%s", err.msg);
+    T_CHECK(!fs_exists(tmp) && has(final, "a.txt", "A1") && has(final, "checkpoint-1/state", "S1"),
+            "committed");
+    free(tmp);
+    /* merge: files in tmp replace, others are kept */
+    T_CHECK(fs_tmpdir_for(final, &tmp, &err) == 0, "%s", err.msg);
+    put(tmp, "a.txt", "A2");
+    put(tmp, "b.txt", "B2");
+    sub = fs_join(tmp, "checkpoint-2");
+    fs_mkdir_p(sub, &err);
+    put(sub, "state", "S2");
+    free(sub);
+    T_CHECK(fs_commit_dir(tmp, final, &err) == 0, "%s", err.msg);
+    T_CHECK(!fs_exists(tmp) && has(final, "a.txt", "A2") && has(final, "b.txt", "B2") &&
+                has(final, "checkpoint-1/state", "S1") && has(final, "checkpoint-2/state", "S2"),
+            "merged");
+    free(tmp);
+    /* a replaced subdirectory loses its old files */
+    T_CHECK(fs_tmpdir_for(final, &tmp, &err) == 0, "%s", err.msg);
+    sub = fs_join(tmp, "checkpoint-1");
+    fs_mkdir_p(sub, &err);
+    put(sub, "new", "N");
+    free(sub);
+    T_CHECK(fs_commit_dir(tmp, final, &err) == 0 && has(final, "checkpoint-1/new", "N") &&
+                !has(final, "checkpoint-1/state", "S1"), "subdirectory replaced: %s", err.msg);
+    free(tmp);
+    /* errors */
+    put(g_dir, "plainfile", "x");
+    char *plain = fs_join(g_dir, "plainfile");
+    T_CHECK(fs_tmpdir_for(final, &tmp, &err) == 0, "%s", err.msg);
+    T_CHECK(fs_commit_dir(tmp, plain, &err) == -1 && strstr(err.msg, "plainfile") &&
+                strstr(err.msg, "not a directory"), "%s", err.msg);
+    fs_rm_rf(tmp);
+    free(tmp);
+    T_CHECK(fs_commit_dir("/nonexistent/tmp", final, &err) == -1 &&
+                strstr(err.msg, "/nonexistent/tmp"), "%s", err.msg);
+    char *under_file = fs_join(plain, "model");
+    T_CHECK(fs_tmpdir_for(under_file, &tmp, &err) == -1 && tmp == NULL &&
+                strstr(err.msg, "plainfile"), "%s", err.msg);
+    free(under_file), free(plain), free(final);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/grpo-test-fs-XXXXXX");
+    CHECK(mkdtemp(g_dir));
+    test_join();
+    test_mkdir_rm();
+    test_read_write();
+    test_tmpdir_commit();
+    fs_rm_rf(g_dir);
+    T_CHECK(!fs_exists(g_dir), "cleanup");
+    return t_summary("test_fsutil");
+}
