@@ -1,0 +1,163 @@
+/* tokenizer/decode.c — ids -> text through tokenizer.json's decoder
+ * (ByteLevel, ByteFallback, Fuse, Sequence), and the small accessors.
+ *
+ * Added tokens are written verbatim between decoded runs of model tokens (as
+ * HF's decode does), so a special token never goes through the byte map.
+ * The bytes are read as UTF-8 with U+FFFD for invalid sequences, like HF's
+ * lossy conversion. clean_up_tokenization_spaces is deliberately not applied:
+ * decode(encode(x)) == x is what a reward function needs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tok_internal.h"
+
+/* The decoder chain works on a list of strings, like HF's decode_chain. */
+static void dec_apply(const TokDec *d, TokPieces *in, TokPieces *out) {
+    switch (d->kind) {
+    case DEC_SEQUENCE:
+        for (int i = 0; i < d->n_children; i++) {
+            dec_apply(&d->children[i], in, out);
+            TokPieces t = *in; *in = *out; *out = t;
+        }
+        { TokPieces t = *in; *in = *out; *out = t; }
+        return;
+    case DEC_BYTELEVEL: {
+        /* every token's chars back to bytes; a token with a char outside the
+         * alphabet keeps its own bytes */
+        TokBuf raw = {0}, txt = {0};
+        for (size_t i = 0; i < in->n; i++) {
+            const char *s = in->buf.p + in->off[i];
+            size_t len = in->off[i + 1] - in->off[i], j = 0, mark = raw.n;
+            int ok = 1;
+            while (j < len) {
+                uint32_t cp;
+                int k = tok_utf8_next((const unsigned char *)s + j, len - j, &cp);
+                if (k <= 0 || cp >= 512 || tok_cp_to_byte[cp] < 0) { ok = 0; break; }
+                tbuf_putc(&raw, (char)tok_cp_to_byte[cp]);
+                j += (size_t)k;
+            }
+            if (!ok) { raw.n = mark; tbuf_put(&raw, s, len); }
+        }
+        tok_utf8_sanitize(raw.p ? raw.p : "", raw.n, &txt);
+        pieces_reset(out);
+        pieces_push(out, txt.p, txt.n);
+        tbuf_free(&raw);
+        tbuf_free(&txt);
+        return;
+    }
+    case DEC_BYTEFALLBACK: {
+        /* runs of <0xXX> tokens become their bytes, read as UTF-8 */
+        pieces_reset(out);
+        TokBuf bytes = {0}, txt = {0};
+        for (size_t i = 0; i <= in->n; i++) {
+            const char *s = i < in->n ? in->buf.p + in->off[i] : "";
+            size_t len = i < in->n ? in->off[i + 1] - in->off[i] : 0;
+            unsigned v;
+            if (len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && sscanf(s + 3, "%2x", &v) == 1) {
+                tbuf_putc(&bytes, (char)v);
+                continue;
+            }
+            if (bytes.n) {
+                tok_utf8_sanitize(bytes.p, bytes.n, &txt);
+                pieces_push(out, txt.p, txt.n);
+                bytes.n = 0;
+            }
+            if (i < in->n) pieces_push(out, s, len);
+        }
+        tbuf_free(&bytes);
+        tbuf_free(&txt);
+        return;
+    }
+    case DEC_FUSE:
+        pieces_reset(out);
+        pieces_push(out, in->buf.p, in->buf.n);
+        return;
+    }
+}
+
+static void flush_run(const Tokenizer *tok, TokPieces *run, TokBuf *text) {
+    if (!run->n) return;
+    if (!tok->decoder) {
+        for (size_t i = 0; i < run->n; i++) {
+            if (text->n) tbuf_putc(text, ' ');
+            tbuf_put(text, run->buf.p + run->off[i], run->off[i + 1] - run->off[i]);
+        }
+    } else {
+        TokPieces out = {0};
+        dec_apply(tok->decoder, run, &out);
+        tbuf_put(text, out.buf.p, out.buf.n);
+        pieces_free(&out);
+    }
+    pieces_reset(run);
+}
+
+int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
+               size_t *len, GrpoErr *err) {
+    *text = NULL;
+    if (len) *len = 0;
+    TokPieces run = {0};
+    TokBuf out = {0};
+    pieces_reset(&run);
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        size_t tl;
+        const char *t = vocab_str(&tok->vocab, id, &tl);
+        if (!t) {
+            pieces_free(&run);
+            tbuf_free(&out);
+            return err_set(err, "%s: decode: id %d at position %zu is not in the vocabulary "
+                           "(expected 0..%d)", tok->path, (int)id, i, (int)tok->vocab.n_ids - 1);
+        }
+        if (tok->is_added[id]) {
+            if (skip_special && tok->is_special[id]) continue;
+            flush_run(tok, &run, &out);
+            if (!tok->decoder && out.n) tbuf_putc(&out, ' ');
+            tbuf_put(&out, t, tl);
+            continue;
+        }
+        if (skip_special && tok->is_special[id]) continue;
+        pieces_push(&run, t, tl);
+    }
+    flush_run(tok, &run, &out);
+    pieces_free(&run);
+    tbuf_reserve(&out, 1);
+    out.p[out.n] = 0;
+    *text = out.p;
+    if (len) *len = out.n;
+    return 0;
+}
+
+int32_t tok_token_to_id(const Tokenizer *tok, const char *token, size_t len) {
+    return vocab_find(&tok->vocab, token, len);
+}
+
+const char *tok_id_to_token(const Tokenizer *tok, int32_t id, size_t *len) {
+    size_t l;
+    const char *s = vocab_str(&tok->vocab, id, &l);
+    if (s && len) *len = l;
+    return s;
+}
+
+int32_t tok_vocab_size(const Tokenizer *tok) { return tok->vocab.n_ids; }
+
+int tok_is_special(const Tokenizer *tok, int32_t id) {
+    return id >= 0 && id < tok->vocab.n_ids && tok->is_special[id];
+}
+
+const TokSpecial *tok_special(const Tokenizer *tok) { return &tok->special; }
+const char *tok_bos_token(const Tokenizer *tok) { return tok->bos_token; }
+const char *tok_eos_token(const Tokenizer *tok) { return tok->eos_token; }
+
+void dec_free(TokDec *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n_children; i++) dec_free(&d->children[i]);
+    free(d->children);
+}
+
+void post_free(TokPost *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_children; i++) post_free(&p->children[i]);
+    free(p->children);
+    for (int i = 0; i < p->n_items; i++) free(p->items[i].ids);
+    free(p->items);
+}

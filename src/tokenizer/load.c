@@ -1,0 +1,569 @@
+/* tokenizer/load.c — tokenizer.json, tokenizer_config.json and
+ * generation_config.json into a Tokenizer.
+ *
+ * Every field is checked on the way in; an error names the file, the
+ * component's JSON path (e.g. "pre_tokenizer.pretokenizers[0]") and what was
+ * expected, and lists what is supported when a component type is unknown.
+ * Encoding and decoding themselves live in encode.c / decode.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tokenizer/tok_internal.h"
+
+/* ---- small JSON helpers ---------------------------------------------------- */
+static int read_json(const char *path, json_t **out, int optional, GrpoErr *err) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (optional) return 0;
+        return err_set(err, "%s: cannot open (expected a Hugging Face tokenizer file)", path);
+    }
+    TokBuf b = {0};
+    char chunk[1 << 16];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) tbuf_put(&b, chunk, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { tbuf_free(&b); return err_set(err, "%s: read error", path); }
+    json_error_t je;
+    *out = json_loadb(b.p ? b.p : "", b.n, JSON_ALLOW_NUL, &je);
+    tbuf_free(&b);
+    if (!*out)
+        return err_set(err, "%s: invalid JSON at line %d column %d: %s", path, je.line, je.column,
+                       je.text);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return err_set(err, "%s: expected a JSON object at the top level", path);
+    }
+    return 0;
+}
+
+static int jbool(const json_t *o, const char *key, int dflt) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return dflt;
+    return json_is_true(v);
+}
+
+/* A type name: "type" field of a component object. */
+static const char *jtype(const json_t *o) {
+    const json_t *t = json_object_get(o, "type");
+    return json_is_string(t) ? json_string_value(t) : NULL;
+}
+
+typedef struct {
+    Tokenizer *tok;
+    GrpoErr *err;
+} Ld;
+
+#define LD_FAIL(ld, where, ...)                                                        \
+    (err_set((ld)->err, __VA_ARGS__), err_prefix((ld)->err, "%s: %s", (ld)->tok->path, where))
+
+/* ---- normalizers ----------------------------------------------------------- */
+static int load_normalizer(Ld *ld, const json_t *j, const char *path, TokNormalizer *n) {
+    memset(n, 0, sizeof *n);
+    const char *t = json_is_object(j) ? jtype(j) : NULL;
+    if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
+    if (!strcmp(t, "NFC")) n->kind = NORM_NFC;
+    else if (!strcmp(t, "NFD")) n->kind = NORM_NFD;
+    else if (!strcmp(t, "NFKC")) n->kind = NORM_NFKC;
+    else if (!strcmp(t, "NFKD")) n->kind = NORM_NFKD;
+    else if (!strcmp(t, "Lowercase")) n->kind = NORM_LOWERCASE;
+    else if (!strcmp(t, "Strip")) {
+        n->kind = NORM_STRIP;
+        n->strip_left = jbool(j, "strip_left", 1);
+        n->strip_right = jbool(j, "strip_right", 1);
+    } else if (!strcmp(t, "Prepend")) {
+        n->kind = NORM_PREPEND;
+        const json_t *p = json_object_get(j, "prepend");
+        if (!json_is_string(p)) return LD_FAIL(ld, path, "Prepend: expected a string \"prepend\"");
+        n->content = xstrdup(json_string_value(p));
+    } else if (!strcmp(t, "Replace")) {
+        n->kind = NORM_REPLACE;
+        const json_t *pat = json_object_get(j, "pattern"), *c = json_object_get(j, "content");
+        const json_t *s = json_object_get(pat, "String"), *r = json_object_get(pat, "Regex");
+        if (!json_is_string(c) || !(json_is_string(s) || json_is_string(r)))
+            return LD_FAIL(ld, path, "Replace: expected \"pattern\": {\"String\"|\"Regex\": ...} "
+                           "and a string \"content\"");
+        n->content = xstrdup(json_string_value(c));
+        if (json_is_string(s)) n->pattern = xstrdup(json_string_value(s));
+        else {
+            char why[256];
+            if (tok_regex_compile(&n->regex, json_string_value(r), json_string_length(r), 0, why,
+                                  sizeof why))
+                return LD_FAIL(ld, path, "Replace: bad regex: %s", why);
+        }
+    } else if (!strcmp(t, "Sequence")) {
+        n->kind = NORM_SEQUENCE;
+        const json_t *a = json_object_get(j, "normalizers");
+        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"normalizers\"");
+        n->n_children = (int)json_array_size(a);
+        n->children = xcalloc((size_t)n->n_children + 1, sizeof *n->children);
+        for (int i = 0; i < n->n_children; i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, i);
+            if (load_normalizer(ld, json_array_get(a, (size_t)i), sub, &n->children[i])) return -1;
+        }
+    } else
+        return LD_FAIL(ld, path, "unsupported normalizer type '%s' (supported: NFC, NFD, NFKC, "
+                       "NFKD, Lowercase, Strip, Prepend, Replace, Sequence)", t);
+    return 0;
+}
+
+/* ---- pre-tokenizers -------------------------------------------------------- */
+static int load_pre(Ld *ld, const json_t *j, const char *path, TokPre *p) {
+    memset(p, 0, sizeof *p);
+    const char *t = json_is_object(j) ? jtype(j) : NULL;
+    if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
+    if (!strcmp(t, "Split")) {
+        p->kind = PRE_SPLIT;
+        const json_t *pat = json_object_get(j, "pattern");
+        const json_t *s = json_object_get(pat, "String"), *r = json_object_get(pat, "Regex");
+        if (!json_is_string(s) && !json_is_string(r))
+            return LD_FAIL(ld, path, "Split: expected \"pattern\": {\"String\"|\"Regex\": ...}");
+        const json_t *pj = json_is_string(r) ? r : s;
+        char why[256];
+        if (tok_regex_compile(&p->regex, json_string_value(pj), json_string_length(pj),
+                              !json_is_string(r), why, sizeof why))
+            return LD_FAIL(ld, path, "Split: bad regex: %s", why);
+        const json_t *b = json_object_get(j, "behavior");
+        const char *bs = json_is_string(b) ? json_string_value(b) : "";
+        if (!strcmp(bs, "Removed")) p->behavior = SPLIT_REMOVED;
+        else if (!strcmp(bs, "Isolated")) p->behavior = SPLIT_ISOLATED;
+        else if (!strcmp(bs, "MergedWithPrevious")) p->behavior = SPLIT_MERGED_PREV;
+        else if (!strcmp(bs, "MergedWithNext")) p->behavior = SPLIT_MERGED_NEXT;
+        else if (!strcmp(bs, "Contiguous")) p->behavior = SPLIT_CONTIGUOUS;
+        else return LD_FAIL(ld, path, "Split: unsupported behavior '%s' (supported: Removed, "
+                            "Isolated, MergedWithPrevious, MergedWithNext, Contiguous)", bs);
+        p->invert = jbool(j, "invert", 0);
+    } else if (!strcmp(t, "ByteLevel")) {
+        p->kind = PRE_BYTELEVEL;
+        p->add_prefix_space = jbool(j, "add_prefix_space", 1);
+        p->use_regex = jbool(j, "use_regex", 1);
+    } else if (!strcmp(t, "Digits")) {
+        p->kind = PRE_DIGITS;
+        p->individual_digits = jbool(j, "individual_digits", 0);
+    } else if (!strcmp(t, "Sequence")) {
+        p->kind = PRE_SEQUENCE;
+        const json_t *a = json_object_get(j, "pretokenizers");
+        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"pretokenizers\"");
+        p->n_children = (int)json_array_size(a);
+        p->children = xcalloc((size_t)p->n_children + 1, sizeof *p->children);
+        for (int i = 0; i < p->n_children; i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", path, i);
+            if (load_pre(ld, json_array_get(a, (size_t)i), sub, &p->children[i])) return -1;
+        }
+    } else
+        return LD_FAIL(ld, path, "unsupported pre-tokenizer type '%s' (supported: Split, "
+                       "ByteLevel, Digits, Sequence)", t);
+    return 0;
+}
+
+/* ---- post-processors ------------------------------------------------------- */
+static int load_post(Ld *ld, const json_t *j, const char *path, TokPost *p) {
+    memset(p, 0, sizeof *p);
+    const char *t = json_is_object(j) ? jtype(j) : NULL;
+    if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
+    if (!strcmp(t, "ByteLevel")) p->kind = POST_BYTELEVEL;
+    else if (!strcmp(t, "Sequence")) {
+        p->kind = POST_SEQUENCE;
+        const json_t *a = json_object_get(j, "processors");
+        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"processors\"");
+        p->n_children = (int)json_array_size(a);
+        p->children = xcalloc((size_t)p->n_children + 1, sizeof *p->children);
+        for (int i = 0; i < p->n_children; i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.processors[%d]", path, i);
+            if (load_post(ld, json_array_get(a, (size_t)i), sub, &p->children[i])) return -1;
+        }
+    } else if (!strcmp(t, "TemplateProcessing")) {
+        p->kind = POST_TEMPLATE;
+        const json_t *single = json_object_get(j, "single"), *sp = json_object_get(j, "special_tokens");
+        if (!json_is_array(single))
+            return LD_FAIL(ld, path, "TemplateProcessing: expected an array \"single\"");
+        p->n_items = (int)json_array_size(single);
+        p->items = xcalloc((size_t)p->n_items + 1, sizeof *p->items);
+        for (int i = 0; i < p->n_items; i++) {
+            const json_t *it = json_array_get(single, (size_t)i);
+            const json_t *st = json_object_get(it, "SpecialToken"), *sq = json_object_get(it, "Sequence");
+            if (sq) { p->items[i].n_ids = -1; continue; }
+            const json_t *name = json_object_get(st, "id");
+            const json_t *def = json_is_string(name) ? json_object_get(sp, json_string_value(name)) : NULL;
+            const json_t *ids = json_object_get(def, "ids");
+            if (!json_is_array(ids))
+                return LD_FAIL(ld, path, "TemplateProcessing: single[%d]: expected a SpecialToken "
+                               "listed in \"special_tokens\" with \"ids\", or a Sequence", i);
+            p->items[i].n_ids = (int)json_array_size(ids);
+            p->items[i].ids = xcalloc((size_t)p->items[i].n_ids + 1, sizeof(int32_t));
+            for (int k = 0; k < p->items[i].n_ids; k++) {
+                const json_t *v = json_array_get(ids, (size_t)k);
+                json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+                if (id < 0 || id >= ld->tok->vocab.n_ids)
+                    return LD_FAIL(ld, path, "TemplateProcessing: special token '%s': id out of "
+                                   "range (expected 0..%d)", json_string_value(name),
+                                   (int)ld->tok->vocab.n_ids - 1);
+                p->items[i].ids[k] = (int32_t)id;
+            }
+        }
+    } else
+        return LD_FAIL(ld, path, "unsupported post-processor type '%s' (supported: ByteLevel, "
+                       "TemplateProcessing, Sequence)", t);
+    return 0;
+}
+
+/* ---- decoders -------------------------------------------------------------- */
+static int load_dec(Ld *ld, const json_t *j, const char *path, TokDec *d) {
+    memset(d, 0, sizeof *d);
+    const char *t = json_is_object(j) ? jtype(j) : NULL;
+    if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
+    if (!strcmp(t, "ByteLevel")) d->kind = DEC_BYTELEVEL;
+    else if (!strcmp(t, "ByteFallback")) d->kind = DEC_BYTEFALLBACK;
+    else if (!strcmp(t, "Fuse")) d->kind = DEC_FUSE;
+    else if (!strcmp(t, "Sequence")) {
+        d->kind = DEC_SEQUENCE;
+        const json_t *a = json_object_get(j, "decoders");
+        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"decoders\"");
+        d->n_children = (int)json_array_size(a);
+        d->children = xcalloc((size_t)d->n_children + 1, sizeof *d->children);
+        for (int i = 0; i < d->n_children; i++) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.decoders[%d]", path, i);
+            if (load_dec(ld, json_array_get(a, (size_t)i), sub, &d->children[i])) return -1;
+        }
+    } else
+        return LD_FAIL(ld, path, "unsupported decoder type '%s' (supported: ByteLevel, "
+                       "ByteFallback, Fuse, Sequence)", t);
+    return 0;
+}
+
+/* ---- the model -------------------------------------------------------------- */
+static int load_model(Ld *ld, const json_t *root) {
+    Tokenizer *tok = ld->tok;
+    const json_t *m = json_object_get(root, "model");
+    if (!json_is_object(m)) return LD_FAIL(ld, "model", "expected an object");
+    const char *t = jtype(m);
+    if (t && strcmp(t, "BPE"))
+        return LD_FAIL(ld, "model", "unsupported model type '%s' (supported: BPE)", t);
+    const json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
+    if (!json_is_object(vocab))
+        return LD_FAIL(ld, "model.vocab", "expected an object mapping tokens to ids");
+    if (!json_is_array(merges)) return LD_FAIL(ld, "model.merges", "expected an array");
+    const json_t *added = json_object_get(root, "added_tokens");
+    if (added && !json_is_array(added) && !json_is_null(added))
+        return LD_FAIL(ld, "added_tokens", "expected an array");
+
+    /* ids: 0 .. max over vocab and added tokens */
+    json_int_t max_id = -1;
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)vocab, key, val) {
+        json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
+        if (id < 0 || id >= (1 << 24))
+            return LD_FAIL(ld, "model.vocab", "token '%s': expected an id in 0..16777215", key);
+        if (id > max_id) max_id = id;
+    }
+    size_t n_added = added ? json_array_size(added) : 0;
+    for (size_t i = 0; i < n_added; i++) {
+        const json_t *a = json_array_get(added, i);
+        const json_t *id = json_object_get(a, "id"), *c = json_object_get(a, "content");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= (1 << 24) ||
+            !json_is_string(c)) {
+            char p[64];
+            snprintf(p, sizeof p, "added_tokens[%zu]", i);
+            return LD_FAIL(ld, p, "expected {\"id\": 0..16777215, \"content\": string, ...}");
+        }
+        if (json_integer_value(id) > max_id) max_id = json_integer_value(id);
+    }
+    int32_t n_ids = (int32_t)(max_id + 1);
+    vocab_init(&tok->vocab, n_ids, json_object_size(vocab) + n_added);
+    tok->is_added = xcalloc((size_t)n_ids + 1, 1);
+    tok->is_special = xcalloc((size_t)n_ids + 1, 1);
+    json_object_foreach((json_t *)vocab, key, val) {
+        int r = vocab_add(&tok->vocab, (int32_t)json_integer_value(val), key, strlen(key));
+        if (r == -2)
+            return LD_FAIL(ld, "model.vocab", "token '%s': id %d is used twice", key,
+                           (int)json_integer_value(val));
+    }
+
+    tok->n_added = (int)n_added;
+    tok->added = xcalloc(n_added + 1, sizeof *tok->added);
+    for (size_t i = 0; i < n_added; i++) {
+        const json_t *a = json_array_get(added, i);
+        TokAdded *ad = &tok->added[i];
+        ad->id = (int32_t)json_integer_value(json_object_get(a, "id"));
+        const json_t *c = json_object_get(a, "content");
+        ad->len = (uint32_t)json_string_length(c);
+        ad->content = xmalloc(ad->len + 1);
+        memcpy(ad->content, json_string_value(c), ad->len + 1);
+        ad->special = jbool(a, "special", 0);
+        ad->lstrip = jbool(a, "lstrip", 0);
+        ad->rstrip = jbool(a, "rstrip", 0);
+        ad->single_word = jbool(a, "single_word", 0);
+        ad->normalized = jbool(a, "normalized", !ad->special);
+        int r = vocab_add(&tok->vocab, ad->id, ad->content, ad->len);
+        size_t have_len = 0;
+        const char *have = vocab_str(&tok->vocab, ad->id, &have_len);
+        if (r == -2 && (have_len != ad->len || memcmp(have, ad->content, ad->len))) {
+            char p[64];
+            snprintf(p, sizeof p, "added_tokens[%zu]", i);
+            return LD_FAIL(ld, p, "id %d is '%.*s' in model.vocab but '%s' here", (int)ad->id,
+                           (int)have_len, have, ad->content);
+        }
+        /* a token that the vocabulary already holds keeps being a model token
+         * for BPE; only ids outside it are added-only */
+        if (r != -2) tok->is_added[ad->id] = 1;
+        if (ad->special) tok->is_special[ad->id] = 1;
+    }
+
+    /* merges: "a b" strings (old format) or ["a", "b"] pairs */
+    size_t n_merges = json_array_size(merges);
+    merges_init(&tok->merges, n_merges);
+    TokBuf cat = {0};
+    for (size_t i = 0; i < n_merges; i++) {
+        const json_t *e = json_array_get(merges, i);
+        const char *a, *b;
+        size_t la, lb;
+        if (json_is_string(e)) {
+            a = json_string_value(e);
+            const char *sp = strchr(a + (a[0] == ' ' ? 1 : 0), ' ');
+            if (!sp) goto bad_merge;
+            la = (size_t)(sp - a);
+            b = sp + 1;
+            lb = strlen(b);
+        } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                   json_is_string(json_array_get(e, 0)) && json_is_string(json_array_get(e, 1))) {
+            a = json_string_value(json_array_get(e, 0));
+            la = json_string_length(json_array_get(e, 0));
+            b = json_string_value(json_array_get(e, 1));
+            lb = json_string_length(json_array_get(e, 1));
+        } else
+            goto bad_merge;
+        int32_t ia = vocab_find(&tok->vocab, a, la), ib = vocab_find(&tok->vocab, b, lb);
+        cat.n = 0;
+        tbuf_put(&cat, a, la);
+        tbuf_put(&cat, b, lb);
+        int32_t im = vocab_find(&tok->vocab, cat.p, cat.n);
+        if (ia < 0 || ib < 0 || im < 0) {
+            char p[64];
+            snprintf(p, sizeof p, "model.merges[%zu]", i);
+            const char *what = ia < 0 ? a : ib < 0 ? b : cat.p;
+            int wl = (int)(ia < 0 ? la : ib < 0 ? lb : cat.n);
+            tbuf_free(&cat);
+            return LD_FAIL(ld, p, "token '%.*s' is not in model.vocab", wl, what);
+        }
+        merges_put(&tok->merges, ia, ib, (int32_t)i, im);
+        continue;
+    bad_merge:;
+        char p[64];
+        snprintf(p, sizeof p, "model.merges[%zu]", i);
+        tbuf_free(&cat);
+        return LD_FAIL(ld, p, "expected \"left right\" or [\"left\", \"right\"]");
+    }
+    tbuf_free(&cat);
+
+    tok->byte_fallback = jbool(m, "byte_fallback", 0);
+    tok->ignore_merges = jbool(m, "ignore_merges", 0);
+    const json_t *unk = json_object_get(m, "unk_token");
+    tok->unk_id = json_is_string(unk) ? vocab_find(&tok->vocab, json_string_value(unk),
+                                                   json_string_length(unk)) : -1;
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        tok->byte_ids[b] = vocab_find(&tok->vocab, name, 6);
+    }
+    const json_t *dp = json_object_get(m, "dropout");
+    if (json_is_number(dp) && json_number_value(dp) > 0)
+        return LD_FAIL(ld, "model.dropout", "BPE dropout is not supported (expected null)");
+    const json_t *cs = json_object_get(m, "continuing_subword_prefix");
+    const json_t *ew = json_object_get(m, "end_of_word_suffix");
+    if ((json_is_string(cs) && json_string_length(cs)) || (json_is_string(ew) && json_string_length(ew)))
+        return LD_FAIL(ld, "model", "continuing_subword_prefix / end_of_word_suffix are not "
+                       "supported (expected null or \"\")");
+    return 0;
+}
+
+/* ---- tokenizer_config.json / generation_config.json -------------------------- */
+/* A special token in tokenizer_config.json: a string or {"content": ...}. */
+static char *config_token(const json_t *cfg, const char *key) {
+    const json_t *v = json_object_get(cfg, key);
+    if (json_is_object(v)) v = json_object_get(v, "content");
+    return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
+}
+
+static int load_config(Tokenizer *tok, const json_t *cfg, const char *path, GrpoErr *err) {
+    tok->bos_token = config_token(cfg, "bos_token");
+    tok->eos_token = config_token(cfg, "eos_token");
+    tok->pad_token = config_token(cfg, "pad_token");
+    const char *names[3] = {tok->bos_token, tok->eos_token, tok->pad_token};
+    int32_t *ids[3] = {&tok->special.bos, &tok->special.eos, &tok->special.pad};
+    for (int i = 0; i < 3; i++)
+        if (names[i]) {
+            *ids[i] = vocab_find(&tok->vocab, names[i], strlen(names[i]));
+            if (*ids[i] < 0)
+                return err_set(err, "%s: %s: '%s' is not a token of the tokenizer", path,
+                               i == 0 ? "bos_token" : i == 1 ? "eos_token" : "pad_token", names[i]);
+        }
+    const json_t *ct = json_object_get(cfg, "chat_template");
+    if (json_is_string(ct)) tok->chat_template = xstrdup(json_string_value(ct));
+    else if (json_is_array(ct)) { /* [{"name": "default", "template": ...}, ...] */
+        size_t i;
+        const json_t *e;
+        json_array_foreach(ct, i, e) {
+            const json_t *nm = json_object_get(e, "name"), *tp = json_object_get(e, "template");
+            if (json_is_string(nm) && !strcmp(json_string_value(nm), "default") && json_is_string(tp))
+                tok->chat_template = xstrdup(json_string_value(tp));
+        }
+    }
+    const json_t *extra = json_object_get(cfg, "additional_special_tokens");
+    if (json_is_array(extra)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(extra, i, e) {
+            if (json_is_object(e)) e = json_object_get(e, "content");
+            if (!json_is_string(e)) continue;
+            int32_t id = vocab_find(&tok->vocab, json_string_value(e), json_string_length(e));
+            if (id >= 0) tok->is_special[id] = 1;
+        }
+    }
+    return 0;
+}
+
+static void add_eos(Tokenizer *tok, int32_t id) {
+    for (int i = 0; i < tok->special.n_eos; i++)
+        if (tok->special.eos_ids[i] == id) return;
+    if (tok->special.n_eos < 8) tok->special.eos_ids[tok->special.n_eos++] = id;
+}
+
+static int load_generation_config(Tokenizer *tok, const char *path, GrpoErr *err) {
+    json_t *g;
+    if (read_json(path, &g, 1, err)) return -1;
+    if (!g) return 0;
+    const json_t *e = json_object_get(g, "eos_token_id");
+    if (json_is_integer(e)) add_eos(tok, (int32_t)json_integer_value(e));
+    else if (json_is_array(e)) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(e, i, v) if (json_is_integer(v)) add_eos(tok, (int32_t)json_integer_value(v));
+    }
+    const json_t *b = json_object_get(g, "bos_token_id"), *p = json_object_get(g, "pad_token_id");
+    if (tok->special.bos < 0 && json_is_integer(b)) tok->special.bos = (int32_t)json_integer_value(b);
+    if (tok->special.pad < 0 && json_is_integer(p)) tok->special.pad = (int32_t)json_integer_value(p);
+    json_decref(g);
+    return 0;
+}
+
+/* ---- entry points ----------------------------------------------------------- */
+int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *config_path,
+                   GrpoErr *err) {
+    *out = NULL;
+    tok_bytelevel_init();
+    Tokenizer *tok = xcalloc(1, sizeof *tok);
+    tok->path = xstrdup(tokenizer_json);
+    tok->special.bos = tok->special.eos = tok->special.pad = -1;
+    Ld ld = {tok, err};
+    json_t *root = NULL, *cfg = NULL;
+    if (read_json(tokenizer_json, &root, 0, err)) goto fail;
+    if (load_model(&ld, root)) goto fail;
+    const json_t *j;
+    if ((j = json_object_get(root, "normalizer")) && !json_is_null(j)) {
+        tok->normalizer = xcalloc(1, sizeof *tok->normalizer);
+        if (load_normalizer(&ld, j, "normalizer", tok->normalizer)) goto fail;
+    }
+    if ((j = json_object_get(root, "pre_tokenizer")) && !json_is_null(j)) {
+        tok->pre = xcalloc(1, sizeof *tok->pre);
+        if (load_pre(&ld, j, "pre_tokenizer", tok->pre)) goto fail;
+    }
+    if ((j = json_object_get(root, "post_processor")) && !json_is_null(j)) {
+        tok->post = xcalloc(1, sizeof *tok->post);
+        if (load_post(&ld, j, "post_processor", tok->post)) goto fail;
+    }
+    if ((j = json_object_get(root, "decoder")) && !json_is_null(j)) {
+        tok->decoder = xcalloc(1, sizeof *tok->decoder);
+        if (load_dec(&ld, j, "decoder", tok->decoder)) goto fail;
+    }
+    json_decref(root);
+    root = NULL;
+    if (config_path) {
+        tok->config_path = xstrdup(config_path);
+        if (read_json(config_path, &cfg, 1, err)) goto fail;
+        if (cfg && load_config(tok, cfg, config_path, err)) goto fail;
+    }
+    if (tok->special.eos >= 0) add_eos(tok, tok->special.eos);
+    added_build_index(tok);
+    cache_init(&tok->cache, 1 << 16);
+    tok->region = onig_region_new();
+    json_decref(cfg);
+    *out = tok;
+    return 0;
+fail:
+    json_decref(root);
+    json_decref(cfg);
+    tok_free(tok);
+    return -1;
+}
+
+static char *join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = xmalloc(a + b + 2);
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+int tok_load(Tokenizer **out, const char *model_dir, GrpoErr *err) {
+    char *tj = join(model_dir, "tokenizer.json"), *cj = join(model_dir, "tokenizer_config.json");
+    char *gj = join(model_dir, "generation_config.json");
+    int rc = tok_load_files(out, tj, cj, err);
+    if (!rc) {
+        (*out)->model_dir = xstrdup(model_dir);
+        if (load_generation_config(*out, gj, err)) {
+            tok_free(*out);
+            *out = NULL;
+            rc = -1;
+        }
+    }
+    free(tj);
+    free(cj);
+    free(gj);
+    return rc;
+}
+
+void tok_free(Tokenizer *tok) {
+    if (!tok) return;
+    free(tok->path);
+    free(tok->config_path);
+    free(tok->model_dir);
+    vocab_free(&tok->vocab);
+    merges_free(&tok->merges);
+    free(tok->is_special);
+    free(tok->is_added);
+    for (int i = 0; i < tok->n_added; i++) free(tok->added[i].content);
+    free(tok->added);
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 256; c++) free(tok->cand[k][c]);
+    if (tok->normalizer) { norm_free(tok->normalizer); free(tok->normalizer); }
+    if (tok->pre) { pre_free(tok->pre); free(tok->pre); }
+    if (tok->post) { post_free(tok->post); free(tok->post); }
+    if (tok->decoder) { dec_free(tok->decoder); free(tok->decoder); }
+    free(tok->bos_token);
+    free(tok->eos_token);
+    free(tok->pad_token);
+    free(tok->chat_template);
+    cache_free(&tok->cache);
+    if (tok->region) onig_region_free(tok->region, 1);
+    if (tok->bytelevel_regex) onig_free(tok->bytelevel_regex);
+    tbuf_free(&tok->norm_buf);
+    tbuf_free(&tok->sanitize_buf);
+    tbuf_free(&tok->word_buf);
+    tbuf_free(&tok->prefix_buf);
+    pieces_free(&tok->pieces[0]);
+    pieces_free(&tok->pieces[1]);
+    free(tok->spans);
+    free(tok->syms);
+    free(tok->heap);
+    free(tok);
+}

@@ -1,0 +1,86 @@
+/* tokenizer/tokenizer.h — Hugging Face byte-level BPE tokenizers and chat templates.
+ *
+ * Loads a model directory's tokenizer.json (+ tokenizer_config.json, and
+ * generation_config.json for extra eos ids) and encodes/decodes token for token
+ * as HF `tokenizers` does for the byte-level BPE family (Qwen2/2.5/3, Llama 3,
+ * GPT-2, SmolLM). Chat prompts are rendered from the model's own
+ * `chat_template` by a Jinja subset (tokenizer/jinja.h).
+ *
+ * Errors: every function that can fail on bad input returns -1 and fills a
+ * GrpoErr naming the file, the component and what was expected. Nothing here
+ * prints or exits.
+ *
+ * Threads: a Tokenizer holds a word cache and regex scratch, so one Tokenizer
+ * must be used by one thread at a time (load one per thread if needed). */
+#ifndef GRPO_TOKENIZER_TOKENIZER_H
+#define GRPO_TOKENIZER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/check.h"
+
+typedef struct Tokenizer Tokenizer;
+
+/* A growable id list; zero-initialise, free with tok_ids_free. */
+typedef struct {
+    int32_t *ids;
+    size_t n, cap;
+} TokIds;
+
+void tok_ids_free(TokIds *ids);
+
+/* Loads DIR/tokenizer.json, DIR/tokenizer_config.json (optional) and
+ * DIR/generation_config.json (optional). */
+int tok_load(Tokenizer **out, const char *model_dir, GrpoErr *err);
+/* The same from explicit paths; config_path may be NULL. */
+int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *config_path,
+                   GrpoErr *err);
+void tok_free(Tokenizer *tok);
+
+/* Appends the ids of text[0..len) to out (out->n is not reset). Added tokens in
+ * the text are always recognised; add_special adds what the post-processor adds
+ * (e.g. Llama 3.1's <|begin_of_text|>). Invalid UTF-8 is replaced by U+FFFD, one
+ * per maximal invalid subsequence (as a UTF-8 TextDecoder / Python's
+ * errors="replace" would read the bytes). */
+int tok_encode(Tokenizer *tok, const char *text, size_t len, int add_special, TokIds *out,
+               GrpoErr *err);
+
+/* Decodes ids into a malloc'd NUL-terminated string (*text, *len). With
+ * skip_special, special added tokens are left out. Bytes that do not form
+ * valid UTF-8 become U+FFFD. No clean_up_tokenization_spaces is applied. */
+int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
+               size_t *len, GrpoErr *err);
+
+/* Token string <-> id over the model vocabulary and the added tokens.
+ * tok_token_to_id returns -1 when absent; tok_id_to_token NULL. */
+int32_t tok_token_to_id(const Tokenizer *tok, const char *token, size_t len);
+const char *tok_id_to_token(const Tokenizer *tok, int32_t id, size_t *len);
+int32_t tok_vocab_size(const Tokenizer *tok); /* max id + 1 */
+int tok_is_special(const Tokenizer *tok, int32_t id);
+
+/* Special ids from tokenizer_config.json / generation_config.json; -1 when unset.
+ * eos_ids lists every id that ends generation (config eos first, then
+ * generation_config.json's eos_token_id entries). */
+typedef struct {
+    int32_t bos, eos, pad;
+    int32_t eos_ids[8];
+    int n_eos;
+} TokSpecial;
+const TokSpecial *tok_special(const Tokenizer *tok);
+/* The special token strings from tokenizer_config.json (NULL when unset). */
+const char *tok_bos_token(const Tokenizer *tok);
+const char *tok_eos_token(const Tokenizer *tok);
+
+/* Chat templates. role is "system", "user", "assistant" (or "tool"). */
+typedef struct {
+    const char *role;
+    const char *content;
+} TokMessage;
+
+/* Renders msgs with the model's chat_template into a malloc'd string.
+ * enable_thinking: -1 leaves it undefined (the template's default), 0/1 sets it. */
+int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
+                    int add_generation_prompt, int enable_thinking, char **out, GrpoErr *err);
+
+#endif
