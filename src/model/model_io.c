@@ -2,9 +2,11 @@
  * Not here: the safetensors format itself (io/safetensors.c). */
 #include "model/model_io.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/fsutil.h"
 #include "io/safetensors.h"
@@ -74,6 +76,47 @@ void model_save_opts_default(ModelSaveOpts *o) {
     o->copy_from = NULL;
 }
 
+static int is_weight_file(const char *name) {
+    size_t n = strlen(name);
+    return !strcmp(name, "model.safetensors") || !strcmp(name, "model.safetensors.index.json") ||
+           (!strncmp(name, "model-", 6) && n > 12 && !strcmp(name + n - 12, ".safetensors"));
+}
+
+/* After saving into an existing directory: weight files of an earlier save that
+ * this save did not write (a sharded layout replaced by a single file, or more
+ * shards than now) would confuse loaders; remove them. */
+static void remove_stale_weights(const char *dir, int sharded) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_weight_file(e->d_name)) continue;
+        int keep;
+        if (!sharded) keep = !strcmp(e->d_name, "model.safetensors");
+        else {
+            char *p = fs_join(dir, "model.safetensors.index.json");
+            keep = strcmp(e->d_name, "model.safetensors") != 0;
+            if (keep && strcmp(e->d_name, "model.safetensors.index.json")) {
+                /* a shard is current when the index names it */
+                json_t *idx = json_load_file(p, 0, NULL);
+                json_t *wm = json_object_get(idx, "weight_map");
+                const char *k;
+                json_t *v;
+                keep = 0;
+                json_object_foreach(wm, k, v) if (json_is_string(v) && !strcmp(json_string_value(v), e->d_name)) keep = 1;
+                json_decref(idx);
+            }
+            free(p);
+        }
+        if (!keep) {
+            char *p = fs_join(dir, e->d_name);
+            unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+}
+
 static const char *torch_dtype_of(int st) {
     return st == ST_BF16 ? "bfloat16" : st == ST_F16 ? "float16" : "float32";
 }
@@ -111,7 +154,14 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
         free(src);
     }
     if (!rc) rc = st_write_dir(tmp, wt, n, opts->max_shard_bytes, err);
-    if (!rc) rc = fs_commit_dir(tmp, out_dir, err);
+    int sharded = 0;
+    if (!rc) {
+        char *idx = fs_join(tmp, "model.safetensors.index.json");
+        sharded = fs_exists(idx);
+        free(idx);
+        rc = fs_commit_dir(tmp, out_dir, err);
+    }
+    if (!rc) remove_stale_weights(out_dir, sharded);
     if (rc) fs_rm_rf(tmp);
     free(tmp);
     free(wt);

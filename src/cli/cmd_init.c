@@ -1,0 +1,110 @@
+/* cli/cmd_init.c — `grpo init`: write a randomly initialised model directory in the
+ * Hugging Face layout, from a preset (tiny, small) or a config.json, with the
+ * tokenizer files of --tokenizer copied through. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "io/fsutil.h"
+#include "io/safetensors.h"
+#include "model/init.h"
+#include "model/model_io.h"
+#include "tokenizer/tokenizer.h"
+
+/* Qwen3-style presets (q/k norm, tied embeddings); vocab and special ids come
+ * from the tokenizer. */
+static json_t *preset(const char *name) {
+    int C, F, L, H, Hkv, D;
+    if (!strcmp(name, "tiny")) C = 64, F = 192, L = 2, H = 4, Hkv = 2, D = 16;
+    else if (!strcmp(name, "small")) C = 256, F = 768, L = 4, H = 8, Hkv = 4, D = 32;
+    else return NULL;
+    return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:f, s:b, s:b, s:i, s:f, s:b}",
+                     "architectures", "Qwen3ForCausalLM", "model_type", "qwen3", "hidden_size", C,
+                     "intermediate_size", F, "num_hidden_layers", L, "num_attention_heads", H,
+                     "num_key_value_heads", Hkv, "head_dim", D, "hidden_act", "silu",
+                     "rms_norm_eps", 1e-6, "rope_theta", 1000000.0, "tie_word_embeddings", 1,
+                     "attention_bias", 0, "max_position_embeddings", 4096,
+                     "initializer_range", 0.02, "use_cache", 1);
+}
+
+int cmd_init(int argc, char **argv) {
+    const char *config = NULL, *tokenizer = NULL, *output_dir = NULL, *dtype = "float32";
+    long seed = 0;
+    Opt opts[] = {
+        {"config", OPT_STR, &config, "tiny | small | PATH/config.json (required)"},
+        {"tokenizer", OPT_STR, &tokenizer, "directory with tokenizer.json (required for presets)"},
+        {"seed", OPT_INT, &seed, "random seed (default 0)"},
+        {"output_dir", OPT_STR, &output_dir, "directory to create (required)"},
+        {"dtype", OPT_STR, &dtype, "float32 (default) | bfloat16 | float16: stored tensor dtype"},
+    };
+    int rc = args_parse("init", "--config tiny|small|PATH --output_dir DIR [options]", argc, argv,
+                        opts, sizeof opts / sizeof opts[0]);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (!config || !output_dir) {
+        fprintf(stderr, "grpo init: --config and --output_dir are required\n");
+        return 2;
+    }
+    int st_dtype = !strcmp(dtype, "float32") ? ST_F32 : !strcmp(dtype, "bfloat16") ? ST_BF16
+                   : !strcmp(dtype, "float16") ? ST_F16 : -1;
+    if (st_dtype < 0) {
+        fprintf(stderr, "grpo init: --dtype must be float32, bfloat16 or float16, not '%s'\n", dtype);
+        return 2;
+    }
+    if (fs_exists(output_dir)) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s: already exists; choose a new --output_dir", output_dir);
+        return cli_fail("init", msg);
+    }
+    GrpoErr err;
+    Tokenizer *tok = NULL;
+    if (tokenizer && tok_load(&tok, tokenizer, &err)) return cli_fail("init", err.msg);
+    json_t *root = preset(config);
+    char where[600];
+    snprintf(where, sizeof where, "%s", config);
+    if (root) {
+        if (!tok) {
+            fprintf(stderr, "grpo init: the '%s' preset takes its vocabulary from --tokenizer DIR\n", config);
+            return 2;
+        }
+        const TokSpecial *sp = tok_special(tok);
+        json_object_set_new(root, "vocab_size", json_integer(tok_vocab_size(tok)));
+        if (sp->bos >= 0) json_object_set_new(root, "bos_token_id", json_integer(sp->bos));
+        if (sp->n_eos > 0) json_object_set_new(root, "eos_token_id", json_integer(sp->eos_ids[0]));
+    } else {
+        json_error_t je;
+        root = json_load_file(config, 0, &je);
+        if (!root) {
+            snprintf(err.msg, sizeof err.msg, "%s: %s (expected tiny, small or a config.json path)", config,
+                     fs_exists(config) ? je.text : "no such file");
+            tok_free(tok);
+            return cli_fail("init", err.msg);
+        }
+    }
+    ModelConfig cfg;
+    rc = config_from_json(&cfg, root, where, &err);
+    json_decref(root);
+    if (!rc && tok && tok_vocab_size(tok) > cfg.vocab_size) {
+        rc = err_set(&err, "%s: vocab_size %d is smaller than the tokenizer's %d ids (%s)", where,
+                     cfg.vocab_size, tok_vocab_size(tok), tokenizer);
+        config_free(&cfg);
+    }
+    tok_free(tok);
+    if (rc) return cli_fail("init", err.msg);
+    json_t *ir = json_object_get(cfg.raw, "initializer_range");
+    float std = json_is_number(ir) ? (float)json_number_value(ir) : 0.02f;
+    Model m;
+    model_create(&m, &cfg);
+    model_init_random(&m, (uint64_t)seed, std);
+    ModelSaveOpts so;
+    model_save_opts_default(&so);
+    so.dtype = st_dtype;
+    so.copy_from = tokenizer;
+    rc = model_save(&m, output_dir, &so, &err);
+    if (!rc)
+        fprintf(stderr, "grpo init: wrote %s (%s, %lld parameters, %s)\n", output_dir,
+                config_model_type_name(m.cfg.type), config_param_count(&m.cfg), dtype);
+    model_free(&m);
+    return rc ? cli_fail("init", err.msg) : 0;
+}
