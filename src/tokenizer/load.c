@@ -13,7 +13,10 @@
 #include "tokenizer/tok_internal.h"
 
 /* ---- small JSON helpers ---------------------------------------------------- */
-static int read_json(const char *path, json_t **out, int optional, GrpoErr *err) {
+/* Config files may hold integers beyond 64 bits (Llama 3's model_max_length is
+ * 1e30 written out), so they are read with every number as a double. */
+static int read_json(const char *path, json_t **out, int optional, int numbers_as_real,
+                     GrpoErr *err) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -28,7 +31,7 @@ static int read_json(const char *path, json_t **out, int optional, GrpoErr *err)
     fclose(f);
     if (bad) { tbuf_free(&b); return err_set(err, "%s: read error", path); }
     json_error_t je;
-    *out = json_loadb(b.p ? b.p : "", b.n, JSON_ALLOW_NUL, &je);
+    *out = json_loadb(b.p ? b.p : "", b.n, JSON_ALLOW_NUL | (numbers_as_real ? JSON_DECODE_INT_AS_REAL : 0), &je);
     tbuf_free(&b);
     if (!*out)
         return err_set(err, "%s: invalid JSON at line %d column %d: %s", path, je.line, je.column,
@@ -439,18 +442,18 @@ static void add_eos(Tokenizer *tok, int32_t id) {
 
 static int load_generation_config(Tokenizer *tok, const char *path, GrpoErr *err) {
     json_t *g;
-    if (read_json(path, &g, 1, err)) return -1;
+    if (read_json(path, &g, 1, 1, err)) return -1;
     if (!g) return 0;
     const json_t *e = json_object_get(g, "eos_token_id");
-    if (json_is_integer(e)) add_eos(tok, (int32_t)json_integer_value(e));
+    if (json_is_number(e)) add_eos(tok, (int32_t)json_number_value(e));
     else if (json_is_array(e)) {
         size_t i;
         const json_t *v;
-        json_array_foreach(e, i, v) if (json_is_integer(v)) add_eos(tok, (int32_t)json_integer_value(v));
+        json_array_foreach(e, i, v) if (json_is_number(v)) add_eos(tok, (int32_t)json_number_value(v));
     }
     const json_t *b = json_object_get(g, "bos_token_id"), *p = json_object_get(g, "pad_token_id");
-    if (tok->special.bos < 0 && json_is_integer(b)) tok->special.bos = (int32_t)json_integer_value(b);
-    if (tok->special.pad < 0 && json_is_integer(p)) tok->special.pad = (int32_t)json_integer_value(p);
+    if (tok->special.bos < 0 && json_is_number(b)) tok->special.bos = (int32_t)json_number_value(b);
+    if (tok->special.pad < 0 && json_is_number(p)) tok->special.pad = (int32_t)json_number_value(p);
     json_decref(g);
     return 0;
 }
@@ -465,7 +468,7 @@ int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *conf
     tok->special.bos = tok->special.eos = tok->special.pad = -1;
     Ld ld = {tok, err};
     json_t *root = NULL, *cfg = NULL;
-    if (read_json(tokenizer_json, &root, 0, err)) goto fail;
+    if (read_json(tokenizer_json, &root, 0, 0, err)) goto fail;
     if (load_model(&ld, root)) goto fail;
     const json_t *j;
     if ((j = json_object_get(root, "normalizer")) && !json_is_null(j)) {
@@ -488,7 +491,7 @@ int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *conf
     root = NULL;
     if (config_path) {
         tok->config_path = xstrdup(config_path);
-        if (read_json(config_path, &cfg, 1, err)) goto fail;
+        if (read_json(config_path, &cfg, 1, 1, err)) goto fail;
         if (cfg && load_config(tok, cfg, config_path, err)) goto fail;
     }
     if (tok->special.eos >= 0) add_eos(tok, tok->special.eos);
