@@ -25,7 +25,7 @@ TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 BENCH_BIN:= $(BENCH_SRC:%.c=$(BUILD)/%)
 LIB      := $(BUILD)/libgrpo.a
 
-.PHONY: all test asan bench clean deps tests-bin
+.PHONY: all test asan bench clean deps tests-bin check demo
 all: $(BUILD)/grpo
 
 $(BUILD)/%.o: %.c
@@ -58,10 +58,20 @@ asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 bench: $(BUILD)/grpo $(BENCH_BIN)
+	tools/install-deps.sh --bench
 	BUILD=$(BUILD) bench/run.sh
 
 deps:
 	tools/install-deps.sh
+
+# The README's two commands: the tests (with the sanitizer run) and the demo.
+check: deps
+	$(MAKE) test
+	$(MAKE) asan
+
+demo: deps
+	$(MAKE) all
+	tools/demo.sh
 
 clean:
 	rm -rf build build-asan

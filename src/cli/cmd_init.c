@@ -66,6 +66,7 @@ int cmd_init(int argc, char **argv) {
     if (root) {
         if (!tok) {
             fprintf(stderr, "grpo init: the '%s' preset takes its vocabulary from --tokenizer DIR\n", config);
+            json_decref(root);
             return 2;
         }
         const TokSpecial *sp = tok_special(tok);
