@@ -21,7 +21,10 @@ static const char USAGE[] =
     "  --model DIR             model directory with tokenizer.json (+ tokenizer_config.json)\n"
     "  --add_special_tokens    add what the post-processor adds (e.g. Llama 3.1's BOS)\n"
     "  --decode                read {\"ids\": [...]}, write {\"text\": ...}\n"
-    "  --skip_special_tokens   with --decode: leave special tokens out\n";
+    "  --skip_special_tokens   with --decode: leave special tokens out\n"
+    "  --chat                  read {\"messages\": [{\"role\", \"content\"}...], \"add_generation_prompt\":\n"
+    "                          bool (default true), \"enable_thinking\": bool (optional)},\n"
+    "                          write {\"text\": ...} rendered by the model's chat_template\n";
 
 /* Appends s as a JSON string literal (UTF-8 kept as is). */
 static void put_json_string(TokBuf *o, const char *s, size_t n) {
@@ -41,6 +44,41 @@ static void put_json_string(TokBuf *o, const char *s, size_t n) {
     tbuf_putc(o, '"');
 }
 
+/* {"messages": [...], ...} -> {"text": ...}; 0, or -1 with msg filled. */
+static int render_chat(Tokenizer *tok, const json_t *j, TokBuf *out, char *msg, size_t msg_len) {
+    const json_t *m = json_object_get(j, "messages");
+    if (!json_is_array(m)) {
+        snprintf(msg, msg_len, "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}");
+        return -1;
+    }
+    size_t n = json_array_size(m);
+    TokMessage *msgs = xcalloc(n + 1, sizeof *msgs);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(m, i);
+        const json_t *r = json_object_get(e, "role"), *c = json_object_get(e, "content");
+        if (!json_is_string(r) || !json_is_string(c)) {
+            snprintf(msg, msg_len, "messages[%zu]: expected {\"role\": string, \"content\": string}", i);
+            free(msgs);
+            return -1;
+        }
+        msgs[i].role = json_string_value(r);
+        msgs[i].content = json_string_value(c);
+    }
+    const json_t *agp = json_object_get(j, "add_generation_prompt");
+    const json_t *et = json_object_get(j, "enable_thinking");
+    GrpoErr err = {{0}};
+    char *text;
+    int rc = tok_chat_render(tok, msgs, (int)n, agp ? json_is_true(agp) : 1,
+                             json_is_boolean(et) ? json_is_true(et) : -1, &text, &err);
+    free(msgs);
+    if (rc) { snprintf(msg, msg_len, "%s", err.msg); return -1; }
+    tbuf_put(out, "{\"text\": ", 9);
+    put_json_string(out, text, strlen(text));
+    tbuf_put(out, "}\n", 2);
+    free(text);
+    return 0;
+}
+
 static int fail(const char *where, long line, const char *msg) {
     if (line > 0) fprintf(stderr, "grpo tokenize: %s line %ld: %s\n", where, line, msg);
     else fprintf(stderr, "grpo tokenize: %s\n", msg);
@@ -49,7 +87,7 @@ static int fail(const char *where, long line, const char *msg) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL;
-    int add_special = 0, decode = 0, skip_special = 0;
+    int add_special = 0, decode = 0, skip_special = 0, chat = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
@@ -58,6 +96,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--add_special_tokens")) add_special = 1;
         else if (!strcmp(a, "--decode")) decode = 1;
         else if (!strcmp(a, "--skip_special_tokens")) skip_special = 1;
+        else if (!strcmp(a, "--chat")) chat = 1;
         else {
             fprintf(stderr, "grpo tokenize: unknown or incomplete option '%s'\n%s", a, USAGE);
             return 2;
@@ -93,7 +132,13 @@ int cmd_tokenize(int argc, char **argv) {
             break;
         }
         out.n = 0;
-        if (!decode) {
+        if (chat) {
+            if (render_chat(tok, j, &out, msg, sizeof msg)) {
+                json_decref(j);
+                rc = fail("<stdin>", lineno, msg);
+                break;
+            }
+        } else if (!decode) {
             const json_t *t = json_object_get(j, "text");
             if (!json_is_string(t)) {
                 json_decref(j);

@@ -233,8 +233,8 @@ void added_build_index(Tokenizer *tok);
 void dec_free(TokDec *d);
 void post_free(TokPost *p);
 
-/* a fully parsed chat template (jinja.c) */
-int jinja_render_chat(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
-                      int add_generation_prompt, int enable_thinking, TokBuf *out, GrpoErr *err);
+
+
+
 
 #endif

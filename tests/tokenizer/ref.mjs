@@ -5,7 +5,7 @@
 //   node ref.mjs decode MODEL_DIR IN.jsonl [skip]      {"ids"} lines  -> {"text"} lines
 //   node ref.mjs compare GOT.jsonl WANT.jsonl           field-wise equality, first diffs shown
 //   node ref.mjs roundtrip IN.jsonl DECODED.jsonl [nfc] text == decode(encode(text))
-//   node ref.mjs chat MODEL_DIR CASES.json              one rendered string per case (JSON lines)
+//   node ref.mjs chat MODEL_DIR CASES.jsonl             {"messages", ...} lines -> {"text"} lines
 //   node ref.mjs bench MODEL_DIR IN.jsonl               encode MB/s, single thread
 //
 // Module resolution: NODE_PATH is not honoured by ESM, so packages are loaded
@@ -80,10 +80,12 @@ if (mode === "encode") {
   const cfg = JSON.parse(fs.readFileSync(path.join(a, "tokenizer_config.json"), "utf8"));
   const tmpl = new Template(cfg.chat_template);
   const tokstr = (v) => (v && typeof v === "object" ? v.content : v);
-  for (const cs of JSON.parse(fs.readFileSync(b, "utf8"))) {
-    const ctx = { messages: cs.messages, add_generation_prompt: cs.add_generation_prompt,
-      bos_token: tokstr(cfg.bos_token) ?? "", eos_token: tokstr(cfg.eos_token) ?? "",
-      pad_token: tokstr(cfg.pad_token) ?? "", unk_token: tokstr(cfg.unk_token) ?? "" };
+  for (const line of readLines(b)) {
+    const cs = JSON.parse(line);
+    // as transformers: the special tokens the config sets, add_generation_prompt, messages
+    const ctx = { messages: cs.messages, add_generation_prompt: cs.add_generation_prompt ?? true };
+    for (const k of ["bos_token", "eos_token", "pad_token", "unk_token"])
+      if (tokstr(cfg[k]) != null) ctx[k] = tokstr(cfg[k]);
     if (cs.enable_thinking !== undefined) ctx.enable_thinking = cs.enable_thinking;
     out.push(JSON.stringify({ text: tmpl.render(ctx) }));
   }

@@ -1,0 +1,67 @@
+/* tokenizer/chat.c — tok_chat_render: a conversation through the model's own
+ * chat_template (tokenizer_config.json), as transformers'
+ * apply_chat_template(messages, add_generation_prompt=..., tokenize=False)
+ * renders it: the template sees `messages`, `add_generation_prompt`, the
+ * special tokens that tokenizer_config.json sets (bos_token, eos_token, ...)
+ * and, when asked, `enable_thinking` (Qwen3). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/jinja.h"
+#include "tokenizer/tok_internal.h"
+
+static const char SUPPORTED[] =
+    "supported: chat templates of the ChatML family (Qwen2/2.5/3) and Llama 3/3.1, or any "
+    "template within the same Jinja subset (if/elif/else, for, set, namespace(), string "
+    "methods, filters length/trim/tojson/join/default/..., tests defined/none/string/...)";
+
+static const char *model_name(const Tokenizer *tok) {
+    return tok->model_dir ? tok->model_dir : tok->config_path ? tok->config_path : tok->path;
+}
+
+int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
+                    int add_generation_prompt, int enable_thinking, char **out, GrpoErr *err) {
+    *out = NULL;
+    if (!tok->chat_template)
+        return err_set(err, "%s: tokenizer_config.json has no chat_template (%s)", model_name(tok),
+                       SUPPORTED);
+    JArena *ar = jar_new();
+    JTemplate t;
+    if (jinja_parse(ar, tok->chat_template, &t, err)) {
+        err_prefix(err, "%s: chat_template", model_name(tok));
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, " (%s)", SUPPORTED);
+        jar_free(ar);
+        return -1;
+    }
+    JDict *ctx = jar_alloc(ar, sizeof *ctx);
+    JList *ml = jar_alloc(ar, sizeof *ml);
+    for (int i = 0; i < n_msgs; i++) {
+        JVal m = {.k = JV_DICT};
+        m.u.d = jar_alloc(ar, sizeof *m.u.d);
+        jdict_set(ar, m.u.d, (JStr){"role", 4}, jv_cstr(msgs[i].role ? msgs[i].role : ""));
+        jdict_set(ar, m.u.d, (JStr){"content", 7}, jv_cstr(msgs[i].content ? msgs[i].content : ""));
+        jlist_push(ar, ml, m);
+    }
+    JVal mv = {.k = JV_LIST};
+    mv.u.l = ml;
+    jdict_set(ar, ctx, (JStr){"messages", 8}, mv);
+    JVal agp = {.k = JV_BOOL};
+    agp.u.b = !!add_generation_prompt;
+    jdict_set(ar, ctx, (JStr){"add_generation_prompt", 21}, agp);
+    if (enable_thinking >= 0) {
+        JVal et = {.k = JV_BOOL};
+        et.u.b = !!enable_thinking;
+        jdict_set(ar, ctx, (JStr){"enable_thinking", 15}, et);
+    }
+    if (tok->bos_token) jdict_set(ar, ctx, (JStr){"bos_token", 9}, jv_cstr(tok->bos_token));
+    if (tok->eos_token) jdict_set(ar, ctx, (JStr){"eos_token", 9}, jv_cstr(tok->eos_token));
+    if (tok->pad_token) jdict_set(ar, ctx, (JStr){"pad_token", 9}, jv_cstr(tok->pad_token));
+    size_t len;
+    char *text;
+    int rc = jinja_render(ar, &t, ctx, &text, &len, err);
+    if (rc) err_prefix(err, "%s: chat_template", model_name(tok));
+    else *out = text;
+    jar_free(ar);
+    return rc;
+}
