@@ -354,8 +354,9 @@ static int load_model(Ld *ld, const json_t *root) {
             snprintf(p, sizeof p, "model.merges[%zu]", i);
             const char *what = ia < 0 ? a : ib < 0 ? b : cat.p;
             int wl = (int)(ia < 0 ? la : ib < 0 ? lb : cat.n);
+            LD_FAIL(ld, p, "token '%.*s' is not in model.vocab", wl, what);
             tbuf_free(&cat);
-            return LD_FAIL(ld, p, "token '%.*s' is not in model.vocab", wl, what);
+            return -1;
         }
         merges_put(&tok->merges, ia, ib, (int32_t)i, im);
         continue;
@@ -396,19 +397,16 @@ static char *config_token(const json_t *cfg, const char *key) {
     return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
 }
 
-static int load_config(Tokenizer *tok, const json_t *cfg, const char *path, GrpoErr *err) {
+static int load_config(Tokenizer *tok, const json_t *cfg) {
     tok->bos_token = config_token(cfg, "bos_token");
     tok->eos_token = config_token(cfg, "eos_token");
     tok->pad_token = config_token(cfg, "pad_token");
     const char *names[3] = {tok->bos_token, tok->eos_token, tok->pad_token};
     int32_t *ids[3] = {&tok->special.bos, &tok->special.eos, &tok->special.pad};
+    /* A name that is not a token leaves its id at -1; the string still
+     * reaches chat templates. */
     for (int i = 0; i < 3; i++)
-        if (names[i]) {
-            *ids[i] = vocab_find(&tok->vocab, names[i], strlen(names[i]));
-            if (*ids[i] < 0)
-                return err_set(err, "%s: %s: '%s' is not a token of the tokenizer", path,
-                               i == 0 ? "bos_token" : i == 1 ? "eos_token" : "pad_token", names[i]);
-        }
+        if (names[i]) *ids[i] = vocab_find(&tok->vocab, names[i], strlen(names[i]));
     const json_t *ct = json_object_get(cfg, "chat_template");
     if (json_is_string(ct)) tok->chat_template = xstrdup(json_string_value(ct));
     else if (json_is_array(ct)) { /* [{"name": "default", "template": ...}, ...] */
@@ -492,7 +490,7 @@ int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *conf
     if (config_path) {
         tok->config_path = xstrdup(config_path);
         if (read_json(config_path, &cfg, 1, 1, err)) goto fail;
-        if (cfg && load_config(tok, cfg, config_path, err)) goto fail;
+        if (cfg && load_config(tok, cfg)) goto fail;
     }
     if (tok->special.eos >= 0) add_eos(tok, tok->special.eos);
     added_build_index(tok);
