@@ -171,7 +171,7 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
     for (int l = 0; l < cfg->n_layers; l++) {
         const LayerView *w = &m->w.layers[l];
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
-        matmul_forward(s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV);
+        matmul_forward_rowwise(s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV);
         if (cfg->qk_norm) {
             for (int h = 0; h < H + Hkv; h++)
                 rmsnorm_forward(s->qk + h * D, s->rstd, s->qkv + h * D, h < H ? w->q_norm : w->k_norm,
@@ -194,12 +194,12 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
             attend_row(c, l, slots[r], s->own[r], s->qk + (size_t)r * QK + (size_t)g * G * D,
                        s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc);
         }
-        matmul_forward(s->tmp, s->att, w->wo, w->bo, n, H * D, C);
+        matmul_forward_rowwise(s->tmp, s->att, w->wo, w->bo, n, H * D, C);
         for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln2, n, C, C, C, cfg->rms_norm_eps);
-        matmul_forward(s->gu, s->h, w->wgu, NULL, n, C, 2 * F);
+        matmul_forward_rowwise(s->gu, s->h, w->wgu, NULL, n, C, 2 * F);
         swiglu_forward(s->act, s->gu, n, F);
-        matmul_forward(s->tmp, s->act, w->wdown, NULL, n, F, C);
+        matmul_forward_rowwise(s->tmp, s->act, w->wdown, NULL, n, F, C);
         for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
     }
     int n_out = 0;
@@ -207,6 +207,6 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         if (!want || want[r]) memcpy(s->hrows + (size_t)n_out++ * C, s->x + (size_t)r * C, sizeof(float) * C);
     if (n_out == 0) return 0;
     rmsnorm_forward(s->h, s->rstd, s->hrows, m->w.norm, n_out, C, C, C, cfg->rms_norm_eps);
-    matmul_forward(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
+    matmul_forward_rowwise(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
     return n_out;
 }

@@ -30,6 +30,10 @@
 /* out[N,O] = in[N,I] · W[O,I]^T (+ bias[O]) */
 void matmul_forward(float *out, const float *in, const float *W, const float *bias,
                     int N, int I, int O);
+/* The same product for few rows (decoding), batch-invariant: row n of out depends
+ * only on row n of in, bit for bit, whatever N is (ops/matmul_rowwise.c). */
+void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
+                            int N, int I, int O);
 /* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);

@@ -1,0 +1,170 @@
+/* bench/bench_model.c — speed of the core model on the Qwen2-0.5B shape (hidden 896,
+ * 24 layers, 14 heads, 2 KV heads, intermediate 4864, vocab 151936, tied; random
+ * weights), against this machine's own peers measured in the same run:
+ *   - sgemm GFLOP/s of OpenBLAS on a training-shaped product   (peer for training)
+ *   - memcpy bandwidth                                          (peer for decoding)
+ * and reports forward+backward tokens/s and GFLOP/s for 4 x 192 tokens, decode
+ * tokens/s for 8 and 32 sequences, and peak RSS.
+ *   build/bench/bench_model [--layers L] [--iters N]   (fewer layers for a quick look) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "core/timer.h"
+#include "model/init.h"
+#include "model/kvcache.h"
+#include "ops/gemm.h"
+
+static ModelConfig qwen2_05b(int layers) {
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:i}", "model_type", "qwen2",
+                          "hidden_size", 896, "intermediate_size", 4864, "num_hidden_layers", layers,
+                          "num_attention_heads", 14, "num_key_value_heads", 2, "vocab_size", 151936,
+                          "rms_norm_eps", 1e-6, "rope_theta", 1000000.0, "tie_word_embeddings", 1,
+                          "max_position_embeddings", 32768);
+    ModelConfig c;
+    GrpoErr err;
+    if (config_from_json(&c, j, "qwen2-0.5b", &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    json_decref(j);
+    return c;
+}
+
+static double sgemm_gflops(void) {
+    int M = 768, N = 4864, K = 896;
+    float *A = xaligned(sizeof(float) * M * K), *B = xaligned(sizeof(float) * N * K),
+          *C = xaligned(sizeof(float) * M * N);
+    for (long i = 0; i < (long)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
+    for (long i = 0; i < (long)N * K; i++) B[i] = (float)(i % 5) * 0.1f;
+    gemm_f32(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+    double t0 = time_now_s();
+    int reps = 0;
+    while (time_now_s() - t0 < 2.0) {
+        gemm_f32(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+        reps++;
+    }
+    double dt = time_now_s() - t0;
+    free(A), free(B), free(C);
+    return 2.0 * M * N * K * reps / dt / 1e9;
+}
+
+static double copy_gbps(void) {
+    size_t n = (size_t)512 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double t0 = time_now_s();
+    int reps = 0;
+    size_t sum = 0;
+    while (time_now_s() - t0 < 1.5) {
+        /* all threads, as decoding uses them */
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < 64; c++) memcpy(b + c * (n / 64), a + c * (n / 64), n / 64);
+        __asm__ volatile("" ::: "memory");
+        sum += (size_t)b[(size_t)reps * 4099 % n];
+        reps++;
+    }
+    double dt = time_now_s() - t0;
+    if (sum == 42) printf(" ");
+    free(a), free(b);
+    return 2.0 * n * reps / dt / 1e9; /* read + write */
+}
+
+static double peak_rss_gb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1048576.0;
+}
+
+int main(int argc, char **argv) {
+    int layers = 24, iters = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
+    }
+    int train = iters > 0;
+    double gf_peer = sgemm_gflops();
+    double bw = copy_gbps();
+    printf("peer: OpenBLAS sgemm %.1f GFLOP/s (768x4864x896), memcpy %.1f GB/s (read+write)\n", gf_peer, bw);
+
+    ModelConfig cfg = qwen2_05b(layers);
+    Model m;
+    model_create(&m, &cfg);
+    model_init_random(&m, 1, 0.02f);
+    long long P = config_param_count(&m.cfg);
+    printf("model: Qwen2-0.5B shape, %d layers, %.1f M parameters, fp32\n", layers, P / 1e6);
+
+    /* ---- training: forward + backward, 4 x 192 tokens, every position a target ---- */
+    int B = 4, T = 192, N = B * T;
+    Activations a;
+    acts_create(&a, &m.cfg, N, 0, 64);
+    int32_t *ids = malloc(sizeof(int32_t) * N), *tg = malloc(sizeof(int32_t) * N);
+    uint8_t *mask = malloc(N);
+    float *lp = malloc(sizeof(float) * N), *dlp = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) ids[i] = (i * 7919) % m.cfg.vocab_size, tg[i] = (i * 104729) % m.cfg.vocab_size, mask[i] = 1, dlp[i] = 1.0f / N;
+    float *gbuf = xaligned(sizeof(float) * m.table.total);
+    memset(gbuf, 0, sizeof(float) * m.table.total);
+    ModelView gv;
+    params_view(&gv, &m.table, &m.cfg, gbuf);
+    if (train) { /* warm-up */
+        model_forward(&m, &a, ids, mask, B, T);
+        model_logprobs(&m, &a, tg, 1.0f, lp, NULL);
+        model_backward(&m, &a, &gv, dlp);
+    }
+    double t0 = time_now_s();
+    for (int it = 0; it < iters; it++) {
+        model_forward(&m, &a, ids, mask, B, T);
+        model_logprobs(&m, &a, tg, 1.0f, lp, NULL);
+        model_backward(&m, &a, &gv, dlp);
+    }
+    double dt = (time_now_s() - t0) / (iters > 0 ? iters : 1);
+    /* model FLOPs: 6 per parameter per token for every GEMM (LM head included), plus
+     * causal attention's score and value products (2 * 2 * T^2/2 * D * H fwd, x3 with bwd) */
+    double C = m.cfg.hidden_size, Pl = P - C * m.cfg.vocab_size; /* non-embedding */
+    double flops = 6.0 * N * (Pl + C * m.cfg.vocab_size) +
+                   3.0 * 2.0 * B * (double)T * T * m.cfg.head_dim * m.cfg.n_heads * layers;
+    if (train) printf("train fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of sgemm\n", dt, N / dt,
+           flops / dt / 1e9, 100.0 * flops / dt / 1e9 / gf_peer);
+    printf("activations %.2f GB (no checkpointing)\n", a.bytes / 1e9);
+    acts_free(&a);
+    params_view_free(&gv);
+    free(gbuf);
+
+    /* ---- decode: G sequences sharing a 64-token prompt ---- */
+    double wbytes = (double)sizeof(float) * (Pl + C * m.cfg.vocab_size);
+    int prompt = 64, steps = 32;
+    for (int gi = 0; gi < 2; gi++) {
+        int G = gi == 0 ? 8 : 32;
+        KVCache kv;
+        DecodeState ds;
+        kv_cache_create(&kv, &m.cfg, G + 1, prompt + steps + 8);
+        decode_state_create(&ds, &m.cfg, prompt > G ? prompt : G, prompt + steps + 8);
+        float *logits = xaligned(sizeof(float) * (size_t)G * m.cfg.vocab_size);
+        int slots[64];
+        int32_t toks[64];
+        uint8_t want[64] = {0};
+        for (int t = 0; t < prompt; t++) slots[t] = 0, toks[t] = ids[t];
+        want[prompt - 1] = 1;
+        model_decode(&m, &kv, &ds, prompt, slots, toks, want, logits);
+        for (int g = 0; g < G; g++) kv_cache_share_prefix(&kv, g + 1, 0), slots[g] = g + 1;
+        for (int g = 0; g < G; g++) toks[g] = ids[g + 100];
+        model_decode(&m, &kv, &ds, G, slots, toks, NULL, logits); /* warm-up */
+        double s0 = time_now_s();
+        for (int s = 1; s < steps; s++) model_decode(&m, &kv, &ds, G, slots, toks, NULL, logits);
+        double per = (time_now_s() - s0) / (steps - 1);
+        double bound = wbytes / (bw / 2 * 1e9); /* weights read once per step at copy (read) rate */
+        double dflops = 2.0 * G * (Pl + C * m.cfg.vocab_size);
+        printf("decode G=%d: %.0f tokens/s, %.1f ms/step, %.1f GFLOP/s = %.0f%% of sgemm; bandwidth bound %.1f ms/step -> %.0f%% of bound\n",
+               G, G / per, per * 1e3, dflops / per / 1e9, 100.0 * dflops / per / 1e9 / gf_peer, bound * 1e3,
+               100.0 * bound / per);
+        free(logits);
+        kv_cache_free(&kv);
+        decode_state_free(&ds);
+    }
+    printf("peak RSS %.2f GB\n", peak_rss_gb());
+    free(ids), free(tg), free(mask), free(lp), free(dlp);
+    model_free(&m);
+    return 0;
+}
