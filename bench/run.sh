@@ -31,3 +31,12 @@ console.log(`  ${process.argv[3].padEnd(7)} grpo ${o.encode_mb_per_s.toFixed(2)}
 }
 tokenizer_bench
 # ---- end tokenizer -----------------------------------------------------------------
+
+# ---- core model (bench/bench_model.c) ----------------------------------------------
+# Qwen2-0.5B shape, random weights: forward+backward on 4 x 192 tokens against this
+# machine's sgemm rate; decode of 8 and 32 sequences sharing a 64-token prompt against
+# sgemm and the memory-bandwidth bound; peak RSS. Targets (2-core Zen 4): training
+# >= 75 % of sgemm, decode G=32 >= 60 % of sgemm, decode G=8 >= 70 % of the bound.
+echo "model:"
+"$BUILD/bench/bench_model" | sed 's/^/  /'
+# ---- end core model ----------------------------------------------------------------
