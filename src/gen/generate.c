@@ -1,0 +1,169 @@
+/* gen/generate.c — group generation with a shared prompt prefix, in memory-bounded
+ * chunks (see generate.h). Not here: the logits processors (gen/sampler.c) or the
+ * model's cached forward (model/kvcache.c). */
+#include "gen/generate.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+void gen_opts_default(GenOpts *o) {
+    memset(o, 0, sizeof *o);
+    sampler_opts_default(&o->sampler);
+    o->max_completion_length = 256;
+    o->share_prefix = 1;
+    o->kv_cache_bytes = (size_t)1 << 30;
+}
+
+void completion_free(Completion *c) {
+    free(c->ids);
+    c->ids = NULL;
+    c->n = 0;
+}
+
+int gen_create(Generator *g, Model *m, const GenOpts *o, int max_prompt, GrpoErr *err) {
+    memset(g, 0, sizeof *g);
+    if (max_prompt < 1 || o->max_completion_length < 1)
+        return err_set(err, "max_prompt_length and max_completion_length must be >= 1");
+    g->m = m;
+    g->opts = *o;
+    g->max_prompt = max_prompt;
+    /* shared: slot 0 holds the prompt, slots 1..chunk the completions; unshared:
+     * each slot holds prompt + completion */
+    g->cap = o->share_prefix ? (max_prompt > o->max_completion_length ? max_prompt : o->max_completion_length)
+                             : max_prompt + o->max_completion_length;
+    size_t per_slot = kv_cache_bytes(&m->cfg, 1, g->cap);
+    int extra = o->share_prefix ? 1 : 0;
+    long fit = (long)(o->kv_cache_bytes / per_slot) - extra;
+    if (o->chunk_size > 0) {
+        g->chunk = o->chunk_size;
+    } else {
+        if (fit < 1)
+            return err_set(err, "the generation KV cache limit (%zu MB) holds no completion: one needs %.1f MB "
+                           "(%d layers x %d tokens); raise the limit or lower max_completion_length / max_prompt_length",
+                           o->kv_cache_bytes >> 20, (double)per_slot * (1 + extra) / 1048576.0,
+                           m->cfg.n_layers, g->cap);
+        g->chunk = fit > 256 ? 256 : (int)fit;
+    }
+    kv_cache_create(&g->kv, &m->cfg, g->chunk + extra, g->cap);
+    int rows = g->chunk > max_prompt ? g->chunk : max_prompt;
+    decode_state_create(&g->ds, &m->cfg, rows, max_prompt + o->max_completion_length + 1);
+    int V = m->cfg.vocab_size;
+    g->n_scratch = omp_get_max_threads();
+    g->scratch = xmalloc(sizeof(SamplerScratch) * g->n_scratch);
+    for (int i = 0; i < g->n_scratch; i++) sampler_scratch_create(&g->scratch[i], V);
+    g->logits = xaligned(sizeof(float) * (size_t)rows * V);
+    g->first = xaligned(sizeof(float) * V);
+    g->bytes = kv_cache_bytes(&m->cfg, g->chunk + extra, g->cap) +
+               decode_state_bytes(&m->cfg, rows, max_prompt + o->max_completion_length + 1) +
+               sizeof(float) * ((size_t)rows + 1) * V + (size_t)g->n_scratch * V * 21;
+    return 0;
+}
+
+void gen_free(Generator *g) {
+    kv_cache_free(&g->kv);
+    decode_state_free(&g->ds);
+    for (int i = 0; i < g->n_scratch; i++) sampler_scratch_free(&g->scratch[i]);
+    free(g->scratch);
+    free(g->logits);
+    free(g->first);
+    memset(g, 0, sizeof *g);
+}
+
+static int is_eos(const GenOpts *o, int32_t t) {
+    for (int i = 0; i < o->n_eos; i++)
+        if (o->eos_ids[i] == t) return 1;
+    return 0;
+}
+
+/* Prefills prompt into slot, writing its last logits to out. */
+static void prefill(Generator *g, int slot, const int32_t *prompt, int n, float *out) {
+    int slots[n];
+    uint8_t want[n];
+    for (int t = 0; t < n; t++) slots[t] = slot, want[t] = t == n - 1;
+    kv_cache_reset(&g->kv, slot);
+    model_decode(g->m, &g->kv, &g->ds, n, slots, prompt, want, out);
+}
+
+/* Per-completion state while decoding a chunk. */
+typedef struct {
+    Rng rng;
+    int32_t *ctx;     /* prompt + completion, for the repetition penalty */
+    int n_ctx;
+    int done;
+} Live;
+
+static void sample_rows(Generator *g, Live *live, const int *which, const float *logits, int n,
+                        int32_t *tok) {
+    int V = g->m->cfg.vocab_size;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int r = 0; r < n; r++) {
+        Live *L = &live[which[r]];
+        double u = rng_uniform_f64(&L->rng);
+        tok[r] = sampler_sample(logits + (size_t)r * V, V, &g->opts.sampler, L->ctx, L->n_ctx, u,
+                                &g->scratch[omp_get_thread_num()]);
+    }
+}
+
+long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
+               Completion *out) {
+    CHECK(n_prompt >= 1 && n_prompt <= g->max_prompt && G >= 1);
+    const GenOpts *o = &g->opts;
+    int V = g->m->cfg.vocab_size, maxc = o->max_completion_length;
+    long generated = 0;
+    if (o->share_prefix) prefill(g, 0, prompt, n_prompt, g->first);
+    Live *live = xcalloc(g->chunk, sizeof(Live));
+    int *which = xmalloc(sizeof(int) * g->chunk), *slots = xmalloc(sizeof(int) * g->chunk);
+    int32_t *tok = xmalloc(sizeof(int32_t) * g->chunk);
+    for (int c0 = 0; c0 < G; c0 += g->chunk) {
+        int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
+        int extra = o->share_prefix ? 1 : 0;
+        for (int i = 0; i < nc; i++) {
+            Live *L = &live[i];
+            rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(c0 + i)));
+            L->ctx = xmalloc(sizeof(int32_t) * (n_prompt + maxc));
+            memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
+            L->n_ctx = n_prompt;
+            L->done = 0;
+            Completion *c = &out[c0 + i];
+            c->ids = xmalloc(sizeof(int32_t) * maxc);
+            c->n = 0;
+            c->stopped = 0;
+            if (o->share_prefix) kv_cache_share_prefix(&g->kv, i + extra, 0);
+            else prefill(g, i, prompt, n_prompt, g->logits + (size_t)i * V);
+        }
+        /* first tokens from the prompt's logits */
+        int n = 0;
+        for (int i = 0; i < nc; i++) which[n++] = i;
+        for (int i = 0; i < nc; i++)
+            if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
+        int step_rows = nc;
+        while (step_rows > 0) {
+            sample_rows(g, live, which, g->logits, step_rows, tok);
+            int next = 0;
+            for (int r = 0; r < step_rows; r++) {
+                int i = which[r];
+                Completion *c = &out[c0 + i];
+                c->ids[c->n++] = tok[r];
+                live[i].ctx[live[i].n_ctx++] = tok[r];
+                generated++;
+                if (is_eos(o, tok[r])) c->stopped = 1, live[i].done = 1;
+                else if (c->n == maxc) live[i].done = 1;
+                else {
+                    which[next] = i;
+                    slots[next] = i + extra;
+                    tok[next] = tok[r];
+                    next++;
+                }
+            }
+            step_rows = next;
+            if (step_rows > 0) model_decode(g->m, &g->kv, &g->ds, step_rows, slots, tok, NULL, g->logits);
+        }
+        for (int i = 0; i < nc; i++) free(live[i].ctx);
+    }
+    free(live), free(which), free(slots), free(tok);
+    return generated;
+}

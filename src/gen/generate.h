@@ -1,0 +1,70 @@
+/* gen/generate.h — sampling a GRPO group: G completions of one prompt.
+ *
+ * The prompt is prefilled once into a cache slot that the completions share
+ * (share_prefix), and completions are decoded in chunks whose KV-cache memory stays
+ * under a limit, so G = 64 or 256 fits where one batch would not.
+ *
+ * Samples do not depend on chunking or batch size: completion i of a group draws
+ * its uniforms from its own stream rng_mix(stream_id, i) of the seed, one draw per
+ * token, and the decode kernels are batch-invariant (ops/matmul_rowwise.c), so its
+ * logits are the same bits whatever other sequences share its batch. */
+#ifndef GRPO_GEN_GENERATE_H
+#define GRPO_GEN_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gen/sampler.h"
+#include "model/kvcache.h"
+
+#define GEN_MAX_EOS 8
+
+typedef struct {
+    SamplerOpts sampler;
+    int max_completion_length;   /* TRL default 256 */
+    uint64_t seed;
+    int share_prefix;            /* 1: prefill the prompt once per group (default) */
+    int chunk_size;              /* completions decoded together; 0: the most kv_cache_bytes allows */
+    size_t kv_cache_bytes;       /* memory limit of the generation KV cache */
+    int n_eos;
+    int32_t eos_ids[GEN_MAX_EOS];
+} GenOpts;
+
+void gen_opts_default(GenOpts *o);
+
+typedef struct {
+    int32_t *ids;      /* completion tokens; ends with the eos token when stopped */
+    int n;
+    int stopped;       /* 1: ended by an eos token; 0: truncated at max_completion_length */
+} Completion;
+
+void completion_free(Completion *c);
+
+typedef struct {
+    Model *m;
+    GenOpts opts;
+    int max_prompt;    /* longest prompt planned for */
+    int chunk;         /* completions per decode batch */
+    int cap;           /* tokens per cache slot */
+    KVCache kv;
+    DecodeState ds;
+    SamplerScratch *scratch;   /* one per thread */
+    int n_scratch;
+    float *logits;     /* [max(chunk, 1), V] */
+    float *first;      /* [V] the prompt's last logits */
+    size_t bytes;      /* planned memory */
+} Generator;
+
+/* Plans the chunk size from opts (kv_cache_bytes) and allocates everything.
+ * Fails with a message stating the numbers when even one completion does not fit. */
+int gen_create(Generator *g, Model *m, const GenOpts *opts, int max_prompt, GrpoErr *err);
+void gen_free(Generator *g);
+
+/* Samples G completions of prompt[n_prompt] (1 <= n_prompt <= max_prompt) into
+ * out[G] (each out[i].ids malloc'd; free with completion_free). stream_id names
+ * this prompt occurrence, e.g. rng_mix(step, prompt_index). Returns the number of
+ * tokens generated. */
+long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
+               Completion *out);
+
+#endif

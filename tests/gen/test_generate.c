@@ -1,0 +1,152 @@
+/* tests/gen/test_generate.c — group generation.
+ *  - the same seed gives identical completions for chunk sizes 1, 3, 8 and G, and
+ *    with and without the shared prompt prefix;
+ *  - every sampled token is a draw from the model's own distribution: recomputing
+ *    the logits with a full forward pass, the completion's uniform falls in the
+ *    token's CDF interval (up to 1e-5 for the different summation order);
+ *  - an eos token stops a completion (and is kept), max_completion_length truncates;
+ *  - another stream or seed gives other completions; the memory limit sets the chunk. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "gen/generate.h"
+#include "model/model_io.h"
+#include "testutil.h"
+
+#define G 8
+#define NP 5
+
+static void run(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream, Completion *out) {
+    Generator g;
+    GrpoErr err;
+    if (gen_create(&g, m, o, 16, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    gen_group(&g, prompt, NP, G, stream, out);
+    gen_free(&g);
+}
+
+static int same(const Completion *a, const Completion *b) {
+    for (int i = 0; i < G; i++)
+        if (a[i].n != b[i].n || a[i].stopped != b[i].stopped || memcmp(a[i].ids, b[i].ids, sizeof(int32_t) * a[i].n))
+            return 0;
+    return 1;
+}
+
+static void free_all(Completion *c) {
+    for (int i = 0; i < G; i++) completion_free(&c[i]);
+}
+
+/* Each token's uniform must fall inside its CDF interval under a full forward pass. */
+static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream,
+                               const Completion *c) {
+    int V = m->cfg.vocab_size, ok = 1;
+    SamplerScratch s;
+    sampler_scratch_create(&s, V);
+    double *p = malloc(sizeof(double) * V);
+    for (int i = 0; i < G; i++) {
+        int T = NP + c[i].n;
+        int32_t ids[T];
+        uint8_t mask[T];
+        memcpy(ids, prompt, sizeof(int32_t) * NP);
+        memcpy(ids + NP, c[i].ids, sizeof(int32_t) * c[i].n);
+        memset(mask, 1, T);
+        Activations a;
+        acts_create(&a, &m->cfg, T, 0, 4);
+        model_forward(m, &a, ids, mask, 1, T);
+        float *logits = malloc(sizeof(float) * T * V);
+        model_logits(m, &a, logits);
+        Rng r;
+        rng_init(&r, o->seed, rng_mix(stream, (uint64_t)i));
+        for (int t = 0; t < c[i].n; t++) {
+            double u = rng_uniform_f64(&r);
+            sampler_distribution(p, logits + (size_t)(NP + t - 1) * V, V, &o->sampler, ids, NP + t, &s);
+            double lo = 0;
+            for (int v = 0; v < c[i].ids[t]; v++) lo += p[v];
+            double hi = lo + p[c[i].ids[t]];
+            if (!(u >= lo - 1e-5 && u < hi + 1e-5)) {
+                fprintf(stderr, "completion %d token %d: u %.6f outside [%.6f, %.6f)\n", i, t, u, lo, hi);
+                ok = 0;
+            }
+        }
+        free(logits);
+        acts_free(&a);
+    }
+    free(p);
+    sampler_scratch_free(&s);
+    return ok;
+}
+
+static void check(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    int32_t prompt[NP] = {3, 17, 42, 8, 91};
+    GenOpts o;
+    gen_opts_default(&o);
+    o.seed = 1234;
+    o.max_completion_length = 10;
+    o.n_eos = 1;
+    o.eos_ids[0] = 2;
+    o.sampler.top_k = 50;
+    o.sampler.repetition_penalty = 1.1f;
+    Completion ref[G], c[G];
+    o.chunk_size = G;
+    run(&m, &o, prompt, 77, ref);
+    int chunks[] = {1, 3, 8};
+    for (int k = 0; k < 3; k++) {
+        o.chunk_size = chunks[k];
+        run(&m, &o, prompt, 77, c);
+        T_CHECK(same(ref, c), "%s: chunk %d differs from chunk G", name, chunks[k]);
+        free_all(c);
+        o.share_prefix = 0;
+        run(&m, &o, prompt, 77, c);
+        T_CHECK(same(ref, c), "%s: chunk %d without the shared prefix differs", name, chunks[k]);
+        free_all(c);
+        o.share_prefix = 1;
+    }
+    o.chunk_size = G;
+    T_CHECK(tokens_follow_model(&m, &o, prompt, 77, ref), "%s: tokens are not draws from the model", name);
+    int full = 1;
+    for (int i = 0; i < G; i++) full &= ref[i].n == 10 || ref[i].stopped;
+    T_CHECK(full, "%s: a completion ended early without eos", name);
+    /* another stream gives other completions */
+    run(&m, &o, prompt, 78, c);
+    T_CHECK(!same(ref, c), "%s: stream 78 equals stream 77", name);
+    free_all(c);
+    /* eos: make completion 0's first token the eos id */
+    o.eos_ids[0] = ref[0].ids[0];
+    run(&m, &o, prompt, 77, c);
+    T_CHECK(c[0].stopped && c[0].n == 1 && c[0].ids[0] == ref[0].ids[0], "%s: eos does not stop", name);
+    for (int i = 0; i < G; i++) {
+        int first = -1;
+        for (int t = 0; t < ref[i].n && first < 0; t++)
+            if (ref[i].ids[t] == o.eos_ids[0]) first = t;
+        if (first >= 0) T_CHECK(c[i].n == first + 1 && c[i].stopped, "%s: completion %d stops at %d", name, i, first);
+    }
+    free_all(c);
+    free_all(ref);
+    /* memory limit -> chunk size */
+    Generator g;
+    o.chunk_size = 0;
+    o.kv_cache_bytes = kv_cache_bytes(&m.cfg, 4, 16);
+    T_CHECK(gen_create(&g, &m, &o, 16, &err) == 0 && g.chunk == 3, "%s: 4 slots of memory -> chunk 3 (got %d)", name, g.chunk);
+    gen_free(&g);
+    o.kv_cache_bytes = 100;
+    T_CHECK(gen_create(&g, &m, &o, 16, &err) == -1 && strstr(err.msg, "holds no completion"), "%s: tiny limit error: %s", name, err.msg);
+    model_free(&m);
+}
+
+int main(void) {
+    check("qwen2");
+    check("llama");
+    check("qwen3");
+    return t_summary("test_generate");
+}
