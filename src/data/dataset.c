@@ -1,0 +1,246 @@
+/* data/dataset.c — JSON-lines prompt datasets: load and validate, render and
+ * tokenize prompts (TRL GRPOTrainer semantics), and the seeded epoch order.
+ *
+ * It is not a general datasets library: no splits, no streaming, no column
+ * mapping; the whole file is parsed into memory (one jansson object per line). */
+#include "data/dataset.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* Checks one parsed line; returns 0 or -1 with "path:line: ..." in err. */
+static int check_row(const char *path, long line, json_t *row, int *conversational,
+                     GrpoErr *err) {
+    if (!json_is_object(row))
+        return err_set(err, "%s:%ld: expected a JSON object per line, got %s", path, line,
+                       json_kind(row));
+    json_t *prompt = json_object_get(row, "prompt");
+    if (!prompt)
+        return err_set(err,
+                       "%s:%ld: no 'prompt' field (each line needs a 'prompt': a string or a "
+                       "list of {role, content} messages)",
+                       path, line);
+    if (json_is_string(prompt)) {
+        *conversational = 0;
+        return 0;
+    }
+    if (!json_is_array(prompt))
+        return err_set(err,
+                       "%s:%ld: 'prompt' must be a string or a list of {role, content} messages, "
+                       "got %s",
+                       path, line, json_kind(prompt));
+    if (json_array_size(prompt) == 0)
+        return err_set(err, "%s:%ld: 'prompt' is an empty message list", path, line);
+    size_t i;
+    json_t *m;
+    json_array_foreach(prompt, i, m) {
+        if (!json_is_object(m))
+            return err_set(err, "%s:%ld: 'prompt'[%zu] must be a {role, content} message, got %s",
+                           path, line, i, json_kind(m));
+        json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+        if (!json_is_string(role))
+            return err_set(err, "%s:%ld: 'prompt'[%zu].role must be a string, got %s", path, line,
+                           i, role ? json_kind(role) : "nothing");
+        if (!json_is_string(content))
+            return err_set(err, "%s:%ld: 'prompt'[%zu].content must be a string, got %s", path,
+                           line, i, content ? json_kind(content) : "nothing");
+    }
+    *conversational = 1;
+    return 0;
+}
+
+int dataset_load(Dataset *d, const char *path, GrpoErr *err) {
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    Dataset out = {0};
+    int cap = 0;
+    char *buf = NULL;
+    size_t buf_cap = 0;
+    long line = 0;
+    ssize_t len;
+    int rc = 0;
+    while ((len = getline(&buf, &buf_cap, f)) >= 0) {
+        line++;
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) len--;
+        size_t start = 0;
+        while (start < (size_t)len && (buf[start] == ' ' || buf[start] == '\t')) start++;
+        if (start == (size_t)len) continue; /* blank line */
+        json_error_t jerr;
+        json_t *row = json_loadb(buf + start, (size_t)len - start, JSON_DECODE_ANY, &jerr);
+        if (!row) {
+            rc = err_set(err, "%s:%ld: not valid JSON: %s (column %d)", path, line, jerr.text,
+                         jerr.column);
+            break;
+        }
+        int conv = 0;
+        if (check_row(path, line, row, &conv, err)) {
+            json_decref(row);
+            rc = -1;
+            break;
+        }
+        if (out.n == cap) {
+            cap = cap ? 2 * cap : 64;
+            out.ex = xrealloc(out.ex, (size_t)cap * sizeof *out.ex);
+        }
+        DatasetExample *e = &out.ex[out.n++];
+        memset(e, 0, sizeof *e);
+        e->row = row;
+        e->prompt = json_object_get(row, "prompt");
+        e->conversational = conv;
+        e->line = line;
+    }
+    if (!rc && ferror(f)) rc = err_set(err, "%s:%ld: read error: %s", path, line + 1, strerror(errno));
+    free(buf);
+    fclose(f);
+    if (!rc && out.n == 0)
+        rc = err_set(err, "%s: no examples (the file is empty or has only blank lines)", path);
+    if (rc) {
+        dataset_free(&out);
+        return -1;
+    }
+    out.path = xstrdup(path);
+    *d = out;
+    return 0;
+}
+
+/* Renders one example's prompt into a malloc'd string. */
+static int render_prompt(const Dataset *d, const DatasetExample *e, Tokenizer *tok,
+                         int enable_thinking, char **text, GrpoErr *err) {
+    if (!e->conversational) {
+        *text = xstrdup(json_string_value(e->prompt));
+        return 0;
+    }
+    size_t n = json_array_size(e->prompt);
+    TokMessage *msgs = xmalloc(n * sizeof *msgs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(e->prompt, i);
+        msgs[i].role = json_string_value(json_object_get(m, "role"));
+        msgs[i].content = json_string_value(json_object_get(m, "content"));
+    }
+    int rc = tok_chat_render(tok, msgs, (int)n, 1, enable_thinking, text, err);
+    free(msgs);
+    if (rc) return err_prefix(err, "%s:%ld: chat template", d->path, e->line);
+    return 0;
+}
+
+int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, int enable_thinking,
+                     GrpoErr *err) {
+    TokIds ids = {0};
+    for (int i = 0; i < d->n; i++) {
+        DatasetExample *e = &d->ex[i];
+        free(e->prompt_text);
+        free(e->prompt_ids);
+        e->prompt_text = NULL;
+        e->prompt_ids = NULL;
+        e->n_prompt_ids = e->n_prompt_ids_full = e->truncated = 0;
+        char *text = NULL;
+        if (render_prompt(d, e, tok, enable_thinking, &text, err)) {
+            tok_ids_free(&ids);
+            return -1;
+        }
+        ids.n = 0;
+        /* TRL tokenizes prompts with add_special_tokens=False: the chat
+         * template (or the user's text) already holds what the model needs. */
+        if (tok_encode(tok, text, strlen(text), 0, &ids, err)) {
+            free(text);
+            tok_ids_free(&ids);
+            return err_prefix(err, "%s:%ld: prompt", d->path, e->line);
+        }
+        size_t keep = ids.n;
+        /* Left truncation, as TRL does (prompt_ids[:, -max_prompt_length:]):
+         * the end of the prompt, next to the completion, is what matters. */
+        if (max_prompt_length > 0 && keep > (size_t)max_prompt_length) keep = (size_t)max_prompt_length;
+        e->prompt_text = text;
+        e->n_prompt_ids_full = (int)ids.n;
+        e->n_prompt_ids = (int)keep;
+        e->truncated = keep < ids.n;
+        e->prompt_ids = xmalloc((keep ? keep : 1) * sizeof *e->prompt_ids);
+        if (keep) memcpy(e->prompt_ids, ids.ids + (ids.n - keep), keep * sizeof *e->prompt_ids);
+    }
+    tok_ids_free(&ids);
+    return 0;
+}
+
+void dataset_free(Dataset *d) {
+    for (int i = 0; i < d->n; i++) {
+        json_decref(d->ex[i].row);
+        free(d->ex[i].prompt_text);
+        free(d->ex[i].prompt_ids);
+    }
+    free(d->ex);
+    free(d->path);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- order ---- */
+
+/* Stream tag so the dataset order never shares draws with other users of the
+ * same seed (sampling, init): the stream of epoch e is rng_mix(TAG, e). */
+#define DATASET_RNG_TAG 0x64617461u /* "data" */
+
+void dataset_sampler_init(DatasetSampler *s, int n, int shuffle, uint64_t seed) {
+    CHECK(n > 0);
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->shuffle = shuffle;
+    s->seed = seed;
+    s->epoch = -1;
+    if (shuffle) s->perm = xmalloc((size_t)n * sizeof *s->perm);
+}
+
+/* Uniform integer in [0, bound) without modulo bias (Lemire 2019). */
+static uint32_t uniform_below(Rng *r, uint32_t bound) {
+    uint64_t m = (uint64_t)rng_u32(r) * bound;
+    uint32_t low = (uint32_t)m;
+    if (low < bound) {
+        uint32_t threshold = (uint32_t)(-bound) % bound;
+        while (low < threshold) {
+            m = (uint64_t)rng_u32(r) * bound;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+int dataset_sampler_index(DatasetSampler *s, long position) {
+    CHECK(position >= 0);
+    long epoch = position / s->n;
+    int within = (int)(position % s->n);
+    if (!s->shuffle) return within;
+    if (epoch != s->epoch) {
+        Rng r;
+        rng_init(&r, s->seed, rng_mix(DATASET_RNG_TAG, (uint64_t)epoch));
+        for (int i = 0; i < s->n; i++) s->perm[i] = i;
+        for (int i = s->n - 1; i > 0; i--) { /* Fisher-Yates */
+            int j = (int)uniform_below(&r, (uint32_t)i + 1);
+            int t = s->perm[i];
+            s->perm[i] = s->perm[j];
+            s->perm[j] = t;
+        }
+        s->epoch = epoch;
+    }
+    return s->perm[within];
+}
+
+void dataset_sampler_free(DatasetSampler *s) {
+    free(s->perm);
+    memset(s, 0, sizeof *s);
+}

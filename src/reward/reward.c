@@ -1,0 +1,296 @@
+/* reward/reward.c — reward specs, the simple built-ins (length, format) and
+ * RewardSet: weights and TRL's nansum.
+ *
+ * Not here: exact_match (reward_answer.c), the child-process protocol
+ * (reward_cmd.c), dlopen plugins (reward_plugin.c). */
+#include <ctype.h>
+#include <math.h>
+#include <oniguruma.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reward/reward_internal.h"
+#include "reward/reward_plugin.h"
+
+void reward_item_where(const RewardItem *it, int i, char *buf, size_t size) {
+    if (it->file && it->line > 0)
+        snprintf(buf, size, "%s:%ld", it->file, it->line);
+    else
+        snprintf(buf, size, "batch item %d", i);
+}
+
+/* ---- length: TRL's docs example reward_len, -|target - len(completion)| ---- */
+
+/* Python's len() of a str: code points. Completions are decoded with U+FFFD
+ * replacement, so counting the bytes that do not continue a sequence is exact. */
+static long utf8_code_points(const char *s) {
+    long n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
+    return n;
+}
+
+static int length_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err) {
+    long target = *(long *)f->state;
+    for (int i = 0; i < b->n; i++) out[i] = -fabs((double)(target - utf8_code_points(b->items[i].completion)));
+    return 0;
+}
+
+static void free_state(RewardFunc *f) { free(f->state); }
+
+static int length_init(RewardFunc *f, const char *arg, const char *spec, GrpoErr *err) {
+    long target = REWARD_DEFAULT_LENGTH_TARGET;
+    if (arg) {
+        char *end = NULL;
+        target = strtol(arg, &end, 10);
+        if (!*arg || *end || target < 0)
+            return err_set(err, "reward '%s': the target length must be a non-negative integer, got '%s'",
+                           spec, arg);
+    }
+    long *st = xmalloc(sizeof *st);
+    *st = target;
+    f->state = st;
+    f->compute = length_compute;
+    f->destroy = free_state;
+    return 0;
+}
+
+/* ---- format: 1.0 when the regex is found in the completion ---- */
+
+static int format_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err) {
+    regex_t *re = f->state;
+    for (int i = 0; i < b->n; i++) {
+        const UChar *s = (const UChar *)b->items[i].completion, *end = s + strlen(b->items[i].completion);
+        int r = onig_search(re, s, end, s, end, NULL, ONIG_OPTION_NONE);
+        if (r < ONIG_MISMATCH) {
+            UChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+            onig_error_code_to_str(msg, r);
+            return err_set(err, "reward '%s': regex search failed: %s", f->name, (char *)msg);
+        }
+        out[i] = r >= 0 ? 1.0 : 0.0;
+    }
+    return 0;
+}
+
+static void format_destroy(RewardFunc *f) { onig_free(f->state); }
+
+static int format_init(RewardFunc *f, const char *pattern, const char *spec, GrpoErr *err) {
+    static int onig_ready = 0;
+    if (!onig_ready) { /* idempotent; the tokenizer may have done it already */
+        OnigEncoding encs[1] = {ONIG_ENCODING_UTF8};
+        onig_initialize(encs, 1);
+        onig_ready = 1;
+    }
+    if (!pattern || !*pattern) return err_set(err, "reward '%s': expected format:REGEX", spec);
+    regex_t *re = NULL;
+    OnigErrorInfo einfo;
+    /* Perl syntax: ^ is the start of the text, $ its end (or before a final
+     * newline), '.' does not match a newline unless (?s) — as Python's re. */
+    int r = onig_new(&re, (const UChar *)pattern, (const UChar *)pattern + strlen(pattern),
+                     ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_PERL, &einfo);
+    if (r != ONIG_NORMAL) {
+        UChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+        onig_error_code_to_str(msg, r, &einfo);
+        return err_set(err, "reward '%s': bad regex: %s", spec, (char *)msg);
+    }
+    f->state = re;
+    f->compute = format_compute;
+    f->destroy = format_destroy;
+    return 0;
+}
+
+/* ---- specs ---- */
+
+/* The default name of a cmd function: the last word not starting with '-',
+ * without directory and extension ("python3 rewards/len.py" -> "len"). */
+static char *cmd_default_name(const char *cmd) {
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (const char *p = cmd; *p;) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        const char *w = p;
+        while (*p && !isspace((unsigned char)*p)) p++;
+        if (p > w && *w != '-') best = w, best_len = (size_t)(p - w);
+    }
+    if (!best) return xstrdup("cmd");
+    const char *base = best;
+    for (size_t i = 0; i < best_len; i++)
+        if (best[i] == '/') base = best + i + 1;
+    size_t len = (size_t)(best + best_len - base);
+    for (size_t i = len; i > 0; i--)
+        if (base[i - 1] == '.') { len = i - 1; break; }
+    if (len == 0) return xstrdup("cmd");
+    char *name = xmalloc(len + 1);
+    memcpy(name, base, len);
+    name[len] = 0;
+    return name;
+}
+
+int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, GrpoErr *err) {
+    *out = NULL;
+    double timeout_s = opt && opt->timeout_s > 0 ? opt->timeout_s : REWARD_DEFAULT_TIMEOUT_S;
+    /* optional NAME= prefix: an identifier before any ':' */
+    char *name = NULL;
+    const char *body = spec;
+    size_t id = 0;
+    while (isalnum((unsigned char)spec[id]) || spec[id] == '_' || spec[id] == '-' || spec[id] == '.') id++;
+    if (id > 0 && spec[id] == '=') {
+        name = xmalloc(id + 1);
+        memcpy(name, spec, id);
+        name[id] = 0;
+        body = spec + id + 1;
+    }
+    const char *colon = strchr(body, ':');
+    size_t kind_len = colon ? (size_t)(colon - body) : strlen(body);
+    const char *arg = colon ? colon + 1 : NULL;
+    char kind[32] = {0};
+    if (kind_len < sizeof kind) memcpy(kind, body, kind_len);
+    RewardFunc *f = xcalloc(1, sizeof *f);
+    int rc;
+    const char *default_name = kind;
+    char *owned_default = NULL;
+    if (!strcmp(kind, "length") || !strcmp(kind, "reward_len")) {
+        rc = length_init(f, arg, spec, err);
+    } else if (!strcmp(kind, "format")) {
+        rc = format_init(f, arg, spec, err);
+    } else if (!strcmp(kind, "exact_match") || !strcmp(kind, "accuracy")) {
+        const char *column = arg;
+        if (!column && !strcmp(kind, "accuracy")) column = "solution"; /* TRL's accuracy_reward */
+        if (!column || !*column)
+            rc = err_set(err, "reward '%s': expected exact_match:COLUMN (the column holding the answer)", spec);
+        else
+            rc = reward_exact_match_init(f, column, err);
+    } else if (!strcmp(kind, "cmd")) {
+        if (!arg || !*arg)
+            rc = err_set(err, "reward '%s': expected cmd:COMMAND LINE", spec);
+        else {
+            rc = reward_cmd_init(f, arg, timeout_s, err);
+            owned_default = cmd_default_name(arg);
+        }
+    } else if (!strcmp(kind, "plugin")) {
+        /* plugin:PATH[:SYMBOL], SYMBOL a C identifier after the last ':' */
+        char *path = arg ? xstrdup(arg) : NULL;
+        const char *symbol = GRPO_REWARD_DEFAULT_SYMBOL;
+        int explicit_symbol = 0;
+        char *last = path ? strrchr(path, ':') : NULL;
+        if (last && last[1] && !strpbrk(last + 1, "/.") &&
+            (isalpha((unsigned char)last[1]) || last[1] == '_')) {
+            *last = 0;
+            symbol = last + 1;
+            explicit_symbol = 1;
+        }
+        if (!path || !*path)
+            rc = err_set(err, "reward '%s': expected plugin:PATH.so[:SYMBOL]", spec);
+        else {
+            rc = reward_plugin_init(f, path, symbol, err);
+            owned_default = explicit_symbol ? xstrdup(symbol) : cmd_default_name(path);
+        }
+        free(path);
+    } else {
+        rc = err_set(err,
+                     "reward '%s': unknown reward function '%s' (expected length, reward_len, "
+                     "format, exact_match, accuracy, cmd or plugin)",
+                     spec, kind);
+    }
+    if (rc) {
+        free(name);
+        free(owned_default);
+        free(f);
+        return -1;
+    }
+    f->name = name ? name : owned_default ? owned_default : xstrdup(default_name);
+    if (name) free(owned_default);
+    *out = f;
+    return 0;
+}
+
+int reward_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err) {
+    return f->compute(f, b, out, err);
+}
+
+void reward_free(RewardFunc *f) {
+    if (!f) return;
+    if (f->destroy) f->destroy(f);
+    free(f->name);
+    free(f);
+}
+
+/* ---- sets ---- */
+
+int reward_set_init_funcs(RewardSet *s, RewardFunc **funcs, int n_funcs, const double *weights,
+                          int n_weights, GrpoErr *err) {
+    memset(s, 0, sizeof *s);
+    if (weights && n_weights != n_funcs) {
+        for (int i = 0; i < n_funcs; i++) reward_free(funcs[i]);
+        return err_set(err, "reward_weights: %d weights given for %d reward functions (they must match)",
+                       n_weights, n_funcs);
+    }
+    s->n_funcs = n_funcs;
+    s->funcs = xcalloc((size_t)(n_funcs ? n_funcs : 1), sizeof *s->funcs);
+    s->weights = xmalloc((size_t)(n_funcs ? n_funcs : 1) * sizeof *s->weights);
+    for (int i = 0; i < n_funcs; i++) {
+        s->funcs[i] = funcs[i];
+        s->weights[i] = weights ? weights[i] : 1.0;
+        /* keep log names apart: a second "format" becomes "format_2" */
+        int dup = 1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(s->funcs[j]->name, funcs[i]->name)) dup++;
+        if (dup > 1) {
+            size_t len = strlen(funcs[i]->name) + 16;
+            char *nn = xmalloc(len);
+            snprintf(nn, len, "%s_%d", funcs[i]->name, dup);
+            free(funcs[i]->name);
+            funcs[i]->name = nn;
+        }
+    }
+    return 0;
+}
+
+int reward_set_init(RewardSet *s, const char *const *specs, int n_specs, const double *weights,
+                    int n_weights, const RewardOptions *opt, GrpoErr *err) {
+    memset(s, 0, sizeof *s);
+    if (weights && n_weights != n_specs)
+        return err_set(err, "reward_weights: %d weights given for %d reward functions (they must match)",
+                       n_weights, n_specs);
+    RewardFunc **funcs = xcalloc((size_t)(n_specs ? n_specs : 1), sizeof *funcs);
+    for (int i = 0; i < n_specs; i++) {
+        if (reward_new(&funcs[i], specs[i], opt, err)) {
+            for (int j = 0; j < i; j++) reward_free(funcs[j]);
+            free(funcs);
+            return -1;
+        }
+    }
+    int rc = reward_set_init_funcs(s, funcs, n_specs, weights, n_weights, err);
+    free(funcs);
+    return rc;
+}
+
+void reward_weighted_nansum(const double *per_func, int n_funcs, int n, const double *weights,
+                            double *total) {
+    /* TRL: (rewards_per_func * reward_weights).nansum(dim=1) */
+    for (int i = 0; i < n; i++) {
+        double sum = 0.0;
+        for (int f = 0; f < n_funcs; f++) {
+            double v = per_func[(size_t)f * n + i];
+            if (!isnan(v)) sum += weights[f] * v;
+        }
+        total[i] = sum;
+    }
+}
+
+int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, double *total,
+                       GrpoErr *err) {
+    for (int f = 0; f < s->n_funcs; f++) {
+        double *row = per_func + (size_t)f * b->n;
+        for (int i = 0; i < b->n; i++) row[i] = NAN;
+        if (reward_compute(s->funcs[f], b, row, err)) return -1;
+    }
+    if (total) reward_weighted_nansum(per_func, s->n_funcs, b->n, s->weights, total);
+    return 0;
+}
+
+void reward_set_free(RewardSet *s) {
+    for (int i = 0; i < s->n_funcs; i++) reward_free(s->funcs[i]);
+    free(s->funcs);
+    free(s->weights);
+    memset(s, 0, sizeof *s);
+}
