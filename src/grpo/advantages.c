@@ -1,0 +1,140 @@
+/* grpo/advantages.c — group-relative advantages and reward statistics, as
+ * TRL's GRPOTrainer._generate_and_score_completions (see advantages.h).
+ *
+ * Is: the arithmetic on a batch of rewards, in double. Is not: calling reward
+ * functions, or slicing a batch across processes. */
+#include "grpo/advantages.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+int grpo_scale_rewards_parse(const char *s, GrpoScaleRewards *out) {
+    if (!strcmp(s, "group")) *out = GRPO_SCALE_GROUP;
+    else if (!strcmp(s, "batch")) *out = GRPO_SCALE_BATCH;
+    else if (!strcmp(s, "none")) *out = GRPO_SCALE_NONE;
+    else return -1;
+    return 0;
+}
+
+int grpo_aggregation_parse(const char *s, GrpoRewardAggregation *out) {
+    if (!strcmp(s, "sum_then_normalize")) *out = GRPO_AGG_SUM_THEN_NORMALIZE;
+    else if (!strcmp(s, "normalize_then_sum")) *out = GRPO_AGG_NORMALIZE_THEN_SUM;
+    else return -1;
+    return 0;
+}
+
+/* torch.mean / torch.std (Bessel) over x[0], x[stride], ... (k values). */
+static double mean_of(const double *x, int k) {
+    double s = 0;
+    for (int i = 0; i < k; i++) s += x[i];
+    return s / k;
+}
+static double std_of(const double *x, int k) {
+    if (k < 2) return NAN;
+    double mu = mean_of(x, k), s = 0;
+    for (int i = 0; i < k; i++) s += (x[i] - mu) * (x[i] - mu);
+    return sqrt(s / (k - 1));
+}
+
+/* torch.nanmean and TRL's nanstd (nanmean of squared deviations times
+ * count / (count - 1)): NaN for no values, NaN for one value (0 * inf). */
+static double nanmean_of(const double *x, int k) {
+    double s = 0;
+    int c = 0;
+    for (int i = 0; i < k; i++)
+        if (!isnan(x[i])) s += x[i], c++;
+    return c ? s / c : NAN;
+}
+static double nanstd_of(const double *x, int k) {
+    double mu = nanmean_of(x, k), s = 0;
+    int c = 0;
+    for (int i = 0; i < k; i++)
+        if (!isnan(x[i])) s += (x[i] - mu) * (x[i] - mu), c++;
+    if (c < 2) return NAN;
+    return sqrt(s / c * ((double)c / (c - 1)));
+}
+
+/* torch.isclose(std, 0): |std| <= atol 1e-8 (rtol * 0 adds nothing). */
+static int isclose_zero(double s) { return fabs(s) <= 1e-8; }
+
+void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
+                     const double *rpf, const double *weights, int F, int n, int G,
+                     GrpoScaleRewards scale, GrpoRewardAggregation agg) {
+    CHECK(F >= 1 && n > 0 && G >= 1 && n % G == 0);
+    double *r = xmalloc((size_t)n * sizeof(double));
+    double *stdv = xmalloc((size_t)n * sizeof(double));   /* std_rewards, per completion */
+    const int ngroups = n / G;
+
+    if (agg == GRPO_AGG_SUM_THEN_NORMALIZE) {
+        for (int i = 0; i < n; i++) {
+            double s = 0;
+            for (int f = 0; f < F; f++) {
+                double v = rpf[(size_t)f * n + i] * (weights ? weights[f] : 1.0);
+                if (!isnan(v)) s += v;   /* nansum */
+            }
+            r[i] = s;
+        }
+        double batch_std = n > 1 ? std_of(r, n) : 0.0;
+        for (int g = 0; g < ngroups; g++) {
+            const double *rg = r + (size_t)g * G;
+            double mu = mean_of(rg, G);
+            double sd = scale == GRPO_SCALE_BATCH ? batch_std : (G > 1 ? std_of(rg, G) : 0.0);
+            for (int j = 0; j < G; j++) {
+                int i = g * G + j;
+                stdv[i] = sd;
+                adv[i] = r[i] - mu;
+                if (scale != GRPO_SCALE_NONE) adv[i] /= sd + 1e-4;
+            }
+        }
+    } else {
+        double *z = xmalloc((size_t)G * sizeof(double));
+        for (int i = 0; i < n; i++) r[i] = 0.0;
+        for (int f = 0; f < F; f++) {
+            double w = weights ? weights[f] : 1.0;
+            for (int g = 0; g < ngroups; g++) {
+                const double *x = rpf + (size_t)f * n + (size_t)g * G;
+                double mu = nanmean_of(x, G);
+                double sd = G > 1 ? nanstd_of(x, G) : 0.0;
+                for (int j = 0; j < G; j++) z[j] = (x[j] - mu) / (sd + 1e-4) * w;
+                for (int j = 0; j < G; j++)
+                    if (!isnan(z[j])) r[g * G + j] += z[j];   /* nansum over functions */
+            }
+        }
+        free(z);
+        double mu = mean_of(r, n);
+        double sd = n > 1 ? std_of(r, n) : 0.0;
+        for (int i = 0; i < n; i++) {
+            stdv[i] = sd;
+            adv[i] = (r[i] - mu) / (sd + 1e-4);
+        }
+    }
+
+    if (stats) {
+        /* TRL logs the unweighted nansum, whatever the aggregation. */
+        double *plain = xmalloc((size_t)n * sizeof(double));
+        for (int i = 0; i < n; i++) {
+            double s = 0;
+            for (int f = 0; f < F; f++) {
+                double v = rpf[(size_t)f * n + i];
+                if (!isnan(v)) s += v;
+            }
+            plain[i] = s;
+        }
+        stats->reward_mean = mean_of(plain, n);
+        stats->reward_std = std_of(plain, n);
+        int zero = 0;
+        for (int i = 0; i < n; i++) zero += isclose_zero(stdv[i]);
+        stats->frac_reward_zero_std = (double)zero / n;
+        for (int f = 0; f < F; f++) {
+            if (stats->func_mean) stats->func_mean[f] = nanmean_of(rpf + (size_t)f * n, n);
+            if (stats->func_std) stats->func_std[f] = nanstd_of(rpf + (size_t)f * n, n);
+        }
+        free(plain);
+    }
+    if (rewards_out) memcpy(rewards_out, r, (size_t)n * sizeof(double));
+    free(r);
+    free(stdv);
+}

@@ -1,0 +1,262 @@
+/* grpo/loss.c — the GRPO policy loss of one micro-batch and its gradient with
+ * respect to the per-token log-probabilities (see loss.h for the formulas and
+ * the normaliser rule that makes micro-batching exact).
+ *
+ * Is: per-token arithmetic in double, written as the hand-derived backward of
+ * TRL's _compute_loss and checked against torch autograd in float64
+ * (tests/grpo/make_loss_reference.py). Is not: the model forward/backward
+ * (the caller turns dlogp into parameter gradients), nor advantages. */
+#include "grpo/loss.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+static const char *const LOSS_NAMES[GRPO_LOSS_COUNT] = {"dapo", "grpo",  "dr_grpo", "bnpo",
+                                                       "cispo", "sapo", "luspo"};
+
+void grpo_loss_config_default(GrpoLossConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->loss_type = GRPO_LOSS_DAPO;
+    c->is_level = GRPO_IS_TOKEN;
+    c->epsilon_low = 0.2;
+    c->epsilon_high = 0.2;
+    c->delta = 0.0;
+    c->beta = 0.0;
+    c->sapo_temperature_pos = 1.0;
+    c->sapo_temperature_neg = 1.05;
+    c->top_entropy_quantile = 1.0;
+    c->mask_truncated_completions = 0;
+    c->max_completion_length = 256;
+}
+
+int grpo_loss_type_parse(const char *s, GrpoLossType *out) {
+    for (int i = 0; i < GRPO_LOSS_COUNT; i++)
+        if (!strcmp(s, LOSS_NAMES[i])) {
+            *out = (GrpoLossType)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *grpo_loss_type_name(GrpoLossType t) {
+    return (unsigned)t < GRPO_LOSS_COUNT ? LOSS_NAMES[t] : "?";
+}
+
+int grpo_is_level_parse(const char *s, GrpoIsLevel *out) {
+    if (!strcmp(s, "token")) *out = GRPO_IS_TOKEN;
+    else if (!strcmp(s, "sequence")) *out = GRPO_IS_SEQUENCE;
+    else return -1;
+    return 0;
+}
+
+/* Is sequence i's completion masked out (mask_truncated_completions)? */
+static int seq_masked(const GrpoLossConfig *c, const uint8_t *truncated, int i) {
+    return c->mask_truncated_completions && truncated && truncated[i];
+}
+
+double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const uint8_t *truncated,
+                            int S, int grad_accum_steps) {
+    long long all_tokens = 0, kept_tokens = 0;
+    for (int i = 0; i < S; i++) {
+        int len = offsets[i + 1] - offsets[i];
+        all_tokens += len;
+        if (!seq_masked(c, truncated, i)) kept_tokens += len;
+    }
+    switch (c->loss_type) {
+    case GRPO_LOSS_DAPO:
+    case GRPO_LOSS_CISPO:
+        /* num_items_in_batch is summed before truncation masking; clamp(min=1) */
+        return all_tokens > 0 ? (double)all_tokens : 1.0;
+    case GRPO_LOSS_GRPO:
+    case GRPO_LOSS_SAPO:
+    case GRPO_LOSS_LUSPO:
+        return S > 0 ? (double)S : 1.0;
+    case GRPO_LOSS_DR_GRPO:
+        return (double)(S > 0 ? S : 1) * (double)c->max_completion_length;
+    case GRPO_LOSS_BNPO:
+        CHECK(grad_accum_steps >= 1);
+        return (kept_tokens > 0 ? (double)kept_tokens : 1.0) * grad_accum_steps;
+    default:
+        DIE("unknown loss type %d", (int)c->loss_type);
+    }
+}
+
+/* torch.quantile(x, q) ('linear' interpolation, torch's lerp) of k sorted values. */
+static double quantile_sorted(const double *x, int k, double q) {
+    double rank = q * (k - 1);
+    int lo = (int)floor(rank), hi = (int)ceil(rank);
+    double w = rank - lo, a = x[lo], b = x[hi];
+    return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The surrogate l(r) and dl/dr for the ratio-based loss types (not cispo). */
+static void surrogate(const GrpoLossConfig *c, double r, double A, double *l, double *dl_dr) {
+    if (c->loss_type == GRPO_LOSS_SAPO) {
+        double tau = A > 0 ? c->sapo_temperature_pos : c->sapo_temperature_neg;
+        double sg = 1.0 / (1.0 + exp(-tau * (r - 1.0)));
+        *l = -sg * 4.0 / tau * A;
+        *dl_dr = -(4.0 / tau * A) * (sg * (1.0 - sg)) * tau;
+        return;
+    }
+    /* -min(r' A, clamp(r, 1 - eps_low, 1 + eps_high) A), r' = min(r, delta) */
+    const double lo = 1.0 - c->epsilon_low, hi = 1.0 + c->epsilon_high;
+    double r1 = r, g1 = A;
+    if (c->delta > 0 && r > c->delta) r1 = c->delta, g1 = 0.0;
+    double r2 = r < lo ? lo : r > hi ? hi : r;
+    double g2 = (r >= lo && r <= hi) ? A : 0.0;
+    double v1 = r1 * A, v2 = r2 * A;
+    if (v1 < v2) *l = -v1, *dl_dr = -g1;
+    else if (v2 < v1) *l = -v2, *dl_dr = -g2;
+    else *l = -v1, *dl_dr = -(g1 + g2) * 0.5;   /* torch.minimum splits ties */
+}
+
+/* Clip metrics of TRL for one ratio (token or sequence). */
+static void clip_stats(GrpoLossStats *st, const GrpoLossConfig *c, double r, double A) {
+    if (!st) return;
+    if (c->loss_type == GRPO_LOSS_CISPO) {
+        st->cispo_clip_sum += (r > c->epsilon_high && A > 0);
+        return;
+    }
+    if (c->loss_type == GRPO_LOSS_SAPO) return;   /* TRL logs no clip ratio for sapo */
+    double rr = (c->delta > 0 && r > c->delta) ? c->delta : r;  /* TRL tests the delta-clamped coef */
+    int low = rr < 1.0 - c->epsilon_low && A < 0;
+    int high = rr > 1.0 + c->epsilon_high && A > 0;
+    st->clip_low_sum += low;
+    st->clip_high_sum += high;
+    st->clip_region_sum += low || high;
+}
+
+double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *logp,
+                            const float *old_logp, const float *ref_logp, const float *entropy,
+                            const double *advantages, const uint8_t *truncated, const int *offsets,
+                            int S, double normalizer, const GrpoLossConfig *c) {
+    CHECK(normalizer > 0);
+    CHECK(c->beta == 0.0 || ref_logp);
+    const int use_emask = c->top_entropy_quantile < 1.0;
+    CHECK(!use_emask || entropy);
+    const int seq_level = c->is_level == GRPO_IS_SEQUENCE;
+    const int cispo = c->loss_type == GRPO_LOSS_CISPO;
+    const int per_seq_mean = c->loss_type == GRPO_LOSS_GRPO || c->loss_type == GRPO_LOSS_SAPO;
+
+    /* get_high_entropy_mask: threshold = quantile(entropies of this micro-batch's
+     * masked tokens, 1 - top_entropy_quantile); keep entropy >= threshold. */
+    double threshold = INFINITY;
+    int have_threshold = 0;
+    if (use_emask) {
+        long long k = 0;
+        for (int i = 0; i < S; i++)
+            if (!seq_masked(c, truncated, i)) k += offsets[i + 1] - offsets[i];
+        if (k > 0) {
+            double *vals = xmalloc((size_t)k * sizeof(double));
+            long long j = 0;
+            for (int i = 0; i < S; i++)
+                if (!seq_masked(c, truncated, i))
+                    for (int t = offsets[i]; t < offsets[i + 1]; t++) vals[j++] = entropy[t];
+            qsort(vals, (size_t)k, sizeof(double), cmp_double);
+            threshold = quantile_sorted(vals, (int)k, 1.0 - c->top_entropy_quantile);
+            have_threshold = 1;
+            free(vals);
+        }
+    }
+
+    double loss = 0.0;
+    for (int i = 0; i < S; i++) {
+        const int t0 = offsets[i], t1 = offsets[i + 1];
+        const int len = seq_masked(c, truncated, i) ? 0 : t1 - t0;
+        const double A = advantages[i];
+        if (stats) stats->sequences++;
+        if (len == 0) {
+            /* Fully masked: contributes nothing; at sequence level TRL's clip
+             * metrics still average over it with ratio exp(0/1) = 1. */
+            if (stats && seq_level) {
+                stats->clip_count++;
+                clip_stats(stats, c, 1.0, A);
+            }
+            continue;
+        }
+        const double w = per_seq_mean ? 1.0 / (normalizer * len) : 1.0 / normalizer;
+
+        double r_seq = 1.0;
+        if (seq_level) {
+            double s = 0.0;
+            if (old_logp)
+                for (int t = t0; t < t1; t++) s += (double)logp[t] - (double)old_logp[t];
+            r_seq = exp(s / len);
+            if (stats) {
+                stats->clip_count++;
+                clip_stats(stats, c, r_seq, A);
+            }
+        }
+        double dl_dr_seq_total = 0.0;   /* sequence level: sum_t w e_t dl/dr */
+        for (int t = t0; t < t1; t++) {
+            const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
+            const double r = seq_level ? r_seq
+                                       : (old_logp ? exp((double)logp[t] - (double)old_logp[t]) : 1.0);
+            if (stats) {
+                stats->tokens++;
+                stats->entropy_kept += e != 0.0;
+                if (entropy) stats->entropy_sum += entropy[t];
+                if (!seq_level) {
+                    stats->clip_count++;
+                    clip_stats(stats, c, r, A);
+                }
+            }
+            double g = 0.0;
+            if (cispo) {
+                double cap = r < c->epsilon_high ? r : c->epsilon_high;   /* detached */
+                loss += w * e * (-cap * A * (double)logp[t]);
+                g += w * e * (-cap * A);
+            } else {
+                double l, dl_dr;
+                surrogate(c, r, A, &l, &dl_dr);
+                loss += w * e * l;
+                if (seq_level) dl_dr_seq_total += w * e * dl_dr;
+                else g += w * e * dl_dr * r;   /* dr/dlogp = r */
+            }
+            if (ref_logp) {
+                double d = (double)ref_logp[t] - (double)logp[t];
+                double kl = exp(d) - d - 1.0;
+                if (stats) stats->kl_sum += kl;
+                if (c->beta != 0.0) {
+                    loss += w * c->beta * kl;
+                    g += w * c->beta * (1.0 - exp(d));
+                }
+            }
+            dlogp[t] += g;
+        }
+        if (seq_level && !cispo) {
+            /* r = exp(mean_t(logp_t - old_t)): dr/dlogp_t = r / len for every token */
+            const double gt = dl_dr_seq_total * r_seq / len;
+            for (int t = t0; t < t1; t++) dlogp[t] += gt;
+        }
+    }
+    return loss;
+}
+
+void grpo_token_means(double *mean_entropy, double *mean_kl, const float *entropy,
+                      const float *logp, const float *ref_logp, const uint8_t *truncated,
+                      const int *offsets, int S, int mask_truncated) {
+    double es = 0.0, ks = 0.0;
+    long long n = 0;
+    for (int i = 0; i < S; i++) {
+        if (mask_truncated && truncated && truncated[i]) continue;
+        for (int t = offsets[i]; t < offsets[i + 1]; t++) {
+            if (entropy) es += entropy[t];
+            if (ref_logp) {
+                double d = (double)ref_logp[t] - (double)logp[t];
+                ks += exp(d) - d - 1.0;
+            }
+            n++;
+        }
+    }
+    if (mean_entropy) *mean_entropy = (entropy && n) ? es / n : NAN;
+    if (mean_kl) *mean_kl = (ref_logp && n) ? ks / n : NAN;
+}

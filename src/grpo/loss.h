@@ -1,0 +1,138 @@
+/* grpo/loss.h — the GRPO policy loss of one micro-batch and its exact
+ * gradient with respect to the per-token log-probabilities, for every
+ * loss_type of TRL's GRPOTrainer._compute_loss (TRL main as of early 2026:
+ * dapo, grpo, dr_grpo, bnpo, cispo, sapo, luspo; vespo is not implemented).
+ *
+ * Micro-batching is exact. TRL divides each micro-batch's loss by a
+ * normaliser; we compute every normaliser ONCE over all the sequences of the
+ * optimizer step (grpo_loss_normalizer) and pass it to each micro-batch, so
+ * that the sum over micro-batches of loss and gradient equals the full-batch
+ * loss and gradient, whatever the split. The per-token loss l_it is TRL's
+ * (clipped surrogate, CISPO, SAPO gate; times the high-entropy mask; plus
+ * beta * KL) and the micro-batch contributes
+ *     sum_i sum_{t < len_i} w_i * l_it,   with
+ *   dapo, cispo   w = 1 / N_tok     N_tok = completion tokens of the whole step,
+ *                                    counted BEFORE truncation masking (TRL's
+ *                                    num_items_in_batch, with steps_per_generation ==
+ *                                    gradient_accumulation_steps)
+ *   grpo, sapo    w = 1 / (N_seq * max(len'_i, 1))   len' = length after truncation masking;
+ *                                    TRL: per-micro-batch mean over sequences / GA steps,
+ *                                    identical when micro-batches have equal sizes
+ *   dr_grpo       w = 1 / (N_seq * max_completion_length)
+ *   luspo         w = 1 / N_seq     TRL: (l * mask).sum(-1).mean() / GA (TRL >= 1.1
+ *                                    form; older TRL multiplied an unmasked (B,T) loss)
+ *   bnpo          w = 1 / (max(N'_tok(micro-batch), 1) * GA)  TRL's definition is local to
+ *                                    the micro-batch, so bnpo is NOT split-invariant:
+ *                                    we keep TRL's definition and document it.
+ * N_seq counts every sequence of the step, truncated ones included.
+ *
+ * Per token (r = importance ratio, A = the sequence's advantage):
+ *   token level    r_t = exp(logp_t - old_t)   (old = logp.detach() when old_logp is NULL:
+ *                                               r = 1, gradient 1, as TRL with num_iterations 1)
+ *   sequence level r = exp(mean_t(logp_t - old_t)) over the sequence (GSPO); dr/dlogp_t = r/len
+ *   grpo-family    l = -min(min(r, delta) A, clamp(r, 1-eps_low, 1+eps_high) A)  (delta optional)
+ *   cispo          l = -sg(min(r, eps_high)) A logp_t
+ *   sapo           l = -sigmoid(tau (r - 1)) * 4 / tau * A,  tau = tau_pos if A > 0 else tau_neg
+ *   KL (beta != 0) + beta (exp(ref - logp) - (ref - logp) - 1)   (k3 estimator, Schulman)
+ * Ties in min() split the gradient evenly, as torch.minimum's backward. */
+#ifndef GRPO_GRPO_LOSS_H
+#define GRPO_GRPO_LOSS_H
+
+#include <stdint.h>
+
+typedef enum {
+    GRPO_LOSS_DAPO,      /* TRL default */
+    GRPO_LOSS_GRPO,
+    GRPO_LOSS_DR_GRPO,
+    GRPO_LOSS_BNPO,
+    GRPO_LOSS_CISPO,
+    GRPO_LOSS_SAPO,
+    GRPO_LOSS_LUSPO,
+    GRPO_LOSS_COUNT
+} GrpoLossType;
+
+typedef enum {
+    GRPO_IS_TOKEN,       /* importance_sampling_level="token" (TRL default) */
+    GRPO_IS_SEQUENCE,    /* "sequence" (GSPO) */
+} GrpoIsLevel;
+
+typedef struct {
+    GrpoLossType loss_type;       /* loss_type */
+    GrpoIsLevel is_level;         /* importance_sampling_level */
+    double epsilon_low;           /* epsilon (0.2) */
+    double epsilon_high;          /* epsilon_high (defaults to epsilon; cispo: the cap, 5.0 recommended) */
+    double delta;                 /* delta: upper clamp of r in the unclipped term; 0 = None */
+    double beta;                  /* beta (0.0): KL coefficient */
+    double sapo_temperature_pos;  /* 1.0 */
+    double sapo_temperature_neg;  /* 1.05 */
+    double top_entropy_quantile;  /* 1.0 = off; else keep tokens with entropy >= the
+                                     (1 - q) quantile of the micro-batch's entropies */
+    int mask_truncated_completions; /* 0 (TRL default False) */
+    int max_completion_length;    /* for dr_grpo's normaliser (256) */
+} GrpoLossConfig;
+
+/* Sums over a micro-batch, to be added up over the micro-batches of a step.
+ * A mean is sum / count. Token-level quantities count the completion tokens
+ * after truncation masking; TRL's clip ratios are per token at token level
+ * and per sequence at sequence level ("masked_batch_mean"). TRL averages
+ * per-micro-batch means; sum/count over the step is the token-weighted mean. */
+typedef struct {
+    double kl_sum;                /* sum of per-token KL over masked tokens (when ref_logp) */
+    double entropy_sum;           /* sum of entropy over masked tokens (when entropy) */
+    double clip_low_sum;          /* clip_ratio/low_mean: r < 1 - eps_low and A < 0 */
+    double clip_high_sum;         /* clip_ratio/high_mean: r > 1 + eps_high and A > 0 */
+    double clip_region_sum;       /* clip_ratio/region_mean: either */
+    double cispo_clip_sum;        /* cispo_clip_ratio: r > eps_high and A > 0 */
+    long long tokens;             /* masked completion tokens: denominator of kl, entropy */
+    long long clip_count;         /* denominator of the clip sums: tokens, or sequences */
+    long long sequences;          /* sequences in the micro-batch */
+    long long entropy_kept;       /* tokens kept by the high-entropy mask */
+} GrpoLossStats;
+
+void grpo_loss_config_default(GrpoLossConfig *c);
+/* "dapo" | "grpo" | "dr_grpo" | "bnpo" | "cispo" | "sapo" | "luspo"; 0, or -1 if unknown. */
+int grpo_loss_type_parse(const char *s, GrpoLossType *out);
+const char *grpo_loss_type_name(GrpoLossType t);
+/* "token" | "sequence"; 0, or -1 if unknown. */
+int grpo_is_level_parse(const char *s, GrpoIsLevel *out);
+
+/* The normaliser N of the table above, from the sequences it spans.
+ * For every loss type but bnpo pass ALL the sequences of the optimizer step
+ * (every micro-batch), once, before the first micro-batch; for bnpo pass one
+ * micro-batch's sequences, and call it per micro-batch.
+ * offsets: [S+1] CSR offsets of completion tokens (length of i = offsets[i+1]
+ * - offsets[i]); truncated: [S] 1 = no EOS (the completion hit
+ * max_completion_length), or NULL; grad_accum_steps: used by bnpo only. */
+double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const uint8_t *truncated,
+                            int S, int grad_accum_steps);
+
+/* One micro-batch: returns its loss contribution and ADDS d loss / d logp to
+ * dlogp, and the metric sums to *stats.
+ * Token arrays are indexed by the offsets' values: sequence i owns tokens
+ * [offsets[i], offsets[i+1]) (so a micro-batch of a step-wide buffer is passed
+ * as offsets + s0, advantages + s0, truncated + s0 with the same token arrays).
+ * dlogp: [offsets[S]] += gradient;
+ * stats: += or NULL;
+ * logp: [T] current policy's log-probs of the completion tokens (temperature
+ *   already applied by the caller);
+ * old_logp: [T] the policy that generated them, or NULL (num_iterations 1);
+ * ref_logp: [T] reference model's, or NULL (required when beta != 0);
+ * entropy: [T] per-token entropy, or NULL (required when top_entropy_quantile
+ *   < 1; TRL's get_high_entropy_mask thresholds over THIS micro-batch's
+ *   tokens, so that option depends on the split, as in TRL);
+ * advantages: [S]; truncated: [S] or NULL; offsets: [S+1];
+ * normalizer: grpo_loss_normalizer(...) as documented above. */
+double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *logp,
+                            const float *old_logp, const float *ref_logp, const float *entropy,
+                            const double *advantages, const uint8_t *truncated, const int *offsets,
+                            int S, double normalizer, const GrpoLossConfig *c);
+
+/* For logging: mean entropy and mean KL (exp(ref-logp) - (ref-logp) - 1) over
+ * the completion tokens (after truncation masking when mask_truncated), as
+ * TRL's "entropy" and "kl". entropy or ref_logp may be NULL (result NAN);
+ * NAN also when there are no tokens. Arguments as grpo_loss_accumulate. */
+void grpo_token_means(double *mean_entropy, double *mean_kl, const float *entropy,
+                      const float *logp, const float *ref_logp, const uint8_t *truncated,
+                      const int *offsets, int S, int mask_truncated);
+
+#endif

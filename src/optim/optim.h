@@ -1,0 +1,124 @@
+/* optim/optim.h — AdamW over one flat fp32 buffer, gradient clipping and
+ * learning-rate schedules, with the semantics of torch.optim.AdamW,
+ * torch.nn.utils.clip_grad_norm_ and transformers' get_scheduler.
+ *
+ * The parameter buffer is the one laid out by model/params.h (ParamTable);
+ * gradients, m and v use the same offsets. Alignment gaps between tensors
+ * hold zeros in params and grads and stay zero.
+ *
+ * Names: adamw_* (optimizer), grad_* (gradient norm / clipping), sched_*
+ * (schedules). Nothing here prints, exits or touches files. */
+#ifndef GRPO_OPTIM_OPTIM_H
+#define GRPO_OPTIM_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/params.h"
+
+/* ---------------------------------------------------------------- AdamW */
+
+typedef struct {
+    double beta1;          /* 0.9   (TrainingArguments.adam_beta1) */
+    double beta2;          /* 0.999 (adam_beta2) */
+    double eps;            /* 1e-8  (adam_epsilon) */
+    double weight_decay;   /* 0.0   (TRL's GRPOConfig keeps transformers' default 0.0) */
+} AdamWConfig;
+
+/* The optimizer state. m, v and step are the fields a checkpoint saves and
+ * restores (torch's state['exp_avg'], state['exp_avg_sq'], state['step']);
+ * they are public on purpose: the trainer writes m and v as safetensors with
+ * the parameter table's names and offsets, and step as an integer. */
+typedef struct {
+    size_t n;              /* floats in params / grads / m / v */
+    float *m;              /* [n] first moment (exp_avg), 64-byte aligned */
+    float *v;              /* [n] second moment (exp_avg_sq), 64-byte aligned */
+    long long step;        /* optimizer steps taken so far (0 before the first) */
+} AdamW;
+
+/* Fills c with torch/transformers defaults: 0.9, 0.999, 1e-8, weight decay 0. */
+void adamw_config_default(AdamWConfig *c);
+
+/* Allocates zeroed m and v for n floats and sets step = 0 (a fresh torch
+ * optimizer: state is created lazily as zeros at the first step). */
+void adamw_init(AdamW *opt, size_t n);
+void adamw_free(AdamW *opt);
+
+/* One AdamW step, torch.optim.AdamW (single-tensor path, amsgrad=False,
+ * maximize=False) element by element:
+ *     step += 1
+ *     p  *= 1 - lr * wd                       (decoupled decay, only where decay_mask[i])
+ *     m  += (1 - beta1) * (g - m)             (exp_avg.lerp_)
+ *     v   = beta2 * v + (1 - beta2) * g * g
+ *     p  -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+ * Loshchilov & Hutter, "Decoupled Weight Decay Regularization", Alg. 2.
+ * params: [n] updated in place; grads: [n]; decay_mask: [n] 1 = decay this
+ * element, 0 = not, or NULL = decay all; lr: this step's learning rate (see
+ * sched_lr). OpenMP over elements; each element's result is independent of
+ * the thread count. */
+void adamw_step(AdamW *opt, float *params, const float *grads, const uint8_t *decay_mask,
+                double lr, const AdamWConfig *c);
+
+/* 1 when transformers' Trainer applies weight decay to the parameter named
+ * hf_name, else 0. Trainer.get_decay_parameter_names (transformers >= 4.50)
+ * excludes parameters of nn.LayerNorm modules and every parameter whose
+ * lower-cased full name matches one of the regexes
+ *     bias | layernorm | rmsnorm | (^|\.)norm($|\.) | _norm($|\.)
+ * (our models have no nn.LayerNorm, so the names decide). Embeddings and
+ * lm_head are decayed. Examples: "model.layers.0.input_layernorm.weight" 0,
+ * "model.norm.weight" 0, "model.layers.0.self_attn.q_norm.weight" 0,
+ * "model.layers.0.self_attn.q_proj.bias" 0, "model.embed_tokens.weight" 1. */
+int adamw_decays(const char *hf_name);
+
+/* Fills mask[0 .. t->total) per element from the table: adamw_decays() of the
+ * owning tensor, 0 in the alignment gaps. mask: [t->total]. */
+void adamw_decay_mask_build(uint8_t *mask, const ParamTable *t);
+
+/* ---------------------------------------------------------------- gradients */
+
+/* The L2 norm of g[0..n), accumulated in double in fixed 4096-element blocks
+ * whose partial sums are added in block order, so the result does not depend
+ * on the number of threads. NaN or Inf when any element is. */
+double grad_norm(const float *g, size_t n);
+
+/* torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=2): computes the
+ * total norm, and scales g by clip = max_norm / (norm + 1e-6) when clip < 1
+ * (torch clamps the coefficient to 1 and multiplies; multiplying by 1 is the
+ * identity, so we skip it). Returns the norm before clipping. When the norm is
+ * NaN or Inf the gradients are left unchanged (torch would multiply them by
+ * NaN) and the non-finite norm is returned so that the caller can skip the
+ * optimizer step. max_norm <= 0 disables clipping (the norm is still returned). */
+double grad_clip_norm(float *g, size_t n, double max_norm);
+
+/* ---------------------------------------------------------------- schedules */
+
+typedef enum {
+    SCHED_LINEAR,                 /* get_linear_schedule_with_warmup (transformers' default) */
+    SCHED_COSINE,                 /* get_cosine_schedule_with_warmup, num_cycles = 0.5 */
+    SCHED_CONSTANT,               /* get_constant_schedule: ignores warmup */
+    SCHED_CONSTANT_WITH_WARMUP,   /* get_constant_schedule_with_warmup */
+} SchedType;
+
+/* "linear" | "cosine" | "constant" | "constant_with_warmup" -> *out; 0, or -1 if unknown. */
+int sched_parse(const char *name, SchedType *out);
+const char *sched_name(SchedType t);
+
+/* TrainingArguments.get_warmup_steps: warmup_steps when > 0, else
+ * ceil(total_steps * warmup_ratio). total_steps is max_steps. */
+long long sched_warmup_steps(long long warmup_steps, double warmup_ratio, long long total_steps);
+
+/* The LambdaLR multiplier at optimizer step `step` (0-based: the first
+ * optimizer.step() runs with step 0, because the Trainer calls
+ * lr_scheduler.step() after each optimizer.step()):
+ *   warmup (not constant): step < warmup -> step / max(1, warmup)
+ *   linear:  max(0, (total - step) / max(1, total - warmup))
+ *   cosine:  max(0, 0.5 (1 + cos(pi * p))), p = (step - warmup) / max(1, total - warmup)
+ *   constant, constant_with_warmup after warmup: 1.
+ * transformers/optimization.py. */
+double sched_lr_factor(SchedType t, long long step, long long warmup_steps, long long total_steps);
+
+/* base_lr * sched_lr_factor(...). */
+double sched_lr(SchedType t, double base_lr, long long step, long long warmup_steps,
+                long long total_steps);
+
+#endif
