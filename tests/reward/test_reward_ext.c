@@ -1,0 +1,283 @@
+/* tests/reward/test_reward_ext.c — rewards outside the process: the cmd child
+ * (examples/reward_len.py end to end, the request's contents, a child kept
+ * across batches, every failure mode with its message, termination on free)
+ * and C plugins built here with cc (examples/reward_plugin_len.c, a failing
+ * plugin, NAN values, missing file and symbol). Runs from the repository root
+ * ($ROOT, as tests/run.sh does). */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "reward/reward.h"
+#include "testutil.h"
+
+static char tmp[] = "/tmp/grpo-reward-XXXXXX";
+static const char *root = ".";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static RewardFunc *make(const char *spec, double timeout_s) {
+    RewardFunc *f = NULL;
+    GrpoErr err = {{0}};
+    RewardOptions opt = {timeout_s};
+    if (reward_new(&f, spec, &opt, &err)) {
+        fprintf(stderr, "reward_new(%s): %s\n", spec, err.msg);
+        return NULL;
+    }
+    return f;
+}
+
+/* A batch of two: a standard prompt with columns answer=7, level="easy", and a
+ * conversational one without `level`. */
+typedef struct {
+    json_t *rows[2];
+    RewardItem items[2];
+    int32_t ids0[3], ids1[1];
+} Batch2;
+
+static void batch2_init(Batch2 *b) {
+    memset(b, 0, sizeof *b);
+    b->rows[0] = json_pack("{s:s, s:i, s:s}", "prompt", "What is 3+4?", "answer", 7, "level", "easy");
+    b->rows[1] = json_pack("{s:[{s:s, s:s}], s:i}", "prompt", "role", "user", "content", "Hi",
+                           "answer", 1);
+    b->ids0[0] = 5, b->ids0[1] = 6, b->ids0[2] = 7;
+    b->ids1[0] = 9;
+    const char *completions[2] = {"héllo", "seven is 7"};
+    for (int i = 0; i < 2; i++) {
+        b->items[i].prompt = json_object_get(b->rows[i], "prompt");
+        b->items[i].prompt_text = i ? "<|im_start|>user\nHi<|im_end|>\n" : "What is 3+4?";
+        b->items[i].completion = completions[i];
+        b->items[i].completion_ids = i ? b->ids1 : b->ids0;
+        b->items[i].n_completion_ids = i ? 1 : 3;
+        b->items[i].row = b->rows[i];
+        b->items[i].file = "data.jsonl";
+        b->items[i].line = i + 1;
+    }
+}
+
+static void batch2_free(Batch2 *b) {
+    json_decref(b->rows[0]);
+    json_decref(b->rows[1]);
+}
+
+static void test_python_child(void) {
+    char spec[1024];
+    snprintf(spec, sizeof spec, "cmd:python3 %s/examples/reward_len.py", root);
+    RewardFunc *f = make(spec, 30);
+    T_CHECK(f && !strcmp(f->name, "reward_len"), "python child starts, named reward_len");
+    if (!f) return;
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 3};
+    GrpoErr err = {{0}};
+    for (int round = 0; round < 3; round++) { /* the same process, batch after batch */
+        double out[2] = {0, 0};
+        T_CHECK(reward_compute(f, &rb, out, &err) == 0, "python round %d: %s", round, err.msg);
+        /* "héllo" is 5 characters; "seven is 7" 10 (sent as an assistant message) */
+        T_CHECK(out[0] == -15 && out[1] == -10, "python rewards %g %g", out[0], out[1]);
+    }
+    reward_free(f);
+    batch2_free(&b);
+}
+
+/* The request as the child sees it: written to a file by a shell child. */
+static void test_request_contents(void) {
+    char spec[1024], path[512];
+    snprintf(path, sizeof path, "%s/request.json", tmp);
+    snprintf(spec, sizeof spec,
+             "cmd:n=0; while read -r line; do n=$((n+1)); printf '%%s\\n' \"$line\" > %s; "
+             "echo \"{\\\"rewards\\\": [null, $n.5]}\"; done",
+             path);
+    RewardFunc *f = make(spec, 30);
+    if (!f) { T_CHECK(0, "shell child starts"); return; }
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 42};
+    GrpoErr err = {{0}};
+    double out[2];
+    T_CHECK(reward_compute(f, &rb, out, &err) == 0 && isnan(out[0]) && out[1] == 1.5,
+            "null -> NAN, number kept: %g %g (%s)", out[0], out[1], err.msg);
+    T_CHECK(reward_compute(f, &rb, out, &err) == 0 && out[1] == 2.5, "child kept across batches: %g", out[1]);
+    json_error_t jerr;
+    json_t *req = json_load_file(path, 0, &jerr);
+    T_CHECK(req != NULL, "request is one JSON line: %s", req ? "" : jerr.text);
+    if (req) {
+        json_t *p = json_object_get(req, "prompts"), *c = json_object_get(req, "completions"),
+               *ids = json_object_get(req, "completion_ids"), *ans = json_object_get(req, "answer"),
+               *lvl = json_object_get(req, "level"), *ts = json_object_get(req, "trainer_state");
+        T_CHECK(json_array_size(p) == 2 && !strcmp(json_string_value(json_array_get(p, 0)), "What is 3+4?") &&
+                    json_equal(json_array_get(p, 1), json_object_get(b.rows[1], "prompt")),
+                "prompts are the original values");
+        T_CHECK(!strcmp(json_string_value(json_array_get(c, 0)), "héllo"), "standard completion is text");
+        json_t *msg = json_array_get(json_array_get(c, 1), 0);
+        T_CHECK(!strcmp(json_string_value(json_object_get(msg, "role")), "assistant") &&
+                    !strcmp(json_string_value(json_object_get(msg, "content")), "seven is 7"),
+                "conversational completion is [{role: assistant, content}]");
+        T_CHECK(json_array_size(json_array_get(ids, 0)) == 3 &&
+                    json_integer_value(json_array_get(json_array_get(ids, 0), 2)) == 7 &&
+                    json_integer_value(json_array_get(json_array_get(ids, 1), 0)) == 9,
+                "completion_ids");
+        T_CHECK(json_integer_value(json_array_get(ans, 0)) == 7 && json_integer_value(json_array_get(ans, 1)) == 1,
+                "column answer as a list");
+        T_CHECK(!strcmp(json_string_value(json_array_get(lvl, 0)), "easy") && json_is_null(json_array_get(lvl, 1)),
+                "column missing in one example is null there");
+        T_CHECK(!json_object_get(req, "prompt") && json_integer_value(json_object_get(ts, "global_step")) == 42,
+                "no 'prompt' column; trainer_state.global_step");
+        json_decref(req);
+    }
+    reward_free(f);
+    batch2_free(&b);
+}
+
+/* A failing child: the error must contain want; a second call says not running. */
+static void expect_cmd_error(const char *script, double timeout_s, const char *want) {
+    char spec[1024];
+    snprintf(spec, sizeof spec, "cmd:%s", script);
+    RewardFunc *f = make(spec, timeout_s);
+    if (!f) { T_CHECK(0, "child '%s' starts", script); return; }
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 0};
+    GrpoErr err = {{0}};
+    double out[2];
+    double t0 = now_s();
+    int rc = reward_compute(f, &rb, out, &err);
+    double dt = now_s() - t0;
+    T_CHECK(rc == -1 && strstr(err.msg, want) && strstr(err.msg, script) && !strchr(err.msg, '\n'),
+            "child '%s': rc %d, '%s' (want '%s')", script, rc, err.msg, want);
+    T_CHECK(dt < timeout_s + 3.0, "child '%s' failed in %.2f s", script, dt);
+    rc = reward_compute(f, &rb, out, &err);
+    T_CHECK(rc == -1 && strstr(err.msg, "not running"), "after a failure: '%s'", err.msg);
+    reward_free(f);
+    batch2_free(&b);
+}
+
+static void test_cmd_failures(void) {
+    expect_cmd_error("sleep 5", 0.3, "no reply within 0.3 s (reward_timeout)");
+    expect_cmd_error("read -r l; exit 3", 10, "exited with status 3 before replying");
+    expect_cmd_error("exit 4", 10, "exited with status 4");
+    expect_cmd_error("read -r l; kill -9 $$", 10, "killed by signal 9");
+    expect_cmd_error("/nonexistent/reward-prog 2>/dev/null", 10, "status 127 before replying (command not found?)");
+    expect_cmd_error("while read -r l; do echo 'not json'; done", 10, "reply is not JSON");
+    expect_cmd_error("while read -r l; do echo '[1, 2]'; done", 10, "reply must be an object {\"rewards\"");
+    expect_cmd_error("while read -r l; do echo '{\"rewards\": [1]}'; done", 10, "reply has 1 rewards for 2 completions");
+    expect_cmd_error("while read -r l; do echo '{\"rewards\": [1, \"a\"]}'; done", 10,
+                     "rewards[1] must be a number or null, got a string");
+    expect_cmd_error("while read -r l; do echo '{\"rewards\": [1, NaN]}'; done", 10, "reply is not JSON");
+}
+
+/* reward_free ends the child even when it ignores EOF and SIGTERM. */
+static void test_cmd_termination(void) {
+    char spec[1024], path[512];
+    snprintf(path, sizeof path, "%s/child.pid", tmp);
+    snprintf(spec, sizeof spec, "cmd:echo $$ > %s; trap '' TERM; while :; do sleep 0.05; done", path);
+    RewardFunc *f = make(spec, 10);
+    if (!f) { T_CHECK(0, "stubborn child starts"); return; }
+    long pid = 0;
+    for (int i = 0; i < 200 && pid == 0; i++) { /* wait for the pid file */
+        FILE *pf = fopen(path, "r");
+        if (pf) {
+            if (fscanf(pf, "%ld", &pid) != 1) pid = 0;
+            fclose(pf);
+        }
+        if (!pid) usleep(10000);
+    }
+    T_CHECK(pid > 0 && kill((pid_t)pid, 0) == 0, "child %ld running", pid);
+    double t0 = now_s();
+    reward_free(f);
+    T_CHECK(pid > 0 && kill((pid_t)pid, 0) == -1 && errno == ESRCH, "child %ld gone after reward_free", pid);
+    T_CHECK(now_s() - t0 < 5.0, "reward_free took %.2f s", now_s() - t0);
+}
+
+static int build_plugin(const char *src, const char *so) {
+    char cmd[2048];
+    const char *cc = getenv("CC") ? getenv("CC") : "cc";
+    snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -I%s/src %s -o %s -lm", cc, root, src, so);
+    int rc = system(cmd);
+    T_CHECK(rc == 0, "built plugin: %s", cmd);
+    return rc;
+}
+
+static void test_plugin(void) {
+    char src[512], so[512], spec[1200];
+    snprintf(src, sizeof src, "%s/examples/reward_plugin_len.c", root);
+    snprintf(so, sizeof so, "%s/len.so", tmp);
+    if (build_plugin(src, so)) return;
+    snprintf(spec, sizeof spec, "plugin:%s", so);
+    RewardFunc *f = make(spec, 0);
+    T_CHECK(f && !strcmp(f->name, "len"), "plugin loads, named after the file: %s", f ? f->name : "");
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 0};
+    GrpoErr err = {{0}};
+    double out[2];
+    if (f) {
+        T_CHECK(reward_compute(f, &rb, out, &err) == 0 && out[0] == -15 && out[1] == -10,
+                "plugin rewards %g %g (%s)", out[0], out[1], err.msg);
+        reward_free(f);
+    }
+    /* missing symbol, missing file */
+    RewardFunc *g = NULL;
+    snprintf(spec, sizeof spec, "plugin:%s:no_such_fn", so);
+    T_CHECK(reward_new(&g, spec, NULL, &err) == -1 && strstr(err.msg, so) && strstr(err.msg, "no function 'no_such_fn'"),
+            "missing symbol: %s", err.msg);
+    T_CHECK(reward_new(&g, "plugin:/nonexistent/r.so", NULL, &err) == -1 &&
+                strstr(err.msg, "reward plugin '/nonexistent/r.so': cannot load"),
+            "missing file: %s", err.msg);
+    /* a plugin that checks row_json and prompt_text, gives NAN, and one that fails */
+    snprintf(src, sizeof src, "%s/other.c", tmp);
+    FILE *fp = fopen(src, "w");
+    CHECK(fp);
+    fputs("#include <math.h>\n#include <stdio.h>\n#include <string.h>\n#include \"reward/reward_plugin.h\"\n"
+          "int score_rows(const GrpoRewardItem *it, int n, double *out, char *err, size_t size) {\n"
+          "  for (int i = 0; i < n; i++)\n"
+          "    out[i] = strstr(it[i].row_json, \"\\\"answer\\\":7\") && !strcmp(it[i].prompt_text, \"What is 3+4?\")\n"
+          "             && it[i].n_completion_ids == 3 ? 1.0 : NAN;\n"
+          "  return 0;\n}\n"
+          "int always_fail(const GrpoRewardItem *it, int n, double *out, char *err, size_t size) {\n"
+          "  snprintf(err, size, \"judge unavailable\");\n  return 2;\n}\n",
+          fp);
+    fclose(fp);
+    snprintf(so, sizeof so, "%s/other.so", tmp);
+    if (build_plugin(src, so)) { batch2_free(&b); return; }
+    snprintf(spec, sizeof spec, "plugin:%s:score_rows", so);
+    f = make(spec, 0);
+    T_CHECK(f && !strcmp(f->name, "score_rows"), "explicit symbol names the function");
+    if (f) {
+        T_CHECK(reward_compute(f, &rb, out, &err) == 0 && out[0] == 1.0 && isnan(out[1]),
+                "row_json / NAN: %g %g", out[0], out[1]);
+        reward_free(f);
+    }
+    snprintf(spec, sizeof spec, "plugin:%s:always_fail", so);
+    f = make(spec, 0);
+    if (f) {
+        T_CHECK(reward_compute(f, &rb, out, &err) == -1 && strstr(err.msg, "always_fail") &&
+                    strstr(err.msg, "judge unavailable"),
+                "plugin failure: %s", err.msg);
+        reward_free(f);
+    }
+    batch2_free(&b);
+}
+
+int main(void) {
+    if (getenv("ROOT")) root = getenv("ROOT");
+    CHECK(mkdtemp(tmp));
+    test_python_child();
+    test_request_contents();
+    test_cmd_failures();
+    test_cmd_termination();
+    test_plugin();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);
+    return t_summary("test_reward_ext");
+}
