@@ -11,7 +11,7 @@
 #define GRPO_FIXTURE "tests/fixtures/grpo_loss/reference.safetensors"
 
 /* The tensor as a malloc'd double array (*n elements); aborts when absent. */
-static double *fx_f64(const StFile *f, const char *name, long *n) {
+static inline double *fx_f64(const StFile *f, const char *name, long *n) {
     const StTensor *t = st_find(f, name);
     GrpoErr err;
     if (!t) {
@@ -33,7 +33,7 @@ static double *fx_f64(const StFile *f, const char *name, long *n) {
 }
 
 /* Compares doubles with |got - want| <= atol + rtol |want|; reports the worst. */
-static int close_f64(const char *what, const double *got, const double *want, long n, double atol,
+static inline int close_f64(const char *what, const double *got, const double *want, long n, double atol,
                      double rtol) {
     long worst = -1;
     double excess = 0;

@@ -44,13 +44,15 @@ NAN = float("nan")
 # ---------------------------------------------------------------- TRL helpers (re-written)
 
 def nanstd(x, dim=None, keepdim=False):
-    """TRL's nanstd: nanmean of squared deviations, times count / (count - 1)."""
+    """TRL's nanstd: nanmean of squared deviations, times count / (count - 1). The count is made
+    float64 here: int64 / int64 in torch gives the default dtype (float32), a rounding that TRL's
+    float32 arithmetic does not notice but a float64 reference would."""
     if dim is None:
         var = torch.nanmean((x - torch.nanmean(x)) ** 2)
-        count = torch.sum(~torch.isnan(x))
+        count = torch.sum(~torch.isnan(x)).to(D)
     else:
         var = torch.nanmean((x - torch.nanmean(x, dim=dim, keepdim=True)) ** 2, dim=dim, keepdim=keepdim)
-        count = torch.sum(~torch.isnan(x), dim=dim, keepdim=keepdim)
+        count = torch.sum(~torch.isnan(x), dim=dim, keepdim=keepdim).to(D)
     return torch.sqrt(var * (count / (count - 1)))
 
 
@@ -238,9 +240,10 @@ def adamw_reference():
     N, STEPS = 37, 4
     p0 = (torch.randn(N, generator=g, dtype=D)).to(torch.float32).to(D)
     decay = torch.tensor([1 if (i % 5) else 0 for i in range(N)], dtype=torch.int64)
-    grads = (torch.randn(STEPS, N, generator=g, dtype=D)).to(torch.float32).to(D)
+    grads = torch.randn(STEPS, N, generator=g, dtype=D)
     grads[1] *= 0.05     # step 1 below max_norm: not clipped
     grads[3, 7] = 3.0    # a large element
+    grads = grads.to(torch.float32).to(D)   # exact fp32 values for the C side
     # the two parameter groups of transformers' Trainer (decay / no decay) as two leaf tensors
     idx_d = torch.nonzero(decay).flatten()
     idx_n = torch.nonzero(1 - decay).flatten()

@@ -1,0 +1,84 @@
+/* tests/grpo/test_advantages.c — grpo_advantages against the float64 torch
+ * re-statement of TRL's _generate_and_score_completions (fixture), for
+ * sum_then_normalize with scale group / batch / none and normalize_then_sum;
+ * rewards include a None (NaN) and a group with zero std.
+ * Tolerance: both sides are double from identical inputs: atol 1e-12, rtol 1e-9
+ * (the division by std + 1e-4 of a zero-std group amplifies rounding of
+ * r - mean by 1e4, hence the atol). Plus hand-checked edge cases. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "grpo/advantages.h"
+#include "testutil.h"
+#include "grpo/fixture.h"
+
+int main(void) {
+    StFile f;
+    GrpoErr err;
+    if (st_open(&f, GRPO_FIXTURE, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    long nr, nw;
+    double *rpf = fx_f64(&f, "rewards_per_func", &nr), *w = fx_f64(&f, "reward_weights", &nw);
+    const int F = (int)nw, n = (int)(nr / nw), G = 4;
+    const GrpoRewardAggregation aggs[4] = {GRPO_AGG_SUM_THEN_NORMALIZE, GRPO_AGG_SUM_THEN_NORMALIZE,
+                                           GRPO_AGG_SUM_THEN_NORMALIZE, GRPO_AGG_NORMALIZE_THEN_SUM};
+    const GrpoScaleRewards scales[4] = {GRPO_SCALE_GROUP, GRPO_SCALE_BATCH, GRPO_SCALE_NONE, GRPO_SCALE_GROUP};
+    for (int k = 0; k < 4; k++) {
+        char name[64], what[64];
+        snprintf(name, sizeof name, "adv%d.advantages", k);
+        double *want_a = fx_f64(&f, name, NULL);
+        snprintf(name, sizeof name, "adv%d.rewards", k);
+        double *want_r = fx_f64(&f, name, NULL);
+        snprintf(name, sizeof name, "adv%d.stats", k);
+        double *want_s = fx_f64(&f, name, NULL);
+        double *a = malloc(sizeof(double) * n), *r = malloc(sizeof(double) * n);
+        double fm[8], fs[8];
+        GrpoRewardStats st = {.func_mean = fm, .func_std = fs};
+        grpo_advantages(a, r, &st, rpf, w, F, n, G, scales[k], aggs[k]);
+        snprintf(what, sizeof what, "mode %d advantages", k);
+        close_f64(what, a, want_a, n, 1e-12, 1e-9);
+        snprintf(what, sizeof what, "mode %d rewards", k);
+        close_f64(what, r, want_r, n, 1e-12, 1e-9);
+        double got_s[3 + 2 * 8] = {st.reward_mean, st.reward_std, st.frac_reward_zero_std};
+        for (int i = 0; i < F; i++) got_s[3 + 2 * i] = fm[i], got_s[4 + 2 * i] = fs[i];
+        snprintf(what, sizeof what, "mode %d stats", k);
+        close_f64(what, got_s, want_s, 3 + 2 * F, 1e-12, 1e-9);
+        free(want_a), free(want_r), free(want_s), free(a), free(r);
+    }
+    /* zero-std group in scale group: frac 1/3 (one of three groups) */
+    {
+        double a[12];
+        GrpoRewardStats st = {0};
+        grpo_advantages(a, NULL, &st, rpf, w, F, n, G, GRPO_SCALE_GROUP, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(fabs(st.frac_reward_zero_std - 1.0 / 3) < 1e-15, "frac %g", st.frac_reward_zero_std);
+        for (int i = 4; i < 8; i++) T_CHECK(a[i] == 0.0, "zero-std group advantage %g", a[i]);
+    }
+    /* hand-computed: one group {0, 1, 2, 3}, std = sqrt(5/3) */
+    {
+        double r[4] = {0, 1, 2, 3}, a[4];
+        grpo_advantages(a, NULL, NULL, r, NULL, 1, 4, 4, GRPO_SCALE_GROUP, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(fabs(a[0] - (-1.5 / (sqrt(5.0 / 3.0) + 1e-4))) < 1e-15, "a0 %.17g", a[0]);
+        grpo_advantages(a, NULL, NULL, r, NULL, 1, 4, 1, GRPO_SCALE_GROUP, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(a[0] == 0 && a[3] == 0, "G = 1 gives zero advantages");
+        /* all None: nansum 0 */
+        double nn[4] = {NAN, NAN, NAN, NAN};
+        GrpoRewardStats st = {0};
+        double fm, fs;
+        st.func_mean = &fm, st.func_std = &fs;
+        grpo_advantages(a, NULL, &st, nn, NULL, 1, 4, 2, GRPO_SCALE_BATCH, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(a[0] == 0 && st.reward_mean == 0 && isnan(fm) && isnan(fs) && st.frac_reward_zero_std == 1,
+                "all-None rewards");
+    }
+    {
+        GrpoScaleRewards s;
+        GrpoRewardAggregation g;
+        T_CHECK(!grpo_scale_rewards_parse("batch", &s) && s == GRPO_SCALE_BATCH, "parse batch");
+        T_CHECK(grpo_scale_rewards_parse("True", &s) == -1, "bad scale");
+        T_CHECK(!grpo_aggregation_parse("normalize_then_sum", &g) && g == GRPO_AGG_NORMALIZE_THEN_SUM, "agg");
+    }
+    free(rpf), free(w);
+    st_close(&f);
+    return t_summary("grpo/test_advantages");
+}
