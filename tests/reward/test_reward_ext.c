@@ -175,6 +175,37 @@ static void test_cmd_failures(void) {
     expect_cmd_error("while read -r l; do echo '{\"rewards\": [1, NaN]}'; done", 10, "reply is not JSON");
 }
 
+/* The child's stderr is ours: it is inherited, not captured. */
+static void test_cmd_stderr(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w");
+    CHECK(f && saved >= 0);
+    dup2(fileno(f), 2);
+    RewardFunc *r = make("cmd:while read -r l; do echo 'log from child' >&2; echo '{\"rewards\": [0, 0]}'; done", 10);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    if (!r) { T_CHECK(0, "stderr child starts"); return; }
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 0};
+    GrpoErr err = {{0}};
+    double out[2];
+    T_CHECK(reward_compute(r, &rb, out, &err) == 0, "stderr child: %s", err.msg);
+    reward_free(r);
+    batch2_free(&b);
+    char buf[256] = {0};
+    f = fopen(path, "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+        fclose(f);
+    }
+    T_CHECK(!strcmp(buf, "log from child\n"), "child's stderr passes through: '%s'", buf);
+}
+
 /* reward_free ends the child even when it ignores EOF and SIGTERM. */
 static void test_cmd_termination(void) {
     char spec[1024], path[512];
@@ -274,6 +305,7 @@ int main(void) {
     test_python_child();
     test_request_contents();
     test_cmd_failures();
+    test_cmd_stderr();
     test_cmd_termination();
     test_plugin();
     char cmd[600];
