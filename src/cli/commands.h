@@ -7,5 +7,6 @@ int cmd_init(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ typedef struct {
 static const Command commands[] = {
     {"init", cmd_init, "write a randomly initialised model directory (HF layout)"},
     {"score", cmd_score, "per-token log-probabilities of completions (JSON lines)"},
+    {"train", cmd_train, "GRPO training (TRL's GRPOConfig options, or --config run.yaml)"},
     {"generate", cmd_generate, "sample completions from a model (text or JSON lines)"},
     {"tokenize", cmd_tokenize, "encode text to ids or decode ids to text (JSON lines)"},
 };

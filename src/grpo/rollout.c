@@ -1,0 +1,179 @@
+/* grpo/rollout.c — the first half of a GRPO step: for P prompts, sample G
+ * completions each, score them with the reward functions, turn the rewards into
+ * group-relative advantages, and (when the loss needs them) record the log-probs
+ * of the generating policy and of the reference model. Also logs the rollout's
+ * metrics and, with log_completions, completions.jsonl. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "core/timer.h"
+#include "grpo/trainer_internal.h"
+
+#define STREAM_GEN 0x67656e65726174ULL   /* "generat" */
+#define STREAM_SHUFFLE 0x73687566666c65ULL /* "shuffle" */
+
+void rollout_free(Rollout *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        completion_free(&r->comp[i]);
+        free(r->text[i]);
+        if (r->old_logp) free(r->old_logp[i]);
+        if (r->ref_logp) free(r->ref_logp[i]);
+    }
+    free(r->example), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
+    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->order);
+    free(r);
+}
+
+/* Log-probs of every completion of r under m, in micro-batches of the training size. */
+static float **all_logprobs(Trainer *t, Model *m, Rollout *r) {
+    int B = t->c->per_device_train_batch_size;
+    float **out = xcalloc(r->n, sizeof(float *));
+    const Rollout **rounds = xmalloc(sizeof(Rollout *) * B);
+    int *idx = xmalloc(sizeof(int) * B), *off = xmalloc(sizeof(int) * (B + 1));
+    for (int k0 = 0; k0 < r->n; k0 += B) {
+        int S = r->n - k0 < B ? r->n - k0 : B;
+        off[0] = 0;
+        for (int i = 0; i < S; i++) {
+            rounds[i] = r;
+            idx[i] = k0 + i;
+            off[i + 1] = off[i] + r->comp[k0 + i].n;
+        }
+        float *lp = xmalloc(sizeof(float) * off[S]);
+        micro_logprobs(t, m, rounds, idx, S, off, lp, NULL);
+        for (int i = 0; i < S; i++) {
+            out[k0 + i] = xmalloc(sizeof(float) * r->comp[k0 + i].n);
+            memcpy(out[k0 + i], lp + off[i], sizeof(float) * r->comp[k0 + i].n);
+        }
+        free(lp);
+    }
+    free(rounds), free(idx), free(off);
+    return out;
+}
+
+static void log_completions(Trainer *t, const Rollout *r) {
+    FILE *f = t->completions_f;
+    int F = t->rewards.n_funcs;
+    for (int i = 0; i < r->n; i++) {
+        const DatasetExample *ex = &t->data.ex[r->example[i / r->G]];
+        json_t *o = json_object();
+        json_object_set_new(o, "step", json_integer(t->step + 1));
+        json_object_set_new(o, "prompt", json_string(ex->prompt_text));
+        json_object_set_new(o, "completion", json_string(r->text[i]));
+        json_t *ids = json_array();
+        for (int k = 0; k < r->comp[i].n; k++) json_array_append_new(ids, json_integer(r->comp[i].ids[k]));
+        json_object_set_new(o, "completion_ids", ids);
+        json_t *rw = json_object();
+        for (int fi = 0; fi < F; fi++) {
+            double v = r->per_func[(size_t)fi * r->n + i];
+            json_object_set_new(rw, t->rewards.funcs[fi]->name, isnan(v) ? json_null() : json_real(v));
+        }
+        json_object_set_new(o, "rewards", rw);
+        json_object_set_new(o, "reward", json_real(r->rewards[i]));
+        json_object_set_new(o, "advantage", json_real(r->adv[i]));
+        json_dumpf(o, f, JSON_COMPACT);
+        fputc('\n', f);
+        json_decref(o);
+    }
+    fflush(f);
+}
+
+int rollout_make(Trainer *t, Rollout **out, GrpoErr *err) {
+    const TrainConfig *c = t->c;
+    Rollout *r = xcalloc(1, sizeof *r);
+    r->index = t->rounds;
+    r->G = c->num_generations;
+    r->n = t->gen_batch;
+    r->P = r->n / r->G;
+    r->example = xmalloc(sizeof(int) * r->P);
+    r->comp = xcalloc(r->n, sizeof(Completion));
+    r->text = xcalloc(r->n, sizeof(char *));
+    int F = t->rewards.n_funcs;
+    r->per_func = xmalloc(sizeof(double) * F * r->n);
+    r->rewards = xmalloc(sizeof(double) * r->n);
+    r->adv = xmalloc(sizeof(double) * r->n);
+    r->order = xmalloc(sizeof(int) * r->n);
+
+    /* generation */
+    double t0 = time_now_s();
+    for (int p = 0; p < r->P; p++) {
+        long pos = r->index * r->P + p;
+        const DatasetExample *ex = &t->data.ex[r->example[p] = dataset_sampler_index(&t->sampler, pos)];
+        gen_group(&t->gen, ex->prompt_ids, ex->n_prompt_ids, r->G, rng_mix(STREAM_GEN, (uint64_t)pos),
+                  r->comp + (size_t)p * r->G);
+        for (int i = 0; i < r->G; i++) t->num_tokens += ex->n_prompt_ids + r->comp[p * r->G + i].n;
+    }
+    double t1 = time_now_s();
+    t->t_gen += t1 - t0;
+
+    /* scoring */
+    RewardItem *items = xcalloc(r->n, sizeof(RewardItem));
+    int rc = 0;
+    for (int i = 0; i < r->n && !rc; i++) {
+        const DatasetExample *ex = &t->data.ex[r->example[i / r->G]];
+        size_t len = 0;
+        if (tok_decode(t->tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
+        items[i] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
+                                ex->row, t->data.path, ex->line};
+    }
+    RewardBatch batch = {items, r->n, t->step};
+    if (!rc) rc = reward_set_compute(&t->rewards, &batch, r->per_func, NULL, err);
+    free(items);
+    if (rc) {
+        rollout_free(r);
+        return -1;
+    }
+    double *fmean = xmalloc(sizeof(double) * F), *fstd = xmalloc(sizeof(double) * F);
+    GrpoRewardStats st = {0, 0, 0, fmean, fstd};
+    grpo_advantages(r->adv, r->rewards, &st, r->per_func, t->rewards.weights, F, r->n, r->G,
+                    c->scale_rewards, c->aggregation);
+    double t2 = time_now_s();
+    t->t_score += t2 - t1;
+
+    /* metrics of the rollout (TRL's names) */
+    metric_add(&t->acc, "reward", st.reward_mean);
+    metric_add(&t->acc, "reward_std", st.reward_std);
+    char name[300];
+    for (int f = 0; f < F; f++) {
+        snprintf(name, sizeof name, "rewards/%s/mean", t->rewards.funcs[f]->name);
+        metric_add(&t->acc, name, fmean[f]);
+        snprintf(name, sizeof name, "rewards/%s/std", t->rewards.funcs[f]->name);
+        metric_add(&t->acc, name, fstd[f]);
+    }
+    free(fmean), free(fstd);
+    metric_add(&t->acc, "frac_reward_zero_std", st.frac_reward_zero_std);
+    double sum = 0, mn = INFINITY, mx = 0, clipped = 0;
+    for (int i = 0; i < r->n; i++) {
+        int L = r->comp[i].n;
+        sum += L;
+        mn = L < mn ? L : mn;
+        mx = L > mx ? L : mx;
+        clipped += !r->comp[i].stopped;
+    }
+    metric_add(&t->acc, "completions/mean_length", sum / r->n);
+    metric_add(&t->acc, "completions/min_length", mn);
+    metric_add(&t->acc, "completions/max_length", mx);
+    metric_add(&t->acc, "completions/clipped_ratio", clipped / r->n);
+
+    /* the generating policy's and the reference's log-probs */
+    if (t->need_old) r->old_logp = all_logprobs(t, &t->policy, r);
+    if (t->have_ref) r->ref_logp = all_logprobs(t, &t->ref, r);
+    t->t_ref += time_now_s() - t2;
+
+    /* TRL shuffles the generation batch before splitting it into micro-batches */
+    Rng rng;
+    rng_init(&rng, c->seed, rng_mix(STREAM_SHUFFLE, (uint64_t)r->index));
+    for (int i = 0; i < r->n; i++) r->order[i] = i;
+    for (int i = r->n - 1; i > 0; i--) {
+        int j = (int)(rng_uniform_f64(&rng) * (i + 1));
+        int tmp = r->order[i];
+        r->order[i] = r->order[j];
+        r->order[j] = tmp;
+    }
+    if (c->log_completions) log_completions(t, r);
+    t->rounds++;
+    *out = r;
+    return 0;
+}

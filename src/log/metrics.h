@@ -1,0 +1,39 @@
+/* log/metrics.h — what a training run tells: metrics.jsonl (one JSON object per
+ * logging interval, TRL's metric names), and the progress line on stderr (redrawn
+ * in place on a terminal, plain lines otherwise).
+ *
+ * A MetricAcc accumulates named values over the steps of an interval and writes
+ * their means; names keep the order of first appearance. */
+#ifndef GRPO_LOG_METRICS_H
+#define GRPO_LOG_METRICS_H
+
+#include <stdio.h>
+
+#include "core/check.h"
+
+#define METRIC_MAX 96
+
+typedef struct {
+    int n;
+    char *name[METRIC_MAX];
+    double sum[METRIC_MAX];
+    long count[METRIC_MAX];
+} MetricAcc;
+
+void metric_acc_init(MetricAcc *a);
+void metric_acc_free(MetricAcc *a);
+/* Adds one observation of name (NaN observations are skipped, as nanmean). */
+void metric_add(MetricAcc *a, const char *name, double value);
+/* The mean so far of name, NaN when none. */
+double metric_mean(const MetricAcc *a, const char *name);
+/* Writes {"step": step, name: mean, ...} as one line and resets the sums. */
+void metric_write_line(MetricAcc *a, FILE *f, long step);
+void metric_reset(MetricAcc *a);
+
+/* The progress line: "step 3/50  reward 0.42  loss 0.0012  512 tok/s  ETA 2m10s".
+ * On a terminal the line is redrawn in place (\r); otherwise one line per call. */
+void progress_print(long step, long total, double reward, double loss, double tokens_per_s,
+                    double eta_s, int is_tty);
+void progress_done(int is_tty);
+
+#endif
