@@ -32,6 +32,7 @@ static void print_help(FILE *out, const char *cmd, const char *synopsis, const O
     fprintf(out, "usage: grpo %s %s\n\noptions:\n", cmd, synopsis);
     for (int i = 0; i < n; i++) {
         const char *arg = opts[i].kind == OPT_FLAG ? "" : opts[i].kind == OPT_STR ? " VALUE"
+                          : opts[i].kind == OPT_YAML ? " FILE.yaml"
                           : opts[i].kind == OPT_LIST ? " V [V...]" : " N";
         char left[64];
         snprintf(left, sizeof left, "--%s%s", opts[i].name, arg);
@@ -50,7 +51,7 @@ static int set_value(const char *cmd, const char *src, const Opt *o, const char 
             fprintf(stderr, "grpo %s: %s%s takes true or false, not '%s'\n", cmd, src, o->name, val);
             return 2;
         }
-    } else if (o->kind == OPT_STR) {
+    } else if (o->kind == OPT_STR || o->kind == OPT_YAML) {
         *(const char **)o->dst = val;
     } else if (o->kind == OPT_LIST) {
         StrList *l = o->dst;
@@ -112,7 +113,7 @@ static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n)
         if (k->type != YAML_SCALAR_NODE) continue;
         const char *key = (const char *)k->data.scalar.value;
         const Opt *o = find_opt(opts, n, key, strlen(key));
-        if (!o || !strcmp(key, "config")) {
+        if (!o || o->kind == OPT_YAML) {
             fprintf(stderr, "grpo %s: %s:%zu: unknown option '%s' (see grpo %s --help)\n", cmd, path,
                     k->start_mark.line + 1, key, cmd);
             rc = 2;
@@ -152,12 +153,15 @@ static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n)
 
 int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const Opt *opts,
                int n) {
-    /* --config FILE first, so that the command line wins */
-    if (find_opt(opts, n, "config", 6) && find_opt(opts, n, "config", 6)->kind == OPT_STR) {
+    /* the YAML file first, so that the command line wins */
+    for (int k = 0; k < n; k++) {
+        if (opts[k].kind != OPT_YAML) continue;
+        size_t len = strlen(opts[k].name);
         for (int i = 1; i < argc; i++) {
-            const char *path = NULL;
-            if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
-            else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
+            const char *path = NULL, *a = argv[i];
+            if (strncmp(a, "--", 2) || strncmp(a + 2, opts[k].name, len)) continue;
+            if (!a[2 + len] && i + 1 < argc) path = argv[i + 1];
+            else if (a[2 + len] == '=') path = a + 3 + len;
             if (path) {
                 int rc = apply_yaml(cmd, path, opts, n);
                 if (rc) return rc;

@@ -3,7 +3,7 @@
 #ifndef GRPO_CLI_ARGS_H
 #define GRPO_CLI_ARGS_H
 
-typedef enum { OPT_STR, OPT_INT, OPT_FLOAT, OPT_FLAG, OPT_LIST } OptKind;
+typedef enum { OPT_STR, OPT_INT, OPT_FLOAT, OPT_FLAG, OPT_LIST, OPT_YAML } OptKind;
 
 /* Values of an OPT_LIST option: `--reward_funcs a b c` (values up to the next
  * `--option`), or a YAML sequence. A later occurrence replaces the list. */
@@ -21,8 +21,8 @@ typedef struct {
 
 /* Parses argv[1..] (argv[0] is the command name). Returns 0, or prints a usage
  * error to stderr and returns 2. `--help` prints the options and returns 1 (the
- * caller then exits 0). When the options include one named "config", `--config
- * FILE.yaml` is read first: a YAML mapping of the same option names (scalars, or
+ * caller then exits 0). An OPT_YAML option (dst: const char **) names a YAML file
+ * that is read first: a YAML mapping of the same option names (scalars, or
  * sequences for list options); the command line wins over the file. Strings from
  * the file live until args_free(). */
 int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const Opt *opts,

@@ -27,7 +27,7 @@ int cmd_train(int argc, char **argv) {
     double wd = 0, warmup_ratio = 0, max_grad_norm = 1.0, epochs = 3, timeout = c.reward_timeout;
     int shuffle = 1, mask_trunc = 0, sync_ref = 0, ckpt = 1, log_compl = 0, quiet = 0;
     Opt opts[] = {
-        {"config", OPT_STR, &config, "YAML file of these options (the command line wins)"},
+        {"config", OPT_YAML, &config, "YAML file of these options (the command line wins)"},
         {"model", OPT_STR, &model, "model directory (HF layout) to train (required)"},
         {"dataset", OPT_STR, &dataset, "JSON lines with a `prompt` column (required)"},
         {"output_dir", OPT_STR, &output_dir, "where metrics, checkpoints and the final model go (required)"},
