@@ -40,3 +40,46 @@ tokenizer_bench
 echo "model:"
 "$BUILD/bench/bench_model" | sed 's/^/  /'
 # ---- end core model ----------------------------------------------------------------
+
+# ---- generation (bench/bench_generate.c, bench/torch_generate.py) ------------------
+# gen_group: one 64-token prompt prefilled once, G in {8, 32, 64} completions of exactly
+# 128 tokens at temperature 1.0, on random fp32 Qwen2 models of the Qwen2-0.5B shape and
+# a small shape (hidden 256, 4 layers, 8/4 heads, intermediate 768, vocab 32000);
+# completion tokens/s including the prefill, next to the same work in PyTorch (Debian's
+# python3-torch, all cores, KV cache, torch.multinomial). Small shape: best of 3;
+# Qwen2-0.5B: one run per case (about 5 minutes for both on 2 cores).
+# Targets: >= 2.5x PyTorch at G = 8, >= 2x at G = 32.
+generate_bench() {
+    local tmp
+    tmp=$(mktemp)
+    echo "generate: G completions x 128 tokens from one 64-token prompt, fp32, tokens/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$BUILD/bench/bench_generate" --shape small --reps 3 >> "$tmp" || echo "  grpo small: bench failed"
+    "$BUILD/bench/bench_generate" --shape qwen2-0.5b --reps 1 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
+    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        /usr/bin/python3 bench/torch_generate.py --shape small --reps 3 >> "$tmp" || echo "  torch small: bench failed"
+        /usr/bin/python3 bench/torch_generate.py --shape qwen2-0.5b --reps 1 >> "$tmp" || echo "  torch qwen2-0.5b: bench failed"
+    else
+        echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
+    fi
+    awk '
+    /^gen / {
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        key = f["shape"] " " f["G"]
+        if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+        tps[f["impl"], key] = f["tokens_per_s"]
+    }
+    END {
+        printf "  %-11s %3s %12s %12s %7s  %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target"
+        for (i = 0; i < n; i++) {
+            key = order[i]; split(key, p, " ")
+            g = tps["grpo", key]; t = tps["torch", key]
+            tgt = p[2] == 8 ? 2.5 : p[2] == 32 ? 2.0 : 0
+            ratio = (g != "" && t != "" && t > 0) ? sprintf("%.2fx", g / t) : "-"
+            mark = tgt == 0 ? "-" : sprintf(">= %.1fx %s", tgt, ratio == "-" ? "" : (g / t >= tgt ? "met" : "MISSED"))
+            printf "  %-11s %3d %12s %12s %7s  %s\n", p[1], p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark
+        }
+    }' "$tmp"
+    rm -f "$tmp"
+}
+generate_bench
+# ---- end generation ----------------------------------------------------------------

@@ -1,0 +1,143 @@
+/* bench/bench_generate.c — speed of group generation (gen_group) on random-weight
+ * models, the figure bench/run.sh puts next to bench/torch_generate.py (the same
+ * work in PyTorch, measured in the same run).
+ *
+ * Work per case: one 64-token prompt, prefilled once into the shared prefix slot,
+ * then G completions of exactly 128 tokens (no eos ids, so none stops early),
+ * sampled at temperature 1.0 with no other logits processor. Figure: completion
+ * tokens / wall time of the whole gen_group call (prefill included).
+ *
+ * Shapes (fp32 weights, N(0, 0.02^2), Qwen2 architecture: q/k/v bias, tied head):
+ *   qwen2-0.5b  hidden 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864, vocab 151936
+ *   small       hidden 256,  4 layers,  8 heads, 4 KV heads, intermediate  768, vocab  32000
+ *
+ *   build/bench/bench_generate [--shape qwen2-0.5b|small|all] [--G N] [--reps R]
+ * prints one line per case:
+ *   gen impl=grpo shape=S G=N tokens=T seconds=X tokens_per_s=Y
+ * With R > 1 the case is run R times and the best time is reported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "gen/generate.h"
+#include "model/init.h"
+
+enum { PROMPT_TOKENS = 64, COMPLETION_TOKENS = 128 };
+
+typedef struct {
+    const char *name;
+    int hidden, layers, heads, kv_heads, intermediate, vocab;
+} Shape;
+
+static const Shape SHAPES[] = {
+    {"qwen2-0.5b", 896, 24, 14, 2, 4864, 151936},
+    {"small", 256, 4, 8, 4, 768, 32000},
+};
+
+static ModelConfig shape_config(const Shape *s) {
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:i}", "model_type", "qwen2",
+                          "hidden_size", s->hidden, "intermediate_size", s->intermediate, "num_hidden_layers",
+                          s->layers, "num_attention_heads", s->heads, "num_key_value_heads", s->kv_heads,
+                          "vocab_size", s->vocab, "rms_norm_eps", 1e-6, "rope_theta", 1000000.0,
+                          "tie_word_embeddings", 1, "max_position_embeddings", 32768);
+    ModelConfig c;
+    GrpoErr err;
+    if (config_from_json(&c, j, s->name, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    json_decref(j);
+    return c;
+}
+
+/* Seconds for one gen_group of G completions of n_tokens each; checks that every
+ * completion has exactly n_tokens tokens. */
+static double time_group(Model *m, const int32_t *prompt, int G, int n_tokens, uint64_t seed) {
+    GenOpts o;
+    gen_opts_default(&o);
+    o.max_completion_length = n_tokens;
+    o.seed = seed;
+    o.sampler.temperature = 1.0f;
+    o.chunk_size = G; /* all G in one decode batch, as the PyTorch peer does */
+    o.n_eos = 0;
+    Generator g;
+    GrpoErr err;
+    if (gen_create(&g, m, &o, PROMPT_TOKENS, &err)) {
+        fprintf(stderr, "gen_create: %s\n", err.msg);
+        exit(1);
+    }
+    Completion *out = calloc(G, sizeof(Completion));
+    double t0 = time_now_s();
+    long n = gen_group(&g, prompt, PROMPT_TOKENS, G, 0, out);
+    double dt = time_now_s() - t0;
+    if (n != (long)G * n_tokens) {
+        fprintf(stderr, "gen_group generated %ld tokens, expected %d\n", n, G * n_tokens);
+        exit(1);
+    }
+    for (int i = 0; i < G; i++) {
+        if (out[i].n != n_tokens) {
+            fprintf(stderr, "completion %d has %d tokens, expected %d\n", i, out[i].n, n_tokens);
+            exit(1);
+        }
+        completion_free(&out[i]);
+    }
+    free(out);
+    gen_free(&g);
+    return dt;
+}
+
+static void run_shape(const Shape *s, int only_G, int reps) {
+    ModelConfig cfg = shape_config(s);
+    Model m;
+    model_create(&m, &cfg);
+    model_init_random(&m, 1, 0.02f);
+    int32_t prompt[PROMPT_TOKENS];
+    for (int t = 0; t < PROMPT_TOKENS; t++) prompt[t] = (int32_t)((t * 7919 + 13) % s->vocab);
+    /* warm-up: touches the weights and starts the thread pool, as torch's peer does */
+    time_group(&m, prompt, 2, 4, 99);
+    static const int Gs[] = {8, 32, 64};
+    for (int gi = 0; gi < 3; gi++) {
+        int G = Gs[gi];
+        if (only_G > 0 && G != only_G) continue;
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double dt = time_group(&m, prompt, G, COMPLETION_TOKENS, 1 + r);
+            best = dt < best ? dt : best;
+        }
+        long tokens = (long)G * COMPLETION_TOKENS;
+        printf("gen impl=grpo shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens, best,
+               tokens / best);
+        fflush(stdout);
+    }
+    model_free(&m);
+}
+
+int main(int argc, char **argv) {
+    const char *shape = "all";
+    int only_G = 0, reps = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
+        else if (!strcmp(argv[i], "--G") && i + 1 < argc) only_G = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--shape qwen2-0.5b|small|all] [--G N] [--reps R]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1 || only_G < 0) {
+        fprintf(stderr, "--reps must be >= 1 and --G >= 1\n");
+        return 2;
+    }
+    int found = 0;
+    for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
+        if (strcmp(shape, "all") && strcmp(shape, SHAPES[k].name)) continue;
+        found = 1;
+        run_shape(&SHAPES[k], only_G, reps);
+    }
+    if (!found) {
+        fprintf(stderr, "unknown --shape %s (qwen2-0.5b, small, all)\n", shape);
+        return 2;
+    }
+    return 0;
+}
