@@ -194,6 +194,9 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
                     fprintf(stderr, "grpo %s: --%s takes true or false, not '%s'\n", cmd, o->name, eq + 1);
                     return 2;
                 }
+            } else if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) {
+                /* `--flag true|false`, as TRL's command line accepts */
+                *(int *)o->dst = !strcmp(argv[++i], "true");
             } else {
                 *(int *)o->dst = 1;
             }

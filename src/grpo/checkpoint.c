@@ -1,66 +1,17 @@
-/* grpo/checkpoint.c — output_dir/checkpoint-N/: the model in the HF layout (fp32,
- * so training resumes from the exact weights), optimizer.safetensors (AdamW's
- * exp_avg / exp_avg_sq per parameter), ref_model.safetensors when the reference
- * moves (sync_ref_model), rollout.json (the generation batch still being used, if
- * any) and trainer_state.json (step, data position, random-stream state). Written
- * into a temporary directory and renamed, so a crash never leaves a half
- * checkpoint; save_total_limit prunes the oldest. Resuming restores all of it, so
- * the continued run equals one never interrupted. */
-#include <dirent.h>
+/* grpo/checkpoint.c — what a GRPO checkpoint adds to train/checkpoint.c: the
+ * generation batch still being used (rollout.json: completions, rewards,
+ * advantages, old/reference log-probs) and the trainer's position
+ * (trainer_state.json: step, data position, random-stream state), so a resumed run
+ * equals one never interrupted. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
-#include "io/safetensors.h"
+#include "train/checkpoint.h"
 
 #define STATE_VERSION 1
-
-/* ---- tensors keyed by the parameter table ---- */
-
-static int write_table(const char *path, const ParamTable *tab, const char *const *prefix,
-                       float *const *bufs, int nb, GrpoErr *err) {
-    StWriteTensor *wt = xcalloc((size_t)tab->n * nb, sizeof *wt);
-    char **names = xcalloc((size_t)tab->n * nb, sizeof(char *));
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < tab->n; i++) {
-            const ParamEntry *e = &tab->entries[i];
-            StWriteTensor *w = &wt[b * tab->n + i];
-            size_t len = strlen(prefix[b]) + strlen(e->name) + 1;
-            names[b * tab->n + i] = xmalloc(len);
-            snprintf(names[b * tab->n + i], len, "%s%s", prefix[b], e->name);
-            w->name = names[b * tab->n + i];
-            w->dtype = ST_F32;
-            w->ndim = e->ndim;
-            w->shape[0] = e->shape[0];
-            w->shape[1] = e->shape[1];
-            w->data = bufs[b] + e->offset;
-        }
-    int rc = st_write_file(path, wt, tab->n * nb, err);
-    for (int i = 0; i < tab->n * nb; i++) free(names[i]);
-    free(names), free(wt);
-    return rc;
-}
-
-static int read_table(const char *path, const ParamTable *tab, const char *const *prefix, float *const *bufs,
-                      int nb, GrpoErr *err) {
-    StFile f;
-    if (st_open(&f, path, err)) return -1;
-    int rc = 0;
-    char name[200];
-    for (int b = 0; b < nb && !rc; b++)
-        for (int i = 0; i < tab->n && !rc; i++) {
-            const ParamEntry *e = &tab->entries[i];
-            snprintf(name, sizeof name, "%s%s", prefix[b], e->name);
-            const StTensor *t = st_find(&f, name);
-            if (!t) rc = err_set(err, "%s: missing tensor '%s'", path, name);
-            else if ((size_t)t->numel != e->numel) rc = err_set(err, "%s: tensor '%s' has %lld values, expected %zu", path, name, (long long)t->numel, e->numel);
-            else rc = st_read_f32(&f, t, bufs[b] + e->offset, err);
-        }
-    st_close(&f);
-    return rc;
-}
 
 /* ---- the rollout still in use ---- */
 
@@ -184,85 +135,8 @@ static int rollout_from_json(Trainer *t, json_t *o, Rollout **out, const char *p
     return 0;
 }
 
-/* ---- checkpoint directories ---- */
-
-static long checkpoint_number(const char *name) {
-    if (strncmp(name, "checkpoint-", 11)) return -1;
-    char *end;
-    long n = strtol(name + 11, &end, 10);
-    return *end || end == name + 11 ? -1 : n;
-}
-
-/* Lists checkpoint numbers in dir, ascending. */
-static int list_checkpoints(const char *dir, long **out) {
-    DIR *d = opendir(dir);
-    int n = 0, cap = 8;
-    long *v = xmalloc(sizeof(long) * cap);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        long k = checkpoint_number(e->d_name);
-        if (k < 0) continue;
-        if (n == cap) v = xrealloc(v, sizeof(long) * (cap *= 2));
-        v[n++] = k;
-    }
-    if (d) closedir(d);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            long x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    *out = v;
-    return n;
-}
-
-char *checkpoint_resolve(const char *output_dir, const char *spec, GrpoErr *err) {
-    if (strcmp(spec, "latest")) {
-        if (!fs_is_dir(spec)) {
-            err_set(err, "resume_from_checkpoint: %s is not a directory", spec);
-            return NULL;
-        }
-        return xstrdup(spec);
-    }
-    long *v;
-    int n = list_checkpoints(output_dir, &v);
-    char *dir = NULL;
-    if (n == 0) err_set(err, "resume_from_checkpoint latest: no checkpoint-N directory in %s", output_dir);
-    else {
-        char name[64];
-        snprintf(name, sizeof name, "checkpoint-%ld", v[n - 1]);
-        dir = fs_join(output_dir, name);
-    }
-    free(v);
-    return dir;
-}
-
 int checkpoint_save(Trainer *t, GrpoErr *err) {
     const TrainConfig *c = t->c;
-    char name[64];
-    snprintf(name, sizeof name, "checkpoint-%ld", t->step);
-    char *final = fs_join(c->output_dir, name), *tmp = NULL;
-    if (fs_tmpdir_for(final, &tmp, err)) {
-        free(final);
-        return -1;
-    }
-    ModelSaveOpts so;
-    model_save_opts_default(&so);
-    so.dtype = ST_F32;
-    so.copy_from = c->model_dir;
-    int rc = model_save(&t->policy, tmp, &so, err);
-    char *p = fs_join(tmp, "optimizer.safetensors");
-    const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
-    float *bufs[2] = {t->opt.m, t->opt.v};
-    if (!rc) rc = write_table(p, &t->policy.table, pre, bufs, 2, err);
-    free(p);
-    if (!rc && t->have_ref) {
-        p = fs_join(tmp, "ref_model.safetensors");
-        const char *rp[1] = {""};
-        float *rb[1] = {t->ref.params};
-        rc = write_table(p, &t->ref.table, rp, rb, 1, err);
-        free(p);
-    }
     int per_round = t->spg * c->num_iterations;
     json_t *state = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:{s:s, s:I, s:s}}", "version", STATE_VERSION,
                               "global_step", (json_int_t)t->step, "max_steps", (json_int_t)t->total_steps,
@@ -271,95 +145,33 @@ int checkpoint_save(Trainer *t, GrpoErr *err) {
                               (json_int_t)t->num_tokens, "nonfinite_streak", t->nonfinite_streak, "adam_step",
                               (json_int_t)t->opt.step, "rng", "algorithm", "philox4x32-10", "seed",
                               (json_int_t)c->seed, "streams", "derived from (seed, data position, round index)");
-    if (!rc && t->cur && t->cur->uses < per_round) {
-        p = fs_join(tmp, "rollout.json");
-        json_t *ro = rollout_json(t->cur, t->rewards.n_funcs);
-        if (json_dump_file(ro, p, JSON_COMPACT)) rc = err_set(err, "%s: cannot write", p);
-        json_decref(ro);
-        free(p);
-    }
-    p = fs_join(tmp, "trainer_state.json");
-    if (!rc && json_dump_file(state, p, JSON_INDENT(2))) rc = err_set(err, "%s: cannot write", p);
-    free(p);
+    json_t *ro = t->cur && t->cur->uses < per_round ? rollout_json(t->cur, t->rewards.n_funcs) : NULL;
+    CkptWrite w = {c->output_dir, t->step, &t->policy, c->model_dir, &t->opt, t->have_ref ? &t->ref : NULL,
+                   state, "rollout.json", ro, c->save_total_limit};
+    int rc = ckpt_write(&w, err);
+    json_decref(ro);
     json_decref(state);
-    if (!rc) rc = fs_commit_dir(tmp, final, err);
-    if (rc) fs_rm_rf(tmp);
-    free(tmp);
-    free(final);
-    if (!rc && c->save_total_limit > 0) {
-        long *v;
-        int n = list_checkpoints(c->output_dir, &v);
-        for (int i = 0; i < n - c->save_total_limit; i++) {
-            snprintf(name, sizeof name, "checkpoint-%ld", v[i]);
-            char *old = fs_join(c->output_dir, name);
-            fs_rm_rf(old);
-            free(old);
-        }
-        free(v);
-    }
     return rc;
 }
 
-/* Keeps the lines of a JSON-lines log whose "step" is <= step (drops what an
- * interrupted run wrote after the checkpoint). */
-static void truncate_log(const char *dir, const char *file, long step) {
-    char *p = fs_join(dir, file), *buf = NULL;
-    size_t len;
-    GrpoErr e;
-    if (fs_exists(p) && !fs_read_file(p, &buf, &len, &e)) {
-        FILE *f = fopen(p, "w");
-        for (char *line = strtok(buf, "\n"); f && line; line = strtok(NULL, "\n")) {
-            json_t *o = json_loads(line, 0, NULL);
-            json_t *s = json_object_get(o, "step");
-            if (json_is_integer(s) && json_integer_value(s) <= step) fprintf(f, "%s\n", line);
-            json_decref(o);
-        }
-        if (f) fclose(f);
-        free(buf);
-    }
-    free(p);
-}
-
 int checkpoint_load(Trainer *t, const char *dir, GrpoErr *err) {
-    Model m;
-    if (model_load(&m, dir, err)) return -1;
-    if (m.table.total != t->policy.table.total) {
-        model_free(&m);
-        return err_set(err, "%s: the checkpoint's model does not match %s", dir, t->c->model_dir);
-    }
-    memcpy(t->policy.params, m.params, sizeof(float) * m.table.total);
-    model_free(&m);
-    char *p = fs_join(dir, "optimizer.safetensors");
-    const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
-    float *bufs[2] = {t->opt.m, t->opt.v};
-    int rc = read_table(p, &t->policy.table, pre, bufs, 2, err);
-    free(p);
-    if (!rc && t->have_ref) {
-        p = fs_join(dir, "ref_model.safetensors");
-        if (fs_exists(p)) {
-            const char *rp[1] = {""};
-            float *rb[1] = {t->ref.params};
-            rc = read_table(p, &t->ref.table, rp, rb, 1, err);
-        }
-        free(p);
-    }
-    p = fs_join(dir, "trainer_state.json");
-    json_t *st = rc ? NULL : json_load_file(p, 0, NULL);
+    json_t *st = NULL;
+    if (ckpt_read(dir, &t->policy, &t->opt, t->have_ref ? &t->ref : NULL, &st, err)) return -1;
     json_int_t step, rounds, tokens, astep;
-    int streak, version;
-    if (!rc && (!st || json_unpack(st, "{s:i, s:I, s:I, s:I, s:i, s:I}", "version", &version, "global_step", &step,
-                                   "generation_rounds", &rounds, "num_tokens", &tokens, "nonfinite_streak", &streak,
-                                   "adam_step", &astep) || version != STATE_VERSION))
-        rc = err_set(err, "%s: missing or malformed (expected global_step, generation_rounds, num_tokens, adam_step)", p);
+    int streak, version, rc = 0;
+    if (json_unpack(st, "{s:i, s:I, s:I, s:I, s:i, s:I}", "version", &version, "global_step", &step,
+                    "generation_rounds", &rounds, "num_tokens", &tokens, "nonfinite_streak", &streak, "adam_step",
+                    &astep) || version != STATE_VERSION)
+        rc = err_set(err, "%s/trainer_state.json: malformed (expected global_step, generation_rounds, num_tokens, "
+                     "adam_step of a grpo train checkpoint)", dir);
     json_decref(st);
-    free(p);
     if (rc) return -1;
     t->step = step;
     t->rounds = rounds;
     t->num_tokens = tokens;
     t->nonfinite_streak = streak;
     t->opt.step = astep;
-    p = fs_join(dir, "rollout.json");
+    char *p = fs_join(dir, "rollout.json");
     if (fs_exists(p)) {
         json_error_t je;
         json_t *ro = json_load_file(p, 0, &je);
@@ -367,7 +179,7 @@ int checkpoint_load(Trainer *t, const char *dir, GrpoErr *err) {
         json_decref(ro);
     }
     free(p);
-    truncate_log(t->c->output_dir, "metrics.jsonl", t->step);
-    truncate_log(t->c->output_dir, "completions.jsonl", t->step);
+    ckpt_truncate_log(t->c->output_dir, "metrics.jsonl", t->step);
+    ckpt_truncate_log(t->c->output_dir, "completions.jsonl", t->step);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "core/timer.h"
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
+#include "train/checkpoint.h"
 
 void train_config_default(TrainConfig *c) {
     memset(c, 0, sizeof *c);
@@ -341,7 +342,7 @@ int trainer_run(const TrainConfig *c, GrpoErr *err) {
     Trainer *t = xcalloc(1, sizeof *t);
     int rc = trainer_setup(t, c, err);
     if (!rc && c->resume_from_checkpoint) {
-        char *dir = checkpoint_resolve(c->output_dir, c->resume_from_checkpoint, err);
+        char *dir = ckpt_resolve(c->output_dir, c->resume_from_checkpoint, err);
         rc = dir ? checkpoint_load(t, dir, err) : -1;
         if (!rc && !c->quiet) fprintf(stderr, "grpo train: resumed from %s at step %ld\n", dir, t->step);
         free(dir);

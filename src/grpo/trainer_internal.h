@@ -79,7 +79,5 @@ double micro_train(Trainer *t, const Rollout *const *rounds, const int *idx, int
 /* checkpoint.c */
 int checkpoint_save(Trainer *t, GrpoErr *err);
 int checkpoint_load(Trainer *t, const char *dir, GrpoErr *err);
-/* "latest" -> the newest checkpoint-N in output_dir (malloc'd), or a copy of dir. */
-char *checkpoint_resolve(const char *output_dir, const char *spec, GrpoErr *err);
 
 #endif

@@ -67,10 +67,11 @@ static void fmt_eta(char *buf, size_t n, double s) {
 
 void progress_print(long step, long total, double reward, double loss, double tokens_per_s,
                     double eta_s, int is_tty) {
-    char eta[32];
+    char eta[32], rw[48] = "";
     fmt_eta(eta, sizeof eta, eta_s);
-    fprintf(stderr, "%sstep %ld/%ld  reward %.4g  loss %.4g  %.0f tok/s  ETA %s%s", is_tty ? "\r\033[K" : "",
-            step, total, reward, loss, tokens_per_s, eta, is_tty ? "" : "\n");
+    if (!isnan(reward)) snprintf(rw, sizeof rw, "  reward %.4g", reward);
+    fprintf(stderr, "%sstep %ld/%ld%s  loss %.4g  %.0f tok/s  ETA %s%s", is_tty ? "\r\033[K" : "", step, total, rw,
+            loss, tokens_per_s, eta, is_tty ? "" : "\n");
     fflush(stderr);
 }
 

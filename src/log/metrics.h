@@ -31,7 +31,8 @@ void metric_write_line(MetricAcc *a, FILE *f, long step);
 void metric_reset(MetricAcc *a);
 
 /* The progress line: "step 3/50  reward 0.42  loss 0.0012  512 tok/s  ETA 2m10s".
- * On a terminal the line is redrawn in place (\r); otherwise one line per call. */
+ * On a terminal the line is redrawn in place (\r); otherwise one line per call.
+ * A NaN reward is left out (SFT). */
 void progress_print(long step, long total, double reward, double loss, double tokens_per_s,
                     double eta_s, int is_tty);
 void progress_done(int is_tty);

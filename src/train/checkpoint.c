@@ -1,0 +1,212 @@
+/* train/checkpoint.c — checkpoint directories (see checkpoint.h). Not here: what a
+ * particular trainer adds (grpo/checkpoint.c: the generation batch in use). */
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/fsutil.h"
+#include "io/safetensors.h"
+#include "model/model_io.h"
+
+/* ---- tensors keyed by the parameter table ---- */
+
+static int write_table(const char *path, const ParamTable *tab, const char *const *prefix,
+                       float *const *bufs, int nb, GrpoErr *err) {
+    StWriteTensor *wt = xcalloc((size_t)tab->n * nb, sizeof *wt);
+    char **names = xcalloc((size_t)tab->n * nb, sizeof(char *));
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < tab->n; i++) {
+            const ParamEntry *e = &tab->entries[i];
+            StWriteTensor *w = &wt[b * tab->n + i];
+            size_t len = strlen(prefix[b]) + strlen(e->name) + 1;
+            names[b * tab->n + i] = xmalloc(len);
+            snprintf(names[b * tab->n + i], len, "%s%s", prefix[b], e->name);
+            w->name = names[b * tab->n + i];
+            w->dtype = ST_F32;
+            w->ndim = e->ndim;
+            w->shape[0] = e->shape[0];
+            w->shape[1] = e->shape[1];
+            w->data = bufs[b] + e->offset;
+        }
+    int rc = st_write_file(path, wt, tab->n * nb, err);
+    for (int i = 0; i < tab->n * nb; i++) free(names[i]);
+    free(names), free(wt);
+    return rc;
+}
+
+static int read_table(const char *path, const ParamTable *tab, const char *const *prefix, float *const *bufs,
+                      int nb, GrpoErr *err) {
+    StFile f;
+    if (st_open(&f, path, err)) return -1;
+    int rc = 0;
+    char name[200];
+    for (int b = 0; b < nb && !rc; b++)
+        for (int i = 0; i < tab->n && !rc; i++) {
+            const ParamEntry *e = &tab->entries[i];
+            snprintf(name, sizeof name, "%s%s", prefix[b], e->name);
+            const StTensor *t = st_find(&f, name);
+            if (!t) rc = err_set(err, "%s: missing tensor '%s'", path, name);
+            else if ((size_t)t->numel != e->numel) rc = err_set(err, "%s: tensor '%s' has %lld values, expected %zu", path, name, (long long)t->numel, e->numel);
+            else rc = st_read_f32(&f, t, bufs[b] + e->offset, err);
+        }
+    st_close(&f);
+    return rc;
+}
+
+/* ---- checkpoint directories ---- */
+
+static long checkpoint_number(const char *name) {
+    if (strncmp(name, "checkpoint-", 11)) return -1;
+    char *end;
+    long n = strtol(name + 11, &end, 10);
+    return *end || end == name + 11 ? -1 : n;
+}
+
+/* Lists checkpoint numbers in dir, ascending. */
+static int list_checkpoints(const char *dir, long **out) {
+    DIR *d = opendir(dir);
+    int n = 0, cap = 8;
+    long *v = xmalloc(sizeof(long) * cap);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long k = checkpoint_number(e->d_name);
+        if (k < 0) continue;
+        if (n == cap) v = xrealloc(v, sizeof(long) * (cap *= 2));
+        v[n++] = k;
+    }
+    if (d) closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            long x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    *out = v;
+    return n;
+}
+
+char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err) {
+    if (strcmp(spec, "latest")) {
+        if (!fs_is_dir(spec)) {
+            err_set(err, "resume_from_checkpoint: %s is not a directory", spec);
+            return NULL;
+        }
+        return xstrdup(spec);
+    }
+    long *v;
+    int n = list_checkpoints(output_dir, &v);
+    char *dir = NULL;
+    if (n == 0) err_set(err, "resume_from_checkpoint latest: no checkpoint-N directory in %s", output_dir);
+    else {
+        char name[64];
+        snprintf(name, sizeof name, "checkpoint-%ld", v[n - 1]);
+        dir = fs_join(output_dir, name);
+    }
+    free(v);
+    return dir;
+}
+
+/* Keeps the lines of a JSON-lines log whose "step" is <= step (drops what an
+ * interrupted run wrote after the checkpoint). */
+void ckpt_truncate_log(const char *dir, const char *file, long step) {
+    char *p = fs_join(dir, file), *buf = NULL;
+    size_t len;
+    GrpoErr e;
+    if (fs_exists(p) && !fs_read_file(p, &buf, &len, &e)) {
+        FILE *f = fopen(p, "w");
+        for (char *line = strtok(buf, "\n"); f && line; line = strtok(NULL, "\n")) {
+            json_t *o = json_loads(line, 0, NULL);
+            json_t *s = json_object_get(o, "step");
+            if (json_is_integer(s) && json_integer_value(s) <= step) fprintf(f, "%s\n", line);
+            json_decref(o);
+        }
+        if (f) fclose(f);
+        free(buf);
+    }
+    free(p);
+}
+
+int ckpt_write(const CkptWrite *w, GrpoErr *err) {
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%ld", w->step);
+    char *final = fs_join(w->output_dir, name), *tmp = NULL;
+    if (fs_tmpdir_for(final, &tmp, err)) {
+        free(final);
+        return -1;
+    }
+    ModelSaveOpts so;
+    model_save_opts_default(&so);
+    so.dtype = ST_F32;
+    so.copy_from = w->copy_from;
+    int rc = model_save(w->model, tmp, &so, err);
+    char *p = fs_join(tmp, "optimizer.safetensors");
+    const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
+    float *bufs[2] = {w->opt->m, w->opt->v};
+    if (!rc) rc = write_table(p, &w->model->table, pre, bufs, 2, err);
+    free(p);
+    if (!rc && w->ref) {
+        p = fs_join(tmp, "ref_model.safetensors");
+        const char *rp[1] = {""};
+        float *rb[1] = {w->ref->params};
+        rc = write_table(p, &w->ref->table, rp, rb, 1, err);
+        free(p);
+    }
+    if (!rc && w->extra_name && w->extra) {
+        p = fs_join(tmp, w->extra_name);
+        if (json_dump_file(w->extra, p, JSON_COMPACT)) rc = err_set(err, "%s: cannot write", p);
+        free(p);
+    }
+    p = fs_join(tmp, "trainer_state.json");
+    if (!rc && json_dump_file(w->state, p, JSON_INDENT(2))) rc = err_set(err, "%s: cannot write", p);
+    free(p);
+    if (!rc) rc = fs_commit_dir(tmp, final, err);
+    if (rc) fs_rm_rf(tmp);
+    free(tmp);
+    free(final);
+    if (!rc && w->total_limit > 0) {
+        long *v;
+        int n = list_checkpoints(w->output_dir, &v);
+        for (int i = 0; i < n - w->total_limit; i++) {
+            snprintf(name, sizeof name, "checkpoint-%ld", v[i]);
+            char *old = fs_join(w->output_dir, name);
+            fs_rm_rf(old);
+            free(old);
+        }
+        free(v);
+    }
+    return rc;
+}
+
+int ckpt_read(const char *dir, Model *model, AdamW *opt, Model *ref, json_t **state, GrpoErr *err) {
+    Model m;
+    if (model_load(&m, dir, err)) return -1;
+    if (m.table.total != model->table.total) {
+        model_free(&m);
+        return err_set(err, "%s: the checkpoint's model does not match the model being trained", dir);
+    }
+    memcpy(model->params, m.params, sizeof(float) * m.table.total);
+    model_free(&m);
+    char *p = fs_join(dir, "optimizer.safetensors");
+    const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
+    float *bufs[2] = {opt->m, opt->v};
+    int rc = read_table(p, &model->table, pre, bufs, 2, err);
+    free(p);
+    if (!rc && ref) {
+        p = fs_join(dir, "ref_model.safetensors");
+        if (fs_exists(p)) {
+            const char *rp[1] = {""};
+            float *rb[1] = {ref->params};
+            rc = read_table(p, &ref->table, rp, rb, 1, err);
+        }
+        free(p);
+    }
+    if (rc) return -1;
+    p = fs_join(dir, "trainer_state.json");
+    json_error_t je;
+    *state = json_load_file(p, 0, &je);
+    if (!*state) rc = err_set(err, "%s: missing or invalid JSON: %s", p, je.text);
+    free(p);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/* train/checkpoint.h — checkpoint directories shared by `grpo train` and `grpo sft`:
+ * output_dir/checkpoint-N/ holds the model in the HF layout (fp32, so training
+ * resumes from the exact weights), optimizer.safetensors (AdamW's exp_avg /
+ * exp_avg_sq per parameter name), optionally ref_model.safetensors, one extra JSON
+ * file of the caller's, and trainer_state.json. Written into a temporary directory
+ * and renamed, so a crash never leaves a half checkpoint. */
+#ifndef GRPO_TRAIN_CHECKPOINT_H
+#define GRPO_TRAIN_CHECKPOINT_H
+
+#include <jansson.h>
+
+#include "core/check.h"
+#include "model/transformer.h"
+#include "optim/optim.h"
+
+typedef struct {
+    const char *output_dir;
+    long step;
+    const Model *model;
+    const char *copy_from;      /* model directory whose tokenizer files are copied */
+    const AdamW *opt;
+    const Model *ref;           /* or NULL */
+    json_t *state;              /* trainer_state.json (borrowed) */
+    const char *extra_name;     /* e.g. "rollout.json", or NULL */
+    json_t *extra;              /* borrowed */
+    int total_limit;            /* keep at most this many checkpoints (0 = all) */
+} CkptWrite;
+
+int ckpt_write(const CkptWrite *w, GrpoErr *err);
+
+/* Restores model params, optimizer m/v (and ref params when ref != NULL and the
+ * file exists) from dir; *state gets trainer_state.json (new reference). */
+int ckpt_read(const char *dir, Model *model, AdamW *opt, Model *ref, json_t **state, GrpoErr *err);
+
+/* "latest" -> the newest checkpoint-N in output_dir (malloc'd), else a copy of spec. */
+char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err);
+
+/* Keeps the lines of output_dir/file whose "step" is <= step (drops what an
+ * interrupted run logged after its last checkpoint). */
+void ckpt_truncate_log(const char *output_dir, const char *file, long step);
+
+#endif
