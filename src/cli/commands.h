@@ -3,10 +3,19 @@
 #ifndef GRPO_CLI_COMMANDS_H
 #define GRPO_CLI_COMMANDS_H
 
+#include "gen/generate.h"
+#include "tokenizer/tokenizer.h"
+
 int cmd_init(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+/* Generation eos ids: the model's config/generation_config and the tokenizer's
+ * (cmd_generate.c; shared with cmd_eval.c). */
+void cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok);
 
 #endif

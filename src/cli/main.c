@@ -16,6 +16,8 @@ static const Command commands[] = {
     {"train", cmd_train, "GRPO training (TRL's GRPOConfig options, or --config run.yaml)"},
     {"generate", cmd_generate, "sample completions from a model (text or JSON lines)"},
     {"tokenize", cmd_tokenize, "encode text to ids or decode ids to text (JSON lines)"},
+    {"eval", cmd_eval, "generate on a dataset and report mean rewards and pass@1"},
+    {"plot", cmd_plot, "draw a run's metrics.jsonl as an SVG chart"},
 };
 
 static void usage(FILE *out) {

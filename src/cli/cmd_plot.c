@@ -1,0 +1,104 @@
+/* cli/cmd_plot.c — `grpo plot METRICS.jsonl -o FILE.svg [--metrics A,B]`: draws a
+ * training run's metrics.jsonl as a standalone SVG, one panel per metric (the
+ * drawing is log/plot.c). Default panels: reward (with its ±reward_std band) and
+ * completions/mean_length. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/check.h"
+#include "log/plot.h"
+
+#define SYNOPSIS "METRICS.jsonl -o FILE.svg [--metrics NAME[,NAME...]]"
+
+static const char *const DEFAULT_METRICS[] = {"reward", "completions/mean_length"};
+
+int cmd_plot(int argc, char **argv) {
+    const char *output = NULL, *metrics = NULL, *input = NULL;
+    Opt opts[] = {
+        {"output", OPT_STR, &output, "the SVG file to write (also -o FILE) (required)"},
+        {"metrics", OPT_STR, &metrics,
+         "comma-separated metric names, one panel each (default: reward,completions/mean_length)"},
+    };
+    int n_opts = sizeof opts / sizeof opts[0];
+    /* args_parse knows only --options: take out the positional file and map -o */
+    char **av = xmalloc(sizeof(char *) * (argc + 1));
+    int ac = 0;
+    av[ac++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o")) {
+            av[ac++] = "--output";
+            if (i + 1 < argc) av[ac++] = argv[++i];
+        } else if (!strncmp(a, "--", 2) || !strcmp(a, "-h")) {
+            av[ac++] = argv[i];
+            int takes_value = strcmp(a, "--help") && strcmp(a, "-h") && !strchr(a, '=');
+            if (takes_value && i + 1 < argc) av[ac++] = argv[++i];
+        } else if (!input && a[0] != '-') {
+            input = a;
+        } else {
+            fprintf(stderr, "grpo plot: unexpected argument '%s' (usage: grpo plot %s)\n", a, SYNOPSIS);
+            free(av);
+            return 2;
+        }
+    }
+    av[ac] = NULL;
+    int rc = args_parse("plot", SYNOPSIS, ac, av, opts, n_opts);
+    free(av);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (!input || !output) {
+        fprintf(stderr, "grpo plot: a METRICS.jsonl file and -o FILE.svg are required (usage: grpo plot %s)\n",
+                SYNOPSIS);
+        return 2;
+    }
+    /* the requested names, split at commas */
+    int n_req = 0;
+    char *list = metrics ? xstrdup(metrics) : NULL;
+    const char **req = xmalloc(sizeof(char *) * (metrics ? strlen(metrics) + 1 : 2));
+    if (list) {
+        for (char *p = list;; p++) {
+            char *c = strchr(p, ',');
+            if (c) *c = 0;
+            if (!*p) {
+                fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", metrics);
+                free(list), free(req);
+                return 2;
+            }
+            req[n_req++] = p;
+            if (!c) break;
+            p = c;
+        }
+    }
+
+    GrpoErr err;
+    PlotLog log;
+    if (plot_log_load(&log, input, &err)) {
+        free(list), free(req);
+        return cli_fail("plot", err.msg);
+    }
+    int *idx = xmalloc(sizeof(int) * (n_req + 2)), n = 0;
+    rc = 0;
+    for (int k = 0; k < n_req && !rc; k++)
+        if ((idx[n++] = plot_log_require(&log, req[k], &err)) < 0) rc = 1;
+    if (!metrics) {
+        /* defaults: those the file has */
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < log.n_names; i++)
+                if (!strcmp(log.names[i], DEFAULT_METRICS[k])) idx[n++] = i;
+        if (!n) {
+            plot_log_require(&log, DEFAULT_METRICS[0], &err);
+            rc = 1;
+        }
+    }
+    if (!rc && plot_svg_write(&log, idx, n, output, &err)) rc = 1;
+    if (!rc)
+        fprintf(stderr, "grpo plot: wrote %s (%d panel%s, %d logged steps)\n", output, n, n == 1 ? "" : "s",
+                log.n_rows);
+    else
+        cli_fail("plot", err.msg);
+    free(idx), free(list), free(req);
+    plot_log_free(&log);
+    return rc;
+}

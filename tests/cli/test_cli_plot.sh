@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `grpo plot`: a hand-written metrics.jsonl (with an event line, a line without
+# "step", a null gap and a blank line) drawn as SVG; the SVG is well-formed XML
+# with one line path per metric whose point count equals the metric's data lines,
+# a ±std band where NAME_std exists, titles, axis and tick labels; the default
+# and --metrics panels; -o/--output forms; every error path (exit 1 for bad input,
+# 2 for usage) leaves no SVG behind.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+
+M="$TMP/metrics.jsonl"
+cat > "$M" <<'EOF'
+{"step": 1, "reward": 0.1, "reward_std": 0.30, "completions/mean_length": 40, "loss": 0.02, "kl": null}
+{"step": 2, "reward": 0.25, "reward_std": 0.28, "completions/mean_length": 38.5, "loss": -0.01, "kl": null}
+{"step": 3, "event": "nonfinite", "loss": null, "grad_norm": null}
+{"note": "not a step's metrics"}
+
+{"step": 3, "reward": null, "reward_std": null, "completions/mean_length": 35, "loss": 0.005, "kl": 0.001}
+{"step": 4, "reward": 0.5, "reward_std": 0.2, "completions/mean_length": 31, "loss": 0.0, "kl": 0.002}
+{"step": 5, "reward": 0.62, "reward_std": 0.15, "completions/mean_length": 30.25, "loss": 0.01, "kl": 0.004}
+{"step": 6, "reward": 0.7, "reward_std": 0.1, "completions/mean_length": 28, "loss": 0.003, "kl": 0.003}
+EOF
+
+# check_svg FILE NAME:POINTS:BAND... — parse and check one SVG
+check_svg() {
+    python3 - "$@" <<'PY'
+import re, sys
+import xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+path, want = sys.argv[1], [w.rsplit(":", 2) for w in sys.argv[2:]]
+root = ET.parse(path).getroot()
+assert root.tag == NS + "svg", root.tag
+assert int(root.get("width")) >= 800 and int(root.get("height")) >= 500
+lines = [p for p in root.iter(NS + "path") if p.get("class") == "line"]
+assert [p.get("data-metric") for p in lines] == [w[0] for w in want], [p.get("data-metric") for p in lines]
+panels = [g for g in root.iter(NS + "g") if g.get("class") == "panel"]
+assert len(panels) == len(want)
+texts = ["".join(t.itertext()) for t in root.iter(NS + "text")]
+for (name, points, band), p, g in zip(want, lines, panels):
+    pts = re.findall(r"[ML](-?[\d.]+),(-?[\d.]+)", p.get("d"))
+    assert len(pts) == int(points), (name, len(pts), points)
+    assert p.get("d").count("M") == (2 if name == "reward" else 1), p.get("d")   # the null gap
+    bands = [q for q in g.iter(NS + "path") if q.get("class") == "band"]
+    assert (len(bands) > 0) == (band == "band"), (name, len(bands))
+    gt = ["".join(t.itertext()) for t in g.iter(NS + "text")]
+    assert any(t.startswith(name) for t in gt if t), ("title", name)
+    assert gt.count("step") == 1, "x axis label"
+    assert name in gt, "y axis label"
+    assert sum(1 for t in gt if re.fullmatch(r"-?\d+(\.\d+)?", t)) >= 4, ("tick labels", gt)
+    xs = [float(x) for x, _ in pts]
+    assert xs == sorted(xs) and len(set(xs)) == len(xs), "x grows with the step"
+PY
+}
+
+"$GRPO" plot "$M" -o "$TMP/a.svg" 2>"$TMP/a.err" || fail "plot (defaults): $(cat "$TMP/a.err")"
+check_svg "$TMP/a.svg" reward:5:band completions/mean_length:6:- || fail "default SVG"
+grep -q "reward_std" "$TMP/a.svg" || fail "the band is not named in the title"
+ls "$TMP" | grep -q '\.tmp' && fail "a temporary file was left behind"
+
+"$GRPO" plot --metrics loss,reward_std,kl --output "$TMP/b.svg" "$M" 2>/dev/null || fail "plot --metrics"
+python3 - "$TMP/b.svg" <<'PY' || fail "--metrics SVG"
+import re, sys, xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+lines = [p for p in root.iter(NS + "path") if p.get("class") == "line"]
+assert [p.get("data-metric") for p in lines] == ["loss", "reward_std", "kl"]
+n = [len(re.findall(r"[ML]-?[\d.]+,-?[\d.]+", p.get("d"))) for p in lines]
+assert n == [6, 5, 4], n
+assert not [p for p in root.iter(NS + "path") if p.get("class") == "band"], "no band without a _std"
+PY
+"$GRPO" plot "$M" --output="$TMP/c.svg" --metrics=reward 2>/dev/null || fail "--output= form"
+check_svg "$TMP/c.svg" reward:5:band || fail "--metrics=reward SVG"
+
+# a single data line: the axes still have a range
+printf '{"step": 7, "reward": 1.0, "completions/mean_length": 3}\n' > "$TMP/one.jsonl"
+"$GRPO" plot "$TMP/one.jsonl" -o "$TMP/one.svg" 2>/dev/null || fail "one data line"
+python3 -c 'import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])' "$TMP/one.svg" || fail "one-line SVG"
+grep -q 'class="point"' "$TMP/one.svg" || fail "a lone point has no marker"
+
+# bad input: exit 1, one line, no SVG written
+expect_error 1 "missing.jsonl: cannot open" "$GRPO" plot "$TMP/missing.jsonl" -o "$TMP/e.svg"
+printf '{"step": 1, "reward": 1}\n{"step": 2, "reward": 1}\n{"step": 3, oops}\n' > "$TMP/bad.jsonl"
+expect_error 1 "bad.jsonl:3: not JSON" "$GRPO" plot "$TMP/bad.jsonl" -o "$TMP/e.svg"
+printf '[1, 2]\n' > "$TMP/arr.jsonl"
+expect_error 1 "arr.jsonl:1: expected a JSON object" "$GRPO" plot "$TMP/arr.jsonl" -o "$TMP/e.svg"
+expect_error 1 "no metric 'nope'; the file has: reward, reward_std, completions/mean_length, loss, kl" \
+    "$GRPO" plot "$M" -o "$TMP/e.svg" --metrics reward,nope
+printf '{"step": 1, "event": "nonfinite"}\n{"note": 1}\n\n' > "$TMP/nodata.jsonl"
+expect_error 1 "nodata.jsonl: no data lines" "$GRPO" plot "$TMP/nodata.jsonl" -o "$TMP/e.svg"
+: > "$TMP/empty.jsonl"
+expect_error 1 "empty.jsonl: no data lines" "$GRPO" plot "$TMP/empty.jsonl" -o "$TMP/e.svg"
+printf '{"step": 1, "loss": 0.5}\n' > "$TMP/noreward.jsonl"
+expect_error 1 "no metric 'reward'; the file has: loss" "$GRPO" plot "$TMP/noreward.jsonl" -o "$TMP/e.svg"
+printf '{"step": 1, "reward": 1}\n{"step": 2, "reward": "high"}\n' > "$TMP/str.jsonl"
+expect_error 1 "str.jsonl:2: 'reward' must be a number or null" "$GRPO" plot "$TMP/str.jsonl" -o "$TMP/e.svg"
+printf '{"step": "one", "reward": 1}\n' > "$TMP/step.jsonl"
+expect_error 1 "step.jsonl:1: 'step' must be a number" "$GRPO" plot "$TMP/step.jsonl" -o "$TMP/e.svg"
+expect_error 1 "cannot create" "$GRPO" plot "$M" -o "$TMP/no/such/dir/e.svg"
+[ -e "$TMP/e.svg" ] && fail "an SVG was written despite an error"
+
+# usage: exit 2
+expect_error 2 "required" "$GRPO" plot -o "$TMP/e.svg"
+expect_error 2 "required" "$GRPO" plot "$M"
+expect_error 2 "unexpected argument" "$GRPO" plot "$M" "$M" -o "$TMP/e.svg"
+expect_error 2 "unknown option" "$GRPO" plot "$M" -o "$TMP/e.svg" --colour red
+expect_error 2 "empty name" "$GRPO" plot "$M" -o "$TMP/e.svg" --metrics reward,,loss
+"$GRPO" plot --help | grep -q -- "--metrics" || fail "--help lacks --metrics"
+finish
