@@ -83,3 +83,58 @@ generate_bench() {
 }
 generate_bench
 # ---- end generation ----------------------------------------------------------------
+
+# ---- GRPO step (bench/bench_grpo_step.c, bench/torch_grpo_step.py, bench/grpo_step_rss.sh)
+# One optimizer step of the trainer (trainer_run): G = 32 completions x 128 tokens of
+# one 64-token prompt, reward length:50, dapo loss, micro-batch 4 x 8 accumulation
+# steps, clip 1.0, AdamW; random fp32 Qwen2 models of the small shape (hidden 256, 4
+# layers, 8/4 heads, intermediate 768, vocab 32000) and the Qwen2-0.5B shape. grpo.c
+# runs its defaults (gradient checkpointing on); the PyTorch peer (Debian's
+# python3-torch, all cores, KV-cached generation, autograd training, checkpointing
+# off) does the same step. Small shape: a warm-up step, then the timed step; Qwen2-0.5B:
+# one cold step each (minutes on 2 cores). Split: generation / scoring / training.
+# Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same --kv_cache_mb).
+# Targets: step >= 2x faster than PyTorch; RSS(G=64) / RSS(G=8) <= 1.1.
+grpo_step_bench() {
+    local tmp
+    tmp=$(mktemp)
+    echo "grpo step: G=32 x 128 tokens, 64-token prompt, micro-batch 4, fp32, seconds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 >> "$tmp" || echo "  grpo small: bench failed"
+    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        /usr/bin/python3 bench/torch_grpo_step.py --shape small --G 32 --warmup 1 >> "$tmp" || echo "  torch small: bench failed"
+    else
+        echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
+    fi
+    "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
+    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        /usr/bin/python3 bench/torch_grpo_step.py --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  torch qwen2-0.5b: bench failed"
+    fi
+    awk '
+    /^grpo_step / {
+        delete f
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        key = f["shape"] " " f["G"]
+        if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+        step[f["impl"], key] = f["step_s"]
+        split_s[f["impl"], key] = sprintf("%.1f/%.2f/%.1f", f["gen_s"], f["score_s"] + f["ref_s"], f["train_s"])
+        len[f["impl"], key] = f["mean_len"]
+    }
+    END {
+        printf "  %-11s %3s %9s %-18s %9s %-18s %7s  %s\n", "shape", "G", "grpo s", "(gen/score/train)", "torch s", "(gen/score/train)", "speedup", "target      mean completion length grpo/torch"
+        for (i = 0; i < n; i++) {
+            key = order[i]; split(key, p, " ")
+            g = step["grpo", key]; t = step["torch", key]
+            r = (g != "" && t != "" && g > 0) ? t / g : -1
+            printf "  %-11s %3d %9s %-18s %9s %-18s %7s  >= 2x %-6s %s/%s\n", p[1], p[2], g == "" ? "-" : g, "(" split_s["grpo", key] ")",
+                   t == "" ? "-" : t, "(" split_s["torch", key] ")", r < 0 ? "-" : sprintf("%.2fx", r),
+                   r < 0 ? "" : (r >= 2 ? "met" : "MISSED"), len["grpo", key], len["torch", key]
+        }
+    }' "$tmp"
+    bench/grpo_step_rss.sh | awk '
+        /^rss G=/ { print "  peak RSS, grpo train, small shape, micro-batch 4: " $0 }
+        /^rss ratio=/ { split($2, kv, "="); printf "  RSS(G=64) / RSS(G=8) = %s (target <= 1.1 %s)\n", kv[2], kv[2] <= 1.1 ? "met" : "MISSED" }
+        !/^rss/ { print "  " $0 }'
+    rm -f "$tmp"
+}
+grpo_step_bench
+# ---- end GRPO step -----------------------------------------------------------------
