@@ -7,6 +7,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 export ROOT BUILD GRPO="$BUILD/grpo"
+# a short OpenMP spin (see src/cli/main.c): the C test binaries do not re-execute themselves
+export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000}
 cd "$ROOT"
 passed=0; failed=0; failed_names=()
 run_one() {

@@ -13,6 +13,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_sft(int argc, char **argv);
 
 /* Generation eos ids: the model's config/generation_config and the tokenizer's
  * (cmd_generate.c; shared with cmd_eval.c). */
