@@ -1,9 +1,10 @@
 /* ops/matmul_rowwise.c — y = x W^T + b for few rows (decoding), our own AVX-512 kernel.
  *
  * Two reasons it exists beside OpenBLAS:
- *  - speed at 1..32 rows, where a decode step streams every weight once: the weight
+ *  - speed at 1..64 rows, where a decode step streams every weight once: the weight
  *    is read in place (no packing), W[o, k] is broadcast against a packed block of
- *    up to 32 input rows, 6 or 12 weight rows at a time;
+ *    up to 64 input rows (8 rows in a ymm, or 16..64 in 1-4 zmm), 3 to 12 weight
+ *    rows at a time, 12 accumulators;
  *  - batch invariance: every output element is one sequential fused-multiply-add
  *    chain over k, whatever the number of rows or the block it falls in, so a
  *    sequence's logits do not depend on which other sequences share the batch
@@ -18,77 +19,79 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
-/* R weight rows x 32 input rows (two zmm per weight row) */
-#define KERNEL32(R)                                                                            \
-    static void k32_##R(float *out, const float *xT, const float *W, const float *bias, int I,  \
-                        int O, int o0, int r0, int nr) {                                        \
-        __m512 a0[R], a1[R];                                                                   \
-        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) a0[j] = a1[j] = _mm512_setzero_ps();                       \
+/* R weight rows x (NV vectors of LANES) input rows. Every output element is the
+ * chain acc = fma(w[k], x[k], acc) for k = 0..I-1 in one vector lane, whatever the
+ * block width, which is what makes the result batch-invariant. */
+#define KERNEL(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                          \
+    static void NAME(float *out, const float *xT, const float *W, const float *bias, int I,     \
+                     int O, int o0, int r0, int nr) {                                           \
+        VT acc[R][NV];                                                                         \
+        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();           \
         const float *w = W + (size_t)o0 * I;                                                   \
         for (int k = 0; k < I; k++) {                                                          \
-            __m512 b0 = _mm512_load_ps(xT + (size_t)k * 32), b1 = _mm512_load_ps(xT + (size_t)k * 32 + 16); \
-            _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                                      \
-                __m512 s = _mm512_set1_ps(w[(size_t)j * I + k]);                              \
-                a0[j] = _mm512_fmadd_ps(s, b0, a0[j]);                                        \
-                a1[j] = _mm512_fmadd_ps(s, b1, a1[j]);                                        \
+            VT b[NV];                                                                          \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                               \
+                b[v] = LOAD(xT + (size_t)k * (NV * LANES) + v * LANES);                        \
+            _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                             \
+                VT sj = SET1(w[(size_t)j * I + k]);                                            \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
+                    acc[j][v] = FMA(sj, b[v], acc[j][v]);                                      \
             }                                                                                  \
         }                                                                                      \
-        float t[32] __attribute__((aligned(64)));                                              \
-        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                                          \
-            _mm512_store_ps(t, a0[j]);                                                         \
-            _mm512_store_ps(t + 16, a1[j]);                                                    \
-            float b = bias ? bias[o0 + j] : 0.0f;                                              \
-            for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + b;       \
+        float t[NV * LANES] __attribute__((aligned(64)));                                      \
+        for (int j = 0; j < R; j++) {                                                          \
+            for (int v = 0; v < NV; v++) STORE(t + v * LANES, acc[j][v]);                      \
+            float bj = bias ? bias[o0 + j] : 0.0f;                                             \
+            for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + bj;       \
         }                                                                                      \
     }
 
-/* R weight rows x 16 input rows (one zmm per weight row) */
-#define KERNEL16(R)                                                                            \
-    static void k16_##R(float *out, const float *xT, const float *W, const float *bias, int I,  \
-                        int O, int o0, int r0, int nr) {                                        \
-        __m512 a[R];                                                                           \
-        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) a[j] = _mm512_setzero_ps();                                \
-        const float *w = W + (size_t)o0 * I;                                                   \
-        for (int k = 0; k < I; k++) {                                                          \
-            __m512 b0 = _mm512_load_ps(xT + (size_t)k * 16);                                  \
-            _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                                        \
-                a[j] = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)j * I + k]), b0, a[j]);       \
-        }                                                                                      \
-        float t[16] __attribute__((aligned(64)));                                              \
-        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                                          \
-            _mm512_store_ps(t, a[j]);                                                          \
-            float b = bias ? bias[o0 + j] : 0.0f;                                              \
-            for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + b;       \
-        }                                                                                      \
-    }
+#define Z16(NAME, NV, R)                                                                       \
+    KERNEL(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,         \
+           _mm512_fmadd_ps, _mm512_store_ps)
+#define Y8(NAME, R)                                                                            \
+    KERNEL(NAME, __m256, 8, 1, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,           \
+           _mm256_fmadd_ps, _mm256_store_ps)
 
-KERNEL32(6)
-KERNEL32(1)
-KERNEL16(12)
-KERNEL16(1)
+/* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4; 64: 3 — 12 accumulators each */
+Y8(k8_12, 12)
+Y8(k8_1, 1)
+Z16(k16_12, 1, 12)
+Z16(k16_1, 1, 1)
+Z16(k32_6, 2, 6)
+Z16(k32_1, 2, 1)
+Z16(k48_4, 3, 4)
+Z16(k48_1, 3, 1)
+Z16(k64_3, 4, 3)
+Z16(k64_1, 4, 1)
+
+typedef void (*RowKernel)(float *, const float *, const float *, const float *, int, int, int, int, int);
 
 void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
                             int N, int I, int O) {
-    float *xT = xaligned(sizeof(float) * (size_t)I * 32);
-    for (int r0 = 0; r0 < N; r0 += 32) {
-        int nr = N - r0 < 32 ? N - r0 : 32;
-        int wide = nr > 16 ? 32 : 16;
+    float *xT = xaligned(sizeof(float) * (size_t)I * 64);
+    for (int r0 = 0; r0 < N; r0 += 64) {
+        int nr = N - r0 < 64 ? N - r0 : 64;
+        int wide = nr <= 8 ? 8 : (nr + 15) / 16 * 16;
+        RowKernel big, one;
+        int R;
+        switch (wide) {
+        case 8: big = k8_12, one = k8_1, R = 12; break;
+        case 16: big = k16_12, one = k16_1, R = 12; break;
+        case 32: big = k32_6, one = k32_1, R = 6; break;
+        case 48: big = k48_4, one = k48_1, R = 4; break;
+        default: big = k64_3, one = k64_1, R = 3; break;
+        }
         /* pack rows r0.. transposed: xT[k][r], zero-padded to the block width */
         for (int k = 0; k < I; k++)
             for (int r = 0; r < wide; r++)
                 xT[(size_t)k * wide + r] = r < nr ? in[(size_t)(r0 + r) * I + k] : 0.0f;
-        int R = wide == 32 ? 6 : 12;
         int full = O / R;
 #pragma omp parallel for schedule(static)
         for (int blk = 0; blk < full + (O % R); blk++) {
-            if (blk < full) {
-                if (wide == 32) k32_6(out, xT, W, bias, I, O, blk * R, r0, nr);
-                else k16_12(out, xT, W, bias, I, O, blk * R, r0, nr);
-            } else {
-                int o = full * R + (blk - full);
-                if (wide == 32) k32_1(out, xT, W, bias, I, O, o, r0, nr);
-                else k16_1(out, xT, W, bias, I, O, o, r0, nr);
-            }
+            if (blk < full) big(out, xT, W, bias, I, O, blk * R, r0, nr);
+            else one(out, xT, W, bias, I, O, full * R + (blk - full), r0, nr);
         }
     }
     free(xT);
