@@ -19,15 +19,8 @@
 
 /* eos ids: the model's config/generation_config and the tokenizer's. */
 void cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok) {
-    o->n_eos = 0;
     const TokSpecial *sp = tok_special(tok);
-    int n_all = m->cfg.n_eos + sp->n_eos;
-    for (int i = 0; i < n_all; i++) {
-        int32_t id = i < m->cfg.n_eos ? m->cfg.eos_token_ids[i] : sp->eos_ids[i - m->cfg.n_eos];
-        int dup = 0;
-        for (int k = 0; k < o->n_eos; k++) dup |= o->eos_ids[k] == id;
-        if (!dup && o->n_eos < GEN_MAX_EOS && id >= 0) o->eos_ids[o->n_eos++] = id;
-    }
+    gen_opts_set_eos(o, m->cfg.eos_token_ids, m->cfg.n_eos, sp->eos_ids, sp->n_eos);
 }
 
 static void print_json_string(const char *s) {

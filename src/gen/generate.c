@@ -18,6 +18,16 @@ void gen_opts_default(GenOpts *o) {
     o->kv_cache_bytes = (size_t)1 << 30;
 }
 
+void gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int nb) {
+    o->n_eos = 0;
+    for (int i = 0; i < na + nb; i++) {
+        int32_t id = i < na ? a[i] : b[i - na];
+        int dup = id < 0;
+        for (int k = 0; k < o->n_eos; k++) dup |= o->eos_ids[k] == id;
+        if (!dup && o->n_eos < GEN_MAX_EOS) o->eos_ids[o->n_eos++] = id;
+    }
+}
+
 void completion_free(Completion *c) {
     free(c->ids);
     c->ids = NULL;

@@ -31,6 +31,9 @@ typedef struct {
 } GenOpts;
 
 void gen_opts_default(GenOpts *o);
+/* Sets o's eos ids to the union of a[na] and b[nb] (the model's config and the
+ * tokenizer's), in that order, without duplicates or negative ids. */
+void gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int nb);
 
 typedef struct {
     int32_t *ids;      /* completion tokens; ends with the eos token when stopped */

@@ -158,14 +158,8 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
     go.chunk_size = c->generation_chunk_size;
     go.kv_cache_bytes = c->kv_cache_bytes;
     /* eos ids: the model's and the tokenizer's */
-    go.n_eos = 0;
     const TokSpecial *sp = tok_special(t->tok);
-    for (int i = 0; i < t->policy.cfg.n_eos + sp->n_eos; i++) {
-        int32_t id = i < t->policy.cfg.n_eos ? t->policy.cfg.eos_token_ids[i] : sp->eos_ids[i - t->policy.cfg.n_eos];
-        int dup = id < 0;
-        for (int k = 0; k < go.n_eos; k++) dup |= go.eos_ids[k] == id;
-        if (!dup && go.n_eos < GEN_MAX_EOS) go.eos_ids[go.n_eos++] = id;
-    }
+    gen_opts_set_eos(&go, t->policy.cfg.eos_token_ids, t->policy.cfg.n_eos, sp->eos_ids, sp->n_eos);
     int longest = 1;
     for (int i = 0; i < t->data.n; i++) longest = t->data.ex[i].n_prompt_ids > longest ? t->data.ex[i].n_prompt_ids : longest;
     if (gen_create(&t->gen, &t->policy, &go, longest, err)) return -1;
