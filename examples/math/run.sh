@@ -5,6 +5,7 @@
 #   2. grpo eval: held-out accuracy (8 samples per sum at temperature 1);
 #   3. grpo train --config examples/math/grpo_math.yaml;
 #   4. grpo eval again.
+# Extra arguments go to grpo train (e.g. --max_steps 20); MATH_SFT_STEPS shortens step 1.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -21,7 +22,8 @@ with open(sys.argv[2], "w") as f:
         f.write(json.dumps({"prompt": d["prompt"], "completion": d["answer"]}) + "\n")
 ' examples/demo/math_train.jsonl examples/math/sft_math.jsonl
 rm -rf "$OUT/base" "$OUT/grpo"
-"$GRPO" sft --config examples/math/sft_math.yaml --model "$BASE" --output_dir "$OUT/base" --quiet
+"$GRPO" sft --config examples/math/sft_math.yaml --model "$BASE" --output_dir "$OUT/base" --quiet \
+    ${MATH_SFT_STEPS:+--max_steps "$MATH_SFT_STEPS"}
 EVAL=(--dataset examples/demo/math_test.jsonl --reward_funcs exact_match:answer --max_completion_length 8
       --num_generations 8 --temperature 1 --json)
 "$GRPO" eval --model "$OUT/base" "${EVAL[@]}" 2>/dev/null > "$OUT/eval_before.json"

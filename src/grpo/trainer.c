@@ -299,7 +299,8 @@ static int train_step(Trainer *t, GrpoErr *err) {
         fprintf(t->metrics_f, "{\"step\": %ld, \"event\": \"nonfinite\", \"loss\": %s, \"grad_norm\": %s}\n", t->step + 1,
                 isfinite(loss) ? "\"finite\"" : "null", isfinite(gnorm) ? "\"finite\"" : "null");
         fflush(t->metrics_f);
-        fprintf(stderr, "\ngrpo train: step %ld: loss or gradient is NaN/Inf; the update was not applied\n", t->step + 1);
+        fprintf(stderr, "%sgrpo train: step %ld: loss or gradient is NaN/Inf; the update was not applied\n",
+                isatty(2) && !c->quiet ? "\n" : "", t->step + 1);
     }
     t->step++;
     if (t->have_ref && c->sync_ref_model && t->step % c->ref_model_sync_steps == 0) {

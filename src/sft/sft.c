@@ -118,8 +118,9 @@ static int load_examples(const char *path, Tokenizer *tok, int32_t eos, const Sf
         lineno++;
         if (strspn(line, " \t\r\n") == strlen(line)) continue;
         if (n == cap) ex = xrealloc(ex, sizeof *ex * (cap *= 2));
+        memset(&ex[n], 0, sizeof ex[n]);
         if ((rc = parse_example(tok, eos, line, path, lineno, c, &ex[n], err))) {
-            if (ex[n].ids) free(ex[n].ids);
+            free(ex[n].ids);
             break;
         }
         n++;
@@ -254,7 +255,8 @@ int sft_run(const SftConfig *c, GrpoErr *err) {
         long long warm = sched_warmup_steps(c->warmup_steps, c->warmup_ratio, total);
         double lr = sched_lr(c->lr_scheduler_type, c->learning_rate, step, warm, total);
         if (isfinite(gnorm) && isfinite(nll)) adamw_step(&opt, m.params, grads, decay, lr, &c->adam);
-        else fprintf(stderr, "\ngrpo sft: step %ld: loss or gradient is NaN/Inf; the update was not applied\n", step + 1);
+        else fprintf(stderr, "%sgrpo sft: step %ld: loss or gradient is NaN/Inf; the update was not applied\n",
+                     tty ? "\n" : "", step + 1);
         step++;
         metric_add(&acc, "loss", nll / targets);
         metric_add(&acc, "grad_norm", gnorm);

@@ -19,4 +19,8 @@ print("first", first, "last", last)
 assert len(r) >= 6 and last > first + 3, (first, last)
 PY
 python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$DEMO_OUT/reward.svg" || fail "reward.svg is not well-formed"
+# the arithmetic example runs end to end (its accuracy figures need the full budget)
+MATH_OUT="$TMP/math" MATH_BASE="$DEMO_OUT/base" MATH_SFT_STEPS=10 bash examples/math/run.sh --max_steps 2 --quiet \
+    > "$TMP/math.log" 2>&1 || fail "examples/math/run.sh: $(tail -3 "$TMP/math.log")"
+grep -q "held-out accuracy" "$TMP/math.log" || fail "examples/math/run.sh printed no accuracy"
 finish

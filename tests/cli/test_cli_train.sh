@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `grpo train` and `grpo sft` from outside, on a tiny model with the byte tokenizer:
+# a YAML config with a command-line override; the output directory (metrics with
+# TRL's names, completions, checkpoints, final model); sft with resume equal to an
+# uninterrupted run; and bad input: invalid batch settings, unknown YAML keys, a bad
+# dataset line, a reward process that dies, NaN rewards stopping the run.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+sed 's/"vocab_size": 96/"vocab_size": 259/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
+"$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$TMP/m" 2>/dev/null || { fail init; finish; }
+printf '%s\n' '{"prompt": "ab", "answer": "1"}' '{"prompt": "cd", "answer": "2"}' > "$TMP/d.jsonl"
+cat > "$TMP/run.yaml" <<'Y'
+dataset: PLACEHOLDER
+reward_funcs: [length:5, "format:^a"]
+reward_weights: [1.0, 0.5]
+num_generations: 4
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 4
+max_completion_length: 8
+max_steps: 5
+learning_rate: 1.0e-4
+logging_steps: 1
+save_steps: 2
+save_total_limit: 1
+log_completions: true
+Y
+sed -i "s|PLACEHOLDER|$TMP/d.jsonl|" "$TMP/run.yaml"
+"$GRPO" train --config "$TMP/run.yaml" --model "$TMP/m" --output_dir "$TMP/out" --max_steps 3 2>"$TMP/err" || fail "train: $(tail -3 "$TMP/err")"
+grep -q "memory plan" "$TMP/err" || fail "no memory plan printed"
+[ "$(grep -c '"step"' "$TMP/out/metrics.jsonl")" -eq 3 ] || fail "--max_steps 3 should override the YAML's 5"
+python3 - "$TMP/out" <<'PY' || fail "metrics.jsonl / completions.jsonl content"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+need = ["reward", "reward_std", "rewards/length/mean", "rewards/length/std", "rewards/format/mean",
+        "frac_reward_zero_std", "completions/mean_length", "completions/min_length", "completions/max_length",
+        "completions/clipped_ratio", "kl", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",
+        "clip_ratio/region_mean", "loss", "grad_norm", "learning_rate", "num_tokens", "epoch", "step_time",
+        "step_time/generation", "step_time/scoring", "step_time/reference", "step_time/training"]
+for r in rows:
+    missing = [k for k in need if k not in r]
+    assert not missing, missing
+c = [json.loads(l) for l in open(sys.argv[1] + "/completions.jsonl")]
+assert len(c) == 3 * 8 and set(c[0]) >= {"step", "prompt", "completion", "completion_ids", "rewards", "advantage"}
+# the weighted sum: reward = length + 0.5 * format
+for x in c:
+    assert abs(x["reward"] - (x["rewards"]["length"] + 0.5 * x["rewards"]["format"])) < 1e-9
+PY
+[ -d "$TMP/out/checkpoint-2" ] || fail "no checkpoint-2"
+for f in model.safetensors optimizer.safetensors trainer_state.json config.json tokenizer.json; do
+    [ -f "$TMP/out/checkpoint-2/$f" ] || fail "checkpoint-2 lacks $f"
+done
+ls -d "$TMP"/out/checkpoint-2.tmp* 2>/dev/null && fail "a temporary checkpoint directory was left"
+"$GRPO" score --model "$TMP/out" --data - <<< '{"prompt_ids": [97, 98], "completion_ids": [99]}' >/dev/null || fail "the trained model does not load"
+
+# sft: resume from a checkpoint equals the uninterrupted run
+printf '%s\n' '{"text": "hello world"}' '{"prompt": "1+1=", "completion": "2"}' \
+    '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}' > "$TMP/s.jsonl"
+SFT=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 4 --learning_rate 1e-3 --quiet)
+"$GRPO" "${SFT[@]}" --output_dir "$TMP/sa" || fail "sft"
+"$GRPO" "${SFT[@]}" --output_dir "$TMP/sb" --save_steps 2 || fail "sft with checkpoints"
+rm "$TMP/sb/model.safetensors"
+"$GRPO" "${SFT[@]}" --output_dir "$TMP/sb" --resume_from_checkpoint "$TMP/sb/checkpoint-2" || fail "sft resume"
+cmp -s "$TMP/sa/model.safetensors" "$TMP/sb/model.safetensors" || fail "resumed sft differs from the uninterrupted run"
+printf '{"text": "ok"}\n{"nothing": 1}\n' > "$TMP/bad_sft.jsonl"
+expect_error 1 "bad_sft.jsonl:2: expected a 'text' string" "$GRPO" sft --model "$TMP/m" --dataset "$TMP/bad_sft.jsonl" --output_dir "$TMP/x"
+
+# bad input
+T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --reward_funcs length:5 --max_completion_length 4 --max_steps 1 --quiet)
+expect_error 2 "must be divisible by num_generations (8)" "$GRPO" "${T[@]}" --per_device_train_batch_size 4 --num_generations 8 --gradient_accumulation_steps 1
+expect_error 2 "cannot both be set" "$GRPO" "${T[@]}" --steps_per_generation 2 --generation_batch_size 16
+expect_error 2 "reward_weights has 2 values but reward_funcs has 1" "$GRPO" "${T[@]}" --reward_weights 1 2
+expect_error 2 "loss_type 'ppo' is not one of" "$GRPO" "${T[@]}" --loss_type ppo
+printf 'nonsense_option: 3\n' > "$TMP/bad.yaml"
+expect_error 2 "bad.yaml:1: unknown option 'nonsense_option'" "$GRPO" "${T[@]}" --config "$TMP/bad.yaml"
+printf '{"prompt": "ok"}\n{"prompt": 5}\n' > "$TMP/bad.jsonl"
+expect_error 1 "bad.jsonl:2" "$GRPO" train --model "$TMP/m" --dataset "$TMP/bad.jsonl" --output_dir "$TMP/bad" --reward_funcs length:5 --max_steps 1 --quiet
+expect_error 1 "exited" "$GRPO" "${T[@]}" --reward_funcs "cmd:exit 3" --num_generations 2 --per_device_train_batch_size 2
+# a reward of +inf makes the loss NaN: the step is skipped and logged, three in a row stop the run
+cat > "$TMP/inf.c" <<'C'
+#include <math.h>
+#include "reward/reward_plugin.h"
+int grpo_reward(const GrpoRewardItem *items, int n, double *out, char *err, size_t err_size) {
+    for (int i = 0; i < n; i++) out[i] = i % 2 ? INFINITY : 0.0;
+    return 0;
+}
+C
+cc -shared -fPIC -I src "$TMP/inf.c" -o "$TMP/inf.so" || fail "building the plugin"
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/nan" --reward_funcs "plugin:$TMP/inf.so" \
+    --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 --quiet 2>"$TMP/nan.err"
+[ $? -eq 1 ] || fail "NaN rewards: exit status should be 1"
+[ "$(grep -c 'the update was not applied' "$TMP/nan.err")" -eq 3 ] || fail "each skipped step is reported: $(cat "$TMP/nan.err")"
+tail -1 "$TMP/nan.err" | grep -q "NaN/Inf in 3 consecutive steps" || fail "the run should stop after 3 NaN steps: $(cat "$TMP/nan.err")"
+[ "$(grep -c '"event": "nonfinite"' "$TMP/nan/metrics.jsonl")" -eq 3 ] || fail "skipped steps are not logged"
+finish
