@@ -65,6 +65,7 @@ generate_bench() {
     /^gen / {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
         key = f["shape"] " " f["G"]
+        if (f["impl"] == "grpo" && f["ckpt"] == 0) key = key " no-ckpt"
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
         tps[f["impl"], key] = f["tokens_per_s"]
     }
@@ -91,8 +92,9 @@ generate_bench
 # layers, 8/4 heads, intermediate 768, vocab 32000) and the Qwen2-0.5B shape. grpo.c
 # runs its defaults (gradient checkpointing on); the PyTorch peer (Debian's
 # python3-torch, all cores, KV-cached generation, autograd training, checkpointing
-# off) does the same step. Small shape: a warm-up step, then the timed step; Qwen2-0.5B:
-# one cold step each (minutes on 2 cores). Split: generation / scoring / training.
+# off) does the same step; the Qwen2-0.5B row is repeated for grpo.c with checkpointing
+# off (marked *). Small shape: a warm-up step, then the timed step; Qwen2-0.5B: one cold
+# step each (minutes on 2 cores). Split: generation / scoring / training.
 # Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same --kv_cache_mb).
 # Targets: step >= 2x faster than PyTorch; RSS(G=64) / RSS(G=8) <= 1.1.
 grpo_step_bench() {
@@ -106,6 +108,7 @@ grpo_step_bench() {
         echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
     fi
     "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
+    "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --no_ckpt >> "$tmp" || echo "  grpo qwen2-0.5b --no_ckpt: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         /usr/bin/python3 bench/torch_grpo_step.py --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  torch qwen2-0.5b: bench failed"
     fi
@@ -114,6 +117,7 @@ grpo_step_bench() {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
         key = f["shape"] " " f["G"]
+        if (f["impl"] == "grpo" && f["ckpt"] == 0) key = key " no-ckpt"
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
         step[f["impl"], key] = f["step_s"]
         split_s[f["impl"], key] = sprintf("%.1f/%.2f/%.1f", f["gen_s"], f["score_s"] + f["ref_s"], f["train_s"])
@@ -123,12 +127,16 @@ grpo_step_bench() {
         printf "  %-11s %3s %9s %-18s %9s %-18s %7s  %s\n", "shape", "G", "grpo s", "(gen/score/train)", "torch s", "(gen/score/train)", "speedup", "target      mean completion length grpo/torch"
         for (i = 0; i < n; i++) {
             key = order[i]; split(key, p, " ")
-            g = step["grpo", key]; t = step["torch", key]
+            base = p[1] " " p[2]
+            g = step["grpo", key]; t = step["torch", base]
+            split_s["torch", key] = split_s["torch", base]; len["torch", key] = len["torch", base]
+            if (p[3] != "") p[1] = p[1] "*"
             r = (g != "" && t != "" && g > 0) ? t / g : -1
             printf "  %-11s %3d %9s %-18s %9s %-18s %7s  >= 2x %-6s %s/%s\n", p[1], p[2], g == "" ? "-" : g, "(" split_s["grpo", key] ")",
                    t == "" ? "-" : t, "(" split_s["torch", key] ")", r < 0 ? "-" : sprintf("%.2fx", r),
                    r < 0 ? "" : (r >= 2 ? "met" : "MISSED"), len["grpo", key], len["torch", key]
         }
+        print "  (* grpo.c with --no_ckpt: gradient checkpointing off, as the PyTorch peer; same PyTorch figure)"
     }' "$tmp"
     bench/grpo_step_rss.sh | awk '
         /^rss G=/ { print "  peak RSS, grpo train, small shape, micro-batch 4: " $0 }
