@@ -196,7 +196,7 @@ int cmd_eval(int argc, char **argv) {
         gen_group(&gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
         for (int i = 0; i < G && !rc; i++) {
             size_t len = 0;
-            if (tok_decode(tok, out[i].ids, out[i].n, 1, &text[i], &len, &err)) rc = -1;
+            if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, &err)) rc = -1;
             items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, ds.path, ex->line};
         }
         RewardBatch batch = {items, (int)G, 0};

@@ -134,7 +134,7 @@ int cmd_generate(int argc, char **argv) {
         for (int i = 0; i < G; i++) {
             char *text = NULL;
             size_t len = 0;
-            if (tok_decode(tok, out[i].ids, out[i].n, 1, &text, &len, &err)) text = xstrdup("");
+            if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text, &len, &err)) text = xstrdup("");
             if (json_out) {
                 printf("{\"prompt_index\": %d, \"generation_index\": %d, \"text\": ", p, i);
                 print_json_string(text);

@@ -114,7 +114,7 @@ int rollout_make(Trainer *t, Rollout **out, GrpoErr *err) {
     for (int i = 0; i < r->n && !rc; i++) {
         const DatasetExample *ex = &t->data.ex[r->example[i / r->G]];
         size_t len = 0;
-        if (tok_decode(t->tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
+        if (tok_decode_generated(t->tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
         items[i] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
                                 ex->row, t->data.path, ex->line};
     }

@@ -161,3 +161,16 @@ void post_free(TokPost *p) {
     for (int i = 0; i < p->n_items; i++) free(p->items[i].ids);
     free(p->items);
 }
+
+int tok_decode_generated(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
+                         size_t *len, GrpoErr *err) {
+    int32_t *known = xmalloc(sizeof(int32_t) * (n ? n : 1));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t tl;
+        if (vocab_str(&tok->vocab, ids[i], &tl)) known[k++] = ids[i];
+    }
+    int rc = tok_decode(tok, known, k, skip_special, text, len, err);
+    free(known);
+    return rc;
+}

@@ -52,6 +52,11 @@ int tok_encode(Tokenizer *tok, const char *text, size_t len, int add_special, To
 int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
                size_t *len, GrpoErr *err);
 
+/* The same for ids a model generated: ids the vocabulary does not have (a model's
+ * vocab_size is often padded past the tokenizer's, e.g. Qwen2.5's 151936 vs
+ * 151665) are left out, as Hugging Face's Rust decoder leaves them out. */
+int tok_decode_generated(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                         char **text, size_t *len, GrpoErr *err);
 /* Token string <-> id over the model vocabulary and the added tokens.
  * tok_token_to_id returns -1 when absent; tok_id_to_token NULL. */
 int32_t tok_token_to_id(const Tokenizer *tok, const char *token, size_t len);

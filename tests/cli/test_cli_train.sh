@@ -6,7 +6,9 @@
 # dataset line, a reward process that dies, NaN rewards stopping the run.
 set -u
 . "$ROOT/tests/cli/lib.sh"
-sed 's/"vocab_size": 96/"vocab_size": 259/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
+# vocab 300 > the tokenizer's 259 ids, like real models' padded vocabularies: generated ids
+# the tokenizer lacks are left out of the decoded text, as HF does
+sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
 "$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$TMP/m" 2>/dev/null || { fail init; finish; }
 printf '%s\n' '{"prompt": "ab", "answer": "1"}' '{"prompt": "cd", "answer": "2"}' > "$TMP/d.jsonl"
 cat > "$TMP/run.yaml" <<'Y'
