@@ -63,9 +63,9 @@ generate_bench() {
     fi
     awk '
     /^gen / {
+        delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
         key = f["shape"] " " f["G"]
-        if (f["impl"] == "grpo" && f["ckpt"] == 0) key = key " no-ckpt"
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
         tps[f["impl"], key] = f["tokens_per_s"]
     }
@@ -117,7 +117,7 @@ grpo_step_bench() {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
         key = f["shape"] " " f["G"]
-        if (f["impl"] == "grpo" && f["ckpt"] == 0) key = key " no-ckpt"
+        if (f["impl"] == "grpo" && ("ckpt" in f) && f["ckpt"] == 0) key = key " no-ckpt"
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
         step[f["impl"], key] = f["step_s"]
         split_s[f["impl"], key] = sprintf("%.1f/%.2f/%.1f", f["gen_s"], f["score_s"] + f["ref_s"], f["train_s"])
