@@ -164,10 +164,7 @@ int cmd_eval(int argc, char **argv) {
     int n_ex = ds.n;
     if (max_examples > 0 && max_examples < n_ex) n_ex = (int)max_examples;
     int longest = 1;
-    for (int i = 0; !rc && i < n_ex; i++) {
-        if (ds.ex[i].n_prompt_ids < 1) rc = err_set(&err, "%s:%ld: the prompt has no tokens", ds.path, ds.ex[i].line);
-        else if (ds.ex[i].n_prompt_ids > longest) longest = ds.ex[i].n_prompt_ids;
-    }
+    if (!rc) rc = dataset_longest_prompt(&ds, n_ex, &longest, &err);
     Generator gen;
     if (!rc) rc = gen_create(&gen, &m, &go, longest, &err);
     if (rc) {

@@ -110,10 +110,7 @@ int cmd_generate(int argc, char **argv) {
     int n_prompts = ds.n;
     if (max_prompts > 0 && max_prompts < n_prompts) n_prompts = (int)max_prompts;
     int longest = 1;
-    for (int i = 0; !rc && i < n_prompts; i++) {
-        if (ds.ex[i].n_prompt_ids < 1) rc = err_set(&err, "%s:%ld: the prompt has no tokens", ds.path, ds.ex[i].line);
-        else if (ds.ex[i].n_prompt_ids > longest) longest = ds.ex[i].n_prompt_ids;
-    }
+    if (!rc) rc = dataset_longest_prompt(&ds, n_prompts, &longest, &err);
     Generator gen;
     if (!rc) rc = gen_create(&gen, &m, &go, longest, &err);
     if (rc) {

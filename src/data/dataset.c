@@ -244,3 +244,14 @@ void dataset_sampler_free(DatasetSampler *s) {
     free(s->perm);
     memset(s, 0, sizeof *s);
 }
+
+int dataset_longest_prompt(const Dataset *d, int n, int *longest, GrpoErr *err) {
+    if (n <= 0 || n > d->n) n = d->n;
+    *longest = 1;
+    for (int i = 0; i < n; i++) {
+        if (d->ex[i].n_prompt_ids < 1)
+            return err_set(err, "%s:%ld: the prompt has no tokens", d->path, d->ex[i].line);
+        if (d->ex[i].n_prompt_ids > *longest) *longest = d->ex[i].n_prompt_ids;
+    }
+    return 0;
+}

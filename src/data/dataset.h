@@ -57,6 +57,11 @@ int dataset_load(Dataset *d, const char *path, GrpoErr *err);
 int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, int enable_thinking,
                      GrpoErr *err);
 
+/* After dataset_tokenize: the longest tokenized prompt among the first n examples
+ * (all when n <= 0 or n > d->n), for planning generation memory. An example whose
+ * prompt has no tokens is an error naming path:line. */
+int dataset_longest_prompt(const Dataset *d, int n, int *longest, GrpoErr *err);
+
 /* Frees everything d owns and zeroes it. Safe on a zeroed Dataset. */
 void dataset_free(Dataset *d);
 

@@ -138,9 +138,8 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
     if (dataset_load(&t->data, c->dataset, err) ||
         dataset_tokenize(&t->data, t->tok, c->max_prompt_length, -1, err))
         return -1;
-    for (int i = 0; i < t->data.n; i++)
-        if (t->data.ex[i].n_prompt_ids < 1)
-            return err_set(err, "%s:%ld: the prompt has no tokens", t->data.path, t->data.ex[i].line);
+    int longest;
+    if (dataset_longest_prompt(&t->data, 0, &longest, err)) return -1;
     dataset_sampler_init(&t->sampler, t->data.n, c->shuffle_dataset, c->seed);
     RewardOptions ro = {c->reward_timeout};
     if (reward_set_init(&t->rewards, c->reward_funcs, c->n_reward_funcs, c->reward_weights,
@@ -160,8 +159,6 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
     /* eos ids: the model's and the tokenizer's */
     const TokSpecial *sp = tok_special(t->tok);
     gen_opts_set_eos(&go, t->policy.cfg.eos_token_ids, t->policy.cfg.n_eos, sp->eos_ids, sp->n_eos);
-    int longest = 1;
-    for (int i = 0; i < t->data.n; i++) longest = t->data.ex[i].n_prompt_ids > longest ? t->data.ex[i].n_prompt_ids : longest;
     if (gen_create(&t->gen, &t->policy, &go, longest, err)) return -1;
     acts_create(&t->acts, &t->policy.cfg, B * (longest + c->max_completion_length), c->gradient_checkpointing,
                 c->logprob_chunk_rows);
