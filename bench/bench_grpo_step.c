@@ -205,13 +205,13 @@ int main(int argc, char **argv) {
     c.per_device_train_batch_size = MICRO_BATCH;
     c.gradient_accumulation_steps = G / MICRO_BATCH; /* one prompt's group per step */
     c.max_completion_length = COMPLETION_TOKENS;
-    c.max_steps = warmup + 1;
-    c.logging_steps = 1;
-    c.save_steps = 0;
+    c.train.max_steps = warmup + 1;
+    c.train.logging_steps = 1;
+    c.train.save_steps = 0;
     c.loss.beta = beta;
-    c.gradient_checkpointing = ckpt;
+    c.train.gradient_checkpointing = ckpt;
     c.kv_cache_bytes = (size_t)kv_mb << 20;
-    c.quiet = 1;
+    c.train.quiet = 1;
     GrpoErr err;
     if (trainer_run(&c, &err)) die("trainer_run", &err);
 

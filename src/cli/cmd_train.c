@@ -8,25 +8,23 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/train_opts.h"
 #include "grpo/trainer.h"
 
 int cmd_train(int argc, char **argv) {
     TrainConfig c;
     train_config_default(&c);
-    const char *model = NULL, *dataset = NULL, *output_dir = NULL, *config = NULL, *resume = NULL;
+    const char *model = NULL, *dataset = NULL, *output_dir = NULL, *config = NULL;
     const char *loss_type = "dapo", *is_level = "token", *scale = "group", *agg = "sum_then_normalize";
-    const char *sched = "linear";
     StrList funcs = {0, NULL}, weights = {0, NULL};
     long B = c.per_device_train_batch_size, GA = c.gradient_accumulation_steps, spg = 0, gbs = 0;
     long G = c.num_generations, mu = c.num_iterations, maxp = c.max_prompt_length, maxc = c.max_completion_length;
-    long top_k = 0, kv_mb = 1024, chunk = 0, sync_steps = c.ref_model_sync_steps, warmup_steps = 0;
-    long max_steps = 0, seed = 42, logging_steps = c.logging_steps, save_steps = c.save_steps, save_limit = 0;
-    long max_nonfinite = c.max_nonfinite_steps, lp_chunk = c.logprob_chunk_rows;
+    long top_k = 0, kv_mb = 1024, chunk = 0, sync_steps = c.ref_model_sync_steps;
+    long max_nonfinite = c.max_nonfinite_steps;
     double temperature = 1, top_p = 1, min_p = 0, rep = 1, beta = 0, eps = 0.2, eps_high = NAN, delta = 0;
-    double top_q = 1, alpha = c.ref_model_mixup_alpha, lr = c.learning_rate, b1 = 0.9, b2 = 0.999, adam_eps = 1e-8;
-    double wd = 0, warmup_ratio = 0, max_grad_norm = 1.0, epochs = 3, timeout = c.reward_timeout;
-    int shuffle = 1, mask_trunc = 0, sync_ref = 0, ckpt = 1, log_compl = 0, quiet = 0;
-    Opt opts[] = {
+    double top_q = 1, alpha = c.ref_model_mixup_alpha, timeout = c.reward_timeout;
+    int shuffle = 1, mask_trunc = 0, sync_ref = 0, log_compl = 0;
+    Opt own[] = {
         {"config", OPT_YAML, &config, "YAML file of these options (the command line wins)"},
         {"model", OPT_STR, &model, "model directory (HF layout) to train (required)"},
         {"dataset", OPT_STR, &dataset, "JSON lines with a `prompt` column (required)"},
@@ -63,28 +61,14 @@ int cmd_train(int argc, char **argv) {
         {"sync_ref_model", OPT_FLAG, &sync_ref, "mix the policy into the reference every ref_model_sync_steps"},
         {"ref_model_mixup_alpha", OPT_FLOAT, &alpha, "reference mix-up alpha (default 0.6)"},
         {"ref_model_sync_steps", OPT_INT, &sync_steps, "steps between reference syncs (default 512)"},
-        {"learning_rate", OPT_FLOAT, &lr, "AdamW learning rate (default 1e-6)"},
-        {"adam_beta1", OPT_FLOAT, &b1, "default 0.9"},
-        {"adam_beta2", OPT_FLOAT, &b2, "default 0.999"},
-        {"adam_epsilon", OPT_FLOAT, &adam_eps, "default 1e-8"},
-        {"weight_decay", OPT_FLOAT, &wd, "decoupled weight decay (default 0.0)"},
-        {"lr_scheduler_type", OPT_STR, &sched, "linear (default) | cosine | constant | constant_with_warmup"},
-        {"warmup_ratio", OPT_FLOAT, &warmup_ratio, "fraction of steps for linear warmup (default 0)"},
-        {"warmup_steps", OPT_INT, &warmup_steps, "warmup steps (wins over warmup_ratio)"},
-        {"max_grad_norm", OPT_FLOAT, &max_grad_norm, "gradient clipping norm (default 1.0; 0 = off)"},
-        {"max_steps", OPT_INT, &max_steps, "optimizer steps (wins over num_train_epochs)"},
-        {"num_train_epochs", OPT_FLOAT, &epochs, "passes over the prompts (default 3)"},
-        {"seed", OPT_INT, &seed, "random seed (default 42)"},
-        {"gradient_checkpointing", OPT_FLAG, &ckpt, "recompute layers in backward (default true)"},
-        {"logprob_chunk_rows", OPT_INT, &lp_chunk, "LM-head rows computed at once (default 64)"},
-        {"logging_steps", OPT_INT, &logging_steps, "steps per metrics.jsonl line (default 10)"},
         {"log_completions", OPT_FLAG, &log_compl, "write completions.jsonl"},
-        {"save_steps", OPT_INT, &save_steps, "steps between checkpoints (default 500; 0 = none)"},
-        {"save_total_limit", OPT_INT, &save_limit, "checkpoints kept (default 0 = all)"},
-        {"resume_from_checkpoint", OPT_STR, &resume, "checkpoint directory, or latest"},
         {"max_nonfinite_steps", OPT_INT, &max_nonfinite, "consecutive NaN/Inf steps before stopping (default 3)"},
-        {"quiet", OPT_FLAG, &quiet, "no progress output"},
     };
+    enum { N_OWN = sizeof own / sizeof own[0] };
+    Opt opts[N_OWN + TRAIN_OPTS_COUNT];
+    TrainOptValues tv;
+    memcpy(opts, own, sizeof own);
+    train_opts_add(opts + N_OWN, &tv, &c.train);
     int rc = args_parse("train", "--model DIR --dataset FILE --reward_funcs SPEC... --output_dir DIR [options]",
                         argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (rc) {
@@ -108,10 +92,10 @@ int cmd_train(int argc, char **argv) {
         snprintf(msg, sizeof msg, "scale_rewards '%s' is not group, batch or none", scale);
     if (!*msg && grpo_aggregation_parse(agg, &c.aggregation))
         snprintf(msg, sizeof msg, "multi_objective_aggregation '%s' is not sum_then_normalize or normalize_then_sum", agg);
-    if (!*msg && sched_parse(sched, &c.lr_scheduler_type))
-        snprintf(msg, sizeof msg, "lr_scheduler_type '%s' is not linear, cosine, constant or constant_with_warmup", sched);
-    if (!*msg && (kv_mb < 1 || chunk < 0 || lp_chunk < 1))
-        snprintf(msg, sizeof msg, "kv_cache_mb and logprob_chunk_rows must be >= 1, generation_chunk_size >= 0");
+    const char *bad = *msg ? NULL : train_opts_apply(&tv, &c.train);
+    if (bad) snprintf(msg, sizeof msg, "%s", bad);
+    if (!*msg && (kv_mb < 1 || chunk < 0))
+        snprintf(msg, sizeof msg, "kv_cache_mb must be >= 1 and generation_chunk_size >= 0");
     if (*msg) {
         fprintf(stderr, "grpo train: %s\n", msg);
         free(w);
@@ -152,26 +136,8 @@ int cmd_train(int argc, char **argv) {
     c.sync_ref_model = sync_ref;
     c.ref_model_mixup_alpha = alpha;
     c.ref_model_sync_steps = (int)sync_steps;
-    c.learning_rate = lr;
-    c.adam.beta1 = b1;
-    c.adam.beta2 = b2;
-    c.adam.eps = adam_eps;
-    c.adam.weight_decay = wd;
-    c.warmup_ratio = warmup_ratio;
-    c.warmup_steps = warmup_steps;
-    c.max_grad_norm = max_grad_norm;
-    c.max_steps = max_steps;
-    c.num_train_epochs = epochs;
-    c.seed = (uint64_t)seed;
-    c.gradient_checkpointing = ckpt;
-    c.logprob_chunk_rows = (int)lp_chunk;
-    c.logging_steps = (int)logging_steps;
     c.log_completions = log_compl;
-    c.save_steps = save_steps;
-    c.save_total_limit = (int)save_limit;
-    c.resume_from_checkpoint = resume;
     c.max_nonfinite_steps = (int)max_nonfinite;
-    c.quiet = quiet;
     GrpoErr err;
     if (!model || !dataset || !output_dir || funcs.n == 0) {
         fprintf(stderr, "grpo train: --model, --dataset, --output_dir and --reward_funcs are required\n");

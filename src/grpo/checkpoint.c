@@ -144,10 +144,10 @@ int checkpoint_save(Trainer *t, GrpoErr *err) {
                               (json_int_t)(t->rounds * (t->gen_batch / c->num_generations)), "num_tokens",
                               (json_int_t)t->num_tokens, "nonfinite_streak", t->nonfinite_streak, "adam_step",
                               (json_int_t)t->opt.step, "rng", "algorithm", "philox4x32-10", "seed",
-                              (json_int_t)c->seed, "streams", "derived from (seed, data position, round index)");
+                              (json_int_t)c->train.seed, "streams", "derived from (seed, data position, round index)");
     json_t *ro = t->cur && t->cur->uses < per_round ? rollout_json(t->cur, t->rewards.n_funcs) : NULL;
     CkptWrite w = {c->output_dir, t->step, &t->policy, c->model_dir, &t->opt, t->have_ref ? &t->ref : NULL,
-                   state, "rollout.json", ro, c->save_total_limit};
+                   state, "rollout.json", ro, c->train.save_total_limit};
     int rc = ckpt_write(&w, err);
     json_decref(ro);
     json_decref(state);

@@ -164,7 +164,7 @@ int rollout_make(Trainer *t, Rollout **out, GrpoErr *err) {
 
     /* TRL shuffles the generation batch before splitting it into micro-batches */
     Rng rng;
-    rng_init(&rng, c->seed, rng_mix(STREAM_SHUFFLE, (uint64_t)r->index));
+    rng_init(&rng, c->train.seed, rng_mix(STREAM_SHUFFLE, (uint64_t)r->index));
     for (int i = 0; i < r->n; i++) r->order[i] = i;
     for (int i = r->n - 1; i > 0; i--) {
         int j = (int)(rng_uniform_f64(&rng) * (i + 1));

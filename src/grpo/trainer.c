@@ -31,16 +31,7 @@ void train_config_default(TrainConfig *c) {
     c->aggregation = GRPO_AGG_SUM_THEN_NORMALIZE;
     c->ref_model_mixup_alpha = 0.6;
     c->ref_model_sync_steps = 512;
-    c->learning_rate = 1e-6;
-    adamw_config_default(&c->adam);
-    c->lr_scheduler_type = SCHED_LINEAR;
-    c->max_grad_norm = 1.0;
-    c->num_train_epochs = 3;
-    c->seed = 42;
-    c->gradient_checkpointing = 1;
-    c->logprob_chunk_rows = 64;
-    c->logging_steps = 10;
-    c->save_steps = 500;
+    training_args_default(&c->train, 1e-6);
     c->max_nonfinite_steps = 3;
 }
 
@@ -86,17 +77,11 @@ int train_config_check(const TrainConfig *c, GrpoErr *err) {
     if (c->n_reward_weights && c->n_reward_weights != c->n_reward_funcs)
         return err_set(err, "reward_weights has %d values but reward_funcs has %d functions", c->n_reward_weights,
                        c->n_reward_funcs);
-    if (c->max_steps <= 0 && !(c->num_train_epochs > 0))
-        return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
-    if (!(c->learning_rate >= 0)) return err_set(err, "learning_rate must be >= 0");
-    if (c->logging_steps < 1) return err_set(err, "logging_steps must be >= 1 (got %d)", c->logging_steps);
-    if (c->save_steps < 0 || c->save_total_limit < 0) return err_set(err, "save_steps and save_total_limit must be >= 0");
+    if (training_args_check(&c->train, err)) return -1;
     if (c->sync_ref_model && c->loss.beta == 0)
         return err_set(err, "sync_ref_model needs a reference model: set beta > 0");
     if (c->sync_ref_model && (c->ref_model_sync_steps < 1 || !(c->ref_model_mixup_alpha >= 0 && c->ref_model_mixup_alpha <= 1)))
         return err_set(err, "ref_model_sync_steps must be >= 1 and ref_model_mixup_alpha in [0, 1]");
-    if (c->warmup_ratio < 0 || c->warmup_ratio > 1 || c->warmup_steps < 0)
-        return err_set(err, "warmup_ratio must be in [0, 1] and warmup_steps >= 0");
     if (!c->model_dir || !c->dataset || !c->output_dir) return err_set(err, "model, dataset and output_dir are required");
     return 0;
 }
@@ -140,7 +125,7 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
         return -1;
     int longest;
     if (dataset_longest_prompt(&t->data, 0, &longest, err)) return -1;
-    dataset_sampler_init(&t->sampler, t->data.n, c->shuffle_dataset, c->seed);
+    dataset_sampler_init(&t->sampler, t->data.n, c->shuffle_dataset, c->train.seed);
     RewardOptions ro = {c->reward_timeout};
     if (reward_set_init(&t->rewards, c->reward_funcs, c->n_reward_funcs, c->reward_weights,
                         c->n_reward_weights, &ro, err))
@@ -153,15 +138,15 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
     gen_opts_default(&go);
     go.sampler = c->sampler;
     go.max_completion_length = c->max_completion_length;
-    go.seed = c->seed;
+    go.seed = c->train.seed;
     go.chunk_size = c->generation_chunk_size;
     go.kv_cache_bytes = c->kv_cache_bytes;
     /* eos ids: the model's and the tokenizer's */
     const TokSpecial *sp = tok_special(t->tok);
     gen_opts_set_eos(&go, t->policy.cfg.eos_token_ids, t->policy.cfg.n_eos, sp->eos_ids, sp->n_eos);
     if (gen_create(&t->gen, &t->policy, &go, longest, err)) return -1;
-    acts_create(&t->acts, &t->policy.cfg, B * (longest + c->max_completion_length), c->gradient_checkpointing,
-                c->logprob_chunk_rows);
+    acts_create(&t->acts, &t->policy.cfg, B * (longest + c->max_completion_length), c->train.gradient_checkpointing,
+                c->train.logprob_chunk_rows);
     size_t P = t->policy.table.total;
     t->grads = xaligned(sizeof(float) * P);
     memset(t->grads, 0, sizeof(float) * P);
@@ -171,11 +156,11 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
     adamw_decay_mask_build(t->decay_mask, &t->policy.table);
     long prompts_per_step = (long)B * c->gradient_accumulation_steps / ((long)c->num_generations * c->num_iterations);
     if (prompts_per_step < 1) prompts_per_step = 1;
-    t->total_steps = c->max_steps > 0 ? c->max_steps
-                                      : (long)ceil(c->num_train_epochs * t->data.n / (double)prompts_per_step);
+    t->total_steps = c->train.max_steps > 0 ? c->train.max_steps
+                                      : (long)ceil(c->train.num_train_epochs * t->data.n / (double)prompts_per_step);
     if (t->total_steps < 1) t->total_steps = 1;
     /* the memory plan, printed once */
-    if (!c->quiet) {
+    if (!c->train.quiet) {
         double mb = 1048576.0, pbytes = sizeof(float) * (double)P;
         fprintf(stderr,
                 "grpo train: %s (%.1f M parameters), %d examples, %ld steps\n"
@@ -188,7 +173,7 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
                 t->need_old ? ", old log-probs recorded" : "",
                 (4 * pbytes + (t->have_ref ? pbytes : 0) + t->acts.bytes + t->gen.bytes) / mb, 4 * pbytes / mb,
                 t->have_ref ? pbytes / mb : 0.0, t->acts.bytes / mb, B, longest + c->max_completion_length,
-                c->gradient_checkpointing ? ", checkpointed" : "", t->gen.bytes / mb, t->gen.chunk);
+                c->train.gradient_checkpointing ? ", checkpointed" : "", t->gen.bytes / mb, t->gen.chunk);
     }
     return 0;
 }
@@ -197,13 +182,13 @@ static int open_outputs(Trainer *t, GrpoErr *err) {
     const TrainConfig *c = t->c;
     if (fs_mkdir_p(c->output_dir, err)) return -1;
     char *p = fs_join(c->output_dir, "metrics.jsonl");
-    t->metrics_f = fopen(p, c->resume_from_checkpoint ? "a" : "w");
+    t->metrics_f = fopen(p, c->train.resume_from_checkpoint ? "a" : "w");
     if (!t->metrics_f) err_set(err, "%s: cannot open for writing", p);
     free(p);
     if (!t->metrics_f) return -1;
     if (c->log_completions) {
         p = fs_join(c->output_dir, "completions.jsonl");
-        t->completions_f = fopen(p, c->resume_from_checkpoint ? "a" : "w");
+        t->completions_f = fopen(p, c->train.resume_from_checkpoint ? "a" : "w");
         if (!t->completions_f) err_set(err, "%s: cannot open for writing", p);
         free(p);
         if (!t->completions_f) return -1;
@@ -284,12 +269,12 @@ static int train_step(Trainer *t, GrpoErr *err) {
 
     /* optimizer */
     size_t P = t->policy.table.total;
-    double gnorm = grad_clip_norm(t->grads, P, c->max_grad_norm);
-    long long warm = sched_warmup_steps(c->warmup_steps, c->warmup_ratio, t->total_steps);
-    double lr = sched_lr(c->lr_scheduler_type, c->learning_rate, t->step, warm, t->total_steps);
+    double gnorm = grad_clip_norm(t->grads, P, c->train.max_grad_norm);
+    long long warm = sched_warmup_steps(c->train.warmup_steps, c->train.warmup_ratio, t->total_steps);
+    double lr = sched_lr(c->train.lr_scheduler_type, c->train.learning_rate, t->step, warm, t->total_steps);
     int finite = isfinite(loss) && isfinite(gnorm);
     if (finite) {
-        adamw_step(&t->opt, t->policy.params, t->grads, t->decay_mask, lr, &c->adam);
+        adamw_step(&t->opt, t->policy.params, t->grads, t->decay_mask, lr, &c->train.adam);
         t->nonfinite_streak = 0;
     } else {
         t->nonfinite_streak++;
@@ -297,7 +282,7 @@ static int train_step(Trainer *t, GrpoErr *err) {
                 isfinite(loss) ? "\"finite\"" : "null", isfinite(gnorm) ? "\"finite\"" : "null");
         fflush(t->metrics_f);
         fprintf(stderr, "%sgrpo train: step %ld: loss or gradient is NaN/Inf; the update was not applied\n",
-                isatty(2) && !c->quiet ? "\n" : "", t->step + 1);
+                isatty(2) && !c->train.quiet ? "\n" : "", t->step + 1);
     }
     t->step++;
     if (t->have_ref && c->sync_ref_model && t->step % c->ref_model_sync_steps == 0) {
@@ -333,14 +318,14 @@ static int train_step(Trainer *t, GrpoErr *err) {
 int trainer_run(const TrainConfig *c, GrpoErr *err) {
     Trainer *t = xcalloc(1, sizeof *t);
     int rc = trainer_setup(t, c, err);
-    if (!rc && c->resume_from_checkpoint) {
-        char *dir = ckpt_resolve(c->output_dir, c->resume_from_checkpoint, err);
+    if (!rc && c->train.resume_from_checkpoint) {
+        char *dir = ckpt_resolve(c->output_dir, c->train.resume_from_checkpoint, err);
         rc = dir ? checkpoint_load(t, dir, err) : -1;
-        if (!rc && !c->quiet) fprintf(stderr, "grpo train: resumed from %s at step %ld\n", dir, t->step);
+        if (!rc && !c->train.quiet) fprintf(stderr, "grpo train: resumed from %s at step %ld\n", dir, t->step);
         free(dir);
     }
     if (!rc) rc = open_outputs(t, err);
-    int tty = isatty(2) && !c->quiet;
+    int tty = isatty(2) && !c->train.quiet;
     double start = time_now_s();
     long start_step = t->step, tokens0 = t->num_tokens;
     while (!rc && t->step < t->total_steps) {
@@ -348,19 +333,19 @@ int trainer_run(const TrainConfig *c, GrpoErr *err) {
         if (rc) break;
         double el = time_now_s() - start;
         double per = el / (t->step - start_step);
-        if (!c->quiet)
+        if (!c->train.quiet)
             progress_print(t->step, t->total_steps, metric_mean(&t->acc, "reward"), metric_mean(&t->acc, "loss"),
                            (t->num_tokens - tokens0) / (el > 0 ? el : 1e-9), per * (t->total_steps - t->step), tty);
-        if (t->step % c->logging_steps == 0 || t->step == t->total_steps) metric_write_line(&t->acc, t->metrics_f, t->step);
-        if (c->save_steps > 0 && t->step % c->save_steps == 0) rc = checkpoint_save(t, err);
+        if (t->step % c->train.logging_steps == 0 || t->step == t->total_steps) metric_write_line(&t->acc, t->metrics_f, t->step);
+        if (c->train.save_steps > 0 && t->step % c->train.save_steps == 0) rc = checkpoint_save(t, err);
     }
-    if (!c->quiet) progress_done(tty);
+    if (!c->train.quiet) progress_done(tty);
     if (!rc) {
         ModelSaveOpts so;
         model_save_opts_default(&so);
         so.copy_from = c->model_dir;
         rc = model_save(&t->policy, c->output_dir, &so, err);
-        if (!rc && !c->quiet) fprintf(stderr, "grpo train: saved the trained model to %s\n", c->output_dir);
+        if (!rc && !c->train.quiet) fprintf(stderr, "grpo train: saved the trained model to %s\n", c->output_dir);
     }
     trainer_free(t);
     free(t);

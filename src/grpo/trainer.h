@@ -21,6 +21,7 @@
 #include "grpo/advantages.h"
 #include "grpo/loss.h"
 #include "optim/optim.h"
+#include "train/args.h"
 
 typedef struct {
     /* inputs and outputs */
@@ -51,26 +52,10 @@ typedef struct {
     int sync_ref_model;
     double ref_model_mixup_alpha;      /* 0.6 */
     int ref_model_sync_steps;          /* 512 */
-    /* optimisation */
-    double learning_rate;              /* 1e-6 */
-    AdamWConfig adam;
-    SchedType lr_scheduler_type;       /* linear */
-    double warmup_ratio;
-    long warmup_steps;
-    double max_grad_norm;              /* 1.0 */
-    long max_steps;                    /* > 0 wins over num_train_epochs */
-    double num_train_epochs;           /* 3 */
-    uint64_t seed;                     /* 42 */
-    int gradient_checkpointing;        /* 1 */
-    int logprob_chunk_rows;            /* LM-head rows per chunk (64) */
-    /* logging and saving */
-    int logging_steps;                 /* 10 */
+    /* optimisation, schedule, logging, saving (learning_rate 1e-6) */
+    TrainingArgs train;
     int log_completions;
-    long save_steps;                   /* 500; 0 = never */
-    int save_total_limit;              /* 0 = keep all */
-    const char *resume_from_checkpoint;/* DIR, "latest" or NULL */
     int max_nonfinite_steps;           /* consecutive skipped steps before stopping (3) */
-    int quiet;                         /* no progress line */
 } TrainConfig;
 
 void train_config_default(TrainConfig *c);

@@ -32,16 +32,7 @@ void sft_config_default(SftConfig *c) {
     c->max_length = 1024;
     c->completion_only_loss = 1;
     c->shuffle_dataset = 1;
-    c->learning_rate = 2e-5;
-    adamw_config_default(&c->adam);
-    c->lr_scheduler_type = SCHED_LINEAR;
-    c->max_grad_norm = 1.0;
-    c->num_train_epochs = 3;
-    c->seed = 42;
-    c->gradient_checkpointing = 1;
-    c->logprob_chunk_rows = 64;
-    c->logging_steps = 10;
-    c->save_steps = 500;
+    training_args_default(&c->train, 2e-5);
 }
 
 static int encode_append(Tokenizer *tok, const char *text, TokIds *ids, GrpoErr *err) {
@@ -166,9 +157,9 @@ static double micro_step(Model *m, Activations *a, const ModelView *gv, SftExamp
 
 int sft_run(const SftConfig *c, GrpoErr *err) {
     int B = c->per_device_train_batch_size, GA = c->gradient_accumulation_steps;
-    if (B < 1 || GA < 1 || c->max_length < 2 || c->logging_steps < 1 || (c->max_steps <= 0 && !(c->num_train_epochs > 0)))
-        return err_set(err, "per_device_train_batch_size and gradient_accumulation_steps must be >= 1, max_length >= 2, "
-                       "logging_steps >= 1, and max_steps or num_train_epochs > 0");
+    if (B < 1 || GA < 1 || c->max_length < 2)
+        return err_set(err, "per_device_train_batch_size and gradient_accumulation_steps must be >= 1 and max_length >= 2");
+    if (training_args_check(&c->train, err)) return -1;
     Model m;
     Tokenizer *tok = NULL;
     if (model_load(&m, c->model_dir, err)) return -1;
@@ -192,7 +183,7 @@ int sft_run(const SftConfig *c, GrpoErr *err) {
     int longest = 2;
     for (int i = 0; i < n_ex; i++) longest = ex[i].n > longest ? ex[i].n : longest;
     Activations a;
-    acts_create(&a, &m.cfg, B * longest, c->gradient_checkpointing, c->logprob_chunk_rows);
+    acts_create(&a, &m.cfg, B * longest, c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
     size_t P = m.table.total;
     float *grads = xaligned(sizeof(float) * P);
     ModelView gv;
@@ -202,12 +193,12 @@ int sft_run(const SftConfig *c, GrpoErr *err) {
     uint8_t *decay = xmalloc(P);
     adamw_decay_mask_build(decay, &m.table);
     DatasetSampler order;
-    dataset_sampler_init(&order, n_ex, c->shuffle_dataset, c->seed);
-    long total = c->max_steps > 0 ? c->max_steps : (long)ceil(c->num_train_epochs * n_ex / (double)(B * GA));
+    dataset_sampler_init(&order, n_ex, c->shuffle_dataset, c->train.seed);
+    long total = c->train.max_steps > 0 ? c->train.max_steps : (long)ceil(c->train.num_train_epochs * n_ex / (double)(B * GA));
     if (total < 1) total = 1;
     long step = 0, pos = 0, tokens = 0;
-    if (c->resume_from_checkpoint) {
-        char *dir = ckpt_resolve(c->output_dir, c->resume_from_checkpoint, err);
+    if (c->train.resume_from_checkpoint) {
+        char *dir = ckpt_resolve(c->output_dir, c->train.resume_from_checkpoint, err);
         json_t *st = NULL;
         rc = dir ? ckpt_read(dir, &m, &opt, NULL, &st, err) : -1;
         json_int_t s = 0, p = 0, tk = 0, as = 0;
@@ -223,20 +214,20 @@ int sft_run(const SftConfig *c, GrpoErr *err) {
     FILE *mf = NULL;
     if (!rc && !fs_mkdir_p(c->output_dir, err)) {
         char *p = fs_join(c->output_dir, "metrics.jsonl");
-        mf = fopen(p, c->resume_from_checkpoint ? "a" : "w");
+        mf = fopen(p, c->train.resume_from_checkpoint ? "a" : "w");
         if (!mf) rc = err_set(err, "%s: cannot open for writing", p);
         free(p);
     } else {
         rc = -1;
     }
-    if (!rc && !c->quiet)
+    if (!rc && !c->train.quiet)
         fprintf(stderr, "grpo sft: %s (%.2f M parameters), %d examples, %ld steps of %d x %d examples; "
                 "memory plan %.0f MB (weights+grads+AdamW %.0f, activations %.0f)\n", c->model_dir,
                 config_param_count(&m.cfg) / 1e6, n_ex, total, GA, B,
                 (16.0 * P + a.bytes) / 1048576.0, 16.0 * P / 1048576.0, a.bytes / 1048576.0);
     MetricAcc acc;
     metric_acc_init(&acc);
-    int tty = isatty(2) && !c->quiet;
+    int tty = isatty(2) && !c->train.quiet;
     double start = time_now_s();
     long step0 = step, tokens0 = tokens;
     SftExample **mb = xmalloc(sizeof(SftExample *) * B * GA);
@@ -251,10 +242,10 @@ int sft_run(const SftConfig *c, GrpoErr *err) {
         memset(grads, 0, sizeof(float) * P);
         double nll = 0;
         for (int k = 0; k < GA; k++) nll += micro_step(&m, &a, &gv, mb + k * B, B, (double)targets);
-        double gnorm = grad_clip_norm(grads, P, c->max_grad_norm);
-        long long warm = sched_warmup_steps(c->warmup_steps, c->warmup_ratio, total);
-        double lr = sched_lr(c->lr_scheduler_type, c->learning_rate, step, warm, total);
-        if (isfinite(gnorm) && isfinite(nll)) adamw_step(&opt, m.params, grads, decay, lr, &c->adam);
+        double gnorm = grad_clip_norm(grads, P, c->train.max_grad_norm);
+        long long warm = sched_warmup_steps(c->train.warmup_steps, c->train.warmup_ratio, total);
+        double lr = sched_lr(c->train.lr_scheduler_type, c->train.learning_rate, step, warm, total);
+        if (isfinite(gnorm) && isfinite(nll)) adamw_step(&opt, m.params, grads, decay, lr, &c->train.adam);
         else fprintf(stderr, "%sgrpo sft: step %ld: loss or gradient is NaN/Inf; the update was not applied\n",
                      tty ? "\n" : "", step + 1);
         step++;
@@ -265,26 +256,26 @@ int sft_run(const SftConfig *c, GrpoErr *err) {
         metric_add(&acc, "epoch", (double)pos / n_ex);
         metric_add(&acc, "step_time", time_now_s() - t0);
         double el = time_now_s() - start;
-        if (!c->quiet)
+        if (!c->train.quiet)
             progress_print(step, total, NAN, metric_mean(&acc, "loss"), (tokens - tokens0) / (el > 0 ? el : 1e-9),
                            el / (step - step0) * (total - step), tty);
-        if (step % c->logging_steps == 0 || step == total) metric_write_line(&acc, mf, step);
-        if (c->save_steps > 0 && step % c->save_steps == 0) {
+        if (step % c->train.logging_steps == 0 || step == total) metric_write_line(&acc, mf, step);
+        if (c->train.save_steps > 0 && step % c->train.save_steps == 0) {
             json_t *st = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "sft_version", SFT_STATE_VERSION, "global_step",
                                    (json_int_t)step, "max_steps", (json_int_t)total, "data_position", (json_int_t)pos,
                                    "num_tokens", (json_int_t)tokens, "adam_step", (json_int_t)opt.step);
-            CkptWrite w = {c->output_dir, step, &m, c->model_dir, &opt, NULL, st, NULL, NULL, c->save_total_limit};
+            CkptWrite w = {c->output_dir, step, &m, c->model_dir, &opt, NULL, st, NULL, NULL, c->train.save_total_limit};
             rc = ckpt_write(&w, err);
             json_decref(st);
         }
     }
-    if (!c->quiet) progress_done(tty);
+    if (!c->train.quiet) progress_done(tty);
     if (!rc) {
         ModelSaveOpts so;
         model_save_opts_default(&so);
         so.copy_from = c->model_dir;
         rc = model_save(&m, c->output_dir, &so, err);
-        if (!rc && !c->quiet) fprintf(stderr, "grpo sft: saved the trained model to %s\n", c->output_dir);
+        if (!rc && !c->train.quiet) fprintf(stderr, "grpo sft: saved the trained model to %s\n", c->output_dir);
     }
     if (mf) fclose(mf);
     metric_acc_free(&acc);

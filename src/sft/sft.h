@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/check.h"
-#include "optim/optim.h"
+#include "train/args.h"
 
 typedef struct {
     const char *model_dir, *dataset, *output_dir;
@@ -22,22 +22,7 @@ typedef struct {
     int max_length;                    /* 1024: tokens kept per example, from the left */
     int completion_only_loss;          /* 1 */
     int shuffle_dataset;               /* 1 */
-    double learning_rate;              /* 2e-5 (TRL SFTConfig) */
-    AdamWConfig adam;
-    SchedType lr_scheduler_type;
-    double warmup_ratio;
-    long warmup_steps;
-    double max_grad_norm;
-    long max_steps;
-    double num_train_epochs;
-    uint64_t seed;
-    int gradient_checkpointing;
-    int logprob_chunk_rows;
-    int logging_steps;
-    long save_steps;
-    int save_total_limit;
-    const char *resume_from_checkpoint;
-    int quiet;
+    TrainingArgs train;                /* learning_rate 2e-5 (TRL SFTConfig) */
 } SftConfig;
 
 void sft_config_default(SftConfig *c);

@@ -58,13 +58,13 @@ static void base_config(TrainConfig *c, const char *model, const char *data, con
     c->n_reward_funcs = 1;
     c->num_generations = 4;
     c->max_completion_length = 10;
-    c->learning_rate = 1e-4;
-    c->max_steps = 2;
-    c->logging_steps = 1;
+    c->train.learning_rate = 1e-4;
+    c->train.max_steps = 2;
+    c->train.logging_steps = 1;
     c->log_completions = 1;
-    c->save_steps = 0;
-    c->quiet = 1;
-    c->seed = 11;
+    c->train.save_steps = 0;
+    c->train.quiet = 1;
+    c->train.seed = 11;
 }
 
 static float *final_weights(const char *out, size_t *n) {
@@ -155,20 +155,20 @@ static void resume(const char *model, const char *data) {
         fs_rm_rf(a);
         fs_rm_rf(b);
         base_config(&c, model, data, a);
-        c.max_steps = 4;
+        c.train.max_steps = 4;
         c.per_device_train_batch_size = 4;
         c.gradient_accumulation_steps = 1;
         c.loss.beta = 0.04;
         c.sync_ref_model = 1;
         c.ref_model_sync_steps = 2;
-        c.warmup_steps = 1;
+        c.train.warmup_steps = 1;
         if (variant) c.steps_per_generation = 2, c.num_iterations = 2; /* a round spans 4 steps */
         GrpoErr err;
         T_CHECK(trainer_run(&c, &err) == 0, "uninterrupted: %s", err.msg);
         /* the same run saving every step; then resume from checkpoint-1 into a copy */
         c.output_dir = b;
-        c.save_steps = 1;
-        c.save_total_limit = 2;
+        c.train.save_steps = 1;
+        c.train.save_total_limit = 2;
         T_CHECK(trainer_run(&c, &err) == 0, "with checkpoints: %s", err.msg);
         char *ck3 = fs_join(b, "checkpoint-3"), *ck1 = fs_join(b, "checkpoint-1");
         T_CHECK(fs_is_dir(ck3) && !fs_exists(ck1), "save_total_limit 2 should keep checkpoints 3 and 4 only");
@@ -177,8 +177,8 @@ static void resume(const char *model, const char *data) {
         /* resume from checkpoint-3 (made during this run) */
         char *model_b = fs_join(b, "model.safetensors");
         unlink(model_b);
-        c.resume_from_checkpoint = ck3;
-        c.save_steps = 0;
+        c.train.resume_from_checkpoint = ck3;
+        c.train.save_steps = 0;
         T_CHECK(trainer_run(&c, &err) == 0, "resume: %s", err.msg);
         size_t na, nb;
         float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
@@ -186,7 +186,7 @@ static void resume(const char *model, const char *data) {
         char *ma = read_all(a, "completions.jsonl"), *mb = read_all(b, "completions.jsonl");
         T_CHECK(ma && mb && !strcmp(ma, mb), "variant %d: completions.jsonl differs after resume", variant);
         /* "latest" finds checkpoint-4 */
-        c.resume_from_checkpoint = "latest";
+        c.train.resume_from_checkpoint = "latest";
         T_CHECK(trainer_run(&c, &err) == 0, "resume latest: %s", err.msg);
         free(wa), free(wb), free(ma), free(mb), free(model_b), free(rollout), free(ck3), free(ck1), free(a), free(b);
     }
