@@ -109,12 +109,15 @@ typedef struct {
 static void sample_rows(Generator *g, Live *live, const int *which, const float *logits, int n,
                         int32_t *tok) {
     int V = g->m->cfg.vocab_size;
-#pragma omp parallel for schedule(dynamic, 1)
+    /* num_threads: scratch exists for the n_scratch threads of gen_create only */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(g->n_scratch)
     for (int r = 0; r < n; r++) {
         Live *L = &live[which[r]];
+        int tid = omp_get_thread_num();
+        CHECK(tid < g->n_scratch);
         double u = rng_uniform_f64(&L->rng);
         tok[r] = sampler_sample(logits + (size_t)r * V, V, &g->opts.sampler, L->ctx, L->n_ctx, u,
-                                &g->scratch[omp_get_thread_num()]);
+                                &g->scratch[tid]);
     }
 }
 

@@ -51,8 +51,8 @@ typedef struct {
     int cap;           /* tokens per cache slot */
     KVCache kv;
     DecodeState ds;
-    SamplerScratch *scratch;   /* one per thread */
-    int n_scratch;
+    SamplerScratch *scratch;   /* one per thread: omp_get_max_threads() at gen_create */
+    int n_scratch;             /* sampling runs on at most this many threads */
     float *logits;     /* [max(chunk, 1), V] */
     float *first;      /* [V] the prompt's last logits */
     size_t bytes;      /* planned memory */

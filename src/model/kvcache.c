@@ -70,19 +70,19 @@ typedef struct {
     size_t x, h, qkv, qk, att, tmp, gu, act, rstd, scores, hrows;
 } DecodePlan;
 
-static DecodePlan decode_plan(const ModelConfig *c, int R, int K) {
+static DecodePlan decode_plan(const ModelConfig *c, int R, int K, int n_threads) {
     size_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim, H = c->n_heads,
            Hkv = c->n_kv_heads;
     DecodePlan p = {
         .x = R * C, .h = R * C, .qkv = R * (H + 2 * Hkv) * D, .qk = R * (H + Hkv) * D,
         .att = R * H * D, .tmp = R * C, .gu = R * 2 * F, .act = R * F, .rstd = R * (H + Hkv + 1),
-        .scores = (size_t)omp_get_max_threads() * (H / Hkv) * K, .hrows = R * C,
+        .scores = (size_t)n_threads * (H / Hkv) * K, .hrows = R * C,
     };
     return p;
 }
 
 size_t decode_state_bytes(const ModelConfig *cfg, int max_rows, int max_keys) {
-    DecodePlan p = decode_plan(cfg, max_rows, max_keys);
+    DecodePlan p = decode_plan(cfg, max_rows, max_keys, omp_get_max_threads());
     return sizeof(float) * (p.x + p.h + p.qkv + p.qk + p.att + p.tmp + p.gu + p.act + p.rstd +
                             p.scores + p.hrows) +
            2 * sizeof(int32_t) * max_rows;
@@ -92,7 +92,8 @@ void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, i
     memset(s, 0, sizeof *s);
     s->max_rows = max_rows;
     s->max_keys = max_keys;
-    DecodePlan p = decode_plan(cfg, max_rows, max_keys);
+    s->n_threads = omp_get_max_threads();
+    DecodePlan p = decode_plan(cfg, max_rows, max_keys, s->n_threads);
     size_t total = p.x + p.h + p.qkv + p.qk + p.att + p.tmp + p.gu + p.act + p.rstd + p.scores + p.hrows;
     s->arena = xaligned(sizeof(float) * total);
     float *cur = s->arena;
@@ -187,10 +188,12 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
             memcpy(kv_at(c, c->v, l, slots[r], s->own[r]), s->qkv + (size_t)r * QKV + (H + Hkv) * D,
                    sizeof(float) * c->kv_dim);
         }
-#pragma omp parallel for schedule(dynamic, 1)
+        /* num_threads: one scores area per thread exists for n_threads only */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads)
         for (int rg = 0; rg < n * Hkv; rg++) {
-            int r = rg / Hkv, g = rg % Hkv;
-            float *sc = s->scores + (size_t)omp_get_thread_num() * G * s->max_keys;
+            int r = rg / Hkv, g = rg % Hkv, tid = omp_get_thread_num();
+            CHECK(tid < s->n_threads);
+            float *sc = s->scores + (size_t)tid * G * s->max_keys;
             attend_row(c, l, slots[r], s->own[r], s->qk + (size_t)r * QK + (size_t)g * G * D,
                        s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc);
         }

@@ -31,9 +31,11 @@ void kv_cache_share_prefix(KVCache *c, int slot, int parent);
 int kv_cache_seq_len(const KVCache *c, int slot);
 
 /* Scratch for model_decode, planned for up to max_rows rows per call and sequences
- * of up to max_keys keys. */
+ * of up to max_keys keys. The attention scores hold one area per OpenMP thread at
+ * creation (n_threads = omp_get_max_threads() then); model_decode runs its attention
+ * on at most n_threads threads, so raising the thread count later cannot overrun it. */
 typedef struct {
-    int max_rows, max_keys;
+    int max_rows, max_keys, n_threads;
     float *x, *h, *qkv, *qk, *att, *tmp, *gu, *act, *rstd, *scores, *hrows;
     int32_t *pos, *own;
     float *arena;

@@ -55,10 +55,12 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
     float scale = 1.0f / sqrtf((float)D);
     int nthreads = omp_get_max_threads();
     float *scratch = xaligned(sizeof(float) * (size_t)nthreads * T * T);
-#pragma omp parallel for schedule(dynamic, 1)
+    /* num_threads: the team never outnumbers the scratch areas */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int bh = 0; bh < B * H; bh++) {
-        int b = bh / H, h = bh % H, g = h / G;
-        float *S = scratch + (size_t)omp_get_thread_num() * T * T;
+        int b = bh / H, h = bh % H, g = h / G, tid = omp_get_thread_num();
+        CHECK(tid < nthreads);
+        float *S = scratch + (size_t)tid * T * T;
         const uint8_t *m = mask + (size_t)b * T;
         const float *Q = q + (size_t)b * T * ldq + (size_t)h * D;
         const float *K = k + (size_t)b * T * ldk + (size_t)g * D;
@@ -80,10 +82,11 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
     float scale = 1.0f / sqrtf((float)D);
     int nthreads = omp_get_max_threads();
     float *scratch = xaligned(sizeof(float) * (size_t)nthreads * (2 * (size_t)T * T + T));
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int bg = 0; bg < B * Hkv; bg++) {
-        int b = bg / Hkv, g = bg % Hkv;
-        float *P = scratch + (size_t)omp_get_thread_num() * (2 * (size_t)T * T + T);
+        int b = bg / Hkv, g = bg % Hkv, tid = omp_get_thread_num();
+        CHECK(tid < nthreads);
+        float *P = scratch + (size_t)tid * (2 * (size_t)T * T + T);
         float *dP = P + (size_t)T * T, *rowdot = dP + (size_t)T * T;
         const uint8_t *m = mask + (size_t)b * T;
         int first = first_real(m, T);

@@ -5,7 +5,10 @@
  *    the logits with a full forward pass, the completion's uniform falls in the
  *    token's CDF interval (up to 1e-5 for the different summation order);
  *  - an eos token stops a completion (and is kept), max_completion_length truncates;
- *  - another stream or seed gives other completions; the memory limit sets the chunk. */
+ *  - another stream or seed gives other completions; the memory limit sets the chunk;
+ *  - a Generator made on one OpenMP thread and run on eight gives the same completions
+ *    (its per-thread scratch is never overrun: ASan, and CHECKs in the library). */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,23 @@ static void run(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stre
     }
     gen_group(&g, prompt, NP, G, stream, out);
     gen_free(&g);
+}
+
+/* run(), with the Generator created on n_create threads and used on n_run. */
+static void run_threads(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream,
+                        Completion *out, int n_create, int n_run) {
+    int saved = omp_get_max_threads();
+    Generator g;
+    GrpoErr err;
+    omp_set_num_threads(n_create);
+    if (gen_create(&g, m, o, 16, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    omp_set_num_threads(n_run);
+    gen_group(&g, prompt, NP, G, stream, out);
+    gen_free(&g);
+    omp_set_num_threads(saved);
 }
 
 static int same(const Completion *a, const Completion *b) {
@@ -113,6 +133,9 @@ static void check(const char *name) {
         o.share_prefix = 1;
     }
     o.chunk_size = G;
+    run_threads(&m, &o, prompt, 77, c, 1, 8);
+    T_CHECK(same(ref, c), "%s: created on 1 thread, run on 8: completions differ", name);
+    free_all(c);
     T_CHECK(tokens_follow_model(&m, &o, prompt, 77, ref), "%s: tokens are not draws from the model", name);
     int full = 1;
     for (int i = 0; i < G; i++) full &= ref[i].n == 10 || ref[i].stopped;

@@ -2,8 +2,11 @@
  *  1. prefill + one-token-at-a-time decoding gives the logits of a full forward;
  *  2. G sequences sharing one prefilled prompt (batched decode, one row per
  *     sequence per step) give the same logits as G separate caches and as the full
- *     forward of each sequence.
+ *     forward of each sequence;
+ *  3. a DecodeState made on one OpenMP thread, used with eight: the same logits, and
+ *     no thread writes past the per-thread scores (ASan, and a CHECK in model_decode).
  * Tolerance |got - want| <= 1e-5 max|want| + 1e-5 |want| (different summation order). */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +95,28 @@ static void check(const char *name) {
             ok_shared &= close_rows(step + (size_t)g * V, want + ((size_t)g * T + t) * V, V);
     }
     T_CHECK(ok_shared, "%s: shared-prefix batched decoding differs from full forward", name);
+
+    /* 3. threads raised after decode_state_create: the same batched decoding */
+    int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    DecodeState ds1;
+    decode_state_create(&ds1, &m.cfg, T, T);
+    omp_set_num_threads(8);
+    kv_cache_reset(&c, 0);
+    model_decode(&m, &c, &ds1, P, slots, seq[0], want_last, prompt_last);
+    for (int g = 0; g < G; g++) kv_cache_share_prefix(&c, g + 1, 0);
+    int ok_threads = 1;
+    for (int t = P; t < T; t++) {
+        int32_t toks[G];
+        int sl[G];
+        for (int g = 0; g < G; g++) toks[g] = seq[g][t], sl[g] = g + 1;
+        model_decode(&m, &c, &ds1, G, sl, toks, NULL, step);
+        for (int g = 0; g < G; g++)
+            ok_threads &= close_rows(step + (size_t)g * V, want + ((size_t)g * T + t) * V, V);
+    }
+    T_CHECK(ok_threads, "%s: decoding on more threads than at creation differs", name);
+    decode_state_free(&ds1);
+    omp_set_num_threads(saved_threads);
 
     /* separate caches for the same sequences: same logits as the shared prefix */
     KVCache c2;
