@@ -159,7 +159,8 @@ int cmd_eval(int argc, char **argv) {
     int have_model = 0;
     rc = model_load(&m, model_dir, &err);
     if (!rc) have_model = 1, rc = tok_load(&tok, model_dir, &err);
-    if (!rc) cli_collect_eos(&go, &m, tok), rc = dataset_load(&ds, dataset, &err);
+    if (!rc) rc = cli_collect_eos(&go, &m, tok, &err);
+    if (!rc) rc = dataset_load(&ds, dataset, &err);
     if (!rc) rc = dataset_tokenize(&ds, tok, (int)maxp, -1, &err);
     int n_ex = ds.n;
     if (max_examples > 0 && max_examples < n_ex) n_ex = (int)max_examples;

@@ -18,9 +18,9 @@
 #include "tokenizer/tokenizer.h"
 
 /* eos ids: the model's config/generation_config and the tokenizer's. */
-void cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok) {
+int cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok, GrpoErr *err) {
     const TokSpecial *sp = tok_special(tok);
-    gen_opts_set_eos(o, m->cfg.eos_token_ids, m->cfg.n_eos, sp->eos_ids, sp->n_eos);
+    return gen_opts_set_eos(o, m->cfg.eos_token_ids, m->cfg.n_eos, sp->eos_ids, sp->n_eos, err);
 }
 
 static void print_json_string(const char *s) {
@@ -91,7 +91,11 @@ int cmd_generate(int argc, char **argv) {
         model_free(&m);
         return cli_fail("generate", err.msg);
     }
-    cli_collect_eos(&go, &m, tok);
+    if (cli_collect_eos(&go, &m, tok, &err)) {
+        tok_free(tok);
+        model_free(&m);
+        return cli_fail("generate", err.msg);
+    }
     /* prompts: a one-line in-memory dataset for --prompt / --chat */
     if (dataset) {
         rc = dataset_load(&ds, dataset, &err);

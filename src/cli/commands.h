@@ -17,6 +17,6 @@ int cmd_sft(int argc, char **argv);
 
 /* Generation eos ids: the model's config/generation_config and the tokenizer's
  * (cmd_generate.c; shared with cmd_eval.c). */
-void cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok);
+int cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok, GrpoErr *err);
 
 #endif

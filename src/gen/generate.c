@@ -18,14 +18,28 @@ void gen_opts_default(GenOpts *o) {
     o->kv_cache_bytes = (size_t)1 << 30;
 }
 
-void gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int nb) {
-    o->n_eos = 0;
+/* Element j of the concatenation a[na] b[nb]. */
+static int32_t eos_at(const int32_t *a, int na, const int32_t *b, int j) {
+    return j < na ? a[j] : b[j - na];
+}
+
+int gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int nb, GrpoErr *err) {
+    int32_t ids[GEN_MAX_EOS];
+    int n = 0;   /* distinct ids, counted past the limit for the message */
     for (int i = 0; i < na + nb; i++) {
-        int32_t id = i < na ? a[i] : b[i - na];
+        int32_t id = eos_at(a, na, b, i);
         int dup = id < 0;
-        for (int k = 0; k < o->n_eos; k++) dup |= o->eos_ids[k] == id;
-        if (!dup && o->n_eos < GEN_MAX_EOS) o->eos_ids[o->n_eos++] = id;
+        for (int k = 0; k < i && !dup; k++) dup = eos_at(a, na, b, k) == id;
+        if (dup) continue;
+        if (n < GEN_MAX_EOS) ids[n] = id;
+        n++;
     }
+    if (n > GEN_MAX_EOS)
+        return err_set(err, "%d distinct eos token ids (model config and tokenizer together); "
+                       "generation supports at most %d", n, GEN_MAX_EOS);
+    memcpy(o->eos_ids, ids, sizeof(int32_t) * n);
+    o->n_eos = n;
+    return 0;
 }
 
 void completion_free(Completion *c) {

@@ -17,7 +17,9 @@
 #include "gen/sampler.h"
 #include "model/kvcache.h"
 
-#define GEN_MAX_EOS 8
+/* The most distinct eos ids a generation stops on: the model's (MODEL_MAX_EOS) and
+ * the tokenizer's (TOK_MAX_EOS) together. */
+#define GEN_MAX_EOS 32
 
 typedef struct {
     SamplerOpts sampler;
@@ -32,8 +34,9 @@ typedef struct {
 
 void gen_opts_default(GenOpts *o);
 /* Sets o's eos ids to the union of a[na] and b[nb] (the model's config and the
- * tokenizer's), in that order, without duplicates or negative ids. */
-void gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int nb);
+ * tokenizer's), in that order, without duplicates or negative ids. Returns -1
+ * (o's eos ids unchanged) when the union has more than GEN_MAX_EOS ids. */
+int gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int nb, GrpoErr *err);
 
 typedef struct {
     int32_t *ids;      /* completion tokens; ends with the eos token when stopped */

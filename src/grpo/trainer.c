@@ -143,7 +143,8 @@ static int trainer_setup(Trainer *t, const TrainConfig *c, GrpoErr *err) {
     go.kv_cache_bytes = c->kv_cache_bytes;
     /* eos ids: the model's and the tokenizer's */
     const TokSpecial *sp = tok_special(t->tok);
-    gen_opts_set_eos(&go, t->policy.cfg.eos_token_ids, t->policy.cfg.n_eos, sp->eos_ids, sp->n_eos);
+    if (gen_opts_set_eos(&go, t->policy.cfg.eos_token_ids, t->policy.cfg.n_eos, sp->eos_ids, sp->n_eos, err))
+        return -1;
     if (gen_create(&t->gen, &t->policy, &go, longest, err)) return -1;
     acts_create(&t->acts, &t->policy.cfg, B * (longest + c->max_completion_length), c->train.gradient_checkpointing,
                 c->train.logprob_chunk_rows);

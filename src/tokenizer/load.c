@@ -432,10 +432,14 @@ static int load_config(Tokenizer *tok, const json_t *cfg) {
     return 0;
 }
 
-static void add_eos(Tokenizer *tok, int32_t id) {
+/* Appends id to the eos ids unless present; fails past TOK_MAX_EOS (path names the file). */
+static int add_eos(Tokenizer *tok, int32_t id, const char *path, GrpoErr *err) {
     for (int i = 0; i < tok->special.n_eos; i++)
-        if (tok->special.eos_ids[i] == id) return;
-    if (tok->special.n_eos < 8) tok->special.eos_ids[tok->special.n_eos++] = id;
+        if (tok->special.eos_ids[i] == id) return 0;
+    if (tok->special.n_eos == TOK_MAX_EOS)
+        return err_set(err, "%s: eos_token_id: more than %d distinct eos ids", path, TOK_MAX_EOS);
+    tok->special.eos_ids[tok->special.n_eos++] = id;
+    return 0;
 }
 
 static int load_generation_config(Tokenizer *tok, const char *path, GrpoErr *err) {
@@ -443,11 +447,19 @@ static int load_generation_config(Tokenizer *tok, const char *path, GrpoErr *err
     if (read_json(path, &g, 1, 1, err)) return -1;
     if (!g) return 0;
     const json_t *e = json_object_get(g, "eos_token_id");
-    if (json_is_number(e)) add_eos(tok, (int32_t)json_number_value(e));
+    int rc = 0;
+    if (json_is_number(e)) rc = add_eos(tok, (int32_t)json_number_value(e), path, err);
     else if (json_is_array(e)) {
         size_t i;
         const json_t *v;
-        json_array_foreach(e, i, v) if (json_is_number(v)) add_eos(tok, (int32_t)json_number_value(v));
+        json_array_foreach(e, i, v) {
+            if (json_is_number(v)) rc = add_eos(tok, (int32_t)json_number_value(v), path, err);
+            if (rc) break;
+        }
+    }
+    if (rc) {
+        json_decref(g);
+        return -1;
     }
     const json_t *b = json_object_get(g, "bos_token_id"), *p = json_object_get(g, "pad_token_id");
     if (tok->special.bos < 0 && json_is_number(b)) tok->special.bos = (int32_t)json_number_value(b);
@@ -492,7 +504,7 @@ int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *conf
         if (read_json(config_path, &cfg, 1, 1, err)) goto fail;
         if (cfg && load_config(tok, cfg)) goto fail;
     }
-    if (tok->special.eos >= 0) add_eos(tok, tok->special.eos);
+    if (tok->special.eos >= 0 && add_eos(tok, tok->special.eos, config_path, err)) goto fail;
     added_build_index(tok);
     cache_init(&tok->cache, 1 << 16);
     tok->region = onig_region_new();

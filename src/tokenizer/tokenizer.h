@@ -66,10 +66,11 @@ int tok_is_special(const Tokenizer *tok, int32_t id);
 
 /* Special ids from tokenizer_config.json / generation_config.json; -1 when unset.
  * eos_ids lists every id that ends generation (config eos first, then
- * generation_config.json's eos_token_id entries). */
+ * generation_config.json's eos_token_id entries); loading fails past TOK_MAX_EOS. */
+#define TOK_MAX_EOS 16
 typedef struct {
     int32_t bos, eos, pad;
-    int32_t eos_ids[8];
+    int32_t eos_ids[TOK_MAX_EOS];
     int n_eos;
 } TokSpecial;
 const TokSpecial *tok_special(const Tokenizer *tok);

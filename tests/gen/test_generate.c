@@ -6,6 +6,7 @@
  *    token's CDF interval (up to 1e-5 for the different summation order);
  *  - an eos token stops a completion (and is kept), max_completion_length truncates;
  *  - another stream or seed gives other completions; the memory limit sets the chunk;
+ *  - gen_opts_set_eos keeps the union in order up to GEN_MAX_EOS and fails past it;
  *  - a Generator made on one OpenMP thread and run on eight gives the same completions
  *    (its per-thread scratch is never overrun: ASan, and CHECKs in the library). */
 #include <omp.h>
@@ -167,7 +168,35 @@ static void check(const char *name) {
     model_free(&m);
 }
 
+/* The union of two eos lists: order kept, duplicates and negative ids dropped, and
+ * one id past GEN_MAX_EOS an error naming both counts, the options unchanged. */
+static void check_eos_union(void) {
+    GenOpts o;
+    gen_opts_default(&o);
+    GrpoErr err = {{0}};
+    enum { NA = GEN_MAX_EOS / 2, NB = GEN_MAX_EOS / 2 + 1 };
+    int32_t a[NA], b[NB];
+    for (int i = 0; i < NA; i++) a[i] = 1000 + i;            /* 1000 .. 1000+NA-1 */
+    for (int i = 0; i < NB; i++) b[i] = 1000 + NA - 1 + i;   /* overlaps a's last id */
+    a[1] = -1;
+    int rc = gen_opts_set_eos(&o, a, NA, b, NB, &err);     /* NA - 1 + NB - 1 = GEN_MAX_EOS - 1 */
+    T_CHECK(rc == 0 && o.n_eos == GEN_MAX_EOS - 1 && o.eos_ids[0] == 1000 && o.eos_ids[1] == 1002 &&
+                o.eos_ids[GEN_MAX_EOS - 2] == b[NB - 1],
+            "union of %d: rc %d n %d", GEN_MAX_EOS - 1, rc, o.n_eos);
+    a[1] = 1001;
+    b[0] = 5;                                               /* now GEN_MAX_EOS + 1 distinct */
+    rc = gen_opts_set_eos(&o, a, NA, b, NB, &err);
+    char want[96];
+    snprintf(want, sizeof want, "%d distinct eos token ids", GEN_MAX_EOS + 1);
+    T_CHECK(rc == -1 && strstr(err.msg, want) && strstr(err.msg, "at most 32"), "union of %d: rc %d '%s'",
+            GEN_MAX_EOS + 1, rc, err.msg);
+    T_CHECK(o.n_eos == GEN_MAX_EOS - 1 && o.eos_ids[1] == 1002, "a failed call left the ids unchanged");
+    rc = gen_opts_set_eos(&o, a, NA, a, NA, &err);
+    T_CHECK(rc == 0 && o.n_eos == NA, "duplicates: rc %d n %d", rc, o.n_eos);
+}
+
 int main(void) {
+    check_eos_union();
     check("qwen2");
     check("llama");
     check("qwen3");

@@ -259,6 +259,35 @@ static void test_errors(void) {
     expect_load_error("[1, 2]", "expected a JSON object", "not an object");
 }
 
+/* generation_config.json's eos ids: up to TOK_MAX_EOS kept in order, one more fails. */
+static void test_eos_limit(void) {
+    char ids[512];
+    int n = 0;
+    n += snprintf(ids + n, sizeof ids - n, "{\"eos_token_id\": [");
+    for (int i = 0; i < TOK_MAX_EOS; i++) n += snprintf(ids + n, sizeof ids - n, "%s%d", i ? ", " : "", 100 + i);
+    snprintf(ids + n, sizeof ids - n, ", 100]}");   /* a duplicate does not count */
+    write_file("generation_config.json", ids);
+    Tokenizer *tok = load_with("null", BL, "null", "[]", "");
+    T_CHECK(tok != NULL, "%d eos ids load", TOK_MAX_EOS);
+    if (tok) {
+        const TokSpecial *sp = tok_special(tok);
+        T_CHECK(sp->n_eos == TOK_MAX_EOS && sp->eos_ids[0] == 100 && sp->eos_ids[TOK_MAX_EOS - 1] == 100 + TOK_MAX_EOS - 1,
+                "eos ids kept: %d", sp->n_eos);
+        tok_free(tok);
+    }
+    snprintf(ids + n, sizeof ids - n, ", 999]}");
+    write_file("generation_config.json", ids);
+    tok = NULL;
+    GrpoErr err = {{0}};
+    int rc = tok_load(&tok, dir, &err);
+    char want[64];
+    snprintf(want, sizeof want, "more than %d distinct eos ids", TOK_MAX_EOS);
+    T_CHECK(rc == -1 && tok == NULL && strstr(err.msg, "generation_config.json") && strstr(err.msg, want),
+            "too many eos ids: rc %d '%s'", rc, err.msg);
+    tok_free(tok);
+    unlink("generation_config.json");
+}
+
 int main(void) {
     CHECK(mkdtemp(dir));
     CHECK(chdir(dir) == 0);
@@ -266,6 +295,7 @@ int main(void) {
     test_components();
     test_chat();
     test_errors();
+    test_eos_limit();
     unlink("tokenizer.json");
     unlink("tokenizer_config.json");
     rmdir(dir);
