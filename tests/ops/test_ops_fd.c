@@ -653,6 +653,7 @@ int main(void) {
 
     test_rope(5, 3, 8, 3 * 8);
     test_rope(4, 2, 12, 2 * 12 + 5); /* heads inside a wider fused row */
+    test_rope(2, 2, 1100, 2 * 1100 + 3); /* D past the model config's 1024: 550 pairs, 3 angle blocks */
 
     test_swiglu(4, 6);
 
