@@ -10,48 +10,66 @@ void metric_acc_init(MetricAcc *a) {
 }
 
 void metric_acc_free(MetricAcc *a) {
-    for (int i = 0; i < a->n; i++) free(a->name[i]);
+    for (int i = 0; i < a->n; i++) free(a->m[i].name), free(a->m[i].json_name);
+    free(a->m);
     memset(a, 0, sizeof *a);
 }
 
 static int find(const MetricAcc *a, const char *name) {
     for (int i = 0; i < a->n; i++)
-        if (!strcmp(a->name[i], name)) return i;
+        if (!strcmp(a->m[i].name, name)) return i;
     return -1;
+}
+
+/* s as a JSON string literal (RFC 8259: '"', '\\' and control characters escaped;
+ * other bytes, UTF-8 included, as they are). */
+static char *json_quote(const char *s) {
+    size_t n = strlen(s);
+    char *out = xmalloc(6 * n + 3), *o = out;   /* worst case: every byte as \u00XX */
+    *o++ = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') *o++ = '\\', *o++ = (char)*p;
+        else if (*p == '\n') *o++ = '\\', *o++ = 'n';
+        else if (*p == '\t') *o++ = '\\', *o++ = 't';
+        else if (*p < 0x20) o += sprintf(o, "\\u%04x", *p);
+        else *o++ = (char)*p;
+    }
+    *o++ = '"';
+    *o = 0;
+    return out;
 }
 
 void metric_add(MetricAcc *a, const char *name, double value) {
     int i = find(a, name);
     if (i < 0) {
-        CHECK(a->n < METRIC_MAX);
+        if (a->n == a->cap) {
+            a->cap = a->cap ? 2 * a->cap : 32;
+            a->m = xrealloc(a->m, sizeof *a->m * a->cap);
+        }
         i = a->n++;
-        a->name[i] = xstrdup(name);
-        a->sum[i] = 0;
-        a->count[i] = 0;
+        a->m[i] = (Metric){xstrdup(name), json_quote(name), 0, 0};
     }
     if (isnan(value)) return;
-    a->sum[i] += value;
-    a->count[i]++;
+    a->m[i].sum += value;
+    a->m[i].count++;
 }
 
 double metric_mean(const MetricAcc *a, const char *name) {
     int i = find(a, name);
-    return i < 0 || a->count[i] == 0 ? NAN : a->sum[i] / a->count[i];
+    return i < 0 || a->m[i].count == 0 ? NAN : a->m[i].sum / a->m[i].count;
 }
 
 void metric_reset(MetricAcc *a) {
-    for (int i = 0; i < a->n; i++) a->sum[i] = 0, a->count[i] = 0;
+    for (int i = 0; i < a->n; i++) a->m[i].sum = 0, a->m[i].count = 0;
 }
 
 void metric_write_line(MetricAcc *a, FILE *f, long step) {
     fprintf(f, "{\"step\": %ld", step);
     for (int i = 0; i < a->n; i++) {
-        if (a->count[i] == 0) fprintf(f, ", \"%s\": null", a->name[i]);
-        else {
-            double m = a->sum[i] / a->count[i];
-            if (isfinite(m)) fprintf(f, ", \"%s\": %.10g", a->name[i], m);
-            else fprintf(f, ", \"%s\": null", a->name[i]);
-        }
+        const Metric *m = &a->m[i];
+        double mean = m->count ? m->sum / m->count : NAN;
+        if (isfinite(mean)) fprintf(f, ", %s: %.10g", m->json_name, mean);
+        else fprintf(f, ", %s: null", m->json_name);
     }
     fputs("}\n", f);
     fflush(f);

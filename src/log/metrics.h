@@ -3,7 +3,8 @@
  * in place on a terminal, plain lines otherwise).
  *
  * A MetricAcc accumulates named values over the steps of an interval and writes
- * their means; names keep the order of first appearance. */
+ * their means; names keep the order of first appearance, any number of them (one
+ * mean and std per reward function), and any bytes (escaped in the JSON). */
 #ifndef GRPO_LOG_METRICS_H
 #define GRPO_LOG_METRICS_H
 
@@ -11,13 +12,16 @@
 
 #include "core/check.h"
 
-#define METRIC_MAX 96
+typedef struct {
+    char *name;
+    char *json_name;   /* name as a JSON string literal, quotes included */
+    double sum;
+    long count;
+} Metric;
 
 typedef struct {
-    int n;
-    char *name[METRIC_MAX];
-    double sum[METRIC_MAX];
-    long count[METRIC_MAX];
+    int n, cap;
+    Metric *m;         /* [cap], the first n in use */
 } MetricAcc;
 
 void metric_acc_init(MetricAcc *a);

@@ -1,0 +1,99 @@
+/* tests/log/test_metrics.c — MetricAcc and its metrics.jsonl lines, read back with
+ * jansson's parser (an independent JSON reader):
+ *  - 200 distinct names (more than any fixed table held) keep their order of first
+ *    appearance and their means; NaN observations are skipped, a metric with none
+ *    is written as null; writing a line resets the sums;
+ *  - names with '"', '\', newline, tab, other control bytes and UTF-8 round-trip. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "log/metrics.h"
+#include "testutil.h"
+
+/* Writes a's line for step into memory and parses it; NULL (and a failed check) when invalid. */
+static json_t *write_and_parse(MetricAcc *a, long step, char **text) {
+    size_t n = 0;
+    FILE *f = open_memstream(text, &n);
+    CHECK(f);
+    metric_write_line(a, f, step);
+    fclose(f);
+    json_error_t je;
+    json_t *j = json_loads(*text, 0, &je);
+    T_CHECK(j && json_is_object(j), "line does not parse: %s (%s)", je.text, *text);
+    T_CHECK(n > 0 && (*text)[n - 1] == '\n' && strchr(*text, '\n') == *text + n - 1, "one line");
+    return j;
+}
+
+static void test_many_names(void) {
+    enum { N = 200 };
+    MetricAcc a;
+    metric_acc_init(&a);
+    char name[64];
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof name, "reward/func_%03d/mean", i);
+            metric_add(&a, name, i + rep);          /* mean i + 1 */
+            if (i % 7 == 0) metric_add(&a, name, NAN);
+        }
+    metric_add(&a, "never_finite", NAN);
+    T_CHECK(a.n == N + 1, "%d names", a.n);
+    T_CHECK(metric_mean(&a, "reward/func_123/mean") == 124, "mean %g", metric_mean(&a, "reward/func_123/mean"));
+    T_CHECK(isnan(metric_mean(&a, "absent")), "absent name: NaN");
+    char *text = NULL;
+    json_t *j = write_and_parse(&a, 7, &text);
+    if (j) {
+        T_CHECK(json_integer_value(json_object_get(j, "step")) == 7, "step");
+        T_CHECK(json_object_size(j) == N + 2, "%zu keys", json_object_size(j));
+        int ok = 1;
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof name, "reward/func_%03d/mean", i);
+            json_t *v = json_object_get(j, name);
+            if (!json_is_number(v) || json_number_value(v) != i + 1) {
+                fprintf(stderr, "  %s: %s\n", name, v ? "wrong value" : "missing");
+                ok = 0;
+            }
+        }
+        T_CHECK(ok, "every mean read back");
+        T_CHECK(json_is_null(json_object_get(j, "never_finite")), "a metric without observations is null");
+        /* order of first appearance */
+        const char *p0 = strstr(text, "func_000"), *p1 = strstr(text, "func_001"), *p199 = strstr(text, "func_199");
+        T_CHECK(p0 && p1 && p199 && p0 < p1 && p1 < p199 && p199 < strstr(text, "never_finite"), "order kept");
+        json_decref(j);
+    }
+    free(text);
+    T_CHECK(isnan(metric_mean(&a, "reward/func_000/mean")) && a.n == N + 1, "written line resets sums, keeps names");
+    metric_add(&a, "reward/func_000/mean", 5);
+    T_CHECK(metric_mean(&a, "reward/func_000/mean") == 5, "after reset");
+    metric_acc_free(&a);
+}
+
+static void test_escaping(void) {
+    static const char *names[] = {
+        "say \"hi\"", "back\\slash", "two\nlines", "tab\there", "bell\x07 and \x1f",
+        "caf\xc3\xa9 \xe2\x88\x91", "\\\"", "\"", "plain/name",
+    };
+    int n = (int)(sizeof names / sizeof names[0]);
+    MetricAcc a;
+    metric_acc_init(&a);
+    for (int i = 0; i < n; i++) metric_add(&a, names[i], 0.5 * i);
+    char *text = NULL;
+    json_t *j = write_and_parse(&a, 1, &text);
+    if (j) {
+        T_CHECK(json_object_size(j) == (size_t)n + 1, "%zu keys", json_object_size(j));
+        for (int i = 0; i < n; i++) {
+            json_t *v = json_object_get(j, names[i]);
+            T_CHECK(json_is_number(v) && json_number_value(v) == 0.5 * i, "name %d round-trips", i);
+        }
+        json_decref(j);
+    }
+    free(text);
+    metric_acc_free(&a);
+}
+
+int main(void) {
+    test_many_names();
+    test_escaping();
+    return t_summary("test_metrics");
+}
