@@ -1,5 +1,5 @@
 /* tests/ops/test_ops_fd.c — every op's backward against finite differences, and the
- * fp32 kernels (ops/ops.h) against the double references (ops/ref/ref_ops.h).
+ * fp32 kernels (ops/ops.h) against the double references (tests/ref/ref_ops.h).
  *
  * (a) Finite differences. For each op, a random scalar loss L = Σ w·output (w random)
  *     is evaluated with the double reference forward; its central difference
@@ -27,7 +27,7 @@
 
 #include "core/check.h"
 #include "ops/ops.h"
-#include "ops/ref/ref_ops.h"
+#include "ref/ref_ops.h"
 #include "testutil.h"
 
 /* ---- helpers ---- */

@@ -1,4 +1,5 @@
-/* ops/ref/ref_ops.h — double-precision references of every op in ops/ops.h, for tests.
+/* tests/ref/ref_ops.h — double-precision references of every op in ops/ops.h, for tests
+ * (built into libgrpo_testref.a, which only the tests link; never part of libgrpo).
  *
  * Same names with a `ref_` prefix, same argument order, same semantics as ops/ops.h
  * (read the shape comments there): backward ACCUMULATES (+=) into every gradient
@@ -15,8 +16,8 @@
  * Values ops.h leaves unspecified are fixed here: attention lse of a query with no
  * key to attend is -INFINITY (log of an empty sum); logprob lse of a row with
  * target < 0 is 0. Tests should not compare those entries. */
-#ifndef GRPO_OPS_REF_REF_OPS_H
-#define GRPO_OPS_REF_REF_OPS_H
+#ifndef GRPO_TESTS_REF_REF_OPS_H
+#define GRPO_TESTS_REF_REF_OPS_H
 
 #include <stdint.h>
 

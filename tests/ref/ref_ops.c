@@ -1,10 +1,10 @@
-/* ops/ref/ref_ops.c — double-precision reference ops (see ref_ops.h).
+/* tests/ref/ref_ops.c — double-precision reference ops (see ref_ops.h).
  *
  * Each function is the textbook formula as a loop nest, with no blocking, no
  * threading and no BLAS, so that it can be checked by reading. It is not used on
  * any training path; tests/ops/test_ops_fd.c checks each backward here against
  * finite differences of the forward here, and the fp32 kernels against both. */
-#include "ops/ref/ref_ops.h"
+#include "ref/ref_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
