@@ -26,7 +26,7 @@ int grpo_aggregation_parse(const char *s, GrpoRewardAggregation *out) {
     return 0;
 }
 
-/* torch.mean / torch.std (Bessel) over x[0], x[stride], ... (k values). */
+/* torch.mean / torch.std (Bessel) of the k values x[0..k). */
 static double mean_of(const double *x, int k) {
     double s = 0;
     for (int i = 0; i < k; i++) s += x[i];
