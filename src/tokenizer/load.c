@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "io/fsutil.h"
 #include "tokenizer/tok_internal.h"
 
 /* ---- small JSON helpers ---------------------------------------------------- */
@@ -18,21 +19,13 @@
 static int read_json(const char *path, json_t **out, int optional, int numbers_as_real,
                      GrpoErr *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (optional) return 0;
-        return err_set(err, "%s: cannot open (expected a Hugging Face tokenizer file)", path);
-    }
-    TokBuf b = {0};
-    char chunk[1 << 16];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) tbuf_put(&b, chunk, n);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { tbuf_free(&b); return err_set(err, "%s: read error", path); }
+    if (optional && !fs_exists(path)) return 0;
+    char *text;
+    size_t len;
+    if (fs_read_file(path, &text, &len, err)) return -1;
     json_error_t je;
-    *out = json_loadb(b.p ? b.p : "", b.n, JSON_ALLOW_NUL | (numbers_as_real ? JSON_DECODE_INT_AS_REAL : 0), &je);
-    tbuf_free(&b);
+    *out = json_loadb(text, len, JSON_ALLOW_NUL | (numbers_as_real ? JSON_DECODE_INT_AS_REAL : 0), &je);
+    free(text);
     if (!*out)
         return err_set(err, "%s: invalid JSON at line %d column %d: %s", path, je.line, je.column,
                        je.text);
@@ -64,8 +57,35 @@ typedef struct {
 #define LD_FAIL(ld, where, ...)                                                        \
     (err_set((ld)->err, __VA_ARGS__), err_prefix((ld)->err, "%s: %s", (ld)->tok->path, where))
 
+/* A component loader: fills *out (a TokNormalizer, TokPre, TokPost or TokDec) from j. */
+typedef int (*LoadFn)(Ld *ld, const json_t *j, const char *path, void *out);
+
+/* The children of a "Sequence" component: j[key] is an array, each element loaded
+ * with load (paths "path.key[i]") into a new zeroed array of *n elements of size
+ * bytes. The array is returned even when *rc is -1, so the caller's free sees it. */
+static void *load_sequence(Ld *ld, const json_t *j, const char *path, const char *key, LoadFn load,
+                           size_t size, int *n, int *rc) {
+    const json_t *a = json_object_get(j, key);
+    *n = 0;
+    *rc = -1;
+    if (!json_is_array(a)) {
+        LD_FAIL(ld, path, "Sequence: expected an array \"%s\"", key);
+        return NULL;
+    }
+    *n = (int)json_array_size(a);
+    char *children = xcalloc((size_t)*n + 1, size);
+    for (int i = 0; i < *n; i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, i);
+        if (load(ld, json_array_get(a, (size_t)i), sub, children + (size_t)i * size)) return children;
+    }
+    *rc = 0;
+    return children;
+}
+
 /* ---- normalizers ----------------------------------------------------------- */
-static int load_normalizer(Ld *ld, const json_t *j, const char *path, TokNormalizer *n) {
+static int load_normalizer(Ld *ld, const json_t *j, const char *path, void *out) {
+    TokNormalizer *n = out;
     memset(n, 0, sizeof *n);
     const char *t = json_is_object(j) ? jtype(j) : NULL;
     if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
@@ -99,16 +119,11 @@ static int load_normalizer(Ld *ld, const json_t *j, const char *path, TokNormali
                 return LD_FAIL(ld, path, "Replace: bad regex: %s", why);
         }
     } else if (!strcmp(t, "Sequence")) {
+        int rc;
         n->kind = NORM_SEQUENCE;
-        const json_t *a = json_object_get(j, "normalizers");
-        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"normalizers\"");
-        n->n_children = (int)json_array_size(a);
-        n->children = xcalloc((size_t)n->n_children + 1, sizeof *n->children);
-        for (int i = 0; i < n->n_children; i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, i);
-            if (load_normalizer(ld, json_array_get(a, (size_t)i), sub, &n->children[i])) return -1;
-        }
+        n->children = load_sequence(ld, j, path, "normalizers", load_normalizer, sizeof *n->children,
+                                    &n->n_children, &rc);
+        if (rc) return -1;
     } else
         return LD_FAIL(ld, path, "unsupported normalizer type '%s' (supported: NFC, NFD, NFKC, "
                        "NFKD, Lowercase, Strip, Prepend, Replace, Sequence)", t);
@@ -116,7 +131,8 @@ static int load_normalizer(Ld *ld, const json_t *j, const char *path, TokNormali
 }
 
 /* ---- pre-tokenizers -------------------------------------------------------- */
-static int load_pre(Ld *ld, const json_t *j, const char *path, TokPre *p) {
+static int load_pre(Ld *ld, const json_t *j, const char *path, void *out) {
+    TokPre *p = out;
     memset(p, 0, sizeof *p);
     const char *t = json_is_object(j) ? jtype(j) : NULL;
     if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
@@ -149,16 +165,11 @@ static int load_pre(Ld *ld, const json_t *j, const char *path, TokPre *p) {
         p->kind = PRE_DIGITS;
         p->individual_digits = jbool(j, "individual_digits", 0);
     } else if (!strcmp(t, "Sequence")) {
+        int rc;
         p->kind = PRE_SEQUENCE;
-        const json_t *a = json_object_get(j, "pretokenizers");
-        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"pretokenizers\"");
-        p->n_children = (int)json_array_size(a);
-        p->children = xcalloc((size_t)p->n_children + 1, sizeof *p->children);
-        for (int i = 0; i < p->n_children; i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", path, i);
-            if (load_pre(ld, json_array_get(a, (size_t)i), sub, &p->children[i])) return -1;
-        }
+        p->children = load_sequence(ld, j, path, "pretokenizers", load_pre, sizeof *p->children,
+                                    &p->n_children, &rc);
+        if (rc) return -1;
     } else
         return LD_FAIL(ld, path, "unsupported pre-tokenizer type '%s' (supported: Split, "
                        "ByteLevel, Digits, Sequence)", t);
@@ -166,22 +177,18 @@ static int load_pre(Ld *ld, const json_t *j, const char *path, TokPre *p) {
 }
 
 /* ---- post-processors ------------------------------------------------------- */
-static int load_post(Ld *ld, const json_t *j, const char *path, TokPost *p) {
+static int load_post(Ld *ld, const json_t *j, const char *path, void *out) {
+    TokPost *p = out;
     memset(p, 0, sizeof *p);
     const char *t = json_is_object(j) ? jtype(j) : NULL;
     if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
     if (!strcmp(t, "ByteLevel")) p->kind = POST_BYTELEVEL;
     else if (!strcmp(t, "Sequence")) {
+        int rc;
         p->kind = POST_SEQUENCE;
-        const json_t *a = json_object_get(j, "processors");
-        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"processors\"");
-        p->n_children = (int)json_array_size(a);
-        p->children = xcalloc((size_t)p->n_children + 1, sizeof *p->children);
-        for (int i = 0; i < p->n_children; i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.processors[%d]", path, i);
-            if (load_post(ld, json_array_get(a, (size_t)i), sub, &p->children[i])) return -1;
-        }
+        p->children = load_sequence(ld, j, path, "processors", load_post, sizeof *p->children,
+                                    &p->n_children, &rc);
+        if (rc) return -1;
     } else if (!strcmp(t, "TemplateProcessing")) {
         p->kind = POST_TEMPLATE;
         const json_t *single = json_object_get(j, "single"), *sp = json_object_get(j, "special_tokens");
@@ -218,7 +225,8 @@ static int load_post(Ld *ld, const json_t *j, const char *path, TokPost *p) {
 }
 
 /* ---- decoders -------------------------------------------------------------- */
-static int load_dec(Ld *ld, const json_t *j, const char *path, TokDec *d) {
+static int load_dec(Ld *ld, const json_t *j, const char *path, void *out) {
+    TokDec *d = out;
     memset(d, 0, sizeof *d);
     const char *t = json_is_object(j) ? jtype(j) : NULL;
     if (!t) return LD_FAIL(ld, path, "expected an object with a \"type\"");
@@ -226,16 +234,11 @@ static int load_dec(Ld *ld, const json_t *j, const char *path, TokDec *d) {
     else if (!strcmp(t, "ByteFallback")) d->kind = DEC_BYTEFALLBACK;
     else if (!strcmp(t, "Fuse")) d->kind = DEC_FUSE;
     else if (!strcmp(t, "Sequence")) {
+        int rc;
         d->kind = DEC_SEQUENCE;
-        const json_t *a = json_object_get(j, "decoders");
-        if (!json_is_array(a)) return LD_FAIL(ld, path, "Sequence: expected an array \"decoders\"");
-        d->n_children = (int)json_array_size(a);
-        d->children = xcalloc((size_t)d->n_children + 1, sizeof *d->children);
-        for (int i = 0; i < d->n_children; i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.decoders[%d]", path, i);
-            if (load_dec(ld, json_array_get(a, (size_t)i), sub, &d->children[i])) return -1;
-        }
+        d->children = load_sequence(ld, j, path, "decoders", load_dec, sizeof *d->children,
+                                    &d->n_children, &rc);
+        if (rc) return -1;
     } else
         return LD_FAIL(ld, path, "unsupported decoder type '%s' (supported: ByteLevel, "
                        "ByteFallback, Fuse, Sequence)", t);
@@ -518,18 +521,9 @@ fail:
     return -1;
 }
 
-static char *join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = xmalloc(a + b + 2);
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
 int tok_load(Tokenizer **out, const char *model_dir, GrpoErr *err) {
-    char *tj = join(model_dir, "tokenizer.json"), *cj = join(model_dir, "tokenizer_config.json");
-    char *gj = join(model_dir, "generation_config.json");
+    char *tj = fs_join(model_dir, "tokenizer.json"), *cj = fs_join(model_dir, "tokenizer_config.json");
+    char *gj = fs_join(model_dir, "generation_config.json");
     int rc = tok_load_files(out, tj, cj, err);
     if (!rc) {
         (*out)->model_dir = xstrdup(model_dir);

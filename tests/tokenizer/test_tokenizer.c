@@ -7,6 +7,7 @@
  * implementation by the shell tests next to this file. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -257,6 +258,33 @@ static void test_errors(void) {
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merg", "invalid JSON",
                       "truncated");
     expect_load_error("[1, 2]", "expected a JSON object", "not an object");
+    /* every component's Sequence: the child's path, nested, and a missing array */
+#define MODEL_A "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}"
+    expect_load_error("{" MODEL_A ", \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": "
+                      "[{\"type\": \"NFC\"}, {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Bert\"}]}]}}",
+                      "normalizer.normalizers[1].normalizers[0]: unsupported normalizer type 'Bert'",
+                      "nested normalizer Sequence");
+    expect_load_error("{" MODEL_A ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": "
+                      "[{\"type\": \"ByteLevel\"}, {\"type\": \"WordPiece\"}]}}",
+                      "decoder.decoders[1]: unsupported decoder type 'WordPiece'", "decoder Sequence");
+    expect_load_error("{" MODEL_A ", \"post_processor\": {\"type\": \"Sequence\", \"processors\": {}}}",
+                      "post_processor: Sequence: expected an array \"processors\"", "post-processor Sequence");
+    expect_load_error("{" MODEL_A ", \"pre_tokenizer\": {\"type\": \"Sequence\"}}",
+                      "pre_tokenizer: Sequence: expected an array \"pretokenizers\"", "pre-tokenizer Sequence");
+#undef MODEL_A
+    /* a config file that cannot be read is an error, one that is absent is not */
+    write_file("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}");
+    CHECK(mkdir("generation_config.json", 0700) == 0);
+    Tokenizer *tok = NULL;
+    GrpoErr err = {{0}};
+    int rc = tok_load(&tok, dir, &err);
+    T_CHECK(rc == -1 && strstr(err.msg, "generation_config.json: is a directory"), "unreadable config: %s", err.msg);
+    tok_free(tok);
+    rmdir("generation_config.json");
+    tok = NULL;
+    rc = tok_load(&tok, dir, &err);
+    T_CHECK(rc == 0 && tok, "absent generation_config.json is fine: %s", err.msg);
+    tok_free(tok);
 }
 
 /* generation_config.json's eos ids: up to TOK_MAX_EOS kept in order, one more fails. */
