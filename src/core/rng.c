@@ -1,11 +1,14 @@
 /* core/rng.c — Philox4x32-10 streams and splitmix64 hashing (see rng.h).
  *
- * Is: the block function, a buffered stream of u32 / uniform / normal draws,
- * and tuple hashing for stream ids. Is not: a general distributions library
- * (sampling from logits lives in gen/), nor cryptographically secure. */
+ * Is: the block function, a buffered stream of u32 / uniform / normal / bounded
+ * integer draws, a shuffle, and tuple hashing for stream ids. Is not: a general
+ * distributions library (sampling from logits lives in gen/), nor cryptographically
+ * secure. */
 #include "core/rng.h"
 
 #include <math.h>
+
+#include "core/check.h"
 
 /* Constants from Salmon et al. 2011, section 4.2 (also Random123's philox.h). */
 #define PHILOX_M0 0xD2511F53u
@@ -55,6 +58,32 @@ float rng_normal(Rng *r) {
     double u1 = 1.0 - rng_uniform_f64(r); /* (0, 1]: log is finite */
     double u2 = rng_uniform_f64(r);
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+uint32_t rng_below(Rng *r, uint32_t bound) {
+    CHECK(bound >= 1);
+    /* The high word of x * bound is uniform over [0, bound) except for the
+     * (2^32 mod bound) values of x whose low word falls below that threshold:
+     * redraw those. The threshold's modulo runs only when low < bound. */
+    uint64_t m = (uint64_t)rng_u32(r) * bound;
+    uint32_t low = (uint32_t)m;
+    if (low < bound) {
+        uint32_t threshold = (uint32_t)(-bound) % bound;
+        while (low < threshold) {
+            m = (uint64_t)rng_u32(r) * bound;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+void rng_shuffle(Rng *r, int *v, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rng_below(r, (uint32_t)i + 1);
+        int t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
 }
 
 static uint64_t splitmix64_finalize(uint64_t z) {

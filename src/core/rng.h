@@ -35,6 +35,15 @@ double rng_uniform_f64(Rng *r);
  * draws and discards the second variate so each call costs the same. */
 float rng_normal(Rng *r);
 
+/* Uniform integer in [0, bound), bound >= 1, without modulo bias: Lemire's
+ * multiply-and-reject ("Fast random integer generation in an interval", ACM
+ * TOMACS 2019). One u32 draw, more only on the rare rejection. */
+uint32_t rng_below(Rng *r, uint32_t bound);
+/* Shuffles v[n] in place: Fisher-Yates (Knuth's Algorithm P), i from n-1 down
+ * to 1, j = rng_below(r, i+1), swap v[i] and v[j]. The sequence of draws is part
+ * of the contract: the dataset order (data/) and so resumed runs depend on it. */
+void rng_shuffle(Rng *r, int *v, int n);
+
 /* Hashes (a, b) into a 64-bit id, not symmetric: splitmix64's finalizer
  * (Steele, Lea, Flood 2014) applied to a, then to the result combined with b. */
 uint64_t rng_mix(uint64_t a, uint64_t b);

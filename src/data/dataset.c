@@ -206,20 +206,6 @@ void dataset_sampler_init(DatasetSampler *s, int n, int shuffle, uint64_t seed) 
     if (shuffle) s->perm = xmalloc((size_t)n * sizeof *s->perm);
 }
 
-/* Uniform integer in [0, bound) without modulo bias (Lemire 2019). */
-static uint32_t uniform_below(Rng *r, uint32_t bound) {
-    uint64_t m = (uint64_t)rng_u32(r) * bound;
-    uint32_t low = (uint32_t)m;
-    if (low < bound) {
-        uint32_t threshold = (uint32_t)(-bound) % bound;
-        while (low < threshold) {
-            m = (uint64_t)rng_u32(r) * bound;
-            low = (uint32_t)m;
-        }
-    }
-    return (uint32_t)(m >> 32);
-}
-
 int dataset_sampler_index(DatasetSampler *s, long position) {
     CHECK(position >= 0);
     long epoch = position / s->n;
@@ -229,12 +215,7 @@ int dataset_sampler_index(DatasetSampler *s, long position) {
         Rng r;
         rng_init(&r, s->seed, rng_mix(DATASET_RNG_TAG, (uint64_t)epoch));
         for (int i = 0; i < s->n; i++) s->perm[i] = i;
-        for (int i = s->n - 1; i > 0; i--) { /* Fisher-Yates */
-            int j = (int)uniform_below(&r, (uint32_t)i + 1);
-            int t = s->perm[i];
-            s->perm[i] = s->perm[j];
-            s->perm[j] = t;
-        }
+        rng_shuffle(&r, s->perm, s->n);
         s->epoch = epoch;
     }
     return s->perm[within];

@@ -3,11 +3,17 @@
  * Philox4x32-10 against the Random123 known-answer vectors (tests/kat_vectors
  * of DEShawResearch/random123), splitmix64 against Vigna's reference outputs
  * for seed 0, stream layout and batching independence, and statistical sanity
- * of uniforms and normals with tolerances of about 5 standard errors. */
+ * of uniforms and normals with tolerances of about 5 standard errors; bounded
+ * draws (in range, unbiased where a modulo or a plain multiply would not be, and
+ * a zero bound refused) and the shuffle (a permutation, uniform, and the very
+ * permutation the dataset order has always used). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "core/rng.h"
@@ -135,6 +141,134 @@ static void test_statistics(void) {
     T_CHECK(fabs(inside / N - 0.682689) < 2.5e-3, "P(|z| < 1) = %g", inside / N);
 }
 
+/* The bounded draw and shuffle exactly as data/dataset.c wrote them before they
+ * moved here: rng_below / rng_shuffle must consume and return the same. */
+static uint32_t ref_uniform_below(Rng *r, uint32_t bound) {
+    uint64_t m = (uint64_t)rng_u32(r) * bound;
+    uint32_t low = (uint32_t)m;
+    if (low < bound) {
+        uint32_t threshold = (uint32_t)(-bound) % bound;
+        while (low < threshold) {
+            m = (uint64_t)rng_u32(r) * bound;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+static void ref_shuffle(Rng *r, int *perm, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)ref_uniform_below(r, (uint32_t)i + 1);
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+static void test_below(void) {
+    Rng r, q;
+    const uint32_t bounds[] = {1, 2, 3, 7, 10, 1000, 0x80000001u, 0xC0000000u, 0xFFFFFFFFu};
+    int in_range = 1, same = 1;
+    for (int b = 0; b < (int)(sizeof bounds / sizeof bounds[0]); b++) {
+        rng_init(&r, 99, (uint64_t)b), rng_init(&q, 99, (uint64_t)b);
+        for (int i = 0; i < 20000; i++) {
+            uint32_t v = rng_below(&r, bounds[b]);
+            in_range &= v < bounds[b];
+            same &= v == ref_uniform_below(&q, bounds[b]);
+        }
+        same &= rng_u32(&r) == rng_u32(&q); /* and the same number of draws consumed */
+    }
+    T_CHECK(in_range, "rng_below returned a value >= bound");
+    T_CHECK(same, "rng_below differs from the reference draws");
+    rng_init(&r, 5, 5);
+    int zero = 1;
+    for (int i = 0; i < 1000; i++) zero &= rng_below(&r, 1) == 0;
+    T_CHECK(zero, "bound 1 always gives 0");
+
+    /* chi-square on a small bound */
+    enum { N = 600000, K = 6 };
+    long count[K] = {0};
+    rng_init(&r, 2024, 77);
+    for (int i = 0; i < N; i++) count[rng_below(&r, K)]++;
+    double chi2 = 0, e = (double)N / K;
+    for (int k = 0; k < K; k++) chi2 += (count[k] - e) * (count[k] - e) / e;
+    T_CHECK(chi2 < 25, "rng_below(6) chi-square %g (5 dof; p < 1.4e-4 above 25)", chi2);
+
+    /* bound = 3 * 2^30: x % bound would make [0, 2^30) twice as likely (P = 1/2),
+     * the multiply without rejection would double every multiple of 3 (P = 1/2);
+     * unbiased, both are 1/3 (standard error 6e-4 at this N). */
+    enum { M = 600000 };
+    const uint32_t big = 0xC0000000u;
+    long low = 0, mult3 = 0;
+    rng_init(&r, 31337, 1);
+    for (int i = 0; i < M; i++) {
+        uint32_t v = rng_below(&r, big);
+        low += v < 0x40000000u;
+        mult3 += v % 3 == 0;
+    }
+    T_CHECK(fabs((double)low / M - 1.0 / 3) < 4e-3, "P(v < 2^30) = %g, want 1/3", (double)low / M);
+    T_CHECK(fabs((double)mult3 / M - 1.0 / 3) < 4e-3, "P(v %% 3 == 0) = %g, want 1/3", (double)mult3 / M);
+
+    /* bound 0 has no value to return: a programmer error that aborts */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        rng_init(&r, 1, 1);
+        rng_below(&r, 0);
+        _exit(0);
+    }
+    int status = 0;
+    T_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+            "rng_below(0) should abort (status %d)", status);
+}
+
+static void test_shuffle(void) {
+    Rng r, q;
+    /* The first epoch of the dataset order for seed 1234 (stream rng_mix("data", 0)),
+     * as grpo has always produced it: resumed runs depend on it. */
+    int v[10], want[10] = {5, 8, 6, 3, 0, 9, 2, 7, 4, 1};
+    for (int i = 0; i < 10; i++) v[i] = i;
+    rng_init(&r, 1234, rng_mix(0x64617461u, 0));
+    rng_shuffle(&r, v, 10);
+    T_CHECK(!memcmp(v, want, sizeof v), "golden permutation: %d %d %d %d %d %d %d %d %d %d", v[0], v[1], v[2],
+            v[3], v[4], v[5], v[6], v[7], v[8], v[9]);
+
+    const int sizes[] = {0, 1, 2, 3, 17, 1000};
+    for (int s = 0; s < (int)(sizeof sizes / sizeof sizes[0]); s++) {
+        int n = sizes[s];
+        int *a = malloc(sizeof(int) * (n + 1)), *b = malloc(sizeof(int) * (n + 1)), *seen = calloc(n + 1, sizeof(int));
+        for (int i = 0; i < n; i++) a[i] = b[i] = i;
+        rng_init(&r, 7, (uint64_t)n), rng_init(&q, 7, (uint64_t)n);
+        rng_shuffle(&r, a, n);
+        ref_shuffle(&q, b, n);
+        int perm = 1;
+        for (int i = 0; i < n; i++) perm &= a[i] >= 0 && a[i] < n && !seen[a[i]]++;
+        T_CHECK(perm, "n = %d: not a permutation", n);
+        T_CHECK(!memcmp(a, b, sizeof(int) * n) && rng_u32(&r) == rng_u32(&q),
+                "n = %d: differs from the reference Fisher-Yates", n);
+        free(a), free(b), free(seen);
+    }
+
+    /* every permutation of 3 equally likely */
+    enum { N = 120000 };
+    long count[9] = {0};
+    rng_init(&r, 11, 12);
+    for (int t = 0; t < N; t++) {
+        int p[3] = {0, 1, 2};
+        rng_shuffle(&r, p, 3);
+        count[p[0] * 3 + p[1]]++;
+    }
+    double chi2 = 0, e = N / 6.0;
+    int impossible = 0;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            if (a == b) impossible += count[a * 3 + b] != 0;
+            else chi2 += (count[a * 3 + b] - e) * (count[a * 3 + b] - e) / e;
+        }
+    T_CHECK(!impossible && chi2 < 22, "shuffle of 3: chi-square %g over 6 permutations (5 dof)", chi2);
+}
+
 static void test_timer(void) {
     double t0 = time_now_s();
     struct timespec ts = {0, 20 * 1000 * 1000};
@@ -157,6 +291,8 @@ int main(void) {
     test_batching_independence();
     test_mix();
     test_statistics();
+    test_below();
+    test_shuffle();
     test_timer();
     return t_summary("test_rng");
 }
