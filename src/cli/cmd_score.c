@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "model/batch.h"
 #include "model/model_io.h"
 
 typedef struct {
@@ -52,32 +53,33 @@ static int parse_item(const char *line, const char *file, long lineno, int V, Sc
     return rc;
 }
 
-static void score_batch(Model *m, Activations *a, ScoreItem *items, int n, float inv_temp) {
-    int T = 1;
-    for (int i = 0; i < n; i++) T = items[i].n > T ? items[i].n : T;
-    int N = n * T;
-    int32_t *ids = xcalloc(N, sizeof(int32_t)), *tg = xmalloc(sizeof(int32_t) * N);
-    uint8_t *mask = xcalloc(N, 1);
-    float *lp = xmalloc(sizeof(float) * N);
-    for (int i = 0; i < N; i++) tg[i] = -1;
-    for (int i = 0; i < n; i++) {
-        for (int t = 0; t < items[i].n; t++) {
-            ids[i * T + t] = items[i].ids[t];
-            mask[i * T + t] = 1;
-            /* position t predicts token t+1: a target when t+1 is a completion token */
-            if (t + 1 >= items[i].n_prompt && t + 1 < items[i].n) tg[i * T + t] = items[i].ids[t + 1];
-        }
+/* Scores items[n] in one forward and prints their lines in order. An item with
+ * no tokens at all (both lists empty) has nothing to score and stays out of
+ * the batch. */
+static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n, float inv_temp) {
+    BatchSeq *seqs = xmalloc(sizeof(BatchSeq) * n);
+    int S = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].n) seqs[S++] = (BatchSeq){items[i].ids, items[i].n, NULL, 0, items[i].n_prompt};
+    PaddedBatch pb = {0};
+    float *lp = NULL;
+    if (S) {
+        padded_batch_build(&pb, seqs, S);
+        lp = xmalloc(sizeof(float) * (pb.offsets[S] + 1));
+        padded_batch_logprobs(m, a, &pb, inv_temp, lp, NULL);
     }
-    model_forward(m, a, ids, mask, n, T);
-    model_logprobs(m, a, tg, inv_temp, lp, NULL);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, k = 0; i < n; i++) {
         fputs("{\"logprobs\": [", stdout);
-        for (int t = items[i].n_prompt; t < items[i].n; t++)
-            printf("%s%.8g", t > items[i].n_prompt ? ", " : "", lp[i * T + t - 1]);
+        if (items[i].n) {
+            for (int j = pb.offsets[k]; j < pb.offsets[k + 1]; j++)
+                printf("%s%.8g", j > pb.offsets[k] ? ", " : "", lp[j]);
+            k++;
+        }
         fputs("]}\n", stdout);
     }
     fflush(stdout);
-    free(ids), free(tg), free(mask), free(lp);
+    if (S) padded_batch_free(&pb);
+    free(seqs), free(lp);
 }
 
 int cmd_score(int argc, char **argv) {

@@ -1,0 +1,78 @@
+/* model/batch.c — padded batches and their CSR targets (see batch.h).
+ *
+ * Is: the one place that lays sequences out for model_forward / model_logprobs
+ * and maps per-position arrays to per-target ones and back. Is not: a planner
+ * (callers choose which sequences share a batch and check S*T against their
+ * activation plan). */
+#include "model/batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+    CHECK(S >= 1);
+    memset(pb, 0, sizeof *pb);
+    int T = 1;
+    for (int i = 0; i < S; i++) {
+        const BatchSeq *q = &seqs[i];
+        CHECK(q->na >= 0 && q->nb >= 0 && (q->na == 0 || q->a) && (q->nb == 0 || q->b));
+        int len = q->na + q->nb;
+        CHECK(q->first_target >= 1 && q->first_target <= len);
+        T = len > T ? len : T;
+    }
+    CHECK((long)S * T <= 0x7fffffffL);
+    int N = S * T;
+    pb->S = S;
+    pb->T = T;
+    pb->ids = xcalloc(N, sizeof(int32_t));
+    pb->mask = xcalloc(N, 1);
+    pb->targets = xmalloc(sizeof(int32_t) * N);
+    pb->offsets = xmalloc(sizeof(int) * (S + 1));
+    pb->row0 = xmalloc(sizeof(int) * S);
+    for (int n = 0; n < N; n++) pb->targets[n] = -1;
+    pb->offsets[0] = 0;
+    for (int i = 0; i < S; i++) {
+        const BatchSeq *q = &seqs[i];
+        int len = q->na + q->nb, base = i * T;
+        int32_t *ids = pb->ids + base;
+        if (q->na) memcpy(ids, q->a, sizeof(int32_t) * q->na);
+        if (q->nb) memcpy(ids + q->na, q->b, sizeof(int32_t) * q->nb);
+        memset(pb->mask + base, 1, len);
+        /* position t-1 predicts token t */
+        for (int t = q->first_target; t < len; t++) pb->targets[base + t - 1] = ids[t];
+        pb->row0[i] = base + q->first_target - 1;
+        pb->offsets[i + 1] = pb->offsets[i] + len - q->first_target;
+    }
+}
+
+void padded_batch_free(PaddedBatch *pb) {
+    free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
+    memset(pb, 0, sizeof *pb);
+}
+
+/* A sequence's targets are predicted at consecutive positions row0[i] ..
+ * row0[i] + (offsets[i+1] - offsets[i]) - 1, so each copy is one memcpy. */
+void padded_batch_gather(const PaddedBatch *pb, const float *full, float *csr) {
+    for (int i = 0; i < pb->S; i++)
+        memcpy(csr + pb->offsets[i], full + pb->row0[i], sizeof(float) * (pb->offsets[i + 1] - pb->offsets[i]));
+}
+
+void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full) {
+    memset(full, 0, sizeof(float) * pb->S * pb->T);
+    for (int i = 0; i < pb->S; i++)
+        memcpy(full + pb->row0[i], csr + pb->offsets[i], sizeof(float) * (pb->offsets[i + 1] - pb->offsets[i]));
+}
+
+void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
+                           float *entropy) {
+    int N = pb->S * pb->T;
+    float *lp = xmalloc(sizeof(float) * N), *ent = entropy ? xmalloc(sizeof(float) * N) : NULL;
+    model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T);
+    model_logprobs(m, a, pb->targets, inv_temperature, lp, ent);
+    padded_batch_gather(pb, lp, logp);
+    if (entropy) padded_batch_gather(pb, ent, entropy);
+    free(lp);
+    free(ent);
+}

@@ -1,0 +1,55 @@
+/* model/batch.h — a batch of token sequences right-padded to one length, with
+ * the next-token targets the model is scored on, in CSR form.
+ *
+ * Every user of the training forward (GRPO micro-batches, SFT, `grpo score`)
+ * pads sequences the same way: ids right-padded with 0, mask 1 on real tokens,
+ * position t predicting token t+1, and only a suffix of each sequence counted
+ * (a GRPO completion, the SFT tokens after the prompt). This is that one
+ * layout, plus the gather/scatter between per-position arrays [S*T] and the
+ * compact per-target arrays [offsets[S]] that losses work on. */
+#ifndef GRPO_MODEL_BATCH_H
+#define GRPO_MODEL_BATCH_H
+
+#include <stdint.h>
+
+#include "model/transformer.h"
+
+/* One sequence of a batch: a[na] followed by b[nb] (b may be NULL with nb 0).
+ * Tokens first_target .. na+nb-1 are targets: position t predicts token t+1, so
+ * the first target is predicted at position first_target-1.
+ * 1 <= first_target <= na+nb (first_target == na+nb: no targets). */
+typedef struct {
+    const int32_t *a;
+    int na;
+    const int32_t *b;
+    int nb;
+    int first_target;
+} BatchSeq;
+
+typedef struct {
+    int S, T;            /* sequences, padded length = the longest na+nb (>= 1) */
+    int32_t *ids;        /* [S*T] right-padded with 0 */
+    uint8_t *mask;       /* [S*T] 1 on real tokens */
+    int32_t *targets;    /* [S*T] the id predicted at each position, -1 where none */
+    int *offsets;        /* [S+1] CSR: sequence i's targets are entries offsets[i] .. offsets[i+1]-1 */
+    int *row0;           /* [S] flat position predicting sequence i's first target */
+} PaddedBatch;
+
+/* Builds the padded batch of seqs[S] (S >= 1); pb owns its arrays. A sequence
+ * breaking the BatchSeq contract is a programmer error (CHECK). */
+void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S);
+/* Frees what pb owns and zeroes it. Safe on a zeroed PaddedBatch. */
+void padded_batch_free(PaddedBatch *pb);
+/* full[S*T] per position -> csr[offsets[S]] of the target positions, sequence by sequence */
+void padded_batch_gather(const PaddedBatch *pb, const float *full, float *csr);
+/* csr[offsets[S]] -> full[S*T], zero elsewhere */
+void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full);
+/* Forward of the batch through m (model_forward then model_logprobs with
+ * inv_temperature) and the target log-probs (and entropies, if entropy != NULL)
+ * gathered CSR into logp[offsets[S]] / entropy. Leaves the activations in a for
+ * a model_backward, whose dlogprob is per position: padded_batch_scatter it.
+ * Requires S*T <= the max_tokens a was planned for. */
+void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
+                           float *entropy);
+
+#endif

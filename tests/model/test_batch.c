@@ -1,0 +1,164 @@
+/* tests/model/test_batch.c — model/batch: the padded layout written out by hand
+ * for a mixed batch (prompt + completion, one piece with its first target inside
+ * it, one with no target at all), the gather/scatter round trip, the log-probs
+ * and entropies of a batch equal to each sequence run alone through
+ * model_forward + model_logprobs (tests/fixtures/qwen2 and llama), and a broken
+ * BatchSeq contract aborting.
+ *
+ * Tolerance: batched against alone differ only by GEMM shapes (fp32 summation
+ * order), so atol = rtol = 1e-5. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/batch.h"
+#include "model/model_io.h"
+#include "testutil.h"
+
+static const int32_t p0[3] = {1, 2, 3}, c0[2] = {4, 5};       /* prompt + completion */
+static const int32_t s1[6] = {7, 8, 9, 10, 11, 12};          /* one piece, targets from token 2 */
+static const int32_t p2[2] = {5, 6}, c2[1] = {7};             /* first_target == length: none */
+
+static void mixed(BatchSeq seqs[3]) {
+    seqs[0] = (BatchSeq){p0, 3, c0, 2, 3};
+    seqs[1] = (BatchSeq){s1, 6, NULL, 0, 2};
+    seqs[2] = (BatchSeq){p2, 2, c2, 1, 3};
+}
+
+static void test_layout(void) {
+    BatchSeq seqs[3];
+    mixed(seqs);
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, 3);
+    T_CHECK(pb.S == 3 && pb.T == 6, "S %d T %d", pb.S, pb.T);
+    const int32_t ids[18] = {1, 2, 3, 4, 5, 0, 7, 8, 9, 10, 11, 12, 5, 6, 7, 0, 0, 0};
+    const uint8_t mask[18] = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+    /* position t predicts token t+1: sequence 0's targets 4, 5 at positions 2, 3;
+     * sequence 1's tokens 2..5 at positions 1..4; sequence 2 none */
+    const int32_t targets[18] = {-1, -1, 4, 5, -1, -1, -1, 9, 10, 11, 12, -1, -1, -1, -1, -1, -1, -1};
+    const int offsets[4] = {0, 2, 6, 6}, row0[3] = {2, 7, 14};
+    T_CHECK(!memcmp(pb.ids, ids, sizeof ids), "ids");
+    T_CHECK(!memcmp(pb.mask, mask, sizeof mask), "mask");
+    T_CHECK(!memcmp(pb.targets, targets, sizeof targets), "targets");
+    T_CHECK(!memcmp(pb.offsets, offsets, sizeof offsets), "offsets %d %d %d %d", pb.offsets[0], pb.offsets[1],
+            pb.offsets[2], pb.offsets[3]);
+    T_CHECK(!memcmp(pb.row0, row0, sizeof row0), "row0 %d %d %d", pb.row0[0], pb.row0[1], pb.row0[2]);
+    padded_batch_free(&pb);
+    T_CHECK(pb.ids == NULL && pb.offsets == NULL && pb.S == 0, "free zeroes");
+    padded_batch_free(&pb);
+
+    /* a single sequence of one token: T = 1, no targets */
+    BatchSeq one = {p0, 1, NULL, 0, 1};
+    padded_batch_build(&pb, &one, 1);
+    T_CHECK(pb.T == 1 && pb.offsets[1] == 0 && pb.targets[0] == -1 && pb.mask[0] == 1, "one token");
+    padded_batch_free(&pb);
+}
+
+static void test_gather_scatter(void) {
+    BatchSeq seqs[3];
+    mixed(seqs);
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, 3);
+    int N = pb.S * pb.T, K = pb.offsets[pb.S];
+    float full[18], back[18], csr[6], csr2[6];
+    for (int n = 0; n < N; n++) full[n] = 100.0f + n;
+    padded_batch_gather(&pb, full, csr);
+    const float want[6] = {102, 103, 107, 108, 109, 110};
+    T_CHECK(K == 6 && !memcmp(csr, want, sizeof want), "gather: %g %g %g %g %g %g", csr[0], csr[1], csr[2], csr[3],
+            csr[4], csr[5]);
+    for (int n = 0; n < N; n++) back[n] = -1.0f; /* scatter must overwrite everything */
+    padded_batch_scatter(&pb, csr, back);
+    int ok = 1;
+    for (int n = 0; n < N; n++) ok &= back[n] == (pb.targets[n] >= 0 ? full[n] : 0.0f);
+    T_CHECK(ok, "scatter: the target positions, zero elsewhere");
+    padded_batch_gather(&pb, back, csr2);
+    T_CHECK(!memcmp(csr, csr2, sizeof csr), "gather(scatter(x)) == x");
+    padded_batch_free(&pb);
+}
+
+static void check_model(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "model_load %s: %s", dir, err.msg);
+        return;
+    }
+    BatchSeq seqs[3];
+    mixed(seqs);
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, 3);
+    Activations a;
+    acts_create(&a, &m.cfg, pb.S * pb.T, 0, 4);
+    int K = pb.offsets[pb.S];
+    float inv_temp = 1.0f / 0.7f, logp[6], ent[6], logp2[6];
+    padded_batch_logprobs(&m, &a, &pb, inv_temp, logp, ent);
+    padded_batch_logprobs(&m, &a, &pb, inv_temp, logp2, NULL);
+    T_CHECK(!memcmp(logp, logp2, sizeof(float) * K), "%s: log-probs without entropies are the same", name);
+    int finite = 1;
+    for (int k = 0; k < K; k++) finite &= logp[k] < 0 && ent[k] > 0;
+    T_CHECK(finite, "%s: log-probs < 0, entropies > 0", name);
+
+    /* each sequence alone, unpadded, through the model directly */
+    for (int i = 0; i < 3; i++) {
+        int L = seqs[i].na + seqs[i].nb, ft = seqs[i].first_target, nt = L - ft;
+        int32_t ids[8], tg[8];
+        uint8_t mask[8];
+        float lp[8], en[8];
+        memcpy(ids, seqs[i].a, sizeof(int32_t) * seqs[i].na);
+        if (seqs[i].nb) memcpy(ids + seqs[i].na, seqs[i].b, sizeof(int32_t) * seqs[i].nb);
+        for (int t = 0; t < L; t++) mask[t] = 1, tg[t] = t + 1 >= ft && t + 1 < L ? ids[t + 1] : -1;
+        model_forward(&m, &a, ids, mask, 1, L);
+        model_logprobs(&m, &a, tg, inv_temp, lp, en);
+        T_CHECK(pb.offsets[i + 1] - pb.offsets[i] == nt, "%s: sequence %d has %d targets", name, i, nt);
+        double want_lp[8], want_en[8];
+        for (int j = 0; j < nt; j++) want_lp[j] = lp[ft - 1 + j], want_en[j] = en[ft - 1 + j];
+        char what[64];
+        snprintf(what, sizeof what, "%s seq %d logp", name, i);
+        T_CLOSE_ARRAY(what, logp + pb.offsets[i], want_lp, nt, 1e-5, 1e-5);
+        snprintf(what, sizeof what, "%s seq %d entropy", name, i);
+        T_CLOSE_ARRAY(what, ent + pb.offsets[i], want_en, nt, 1e-5, 1e-5);
+    }
+    acts_free(&a);
+    padded_batch_free(&pb);
+    model_free(&m);
+}
+
+/* 1 when building seqs[S] aborts (a CHECK), run in a child. */
+static int build_aborts(const BatchSeq *seqs, int S) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        PaddedBatch pb;
+        padded_batch_build(&pb, seqs, S);
+        _exit(0);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void test_contract(void) {
+    BatchSeq bad[4] = {
+        {p0, 3, c0, 2, 0},    /* first_target 0: position -1 */
+        {p0, 3, c0, 2, 6},    /* past the end */
+        {p0, 3, NULL, 2, 3},  /* nb without b */
+        {p0, 0, NULL, 0, 1},  /* empty sequence */
+    };
+    for (int i = 0; i < 4; i++) T_CHECK(build_aborts(&bad[i], 1), "bad sequence %d accepted", i);
+    T_CHECK(build_aborts(bad, 0), "S = 0 accepted");
+    BatchSeq good = {p0, 3, c0, 2, 5};
+    T_CHECK(!build_aborts(&good, 1), "first_target == length is allowed");
+}
+
+int main(void) {
+    test_layout();
+    test_gather_scatter();
+    check_model("qwen2");
+    check_model("llama");
+    test_contract();
+    return t_summary("test_batch");
+}
