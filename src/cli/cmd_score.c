@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/model_io.h"
 
@@ -18,39 +19,28 @@ typedef struct {
     int n_prompt, n;
 } ScoreItem;
 
-/* Parses one line into it; errors name FILE:LINE and the field. */
-static int parse_item(const char *line, const char *file, long lineno, int V, ScoreItem *it,
-                      GrpoErr *err) {
-    json_error_t je;
-    json_t *root = json_loads(line, 0, &je);
-    if (!root) return err_set(err, "%s:%ld: not valid JSON: %s", file, lineno, je.text);
-    int rc = 0;
+/* Reads one row into it; errors name the field (the reader adds FILE:LINE). */
+static int parse_item(json_t *root, int V, ScoreItem *it, GrpoErr *err) {
     json_t *lists[2] = {json_object_get(root, "prompt_ids"), json_object_get(root, "completion_ids")};
     const char *names[2] = {"prompt_ids", "completion_ids"};
-    if (!json_is_object(root)) rc = err_set(err, "%s:%ld: expected a JSON object", file, lineno);
-    for (int k = 0; k < 2 && !rc; k++)
-        if (!json_is_array(lists[k]))
-            rc = err_set(err, "%s:%ld: missing '%s' (a list of token ids)", file, lineno, names[k]);
-    if (!rc) {
-        size_t np = json_array_size(lists[0]), nc = json_array_size(lists[1]);
-        if (np == 0 && nc > 0)
-            rc = err_set(err, "%s:%ld: prompt_ids is empty: the first completion token needs a context", file, lineno);
-        it->n_prompt = (int)np;
-        it->n = (int)(np + nc);
-        it->ids = xmalloc(sizeof(int32_t) * (it->n ? it->n : 1));
-        for (int k = 0, pos = 0; k < 2 && !rc; k++) {
-            for (size_t i = 0; i < json_array_size(lists[k]) && !rc; i++, pos++) {
-                json_t *v = json_array_get(lists[k], i);
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= V)
-                    rc = err_set(err, "%s:%ld: %s[%zu] must be a token id in 0..%d", file, lineno, names[k], i, V - 1);
-                else
-                    it->ids[pos] = (int32_t)json_integer_value(v);
+    for (int k = 0; k < 2; k++)
+        if (!json_is_array(lists[k])) return err_set(err, "missing '%s' (a list of token ids)", names[k]);
+    size_t np = json_array_size(lists[0]), nc = json_array_size(lists[1]);
+    if (np == 0 && nc > 0) return err_set(err, "prompt_ids is empty: the first completion token needs a context");
+    it->n_prompt = (int)np;
+    it->n = (int)(np + nc);
+    it->ids = xmalloc(sizeof(int32_t) * (it->n ? it->n : 1));
+    for (int k = 0, pos = 0; k < 2; k++) {
+        for (size_t i = 0; i < json_array_size(lists[k]); i++, pos++) {
+            json_t *v = json_array_get(lists[k], i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= V) {
+                free(it->ids);
+                return err_set(err, "%s[%zu] must be a token id in 0..%d", names[k], i, V - 1);
             }
+            it->ids[pos] = (int32_t)json_integer_value(v);
         }
-        if (rc) free(it->ids);
     }
-    json_decref(root);
-    return rc;
+    return 0;
 }
 
 /* Scores items[n] in one forward and prints their lines in order. An item with
@@ -82,6 +72,41 @@ static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n,
     free(seqs), free(lp);
 }
 
+/* Lines are batched as they arrive, so scores stream out while stdin is read. */
+typedef struct {
+    Model *m;
+    Activations *a;
+    long batch_tokens;
+    float inv_temp;
+    ScoreItem *items;
+    int n, cap, Tmax;   /* items waiting, their capacity, their longest length */
+} ScoreStream;
+
+static void flush_items(ScoreStream *st) {
+    if (st->n) score_batch(st->m, st->a, st->items, st->n, st->inv_temp);
+    for (int i = 0; i < st->n; i++) free(st->items[i].ids);
+    st->n = st->Tmax = 0;
+}
+
+static int score_row(json_t *row, long line, void *ctx, GrpoErr *err) {
+    ScoreStream *st = ctx;
+    ScoreItem it;
+    if (parse_item(row, st->m->cfg.vocab_size, &it, err)) return -1;
+    if (it.n > st->batch_tokens) {
+        free(it.ids);
+        return err_set(err, "%d tokens exceed --batch_tokens %ld", it.n, st->batch_tokens);
+    }
+    int T = it.n > st->Tmax ? it.n : st->Tmax;
+    if (st->n > 0 && (long)(st->n + 1) * T > st->batch_tokens) {
+        flush_items(st);
+        T = it.n;
+    }
+    if (st->n == st->cap) st->items = xrealloc(st->items, sizeof(ScoreItem) * (st->cap = 2 * st->cap + 16));
+    st->items[st->n++] = it;
+    st->Tmax = T;
+    return 0;
+}
+
 int cmd_score(int argc, char **argv) {
     const char *model_dir = NULL, *data = NULL;
     long batch_tokens = 4096;
@@ -106,56 +131,16 @@ int cmd_score(int argc, char **argv) {
         return 2;
     }
     cli_setup_threads();
-    FILE *in = strcmp(data, "-") ? fopen(data, "r") : stdin;
-    if (!in) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s: cannot open for reading", data);
-        return cli_fail("score", msg);
-    }
     GrpoErr err;
     Model m;
-    if (model_load(&m, model_dir, &err)) {
-        if (in != stdin) fclose(in);
-        return cli_fail("score", err.msg);
-    }
+    if (model_load(&m, model_dir, &err)) return cli_fail("score", err.msg);
     Activations a;
     acts_create(&a, &m.cfg, (int)batch_tokens, ckpt, 32);
-    int cap = 64, n = 0, Tmax = 0;
-    ScoreItem *items = xmalloc(sizeof(ScoreItem) * cap);
-    char *line = NULL;
-    size_t linecap = 0;
-    long lineno = 0;
-    rc = 0;
-    while (getline(&line, &linecap, in) > 0) {
-        lineno++;
-        if (strspn(line, " \t\r\n") == strlen(line)) continue;
-        ScoreItem it;
-        if (parse_item(line, data, lineno, m.cfg.vocab_size, &it, &err)) {
-            rc = 1;
-            break;
-        }
-        if (it.n > batch_tokens) {
-            err_set(&err, "%s:%ld: %d tokens exceed --batch_tokens %ld", data, lineno, it.n, batch_tokens);
-            free(it.ids);
-            rc = 1;
-            break;
-        }
-        int T = it.n > Tmax ? it.n : Tmax;
-        if (n > 0 && (long)(n + 1) * T > batch_tokens) {
-            score_batch(&m, &a, items, n, (float)(1.0 / temperature));
-            for (int i = 0; i < n; i++) free(items[i].ids);
-            n = 0;
-            T = it.n;
-        }
-        if (n == cap) items = xrealloc(items, sizeof(ScoreItem) * (cap *= 2));
-        items[n++] = it;
-        Tmax = T;
-    }
-    if (!rc && n > 0) score_batch(&m, &a, items, n, (float)(1.0 / temperature));
-    for (int i = 0; i < n; i++) free(items[i].ids);
-    free(items);
-    free(line);
-    if (in != stdin) fclose(in);
+    ScoreStream st = {&m, &a, batch_tokens, (float)(1.0 / temperature), NULL, 0, 0, 0};
+    rc = jsonl_read(data, score_row, &st, &err) < 0;
+    if (!rc) flush_items(&st);
+    for (int i = 0; i < st.n; i++) free(st.items[i].ids);
+    free(st.items);
     acts_free(&a);
     model_free(&m);
     return rc ? cli_fail("score", err.msg) : 0;

@@ -5,11 +5,11 @@
  * mapping; the whole file is parsed into memory (one jansson object per line). */
 #include "data/dataset.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
+#include "io/jsonl.h"
 
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
@@ -25,100 +25,88 @@ static const char *json_kind(const json_t *v) {
     return "?";
 }
 
-/* Checks one parsed line; returns 0 or -1 with "path:line: ..." in err. */
-static int check_row(const char *path, long line, json_t *row, int *conversational,
-                     GrpoErr *err) {
-    if (!json_is_object(row))
-        return err_set(err, "%s:%ld: expected a JSON object per line, got %s", path, line,
-                       json_kind(row));
+/* Checks one row's prompt; returns 0 or -1 with the problem in err (the caller
+ * adds "path:line: "). */
+static int check_row(json_t *row, int *conversational, GrpoErr *err) {
     json_t *prompt = json_object_get(row, "prompt");
     if (!prompt)
-        return err_set(err,
-                       "%s:%ld: no 'prompt' field (each line needs a 'prompt': a string or a "
-                       "list of {role, content} messages)",
-                       path, line);
+        return err_set(err, "no 'prompt' field (each line needs a 'prompt': a string or a list of {role, content} "
+                            "messages)");
     if (json_is_string(prompt)) {
         *conversational = 0;
         return 0;
     }
     if (!json_is_array(prompt))
-        return err_set(err,
-                       "%s:%ld: 'prompt' must be a string or a list of {role, content} messages, "
-                       "got %s",
-                       path, line, json_kind(prompt));
-    if (json_array_size(prompt) == 0)
-        return err_set(err, "%s:%ld: 'prompt' is an empty message list", path, line);
+        return err_set(err, "'prompt' must be a string or a list of {role, content} messages, got %s",
+                       json_kind(prompt));
+    if (json_array_size(prompt) == 0) return err_set(err, "'prompt' is an empty message list");
     size_t i;
     json_t *m;
     json_array_foreach(prompt, i, m) {
         if (!json_is_object(m))
-            return err_set(err, "%s:%ld: 'prompt'[%zu] must be a {role, content} message, got %s",
-                           path, line, i, json_kind(m));
+            return err_set(err, "'prompt'[%zu] must be a {role, content} message, got %s", i, json_kind(m));
         json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
         if (!json_is_string(role))
-            return err_set(err, "%s:%ld: 'prompt'[%zu].role must be a string, got %s", path, line,
-                           i, role ? json_kind(role) : "nothing");
+            return err_set(err, "'prompt'[%zu].role must be a string, got %s", i, role ? json_kind(role) : "nothing");
         if (!json_is_string(content))
-            return err_set(err, "%s:%ld: 'prompt'[%zu].content must be a string, got %s", path,
-                           line, i, content ? json_kind(content) : "nothing");
+            return err_set(err, "'prompt'[%zu].content must be a string, got %s", i,
+                           content ? json_kind(content) : "nothing");
     }
     *conversational = 1;
     return 0;
 }
 
-int dataset_load(Dataset *d, const char *path, GrpoErr *err) {
-    memset(d, 0, sizeof *d);
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    Dataset out = {0};
-    int cap = 0;
-    char *buf = NULL;
-    size_t buf_cap = 0;
-    long line = 0;
-    ssize_t len;
-    int rc = 0;
-    while ((len = getline(&buf, &buf_cap, f)) >= 0) {
-        line++;
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) len--;
-        size_t start = 0;
-        while (start < (size_t)len && (buf[start] == ' ' || buf[start] == '\t')) start++;
-        if (start == (size_t)len) continue; /* blank line */
-        json_error_t jerr;
-        json_t *row = json_loadb(buf + start, (size_t)len - start, JSON_DECODE_ANY, &jerr);
-        if (!row) {
-            rc = err_set(err, "%s:%ld: not valid JSON: %s (column %d)", path, line, jerr.text,
-                         jerr.column);
-            break;
-        }
-        int conv = 0;
-        if (check_row(path, line, row, &conv, err)) {
-            json_decref(row);
-            rc = -1;
-            break;
-        }
-        if (out.n == cap) {
-            cap = cap ? 2 * cap : 64;
-            out.ex = xrealloc(out.ex, (size_t)cap * sizeof *out.ex);
-        }
-        DatasetExample *e = &out.ex[out.n++];
-        memset(e, 0, sizeof *e);
-        e->row = row;
-        e->prompt = json_object_get(row, "prompt");
-        e->conversational = conv;
-        e->line = line;
+typedef struct {
+    Dataset d;
+    int cap;
+} Loading;
+
+/* Validates row and appends it (a new reference) to the dataset being built. */
+static int add_row(json_t *row, long line, void *ctx, GrpoErr *err) {
+    Loading *l = ctx;
+    int conv = 0;
+    if (!json_is_object(row)) return err_set(err, "expected a JSON object");
+    if (check_row(row, &conv, err)) return -1;
+    if (l->d.n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->d.ex = xrealloc(l->d.ex, (size_t)l->cap * sizeof *l->d.ex);
     }
-    if (!rc && ferror(f)) rc = err_set(err, "%s:%ld: read error: %s", path, line + 1, strerror(errno));
-    free(buf);
-    fclose(f);
-    if (!rc && out.n == 0)
-        rc = err_set(err, "%s: no examples (the file is empty or has only blank lines)", path);
+    DatasetExample *e = &l->d.ex[l->d.n++];
+    memset(e, 0, sizeof *e);
+    e->row = json_incref(row);
+    e->prompt = json_object_get(row, "prompt");
+    e->conversational = conv;
+    e->line = line;
+    return 0;
+}
+
+/* Hands the examples gathered in l to *d under the name `name`, or frees them. */
+static int finish(Dataset *d, Loading *l, const char *name, int rc, const char *why_empty, GrpoErr *err) {
+    if (!rc && l->d.n == 0) rc = err_set(err, "%s: no examples%s", name, why_empty);
     if (rc) {
-        dataset_free(&out);
+        dataset_free(&l->d);
         return -1;
     }
-    out.path = xstrdup(path);
-    *d = out;
+    l->d.path = xstrdup(name);
+    *d = l->d;
     return 0;
+}
+
+int dataset_load(Dataset *d, const char *path, GrpoErr *err) {
+    memset(d, 0, sizeof *d);
+    Loading l = {0};
+    const char *name = strcmp(path, "-") ? path : "<stdin>"; /* as jsonl_read names it */
+    return finish(d, &l, name, jsonl_read(path, add_row, &l, err) < 0 ? -1 : 0,
+                  " (the file is empty or has only blank lines)", err);
+}
+
+int dataset_from_rows(Dataset *d, const char *name, json_t *const *rows, int n, GrpoErr *err) {
+    memset(d, 0, sizeof *d);
+    Loading l = {0};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        if (add_row(rows[i], i + 1, &l, err)) rc = err_prefix(err, "%s:%d", name, i + 1);
+    return finish(d, &l, name, rc, "", err);
 }
 
 /* Renders one example's prompt into a malloc'd string. */

@@ -45,10 +45,15 @@ typedef struct {
     int n;
 } Dataset;
 
-/* Reads and validates every line of `path`. On success *d owns the examples;
- * on error *d is left empty (nothing to free) and err names path:line and what
- * was expected. A file with no examples is an error. */
+/* Reads (io/jsonl.h; "-" is standard input) and validates every line of `path`.
+ * On success *d owns the examples; on error *d is left empty (nothing to free)
+ * and err names path:line and what was expected. A file with no examples is an
+ * error. */
 int dataset_load(Dataset *d, const char *path, GrpoErr *err);
+/* The same from rows[n] already in memory (borrowed; the dataset takes its own
+ * references), e.g. a one-prompt dataset built from the command line. `name`
+ * stands for the path in messages, row i (0-based) for line i+1. */
+int dataset_from_rows(Dataset *d, const char *name, json_t *const *rows, int n, GrpoErr *err);
 
 /* Renders and tokenizes every prompt with tok. max_prompt_length <= 0 keeps
  * all tokens. enable_thinking is passed to the chat template (-1: leave it

@@ -1,8 +1,8 @@
 /* log/plot.c — metrics.jsonl in, SVG out (see plot.h).
  *
- * Is: a reader of the trainer's metrics log, a nice-number axis (Heckbert,
- * "Nice numbers for graph labels", Graphics Gems 1990) and a small SVG writer
- * that appends text to a growing buffer.
+ * Is: a reader of the trainer's metrics log (its lines through io/jsonl.h), a
+ * nice-number axis (Heckbert, "Nice numbers for graph labels", Graphics Gems
+ * 1990) and a small SVG writer that appends text to a growing buffer.
  * Is not: a general plotting library — one layout (panels stacked vertically),
  * linear axes, no legend beyond each panel's title. */
 #include "log/plot.h"
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "io/fsutil.h"
+#include "io/jsonl.h"
 
 /* ---------------------------------------------------------------- reading */
 
@@ -31,7 +32,7 @@ static int find_name(const PlotLog *log, const char *name) {
 }
 
 /* The index of name, registering it (all-NAN values) on first sight; rows_cap is
- * the most data lines the file can hold. */
+ * the capacity of every values[i]. */
 static int add_name(PlotLog *log, const char *name, int rows_cap) {
     int i = find_name(log, name);
     if (i >= 0) return i;
@@ -40,60 +41,58 @@ static int add_name(PlotLog *log, const char *name, int rows_cap) {
     log->values = xrealloc(log->values, sizeof(double *) * log->n_names);
     log->bad_line = xrealloc(log->bad_line, sizeof(long) * log->n_names);
     log->names[i] = xstrdup(name);
-    log->values[i] = xmalloc(sizeof(double) * (rows_cap ? rows_cap : 1));
+    log->values[i] = xmalloc(sizeof(double) * rows_cap);
     for (int r = 0; r < rows_cap; r++) log->values[i][r] = NAN;
     log->bad_line[i] = 0;
     return i;
 }
 
+typedef struct {
+    PlotLog *log;
+    int rows_cap;   /* capacity of step, line and every values[i] */
+} Loading;
+
+/* Makes room for one more data row, NAN in every metric. */
+static void grow_rows(Loading *l) {
+    PlotLog *log = l->log;
+    if (log->n_rows < l->rows_cap) return;
+    int cap = 2 * l->rows_cap + 64;
+    log->step = xrealloc(log->step, sizeof(double) * cap);
+    log->line = xrealloc(log->line, sizeof(long) * cap);
+    for (int i = 0; i < log->n_names; i++) {
+        log->values[i] = xrealloc(log->values[i], sizeof(double) * cap);
+        for (int r = l->rows_cap; r < cap; r++) log->values[i][r] = NAN;
+    }
+    l->rows_cap = cap;
+}
+
+static int add_line(json_t *o, long line, void *ctx, GrpoErr *err) {
+    Loading *l = ctx;
+    PlotLog *log = l->log;
+    const json_t *st = json_object_get(o, "step");
+    /* an event (e.g. a non-finite step) or a line that is not a step's metrics */
+    if (json_object_get(o, "event") || !st) return 0;
+    if (!json_is_number(st)) return err_set(err, "'step' must be a number");
+    grow_rows(l);
+    int r = log->n_rows++;
+    log->step[r] = json_number_value(st);
+    log->line[r] = line;
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        if (!strcmp(key, "step")) continue;
+        int i = add_name(log, key, l->rows_cap);
+        if (json_is_number(v)) log->values[i][r] = json_number_value(v);
+        else if (!json_is_null(v) && !log->bad_line[i]) log->bad_line[i] = line;
+    }
+    return 0;
+}
+
 int plot_log_load(PlotLog *log, const char *path, GrpoErr *err) {
     memset(log, 0, sizeof *log);
-    char *text = NULL;
-    size_t len = 0;
-    if (fs_read_file(path, &text, &len, err)) return -1;
-    int rows_cap = 1;
-    for (size_t k = 0; k < len; k++) rows_cap += text[k] == '\n';
     log->path = xstrdup(path);
-    log->step = xmalloc(sizeof(double) * rows_cap);
-    log->line = xmalloc(sizeof(long) * rows_cap);
-    int rc = 0;
-    long lineno = 0;
-    for (char *p = text; p < text + len && !rc;) {
-        char *nl = memchr(p, '\n', text + len - p), *end = nl ? nl : text + len;
-        lineno++;
-        char *s = p;
-        p = nl ? nl + 1 : text + len;
-        while (s < end && (*s == ' ' || *s == '\t' || *s == '\r')) s++;
-        if (s == end) continue;
-        json_error_t jerr;
-        json_t *o = json_loadb(s, (size_t)(end - s), JSON_DECODE_ANY, &jerr);
-        if (!o) {
-            rc = err_set(err, "%s:%ld: not JSON (%s)", path, lineno, jerr.text);
-            break;
-        }
-        const json_t *st = json_object_get(o, "step");
-        if (!json_is_object(o)) {
-            rc = err_set(err, "%s:%ld: expected a JSON object", path, lineno);
-        } else if (json_object_get(o, "event") || !st) {
-            /* an event (e.g. a non-finite step) or a line that is not a step's metrics */
-        } else if (!json_is_number(st)) {
-            rc = err_set(err, "%s:%ld: 'step' must be a number", path, lineno);
-        } else {
-            int r = log->n_rows++;
-            log->step[r] = json_number_value(st);
-            log->line[r] = lineno;
-            const char *key;
-            json_t *v;
-            json_object_foreach(o, key, v) {
-                if (!strcmp(key, "step")) continue;
-                int i = add_name(log, key, rows_cap);
-                if (json_is_number(v)) log->values[i][r] = json_number_value(v);
-                else if (!json_is_null(v) && !log->bad_line[i]) log->bad_line[i] = lineno;
-            }
-        }
-        json_decref(o);
-    }
-    free(text);
+    Loading l = {log, 0};
+    int rc = jsonl_read(path, add_line, &l, err) < 0 ? -1 : 0;
     if (!rc && log->n_rows == 0)
         rc = err_set(err, "%s: no data lines (JSON objects with a \"step\" and no \"event\")", path);
     if (rc) plot_log_free(log);

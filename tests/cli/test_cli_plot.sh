@@ -80,7 +80,7 @@ grep -q 'class="point"' "$TMP/one.svg" || fail "a lone point has no marker"
 # bad input: exit 1, one line, no SVG written
 expect_error 1 "missing.jsonl: cannot open" "$GRPO" plot "$TMP/missing.jsonl" -o "$TMP/e.svg"
 printf '{"step": 1, "reward": 1}\n{"step": 2, "reward": 1}\n{"step": 3, oops}\n' > "$TMP/bad.jsonl"
-expect_error 1 "bad.jsonl:3: not JSON" "$GRPO" plot "$TMP/bad.jsonl" -o "$TMP/e.svg"
+expect_error 1 "bad.jsonl:3: not valid JSON" "$GRPO" plot "$TMP/bad.jsonl" -o "$TMP/e.svg"
 printf '[1, 2]\n' > "$TMP/arr.jsonl"
 expect_error 1 "arr.jsonl:1: expected a JSON object" "$GRPO" plot "$TMP/arr.jsonl" -o "$TMP/e.svg"
 expect_error 1 "no metric 'nope'; the file has: reward, reward_std, completions/mean_length, loss, kl" \

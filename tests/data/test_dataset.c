@@ -127,8 +127,8 @@ static void expect_load_error(const char *text, const char *want) {
 
 static void test_bad_input(void) {
     expect_load_error("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n", "bad.jsonl:2: not valid JSON");
-    expect_load_error("[1, 2]\n", "bad.jsonl:1: expected a JSON object per line, got a list");
-    expect_load_error("\n\n\"text\"\n", "bad.jsonl:3: expected a JSON object per line, got a string");
+    expect_load_error("[1, 2]\n", "bad.jsonl:1: expected a JSON object, got an array");
+    expect_load_error("\n\n\"text\"\n", "bad.jsonl:3: expected a JSON object, got a string");
     expect_load_error("{\"question\": \"a\"}\n", "bad.jsonl:1: no 'prompt' field");
     expect_load_error("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n",
                       "bad.jsonl:2: 'prompt' must be a string or a list of {role, content} messages, got a number");
@@ -146,6 +146,35 @@ static void test_bad_input(void) {
     T_CHECK(dataset_load(&d, "/nonexistent/data.jsonl", &err) == -1 &&
                 strstr(err.msg, "/nonexistent/data.jsonl: cannot open"),
             "missing file: %s", err.msg);
+}
+
+static void test_from_rows(void) {
+    json_t *rows[3] = {json_pack("{s:s}", "prompt", "abc"),
+                       json_pack("{s:[{s:s,s:s}], s:i}", "prompt", "role", "user", "content", "hi", "answer", 4),
+                       json_pack("{s:i}", "prompt", 3)};
+    Dataset d;
+    GrpoErr err = {{0}};
+    T_CHECK(dataset_from_rows(&d, "--prompt", rows, 2, &err) == 0 && d.n == 2 && !strcmp(d.path, "--prompt"),
+            "two rows: %s", err.msg);
+    if (d.n == 2) {
+        T_CHECK(!d.ex[0].conversational && d.ex[1].conversational && d.ex[0].line == 1 && d.ex[1].line == 2 &&
+                    json_integer_value(json_object_get(d.ex[1].row, "answer")) == 4,
+                "rows as examples");
+        T_CHECK(rows[0]->refcount == 2, "the dataset holds its own reference (refcount %zu)", rows[0]->refcount);
+        dataset_free(&d);
+    }
+    T_CHECK(rows[0]->refcount == 1, "freed: references returned");
+    T_CHECK(dataset_from_rows(&d, "--rows", rows, 3, &err) == -1 && d.n == 0 && d.ex == NULL &&
+                !strcmp(err.msg, "--rows:3: 'prompt' must be a string or a list of {role, content} messages, got a number"),
+            "bad row: %s", err.msg);
+    json_t *arr = json_array();
+    T_CHECK(dataset_from_rows(&d, "--rows", &arr, 1, &err) == -1 && strstr(err.msg, "--rows:1: expected a JSON object"),
+            "non-object row: %s", err.msg);
+    T_CHECK(dataset_from_rows(&d, "--rows", rows, 0, &err) == -1 && strstr(err.msg, "--rows: no examples"),
+            "no rows: %s", err.msg);
+    T_CHECK(rows[0]->refcount == 1 && rows[1]->refcount == 1, "errors leave no reference behind");
+    json_decref(arr);
+    for (int i = 0; i < 3; i++) json_decref(rows[i]);
 }
 
 static void test_template_error(void) {
@@ -258,6 +287,7 @@ int main(void) {
     test_load_and_tokenize(tok);
     tok_free(tok);
     test_bad_input();
+    test_from_rows();
     test_template_error();
     test_sampler();
     const char *qwen = getenv("GRPO_QWEN3_TOKENIZER");
