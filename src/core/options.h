@@ -1,0 +1,108 @@
+/* core/options.h — every option declared once, as redis's config.c declares its
+ * settings: name, type, where the value lives, default, valid range or choices,
+ * help. The one row sets the default, parses a value from text (the command line,
+ * a YAML file), checks the range with a message naming the option, prints
+ * `--help` with the default read from the value, and records the value in a
+ * checkpoint (opts_to_json).
+ *
+ * Rows are grouped by the struct they describe (TrainingArgs, GenOpts, RewardArgs,
+ * TrainConfig...); a row's offset is relative to its struct, and a command places
+ * each group at the offset of that struct inside its own (OptGroup.base), so a
+ * group shared by several commands is declared once.
+ *
+ * Nothing here prints; parse errors come back in a GrpoErr. */
+#ifndef GRPO_CORE_OPTIONS_H
+#define GRPO_CORE_OPTIONS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/check.h"
+
+typedef enum {
+    OPT_BOOL,      /* int: 0 or 1 */
+    OPT_INT,       /* int */
+    OPT_LONG,      /* long */
+    OPT_U64,       /* uint64_t (seeds) */
+    OPT_F64,       /* double */
+    OPT_F32,       /* float */
+    OPT_MIB,       /* size_t bytes, given in MiB */
+    OPT_STR,       /* const char *, NULL = unset */
+    OPT_ENUM,      /* int: the index of the value in choices[] */
+    OPT_LIST,      /* StrList */
+    OPT_F64_LIST,  /* F64List */
+    OPT_CONFIG,    /* const char *: a YAML file of options, read before the command line */
+} OptType;
+
+/* Values of a list option: `--reward_funcs a b c`, or a YAML sequence. */
+typedef struct {
+    int n;
+    const char **v;
+} StrList;
+
+typedef struct {
+    int n;
+    double *v;
+} F64List;
+
+enum {
+    OPT_REQUIRED = 1 << 0, /* must be set (strings, lists) */
+    OPT_UNSET_NAN = 1 << 1, /* numbers: NaN (the default) means unset */
+    OPT_NO_RECORD = 1 << 2, /* not recorded in checkpoints (paths of this run, output switches) */
+};
+
+typedef struct {
+    const char *name;             /* TRL's spelling, without dashes */
+    OptType type;
+    size_t offset;                /* of the value within the group's struct */
+    double def;                   /* default of numbers, bools and enums (an index) */
+    const char *def_str;          /* default of strings */
+    double min, max;              /* numbers: valid range, inclusive; min > max: none */
+    const char *const *choices;   /* OPT_ENUM: NULL-terminated names, value = index */
+    const char *const *aliases;   /* OPT_ENUM: NULL-terminated pairs "alias", "choice" */
+    unsigned flags;
+    const char *help;             /* what it is; the default and range are added by opts_help */
+} OptSpec;
+
+/* A group of rows placed at base within a command's options struct. */
+typedef struct {
+    const OptSpec *specs;
+    int n;
+    size_t base;
+} OptGroup;
+
+#define OPT_GROUP(specs, base) ((OptGroup){(specs), (int)(sizeof(specs) / sizeof((specs)[0])), (base)})
+#define OPT_NO_RANGE 1, 0
+
+/* The one seed row (uint64_t, default 42), placed wherever a command keeps its seed. */
+extern const OptSpec seed_option[1];
+
+/* Sets every option of the groups to its default in the struct at obj. */
+void opts_defaults(const OptGroup *g, int ng, void *obj);
+
+/* Finds the row called name[len] (len: its length; name need not be terminated). */
+const OptSpec *opts_find(const OptGroup *g, int ng, const char *name, size_t len, size_t *base);
+
+/* Parses text into o's value (lists: a one-element list; text must outlive obj).
+ * Errors: "NAME expects an integer, not 'x'", "NAME 'x' is not one of a, b, c". */
+int opt_set_text(const OptSpec *o, void *value, const char *text, GrpoErr *err);
+
+/* Range checks and required options, with a message naming the option and the value. */
+int opts_check(const OptGroup *g, int ng, const void *obj, GrpoErr *err);
+
+/* The value as text ("1e-06", "true", "dapo", "a b c", "" when unset) into buf. */
+void opt_format(const OptSpec *o, const void *value, char *buf, size_t cap);
+
+/* "help (default V; range [a, b])" for --help, reading the default from obj. */
+void opt_help(const OptSpec *o, const void *value, char *buf, size_t cap);
+
+/* {"name": value, ...} of every recorded option (new reference). */
+json_t *opts_to_json(const OptGroup *g, int ng, const void *obj);
+
+/* The value of o inside the struct at obj placed at base. */
+static inline void *opt_value(const OptSpec *o, const void *obj, size_t base) {
+    return (char *)obj + base + o->offset;
+}
+
+#endif

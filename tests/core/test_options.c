@@ -1,0 +1,151 @@
+/* tests/core/test_options.c — declared options (core/options.h): defaults from
+ * the rows, parsing of every type with its errors, range and required checks
+ * naming the option, enum choices and aliases, the help text reading the default
+ * from the value, the record written into checkpoints, and groups placed at an
+ * offset inside a larger struct. */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/options.h"
+#include "testutil.h"
+
+typedef struct {
+    int flag, count, kind;
+    long steps;
+    uint64_t seed;
+    double rate, high;
+    float temp;
+    size_t cache_bytes;
+    const char *path;
+    StrList names;
+    F64List weights;
+} Inner;
+
+typedef struct {
+    int before;
+    Inner in;
+} Outer;
+
+static const char *const KINDS[] = {"alpha", "beta", "gamma", NULL};
+static const char *const KIND_ALIASES[] = {"true", "alpha", "false", "gamma", NULL};
+
+#define I(f) offsetof(Inner, f)
+static const OptSpec rows[] = {
+    {"flag", OPT_BOOL, I(flag), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0, "a switch"},
+    {"count", OPT_INT, I(count), 8, NULL, 1, 100, NULL, NULL, 0, "how many"},
+    {"kind", OPT_ENUM, I(kind), 1, NULL, OPT_NO_RANGE, KINDS, KIND_ALIASES, 0, "which"},
+    {"steps", OPT_LONG, I(steps), 0, NULL, 0, 1e300, NULL, NULL, 0, "steps"},
+    {"rate", OPT_F64, I(rate), 1e-6, NULL, 1e-300, 1e300, NULL, NULL, 0, "a rate"},
+    {"high", OPT_F64, I(high), NAN, NULL, 0, 1, NULL, NULL, OPT_UNSET_NAN, "optional"},
+    {"temp", OPT_F32, I(temp), 0.5, NULL, 0, 2, NULL, NULL, 0, "temperature"},
+    {"cache_mb", OPT_MIB, I(cache_bytes), 1024, NULL, 1, 4096, NULL, NULL, 0, "cache"},
+    {"path", OPT_STR, I(path), 0, "x.txt", OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD, "a file"},
+    {"names", OPT_LIST, I(names), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "names"},
+    {"weights", OPT_F64_LIST, I(weights), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "weights"},
+};
+
+static void defaults_and_groups(void) {
+    Outer o;
+    memset(&o, 0x55, sizeof o);
+    OptGroup g[2] = {OPT_GROUP(rows, offsetof(Outer, in)), {seed_option, 1, offsetof(Outer, in.seed)}};
+    opts_defaults(g, 2, &o);
+    T_CHECK(o.before == 0x55555555, "a group writes only its own struct");
+    T_CHECK(o.in.flag == 1 && o.in.count == 8 && o.in.kind == 1 && o.in.steps == 0 && o.in.seed == 42, "defaults");
+    T_CHECK(o.in.rate == 1e-6 && isnan(o.in.high) && o.in.temp == 0.5f && o.in.cache_bytes == (size_t)1024 << 20,
+            "number defaults");
+    T_CHECK(!strcmp(o.in.path, "x.txt") && o.in.names.n == 0 && o.in.weights.n == 0, "string and list defaults");
+    size_t base = 0;
+    const OptSpec *s = opts_find(g, 2, "seedless", 4, &base);
+    T_CHECK(s && !strcmp(s->name, "seed") && base == offsetof(Outer, in.seed), "find by length-limited name");
+    T_CHECK(!opts_find(g, 2, "nope", 4, NULL), "unknown name");
+    GrpoErr err;
+    T_CHECK(opts_check(g, 2, &o, &err) == -1 && strstr(err.msg, "names is required"), "required: %s", err.msg);
+    const char *n[] = {"a", "b"};
+    o.in.names = (StrList){2, n};
+    T_CHECK(opts_check(g, 2, &o, &err) == 0, "valid: %s", err.msg);
+}
+
+static void parsing(void) {
+    Inner in;
+    OptGroup g = OPT_GROUP(rows, 0);
+    opts_defaults(&g, 1, &in);
+    GrpoErr err;
+    const OptSpec *o = opts_find(&g, 1, "flag", 4, NULL);
+    T_CHECK(!opt_set_text(o, &in.flag, "False", &err) && in.flag == 0, "False");
+    T_CHECK(!opt_set_text(o, &in.flag, "true", &err) && in.flag == 1, "true");
+    T_CHECK(opt_set_text(o, &in.flag, "yes", &err) == -1 && strstr(err.msg, "flag takes true or false, not 'yes'"), "%s",
+            err.msg);
+    o = opts_find(&g, 1, "count", 5, NULL);
+    T_CHECK(!opt_set_text(o, &in.count, "12", &err) && in.count == 12, "int");
+    T_CHECK(opt_set_text(o, &in.count, "1.5", &err) == -1 && strstr(err.msg, "count expects an integer, not '1.5'"), "%s",
+            err.msg);
+    T_CHECK(opt_set_text(o, &in.count, "99999999999", &err) == -1 && strstr(err.msg, "out of range"), "int overflow");
+    in.count = 0;
+    T_CHECK(opts_check(&g, 1, &in, &err) == -1 && strstr(err.msg, "count must be in [1, 100] (got 0)"), "%s", err.msg);
+    in.count = 8;
+    o = opts_find(&g, 1, "kind", 4, NULL);
+    T_CHECK(!opt_set_text(o, &in.kind, "gamma", &err) && in.kind == 2, "enum");
+    T_CHECK(!opt_set_text(o, &in.kind, "true", &err) && in.kind == 0, "enum alias");
+    T_CHECK(opt_set_text(o, &in.kind, "delta", &err) == -1 && strstr(err.msg, "kind 'delta' is not one of alpha, beta or gamma"),
+            "%s", err.msg);
+    o = opts_find(&g, 1, "rate", 4, NULL);
+    T_CHECK(opt_set_text(o, &in.rate, "fast", &err) == -1 && strstr(err.msg, "rate expects a number"), "number");
+    T_CHECK(!opt_set_text(o, &in.rate, "0", &err) && opts_check(&g, 1, &in, &err) == -1 &&
+                strstr(err.msg, "rate must be > 0 (got 0)"),
+            "%s", err.msg);
+    in.rate = 1;
+    o = opts_find(&g, 1, "high", 4, NULL);
+    const char *n[] = {"a"};
+    in.names = (StrList){1, n};
+    T_CHECK(opts_check(&g, 1, &in, &err) == 0, "NaN means unset: %s", err.msg);
+    T_CHECK(!opt_set_text(o, &in.high, "2", &err) && opts_check(&g, 1, &in, &err) == -1 && strstr(err.msg, "high must be in [0, 1]"),
+            "%s", err.msg);
+    in.high = NAN;
+    o = opts_find(&g, 1, "cache_mb", 8, NULL);
+    T_CHECK(!opt_set_text(o, &in.cache_bytes, "3", &err) && in.cache_bytes == (size_t)3 << 20, "MiB");
+    T_CHECK(opt_set_text(o, &in.cache_bytes, "-1", &err) == -1, "negative MiB");
+    in.weights = (F64List){1, (double[]){INFINITY}};
+    T_CHECK(opts_check(&g, 1, &in, &err) == -1 && strstr(err.msg, "weights: value 1 is not a finite number"), "%s", err.msg);
+}
+
+static void help_and_record(void) {
+    Inner in;
+    OptGroup g[2] = {OPT_GROUP(rows, 0), {seed_option, 1, offsetof(Inner, seed)}};
+    opts_defaults(g, 2, &in);
+    char buf[600];
+    in.count = 9; /* a command's own default is what --help shows */
+    opt_help(&rows[1], &in.count, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "how many (default 9; in [1, 100])"), "help: %s", buf);
+    opt_help(&rows[2], &in.kind, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "which (default beta; alpha, beta or gamma)"), "enum help: %s", buf);
+    opt_help(&rows[4], &in.rate, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "a rate (default 1e-06; > 0)"), "rate help: %s", buf);
+    opt_help(&rows[9], &in.names, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "names (required)"), "required help: %s", buf);
+    const char *n[] = {"a", "b c"};
+    in.names = (StrList){2, n};
+    in.weights = (F64List){2, (double[]){1, 0.5}};
+    json_t *j = opts_to_json(g, 2, &in);
+    T_CHECK(json_integer_value(json_object_get(j, "count")) == 9, "count recorded");
+    T_CHECK(json_real_value(json_object_get(j, "rate")) == 1e-6, "rate recorded");
+    T_CHECK(!strcmp(json_string_value(json_object_get(j, "kind")), "beta"), "enum recorded by name");
+    T_CHECK(json_is_null(json_object_get(j, "high")), "unset recorded as null");
+    T_CHECK(json_is_true(json_object_get(j, "flag")), "bool recorded");
+    T_CHECK(json_integer_value(json_object_get(j, "cache_mb")) == 1024, "MiB recorded in MiB");
+    T_CHECK(json_integer_value(json_object_get(j, "seed")) == 42, "seed recorded");
+    T_CHECK(!json_object_get(j, "path"), "NO_RECORD left out");
+    json_t *names = json_object_get(j, "names"), *w = json_object_get(j, "weights");
+    T_CHECK(json_array_size(names) == 2 && !strcmp(json_string_value(json_array_get(names, 1)), "b c"), "list recorded");
+    T_CHECK(json_array_size(w) == 2 && json_real_value(json_array_get(w, 1)) == 0.5, "number list recorded");
+    json_decref(j);
+    opt_format(&rows[6], &in.temp, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "0.5"), "float format: %s", buf);
+}
+
+int main(void) {
+    defaults_and_groups();
+    parsing();
+    help_and_record();
+    return t_summary("test_options");
+}
