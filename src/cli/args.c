@@ -1,14 +1,12 @@
-/* cli/args.c — option parsing shared by the subcommands (see args.h). */
+/* cli/args.c — the command line and YAML files over declared options (args.h). */
 #include "cli/args.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <yaml.h>
 
-#include "core/check.h"
 #include "ops/gemm.h"
 
 /* Strings and lists allocated while parsing (YAML values, list arrays). */
@@ -28,62 +26,85 @@ void args_free(void) {
     arena_n = arena_cap = 0;
 }
 
-static void print_help(FILE *out, const char *cmd, const char *synopsis, const Opt *opts, int n) {
+static void print_help(FILE *out, const char *cmd, const char *synopsis, const OptGroup *g, int ng, const void *obj) {
     fprintf(out, "usage: grpo %s %s\n\noptions:\n", cmd, synopsis);
-    for (int i = 0; i < n; i++) {
-        const char *arg = opts[i].kind == OPT_FLAG ? "" : opts[i].kind == OPT_STR ? " VALUE"
-                          : opts[i].kind == OPT_YAML ? " FILE.yaml"
-                          : opts[i].kind == OPT_LIST ? " V [V...]" : " N";
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s", opts[i].name, arg);
-        fprintf(out, "  %-28s %s\n", left, opts[i].help);
-    }
+    char help[1200];
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            const OptSpec *o = &g[k].specs[i];
+            const char *arg = o->type == OPT_BOOL ? " [BOOL]" : o->type == OPT_CONFIG ? " FILE.yaml"
+                              : o->type == OPT_LIST || o->type == OPT_F64_LIST ? " V [V...]"
+                              : o->type == OPT_STR || o->type == OPT_ENUM ? " VALUE" : " N";
+            char left[80];
+            snprintf(left, sizeof left, "--%s%s", o->name, arg);
+            opt_help(o, opt_value(o, obj, g[k].base), help, sizeof help);
+            fprintf(out, "  %-34s %s\n", left, help);
+        }
 }
 
-/* Sets a scalar option from text; `src` names where it came from for messages. */
-static int set_value(const char *cmd, const char *src, const Opt *o, const char *val) {
-    char *end;
-    errno = 0;
-    if (o->kind == OPT_FLAG) {
-        if (!strcmp(val, "true") || !strcmp(val, "1") || !strcmp(val, "True")) *(int *)o->dst = 1;
-        else if (!strcmp(val, "false") || !strcmp(val, "0") || !strcmp(val, "False")) *(int *)o->dst = 0;
-        else {
-            fprintf(stderr, "grpo %s: %s%s takes true or false, not '%s'\n", cmd, src, o->name, val);
-            return 2;
-        }
-    } else if (o->kind == OPT_STR || o->kind == OPT_YAML) {
-        *(const char **)o->dst = val;
-    } else if (o->kind == OPT_LIST) {
-        StrList *l = o->dst;
-        l->v = keep(xmalloc(sizeof(char *)));
-        l->v[0] = val;
-        l->n = 1;
-    } else if (o->kind == OPT_INT) {
-        long v = strtol(val, &end, 10);
-        if (errno || end == val || *end) {
-            fprintf(stderr, "grpo %s: %s%s expects an integer, not '%s'\n", cmd, src, o->name, val);
-            return 2;
-        }
-        *(long *)o->dst = v;
-    } else {
-        double v = strtod(val, &end);
-        if (errno || end == val || *end) {
-            fprintf(stderr, "grpo %s: %s%s expects a number, not '%s'\n", cmd, src, o->name, val);
-            return 2;
-        }
-        *(double *)o->dst = v;
+/* Sets a list option from values v[n] (kept alive by the caller or the arena). */
+static int set_list(const OptSpec *o, void *value, const char *const *v, int n, GrpoErr *err) {
+    if (o->type == OPT_LIST) {
+        StrList *l = value;
+        l->v = keep(xmalloc(sizeof(char *) * (n ? n : 1)));
+        for (l->n = 0; l->n < n; l->n++) l->v[l->n] = v[l->n];
+        return 0;
+    }
+    F64List *l = value;
+    l->v = keep(xmalloc(sizeof(double) * (n ? n : 1)));
+    for (l->n = 0; l->n < n; l->n++) {
+        char *end;
+        l->v[l->n] = strtod(v[l->n], &end);
+        if (end == v[l->n] || *end) return err_set(err, "%s: '%s' is not a number", o->name, v[l->n]);
     }
     return 0;
 }
 
-static const Opt *find_opt(const Opt *opts, int n, const char *name, size_t len) {
-    for (int k = 0; k < n; k++)
-        if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len)) return &opts[k];
-    return NULL;
+static int is_list(const OptSpec *o) {
+    return o->type == OPT_LIST || o->type == OPT_F64_LIST;
+}
+
+/* One YAML value into option o; src is "file:line: " for messages. */
+static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *doc, yaml_node_t *v, const OptSpec *o,
+                            void *value) {
+    GrpoErr err;
+    if (v->type == YAML_SCALAR_NODE) {
+        const char *val = (const char *)v->data.scalar.value;
+        if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!strcmp(val, "null") || !strcmp(val, "~") || !*val))
+            return 0;
+        val = keep(xstrdup(val));
+        if (is_list(o) ? set_list(o, value, &val, 1, &err) : opt_set_text(o, value, val, &err)) {
+            fprintf(stderr, "grpo %s: %s%s\n", cmd, src, err.msg);
+            return 2;
+        }
+        return 0;
+    }
+    if (v->type != YAML_SEQUENCE_NODE || !is_list(o)) {
+        fprintf(stderr, "grpo %s: %s%s: expected a %s\n", cmd, src, o->name, is_list(o) ? "list or a single value" : "single value");
+        return 2;
+    }
+    int cnt = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+    const char **vals = xmalloc(sizeof(char *) * (cnt ? cnt : 1));
+    int rc = 0;
+    for (int i = 0; i < cnt && !rc; i++) {
+        yaml_node_t *e = yaml_document_get_node(doc, v->data.sequence.items.start[i]);
+        if (e->type != YAML_SCALAR_NODE) {
+            fprintf(stderr, "grpo %s: %s%s: list entries must be scalars\n", cmd, src, o->name);
+            rc = 2;
+        } else {
+            vals[i] = keep(xstrdup((const char *)e->data.scalar.value));
+        }
+    }
+    if (!rc && set_list(o, value, vals, cnt, &err)) {
+        fprintf(stderr, "grpo %s: %s%s\n", cmd, src, err.msg);
+        rc = 2;
+    }
+    free(vals);
+    return rc;
 }
 
 /* Applies a YAML mapping file to the options. */
-static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n) {
+static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int ng, void *obj) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "grpo %s: %s: cannot open the config file\n", cmd, path);
@@ -93,7 +114,6 @@ static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n)
     yaml_document_t doc;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, f);
-    int rc = 0;
     if (!yaml_parser_load(&parser, &doc)) {
         fprintf(stderr, "grpo %s: %s:%zu: invalid YAML: %s\n", cmd, path, parser.problem_mark.line + 1,
                 parser.problem ? parser.problem : "?");
@@ -102,7 +122,7 @@ static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n)
         return 2;
     }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    char src[600];
+    int rc = 0;
     if (root && root->type != YAML_MAPPING_NODE) {
         fprintf(stderr, "grpo %s: %s: expected a mapping of option names to values\n", cmd, path);
         rc = 2;
@@ -112,38 +132,17 @@ static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n)
         yaml_node_t *k = yaml_document_get_node(&doc, p->key), *v = yaml_document_get_node(&doc, p->value);
         if (k->type != YAML_SCALAR_NODE) continue;
         const char *key = (const char *)k->data.scalar.value;
-        const Opt *o = find_opt(opts, n, key, strlen(key));
-        if (!o || o->kind == OPT_YAML) {
+        size_t base;
+        const OptSpec *o = opts_find(g, ng, key, strlen(key), &base);
+        if (!o || o->type == OPT_CONFIG) {
             fprintf(stderr, "grpo %s: %s:%zu: unknown option '%s' (see grpo %s --help)\n", cmd, path,
                     k->start_mark.line + 1, key, cmd);
             rc = 2;
             break;
         }
+        char src[600];
         snprintf(src, sizeof src, "%s:%zu: ", path, k->start_mark.line + 1);
-        if (v->type == YAML_SCALAR_NODE) {
-            const char *val = (const char *)v->data.scalar.value;
-            if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!strcmp(val, "null") || !strcmp(val, "~") || !*val))
-                continue;
-            rc = set_value(cmd, src, o, keep(xstrdup(val)));
-        } else if (v->type == YAML_SEQUENCE_NODE && o->kind == OPT_LIST) {
-            StrList *l = o->dst;
-            int cnt = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
-            l->v = keep(xmalloc(sizeof(char *) * (cnt ? cnt : 1)));
-            l->n = 0;
-            for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-                yaml_node_t *e = yaml_document_get_node(&doc, *it);
-                if (e->type != YAML_SCALAR_NODE) {
-                    fprintf(stderr, "grpo %s: %s%s: list entries must be scalars\n", cmd, src, key);
-                    rc = 2;
-                    break;
-                }
-                l->v[l->n++] = keep(xstrdup((const char *)e->data.scalar.value));
-            }
-        } else {
-            fprintf(stderr, "grpo %s: %s%s: expected a %s\n", cmd, src, key,
-                    o->kind == OPT_LIST ? "list or a single value" : "single value");
-            rc = 2;
-        }
+        rc = apply_yaml_value(cmd, src, &doc, v, o, opt_value(o, obj, base));
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
@@ -151,77 +150,78 @@ static int apply_yaml(const char *cmd, const char *path, const Opt *opts, int n)
     return rc;
 }
 
-int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const Opt *opts,
-               int n) {
-    /* the YAML file first, so that the command line wins */
-    for (int k = 0; k < n; k++) {
-        if (opts[k].kind != OPT_YAML) continue;
-        size_t len = strlen(opts[k].name);
-        for (int i = 1; i < argc; i++) {
-            const char *path = NULL, *a = argv[i];
-            if (strncmp(a, "--", 2) || strncmp(a + 2, opts[k].name, len)) continue;
-            if (!a[2 + len] && i + 1 < argc) path = argv[i + 1];
-            else if (a[2 + len] == '=') path = a + 3 + len;
-            if (path) {
-                int rc = apply_yaml(cmd, path, opts, n);
-                if (rc) return rc;
-            }
-        }
-    }
+/* Reads every --config FILE (OPT_CONFIG options) before the command line. */
+static int apply_config_files(const char *cmd, int argc, char **argv, const OptGroup *g, int ng, void *obj) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            print_help(stdout, cmd, synopsis, opts, n);
+        if (strncmp(a, "--", 2)) continue;
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2), base;
+        const OptSpec *o = opts_find(g, ng, a + 2, len, &base);
+        if (!o || o->type != OPT_CONFIG) continue;
+        const char *path = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+        if (!path) continue; /* reported by the command-line pass */
+        int rc = apply_yaml(cmd, path, g, ng, obj);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const OptGroup *g, int ng, void *obj) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            print_help(stdout, cmd, synopsis, g, ng, obj);
             return 1;
         }
+    int rc = apply_config_files(cmd, argc, argv, g, ng, obj);
+    if (rc) return rc;
+    GrpoErr err;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
         if (strncmp(a, "--", 2)) {
-            fprintf(stderr, "grpo %s: unexpected argument '%s'\n", cmd, a);
-            print_help(stderr, cmd, synopsis, opts, n);
+            fprintf(stderr, "grpo %s: unexpected argument '%s' (see grpo %s --help)\n", cmd, a, cmd);
             return 2;
         }
         const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const Opt *o = find_opt(opts, n, name, len);
+        size_t len = eq ? (size_t)(eq - name) : strlen(name), base;
+        const OptSpec *o = opts_find(g, ng, name, len, &base);
         if (!o) {
             fprintf(stderr, "grpo %s: unknown option '--%.*s' (see grpo %s --help)\n", cmd, (int)len, name, cmd);
             return 2;
         }
-        if (o->kind == OPT_FLAG) {
-            if (eq) {
-                if (!strcmp(eq + 1, "true") || !strcmp(eq + 1, "1")) *(int *)o->dst = 1;
-                else if (!strcmp(eq + 1, "false") || !strcmp(eq + 1, "0")) *(int *)o->dst = 0;
-                else {
-                    fprintf(stderr, "grpo %s: --%s takes true or false, not '%s'\n", cmd, o->name, eq + 1);
-                    return 2;
-                }
-            } else if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) {
-                /* `--flag true|false`, as TRL's command line accepts */
-                *(int *)o->dst = !strcmp(argv[++i], "true");
-            } else {
-                *(int *)o->dst = 1;
-            }
-            continue;
-        }
-        if (o->kind == OPT_LIST && !eq) {
-            StrList *l = o->dst;
+        void *value = opt_value(o, obj, base);
+        int bad = 0;
+        if (o->type == OPT_BOOL && !eq) {
+            /* `--flag`, or `--flag true|false` as TRL's command line accepts */
+            int b;
+            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && opt_set_text(o, &b, argv[i + 1], &err) == 0) i++;
+            else b = 1;
+            *(int *)value = b;
+        } else if (is_list(o) && !eq) {
             int cnt = 0;
             while (i + 1 + cnt < argc && strncmp(argv[i + 1 + cnt], "--", 2)) cnt++;
             if (cnt == 0) {
                 fprintf(stderr, "grpo %s: --%s needs at least one value\n", cmd, o->name);
                 return 2;
             }
-            l->v = keep(xmalloc(sizeof(char *) * cnt));
-            for (l->n = 0; l->n < cnt; l->n++) l->v[l->n] = argv[i + 1 + l->n];
+            bad = set_list(o, value, (const char *const *)argv + i + 1, cnt, &err);
             i += cnt;
-            continue;
+        } else {
+            const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!val) {
+                fprintf(stderr, "grpo %s: --%s needs a value\n", cmd, o->name);
+                return 2;
+            }
+            bad = is_list(o) ? set_list(o, value, &val, 1, &err) : opt_set_text(o, value, val, &err);
         }
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val) {
-            fprintf(stderr, "grpo %s: --%s needs a value\n", cmd, o->name);
+        if (bad) {
+            fprintf(stderr, "grpo %s: --%s\n", cmd, err.msg);
             return 2;
         }
-        int rc = set_value(cmd, "--", o, val);
-        if (rc) return rc;
+    }
+    if (opts_check(g, ng, obj, &err)) {
+        fprintf(stderr, "grpo %s: %s\n", cmd, err.msg);
+        return 2;
     }
     return 0;
 }

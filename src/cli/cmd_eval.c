@@ -14,6 +14,7 @@
  * so `grpo generate --dataset` with the same seed shows the same completions.
  * Numbers on stdout (text, or one JSON object with --json); progress on stderr. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,9 @@
 #include "core/rng.h"
 #include "core/timer.h"
 #include "data/dataset.h"
-#include "gen/generate.h"
-#include "model/model_io.h"
+#include "gen/options.h"
+#include "gen/pretrained.h"
 #include "reward/reward.h"
-#include "tokenizer/tokenizer.h"
 
 #define SYNOPSIS "--model DIR --dataset FILE --reward_funcs SPEC... [options]"
 
@@ -85,99 +85,63 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, double thre
            100 * ratio((double)t->stopped, t->completions));
 }
 
+typedef struct {
+    const char *model_dir, *dataset;
+    RewardArgs rewards;
+    int num_generations, max_prompt_length, max_examples, json;
+    double pass_threshold;
+    GenOpts gen;
+} EvalArgs;
+
+#define A(f) offsetof(EvalArgs, f)
+static const OptSpec eval_options[] = {
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
+    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
+     "JSON lines with a `prompt` column and the reward functions' columns"},
+    {"num_generations", OPT_INT, A(num_generations), 1, NULL, 1, 1 << 20, NULL, NULL, 0, "completions per example"},
+    {"max_examples", OPT_INT, A(max_examples), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "only the first N examples (0 = all)"},
+    {"pass_threshold", OPT_F64, A(pass_threshold), 1.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "a completion passes when its reward is >= this"},
+    {"json", OPT_BOOL, A(json), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "one JSON object with the numbers and counts"},
+};
+
 int cmd_eval(int argc, char **argv) {
-    const char *model_dir = NULL, *dataset = NULL;
-    StrList funcs = {0}, weights = {0};
-    long G = 1, maxc = 256, maxp = DATASET_DEFAULT_MAX_PROMPT_LENGTH, seed = 42, max_examples = 0, kv_mb = 1024;
-    double temperature = 0.0, threshold = 1.0, timeout = REWARD_DEFAULT_TIMEOUT_S;
-    int json_out = 0;
-    Opt opts[] = {
-        {"model", OPT_STR, &model_dir, "model directory (HF layout) (required)"},
-        {"dataset", OPT_STR, &dataset, "JSON lines with a `prompt` column and the reward functions' columns (required)"},
-        {"reward_funcs", OPT_LIST, &funcs, "reward function specs, as for grpo train (required; docs/rewards.md)"},
-        {"reward_weights", OPT_LIST, &weights, "one weight per reward function (default 1.0 each)"},
-        {"num_generations", OPT_INT, &G, "completions per example (default 1)"},
-        {"temperature", OPT_FLOAT, &temperature, "sampling temperature (default 0 = greedy)"},
-        {"max_completion_length", OPT_INT, &maxc, "tokens per completion at most (default 256)"},
-        {"max_prompt_length", OPT_INT, &maxp, "prompt tokens kept, from the right (default 512)"},
-        {"seed", OPT_INT, &seed, "random seed for sampling (default 42)"},
-        {"max_examples", OPT_INT, &max_examples, "only the first N examples (default 0 = all)"},
-        {"pass_threshold", OPT_FLOAT, &threshold, "a completion passes when its reward is >= this (default 1.0)"},
-        {"reward_timeout", OPT_FLOAT, &timeout, "seconds to wait for a cmd: reward's reply (default 600)"},
-        {"kv_cache_mb", OPT_INT, &kv_mb, "memory limit of the generation KV cache in MiB (default 1024)"},
-        {"json", OPT_FLAG, &json_out, "one JSON object with the numbers and counts"},
-    };
-    int rc = args_parse("eval", SYNOPSIS, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    EvalArgs a;
+    memset(&a, 0, sizeof a);
+    OptGroup g[] = {OPT_GROUP(eval_options, 0), REWARD_OPTIONS_GROUP(A(rewards)),
+                    (OptGroup){prompt_length_option, 1, A(max_prompt_length)}, GEN_OPTIONS_GROUP(A(gen)),
+                    (OptGroup){seed_option, 1, A(gen.seed)}};
+    int ng = sizeof g / sizeof g[0];
+    opts_defaults(g, ng, &a);
+    gen_opts_default(&a.gen);
+    a.gen.sampler.temperature = 0; /* eval is greedy unless asked otherwise */
+    int rc = args_parse("eval", SYNOPSIS, argc, argv, g, ng, &a);
     if (rc) {
         args_free();
         return rc == 1 ? 0 : rc;
     }
-    char msg[600] = "";
-    GenOpts go;
-    gen_opts_default(&go);
-    go.sampler.temperature = (float)temperature;
-    go.max_completion_length = (int)maxc;
-    go.seed = (uint64_t)seed;
-    go.kv_cache_bytes = (size_t)kv_mb << 20;
-    const char *bad = sampler_opts_check(&go.sampler);
-    double *w = weights.n ? xmalloc(sizeof(double) * weights.n) : NULL;
-    if (!model_dir || !dataset || funcs.n == 0)
-        snprintf(msg, sizeof msg, "--model, --dataset and --reward_funcs are required (usage: grpo eval %s)", SYNOPSIS);
-    else if (bad)
-        snprintf(msg, sizeof msg, "%s", bad);
-    else if (G < 1 || maxc < 1 || maxp < 1 || kv_mb < 1 || max_examples < 0)
-        snprintf(msg, sizeof msg, "num_generations, max_completion_length, max_prompt_length and kv_cache_mb must "
-                                  "be >= 1, max_examples >= 0");
-    else if (!isfinite(threshold))
-        snprintf(msg, sizeof msg, "pass_threshold must be a finite number");
-    else if (weights.n && weights.n != funcs.n)
-        snprintf(msg, sizeof msg, "reward_weights has %d values but reward_funcs has %d functions", weights.n, funcs.n);
-    for (int i = 0; i < weights.n && !*msg; i++) {
-        char *end;
-        w[i] = strtod(weights.v[i], &end);
-        if (end == weights.v[i] || *end) snprintf(msg, sizeof msg, "reward_weights: '%s' is not a number", weights.v[i]);
-    }
-    if (*msg) {
-        fprintf(stderr, "grpo eval: %s\n", msg);
-        free(w);
+    const char *bad = sampler_opts_check(&a.gen.sampler);
+    GrpoErr err;
+    if (bad || reward_args_check(&a.rewards, &err)) {
+        fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);
         args_free();
         return 2;
     }
     cli_setup_threads();
-    GrpoErr err;
     RewardSet rs = {0};
-    RewardOptions ro = {timeout};
-    rc = reward_set_init(&rs, funcs.v, funcs.n, w, weights.n, &ro, &err);
-    free(w);
-    if (rc) {
-        args_free();
-        return cli_fail("eval", err.msg);
-    }
-    Model m;
-    Tokenizer *tok = NULL;
-    Dataset ds = {0};
-    int have_model = 0;
-    rc = model_load(&m, model_dir, &err);
-    if (!rc) have_model = 1, rc = tok_load(&tok, model_dir, &err);
-    if (!rc) rc = cli_collect_eos(&go, &m, tok, &err);
-    if (!rc) rc = dataset_load(&ds, dataset, &err);
-    if (!rc) rc = dataset_tokenize(&ds, tok, (int)maxp, -1, &err);
-    int n_ex = ds.n;
-    if (max_examples > 0 && max_examples < n_ex) n_ex = (int)max_examples;
-    int longest = 1;
-    if (!rc) rc = dataset_longest_prompt(&ds, n_ex, &longest, &err);
-    Generator gen;
-    if (!rc) rc = gen_create(&gen, &m, &go, longest, &err);
-    if (rc) {
-        dataset_free(&ds);
-        tok_free(tok);
-        if (have_model) model_free(&m);
+    Dataset ds;
+    GenSession s;
+    if (reward_set_from_args(&rs, &a.rewards, &err) || dataset_load(&ds, a.dataset, &err) ||
+        gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
         reward_set_free(&rs);
         args_free();
         return cli_fail("eval", err.msg);
     }
-    fprintf(stderr, "grpo eval: %d example(s) x %ld completion(s), %s, %d reward function(s)\n", n_ex, G,
-            temperature == 0 ? "greedy" : "sampled", rs.n_funcs);
+    int n_ex = s.n, G = a.num_generations, json_out = a.json;
+    double threshold = a.pass_threshold;
+    Tokenizer *tok = s.pre.tok;
+    fprintf(stderr, "grpo eval: %d example(s) x %d completion(s), %s, %d reward function(s)\n", n_ex, G,
+            a.gen.sampler.temperature == 0 ? "greedy" : "sampled", rs.n_funcs);
 
     int F = rs.n_funcs;
     EvalTotals t = {0};
@@ -190,12 +154,12 @@ int cmd_eval(int argc, char **argv) {
     int every = n_ex >= 20 ? n_ex / 20 : 1;
     double t0 = time_now_s();
     for (int p = 0; p < n_ex && !rc; p++) {
-        DatasetExample *ex = &ds.ex[p];
-        gen_group(&gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
+        DatasetExample *ex = &s.data.ex[p];
+        gen_group(&s.gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
         for (int i = 0; i < G && !rc; i++) {
             size_t len = 0;
             if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, &err)) rc = -1;
-            items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, ds.path, ex->line};
+            items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, s.data.path, ex->line};
         }
         RewardBatch batch = {items, (int)G, 0};
         if (!rc) rc = reward_set_compute(&rs, &batch, per_func, total, &err);
@@ -223,10 +187,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) report(&t, &rs, G, threshold, json_out);
     else cli_fail("eval", err.msg);
     free(out), free(text), free(items), free(per_func), free(total), free(t.func_sum), free(t.func_n);
-    gen_free(&gen);
-    dataset_free(&ds);
-    tok_free(tok);
-    model_free(&m);
+    gen_session_close(&s);
     reward_set_free(&rs);
     args_free();
     return rc ? 1 : 0;

@@ -1,6 +1,7 @@
 /* cli/cmd_init.c — `grpo init`: write a randomly initialised model directory in the
  * Hugging Face layout, from a preset (tiny, small) or a config.json, with the
  * tokenizer files of --tokenizer copied through. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,29 +30,34 @@ static json_t *preset(const char *name) {
                      "initializer_range", 0.02, "use_cache", 1);
 }
 
+typedef struct {
+    const char *config, *tokenizer, *output_dir;
+    int dtype;
+    uint64_t seed;
+} InitArgs;
+
+static const char *const DTYPE_NAMES[] = {"float32", "bfloat16", "float16", NULL};
+static const StDtype DTYPES[] = {ST_F32, ST_BF16, ST_F16};
+
+#define A(f) offsetof(InitArgs, f)
+static const OptSpec init_options[] = {
+    {"config", OPT_STR, A(config), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "tiny | small | PATH/config.json"},
+    {"tokenizer", OPT_STR, A(tokenizer), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "directory with tokenizer.json (required for presets)"},
+    {"output_dir", OPT_STR, A(output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "directory to create"},
+    {"dtype", OPT_ENUM, A(dtype), 0, NULL, OPT_NO_RANGE, DTYPE_NAMES, NULL, 0, "stored tensor dtype"},
+};
+
 int cmd_init(int argc, char **argv) {
-    const char *config = NULL, *tokenizer = NULL, *output_dir = NULL, *dtype = "float32";
-    long seed = 0;
-    Opt opts[] = {
-        {"config", OPT_STR, &config, "tiny | small | PATH/config.json (required)"},
-        {"tokenizer", OPT_STR, &tokenizer, "directory with tokenizer.json (required for presets)"},
-        {"seed", OPT_INT, &seed, "random seed (default 0)"},
-        {"output_dir", OPT_STR, &output_dir, "directory to create (required)"},
-        {"dtype", OPT_STR, &dtype, "float32 (default) | bfloat16 | float16: stored tensor dtype"},
-    };
-    int rc = args_parse("init", "--config tiny|small|PATH --output_dir DIR [options]", argc, argv,
-                        opts, sizeof opts / sizeof opts[0]);
+    InitArgs a;
+    OptGroup g[] = {OPT_GROUP(init_options, 0), (OptGroup){seed_option, 1, A(seed)}};
+    opts_defaults(g, 2, &a);
+    a.seed = 0;
+    int rc = args_parse("init", "--config tiny|small|PATH --output_dir DIR [options]", argc, argv, g, 2, &a);
     if (rc) return rc == 1 ? 0 : rc;
-    if (!config || !output_dir) {
-        fprintf(stderr, "grpo init: --config and --output_dir are required\n");
-        return 2;
-    }
-    int st_dtype = !strcmp(dtype, "float32") ? ST_F32 : !strcmp(dtype, "bfloat16") ? ST_BF16
-                   : !strcmp(dtype, "float16") ? ST_F16 : -1;
-    if (st_dtype < 0) {
-        fprintf(stderr, "grpo init: --dtype must be float32, bfloat16 or float16, not '%s'\n", dtype);
-        return 2;
-    }
+    const char *config = a.config, *tokenizer = a.tokenizer, *output_dir = a.output_dir;
+    long seed = (long)a.seed;
+    int st_dtype = DTYPES[a.dtype];
     if (fs_exists(output_dir)) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s: already exists; choose a new --output_dir", output_dir);
@@ -105,7 +111,7 @@ int cmd_init(int argc, char **argv) {
     rc = model_save(&m, output_dir, &so, &err);
     if (!rc)
         fprintf(stderr, "grpo init: wrote %s (%s, %lld parameters, %s)\n", output_dir,
-                config_model_type_name(m.cfg.type), config_param_count(&m.cfg), dtype);
+                config_model_type_name(m.cfg.type), config_param_count(&m.cfg), DTYPE_NAMES[a.dtype]);
     model_free(&m);
     return rc ? cli_fail("init", err.msg) : 0;
 }

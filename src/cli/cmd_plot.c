@@ -2,6 +2,7 @@
  * training run's metrics.jsonl as a standalone SVG, one panel per metric (the
  * drawing is log/plot.c). Default panels: reward (with its ±reward_std band) and
  * completions/mean_length. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +16,22 @@
 
 static const char *const DEFAULT_METRICS[] = {"reward", "completions/mean_length"};
 
+typedef struct {
+    const char *output, *metrics;
+} PlotArgs;
+
+static const OptSpec plot_options[] = {
+    {"output", OPT_STR, offsetof(PlotArgs, output), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "the SVG file to write (also -o FILE) (required)"},
+    {"metrics", OPT_STR, offsetof(PlotArgs, metrics), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "comma-separated metric names, one panel each (default: reward,completions/mean_length)"},
+};
+
 int cmd_plot(int argc, char **argv) {
-    const char *output = NULL, *metrics = NULL, *input = NULL;
-    Opt opts[] = {
-        {"output", OPT_STR, &output, "the SVG file to write (also -o FILE) (required)"},
-        {"metrics", OPT_STR, &metrics,
-         "comma-separated metric names, one panel each (default: reward,completions/mean_length)"},
-    };
-    int n_opts = sizeof opts / sizeof opts[0];
+    const char *input = NULL;
+    PlotArgs pa;
+    OptGroup g = OPT_GROUP(plot_options, 0);
+    opts_defaults(&g, 1, &pa);
     /* args_parse knows only --options: take out the positional file and map -o */
     char **av = xmalloc(sizeof(char *) * (argc + 1));
     int ac = 0;
@@ -45,9 +54,10 @@ int cmd_plot(int argc, char **argv) {
         }
     }
     av[ac] = NULL;
-    int rc = args_parse("plot", SYNOPSIS, ac, av, opts, n_opts);
+    int rc = args_parse("plot", SYNOPSIS, ac, av, &g, 1, &pa);
     free(av);
     if (rc) return rc == 1 ? 0 : rc;
+    const char *output = pa.output, *metrics = pa.metrics;
     if (!input || !output) {
         fprintf(stderr, "grpo plot: a METRICS.jsonl file and -o FILE.svg are required (usage: grpo plot %s)\n",
                 SYNOPSIS);

@@ -4,6 +4,7 @@
  * completion token given everything before it (likelihood evaluation, and the
  * contract that tests the forward pass from outside). Lines are batched up to
  * --batch_tokens padded tokens per forward. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,29 +108,34 @@ static int score_row(json_t *row, long line, void *ctx, GrpoErr *err) {
     return 0;
 }
 
+typedef struct {
+    const char *model_dir, *data;
+    double temperature;
+    long batch_tokens;
+    int gradient_checkpointing;
+} ScoreArgs;
+
+#define A(f) offsetof(ScoreArgs, f)
+static const OptSpec score_options[] = {
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
+    {"data", OPT_STR, A(data), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
+     "JSON lines {prompt_ids, completion_ids}; - for stdin"},
+    {"temperature", OPT_F64, A(temperature), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0, "score softmax(logits / temperature)"},
+    {"batch_tokens", OPT_LONG, A(batch_tokens), 4096, NULL, 1, 1 << 30, NULL, NULL, 0, "padded tokens per forward pass"},
+    {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "plan activations as training would (no effect on results)"},
+};
+
 int cmd_score(int argc, char **argv) {
-    const char *model_dir = NULL, *data = NULL;
-    long batch_tokens = 4096;
-    double temperature = 1.0;
-    int ckpt = 0;
-    Opt opts[] = {
-        {"model", OPT_STR, &model_dir, "model directory (HF layout) (required)"},
-        {"data", OPT_STR, &data, "JSON lines {prompt_ids, completion_ids}; - for stdin (required)"},
-        {"temperature", OPT_FLOAT, &temperature, "score softmax(logits / temperature) (default 1)"},
-        {"batch_tokens", OPT_INT, &batch_tokens, "padded tokens per forward pass (default 4096)"},
-        {"gradient_checkpointing", OPT_FLAG, &ckpt, "plan activations as training would (no effect on results)"},
-    };
-    int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, opts,
-                        sizeof opts / sizeof opts[0]);
+    ScoreArgs sa;
+    OptGroup g = OPT_GROUP(score_options, 0);
+    opts_defaults(&g, 1, &sa);
+    int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, &g, 1, &sa);
     if (rc) return rc == 1 ? 0 : rc;
-    if (!model_dir || !data) {
-        fprintf(stderr, "grpo score: --model and --data are required\n");
-        return 2;
-    }
-    if (!(temperature > 0) || batch_tokens < 1) {
-        fprintf(stderr, "grpo score: --temperature must be > 0 and --batch_tokens >= 1\n");
-        return 2;
-    }
+    const char *model_dir = sa.model_dir, *data = sa.data;
+    long batch_tokens = sa.batch_tokens;
+    double temperature = sa.temperature;
+    int ckpt = sa.gradient_checkpointing;
     cli_setup_threads();
     GrpoErr err;
     Model m;

@@ -3,9 +3,6 @@
 #ifndef GRPO_CLI_COMMANDS_H
 #define GRPO_CLI_COMMANDS_H
 
-#include "gen/generate.h"
-#include "tokenizer/tokenizer.h"
-
 int cmd_init(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -14,9 +11,5 @@ int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
-
-/* Generation eos ids: the model's config/generation_config and the tokenizer's
- * (cmd_generate.c; shared with cmd_eval.c). */
-int cli_collect_eos(GenOpts *o, const Model *m, const Tokenizer *tok, GrpoErr *err);
 
 #endif

@@ -10,14 +10,6 @@
 #include "core/check.h"
 #include "core/rng.h"
 
-void gen_opts_default(GenOpts *o) {
-    memset(o, 0, sizeof *o);
-    sampler_opts_default(&o->sampler);
-    o->max_completion_length = 256;
-    o->share_prefix = 1;
-    o->kv_cache_bytes = (size_t)1 << 30;
-}
-
 /* Element j of the concatenation a[na] b[nb]. */
 static int32_t eos_at(const int32_t *a, int na, const int32_t *b, int j) {
     return j < na ? a[j] : b[j - na];

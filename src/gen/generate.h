@@ -32,6 +32,7 @@ typedef struct {
     int32_t eos_ids[GEN_MAX_EOS];
 } GenOpts;
 
+/* The declared defaults (gen/options.c: gen_options, seed_option), prefix shared. */
 void gen_opts_default(GenOpts *o);
 /* Sets o's eos ids to the union of a[na] and b[nb] (the model's config and the
  * tokenizer's), in that order, without duplicates or negative ids. Returns -1

@@ -11,20 +11,8 @@
 
 #include "core/check.h"
 
-int grpo_scale_rewards_parse(const char *s, GrpoScaleRewards *out) {
-    if (!strcmp(s, "group")) *out = GRPO_SCALE_GROUP;
-    else if (!strcmp(s, "batch")) *out = GRPO_SCALE_BATCH;
-    else if (!strcmp(s, "none")) *out = GRPO_SCALE_NONE;
-    else return -1;
-    return 0;
-}
-
-int grpo_aggregation_parse(const char *s, GrpoRewardAggregation *out) {
-    if (!strcmp(s, "sum_then_normalize")) *out = GRPO_AGG_SUM_THEN_NORMALIZE;
-    else if (!strcmp(s, "normalize_then_sum")) *out = GRPO_AGG_NORMALIZE_THEN_SUM;
-    else return -1;
-    return 0;
-}
+const char *const grpo_scale_rewards_names[] = {"group", "batch", "none", NULL};
+const char *const grpo_aggregation_names[] = {"sum_then_normalize", "normalize_then_sum", NULL};
 
 /* torch.mean / torch.std (Bessel) of the k values x[0..k). */
 static double mean_of(const double *x, int k) {

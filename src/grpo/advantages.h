@@ -20,6 +20,11 @@ typedef enum {
     GRPO_AGG_NORMALIZE_THEN_SUM,
 } GrpoRewardAggregation;
 
+/* The names, by value, NULL-terminated (the scale_rewards and
+ * multi_objective_aggregation options). */
+extern const char *const grpo_scale_rewards_names[];
+extern const char *const grpo_aggregation_names[];
+
 /* The statistics TRL logs for one batch. */
 typedef struct {
     double reward_mean;           /* "reward": mean over n of the UNweighted nansum over functions */
@@ -30,10 +35,6 @@ typedef struct {
     double *func_std;             /* [F] caller-owned or NULL: "rewards/<name>/std" (nanstd) */
 } GrpoRewardStats;
 
-/* "group" | "batch" | "none"; 0, or -1 if unknown. */
-int grpo_scale_rewards_parse(const char *s, GrpoScaleRewards *out);
-/* "sum_then_normalize" | "normalize_then_sum"; 0, or -1 if unknown. */
-int grpo_aggregation_parse(const char *s, GrpoRewardAggregation *out);
 
 /* Computes advantages (and the aggregated rewards and logged statistics).
  *   sum_then_normalize: r = nansum_f(w_f r_f); A = r - mean_group(r), then

@@ -1,8 +1,9 @@
-/* grpo/checkpoint.c — what a GRPO checkpoint adds to train/checkpoint.c: the
+/* grpo/checkpoint.c — what a GRPO checkpoint adds to the training loop's: the
  * generation batch still being used (rollout.json: completions, rewards,
- * advantages, old/reference log-probs) and the trainer's position
- * (trainer_state.json: step, data position, random-stream state), so a resumed run
- * equals one never interrupted. */
+ * advantages, old/reference log-probs), the reference model
+ * (ref_model.safetensors) and GRPO's position in trainer_state.json (generation
+ * rounds, data position, random streams), so a resumed run equals one never
+ * interrupted. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,11 @@
 #include "io/fsutil.h"
 #include "train/checkpoint.h"
 
-#define STATE_VERSION 1
-
 /* ---- the rollout still in use ---- */
+
+static long state_step(const json_t *state) {
+    return (long)json_integer_value(json_object_get(state, "global_step"));
+}
 
 static json_t *floats_json(const float *x, int n) {
     json_t *a = json_array();
@@ -77,17 +80,18 @@ static float *floats_from(json_t *a, int n) {
     return x;
 }
 
-static int rollout_from_json(Trainer *t, json_t *o, Rollout **out, const char *path, GrpoErr *err) {
+static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const char *path, GrpoErr *err) {
     int F = t->rewards.n_funcs;
     Rollout *r = xcalloc(1, sizeof *r);
     json_int_t idx;
     if (json_unpack(o, "{s:I, s:i, s:i, s:i, s:i}", "index", &idx, "n", &r->n, "P", &r->P, "G", &r->G, "uses", &r->uses) ||
-        r->n != t->gen_batch || r->G != t->c->num_generations || r->P * r->G != r->n) {
+        r->n != t->gen_batch || r->G != t->c.num_generations || r->P * r->G != r->n) {
         free(r);
         return err_set(err, "%s: the saved generation batch does not match this run's batch settings", path);
     }
     r->index = idx;
     r->example = xmalloc(sizeof(int) * r->P);
+    r->prompt = xcalloc(r->P, sizeof(DatasetExample *));
     r->order = xmalloc(sizeof(int) * r->n);
     r->comp = xcalloc(r->n, sizeof(Completion));
     r->text = xcalloc(r->n, sizeof(char *));
@@ -104,11 +108,11 @@ static int rollout_from_json(Trainer *t, json_t *o, Rollout **out, const char *p
     for (int i = 0; i < r->n && !bad; i++) {
         json_t *c = json_array_get(comps, i), *ids = json_object_get(c, "ids");
         int n = json_is_array(ids) ? (int)json_array_size(ids) : -1;
-        if (n < 1 || n > t->c->max_completion_length) {
+        if (n < 1 || n > t->c.gen.max_completion_length) {
             bad = 1;
             break;
         }
-        r->comp[i].ids = xmalloc(sizeof(int32_t) * t->c->max_completion_length);
+        r->comp[i].ids = xmalloc(sizeof(int32_t) * t->c.gen.max_completion_length);
         r->comp[i].n = n;
         r->comp[i].stopped = json_is_true(json_object_get(c, "stopped"));
         int tmp[n];
@@ -126,7 +130,10 @@ static int rollout_from_json(Trainer *t, json_t *o, Rollout **out, const char *p
             bad |= !(r->ref_logp[i] = floats_from(ref, n));
         }
     }
-    for (int p = 0; p < r->P && !bad; p++) bad |= r->example[p] < 0 || r->example[p] >= t->data.n;
+    for (int p = 0; p < r->P && !bad; p++) {
+        bad |= r->example[p] < 0 || r->example[p] >= t->sess.data.n;
+        if (!bad) r->prompt[p] = &t->sess.data.ex[r->example[p]];
+    }
     if (bad) {
         rollout_free(r);
         return err_set(err, "%s: malformed or from another dataset", path);
@@ -135,51 +142,51 @@ static int rollout_from_json(Trainer *t, json_t *o, Rollout **out, const char *p
     return 0;
 }
 
-int checkpoint_save(Trainer *t, GrpoErr *err) {
-    const TrainConfig *c = t->c;
-    int per_round = t->spg * c->num_iterations;
-    json_t *state = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:{s:s, s:I, s:s}}", "version", STATE_VERSION,
-                              "global_step", (json_int_t)t->step, "max_steps", (json_int_t)t->total_steps,
-                              "generation_rounds", (json_int_t)t->rounds, "data_position",
-                              (json_int_t)(t->rounds * (t->gen_batch / c->num_generations)), "num_tokens",
-                              (json_int_t)t->num_tokens, "nonfinite_streak", t->nonfinite_streak, "adam_step",
-                              (json_int_t)t->opt.step, "rng", "algorithm", "philox4x32-10", "seed",
-                              (json_int_t)c->train.seed, "streams", "derived from (seed, data position, round index)");
-    json_t *ro = t->cur && t->cur->uses < per_round ? rollout_json(t->cur, t->rewards.n_funcs) : NULL;
-    CkptWrite w = {c->output_dir, t->step, &t->policy, c->model_dir, &t->opt, t->have_ref ? &t->ref : NULL,
-                   state, "rollout.json", ro, c->train.save_total_limit};
-    int rc = ckpt_write(&w, err);
-    json_decref(ro);
-    json_decref(state);
+int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *err) {
+    GrpoTrainer *t = self;
+    const TrainConfig *c = &t->c;
+    json_t *g = json_pack("{s:I, s:I, s:{s:s, s:I, s:s}}", "generation_rounds", (json_int_t)t->rounds_made,
+                          "data_position", (json_int_t)(t->rounds_made * (t->gen_batch / c->num_generations)), "rng",
+                          "algorithm", "philox4x32-10", "seed", (json_int_t)c->train.seed, "streams",
+                          "derived from (seed, data position, round index)");
+    json_object_update(state, g);
+    json_decref(g);
+    int rc = 0;
+    if (t->have_ref) {
+        char *p = fs_join(dir, "ref_model.safetensors");
+        rc = ckpt_write_params(p, &t->ref.table, t->ref.params, err);
+        free(p);
+    }
+    if (!rc && t->cur && t->cur->uses < t->spg * c->num_iterations) {
+        json_t *ro = rollout_json(t->cur, t->rewards.n_funcs);
+        char *p = fs_join(dir, "rollout.json");
+        if (json_dump_file(ro, p, JSON_COMPACT)) rc = err_set(err, "%s: cannot write", p);
+        free(p);
+        json_decref(ro);
+    }
     return rc;
 }
 
-int checkpoint_load(Trainer *t, const char *dir, GrpoErr *err) {
-    json_t *st = NULL;
-    if (ckpt_read(dir, &t->policy, &t->opt, t->have_ref ? &t->ref : NULL, &st, err)) return -1;
-    json_int_t step, rounds, tokens, astep;
-    int streak, version, rc = 0;
-    if (json_unpack(st, "{s:i, s:I, s:I, s:I, s:i, s:I}", "version", &version, "global_step", &step,
-                    "generation_rounds", &rounds, "num_tokens", &tokens, "nonfinite_streak", &streak, "adam_step",
-                    &astep) || version != STATE_VERSION)
-        rc = err_set(err, "%s/trainer_state.json: malformed (expected global_step, generation_rounds, num_tokens, "
-                     "adam_step of a grpo train checkpoint)", dir);
-    json_decref(st);
-    if (rc) return -1;
-    t->step = step;
-    t->rounds = rounds;
-    t->num_tokens = tokens;
-    t->nonfinite_streak = streak;
-    t->opt.step = astep;
-    char *p = fs_join(dir, "rollout.json");
-    if (fs_exists(p)) {
+int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoErr *err) {
+    GrpoTrainer *t = self;
+    json_int_t rounds;
+    if (json_unpack((json_t *)state, "{s:I}", "generation_rounds", &rounds))
+        return err_set(err, "%s/trainer_state.json: malformed (expected generation_rounds of a grpo train checkpoint)",
+                       dir);
+    t->rounds_made = rounds;
+    t->resumed = 1;
+    int rc = 0;
+    char *p = fs_join(dir, "ref_model.safetensors");
+    if (t->have_ref && fs_exists(p)) rc = ckpt_read_params(p, &t->ref.table, t->ref.params, err);
+    free(p);
+    p = fs_join(dir, "rollout.json");
+    if (!rc && fs_exists(p)) {
         json_error_t je;
         json_t *ro = json_load_file(p, 0, &je);
         rc = ro ? rollout_from_json(t, ro, &t->cur, p, err) : err_set(err, "%s: invalid JSON: %s", p, je.text);
         json_decref(ro);
     }
     free(p);
-    ckpt_truncate_log(t->c->output_dir, "metrics.jsonl", t->step);
-    ckpt_truncate_log(t->c->output_dir, "completions.jsonl", t->step);
+    if (!rc) ckpt_truncate_log(t->c.train.output_dir, "completions.jsonl", state_step(state));
     return rc;
 }

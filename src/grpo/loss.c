@@ -9,47 +9,43 @@
 #include "grpo/loss.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
+#include "core/options.h"
 
-static const char *const LOSS_NAMES[GRPO_LOSS_COUNT] = {"dapo", "grpo",  "dr_grpo", "bnpo",
-                                                       "cispo", "sapo", "luspo"};
+const char *const grpo_loss_type_names[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", NULL};
+static const char *const is_level_names[] = {"token", "sequence", NULL};
+
+#define L(f) offsetof(GrpoLossConfig, f)
+const OptSpec grpo_loss_options[] = {
+    {"loss_type", OPT_ENUM, L(loss_type), GRPO_LOSS_DAPO, NULL, OPT_NO_RANGE, grpo_loss_type_names, NULL, 0,
+     "the loss's normalisation and clipping (TRL's loss_type)"},
+    {"importance_sampling_level", OPT_ENUM, L(is_level), GRPO_IS_TOKEN, NULL, OPT_NO_RANGE, is_level_names, NULL, 0,
+     "token, or sequence (GSPO)"},
+    {"beta", OPT_F64, L(beta), 0.0, NULL, 0, 1e300, NULL, NULL, 0, "KL coefficient; > 0 keeps a frozen reference model"},
+    {"epsilon", OPT_F64, L(epsilon_low), 0.2, NULL, 1e-300, 1e300, NULL, NULL, 0, "clipping epsilon"},
+    {"epsilon_high", OPT_F64, L(epsilon_high), NAN, NULL, 1e-300, 1e300, NULL, NULL, OPT_UNSET_NAN,
+     "upper clipping epsilon (unset: epsilon)"},
+    {"delta", OPT_F64, L(delta), 0.0, NULL, 0, 1e300, NULL, NULL, 0,
+     "upper bound of the ratio in two-sided clipping, > 1 + epsilon_high (0 = none)"},
+    {"mask_truncated_completions", OPT_BOOL, L(mask_truncated_completions), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "leave truncated completions out of the loss"},
+    {"top_entropy_quantile", OPT_F64, L(top_entropy_quantile), 1.0, NULL, 1e-300, 1, NULL, NULL, 0,
+     "train only on the top-entropy tokens (1 = all)"},
+};
+const int grpo_loss_n_options = sizeof grpo_loss_options / sizeof grpo_loss_options[0];
 
 void grpo_loss_config_default(GrpoLossConfig *c) {
     memset(c, 0, sizeof *c);
-    c->loss_type = GRPO_LOSS_DAPO;
-    c->is_level = GRPO_IS_TOKEN;
-    c->epsilon_low = 0.2;
-    c->epsilon_high = 0.2;
-    c->delta = 0.0;
-    c->beta = 0.0;
+    OptGroup g = {grpo_loss_options, grpo_loss_n_options, 0};
+    opts_defaults(&g, 1, c);
+    c->epsilon_high = c->epsilon_low;
     c->sapo_temperature_pos = 1.0;
     c->sapo_temperature_neg = 1.05;
-    c->top_entropy_quantile = 1.0;
-    c->mask_truncated_completions = 0;
     c->max_completion_length = 256;
-}
-
-int grpo_loss_type_parse(const char *s, GrpoLossType *out) {
-    for (int i = 0; i < GRPO_LOSS_COUNT; i++)
-        if (!strcmp(s, LOSS_NAMES[i])) {
-            *out = (GrpoLossType)i;
-            return 0;
-        }
-    return -1;
-}
-
-const char *grpo_loss_type_name(GrpoLossType t) {
-    return (unsigned)t < GRPO_LOSS_COUNT ? LOSS_NAMES[t] : "?";
-}
-
-int grpo_is_level_parse(const char *s, GrpoIsLevel *out) {
-    if (!strcmp(s, "token")) *out = GRPO_IS_TOKEN;
-    else if (!strcmp(s, "sequence")) *out = GRPO_IS_SEQUENCE;
-    else return -1;
-    return 0;
 }
 
 /* Is sequence i's completion masked out (mask_truncated_completions)? */

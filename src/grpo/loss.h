@@ -38,6 +38,8 @@
 #ifndef GRPO_GRPO_LOSS_H
 #define GRPO_GRPO_LOSS_H
 
+#include "core/options.h"
+
 #include <stdint.h>
 
 typedef enum {
@@ -89,12 +91,14 @@ typedef struct {
     long long entropy_kept;       /* tokens kept by the high-entropy mask */
 } GrpoLossStats;
 
+/* TRL's defaults, from grpo_loss_options (epsilon_high = epsilon). */
 void grpo_loss_config_default(GrpoLossConfig *c);
-/* "dapo" | "grpo" | "dr_grpo" | "bnpo" | "cispo" | "sapo" | "luspo"; 0, or -1 if unknown. */
-int grpo_loss_type_parse(const char *s, GrpoLossType *out);
-const char *grpo_loss_type_name(GrpoLossType t);
-/* "token" | "sequence"; 0, or -1 if unknown. */
-int grpo_is_level_parse(const char *s, GrpoIsLevel *out);
+
+/* The loss options of `grpo train` (core/options.h rows over GrpoLossConfig);
+ * epsilon_high's default is NaN there: unset, resolved to epsilon by the trainer. */
+extern const char *const grpo_loss_type_names[];
+extern const OptSpec grpo_loss_options[];
+extern const int grpo_loss_n_options;
 
 /* The normaliser N of the table above, from the sequences it spans.
  * For every loss type but bnpo pass ALL the sequences of the optimizer step

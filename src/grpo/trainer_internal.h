@@ -1,6 +1,7 @@
-/* grpo/trainer_internal.h — the state shared by the trainer's files:
- * rollout.c (generate, score, advantages, old/ref log-probs), microbatch.c
- * (padded batches, log-probs, loss and backward), checkpoint.c, trainer.c. */
+/* grpo/trainer_internal.h — the state shared by the GRPO trainer's files:
+ * rollout.c (generate, score, advantages, old/reference log-probs), microbatch.c
+ * (a micro-batch's log-probs, loss and backward), checkpoint.c (what a GRPO
+ * checkpoint adds), trainer.c (setup and the step the training loop calls). */
 #ifndef GRPO_GRPO_TRAINER_INTERNAL_H
 #define GRPO_GRPO_TRAINER_INTERNAL_H
 
@@ -8,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "gen/generate.h"
+#include "gen/pretrained.h"
 #include "grpo/trainer.h"
 #include "log/metrics.h"
 #include "model/model_io.h"
@@ -18,8 +20,9 @@
  * (when needed) the log-probs of the generating policy and of the reference. */
 typedef struct {
     long index;            /* round number since the start of training */
-    int n, P, G;           /* n = P * G completions; group g = completions g*G .. g*G+G-1 */
+    int n, P, G;           /* n = P * G completions; group p = completions p*G .. p*G+G-1 */
     int *example;          /* [P] dataset index of each prompt */
+    const DatasetExample **prompt; /* [P] the prompts (borrowed from the dataset) */
     Completion *comp;      /* [n] */
     char **text;           /* [n] decoded completion (special tokens skipped) */
     double *per_func;      /* [F][n] */
@@ -29,55 +32,59 @@ typedef struct {
     float **ref_logp;      /* [n][len] or NULL */
     int *order;            /* [n] shuffled completion order; micro-batch k = order[k*B .. k*B+B) */
     int uses;              /* micro-batches taken from it so far (of spg * num_iterations) */
-    int refs;              /* micro-batches of the current step still pointing at it */
+    int pending;           /* micro-batches of the current step still reading it */
 } Rollout;
 
+/* Completion i of rollout r, as a micro-batch holds it. */
 typedef struct {
-    const TrainConfig *c;
+    const Rollout *r;
+    int i;
+} CompletionRef;
+
+/* The model pass of a micro-batch: which model, its activations, the temperature. */
+typedef struct {
+    Model *model;
+    Activations *acts;
+    float inv_temperature;
+} MicroPass;
+
+typedef struct {
+    TrainConfig c;         /* the options, derived values resolved (epsilon_high, gen seed) */
     int spg;               /* steps_per_generation */
     int gen_batch;         /* completions per round */
-    long total_steps;
-    Model policy, ref;
+    int need_old;          /* old log-probs are recorded at generation time */
+    GenSession sess;       /* the policy (sess.pre.model), tokenizer, prompts, generator */
+    Model ref;             /* the frozen reference (beta > 0) */
     int have_ref;
-    Tokenizer *tok;
-    Dataset data;
-    DatasetSampler sampler;
+    DatasetSampler data_order;
     RewardSet rewards;
-    Generator gen;
     Activations acts;
-    float *grads;          /* [table.total] */
-    ModelView gview;
-    AdamW opt;
-    uint8_t *decay_mask;
-    int need_old;          /* old log-probs are computed at generation time */
-    /* progress */
-    long step;             /* optimizer steps done */
-    long rounds;           /* generation rounds started */
-    long num_tokens;       /* prompt + completion tokens seen */
-    int nonfinite_streak;
+    long rounds_made;      /* generation rounds started */
     Rollout *cur;          /* the round being consumed (NULL before the first) */
-    /* output */
-    FILE *metrics_f, *completions_f;
-    MetricAcc acc;
-    double t_gen, t_score, t_ref, t_train;   /* seconds, current step */
-} Trainer;
+    int resumed;           /* completions.jsonl is appended to */
+    FILE *completions_f;
+    /* the step in progress */
+    long step;             /* optimizer steps done before it */
+    MetricAcc *metrics;
+    long tokens;
+    double t_gen, t_score, t_ref;
+} GrpoTrainer;
 
 /* rollout.c */
-int rollout_make(Trainer *t, Rollout **out, GrpoErr *err);
+int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err);
 void rollout_free(Rollout *r);
 /* microbatch.c */
-/* Log-probs (temperature-scaled) of the completion tokens of sequences
- * (rounds[i], idx[i]) under model m, written CSR to logp (offsets[S+1]); entropy
- * may be NULL. Uses t->acts. */
-void micro_logprobs(Trainer *t, Model *m, const Rollout *const *rounds, const int *idx, int S,
-                    const int *offsets, float *logp, float *entropy);
-/* One micro-batch of the step: loss + gradient accumulated into t->grads.
- * normalizer from grpo_loss_normalizer over the step (or the micro-batch for bnpo).
- * Returns the loss contribution; stats +=. */
-double micro_train(Trainer *t, const Rollout *const *rounds, const int *idx, int S,
-                   double normalizer, GrpoLossStats *stats);
-/* checkpoint.c */
-int checkpoint_save(Trainer *t, GrpoErr *err);
-int checkpoint_load(Trainer *t, const char *dir, GrpoErr *err);
+/* Log-probs (temperature-scaled) of the completion tokens of seqs[S], CSR in
+ * logp (offsets[S+1]); entropy may be NULL. */
+void micro_logprobs(const MicroPass *p, const CompletionRef *seqs, int S, const int *offsets, float *logp,
+                    float *entropy);
+/* One micro-batch of the step: loss + gradient accumulated into grads.
+ * normalizer from grpo_loss_normalizer over the step (or the micro-batch for
+ * bnpo). Returns the loss contribution; stats +=. */
+double micro_train(const MicroPass *p, const ModelView *grads, const GrpoLossConfig *loss, const CompletionRef *seqs,
+                   int S, double normalizer, GrpoLossStats *stats);
+/* checkpoint.c: TrainAlgo.save / .load */
+int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *err);
+int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoErr *err);
 
 #endif

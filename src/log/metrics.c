@@ -83,6 +83,12 @@ static void fmt_eta(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
 }
 
+void metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm) {
+    fprintf(f, "{\"step\": %ld, \"event\": \"nonfinite\", \"loss\": %s, \"grad_norm\": %s}\n", step,
+            isfinite(loss) ? "\"finite\"" : "null", isfinite(grad_norm) ? "\"finite\"" : "null");
+    fflush(f);
+}
+
 void progress_print(long step, long total, double reward, double loss, double tokens_per_s,
                     double eta_s, int is_tty) {
     char eta[32], rw[48] = "";

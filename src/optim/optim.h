@@ -99,6 +99,8 @@ typedef enum {
     SCHED_CONSTANT_WITH_WARMUP,   /* get_constant_schedule_with_warmup */
 } SchedType;
 
+/* The names, by SchedType, NULL-terminated. */
+extern const char *const sched_names[];
 /* "linear" | "cosine" | "constant" | "constant_with_warmup" -> *out; 0, or -1 if unknown. */
 int sched_parse(const char *name, SchedType *out);
 const char *sched_name(SchedType t);

@@ -6,11 +6,11 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const SCHED_NAMES[] = {"linear", "cosine", "constant", "constant_with_warmup"};
+const char *const sched_names[] = {"linear", "cosine", "constant", "constant_with_warmup", NULL};
 
 int sched_parse(const char *name, SchedType *out) {
     for (int i = 0; i < 4; i++)
-        if (!strcmp(name, SCHED_NAMES[i])) {
+        if (!strcmp(name, sched_names[i])) {
             *out = (SchedType)i;
             return 0;
         }
@@ -18,7 +18,7 @@ int sched_parse(const char *name, SchedType *out) {
 }
 
 const char *sched_name(SchedType t) {
-    return (unsigned)t < 4 ? SCHED_NAMES[t] : "?";
+    return (unsigned)t < 4 ? sched_names[t] : "?";
 }
 
 long long sched_warmup_steps(long long warmup_steps, double warmup_ratio, long long total_steps) {

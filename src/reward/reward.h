@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/check.h"
+#include "core/options.h"
 
 /* TRL has no reward timeout; ours bounds a hung child process. */
 #define REWARD_DEFAULT_TIMEOUT_S 600.0
@@ -103,6 +104,21 @@ int reward_set_init_funcs(RewardSet *s, RewardFunc **funcs, int n_funcs, const d
 int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, double *total,
                        GrpoErr *err);
 void reward_set_free(RewardSet *s);
+
+/* The reward options of `grpo train` and `grpo eval`, declared once in
+ * reward_options: reward_funcs (required), reward_weights, reward_timeout. */
+typedef struct {
+    StrList funcs;
+    F64List weights;
+    double timeout_s;
+} RewardArgs;
+
+extern const OptSpec reward_options[3];
+#define REWARD_OPTIONS_GROUP(base) ((OptGroup){reward_options, 3, (base)})
+/* The rule between the options: one weight per function, when weights are given. */
+int reward_args_check(const RewardArgs *a, GrpoErr *err);
+/* reward_set_init from the options (checked as above). */
+int reward_set_from_args(RewardSet *s, const RewardArgs *a, GrpoErr *err);
 
 /* total[i] = sum over f of weights[f] * per_func[f][i], leaving out NANs;
  * 0 when every function gave NAN (torch.nansum of all-NaN is 0, as in TRL). */

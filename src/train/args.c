@@ -1,30 +1,65 @@
-/* train/args.c — defaults and checks of the shared training options (args.h). */
+/* train/args.c — the shared training options, declared once (args.h). */
 #include "train/args.h"
 
+#include <stddef.h>
 #include <string.h>
+
+#define A(f) offsetof(TrainingArgs, f)
+#define BIG 1e300
+
+const OptSpec training_args_options[] = {
+    {"config", OPT_CONFIG, A(config), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "YAML file of these options (the command line wins)"},
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
+    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "JSON lines file of examples"},
+    {"output_dir", OPT_STR, A(output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_NO_RECORD,
+     "where metrics, checkpoints and the final model go"},
+    {"per_device_train_batch_size", OPT_INT, A(per_device_train_batch_size), 8, NULL, 1, 1 << 20, NULL, NULL, 0,
+     "sequences per forward/backward (the micro-batch)"},
+    {"gradient_accumulation_steps", OPT_INT, A(gradient_accumulation_steps), 1, NULL, 1, 1 << 20, NULL, NULL, 0,
+     "micro-batches per optimizer step"},
+    {"shuffle_dataset", OPT_BOOL, A(shuffle_dataset), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0, "shuffle the examples each epoch"},
+    {"learning_rate", OPT_F64, A(learning_rate), 1e-6, NULL, 0, BIG, NULL, NULL, 0, "AdamW learning rate"},
+    {"adam_beta1", OPT_F64, A(adam.beta1), 0.9, NULL, 0, 1, NULL, NULL, 0, "AdamW beta1"},
+    {"adam_beta2", OPT_F64, A(adam.beta2), 0.999, NULL, 0, 1, NULL, NULL, 0, "AdamW beta2"},
+    {"adam_epsilon", OPT_F64, A(adam.eps), 1e-8, NULL, 0, BIG, NULL, NULL, 0, "AdamW epsilon"},
+    {"weight_decay", OPT_F64, A(adam.weight_decay), 0, NULL, 0, BIG, NULL, NULL, 0, "decoupled weight decay"},
+    {"lr_scheduler_type", OPT_ENUM, A(lr_scheduler_type), SCHED_LINEAR, NULL, OPT_NO_RANGE, sched_names, NULL, 0,
+     "learning-rate schedule"},
+    {"warmup_ratio", OPT_F64, A(warmup_ratio), 0, NULL, 0, 1, NULL, NULL, 0, "fraction of the steps for warmup"},
+    {"warmup_steps", OPT_LONG, A(warmup_steps), 0, NULL, 0, BIG, NULL, NULL, 0, "warmup steps (win over warmup_ratio)"},
+    {"max_grad_norm", OPT_F64, A(max_grad_norm), 1.0, NULL, 0, BIG, NULL, NULL, 0, "gradient clipping norm (0 = off)"},
+    {"max_steps", OPT_LONG, A(max_steps), 0, NULL, 0, BIG, NULL, NULL, 0, "optimizer steps (> 0 wins over num_train_epochs)"},
+    {"num_train_epochs", OPT_F64, A(num_train_epochs), 3, NULL, 0, BIG, NULL, NULL, 0, "passes over the data"},
+    {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "recompute layers in backward"},
+    {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 64, NULL, 1, 1 << 20, NULL, NULL, 0,
+     "LM-head rows computed at once"},
+    {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD,
+     "steps per metrics.jsonl line"},
+    {"save_steps", OPT_LONG, A(save_steps), 500, NULL, 0, BIG, NULL, NULL, OPT_NO_RECORD,
+     "steps between checkpoints (0 = none)"},
+    {"save_total_limit", OPT_INT, A(save_total_limit), 0, NULL, 0, 1 << 30, NULL, NULL, OPT_NO_RECORD,
+     "checkpoints kept (0 = all)"},
+    {"resume_from_checkpoint", OPT_STR, A(resume_from_checkpoint), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "checkpoint directory, or latest"},
+    {"max_nonfinite_steps", OPT_INT, A(max_nonfinite_steps), 3, NULL, 1, 1 << 30, NULL, NULL, 0,
+     "consecutive NaN/Inf steps (skipped) before the run stops"},
+    {"quiet", OPT_BOOL, A(quiet), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD, "no progress output"},
+};
+const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
 void training_args_default(TrainingArgs *a, double learning_rate) {
     memset(a, 0, sizeof *a);
+    OptGroup g[2] = {TRAINING_ARGS_GROUP(0), {seed_option, 1, offsetof(TrainingArgs, seed)}};
+    opts_defaults(g, 2, a);
     a->learning_rate = learning_rate;
-    adamw_config_default(&a->adam);
-    a->lr_scheduler_type = SCHED_LINEAR;
-    a->max_grad_norm = 1.0;
-    a->num_train_epochs = 3;
-    a->seed = 42;
-    a->gradient_checkpointing = 1;
-    a->logprob_chunk_rows = 64;
-    a->logging_steps = 10;
-    a->save_steps = 500;
 }
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
+    OptGroup g[2] = {TRAINING_ARGS_GROUP(0), {seed_option, 1, offsetof(TrainingArgs, seed)}};
+    if (opts_check(g, 2, a, err)) return -1;
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
-    if (!(a->learning_rate >= 0)) return err_set(err, "learning_rate must be >= 0 (got %g)", a->learning_rate);
-    if (a->logging_steps < 1) return err_set(err, "logging_steps must be >= 1 (got %d)", a->logging_steps);
-    if (a->logprob_chunk_rows < 1) return err_set(err, "logprob_chunk_rows must be >= 1 (got %d)", a->logprob_chunk_rows);
-    if (a->save_steps < 0 || a->save_total_limit < 0) return err_set(err, "save_steps and save_total_limit must be >= 0");
-    if (a->warmup_ratio < 0 || a->warmup_ratio > 1 || a->warmup_steps < 0)
-        return err_set(err, "warmup_ratio must be in [0, 1] and warmup_steps >= 0");
     return 0;
 }

@@ -1,15 +1,26 @@
-/* train/args.h — the options `grpo train` and `grpo sft` share, as transformers'
- * TrainingArguments holds them for TRL's GRPOConfig and SFTConfig: optimizer,
- * schedule, length of training, seed, recomputation, logging, saving, resuming. */
+/* train/args.h — the options every training command shares, as transformers'
+ * TrainingArguments holds them for TRL's GRPOConfig and SFTConfig: model, data and
+ * output, batch, optimizer, schedule, length of training, seed, recomputation,
+ * logging, saving, resuming, the non-finite policy. Declared once in
+ * training_args_options (core/options.h); `grpo train` and `grpo sft` place the
+ * group in their own options. */
 #ifndef GRPO_TRAIN_ARGS_H
 #define GRPO_TRAIN_ARGS_H
 
 #include <stdint.h>
 
 #include "core/check.h"
+#include "core/options.h"
 #include "optim/optim.h"
 
 typedef struct {
+    const char *config;                /* --config FILE.yaml (read by cli/args.c) */
+    const char *model_dir;             /* model */
+    const char *dataset;
+    const char *output_dir;
+    int per_device_train_batch_size;   /* 8 */
+    int gradient_accumulation_steps;   /* 1 */
+    int shuffle_dataset;               /* 1 */
     double learning_rate;              /* GRPOConfig 1e-6, SFTConfig 2e-5 */
     AdamWConfig adam;
     SchedType lr_scheduler_type;       /* linear */
@@ -25,11 +36,18 @@ typedef struct {
     long save_steps;                   /* 500; 0 = never */
     int save_total_limit;              /* 0 = keep all */
     const char *resume_from_checkpoint;/* DIR, "latest" or NULL */
-    int quiet;                         /* no progress line */
+    int max_nonfinite_steps;           /* consecutive NaN/Inf steps before stopping (3) */
+    int quiet;                         /* no progress events */
 } TrainingArgs;
 
+extern const OptSpec training_args_options[];
+extern const int training_args_n_options;
+#define TRAINING_ARGS_GROUP(base) ((OptGroup){training_args_options, training_args_n_options, (base)})
+
+/* The defaults of the table, with the command's learning rate. */
 void training_args_default(TrainingArgs *a, double learning_rate);
-/* Range checks with a message that names the option and the value. */
+/* Ranges of the table and the rules between options, with a message that names
+ * the option and the value. */
 int training_args_check(const TrainingArgs *a, GrpoErr *err);
 
 #endif

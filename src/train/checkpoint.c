@@ -128,7 +128,7 @@ void ckpt_truncate_log(const char *dir, const char *file, long step) {
     free(p);
 }
 
-int ckpt_write(const CkptWrite *w, GrpoErr *err) {
+int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err) {
     char name[64];
     snprintf(name, sizeof name, "checkpoint-%ld", w->step);
     char *final = fs_join(w->output_dir, name), *tmp = NULL;
@@ -146,25 +146,15 @@ int ckpt_write(const CkptWrite *w, GrpoErr *err) {
     float *bufs[2] = {w->opt->m, w->opt->v};
     if (!rc) rc = write_table(p, &w->model->table, pre, bufs, 2, err);
     free(p);
-    if (!rc && w->ref) {
-        p = fs_join(tmp, "ref_model.safetensors");
-        const char *rp[1] = {""};
-        float *rb[1] = {w->ref->params};
-        rc = write_table(p, &w->ref->table, rp, rb, 1, err);
-        free(p);
-    }
-    if (!rc && w->extra_name && w->extra) {
-        p = fs_join(tmp, w->extra_name);
-        if (json_dump_file(w->extra, p, JSON_COMPACT)) rc = err_set(err, "%s: cannot write", p);
-        free(p);
-    }
+    if (!rc && w->add) rc = w->add(w->add_ctx, tmp, w->state, err);
     p = fs_join(tmp, "trainer_state.json");
     if (!rc && json_dump_file(w->state, p, JSON_INDENT(2))) rc = err_set(err, "%s: cannot write", p);
     free(p);
     if (!rc) rc = fs_commit_dir(tmp, final, err);
     if (rc) fs_rm_rf(tmp);
     free(tmp);
-    free(final);
+    if (!rc && path) *path = final;
+    else free(final);
     if (!rc && w->total_limit > 0) {
         long *v;
         int n = list_checkpoints(w->output_dir, &v);
@@ -179,7 +169,7 @@ int ckpt_write(const CkptWrite *w, GrpoErr *err) {
     return rc;
 }
 
-int ckpt_read(const char *dir, Model *model, AdamW *opt, Model *ref, json_t **state, GrpoErr *err) {
+int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr *err) {
     Model m;
     if (model_load(&m, dir, err)) return -1;
     if (m.table.total != model->table.total) {
@@ -193,15 +183,6 @@ int ckpt_read(const char *dir, Model *model, AdamW *opt, Model *ref, json_t **st
     float *bufs[2] = {opt->m, opt->v};
     int rc = read_table(p, &model->table, pre, bufs, 2, err);
     free(p);
-    if (!rc && ref) {
-        p = fs_join(dir, "ref_model.safetensors");
-        if (fs_exists(p)) {
-            const char *rp[1] = {""};
-            float *rb[1] = {ref->params};
-            rc = read_table(p, &ref->table, rp, rb, 1, err);
-        }
-        free(p);
-    }
     if (rc) return -1;
     p = fs_join(dir, "trainer_state.json");
     json_error_t je;
@@ -209,4 +190,16 @@ int ckpt_read(const char *dir, Model *model, AdamW *opt, Model *ref, json_t **st
     if (!*state) rc = err_set(err, "%s: missing or invalid JSON: %s", p, je.text);
     free(p);
     return rc;
+}
+
+int ckpt_write_params(const char *path, const ParamTable *tab, const float *params, GrpoErr *err) {
+    const char *pre[1] = {""};
+    float *bufs[1] = {(float *)params};
+    return write_table(path, tab, pre, bufs, 1, err);
+}
+
+int ckpt_read_params(const char *path, const ParamTable *tab, float *params, GrpoErr *err) {
+    const char *pre[1] = {""};
+    float *bufs[1] = {params};
+    return read_table(path, tab, pre, bufs, 1, err);
 }

@@ -19,18 +19,24 @@ typedef struct {
     const Model *model;
     const char *copy_from;      /* model directory whose tokenizer files are copied */
     const AdamW *opt;
-    const Model *ref;           /* or NULL */
-    json_t *state;              /* trainer_state.json (borrowed) */
-    const char *extra_name;     /* e.g. "rollout.json", or NULL */
-    json_t *extra;              /* borrowed */
+    json_t *state;              /* trainer_state.json (borrowed; the hook may add to it) */
+    /* NULL, or writes the caller's own files into dir (the checkpoint being made) */
+    int (*add)(void *ctx, const char *dir, json_t *state, GrpoErr *err);
+    void *add_ctx;
     int total_limit;            /* keep at most this many checkpoints (0 = all) */
 } CkptWrite;
 
-int ckpt_write(const CkptWrite *w, GrpoErr *err);
+/* Writes output_dir/checkpoint-N; returns its path (malloc'd) in *path when path != NULL. */
+int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err);
 
-/* Restores model params, optimizer m/v (and ref params when ref != NULL and the
- * file exists) from dir; *state gets trainer_state.json (new reference). */
-int ckpt_read(const char *dir, Model *model, AdamW *opt, Model *ref, json_t **state, GrpoErr *err);
+/* Restores model params and optimizer m/v from dir; *state gets
+ * trainer_state.json (new reference). */
+int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr *err);
+
+/* Parameters by the table's names (e.g. a reference model) to and from a
+ * safetensors file of a checkpoint. */
+int ckpt_write_params(const char *path, const ParamTable *tab, const float *params, GrpoErr *err);
+int ckpt_read_params(const char *path, const ParamTable *tab, float *params, GrpoErr *err);
 
 /* "latest" -> the newest checkpoint-N in output_dir (malloc'd), else a copy of spec. */
 char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err);

@@ -87,8 +87,8 @@ expect_error 1 "config.json" "$GRPO" eval --model "$TMP/none" --dataset "$D" --r
 expect_error 1 "none.jsonl" "$GRPO" eval --model "$M" --dataset "$TMP/none.jsonl" --reward_funcs 'format:^'
 
 # usage: exit 2
-expect_error 2 "reward_funcs are required" "$GRPO" eval --model "$M" --dataset "$D"
-expect_error 2 "reward_funcs are required" "$GRPO" eval --model "$M" --reward_funcs 'format:^'
+expect_error 2 "reward_funcs is required" "$GRPO" eval --model "$M" --dataset "$D"
+expect_error 2 "dataset is required" "$GRPO" eval --model "$M" --reward_funcs 'format:^'
 expect_error 2 "reward_weights has 1 values but reward_funcs has 2" \
     "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' length --reward_weights 1
 expect_error 2 "'x' is not a number" "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' --reward_weights x

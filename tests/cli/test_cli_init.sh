@@ -54,6 +54,6 @@ sed 's/"num_attention_heads": 4/"num_attention_heads": 3/' tests/fixtures/qwen2/
 expect_error 1 "num_key_value_heads (2) must divide num_attention_heads (3)" "$GRPO" init --config "$TMP/heads.json" --output_dir "$TMP/x"
 expect_error 1 "missing.json: no such file" "$GRPO" init --config "$TMP/missing.json" --output_dir "$TMP/x"
 expect_error 2 "preset takes its vocabulary from --tokenizer" "$GRPO" init --config tiny --output_dir "$TMP/x"
-expect_error 2 "--dtype must be" "$GRPO" init --config $CFG --dtype int8 --output_dir "$TMP/x"
+expect_error 2 "dtype 'int8' is not one of float32, bfloat16 or float16" "$GRPO" init --config $CFG --dtype int8 --output_dir "$TMP/x"
 [ -e "$TMP/x" ] && fail "a failed init left an output directory"
 finish

@@ -39,5 +39,5 @@ printf '\xff\xff\x00\x00\x00\x00\x00\x00{}' > "$TMP/trunc/model.safetensors"
 expect_error 1 "trunc/model.safetensors" "$GRPO" score --model "$TMP/trunc" --data "$TMP/empty.jsonl"
 
 expect_error 2 "unknown option '--bogus'" "$GRPO" score --bogus 1
-expect_error 2 "--model and --data are required" "$GRPO" score --model $M
+expect_error 2 "data is required" "$GRPO" score --model $M
 finish

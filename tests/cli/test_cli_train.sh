@@ -88,9 +88,21 @@ int grpo_reward(const GrpoRewardItem *items, int n, double *out, char *err, size
 C
 cc -shared -fPIC -I src "$TMP/inf.c" -o "$TMP/inf.so" || fail "building the plugin"
 "$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/nan" --reward_funcs "plugin:$TMP/inf.so" \
-    --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 --quiet 2>"$TMP/nan.err"
+    --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 2>"$TMP/nan.err"
 [ $? -eq 1 ] || fail "NaN rewards: exit status should be 1"
 [ "$(grep -c 'the update was not applied' "$TMP/nan.err")" -eq 3 ] || fail "each skipped step is reported: $(cat "$TMP/nan.err")"
 tail -1 "$TMP/nan.err" | grep -q "NaN/Inf in 3 consecutive steps" || fail "the run should stop after 3 NaN steps: $(cat "$TMP/nan.err")"
 [ "$(grep -c '"event": "nonfinite"' "$TMP/nan/metrics.jsonl")" -eq 3 ] || fail "skipped steps are not logged"
+# --quiet silences every event: only the final error line is left
+expect_error 1 "NaN/Inf in 3 consecutive steps" "$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/nanq" \
+    --reward_funcs "plugin:$TMP/inf.so" --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 --quiet
+
+# sft has the same non-finite policy (one loop): a learning rate that blows the weights up
+"$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --output_dir "$TMP/sftnan" --per_device_train_batch_size 2 \
+    --learning_rate 1e30 --max_grad_norm 0 --max_steps 8 --logging_steps 1 2>"$TMP/sftnan.err"
+[ $? -eq 1 ] || fail "sft NaN: exit status should be 1: $(tail -3 "$TMP/sftnan.err")"
+[ "$(grep -c 'grpo sft: step .*the update was not applied' "$TMP/sftnan.err")" -eq 3 ] || fail "sft skipped steps reported: $(cat "$TMP/sftnan.err")"
+tail -1 "$TMP/sftnan.err" | grep -q "grpo sft: the loss or gradient was NaN/Inf in 3 consecutive steps" || fail "sft stops after 3 NaN steps"
+[ "$(grep -c '"event": "nonfinite"' "$TMP/sftnan/metrics.jsonl")" -eq 3 ] || fail "sft skipped steps are not logged"
+[ ! -f "$TMP/sftnan/model.safetensors" ] || fail "a run stopped for NaN must not write a final model"
 finish

@@ -103,7 +103,7 @@ int main(void) {
         config_from(&c, cfg);
         int has_old = (int)cfg[2];
         snprintf(what, sizeof what, "case %d (%s %s old=%d beta=%g delta=%g q=%g mask_trunc=%d)", k,
-                 grpo_loss_type_name(c.loss_type), c.is_level ? "sequence" : "token", has_old, c.beta,
+                 grpo_loss_type_names[c.loss_type], c.is_level ? "sequence" : "token", has_old, c.beta,
                  c.delta, c.top_entropy_quantile, c.mask_truncated_completions);
 
         /* 1. the whole batch as one micro-batch vs torch autograd (GA = 1) */
@@ -188,14 +188,16 @@ int main(void) {
         T_CHECK(isnan(me) && isnan(mk), "NULL inputs give NAN");
     }
 
-    /* 5. names */
+    /* 5. names (the loss_type option's choices) and the declared defaults */
     {
-        GrpoLossType t;
-        GrpoIsLevel l;
-        for (int i = 0; i < GRPO_LOSS_COUNT; i++)
-            T_CHECK(!grpo_loss_type_parse(grpo_loss_type_name((GrpoLossType)i), &t) && (int)t == i, "%d", i);
-        T_CHECK(grpo_loss_type_parse("vespo", &t) == -1, "vespo unsupported");
-        T_CHECK(!grpo_is_level_parse("sequence", &l) && l == GRPO_IS_SEQUENCE, "level");
+        const char *want[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo"};
+        for (int i = 0; i < GRPO_LOSS_COUNT; i++) T_CHECK(!strcmp(grpo_loss_type_names[i], want[i]), "%d", i);
+        T_CHECK(grpo_loss_type_names[GRPO_LOSS_COUNT] == NULL, "NULL-terminated");
+        GrpoLossConfig d;
+        grpo_loss_config_default(&d);
+        T_CHECK(d.loss_type == GRPO_LOSS_DAPO && d.epsilon_low == 0.2 && d.epsilon_high == 0.2 && d.beta == 0 &&
+                    d.top_entropy_quantile == 1 && d.is_level == GRPO_IS_TOKEN,
+                "TRL's defaults");
     }
 
     free(off), free(tr), free(lp), free(old), free(ref), free(ent), free(ncases), free(b.adv);

@@ -51,13 +51,12 @@ static void make_model(const char *dir) {
 static void base_config(TrainConfig *c, const char *model, const char *data, const char *out) {
     static const char *funcs[] = {"length:6"};
     train_config_default(c);
-    c->model_dir = model;
-    c->dataset = data;
-    c->output_dir = out;
-    c->reward_funcs = funcs;
-    c->n_reward_funcs = 1;
+    c->train.model_dir = model;
+    c->train.dataset = data;
+    c->train.output_dir = out;
+    c->rewards.funcs = (StrList){1, funcs};
     c->num_generations = 4;
-    c->max_completion_length = 10;
+    c->gen.max_completion_length = 10;
     c->train.learning_rate = 1e-4;
     c->train.max_steps = 2;
     c->train.logging_steps = 1;
@@ -100,6 +99,8 @@ static char *read_all(const char *dir, const char *file) {
 
 static void split_invariance(const char *model, const char *data) {
     const char *losses[] = {"dapo", "grpo", "dr_grpo", "cispo", "sapo", "luspo"};
+    const GrpoLossType loss_types[] = {GRPO_LOSS_DAPO, GRPO_LOSS_GRPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_CISPO, GRPO_LOSS_SAPO,
+                                       GRPO_LOSS_LUSPO};
     double worst = 0;
     for (int li = 0; li < 6; li++)
         for (int bi = 0; bi < 2; bi++)
@@ -113,13 +114,13 @@ static void split_invariance(const char *model, const char *data) {
                     char *out = path("split");
                     fs_rm_rf(out);
                     base_config(&c, model, data, out);
-                    grpo_loss_type_parse(losses[li], &c.loss.loss_type);
+                    c.loss.loss_type = loss_types[li];
                     c.loss.beta = bi ? 0.04 : 0.0;
                     c.num_iterations = mu;
-                    c.per_device_train_batch_size = sizes[si];
-                    c.gradient_accumulation_steps = 8 / sizes[si];
+                    c.train.per_device_train_batch_size = sizes[si];
+                    c.train.gradient_accumulation_steps = 8 / sizes[si];
                     GrpoErr err;
-                    int rc = trainer_run(&c, &err);
+                    int rc = trainer_run(&c, NULL, NULL, &err);
                     T_CHECK(rc == 0, "%s: %s", losses[li], err.msg);
                     size_t n;
                     float *w = final_weights(out, &n);
@@ -156,20 +157,20 @@ static void resume(const char *model, const char *data) {
         fs_rm_rf(b);
         base_config(&c, model, data, a);
         c.train.max_steps = 4;
-        c.per_device_train_batch_size = 4;
-        c.gradient_accumulation_steps = 1;
+        c.train.per_device_train_batch_size = 4;
+        c.train.gradient_accumulation_steps = 1;
         c.loss.beta = 0.04;
         c.sync_ref_model = 1;
         c.ref_model_sync_steps = 2;
         c.train.warmup_steps = 1;
         if (variant) c.steps_per_generation = 2, c.num_iterations = 2; /* a round spans 4 steps */
         GrpoErr err;
-        T_CHECK(trainer_run(&c, &err) == 0, "uninterrupted: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "uninterrupted: %s", err.msg);
         /* the same run saving every step; then resume from checkpoint-1 into a copy */
-        c.output_dir = b;
+        c.train.output_dir = b;
         c.train.save_steps = 1;
         c.train.save_total_limit = 2;
-        T_CHECK(trainer_run(&c, &err) == 0, "with checkpoints: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "with checkpoints: %s", err.msg);
         char *ck3 = fs_join(b, "checkpoint-3"), *ck1 = fs_join(b, "checkpoint-1");
         T_CHECK(fs_is_dir(ck3) && !fs_exists(ck1), "save_total_limit 2 should keep checkpoints 3 and 4 only");
         char *rollout = fs_join(ck3, "rollout.json");
@@ -179,7 +180,7 @@ static void resume(const char *model, const char *data) {
         unlink(model_b);
         c.train.resume_from_checkpoint = ck3;
         c.train.save_steps = 0;
-        T_CHECK(trainer_run(&c, &err) == 0, "resume: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "resume: %s", err.msg);
         size_t na, nb;
         float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
         T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "variant %d: resumed run differs from the uninterrupted one", variant);
@@ -187,7 +188,7 @@ static void resume(const char *model, const char *data) {
         T_CHECK(ma && mb && !strcmp(ma, mb), "variant %d: completions.jsonl differs after resume", variant);
         /* "latest" finds checkpoint-4 */
         c.train.resume_from_checkpoint = "latest";
-        T_CHECK(trainer_run(&c, &err) == 0, "resume latest: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "resume latest: %s", err.msg);
         free(wa), free(wb), free(ma), free(mb), free(model_b), free(rollout), free(ck3), free(ck1), free(a), free(b);
     }
 }
@@ -201,14 +202,14 @@ static void bad_configs(const char *model, const char *data) {
         {"gbs not divisible by G", 3, 1, 0, 0, 4, "(3 = per_device_train_batch_size 3 x steps_per_generation 1) must be divisible by num_generations (4)"},
         {"both spg and gbs", 4, 1, 2, 8, 4, "cannot both be set"},
         {"gbs not multiple of B", 4, 1, 0, 6, 2, "generation_batch_size (6) must be a multiple of per_device_train_batch_size (4)"},
-        {"G = 1", 4, 1, 0, 0, 1, "num_generations must be >= 2"},
-        {"B = 0", 0, 1, 0, 0, 4, "per_device_train_batch_size must be >= 1"},
+        {"G = 1", 4, 1, 0, 0, 1, "num_generations must be in [2, 1048576] (got 1)"},
+        {"B = 0", 0, 1, 0, 0, 4, "per_device_train_batch_size must be in [1, 1048576] (got 0)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TrainConfig c;
         base_config(&c, model, data, "/nonexistent");
-        c.per_device_train_batch_size = cases[i].B;
-        c.gradient_accumulation_steps = cases[i].GA;
+        c.train.per_device_train_batch_size = cases[i].B;
+        c.train.gradient_accumulation_steps = cases[i].GA;
         c.steps_per_generation = cases[i].spg;
         c.generation_batch_size = cases[i].gbs;
         c.num_generations = cases[i].G;
@@ -217,8 +218,7 @@ static void bad_configs(const char *model, const char *data) {
     }
     TrainConfig c;
     base_config(&c, model, data, "/nonexistent");
-    c.n_reward_weights = 2;
-    c.reward_weights = (double[]){1, 2};
+    c.rewards.weights = (F64List){2, (double[]){1, 2}};
     GrpoErr err = {{0}};
     T_CHECK(train_config_check(&c, &err) == -1 && strstr(err.msg, "reward_weights has 2 values but reward_funcs has 1"),
             "weights count: %s", err.msg);

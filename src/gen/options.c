@@ -1,0 +1,35 @@
+/* gen/options.c — the generation options, declared once (options.h). */
+#include "gen/options.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define G(f) offsetof(GenOpts, f)
+
+const OptSpec gen_options[] = {
+    {"max_completion_length", OPT_INT, G(max_completion_length), 256, NULL, 1, 1 << 20, NULL, NULL, 0,
+     "tokens per completion at most"},
+    {"temperature", OPT_F32, G(sampler.temperature), 1.0, NULL, 0, 1e300, NULL, NULL, 0,
+     "sampling temperature (0 = greedy; in training it also scales the log-probs)"},
+    {"top_p", OPT_F32, G(sampler.top_p), 1.0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "nucleus sampling, in (0, 1] (1 = off)"},
+    {"top_k", OPT_INT, G(sampler.top_k), 0, NULL, 0, 1e300, NULL, NULL, 0, "keep the k most likely tokens (0 = off)"},
+    {"min_p", OPT_F32, G(sampler.min_p), 0, NULL, 0, 1, NULL, NULL, 0, "drop tokens below min_p x the top probability"},
+    {"repetition_penalty", OPT_F32, G(sampler.repetition_penalty), 1.0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "penalty for tokens already present, > 0 (1 = off)"},
+    {"kv_cache_mb", OPT_MIB, G(kv_cache_bytes), 1024, NULL, 1, 1 << 30, NULL, NULL, 0,
+     "memory limit of the generation KV cache in MiB"},
+    {"generation_chunk_size", OPT_INT, G(chunk_size), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
+     "completions decoded together (0 = as many as kv_cache_mb allows)"},
+};
+const int gen_n_options = sizeof gen_options / sizeof gen_options[0];
+
+const OptSpec prompt_length_option[1] = {
+    {"max_prompt_length", OPT_INT, 0, 512, NULL, 1, 1 << 20, NULL, NULL, 0, "prompt tokens kept, from the right"},
+};
+
+void gen_opts_default(GenOpts *o) {
+    memset(o, 0, sizeof *o);
+    OptGroup g[2] = {GEN_OPTIONS_GROUP(0), {seed_option, 1, offsetof(GenOpts, seed)}};
+    opts_defaults(g, 2, o);
+    o->share_prefix = 1;
+}

@@ -1,0 +1,19 @@
+/* gen/options.h — the generation options (core/options.h rows over GenOpts),
+ * declared once for `grpo train`, `generate` and `eval`: TRL's sampling options,
+ * max_completion_length, and the KV-cache memory plan. The seed row is
+ * train/args.h's seed_option. */
+#ifndef GRPO_GEN_OPTIONS_H
+#define GRPO_GEN_OPTIONS_H
+
+#include "core/options.h"
+#include "gen/generate.h"
+
+extern const OptSpec gen_options[];
+extern const int gen_n_options;
+#define GEN_OPTIONS_GROUP(base) ((OptGroup){gen_options, gen_n_options, (base)})
+
+/* The one max_prompt_length row (an int; TRL's default 512), placed wherever a
+ * command keeps it. */
+extern const OptSpec prompt_length_option[1];
+
+#endif

@@ -1,0 +1,41 @@
+/* gen/pretrained.h — a model directory opened for generation, the one way every
+ * command opens one: the weights (config.json, generation_config.json,
+ * safetensors), the tokenizer (tokenizer.json, tokenizer_config.json), and the
+ * generation defaults they imply — today the eos ids, the union of the model's
+ * and the tokenizer's, as transformers' generate stops on either. */
+#ifndef GRPO_GEN_PRETRAINED_H
+#define GRPO_GEN_PRETRAINED_H
+
+#include "data/dataset.h"
+#include "gen/generate.h"
+#include "model/model_io.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    Model model;
+    Tokenizer *tok;
+} Pretrained;
+
+/* Loads dir. When o is not NULL, sets its eos ids. On error nothing is left to free. */
+int pretrained_open(Pretrained *p, const char *dir, GenOpts *o, GrpoErr *err);
+/* Frees what pretrained_open loaded; safe on a zeroed Pretrained. */
+void pretrained_close(Pretrained *p);
+
+/* What `grpo train`, `generate` and `eval` all set up: the model directory
+ * opened, a prompt dataset tokenized for it (left-truncated to
+ * max_prompt_length), and a generator planned for the longest of its first n
+ * prompts (all when n <= 0). */
+typedef struct {
+    Pretrained pre;
+    Dataset data;
+    Generator gen;
+    int n;          /* prompts planned for */
+} GenSession;
+
+/* Takes ownership of *data (loaded by the caller). o's eos ids are set from the
+ * model directory. On error nothing is left to free. */
+int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
+                     GrpoErr *err);
+void gen_session_close(GenSession *s);
+
+#endif

@@ -1,0 +1,97 @@
+/* grpo/config.c — the options of `grpo train`, declared once: GRPO's own rows
+ * here, placed beside the shared groups (training arguments, rewards,
+ * generation, the loss); defaults, and the rules between options. */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "gen/options.h"
+#include "grpo/trainer.h"
+
+#define C(f) offsetof(TrainConfig, f)
+#define BIG 1e300
+
+static const char *const scale_aliases[] = {"true", "group", "True", "group", "false", "none", "False", "none", NULL};
+
+static const OptSpec grpo_options[] = {
+    {"num_generations", OPT_INT, C(num_generations), 8, NULL, 2, 1 << 20, NULL, NULL, 0,
+     "completions per prompt, the group size G (advantages compare completions within a group)"},
+    {"steps_per_generation", OPT_INT, C(steps_per_generation), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
+     "micro-batches per generation batch (0 = gradient_accumulation_steps)"},
+    {"generation_batch_size", OPT_INT, C(generation_batch_size), 0, NULL, 0, 1 << 30, NULL, NULL, 0,
+     "completions per generation batch (0 = derived; exclusive with steps_per_generation)"},
+    {"num_iterations", OPT_INT, C(num_iterations), 1, NULL, 1, 1 << 20, NULL, NULL, 0,
+     "uses of each generation batch (mu)"},
+    {"scale_rewards", OPT_ENUM, C(scale_rewards), GRPO_SCALE_GROUP, NULL, OPT_NO_RANGE, grpo_scale_rewards_names,
+     scale_aliases, 0, "advantage scaling (true = group, false = none)"},
+    {"multi_objective_aggregation", OPT_ENUM, C(aggregation), GRPO_AGG_SUM_THEN_NORMALIZE, NULL, OPT_NO_RANGE,
+     grpo_aggregation_names, NULL, 0, "how several reward functions combine"},
+    {"sync_ref_model", OPT_BOOL, C(sync_ref_model), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "mix the policy into the reference every ref_model_sync_steps"},
+    {"ref_model_mixup_alpha", OPT_F64, C(ref_model_mixup_alpha), 0.6, NULL, 0, 1, NULL, NULL, 0, "reference mix-up alpha"},
+    {"ref_model_sync_steps", OPT_INT, C(ref_model_sync_steps), 512, NULL, 1, 1 << 30, NULL, NULL, 0,
+     "steps between reference syncs"},
+    {"log_completions", OPT_BOOL, C(log_completions), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "write completions.jsonl"},
+};
+
+void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]) {
+    g[0] = TRAINING_ARGS_GROUP(C(train));
+    g[1] = (OptGroup){seed_option, 1, C(train.seed)};
+    g[2] = REWARD_OPTIONS_GROUP(C(rewards));
+    g[3] = GEN_OPTIONS_GROUP(C(gen));
+    g[4] = OPT_GROUP(grpo_options, 0);
+    g[5] = (OptGroup){grpo_loss_options, grpo_loss_n_options, C(loss)};
+    g[6] = (OptGroup){prompt_length_option, 1, C(max_prompt_length)};
+}
+
+void train_config_default(TrainConfig *c) {
+    memset(c, 0, sizeof *c);
+    OptGroup g[TRAIN_CONFIG_N_GROUPS];
+    train_config_groups(g);
+    opts_defaults(g, TRAIN_CONFIG_N_GROUPS, c);
+    gen_opts_default(&c->gen);
+    c->loss.sapo_temperature_pos = 1.0;
+    c->loss.sapo_temperature_neg = 1.05;
+}
+
+/* The batch rules of TRL's GRPOConfig.__post_init__ (one process). */
+static int check_batch(const TrainConfig *c, GrpoErr *err) {
+    int B = c->train.per_device_train_batch_size, G = c->num_generations;
+    if (c->steps_per_generation > 0 && c->generation_batch_size > 0)
+        return err_set(err, "generation_batch_size (%d) and steps_per_generation (%d) cannot both be set: "
+                       "generation_batch_size = per_device_train_batch_size x steps_per_generation",
+                       c->generation_batch_size, c->steps_per_generation);
+    int spg = c->steps_per_generation > 0 ? c->steps_per_generation : c->train.gradient_accumulation_steps;
+    long gbs = (long)B * spg;
+    if (c->generation_batch_size > 0) {
+        if (c->generation_batch_size % B)
+            return err_set(err, "generation_batch_size (%d) must be a multiple of per_device_train_batch_size (%d)",
+                           c->generation_batch_size, B);
+        gbs = c->generation_batch_size;
+    }
+    if (gbs > (1L << 30)) return err_set(err, "the generation batch (%ld completions) is too large", gbs);
+    if (gbs % G)
+        return err_set(err, "the generation batch (%ld = per_device_train_batch_size %d x steps_per_generation %ld) "
+                       "must be divisible by num_generations (%d)", gbs, B, gbs / B, G);
+    return 0;
+}
+
+int train_config_check(const TrainConfig *c, GrpoErr *err) {
+    OptGroup g[TRAIN_CONFIG_N_GROUPS];
+    train_config_groups(g);
+    if (opts_check(g, TRAIN_CONFIG_N_GROUPS, c, err) || training_args_check(&c->train, err) || check_batch(c, err))
+        return -1;
+    if (!(c->gen.sampler.temperature > 0))
+        return err_set(err, "temperature must be > 0 for training (got %g): log-probs are computed at logits / temperature",
+                       c->gen.sampler.temperature);
+    const char *bad = sampler_opts_check(&c->gen.sampler);
+    if (bad) return err_set(err, "%s", bad);
+    double eps_high = isnan(c->loss.epsilon_high) ? c->loss.epsilon_low : c->loss.epsilon_high;
+    if (c->loss.delta != 0 && !(c->loss.delta > 1 + eps_high))
+        return err_set(err, "delta (%g) must be > 1 + epsilon_high (%g) when set", c->loss.delta, 1 + eps_high);
+    if (reward_args_check(&c->rewards, err)) return -1;
+    if (c->sync_ref_model && c->loss.beta == 0)
+        return err_set(err, "sync_ref_model needs a reference model: set beta > 0");
+    return 0;
+}

@@ -1,0 +1,199 @@
+/* train/loop.c — the training loop every algorithm runs on (see loop.h): per
+ * optimizer step, the algorithm's gradient, clipping, the schedule, AdamW or the
+ * non-finite policy, metrics, checkpoints; resume before the first step and the
+ * final save after the last. Not here: what a step's gradient is (grpo/, sft/),
+ * or how checkpoint directories are laid out (checkpoint.c). */
+#include "train/loop.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "io/fsutil.h"
+#include "model/model_io.h"
+#include "train/checkpoint.h"
+
+#define STATE_VERSION 2
+
+typedef struct {
+    const TrainLoop *L;
+    long total_steps;
+    float *grads;              /* [table.total] */
+    ModelView gview;
+    AdamW opt;
+    uint8_t *decay_mask;
+    long step;                 /* optimizer steps done */
+    long num_tokens;
+    int nonfinite_streak;
+    FILE *metrics_f;
+    MetricAcc acc;
+} Loop;
+
+long train_loop_total_steps(const TrainingArgs *a, long n_examples, long examples_per_step) {
+    if (a->max_steps > 0) return a->max_steps;
+    long total = (long)ceil(a->num_train_epochs * n_examples / (double)(examples_per_step > 0 ? examples_per_step : 1));
+    return total < 1 ? 1 : total;
+}
+
+static void emit(const Loop *lp, TrainEvent e) {
+    if (!lp->L->on_event || lp->L->args->quiet) return;
+    e.step = e.step ? e.step : lp->step;
+    e.total_steps = lp->total_steps;
+    lp->L->on_event(&e, lp->L->event_ctx);
+}
+
+/* ---- checkpoints ---- */
+
+static int add_algo_state(void *ctx, const char *dir, json_t *state, GrpoErr *err) {
+    const TrainAlgo *a = ctx;
+    return a->save ? a->save(a->self, dir, state, err) : 0;
+}
+
+static int save_checkpoint(Loop *lp, GrpoErr *err) {
+    const TrainLoop *L = lp->L;
+    const TrainingArgs *a = L->args;
+    json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:O}", "version", STATE_VERSION, "algorithm",
+                              L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
+                              (json_int_t)lp->total_steps, "adam_step", (json_int_t)lp->opt.step, "nonfinite_streak",
+                              lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens, "args", L->options);
+    CkptWrite w = {a->output_dir, lp->step, L->model, a->model_dir, &lp->opt, state, add_algo_state, (void *)L->algo,
+                   a->save_total_limit};
+    char *path = NULL;
+    int rc = ckpt_write(&w, &path, err);
+    json_decref(state);
+    if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_CHECKPOINT, .path = path});
+    free(path);
+    return rc;
+}
+
+static int resume(Loop *lp, GrpoErr *err) {
+    const TrainLoop *L = lp->L;
+    char *dir = ckpt_resolve(L->args->output_dir, L->args->resume_from_checkpoint, err);
+    json_t *st = NULL;
+    int rc = dir ? ckpt_read(dir, L->model, &lp->opt, &st, err) : -1;
+    json_int_t step = 0, astep = 0, tokens = 0;
+    int version = 0;
+    const char *algo = "";
+    if (!rc && (json_unpack(st, "{s:i, s:s, s:I, s:I, s:i, s:I}", "version", &version, "algorithm", &algo, "global_step",
+                            &step, "adam_step", &astep, "nonfinite_streak", &lp->nonfinite_streak, "num_tokens",
+                            &tokens) ||
+                version != STATE_VERSION))
+        rc = err_set(err, "%s/trainer_state.json: malformed (expected version %d with algorithm, global_step, "
+                     "adam_step, nonfinite_streak, num_tokens)", dir, STATE_VERSION);
+    if (!rc && strcmp(algo, L->algo->name))
+        rc = err_set(err, "%s: a checkpoint of the %s trainer; this run is %s", dir, algo, L->algo->name);
+    if (!rc) {
+        lp->step = step;
+        lp->opt.step = astep;
+        lp->num_tokens = tokens;
+        if (L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
+    }
+    if (!rc) ckpt_truncate_log(L->args->output_dir, "metrics.jsonl", lp->step);
+    if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_RESUMED, .path = dir});
+    json_decref(st);
+    free(dir);
+    return rc;
+}
+
+/* ---- one optimizer step ---- */
+
+static int train_step(Loop *lp, GrpoErr *err) {
+    const TrainLoop *L = lp->L;
+    const TrainingArgs *a = L->args;
+    size_t P = L->model->table.total;
+    double t0 = time_now_s();
+    memset(lp->grads, 0, sizeof(float) * P);
+    TrainStepOut out = {0, 0};
+    if (L->algo->step(L->algo->self, &lp->gview, lp->step, &out, &lp->acc, err)) return -1;
+    lp->num_tokens += out.tokens;
+    double gnorm = grad_clip_norm(lp->grads, P, a->max_grad_norm);
+    long long warm = sched_warmup_steps(a->warmup_steps, a->warmup_ratio, lp->total_steps);
+    double lr = sched_lr(a->lr_scheduler_type, a->learning_rate, lp->step, warm, lp->total_steps);
+    int finite = isfinite(out.loss) && isfinite(gnorm);
+    if (finite) {
+        adamw_step(&lp->opt, L->model->params, lp->grads, lp->decay_mask, lr, &a->adam);
+        lp->nonfinite_streak = 0;
+    } else {
+        lp->nonfinite_streak++;
+        metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm);
+        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step + 1});
+    }
+    lp->step++;
+    if (L->algo->after_update) L->algo->after_update(L->algo->self, lp->step);
+    metric_add(&lp->acc, "loss", out.loss);
+    metric_add(&lp->acc, "grad_norm", gnorm);
+    metric_add(&lp->acc, "learning_rate", lr);
+    metric_add(&lp->acc, "num_tokens", (double)lp->num_tokens);
+    metric_add(&lp->acc, "step_time", time_now_s() - t0);
+    if (!finite && lp->nonfinite_streak >= a->max_nonfinite_steps)
+        return err_set(err, "the loss or gradient was NaN/Inf in %d consecutive steps (last: step %ld); stopping. "
+                       "Lower learning_rate or check the data and reward functions", lp->nonfinite_streak, lp->step);
+    return 0;
+}
+
+/* ---- the run ---- */
+
+static int open_metrics(Loop *lp, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    if (fs_mkdir_p(a->output_dir, err)) return -1;
+    char *p = fs_join(a->output_dir, "metrics.jsonl");
+    lp->metrics_f = fopen(p, a->resume_from_checkpoint ? "a" : "w");
+    int rc = lp->metrics_f ? 0 : err_set(err, "%s: cannot open for writing", p);
+    free(p);
+    return rc;
+}
+
+static int run_steps(Loop *lp, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    double start = time_now_s();
+    long step0 = lp->step, tokens0 = lp->num_tokens;
+    while (lp->step < lp->total_steps) {
+        if (train_step(lp, err)) return -1;
+        double el = time_now_s() - start;
+        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_STEP, .loss = metric_mean(&lp->acc, "loss"),
+                              .reward = metric_mean(&lp->acc, "reward"),
+                              .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),
+                              .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step)});
+        if (lp->step % a->logging_steps == 0 || lp->step == lp->total_steps)
+            metric_write_line(&lp->acc, lp->metrics_f, lp->step);
+        if (a->save_steps > 0 && lp->step % a->save_steps == 0 && save_checkpoint(lp, err)) return -1;
+    }
+    return 0;
+}
+
+static int save_final(Loop *lp, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    ModelSaveOpts so;
+    model_save_opts_default(&so);
+    so.copy_from = a->model_dir;
+    if (model_save(lp->L->model, a->output_dir, &so, err)) return -1;
+    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = a->output_dir});
+    return 0;
+}
+
+int train_loop_run(const TrainLoop *L, GrpoErr *err) {
+    Loop lp;
+    memset(&lp, 0, sizeof lp);
+    lp.L = L;
+    lp.total_steps = train_loop_total_steps(L->args, L->algo->n_examples, L->algo->examples_per_step);
+    size_t P = L->model->table.total;
+    lp.grads = xaligned(sizeof(float) * P);
+    params_view(&lp.gview, &L->model->table, &L->model->cfg, lp.grads);
+    adamw_init(&lp.opt, P);
+    lp.decay_mask = xmalloc(P);
+    adamw_decay_mask_build(lp.decay_mask, &L->model->table);
+    metric_acc_init(&lp.acc);
+    if (L->plan) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = L->plan});
+    int rc = L->args->resume_from_checkpoint ? resume(&lp, err) : 0;
+    if (!rc) rc = open_metrics(&lp, err);
+    if (!rc) rc = run_steps(&lp, err);
+    if (!rc) rc = save_final(&lp, err);
+    if (lp.metrics_f) fclose(lp.metrics_f);
+    metric_acc_free(&lp.acc);
+    free(lp.decay_mask);
+    adamw_free(&lp.opt);
+    params_view_free(&lp.gview);
+    free(lp.grads);
+    return rc;
+}

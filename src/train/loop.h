@@ -1,0 +1,88 @@
+/* train/loop.h — the one training loop. It owns what every training algorithm
+ * shares: the gradient buffer, AdamW and its decay mask, the learning-rate
+ * schedule, gradient clipping, the non-finite policy (skip the update, log a
+ * `nonfinite` event, stop after max_nonfinite_steps in a row), metrics.jsonl and
+ * its cadence, checkpoints and their cadence, resuming, and the final save.
+ *
+ * An algorithm (GRPO, SFT, ...) plugs in with a TrainAlgo: how one optimizer
+ * step's gradient is computed — its micro-batches and what each contributes,
+ * accumulated into the loop's gradient buffer — plus, optionally, what happens
+ * after each update and the state it adds to a checkpoint.
+ *
+ * The loop does not print: it reports events through a callback, and the
+ * caller (cli/) decides what a person sees. */
+#ifndef GRPO_TRAIN_LOOP_H
+#define GRPO_TRAIN_LOOP_H
+
+#include <jansson.h>
+
+#include "core/check.h"
+#include "log/metrics.h"
+#include "model/transformer.h"
+#include "train/args.h"
+
+/* What one optimizer step's gradient computation reports back. */
+typedef struct {
+    double loss;        /* the step's loss, as the algorithm defines it (logged as `loss`) */
+    long tokens;        /* tokens processed in this step (num_tokens, tokens/s) */
+} TrainStepOut;
+
+typedef struct {
+    const char *name;   /* "grpo", "sft": recorded in trainer_state.json, checked on resume */
+    void *self;
+    long n_examples;    /* examples in the data (the epoch length) */
+    long examples_per_step; /* examples one optimizer step consumes (>= 1) */
+    /* Accumulates the gradient of optimizer step `step` (0-based) into grads
+     * (zeroed by the loop; backward adds) and adds the algorithm's metrics to m.
+     * Returns 0, or -1 with err (the run stops). */
+    int (*step)(void *self, const ModelView *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err);
+    /* NULL, or called after optimizer step `step` (1-based) was applied or skipped. */
+    void (*after_update)(void *self, long step);
+    /* NULL, or adds the algorithm's fields to the checkpoint's trainer_state.json
+     * (state) and writes its own files into dir (the checkpoint being written). */
+    int (*save)(void *self, const char *dir, json_t *state, GrpoErr *err);
+    /* NULL, or restores them from checkpoint dir (called before the loop starts). */
+    int (*load)(void *self, const char *dir, const json_t *state, GrpoErr *err);
+} TrainAlgo;
+
+typedef enum {
+    TRAIN_EVENT_PLAN,       /* text: the run's plan (sizes, steps, memory), before the first step */
+    TRAIN_EVENT_RESUMED,    /* path: the checkpoint; step: where training continues */
+    TRAIN_EVENT_STEP,       /* an optimizer step is done: step, loss, reward, tokens_per_s, eta_s */
+    TRAIN_EVENT_NONFINITE,  /* step: the loss or gradient was NaN/Inf; the update was not applied */
+    TRAIN_EVENT_CHECKPOINT, /* path: a checkpoint was written */
+    TRAIN_EVENT_SAVED,      /* path: the final model was written */
+} TrainEventKind;
+
+typedef struct {
+    TrainEventKind kind;
+    long step, total_steps;
+    const char *text;       /* PLAN */
+    const char *path;       /* RESUMED, CHECKPOINT, SAVED */
+    double loss;            /* STEP: mean over the current logging interval */
+    double reward;          /* STEP: mean reward of the interval, NaN when the algorithm has none */
+    double tokens_per_s;    /* STEP: since this run started */
+    double eta_s;           /* STEP */
+} TrainEvent;
+
+typedef void (*TrainEventFn)(const TrainEvent *e, void *ctx);
+
+typedef struct {
+    const TrainingArgs *args;
+    Model *model;           /* the model trained (its parameters change) */
+    const TrainAlgo *algo;
+    const json_t *options;  /* every option of the run, recorded in checkpoints (borrowed) */
+    const char *plan;       /* NULL, or the PLAN event's text */
+    TrainEventFn on_event;  /* NULL: silent */
+    void *event_ctx;
+} TrainLoop;
+
+/* The number of optimizer steps: max_steps when > 0, else
+ * ceil(num_train_epochs * n_examples / examples_per_step), at least 1. */
+long train_loop_total_steps(const TrainingArgs *a, long n_examples, long examples_per_step);
+
+/* Runs (or resumes) training to the end and saves the model in output_dir.
+ * Returns 0, or -1 with err (bad input, the algorithm's failure, repeated NaN). */
+int train_loop_run(const TrainLoop *L, GrpoErr *err);
+
+#endif

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One option table (core/options.h): the same option given on the command line,
+# in a YAML file, and both (the command line wins) reaches the run as one value —
+# the value the optimizer used (metrics.jsonl) and the value a checkpoint records
+# (trainer_state.json "args"); --help prints each command's default from the same
+# row; out-of-range values are refused with the option's name and range.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
+"$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$TMP/m" \
+    2>/dev/null || { fail init; finish; }
+printf '%s\n' '{"text": "hello world"}' '{"prompt": "1+1=", "completion": "2"}' > "$TMP/s.jsonl"
+
+"$GRPO" sft --help | grep -q -- "--learning_rate N .*(default 2e-05; >= 0)" || fail "sft --help: learning_rate default"
+"$GRPO" train --help | grep -q -- "--learning_rate N .*(default 1e-06; >= 0)" || fail "train --help: learning_rate default"
+"$GRPO" train --help | grep -q -- "--loss_type VALUE .*(default dapo; dapo, grpo, " || fail "train --help: loss_type choices"
+"$GRPO" eval --help | grep -q -- "--temperature N .*(default 0;" || fail "eval --help: its own temperature default"
+
+RUN=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 1 --save_steps 1
+     --logging_steps 1 --lr_scheduler_type constant --quiet)
+lr_of() { # the learning rate the run used, and the one its checkpoint recorded
+    python3 - "$1" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+s = json.load(open(sys.argv[1] + "/checkpoint-1/trainer_state.json"))
+print(m[-1]["learning_rate"], s["args"]["learning_rate"], s["algorithm"])
+PY
+}
+"$GRPO" "${RUN[@]}" --learning_rate 0.003 --output_dir "$TMP/cli" || fail "sft from the command line"
+printf 'learning_rate: 0.003\nmax_steps: 1\n' > "$TMP/lr.yaml"
+"$GRPO" "${RUN[@]}" --config "$TMP/lr.yaml" --output_dir "$TMP/yaml" || fail "sft from YAML"
+printf 'learning_rate: 0.5\n' > "$TMP/lr2.yaml"
+"$GRPO" "${RUN[@]}" --config "$TMP/lr2.yaml" --learning_rate 0.003 --output_dir "$TMP/both" || fail "sft YAML + CLI"
+for d in cli yaml both; do
+    [ "$(lr_of "$TMP/$d")" = "0.003 0.003 sft" ] || fail "$d: learning rate used / recorded: $(lr_of "$TMP/$d")"
+done
+cmp -s "$TMP/cli/model.safetensors" "$TMP/yaml/model.safetensors" || fail "the same option from CLI and YAML trains differently"
+
+# a checkpoint of one algorithm is not resumed by another
+printf '{"prompt": "ab"}\n' > "$TMP/d.jsonl"
+expect_error 1 "a checkpoint of the sft trainer; this run is grpo" "$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" \
+    --reward_funcs length:3 --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --quiet \
+    --output_dir "$TMP/cli" --resume_from_checkpoint "$TMP/cli/checkpoint-1"
+
+# ranges and choices, from the command line and from YAML, name the option
+T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --reward_funcs length:3 --quiet)
+expect_error 2 "per_device_train_batch_size must be in \[1, 1048576\] (got 100000000)" "$GRPO" "${T[@]}" \
+    --per_device_train_batch_size 100000000
+expect_error 2 "top_k must be >= 0 (got -1)" "$GRPO" "${T[@]}" --top_k -1
+expect_error 2 "seed expects an integer, not 'x'" "$GRPO" "${T[@]}" --seed x
+expect_error 2 "reward_weights: 'heavy' is not a number" "$GRPO" "${T[@]}" --reward_weights heavy
+printf 'scale_rewards: sometimes\n' > "$TMP/bad.yaml"
+expect_error 2 "bad.yaml:1: scale_rewards 'sometimes' is not one of group, batch or none" "$GRPO" "${T[@]}" --config "$TMP/bad.yaml"
+# TRL's Python spelling of booleans is accepted where TRL's configs use it
+printf 'scale_rewards: False\nlog_completions: True\nmax_steps: 1\nnum_generations: 2\nper_device_train_batch_size: 2\nmax_completion_length: 4\n' > "$TMP/py.yaml"
+"$GRPO" "${T[@]}" --config "$TMP/py.yaml" --output_dir "$TMP/py" --save_steps 1 || fail "scale_rewards: False"
+python3 -c "import json,sys; a=json.load(open('$TMP/py/checkpoint-1/trainer_state.json'))['args']; sys.exit(a['scale_rewards'] != 'none')" \
+    || fail "scale_rewards False should record none"
+finish
