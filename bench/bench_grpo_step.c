@@ -199,21 +199,21 @@ int main(int argc, char **argv) {
     TrainConfig c;
     train_config_default(&c);
     const char *funcs[] = {"length:50"};
-    c.model_dir = model_dir, c.dataset = data, c.output_dir = out_dir;
-    c.reward_funcs = funcs, c.n_reward_funcs = 1;
+    c.train.model_dir = model_dir, c.train.dataset = data, c.train.output_dir = out_dir;
+    c.rewards.funcs = (StrList){1, funcs};
     c.num_generations = G;
-    c.per_device_train_batch_size = MICRO_BATCH;
-    c.gradient_accumulation_steps = G / MICRO_BATCH; /* one prompt's group per step */
-    c.max_completion_length = COMPLETION_TOKENS;
+    c.train.per_device_train_batch_size = MICRO_BATCH;
+    c.train.gradient_accumulation_steps = G / MICRO_BATCH; /* one prompt's group per step */
+    c.gen.max_completion_length = COMPLETION_TOKENS;
     c.train.max_steps = warmup + 1;
     c.train.logging_steps = 1;
     c.train.save_steps = 0;
     c.loss.beta = beta;
     c.train.gradient_checkpointing = ckpt;
-    c.kv_cache_bytes = (size_t)kv_mb << 20;
+    c.gen.kv_cache_bytes = (size_t)kv_mb << 20;
     c.train.quiet = 1;
     GrpoErr err;
-    if (trainer_run(&c, &err)) die("trainer_run", &err);
+    if (trainer_run(&c, NULL, NULL, &err)) die("trainer_run", &err);
 
     /* the last line of metrics.jsonl is the timed step */
     char *mp = fs_join(out_dir, "metrics.jsonl");
