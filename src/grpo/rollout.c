@@ -170,12 +170,7 @@ static void shuffle(const TrainConfig *c, Rollout *r) {
     Rng rng;
     rng_init(&rng, c->train.seed, rng_mix(STREAM_SHUFFLE, (uint64_t)r->index));
     for (int i = 0; i < r->n; i++) r->order[i] = i;
-    for (int i = r->n - 1; i > 0; i--) {
-        int j = (int)(rng_uniform_f64(&rng) * (i + 1));
-        int tmp = r->order[i];
-        r->order[i] = r->order[j];
-        r->order[j] = tmp;
-    }
+    rng_shuffle(&rng, r->order, r->n);
 }
 
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
