@@ -11,20 +11,6 @@
 #include "core/rng.h"
 #include "io/jsonl.h"
 
-static const char *json_kind(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "a list";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 /* Checks one row's prompt; returns 0 or -1 with the problem in err (the caller
  * adds "path:line: "). */
 static int check_row(json_t *row, int *conversational, GrpoErr *err) {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *kind_of(const json_t *v) {
+const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -39,7 +39,7 @@ static int one_line(const char *s, size_t len, long line, JsonlRowFn fn, void *c
         return err_set(err, "not valid JSON: %s (column %d)", je.text, je.column);
     }
     int rc = json_is_object(row) ? (fn(row, line, ctx, err) ? -1 : 0)
-                                 : err_set(err, "expected a JSON object, got %s", kind_of(row));
+                                 : err_set(err, "expected a JSON object, got %s", json_kind(row));
     json_decref(row);
     return rc;
 }

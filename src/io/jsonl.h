@@ -28,4 +28,8 @@ typedef int (*JsonlRowFn)(json_t *row, long line, void *ctx, GrpoErr *err);
  * callback's included). Returns the number of rows (>= 0) or -1. */
 long jsonl_read(const char *path, JsonlRowFn fn, void *ctx, GrpoErr *err);
 
+/* What a JSON value is, for messages: "an object", "an array", "a string",
+ * "a number", "true", "false", "null". */
+const char *json_kind(const json_t *v);
+
 #endif

@@ -138,7 +138,7 @@ static void test_bad_input(void) {
     expect_load_error("{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}, {\"content\": \"b\"}]}\n",
                       "bad.jsonl:1: 'prompt'[1].role must be a string, got nothing");
     expect_load_error("{\"prompt\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}\n",
-                      "bad.jsonl:1: 'prompt'[0].content must be a string, got a list");
+                      "bad.jsonl:1: 'prompt'[0].content must be a string, got an array");
     expect_load_error("", "bad.jsonl: no examples");
     expect_load_error("\n  \n", "bad.jsonl: no examples");
     Dataset d;
