@@ -117,7 +117,10 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         r->comp[i].stopped = json_is_true(json_object_get(c, "stopped"));
         int tmp[n];
         bad |= ints_from(ids, tmp, n);
-        for (int k = 0; k < n; k++) r->comp[i].ids[k] = tmp[k];
+        for (int k = 0; k < n; k++) {
+            bad |= tmp[k] < 0 || tmp[k] >= t->sess.pre.model.cfg.vocab_size; /* token ids index the embedding */
+            r->comp[i].ids[k] = tmp[k];
+        }
         json_t *tx = json_object_get(c, "text");
         r->text[i] = xstrdup(json_is_string(tx) ? json_string_value(tx) : "");
         json_t *old = json_object_get(c, "old_logp"), *ref = json_object_get(c, "ref_logp");
@@ -130,6 +133,8 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
             bad |= !(r->ref_logp[i] = floats_from(ref, n));
         }
     }
+    for (int i = 0; i < r->n && !bad; i++) bad |= r->order[i] < 0 || r->order[i] >= r->n;
+    bad |= r->uses < 0 || r->uses > t->spg * t->c.num_iterations;
     for (int p = 0; p < r->P && !bad; p++) {
         bad |= r->example[p] < 0 || r->example[p] >= t->sess.data.n;
         if (!bad) r->prompt[p] = &t->sess.data.ex[r->example[p]];

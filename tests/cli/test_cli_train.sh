@@ -105,4 +105,15 @@ expect_error 1 "NaN/Inf in 3 consecutive steps" "$GRPO" train --model "$TMP/m" -
 tail -1 "$TMP/sftnan.err" | grep -q "grpo sft: the loss or gradient was NaN/Inf in 3 consecutive steps" || fail "sft stops after 3 NaN steps"
 [ "$(grep -c '"event": "nonfinite"' "$TMP/sftnan/metrics.jsonl")" -eq 3 ] || fail "sft skipped steps are not logged"
 [ ! -f "$TMP/sftnan/model.safetensors" ] || fail "a run stopped for NaN must not write a final model"
+# a checkpoint's saved generation batch that was tampered with is refused with one line
+R=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:3 --num_generations 2 --per_device_train_batch_size 2
+   --gradient_accumulation_steps 1 --steps_per_generation 2 --max_completion_length 4 --max_steps 2 --quiet)
+"$GRPO" "${R[@]}" --output_dir "$TMP/mid" --save_steps 1 || fail "mid-round checkpoint run"
+[ -f "$TMP/mid/checkpoint-1/rollout.json" ] || fail "checkpoint-1 should hold the generation batch in use"
+for edit in 'c["completions"][0]["ids"][0] = 99999' 'c["order"][0] = 7' 'c["uses"] = 9'; do
+    rm -rf "$TMP/tam" && cp -r "$TMP/mid" "$TMP/tam"
+    python3 -c "import json,sys; p='$TMP/tam/checkpoint-1/rollout.json'; c=json.load(open(p)); $edit; json.dump(c, open(p, 'w'))"
+    expect_error 1 "rollout.json: malformed or from another dataset" "$GRPO" "${R[@]}" --output_dir "$TMP/tam" \
+        --resume_from_checkpoint "$TMP/tam/checkpoint-1"
+done
 finish
