@@ -40,6 +40,9 @@ void train_events_print(const TrainEvent *ev, void *ctx) {
     case TRAIN_EVENT_CHECKPOINT:
         fprintf(stderr, "grpo %s: wrote %s\n", e->cmd, ev->path);
         break;
+    case TRAIN_EVENT_WARNING:
+        fprintf(stderr, "grpo %s: warning: %s\n", e->cmd, ev->text);
+        break;
     case TRAIN_EVENT_SAVED:
         fprintf(stderr, "grpo %s: saved the trained model to %s\n", e->cmd, ev->path);
         break;

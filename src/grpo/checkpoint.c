@@ -192,6 +192,6 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
         json_decref(ro);
     }
     free(p);
-    if (!rc) ckpt_truncate_log(t->c.train.output_dir, "completions.jsonl", state_step(state));
+    if (!rc) rc = ckpt_truncate_log(t->c.train.output_dir, "completions.jsonl", state_step(state), err);
     return rc;
 }

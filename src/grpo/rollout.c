@@ -3,6 +3,7 @@
  * group-relative advantages, and (when the loss needs them) record the log-probs
  * of the generating policy and of the reference model. Also logs the rollout's
  * metrics and, with log_completions, completions.jsonl. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,9 @@ static int log_completions(GrpoTrainer *t, const Rollout *r, GrpoErr *err) {
         fputc('\n', f);
         json_decref(o);
     }
-    fflush(f);
+    if (fflush(f) || ferror(f))
+        return err_set(err, "%s/completions.jsonl: write failed: %s; stopping (the checkpoints are untouched)",
+                       t->c.train.output_dir, strerror(errno));
     return 0;
 }
 

@@ -63,7 +63,7 @@ void metric_reset(MetricAcc *a) {
     for (int i = 0; i < a->n; i++) a->m[i].sum = 0, a->m[i].count = 0;
 }
 
-void metric_write_line(MetricAcc *a, FILE *f, long step) {
+int metric_write_line(MetricAcc *a, FILE *f, long step) {
     fprintf(f, "{\"step\": %ld", step);
     for (int i = 0; i < a->n; i++) {
         const Metric *m = &a->m[i];
@@ -72,8 +72,8 @@ void metric_write_line(MetricAcc *a, FILE *f, long step) {
         else fprintf(f, ", %s: null", m->json_name);
     }
     fputs("}\n", f);
-    fflush(f);
     metric_reset(a);
+    return fflush(f) || ferror(f) ? -1 : 0;
 }
 
 static void fmt_eta(char *buf, size_t n, double s) {
@@ -83,10 +83,10 @@ static void fmt_eta(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
 }
 
-void metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm) {
+int metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm) {
     fprintf(f, "{\"step\": %ld, \"event\": \"nonfinite\", \"loss\": %s, \"grad_norm\": %s}\n", step,
             isfinite(loss) ? "\"finite\"" : "null", isfinite(grad_norm) ? "\"finite\"" : "null");
-    fflush(f);
+    return fflush(f) || ferror(f) ? -1 : 0;
 }
 
 void progress_print(long step, long total, double reward, double loss, double tokens_per_s,

@@ -30,12 +30,13 @@ void metric_acc_free(MetricAcc *a);
 void metric_add(MetricAcc *a, const char *name, double value);
 /* The mean so far of name, NaN when none. */
 double metric_mean(const MetricAcc *a, const char *name);
-/* Writes {"step": step, name: mean, ...} as one line and resets the sums. */
-void metric_write_line(MetricAcc *a, FILE *f, long step);
+/* Writes {"step": step, name: mean, ...} as one line and resets the sums.
+ * Returns -1 when the write failed (errno says why). */
+int metric_write_line(MetricAcc *a, FILE *f, long step);
 void metric_reset(MetricAcc *a);
 /* Writes {"step": step, "event": "nonfinite", "loss": ..., "grad_norm": ...}: a
  * step whose update was skipped; each value is "finite" or null (NaN/Inf). */
-void metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm);
+int metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm);
 
 /* The progress line: "step 3/50  reward 0.42  loss 0.0012  512 tok/s  ETA 2m10s".
  * On a terminal the line is redrawn in place (\r); otherwise one line per call.

@@ -2,7 +2,6 @@
 #include "train/args.h"
 
 #include <stddef.h>
-#include <string.h>
 
 #define A(f) offsetof(TrainingArgs, f)
 #define BIG 1e300
@@ -14,6 +13,8 @@ const OptSpec training_args_options[] = {
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "JSON lines file of examples"},
     {"output_dir", OPT_STR, A(output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_NO_RECORD,
      "where metrics, checkpoints and the final model go"},
+    {"overwrite_output_dir", OPT_BOOL, A(overwrite_output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "replace an earlier run's metrics and checkpoints in output_dir"},
     {"per_device_train_batch_size", OPT_INT, A(per_device_train_batch_size), 8, NULL, 1, 1 << 20, NULL, NULL, 0,
      "sequences per forward/backward (the micro-batch)"},
     {"gradient_accumulation_steps", OPT_INT, A(gradient_accumulation_steps), 1, NULL, 1, 1 << 20, NULL, NULL, 0,
@@ -49,16 +50,7 @@ const OptSpec training_args_options[] = {
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
-void training_args_default(TrainingArgs *a, double learning_rate) {
-    memset(a, 0, sizeof *a);
-    OptGroup g[2] = {TRAINING_ARGS_GROUP(0), {seed_option, 1, offsetof(TrainingArgs, seed)}};
-    opts_defaults(g, 2, a);
-    a->learning_rate = learning_rate;
-}
-
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
-    OptGroup g[2] = {TRAINING_ARGS_GROUP(0), {seed_option, 1, offsetof(TrainingArgs, seed)}};
-    if (opts_check(g, 2, a, err)) return -1;
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
     return 0;

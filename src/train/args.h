@@ -18,6 +18,7 @@ typedef struct {
     const char *model_dir;             /* model */
     const char *dataset;
     const char *output_dir;
+    int overwrite_output_dir;          /* 0: an output_dir with an earlier run is refused */
     int per_device_train_batch_size;   /* 8 */
     int gradient_accumulation_steps;   /* 1 */
     int shuffle_dataset;               /* 1 */
@@ -44,10 +45,8 @@ extern const OptSpec training_args_options[];
 extern const int training_args_n_options;
 #define TRAINING_ARGS_GROUP(base) ((OptGroup){training_args_options, training_args_n_options, (base)})
 
-/* The defaults of the table, with the command's learning rate. */
-void training_args_default(TrainingArgs *a, double learning_rate);
-/* Ranges of the table and the rules between options, with a message that names
- * the option and the value. */
+/* The rules between these options (their ranges are checked by opts_check over
+ * the command's groups), with a message that names the options and values. */
 int training_args_check(const TrainingArgs *a, GrpoErr *err);
 
 #endif

@@ -3,8 +3,12 @@
 #include "train/checkpoint.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/fsutil.h"
 #include "io/safetensors.h"
@@ -109,23 +113,99 @@ char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err) {
 }
 
 /* Keeps the lines of a JSON-lines log whose "step" is <= step (drops what an
- * interrupted run wrote after the checkpoint). */
-void ckpt_truncate_log(const char *dir, const char *file, long step) {
+ * interrupted run wrote after the checkpoint); the file is replaced atomically. */
+int ckpt_truncate_log(const char *dir, const char *file, long step, GrpoErr *err) {
     char *p = fs_join(dir, file), *buf = NULL;
-    size_t len;
-    GrpoErr e;
-    if (fs_exists(p) && !fs_read_file(p, &buf, &len, &e)) {
-        FILE *f = fopen(p, "w");
-        for (char *line = strtok(buf, "\n"); f && line; line = strtok(NULL, "\n")) {
+    size_t len, n = 0;
+    int rc = 0;
+    if (fs_exists(p) && !(rc = fs_read_file(p, &buf, &len, err))) {
+        char *out = xmalloc(len + 1);
+        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
             json_t *o = json_loads(line, 0, NULL);
             json_t *s = json_object_get(o, "step");
-            if (json_is_integer(s) && json_integer_value(s) <= step) fprintf(f, "%s\n", line);
+            if (json_is_integer(s) && json_integer_value(s) <= step) n += (size_t)sprintf(out + n, "%s\n", line);
             json_decref(o);
         }
-        if (f) fclose(f);
+        rc = fs_write_file_atomic(p, out, n, err);
+        free(out);
         free(buf);
     }
     free(p);
+    return rc;
+}
+
+/* Is name "<base>.tmp-<pid>-<n>" (fs_tmpdir_for's pattern) of a process that no
+ * longer runs, with <base> equal to base, or a checkpoint-N when base is NULL? */
+static int dead_tmp(const char *name, const char *base) {
+    const char *tmp = strstr(name, ".tmp-");
+    if (!tmp) return 0;
+    char head[256];
+    snprintf(head, sizeof head, "%.*s", (int)(tmp - name), name);
+    if (base ? strcmp(head, base) : checkpoint_number(head) < 0) return 0;
+    char *end;
+    long pid = strtol(tmp + 5, &end, 10);
+    if (end == tmp + 5 || *end != '-' || pid <= 0) return 0;
+    const char *n = end + 1;
+    strtol(n, &end, 10);
+    return end != n && !*end && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+static void remove_dead_tmps(const char *dir, const char *base) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (dead_tmp(e->d_name, base)) {
+            char *p = fs_join(dir, e->d_name);
+            fs_rm_rf(p);
+            free(p);
+        }
+    if (d) closedir(d);
+}
+
+void ckpt_remove_leftovers(const char *output_dir) {
+    remove_dead_tmps(output_dir, NULL);
+    /* the final save's temporary directory sits beside output_dir */
+    char *copy = xstrdup(output_dir);
+    size_t n = strlen(copy);
+    while (n > 1 && copy[n - 1] == '/') copy[--n] = 0;
+    char *slash = strrchr(copy, '/');
+    const char *base = slash ? slash + 1 : copy;
+    char *parent = slash ? (slash == copy ? xstrdup("/") : (*slash = 0, xstrdup(copy))) : xstrdup(".");
+    char *name = xstrdup(base);
+    remove_dead_tmps(parent, name);
+    free(name), free(parent), free(copy);
+}
+
+/* What an earlier run leaves in output_dir. */
+static const char *const RUN_FILES[] = {"metrics.jsonl", "completions.jsonl", "trainer_state.json", NULL};
+
+int ckpt_prepare_output_dir(const char *output_dir, int overwrite, GrpoErr *err) {
+    long *v;
+    int n = list_checkpoints(output_dir, &v), earlier = n > 0;
+    for (int i = 0; RUN_FILES[i] && !earlier; i++) {
+        char *p = fs_join(output_dir, RUN_FILES[i]);
+        struct stat sb;
+        earlier = stat(p, &sb) == 0 && sb.st_size > 0; /* an empty file holds nothing to lose */
+        free(p);
+    }
+    int rc = 0;
+    if (earlier && !overwrite)
+        rc = err_set(err, "%s holds an earlier run (metrics.jsonl or checkpoint-N): pass --overwrite_output_dir true "
+                     "to replace it, or --resume_from_checkpoint latest to continue it", output_dir);
+    for (int i = 0; earlier && overwrite && i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "checkpoint-%ld", v[i]);
+        char *p = fs_join(output_dir, name);
+        fs_rm_rf(p);
+        free(p);
+    }
+    for (int i = 0; earlier && overwrite && RUN_FILES[i]; i++) {
+        char *p = fs_join(output_dir, RUN_FILES[i]);
+        unlink(p);
+        free(p);
+    }
+    free(v);
+    return rc;
 }
 
 int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err) {

@@ -42,7 +42,17 @@ int ckpt_read_params(const char *path, const ParamTable *tab, float *params, Grp
 char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err);
 
 /* Keeps the lines of output_dir/file whose "step" is <= step (drops what an
- * interrupted run logged after its last checkpoint). */
-void ckpt_truncate_log(const char *output_dir, const char *file, long step);
+ * interrupted run logged after its last checkpoint), replacing the file atomically. */
+int ckpt_truncate_log(const char *output_dir, const char *file, long step, GrpoErr *err);
+
+/* Removes the temporary directories (NAME.tmp-PID-N) that a killed save of this
+ * program left: checkpoint-N's in output_dir and the final save's beside it —
+ * only those whose process no longer runs. */
+void ckpt_remove_leftovers(const char *output_dir);
+
+/* Before a new (not resumed) run: an output_dir holding an earlier run's
+ * metrics or checkpoints is refused, or with overwrite emptied of them (so that
+ * `latest` cannot find the earlier run's checkpoints). */
+int ckpt_prepare_output_dir(const char *output_dir, int overwrite, GrpoErr *err);
 
 #endif

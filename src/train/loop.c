@@ -5,7 +5,9 @@
  * or how checkpoint directories are laid out (checkpoint.c). */
 #include "train/loop.h"
 
+#include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@
 
 typedef struct {
     const TrainLoop *L;
+    char *out_dir;             /* output_dir with symlinks resolved */
     long total_steps;
     float *grads;              /* [table.total] */
     ModelView gview;
@@ -53,11 +56,12 @@ static int add_algo_state(void *ctx, const char *dir, json_t *state, GrpoErr *er
 static int save_checkpoint(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     const TrainingArgs *a = L->args;
-    json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:O}", "version", STATE_VERSION, "algorithm",
+    json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:i, s:O}", "version", STATE_VERSION, "algorithm",
                               L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)lp->opt.step, "nonfinite_streak",
-                              lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens, "args", L->options);
-    CkptWrite w = {a->output_dir, lp->step, L->model, a->model_dir, &lp->opt, state, add_algo_state, (void *)L->algo,
+                              lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens, "threads",
+                              omp_get_max_threads(), "args", L->options);
+    CkptWrite w = {lp->out_dir, lp->step, L->model, a->model_dir, &lp->opt, state, add_algo_state, (void *)L->algo,
                    a->save_total_limit};
     char *path = NULL;
     int rc = ckpt_write(&w, &path, err);
@@ -69,7 +73,7 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
 
 static int resume(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
-    char *dir = ckpt_resolve(L->args->output_dir, L->args->resume_from_checkpoint, err);
+    char *dir = ckpt_resolve(lp->out_dir, L->args->resume_from_checkpoint, err);
     json_t *st = NULL;
     int rc = dir ? ckpt_read(dir, L->model, &lp->opt, &st, err) : -1;
     json_int_t step = 0, astep = 0, tokens = 0;
@@ -89,14 +93,27 @@ static int resume(Loop *lp, GrpoErr *err) {
         lp->num_tokens = tokens;
         if (L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
     }
-    if (!rc) ckpt_truncate_log(L->args->output_dir, "metrics.jsonl", lp->step);
+    if (!rc) rc = ckpt_truncate_log(lp->out_dir, "metrics.jsonl", lp->step, err);
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_RESUMED, .path = dir});
+    json_t *threads = json_object_get(st, "threads");
+    if (!rc && json_is_integer(threads) && json_integer_value(threads) != omp_get_max_threads()) {
+        char text[300];
+        snprintf(text, sizeof text, "the checkpoint was written with %d thread(s), this run has %d: results will "
+                 "differ from an uninterrupted run in the last bits (GEMM blocking follows the thread count)",
+                 (int)json_integer_value(threads), omp_get_max_threads());
+        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = text});
+    }
     json_decref(st);
     free(dir);
     return rc;
 }
 
 /* ---- one optimizer step ---- */
+
+static int metrics_failed(const Loop *lp, GrpoErr *err) {
+    return err_set(err, "%s/metrics.jsonl: write failed: %s; stopping (the checkpoints are untouched)", lp->out_dir,
+                   strerror(errno));
+}
 
 static int train_step(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
@@ -116,7 +133,7 @@ static int train_step(Loop *lp, GrpoErr *err) {
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
-        metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm);
+        if (metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm)) return metrics_failed(lp, err);
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step + 1});
     }
     lp->step++;
@@ -134,10 +151,21 @@ static int train_step(Loop *lp, GrpoErr *err) {
 
 /* ---- the run ---- */
 
+/* output_dir resolved, cleaned of this program's dead temporary directories, and
+ * (for a new run) checked for an earlier run's files. */
+static int prepare_output(Loop *lp, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    lp->out_dir = realpath(a->output_dir, NULL);
+    if (!lp->out_dir) lp->out_dir = xstrdup(a->output_dir);
+    else ckpt_remove_leftovers(lp->out_dir);
+    if (!a->resume_from_checkpoint && ckpt_prepare_output_dir(lp->out_dir, a->overwrite_output_dir, err)) return -1;
+    return 0;
+}
+
 static int open_metrics(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
-    if (fs_mkdir_p(a->output_dir, err)) return -1;
-    char *p = fs_join(a->output_dir, "metrics.jsonl");
+    if (fs_mkdir_p(lp->out_dir, err)) return -1;
+    char *p = fs_join(lp->out_dir, "metrics.jsonl");
     lp->metrics_f = fopen(p, a->resume_from_checkpoint ? "a" : "w");
     int rc = lp->metrics_f ? 0 : err_set(err, "%s: cannot open for writing", p);
     free(p);
@@ -155,8 +183,9 @@ static int run_steps(Loop *lp, GrpoErr *err) {
                               .reward = metric_mean(&lp->acc, "reward"),
                               .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),
                               .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step)});
-        if (lp->step % a->logging_steps == 0 || lp->step == lp->total_steps)
-            metric_write_line(&lp->acc, lp->metrics_f, lp->step);
+        if ((lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) &&
+            metric_write_line(&lp->acc, lp->metrics_f, lp->step))
+            return metrics_failed(lp, err);
         if (a->save_steps > 0 && lp->step % a->save_steps == 0 && save_checkpoint(lp, err)) return -1;
     }
     return 0;
@@ -167,8 +196,8 @@ static int save_final(Loop *lp, GrpoErr *err) {
     ModelSaveOpts so;
     model_save_opts_default(&so);
     so.copy_from = a->model_dir;
-    if (model_save(lp->L->model, a->output_dir, &so, err)) return -1;
-    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = a->output_dir});
+    if (model_save(lp->L->model, lp->out_dir, &so, err)) return -1;
+    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir});
     return 0;
 }
 
@@ -185,11 +214,13 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     adamw_decay_mask_build(lp.decay_mask, &L->model->table);
     metric_acc_init(&lp.acc);
     if (L->plan) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = L->plan});
-    int rc = L->args->resume_from_checkpoint ? resume(&lp, err) : 0;
+    int rc = prepare_output(&lp, err);
+    if (!rc && L->args->resume_from_checkpoint) rc = resume(&lp, err);
     if (!rc) rc = open_metrics(&lp, err);
     if (!rc) rc = run_steps(&lp, err);
     if (!rc) rc = save_final(&lp, err);
     if (lp.metrics_f) fclose(lp.metrics_f);
+    free(lp.out_dir);
     metric_acc_free(&lp.acc);
     free(lp.decay_mask);
     adamw_free(&lp.opt);

@@ -52,12 +52,13 @@ typedef enum {
     TRAIN_EVENT_NONFINITE,  /* step: the loss or gradient was NaN/Inf; the update was not applied */
     TRAIN_EVENT_CHECKPOINT, /* path: a checkpoint was written */
     TRAIN_EVENT_SAVED,      /* path: the final model was written */
+    TRAIN_EVENT_WARNING,    /* text: something the user should know (e.g. a resume that cannot be bit-exact) */
 } TrainEventKind;
 
 typedef struct {
     TrainEventKind kind;
     long step, total_steps;
-    const char *text;       /* PLAN */
+    const char *text;       /* PLAN, WARNING */
     const char *path;       /* RESUMED, CHECKPOINT, SAVED */
     double loss;            /* STEP: mean over the current logging interval */
     double reward;          /* STEP: mean reward of the interval, NaN when the algorithm has none */
