@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
     c.gen.kv_cache_bytes = (size_t)kv_mb << 20;
     c.train.quiet = 1;
     GrpoErr err;
-    if (trainer_run(&c, NULL, NULL, &err)) die("trainer_run", &err);
+    if (trainer_run(&c, NULL, &err)) die("trainer_run", &err);
 
     /* the last line of metrics.jsonl is the timed step */
     char *mp = fs_join(out_dir, "metrics.jsonl");

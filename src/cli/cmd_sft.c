@@ -24,10 +24,8 @@ int cmd_sft(int argc, char **argv) {
     } else {
         cli_setup_threads();
         TrainEvents ev;
-        train_events_init(&ev, "sft");
-        rc = sft_run(&c, train_events_print, &ev, &err);
-        train_events_finish(&ev);
-        if (rc) rc = cli_fail("sft", err.msg);
+        TrainHooks hooks = train_events_start(&ev, "sft");
+        rc = train_events_end(&ev, sft_run(&c, &hooks, &err), &err);
     }
     args_free();
     return rc;

@@ -25,10 +25,8 @@ int cmd_train(int argc, char **argv) {
     } else {
         cli_setup_threads();
         TrainEvents ev;
-        train_events_init(&ev, "train");
-        rc = trainer_run(&c, train_events_print, &ev, &err);
-        train_events_finish(&ev);
-        if (rc) rc = cli_fail("train", err.msg);
+        TrainHooks hooks = train_events_start(&ev, "train");
+        rc = train_events_end(&ev, trainer_run(&c, &hooks, &err), &err);
     }
     args_free();
     return rc;

@@ -1,24 +1,32 @@
-/* cli/train_events.c — the training loop's events on stderr (train_events.h). */
+/* cli/train_events.c — the training loop's events on stderr, and stopping on
+ * SIGINT/SIGTERM (train_events.h). */
 #include "cli/train_events.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-void train_events_init(TrainEvents *e, const char *cmd) {
-    e->cmd = cmd;
-    e->tty = isatty(2);
-    e->line_open = 0;
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) {
+    if (stop_signal) {
+        /* a second signal: stop now, as without a handler */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
 }
 
-void train_events_finish(TrainEvents *e) {
+static void finish_line(TrainEvents *e) {
     if (e->line_open) progress_done(e->tty);
     e->line_open = 0;
 }
 
-void train_events_print(const TrainEvent *ev, void *ctx) {
+static void print_event(const TrainEvent *ev, void *ctx) {
     TrainEvents *e = ctx;
-    if (ev->kind != TRAIN_EVENT_STEP) train_events_finish(e);
+    if (ev->kind != TRAIN_EVENT_STEP) finish_line(e);
     switch (ev->kind) {
     case TRAIN_EVENT_PLAN:
         for (const char *s = ev->text; *s;) {
@@ -37,14 +45,36 @@ void train_events_print(const TrainEvent *ev, void *ctx) {
     case TRAIN_EVENT_NONFINITE:
         fprintf(stderr, "grpo %s: step %ld: loss or gradient is NaN/Inf; the update was not applied\n", e->cmd, ev->step);
         break;
-    case TRAIN_EVENT_CHECKPOINT:
-        fprintf(stderr, "grpo %s: wrote %s\n", e->cmd, ev->path);
-        break;
     case TRAIN_EVENT_WARNING:
         fprintf(stderr, "grpo %s: warning: %s\n", e->cmd, ev->text);
         break;
+    case TRAIN_EVENT_CHECKPOINT:
+        fprintf(stderr, "grpo %s: wrote %s\n", e->cmd, ev->path);
+        break;
+    case TRAIN_EVENT_STOPPED:
+        break; /* train_events_end says where to resume */
     case TRAIN_EVENT_SAVED:
         fprintf(stderr, "grpo %s: saved the trained model to %s\n", e->cmd, ev->path);
         break;
     }
+}
+
+TrainHooks train_events_start(TrainEvents *e, const char *cmd) {
+    e->cmd = cmd;
+    e->tty = isatty(2);
+    e->line_open = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return (TrainHooks){print_event, e, &stop_signal};
+}
+
+int train_events_end(TrainEvents *e, int rc, const GrpoErr *err) {
+    finish_line(e);
+    if (rc == 0) return 0;
+    fprintf(stderr, "grpo %s: %s\n", e->cmd, err->msg);
+    return rc == TRAIN_STOPPED ? 128 + stop_signal : 1;
 }

@@ -1,7 +1,9 @@
-/* cli/train_events.h — what a person sees of a training run: the training loop's
- * events (train/loop.h) as the start-up plan, the progress line (redrawn in place
- * on a terminal), and one line per non-finite step, resume and final save.
- * --quiet silences all of it (the loop then sends no events). */
+/* cli/train_events.h — what a person sees of a training run and how they stop it:
+ * the training loop's events (train/loop.h) as the start-up plan, the progress
+ * line (redrawn in place on a terminal) and one line per non-finite step,
+ * warning, resume, checkpoint and final save (--quiet: the loop sends none); and
+ * SIGINT/SIGTERM as a request to stop after the current step, with a checkpoint —
+ * a second signal ends the process at once. */
 #ifndef GRPO_CLI_TRAIN_EVENTS_H
 #define GRPO_CLI_TRAIN_EVENTS_H
 
@@ -13,10 +15,12 @@ typedef struct {
     int line_open;      /* a progress line is on the screen without its newline */
 } TrainEvents;
 
-void train_events_init(TrainEvents *e, const char *cmd);
-/* The TrainEventFn: pass &e as the context. */
-void train_events_print(const TrainEvent *ev, void *ctx);
-/* Ends an open progress line (before an error message, or at the end). */
-void train_events_finish(TrainEvents *e);
+/* Starts following a run of command cmd: the hooks to pass to the trainer
+ * (events printed, the signal flag installed). */
+TrainHooks train_events_start(TrainEvents *e, const char *cmd);
+
+/* The command's exit status from the trainer's result: 0; 1 with err printed;
+ * 128 + the signal after a requested stop (with where to resume). */
+int train_events_end(TrainEvents *e, int rc, const GrpoErr *err);
 
 #endif

@@ -182,7 +182,7 @@ static void grpo_after_update(void *self, long step) {
     for (size_t i = 0; i < P; i++) t->ref.params[i] = a * t->sess.pre.model.params[i] + (1 - a) * t->ref.params[i];
 }
 
-int trainer_run(const TrainConfig *c, TrainEventFn on_event, void *event_ctx, GrpoErr *err) {
+int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     GrpoTrainer *t = xcalloc(1, sizeof *t);
     int rc = trainer_setup(t, c, err);
     if (!rc) {
@@ -195,7 +195,7 @@ int trainer_run(const TrainConfig *c, TrainEventFn on_event, void *event_ctx, Gr
         train_config_groups(g);
         json_t *options = opts_to_json(g, TRAIN_CONFIG_N_GROUPS, c);
         char *plan = plan_text(t, train_loop_total_steps(&tc->train, algo.n_examples, algo.examples_per_step));
-        TrainLoop L = {&tc->train, &t->sess.pre.model, &algo, options, plan, on_event, event_ctx};
+        TrainLoop L = {&tc->train, &t->sess.pre.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}};
         rc = train_loop_run(&L, err);
         free(plan);
         json_decref(options);

@@ -51,8 +51,8 @@ void train_config_default(TrainConfig *c);
 int train_config_check(const TrainConfig *c, GrpoErr *err);
 
 /* Runs the whole training; writes output_dir (metrics.jsonl, completions.jsonl,
- * checkpoints, the final model). Events go to on_event (may be NULL). Returns 0,
+ * checkpoints, the final model). hooks may be NULL. Returns 0, TRAIN_STOPPED,
  * or -1 with err (bad input, reward failure, repeated NaN). */
-int trainer_run(const TrainConfig *c, TrainEventFn on_event, void *event_ctx, GrpoErr *err);
+int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err);
 
 #endif

@@ -204,7 +204,7 @@ static int sft_load(void *self, const char *dir, const json_t *state, GrpoErr *e
     return 0;
 }
 
-int sft_run(const SftConfig *c, TrainEventFn on_event, void *event_ctx, GrpoErr *err) {
+int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     SftTrainer t;
     memset(&t, 0, sizeof t);
     int rc = sft_setup(&t, c, err);
@@ -224,7 +224,7 @@ int sft_run(const SftConfig *c, TrainEventFn on_event, void *event_ctx, GrpoErr 
                  train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
                  a->per_device_train_batch_size, (16.0 * P + t.acts.bytes) / 1048576.0, 16.0 * P / 1048576.0,
                  t.acts.bytes / 1048576.0);
-        TrainLoop L = {a, &t.model, &algo, options, plan, on_event, event_ctx};
+        TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}};
         rc = train_loop_run(&L, err);
         json_decref(options);
     }

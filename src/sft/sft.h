@@ -28,7 +28,7 @@ void sft_config_groups(OptGroup g[SFT_CONFIG_N_GROUPS]);
 void sft_config_default(SftConfig *c);
 int sft_config_check(const SftConfig *c, GrpoErr *err);
 
-/* Runs the whole training (events to on_event, may be NULL). */
-int sft_run(const SftConfig *c, TrainEventFn on_event, void *event_ctx, GrpoErr *err);
+/* Runs the whole training (hooks may be NULL); returns as trainer_run. */
+int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err);
 
 #endif

@@ -40,10 +40,11 @@ long train_loop_total_steps(const TrainingArgs *a, long n_examples, long example
 }
 
 static void emit(const Loop *lp, TrainEvent e) {
-    if (!lp->L->on_event || lp->L->args->quiet) return;
+    const TrainHooks *h = &lp->L->hooks;
+    if (!h->on_event || lp->L->args->quiet) return;
     e.step = e.step ? e.step : lp->step;
     e.total_steps = lp->total_steps;
-    lp->L->on_event(&e, lp->L->event_ctx);
+    h->on_event(&e, h->event_ctx);
 }
 
 /* ---- checkpoints ---- */
@@ -172,6 +173,22 @@ static int open_metrics(Loop *lp, GrpoErr *err) {
     return rc;
 }
 
+/* A requested stop after a finished step: a checkpoint when the run keeps them. */
+static int stop_here(Loop *lp, int saved, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    if (a->save_steps > 0 && !saved && save_checkpoint(lp, err)) return -1;
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%ld", lp->step);
+    char *path = a->save_steps > 0 ? fs_join(lp->out_dir, name) : NULL;
+    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_STOPPED, .path = path});
+    if (path) err_set(err, "stopped at step %ld of %ld; resume with --resume_from_checkpoint %s", lp->step,
+                      lp->total_steps, path);
+    else err_set(err, "stopped at step %ld of %ld; no checkpoint was written (save_steps is 0)", lp->step,
+                 lp->total_steps);
+    free(path);
+    return TRAIN_STOPPED;
+}
+
 static int run_steps(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     double start = time_now_s();
@@ -186,7 +203,9 @@ static int run_steps(Loop *lp, GrpoErr *err) {
         if ((lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) &&
             metric_write_line(&lp->acc, lp->metrics_f, lp->step))
             return metrics_failed(lp, err);
-        if (a->save_steps > 0 && lp->step % a->save_steps == 0 && save_checkpoint(lp, err)) return -1;
+        int saved = a->save_steps > 0 && lp->step % a->save_steps == 0;
+        if (saved && save_checkpoint(lp, err)) return -1;
+        if (lp->L->hooks.stop && *lp->L->hooks.stop && lp->step < lp->total_steps) return stop_here(lp, saved, err);
     }
     return 0;
 }

@@ -15,6 +15,7 @@
 #define GRPO_TRAIN_LOOP_H
 
 #include <jansson.h>
+#include <signal.h>
 
 #include "core/check.h"
 #include "log/metrics.h"
@@ -53,6 +54,7 @@ typedef enum {
     TRAIN_EVENT_CHECKPOINT, /* path: a checkpoint was written */
     TRAIN_EVENT_SAVED,      /* path: the final model was written */
     TRAIN_EVENT_WARNING,    /* text: something the user should know (e.g. a resume that cannot be bit-exact) */
+    TRAIN_EVENT_STOPPED,    /* step: stopped on request; path: the checkpoint to resume from, or NULL */
 } TrainEventKind;
 
 typedef struct {
@@ -68,22 +70,35 @@ typedef struct {
 
 typedef void (*TrainEventFn)(const TrainEvent *e, void *ctx);
 
+/* How the caller follows and steers a run. */
+typedef struct {
+    TrainEventFn on_event;  /* NULL: silent */
+    void *event_ctx;
+    /* NULL, or a flag (set by a signal handler) checked after every step: when
+     * set, the loop writes a checkpoint (if save_steps > 0), reports STOPPED and
+     * returns TRAIN_STOPPED. */
+    const volatile sig_atomic_t *stop;
+} TrainHooks;
+
 typedef struct {
     const TrainingArgs *args;
     Model *model;           /* the model trained (its parameters change) */
     const TrainAlgo *algo;
     const json_t *options;  /* every option of the run, recorded in checkpoints (borrowed) */
     const char *plan;       /* NULL, or the PLAN event's text */
-    TrainEventFn on_event;  /* NULL: silent */
-    void *event_ctx;
+    TrainHooks hooks;
 } TrainLoop;
+
+/* train_loop_run's result when it stopped on request (err says where to resume). */
+#define TRAIN_STOPPED 1
 
 /* The number of optimizer steps: max_steps when > 0, else
  * ceil(num_train_epochs * n_examples / examples_per_step), at least 1. */
 long train_loop_total_steps(const TrainingArgs *a, long n_examples, long examples_per_step);
 
 /* Runs (or resumes) training to the end and saves the model in output_dir.
- * Returns 0, or -1 with err (bad input, the algorithm's failure, repeated NaN). */
+ * Returns 0; TRAIN_STOPPED when *stop was set; or -1 with err (bad input, the
+ * algorithm's failure, repeated NaN). */
 int train_loop_run(const TrainLoop *L, GrpoErr *err);
 
 #endif

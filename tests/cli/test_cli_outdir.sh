@@ -45,4 +45,26 @@ OMP_NUM_THREADS=1 "$GRPO" "${S[@]}" --max_steps 2 --save_steps 1 --output_dir "$
 OMP_NUM_THREADS=2 "$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 2 \
     --output_dir "$TMP/t" --resume_from_checkpoint "$TMP/t/checkpoint-1" 2>"$TMP/t.err" || fail "2-thread resume"
 grep -q "warning: the checkpoint was written with 1 thread(s), this run has 2" "$TMP/t.err" || fail "no thread-count warning: $(cat "$TMP/t.err")"
+
+# SIGTERM stops after the current step with a checkpoint (save_steps > 0), and the
+# resumed run ends where an uninterrupted one does (constant learning rate, so the
+# length of the run does not change the schedule)
+L=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --save_steps 1000000
+   --logging_steps 1 --learning_rate 1e-3 --lr_scheduler_type constant --quiet)
+"$GRPO" "${L[@]}" --max_steps 1000000 --output_dir "$TMP/sig" 2>"$TMP/sig.err" &
+pid=$!
+for _ in $(seq 400); do [ "$(cat "$TMP/sig/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+st=$?
+[ $st -eq 143 ] || fail "SIGTERM: exit $st (want 143): $(cat "$TMP/sig.err")"
+grep -q "stopped at step [0-9]* of 1000000; resume with --resume_from_checkpoint .*/checkpoint-[0-9]*" "$TMP/sig.err" \
+    || fail "no resume hint: $(cat "$TMP/sig.err")"
+ck=$(ls -d "$TMP"/sig/checkpoint-* 2>/dev/null | head -1)
+[ -n "$ck" ] || fail "no checkpoint written at the stop"
+[ ! -f "$TMP/sig/model.safetensors" ] || fail "a stopped run must not write a final model"
+n=${ck##*checkpoint-}
+"$GRPO" "${L[@]}" --max_steps $((n + 5)) --output_dir "$TMP/sig" --resume_from_checkpoint latest || fail "resume after SIGTERM"
+"$GRPO" "${L[@]}" --max_steps $((n + 5)) --output_dir "$TMP/whole" || fail "uninterrupted run"
+cmp -s "$TMP/whole/model.safetensors" "$TMP/sig/model.safetensors" || fail "stopped + resumed differs from uninterrupted"
 finish

@@ -120,7 +120,7 @@ static void split_invariance(const char *model, const char *data) {
                     c.train.per_device_train_batch_size = sizes[si];
                     c.train.gradient_accumulation_steps = 8 / sizes[si];
                     GrpoErr err;
-                    int rc = trainer_run(&c, NULL, NULL, &err);
+                    int rc = trainer_run(&c, NULL, &err);
                     T_CHECK(rc == 0, "%s: %s", losses[li], err.msg);
                     size_t n;
                     float *w = final_weights(out, &n);
@@ -165,12 +165,12 @@ static void resume(const char *model, const char *data) {
         c.train.warmup_steps = 1;
         if (variant) c.steps_per_generation = 2, c.num_iterations = 2; /* a round spans 4 steps */
         GrpoErr err;
-        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "uninterrupted: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, &err) == 0, "uninterrupted: %s", err.msg);
         /* the same run saving every step; then resume from checkpoint-1 into a copy */
         c.train.output_dir = b;
         c.train.save_steps = 1;
         c.train.save_total_limit = 2;
-        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "with checkpoints: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, &err) == 0, "with checkpoints: %s", err.msg);
         char *ck3 = fs_join(b, "checkpoint-3"), *ck1 = fs_join(b, "checkpoint-1");
         T_CHECK(fs_is_dir(ck3) && !fs_exists(ck1), "save_total_limit 2 should keep checkpoints 3 and 4 only");
         char *rollout = fs_join(ck3, "rollout.json");
@@ -180,7 +180,7 @@ static void resume(const char *model, const char *data) {
         unlink(model_b);
         c.train.resume_from_checkpoint = ck3;
         c.train.save_steps = 0;
-        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "resume: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
         size_t na, nb;
         float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
         T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "variant %d: resumed run differs from the uninterrupted one", variant);
@@ -188,7 +188,7 @@ static void resume(const char *model, const char *data) {
         T_CHECK(ma && mb && !strcmp(ma, mb), "variant %d: completions.jsonl differs after resume", variant);
         /* "latest" finds checkpoint-4 */
         c.train.resume_from_checkpoint = "latest";
-        T_CHECK(trainer_run(&c, NULL, NULL, &err) == 0, "resume latest: %s", err.msg);
+        T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume latest: %s", err.msg);
         free(wa), free(wb), free(ma), free(mb), free(model_b), free(rollout), free(ck3), free(ck1), free(a), free(b);
     }
 }
