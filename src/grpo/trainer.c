@@ -6,9 +6,11 @@
  * AdamW, logs and checkpoints. Not here: rollouts (rollout.c), the micro-batch
  * passes (microbatch.c), checkpoint contents (checkpoint.c), options (config.c). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/memory.h"
 #include "core/timer.h"
 #include "grpo/trainer_internal.h"
 
@@ -46,6 +48,23 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     return 0;
 }
 
+/* What is still to be allocated (activations; gradients and AdamW's m and v,
+ * by the loop) against what the machine has, before allocating it. */
+static int check_memory(const GrpoTrainer *t, int longest, GrpoErr *err) {
+    const TrainConfig *c = &t->c;
+    long tokens = (long)c->train.per_device_train_batch_size * (longest + c->gen.max_completion_length);
+    double mb = 1048576.0, acts = tokens > INT32_MAX ? INFINITY
+                                 : (double)acts_plan_bytes(&t->sess.pre.model.cfg, (int)tokens,
+                                                           c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
+    double opt = 3.0 * sizeof(float) * t->sess.pre.model.table.total, avail = (double)mem_available_bytes();
+    if (acts + opt <= avail) return 0;
+    return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens%s) + "
+                   "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size or "
+                   "max_completion_length%s", acts / mb, c->train.per_device_train_batch_size,
+                   longest + c->gen.max_completion_length, c->train.gradient_checkpointing ? ", checkpointed" : "",
+                   opt / mb, avail / mb, c->train.gradient_checkpointing ? "" : ", or set gradient_checkpointing true");
+}
+
 static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     memset(t, 0, sizeof *t);
     if (train_config_check(c, err)) return -1;
@@ -61,6 +80,7 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     t->need_old = c->num_iterations > 1 || t->spg > GA;
     if (load_inputs(t, err)) return -1;
     int longest = t->sess.gen.max_prompt;
+    if (check_memory(t, longest, err)) return -1;
     acts_create(&t->acts, &t->sess.pre.model.cfg, B * (longest + c->gen.max_completion_length), c->train.gradient_checkpointing,
                 c->train.logprob_chunk_rows);
     return 0;

@@ -4,11 +4,13 @@
  * the schedule, metrics, checkpoints and resume. */
 #include "sft/sft.h"
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/timer.h"
+#include "core/memory.h"
 #include "data/dataset.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
@@ -133,6 +135,15 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     if (t->n_ex == 0) return err_set(err, "%s: no examples", c->train.dataset);
     int longest = 2;
     for (int i = 0; i < t->n_ex; i++) longest = t->ex[i].n > longest ? t->ex[i].n : longest;
+    long tokens = (long)c->train.per_device_train_batch_size * longest;
+    double mb = 1048576.0, avail = (double)mem_available_bytes(), opt = 12.0 * t->model.table.total;
+    double acts = tokens > INT32_MAX ? INFINITY
+                                     : (double)acts_plan_bytes(&t->model.cfg, (int)tokens, c->train.gradient_checkpointing,
+                                                               c->train.logprob_chunk_rows);
+    if (acts + opt > avail)
+        return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens) + "
+                       "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
+                       "or max_length", acts / mb, c->train.per_device_train_batch_size, longest, opt / mb, avail / mb);
     acts_create(&t->acts, &t->model.cfg, c->train.per_device_train_batch_size * longest,
                 c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
     dataset_sampler_init(&t->order, t->n_ex, c->train.shuffle_dataset, c->train.seed);

@@ -116,4 +116,10 @@ for edit in 'c["completions"][0]["ids"][0] = 99999' 'c["order"][0] = 7' 'c["uses
     expect_error 1 "rollout.json: malformed or from another dataset" "$GRPO" "${R[@]}" --output_dir "$TMP/tam" \
         --resume_from_checkpoint "$TMP/tam/checkpoint-1"
 done
+# a memory plan that cannot fit is refused at start with the plan and the numbers (no abort on an allocation)
+expect_error 1 "the memory plan does not fit: activations .* MB (micro-batch of 1048576 x" "$GRPO" train --model "$TMP/m" \
+    --dataset "$TMP/d.jsonl" --output_dir "$TMP/huge" --reward_funcs length:3 --num_generations 2 \
+    --per_device_train_batch_size 1048576 --max_completion_length 64 --quiet
+GRPO_MEMORY_LIMIT_MB=1 expect_error 1 "with 1 MB available; lower per_device_train_batch_size or max_length" "$GRPO" sft \
+    --model "$TMP/m" --dataset "$TMP/s.jsonl" --output_dir "$TMP/small" --per_device_train_batch_size 64 --quiet
 finish
