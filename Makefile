@@ -93,3 +93,68 @@ clean:
 	rm -rf build build-asan
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+
+# ---- Fuzzing (docs/fuzzing.md): libFuzzer targets fuzz/fuzz_*.c, built with clang and
+# ASan+UBSan in their own tree $(FUZZ_BUILD)/ (libgrpo and src/cli/args.c recompiled there),
+# so the normal build is untouched. `make fuzz` runs each target for FUZZ_SECONDS and fails
+# when one crashes (the input is kept in $(FUZZ_BUILD)/crashes/TARGET/); `make fuzz-smoke`
+# runs each for FUZZ_SMOKE_SECONDS; `make fuzz-build` only builds. Needs
+# `tools/install-deps.sh --fuzz`.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
+FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
+               -Isrc -I$(OPENBLAS_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"' \
+               -DFUZZ_REWARD_REPLY='"$(abspath $(FUZZ_BUILD))/fuzz/reward_reply"'
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%)
+
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-clean fuzz-repro
+$(FUZZ_BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/libgrpo.objs: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(FUZZ_LIB_OBJ)' | cmp -s - $@ || echo '$(FUZZ_LIB_OBJ)' > $@
+
+$(FUZZ_BUILD)/libgrpo.a: $(FUZZ_LIB_OBJ) $(FUZZ_BUILD)/libgrpo.objs
+	rm -f $@ && ar rcs $@ $(FUZZ_LIB_OBJ)
+
+# The harnesses link what they drive; fuzz_yaml also links the command line's args.c.
+$(FUZZ_BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libgrpo.a $(FUZZ_BUILD)/src/cli/args.o
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP $< \
+	    $(if $(filter fuzz_yaml,$(notdir $@)),$(FUZZ_BUILD)/src/cli/args.o) $(FUZZ_BUILD)/libgrpo.a \
+	    -o $@ $(LDLIBS)
+
+# The reward_cmd target's child process: plain, unsanitized.
+$(FUZZ_BUILD)/fuzz/reward_reply: fuzz/reward_reply.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -O1 -Wall -Wextra $< -o $@
+
+fuzz-build: $(FUZZ_BIN) $(FUZZ_BUILD)/fuzz/reward_reply
+
+fuzz:
+	tools/install-deps.sh --fuzz
+	$(MAKE) fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-smoke:
+	tools/install-deps.sh --fuzz
+	$(MAKE) fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+
+# The known reproducers fuzz/repro/TARGET/*, each run once: fails while any still crashes.
+fuzz-repro:
+	tools/install-deps.sh --fuzz
+	$(MAKE) fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) fuzz/repro.sh
+
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
+
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_BUILD)/src/cli/args.d $(FUZZ_BIN:=.d)

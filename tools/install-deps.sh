@@ -4,9 +4,13 @@
 #   tools/install-deps.sh          build + test dependencies
 #   tools/install-deps.sh --bench  also PyTorch (Debian's python3-torch), the
 #                                  benchmarks' and the fixture generator's peer
+#   tools/install-deps.sh --fuzz   also clang, its libFuzzer/sanitizer runtimes
+#                                  (libclang-rt-dev), its OpenMP runtime (libomp-dev)
+#                                  and llvm-symbolizer (llvm), for `make fuzz`
 set -eu
 pkgs="gcc make libopenblas-openmp-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev python3 nodejs npm"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch python3-numpy"
+[ "${1:-}" = "--fuzz" ] && pkgs="$pkgs clang libclang-rt-dev libomp-dev llvm"
 missing=""
 for p in $pkgs; do
     # node and npm may come from elsewhere (e.g. a newer Node.js): accept them on PATH

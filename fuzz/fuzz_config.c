@@ -1,0 +1,29 @@
+/* fuzz/fuzz_config.c — model/config.h: a Hugging Face config.json, parsed the way
+ * config_load reads it (jansson, default flags) and validated by
+ * config_from_json; an accepted config is then used as the model code uses it
+ * (parameter count, RoPE frequencies). Not covered: generation_config.json
+ * (config_load's second file; its eos ids go through the same add_eos). */
+#include <jansson.h>
+
+#include "fuzz.h"
+#include "model/config.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    json_error_t je;
+    json_t *root = json_loadb((const char *)data, size, 0, &je);
+    if (!root) return 0;
+    ModelConfig cfg;
+    GrpoErr err;
+    int rc = config_from_json(&cfg, root, "config.json", &err);
+    json_decref(root);
+    if (rc) return 0;
+    FUZZ_ASSERT(cfg.head_dim >= 2 && cfg.head_dim % 2 == 0);
+    FUZZ_ASSERT(cfg.n_kv_heads > 0 && cfg.n_heads % cfg.n_kv_heads == 0);
+    (void)config_param_count(&cfg);
+    (void)config_model_type_name(cfg.type);
+    float *inv_freq = malloc((size_t)(cfg.head_dim / 2) * sizeof *inv_freq);
+    config_rope_inv_freq(&cfg, inv_freq);
+    free(inv_freq);
+    config_free(&cfg);
+    return 0;
+}
