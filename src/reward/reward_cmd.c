@@ -39,6 +39,19 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Waits up to wait_s for the child to exit. 1 when it was reaped (its status
+ * in *status), -1 when it cannot be waited for, 0 when it is still running. */
+static int cmd_reap(CmdState *c, double wait_s, int *status) {
+    double t_end = now_s() + wait_s;
+    for (;;) {
+        pid_t r = waitpid(c->pid, status, WNOHANG);
+        if (r == c->pid) return 1;
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_s() >= t_end) return 0;
+        usleep(5000);
+    }
+}
+
 /* Ends the child: close its stdin/stdout (a well-behaved child exits on EOF),
  * wait up to grace_s, then SIGTERM and SIGKILL its process group. */
 static void cmd_stop(CmdState *c, double grace_s) {
@@ -48,51 +61,33 @@ static void cmd_stop(CmdState *c, double grace_s) {
     }
     if (c->pid <= 0) return;
     int status;
-    double t_end = now_s() + grace_s;
-    for (;;) {
-        pid_t r = waitpid(c->pid, &status, WNOHANG);
-        if (r == c->pid || (r < 0 && errno != EINTR)) {
-            kill(-c->pid, SIGKILL); /* grandchildren left in the group */
-            c->pid = 0;
-            return;
-        }
-        if (now_s() >= t_end) break;
-        usleep(5000);
-    }
-    kill(-c->pid, SIGTERM);
-    t_end = now_s() + 0.5;
-    while (now_s() < t_end) {
-        if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+    if (!cmd_reap(c, grace_s, &status)) {
+        kill(-c->pid, SIGTERM);
+        if (!cmd_reap(c, 0.5, &status)) {
             kill(-c->pid, SIGKILL);
-            c->pid = 0;
-            return;
+            while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {}
         }
-        usleep(5000);
     }
-    kill(-c->pid, SIGKILL);
-    while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {}
+    kill(-c->pid, SIGKILL); /* grandchildren left in the group */
     c->pid = 0;
 }
 
 /* After EOF or EPIPE: how the child ended, for the message. */
 static int cmd_died(CmdState *c, GrpoErr *err) {
-    int status = 0;
-    pid_t r = 0;
-    double t_end = now_s() + 2.0;
-    while ((r = waitpid(c->pid, &status, WNOHANG)) == 0 && now_s() < t_end) usleep(5000);
-    if (r == c->pid) {
+    int status = 0, reaped = cmd_reap(c, 2.0, &status) == 1;
+    if (reaped) {
         kill(-c->pid, SIGKILL);
         c->pid = 0;
     }
     cmd_stop(c, 0);
     c->failed = 1;
-    if (r > 0 && WIFEXITED(status)) {
+    if (reaped && WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
         return err_set(err, "reward command '%s': exited with status %d before replying%s",
                        c->command, code,
                        code == 127 ? " (command not found?)" : code == 126 ? " (not executable?)" : "");
     }
-    if (r > 0 && WIFSIGNALED(status))
+    if (reaped && WIFSIGNALED(status))
         return err_set(err, "reward command '%s': killed by signal %d (%s) before replying",
                        c->command, WTERMSIG(status), strsignal(WTERMSIG(status)));
     return err_set(err, "reward command '%s': closed its stdout before replying", c->command);
@@ -238,34 +233,25 @@ static int cmd_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr
     }
     free(line);
     json_t *rewards = json_is_object(reply) ? json_object_get(reply, "rewards") : NULL;
-    if (!json_is_array(rewards)) {
-        json_decref(reply);
-        err_set(err, "reward command '%s': reply must be an object {\"rewards\": [number or null, ...]}",
-                c->command);
-        return cmd_fail(c);
-    }
-    if (json_array_size(rewards) != (size_t)b->n) {
-        err_set(err, "reward command '%s': reply has %zu rewards for %d completions", c->command,
-                json_array_size(rewards), b->n);
-        json_decref(reply);
-        return cmd_fail(c);
-    }
-    for (int i = 0; i < b->n; i++) {
+    if (!json_is_array(rewards))
+        rc = err_set(err, "reward command '%s': reply must be an object {\"rewards\": [number or null, ...]}",
+                     c->command);
+    else if (json_array_size(rewards) != (size_t)b->n)
+        rc = err_set(err, "reward command '%s': reply has %zu rewards for %d completions", c->command,
+                     json_array_size(rewards), b->n);
+    for (int i = 0; i < b->n && !rc; i++) {
         json_t *v = json_array_get(rewards, (size_t)i);
         if (json_is_null(v))
             out[i] = NAN;
         else if (json_is_number(v))
             out[i] = json_number_value(v);
-        else {
-            err_set(err, "reward command '%s': rewards[%d] must be a number or null, got %s", c->command,
-                    i, json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
-                       : json_is_array(v) ? "a list" : "an object");
-            json_decref(reply);
-            return cmd_fail(c);
-        }
+        else
+            rc = err_set(err, "reward command '%s': rewards[%d] must be a number or null, got %s", c->command,
+                         i, json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
+                            : json_is_array(v) ? "a list" : "an object");
     }
     json_decref(reply);
-    return 0;
+    return rc ? cmd_fail(c) : 0;
 }
 
 static void cmd_destroy(RewardFunc *f) {
