@@ -7,7 +7,9 @@
 
 #include "io/safetensors.h"
 
-static void add(ParamTable *t, int *cap, const char *name, long long d0, long long d1) {
+/* Appends an entry at t->total. The next one starts 16-float aligned (64 bytes,
+ * for the kernels) unless packed: then it follows with no gap. */
+static void add(ParamTable *t, int *cap, const char *name, long long d0, long long d1, int packed) {
     if (t->n == *cap) {
         *cap = *cap ? *cap * 2 : 64;
         t->entries = xrealloc(t->entries, sizeof(ParamEntry) * *cap);
@@ -21,8 +23,8 @@ static void add(ParamTable *t, int *cap, const char *name, long long d0, long lo
     e->numel = (size_t)d0 * (d1 ? (size_t)d1 : 1);
     e->offset = t->total;
     e->src_dtype = ST_F32;
-    /* keep every tensor 16-float aligned (64 bytes) for the kernels */
-    t->total += (e->numel + 15) & ~(size_t)15;
+    t->total += e->numel;
+    if (!packed) t->total = (t->total + 15) & ~(size_t)15;
 }
 
 void params_build(ParamTable *t, const ModelConfig *c) {
@@ -31,30 +33,25 @@ void params_build(ParamTable *t, const ModelConfig *c) {
     long long C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     long long q = (long long)c->n_heads * D, kv = (long long)c->n_kv_heads * D;
     char name[96];
-    add(t, &cap, "model.embed_tokens.weight", c->vocab_size, C);
+    add(t, &cap, "model.embed_tokens.weight", c->vocab_size, C, 0);
     for (int l = 0; l < c->n_layers; l++) {
-#define P(suffix, d0, d1)                                                   \
+#define LAYER(suffix, d0, d1, packed)                                       \
     do {                                                                    \
         snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);       \
-        add(t, &cap, name, d0, d1);                                         \
+        add(t, &cap, name, d0, d1, packed);                                 \
     } while (0)
+#define P(suffix, d0, d1) LAYER(suffix, d0, d1, 0)
+#define PACK(suffix, d0, d1) LAYER(suffix, d0, d1, 1) /* the next one follows with no gap */
         P("input_layernorm.weight", C, 0);
-        /* q, k, v weights adjacent with no alignment gap: they form one matrix */
-        size_t before = t->total;
-        P("self_attn.q_proj.weight", q, C);
-        t->total = before + (size_t)(q * C);
-        P("self_attn.k_proj.weight", kv, C);
-        t->total = before + (size_t)((q + kv) * C);
+        /* q, k, v weights adjacent with no alignment gap: they form one matrix
+         * (so do the q, k, v biases, and gate and up) */
+        PACK("self_attn.q_proj.weight", q, C);
+        PACK("self_attn.k_proj.weight", kv, C);
         P("self_attn.v_proj.weight", kv, C);
-        t->total = (before + (size_t)((q + 2 * kv) * C) + 15) & ~(size_t)15;
         if (c->qkv_bias) {
-            before = t->total;
-            P("self_attn.q_proj.bias", q, 0);
-            t->total = before + (size_t)q;
-            P("self_attn.k_proj.bias", kv, 0);
-            t->total = before + (size_t)(q + kv);
+            PACK("self_attn.q_proj.bias", q, 0);
+            PACK("self_attn.k_proj.bias", kv, 0);
             P("self_attn.v_proj.bias", kv, 0);
-            t->total = (before + (size_t)(q + 2 * kv) + 15) & ~(size_t)15;
         }
         P("self_attn.o_proj.weight", C, q);
         if (c->o_bias) P("self_attn.o_proj.bias", C, 0);
@@ -63,16 +60,15 @@ void params_build(ParamTable *t, const ModelConfig *c) {
             P("self_attn.k_norm.weight", D, 0);
         }
         P("post_attention_layernorm.weight", C, 0);
-        before = t->total;
-        P("mlp.gate_proj.weight", F, C);
-        t->total = before + (size_t)(F * C);
+        PACK("mlp.gate_proj.weight", F, C);
         P("mlp.up_proj.weight", F, C);
-        t->total = (before + (size_t)(2 * F * C) + 15) & ~(size_t)15;
         P("mlp.down_proj.weight", C, F);
+#undef PACK
 #undef P
+#undef LAYER
     }
-    add(t, &cap, "model.norm.weight", C, 0);
-    if (!c->tie_word_embeddings) add(t, &cap, "lm_head.weight", c->vocab_size, C);
+    add(t, &cap, "model.norm.weight", C, 0, 0);
+    if (!c->tie_word_embeddings) add(t, &cap, "lm_head.weight", c->vocab_size, C, 0);
 }
 
 void params_free(ParamTable *t) {
