@@ -81,11 +81,13 @@ static DecodePlan decode_plan(const ModelConfig *c, int R, int K, int n_threads)
     return p;
 }
 
+static size_t decode_plan_floats(const DecodePlan *p) {
+    return p->x + p->h + p->qkv + p->qk + p->att + p->tmp + p->gu + p->act + p->rstd + p->scores + p->hrows;
+}
+
 size_t decode_state_bytes(const ModelConfig *cfg, int max_rows, int max_keys) {
     DecodePlan p = decode_plan(cfg, max_rows, max_keys, omp_get_max_threads());
-    return sizeof(float) * (p.x + p.h + p.qkv + p.qk + p.att + p.tmp + p.gu + p.act + p.rstd +
-                            p.scores + p.hrows) +
-           2 * sizeof(int32_t) * max_rows;
+    return sizeof(float) * decode_plan_floats(&p) + 2 * sizeof(int32_t) * max_rows;
 }
 
 void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, int max_keys) {
@@ -94,8 +96,7 @@ void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, i
     s->max_keys = max_keys;
     s->n_threads = omp_get_max_threads();
     DecodePlan p = decode_plan(cfg, max_rows, max_keys, s->n_threads);
-    size_t total = p.x + p.h + p.qkv + p.qk + p.att + p.tmp + p.gu + p.act + p.rstd + p.scores + p.hrows;
-    s->arena = xaligned(sizeof(float) * total);
+    s->arena = xaligned(sizeof(float) * decode_plan_floats(&p));
     float *cur = s->arena;
 #define TAKE(n) (cur += (n), cur - (n))
     s->x = TAKE(p.x);
