@@ -118,11 +118,12 @@ uint16_t st_f32_to_f16(float f) {
 
 /* ---- reading ------------------------------------------------------------- */
 
-static void fmt_shape(char *buf, size_t cap, const int64_t *shape, int ndim) {
+const char *st_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
     size_t n = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && n < cap; i++)
         n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (n < cap) snprintf(buf + n, cap - n, "]");
+    return buf;
 }
 
 /* jansson reports a duplicate key with the byte position just past it. Recover
@@ -208,11 +209,11 @@ static int parse_tensor(const char *path, const char *name, json_t *v, size_t da
                        path, name, (unsigned long long)b, (unsigned long long)e);
     size_t esize = st_dtype_bytes(t->dtype);
     char shape[256];
-    fmt_shape(shape, sizeof shape, t->shape, t->ndim);
     if ((uint64_t)t->numel > UINT64_MAX / esize || e - b != (uint64_t)t->numel * esize)
         return err_set(err, "%s: tensor '%s': data_offsets [%llu, %llu] do not match shape %s of %s "
                        "(%llu bytes)", path, name, (unsigned long long)b, (unsigned long long)e,
-                       shape, st_dtype_name(t->dtype), (unsigned long long)t->numel * esize);
+                       st_shape_str(shape, sizeof shape, t->ndim, t->shape), st_dtype_name(t->dtype),
+                       (unsigned long long)t->numel * esize);
     if (e > data_bytes)
         return err_set(err, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the "
                        "data buffer (%zu bytes)", path, name, (unsigned long long)b,

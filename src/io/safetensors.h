@@ -52,6 +52,8 @@ typedef struct {
 const char *st_dtype_name(StDtype d);        /* "F32", ... */
 size_t st_dtype_bytes(StDtype d);
 int st_dtype_parse(const char *s, StDtype *out);  /* 0, or -1 if unknown */
+/* "[d0, d1, ...]" into buf (cut at cap bytes), for messages; returns buf. */
+const char *st_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
 
 int st_open(StFile *f, const char *path, GrpoErr *err);
 void st_close(StFile *f);

@@ -17,14 +17,6 @@ const char *const model_side_files[] = {
     "chat_template.jinja", NULL,
 };
 
-static const char *shape_str(char *buf, size_t n, int ndim, const long long *shape) {
-    size_t k = 0;
-    k += snprintf(buf + k, n - k, "[");
-    for (int i = 0; i < ndim && k < n; i++) k += snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", shape[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
 int model_load(Model *m, const char *dir, GrpoErr *err) {
     ModelConfig cfg;
     if (config_load(&cfg, dir, err)) return -1;
@@ -54,11 +46,10 @@ int model_load(Model *m, const char *dir, GrpoErr *err) {
         for (int d = 0; same && d < e->ndim; d++) same = t->shape[d] == e->shape[d];
         if (!same) {
             char want[64], got[160];
-            long long gs[ST_MAX_DIMS];
-            for (int d = 0; d < t->ndim; d++) gs[d] = t->shape[d];
+            int64_t ws[2] = {e->shape[0], e->shape[1]};
             rc = err_set(err, "%s: tensor '%s' has shape %s; config.json implies %s", f->path, e->name,
-                         shape_str(got, sizeof got, t->ndim, gs),
-                         shape_str(want, sizeof want, e->ndim, e->shape));
+                         st_shape_str(got, sizeof got, t->ndim, t->shape),
+                         st_shape_str(want, sizeof want, e->ndim, ws));
             break;
         }
         rc = st_read_f32(f, t, m->params + e->offset, err);
