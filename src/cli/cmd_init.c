@@ -56,8 +56,6 @@ int cmd_init(int argc, char **argv) {
     int rc = args_parse("init", "--config tiny|small|PATH --output_dir DIR [options]", argc, argv, g, 2, &a);
     if (rc) return rc == 1 ? 0 : rc;
     const char *config = a.config, *tokenizer = a.tokenizer, *output_dir = a.output_dir;
-    long seed = (long)a.seed;
-    int st_dtype = DTYPES[a.dtype];
     if (fs_exists(output_dir)) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s: already exists; choose a new --output_dir", output_dir);
@@ -67,8 +65,6 @@ int cmd_init(int argc, char **argv) {
     Tokenizer *tok = NULL;
     if (tokenizer && tok_load(&tok, tokenizer, &err)) return cli_fail("init", err.msg);
     json_t *root = preset(config);
-    char where[600];
-    snprintf(where, sizeof where, "%s", config);
     if (root) {
         if (!tok) {
             fprintf(stderr, "grpo init: the '%s' preset takes its vocabulary from --tokenizer DIR\n", config);
@@ -90,10 +86,10 @@ int cmd_init(int argc, char **argv) {
         }
     }
     ModelConfig cfg;
-    rc = config_from_json(&cfg, root, where, &err);
+    rc = config_from_json(&cfg, root, config, &err);
     json_decref(root);
     if (!rc && tok && tok_vocab_size(tok) > cfg.vocab_size) {
-        rc = err_set(&err, "%s: vocab_size %d is smaller than the tokenizer's %d ids (%s)", where,
+        rc = err_set(&err, "%s: vocab_size %d is smaller than the tokenizer's %d ids (%s)", config,
                      cfg.vocab_size, tok_vocab_size(tok), tokenizer);
         config_free(&cfg);
     }
@@ -103,10 +99,10 @@ int cmd_init(int argc, char **argv) {
     float std = json_is_number(ir) ? (float)json_number_value(ir) : 0.02f;
     Model m;
     model_create(&m, &cfg);
-    model_init_random(&m, (uint64_t)seed, std);
+    model_init_random(&m, a.seed, std);
     ModelSaveOpts so;
     model_save_opts_default(&so);
-    so.dtype = st_dtype;
+    so.dtype = DTYPES[a.dtype];
     so.copy_from = tokenizer;
     rc = model_save(&m, output_dir, &so, &err);
     if (!rc)
