@@ -372,33 +372,28 @@ ST_DEFINE_LOAD(ld_i32, int32_t)
 ST_DEFINE_LOAD(ld_f32, float)
 ST_DEFINE_LOAD(ld_f64, double)
 
-int st_read_f32(const StFile *f, const StTensor *t, float *out, GrpoErr *err) {
-    const uint8_t *p = f->data + t->begin;
-    int64_t n = t->numel;
-    switch (t->dtype) {
-    case ST_F32: memcpy(out, p, (size_t)n * 4); return 0;
-    case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f16_to_f32(ld_u16(p, i)); return 0;
-    case ST_BF16: for (int64_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(ld_u16(p, i)); return 0;
-    case ST_F64: for (int64_t i = 0; i < n; i++) out[i] = (float)ld_f64(p, i); return 0;
-    default:
-        return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path,
-                       t->name, st_dtype_name(t->dtype));
+/* st_read_f32 and st_read_f64 are one body: the same conversions into float or
+ * double, where the dtype of the output's own width (OWN) is a plain copy. */
+#define ST_DEFINE_READ_FLOAT(fn, T, OWN)                                                               \
+    int fn(const StFile *f, const StTensor *t, T *out, GrpoErr *err) {                                 \
+        const uint8_t *p = f->data + t->begin;                                                         \
+        int64_t n = t->numel;                                                                          \
+        if (t->dtype == OWN) {                                                                         \
+            memcpy(out, p, (size_t)n * sizeof(T));                                                     \
+            return 0;                                                                                  \
+        }                                                                                              \
+        switch (t->dtype) {                                                                            \
+        case ST_F32: for (int64_t i = 0; i < n; i++) out[i] = (T)ld_f32(p, i); return 0;               \
+        case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f16_to_f32(ld_u16(p, i)); return 0;   \
+        case ST_BF16: for (int64_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(ld_u16(p, i)); return 0; \
+        case ST_F64: for (int64_t i = 0; i < n; i++) out[i] = (T)ld_f64(p, i); return 0;               \
+        default:                                                                                       \
+            return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path, \
+                           t->name, st_dtype_name(t->dtype));                                          \
+        }                                                                                              \
     }
-}
-
-int st_read_f64(const StFile *f, const StTensor *t, double *out, GrpoErr *err) {
-    const uint8_t *p = f->data + t->begin;
-    int64_t n = t->numel;
-    switch (t->dtype) {
-    case ST_F32: for (int64_t i = 0; i < n; i++) out[i] = ld_f32(p, i); return 0;
-    case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f16_to_f32(ld_u16(p, i)); return 0;
-    case ST_BF16: for (int64_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(ld_u16(p, i)); return 0;
-    case ST_F64: memcpy(out, p, (size_t)n * 8); return 0;
-    default:
-        return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path,
-                       t->name, st_dtype_name(t->dtype));
-    }
-}
+ST_DEFINE_READ_FLOAT(st_read_f32, float, ST_F32)
+ST_DEFINE_READ_FLOAT(st_read_f64, double, ST_F64)
 
 int st_read_i64(const StFile *f, const StTensor *t, int64_t *out, GrpoErr *err) {
     const uint8_t *p = f->data + t->begin;
