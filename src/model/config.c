@@ -185,18 +185,14 @@ int config_from_json(ModelConfig *cfg, json_t *root, const char *path, GrpoErr *
 int config_load(ModelConfig *cfg, const char *dir, GrpoErr *err) {
     char *path = fs_join(dir, "config.json");
     json_error_t je;
-    if (!fs_exists(path)) {
-        err_set(err, "%s: no such file (a model directory needs config.json)", path);
-        free(path);
-        return -1;
-    }
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) {
-        err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
-        free(path);
-        return -1;
-    }
-    int rc = config_from_json(cfg, root, path, err);
+    json_t *root = NULL;
+    int rc;
+    if (!fs_exists(path))
+        rc = err_set(err, "%s: no such file (a model directory needs config.json)", path);
+    else if (!(root = json_load_file(path, 0, &je)))
+        rc = err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+    else
+        rc = config_from_json(cfg, root, path, err);
     json_decref(root);
     free(path);
     if (rc) return -1;
