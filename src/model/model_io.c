@@ -79,32 +79,30 @@ static int is_weight_file(const char *name) {
 static void remove_stale_weights(const char *dir, int sharded) {
     DIR *d = opendir(dir);
     if (!d) return;
+    char *index = fs_join(dir, "model.safetensors.index.json");
+    json_t *idx = sharded ? json_load_file(index, 0, NULL) : NULL;
+    json_t *wm = json_object_get(idx, "weight_map");
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!is_weight_file(e->d_name)) continue;
-        int keep;
-        if (!sharded) keep = !strcmp(e->d_name, "model.safetensors");
-        else {
-            char *p = fs_join(dir, "model.safetensors.index.json");
-            keep = strcmp(e->d_name, "model.safetensors") != 0;
-            if (keep && strcmp(e->d_name, "model.safetensors.index.json")) {
-                /* a shard is current when the index names it */
-                json_t *idx = json_load_file(p, 0, NULL);
-                json_t *wm = json_object_get(idx, "weight_map");
-                const char *k;
-                json_t *v;
-                keep = 0;
-                json_object_foreach(wm, k, v) if (json_is_string(v) && !strcmp(json_string_value(v), e->d_name)) keep = 1;
-                json_decref(idx);
-            }
-            free(p);
+        const char *name = e->d_name;
+        if (!is_weight_file(name)) continue;
+        int keep = 0;
+        if (!sharded) keep = !strcmp(name, "model.safetensors");
+        else if (!strcmp(name, "model.safetensors.index.json")) keep = 1;
+        else if (strcmp(name, "model.safetensors")) {
+            /* a shard is current when the index names it */
+            const char *k;
+            json_t *v;
+            json_object_foreach(wm, k, v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) keep = 1;
         }
         if (!keep) {
-            char *p = fs_join(dir, e->d_name);
+            char *p = fs_join(dir, name);
             unlink(p);
             free(p);
         }
     }
+    json_decref(idx);
+    free(index);
     closedir(d);
 }
 

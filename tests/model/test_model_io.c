@@ -1,9 +1,11 @@
 /* tests/model/test_model_io.c — HF model directories: load, save, reload.
  *  - load then save reproduces every tensor's bytes exactly (F32 and BF16 fixtures),
  *    and config.json's fields;
- *  - a sharded save (small shard limit) reloads to identical parameters;
+ *  - a sharded save (small shard limit) reloads to identical parameters; saving
+ *    over an earlier save leaves only the weight files of the new one;
  *  - bad directories: each gives -1 and one line naming the file and the problem;
  *  - a failed save leaves no directory behind. */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +19,31 @@ static char tmp_root[256];
 
 static char *tmp_path(const char *name) {
     return fs_join(tmp_root, name);
+}
+
+/* The weight files in dir: how many shards (model-*.safetensors), all named by
+ * the index (-1 when one is not), and whether model.safetensors is there. */
+static int count_shards(const char *dir, int *single) {
+    char *p = fs_join(dir, "model.safetensors.index.json");
+    json_t *idx = json_load_file(p, 0, NULL);
+    free(p);
+    json_t *wm = json_object_get(idx, "weight_map");
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    *single = 0;
+    while (d && (e = readdir(d))) {
+        *single |= !strcmp(e->d_name, "model.safetensors");
+        if (strncmp(e->d_name, "model-", 6)) continue;
+        int named = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(wm, k, v) named |= !strcmp(json_string_value(v), e->d_name);
+        n = n < 0 || !named ? -1 : n + 1;
+    }
+    if (d) closedir(d);
+    json_decref(idx);
+    return n;
 }
 
 static void check_bitwise_roundtrip(const char *fixture) {
@@ -64,10 +91,23 @@ static void check_bitwise_roundtrip(const char *fixture) {
     Model m2;
     T_CHECK(model_load(&m2, sh, &err) == 0, "%s", err.msg);
     T_CHECK(memcmp(m.params, m2.params, sizeof(float) * m.table.total) == 0, "%s: sharded reload differs", fixture);
+    /* saving over it with fewer shards removes the extra ones, and over a
+     * single file removes that */
+    int single, n_many = count_shards(sh, &single);
+    o.max_shard_bytes = 30000;
+    T_CHECK(model_save(&m2, sh, &o, &err) == 0, "%s", err.msg);
+    int n_few = count_shards(sh, &single);
+    T_CHECK(n_many > n_few && n_few > 1 && !single, "%s: %d shards, then %d (single %d)", fixture, n_many, n_few,
+            single);
     /* saving over it unsharded replaces the shards */
     o.max_shard_bytes = 0;
     T_CHECK(model_save(&m2, sh, &o, &err) == 0, "%s", err.msg);
     T_CHECK(fs_exists(one) && !fs_exists(idx), "%s: unsharded save over sharded left the index", fixture);
+    T_CHECK(count_shards(sh, &single) == 0 && single, "%s: shards left after an unsharded save", fixture);
+    o.max_shard_bytes = 20000;
+    T_CHECK(model_save(&m2, sh, &o, &err) == 0, "%s", err.msg);
+    T_CHECK(count_shards(sh, &single) == n_many && !single, "%s: model.safetensors left after a sharded save",
+            fixture);
     model_free(&m2);
     Model m3;
     T_CHECK(model_load(&m3, sh, &err) == 0, "%s", err.msg);
