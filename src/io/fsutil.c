@@ -44,26 +44,20 @@ int fs_mkdir_p(const char *path, GrpoErr *err) {
     if (!path[0]) return err_set(err, "cannot create a directory with an empty name");
     char *p = xstrdup(path);
     size_t n = strlen(p);
-    for (size_t i = 1; i <= n; i++) {
+    int rc = 0;
+    for (size_t i = 1; i <= n && !rc; i++) {
         if (p[i] != '/' && p[i] != '\0') continue;
         char saved = p[i];
         p[i] = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            int e = errno;
-            err_set(err, "%s: cannot create directory: %s", p, strerror(e));
-            free(p);
-            return -1;
-        }
-        if (!fs_is_dir(p)) {
-            err_set(err, "%s: exists and is not a directory", p);
-            free(p);
-            return -1;
-        }
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            rc = err_set(err, "%s: cannot create directory: %s", p, strerror(errno));
+        else if (!fs_is_dir(p))
+            rc = err_set(err, "%s: exists and is not a directory", p);
         p[i] = saved;
         while (p[i] == '/' && p[i + 1] == '/') i++; /* "a//b" */
     }
     free(p);
-    return 0;
+    return rc;
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
