@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/fsutil.h"
 #include "reward/reward_internal.h"
 #include "reward/reward_plugin.h"
 
@@ -58,12 +59,7 @@ static void plugin_destroy(RewardFunc *f) {
 
 int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, GrpoErr *err) {
     /* a bare file name means the file here, not a search of the library path */
-    char *load = NULL;
-    if (!strchr(path, '/')) {
-        load = xmalloc(strlen(path) + 3);
-        strcpy(load, "./");
-        strcat(load, path);
-    }
+    char *load = strchr(path, '/') ? NULL : fs_join(".", path);
     dlerror();
     void *h = dlopen(load ? load : path, RTLD_NOW | RTLD_LOCAL);
     free(load);

@@ -264,6 +264,10 @@ static void test_plugin(void) {
     T_CHECK(reward_new(&g, "plugin:/nonexistent/r.so", NULL, &err) == -1 &&
                 strstr(err.msg, "reward plugin '/nonexistent/r.so': cannot load"),
             "missing file: %s", err.msg);
+    /* a bare file name is the file here, not a search of the library path */
+    T_CHECK(reward_new(&g, "plugin:no_such_plugin.so", NULL, &err) == -1 &&
+                strstr(err.msg, "./no_such_plugin.so"),
+            "bare file name: %s", err.msg);
     /* a plugin that checks row_json and prompt_text, gives NAN, and one that fails */
     snprintf(src, sizeof src, "%s/other.c", tmp);
     FILE *fp = fopen(src, "w");
