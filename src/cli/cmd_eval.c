@@ -137,8 +137,7 @@ int cmd_eval(int argc, char **argv) {
         args_free();
         return cli_fail("eval", err.msg);
     }
-    int n_ex = s.n, G = a.num_generations, json_out = a.json;
-    double threshold = a.pass_threshold;
+    int n_ex = s.n, G = a.num_generations;
     Tokenizer *tok = s.pre.tok;
     fprintf(stderr, "grpo eval: %d example(s) x %d completion(s), %s, %d reward function(s)\n", n_ex, G,
             a.gen.sampler.temperature == 0 ? "greedy" : "sampled", rs.n_funcs);
@@ -155,18 +154,18 @@ int cmd_eval(int argc, char **argv) {
     double t0 = time_now_s();
     for (int p = 0; p < n_ex && !rc; p++) {
         DatasetExample *ex = &s.data.ex[p];
-        gen_group(&s.gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
+        gen_group(&s.gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(0, (uint64_t)p), out);
         for (int i = 0; i < G && !rc; i++) {
             size_t len = 0;
             if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, &err)) rc = -1;
             items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, s.data.path, ex->line};
         }
-        RewardBatch batch = {items, (int)G, 0};
+        RewardBatch batch = {items, G, 0};
         if (!rc) rc = reward_set_compute(&rs, &batch, per_func, total, &err);
         for (int i = 0; i < G && !rc; i++) {
             t.completions++;
             t.total_sum += total[i], t.total_sqsum += total[i] * total[i];
-            t.passed += total[i] >= threshold;
+            t.passed += total[i] >= a.pass_threshold;
             t.tokens += out[i].n;
             t.stopped += out[i].stopped;
             for (int f = 0; f < F; f++) {
@@ -184,7 +183,7 @@ int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
                     t.total_sum / t.completions, (double)t.passed / t.completions, time_now_s() - t0);
     }
-    if (!rc) report(&t, &rs, G, threshold, json_out);
+    if (!rc) report(&t, &rs, G, a.pass_threshold, a.json);
     else cli_fail("eval", err.msg);
     free(out), free(text), free(items), free(per_func), free(total), free(t.func_sum), free(t.func_n);
     gen_session_close(&s);
