@@ -146,8 +146,7 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
     if (kind_len < sizeof kind) memcpy(kind, body, kind_len);
     RewardFunc *f = xcalloc(1, sizeof *f);
     int rc;
-    const char *default_name = kind;
-    char *owned_default = NULL;
+    char *owned_default = NULL; /* cmd and plugin: a name from the command or the file */
     if (!strcmp(kind, "length") || !strcmp(kind, "reward_len")) {
         rc = length_init(f, arg, spec, err);
     } else if (!strcmp(kind, "format")) {
@@ -197,7 +196,7 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
         free(f);
         return -1;
     }
-    f->name = name ? name : owned_default ? owned_default : xstrdup(default_name);
+    f->name = name ? name : owned_default ? owned_default : xstrdup(kind);
     if (name) free(owned_default);
     *out = f;
     return 0;
