@@ -246,32 +246,19 @@ static int load_dec(Ld *ld, const json_t *j, const char *path, void *out) {
 }
 
 /* ---- the model -------------------------------------------------------------- */
-static int load_model(Ld *ld, const json_t *root) {
-    Tokenizer *tok = ld->tok;
-    const json_t *m = json_object_get(root, "model");
-    if (!json_is_object(m)) return LD_FAIL(ld, "model", "expected an object");
-    const char *t = jtype(m);
-    if (t && strcmp(t, "BPE"))
-        return LD_FAIL(ld, "model", "unsupported model type '%s' (supported: BPE)", t);
-    const json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
-    if (!json_is_object(vocab))
-        return LD_FAIL(ld, "model.vocab", "expected an object mapping tokens to ids");
-    if (!json_is_array(merges)) return LD_FAIL(ld, "model.merges", "expected an array");
-    const json_t *added = json_object_get(root, "added_tokens");
-    if (added && !json_is_array(added) && !json_is_null(added))
-        return LD_FAIL(ld, "added_tokens", "expected an array");
-
-    /* ids: 0 .. max over vocab and added tokens */
-    json_int_t max_id = -1;
+/* The largest id in model.vocab and added_tokens (each checked to be in
+ * 0..2^24-1, added tokens also to carry a string content) into *max_id. */
+static int model_max_id(Ld *ld, const json_t *vocab, const json_t *added, size_t n_added,
+                        json_int_t *max_id) {
+    *max_id = -1;
     const char *key;
     const json_t *val;
     json_object_foreach((json_t *)vocab, key, val) {
         json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
         if (id < 0 || id >= (1 << 24))
             return LD_FAIL(ld, "model.vocab", "token '%s': expected an id in 0..16777215", key);
-        if (id > max_id) max_id = id;
+        if (id > *max_id) *max_id = id;
     }
-    size_t n_added = added ? json_array_size(added) : 0;
     for (size_t i = 0; i < n_added; i++) {
         const json_t *a = json_array_get(added, i);
         const json_t *id = json_object_get(a, "id"), *c = json_object_get(a, "content");
@@ -281,19 +268,33 @@ static int load_model(Ld *ld, const json_t *root) {
             snprintf(p, sizeof p, "added_tokens[%zu]", i);
             return LD_FAIL(ld, p, "expected {\"id\": 0..16777215, \"content\": string, ...}");
         }
-        if (json_integer_value(id) > max_id) max_id = json_integer_value(id);
+        if (json_integer_value(id) > *max_id) *max_id = json_integer_value(id);
     }
-    int32_t n_ids = (int32_t)(max_id + 1);
+    return 0;
+}
+
+/* model.vocab (ids already checked by model_max_id) into tok->vocab, sized for
+ * n_ids ids and the added tokens still to come. */
+static int load_vocab(Ld *ld, const json_t *vocab, int32_t n_ids, size_t n_added) {
+    Tokenizer *tok = ld->tok;
     vocab_init(&tok->vocab, n_ids, json_object_size(vocab) + n_added);
     tok->is_added = xcalloc((size_t)n_ids + 1, 1);
     tok->is_special = xcalloc((size_t)n_ids + 1, 1);
+    const char *key;
+    const json_t *val;
     json_object_foreach((json_t *)vocab, key, val) {
         int r = vocab_add(&tok->vocab, (int32_t)json_integer_value(val), key, strlen(key));
         if (r == -2)
             return LD_FAIL(ld, "model.vocab", "token '%s': id %d is used twice", key,
                            (int)json_integer_value(val));
     }
+    return 0;
+}
 
+/* added_tokens (shapes already checked by model_max_id) into tok->added, the
+ * vocabulary and the is_added / is_special flags. */
+static int load_added_tokens(Ld *ld, const json_t *added, size_t n_added) {
+    Tokenizer *tok = ld->tok;
     tok->n_added = (int)n_added;
     tok->added = xcalloc(n_added + 1, sizeof *tok->added);
     for (size_t i = 0; i < n_added; i++) {
@@ -323,54 +324,71 @@ static int load_model(Ld *ld, const json_t *root) {
         if (r != -2) tok->is_added[ad->id] = 1;
         if (ad->special) tok->is_special[ad->id] = 1;
     }
+    return 0;
+}
 
-    /* merges: "a b" strings (old format) or ["a", "b"] pairs */
+/* The two sides of merge e: a "a b" string (old format) or an ["a", "b"] pair;
+ * -1 when e is neither. */
+static int merge_sides(const json_t *e, const char **a, size_t *la, const char **b, size_t *lb) {
+    if (json_is_string(e)) {
+        *a = json_string_value(e);
+        const char *sp = strchr(*a + ((*a)[0] == ' ' ? 1 : 0), ' ');
+        if (!sp) return -1;
+        *la = (size_t)(sp - *a);
+        *b = sp + 1;
+        *lb = strlen(*b);
+        return 0;
+    }
+    if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
+        json_is_string(json_array_get(e, 1))) {
+        *a = json_string_value(json_array_get(e, 0));
+        *la = json_string_length(json_array_get(e, 0));
+        *b = json_string_value(json_array_get(e, 1));
+        *lb = json_string_length(json_array_get(e, 1));
+        return 0;
+    }
+    return -1;
+}
+
+/* model.merges into tok->merges, ranked by position; both sides and their
+ * concatenation must be in the vocabulary. */
+static int load_merges(Ld *ld, const json_t *merges) {
+    Tokenizer *tok = ld->tok;
     size_t n_merges = json_array_size(merges);
     merges_init(&tok->merges, n_merges);
     TokBuf cat = {0};
+    int rc = 0;
+    char p[64];
     for (size_t i = 0; i < n_merges; i++) {
-        const json_t *e = json_array_get(merges, i);
         const char *a, *b;
         size_t la, lb;
-        if (json_is_string(e)) {
-            a = json_string_value(e);
-            const char *sp = strchr(a + (a[0] == ' ' ? 1 : 0), ' ');
-            if (!sp) goto bad_merge;
-            la = (size_t)(sp - a);
-            b = sp + 1;
-            lb = strlen(b);
-        } else if (json_is_array(e) && json_array_size(e) == 2 &&
-                   json_is_string(json_array_get(e, 0)) && json_is_string(json_array_get(e, 1))) {
-            a = json_string_value(json_array_get(e, 0));
-            la = json_string_length(json_array_get(e, 0));
-            b = json_string_value(json_array_get(e, 1));
-            lb = json_string_length(json_array_get(e, 1));
-        } else
-            goto bad_merge;
+        if (merge_sides(json_array_get(merges, i), &a, &la, &b, &lb)) {
+            snprintf(p, sizeof p, "model.merges[%zu]", i);
+            rc = LD_FAIL(ld, p, "expected \"left right\" or [\"left\", \"right\"]");
+            break;
+        }
         int32_t ia = vocab_find(&tok->vocab, a, la), ib = vocab_find(&tok->vocab, b, lb);
         cat.n = 0;
         tbuf_put(&cat, a, la);
         tbuf_put(&cat, b, lb);
         int32_t im = vocab_find(&tok->vocab, cat.p, cat.n);
         if (ia < 0 || ib < 0 || im < 0) {
-            char p[64];
-            snprintf(p, sizeof p, "model.merges[%zu]", i);
             const char *what = ia < 0 ? a : ib < 0 ? b : cat.p;
             int wl = (int)(ia < 0 ? la : ib < 0 ? lb : cat.n);
-            LD_FAIL(ld, p, "token '%.*s' is not in model.vocab", wl, what);
-            tbuf_free(&cat);
-            return -1;
+            snprintf(p, sizeof p, "model.merges[%zu]", i);
+            rc = LD_FAIL(ld, p, "token '%.*s' is not in model.vocab", wl, what);
+            break;
         }
         merges_put(&tok->merges, ia, ib, (int32_t)i, im);
-        continue;
-    bad_merge:;
-        char p[64];
-        snprintf(p, sizeof p, "model.merges[%zu]", i);
-        tbuf_free(&cat);
-        return LD_FAIL(ld, p, "expected \"left right\" or [\"left\", \"right\"]");
     }
     tbuf_free(&cat);
+    return rc;
+}
 
+/* The BPE model's switches: byte_fallback, ignore_merges, unk_token (and the
+ * <0xXX> byte tokens byte_fallback uses); dropout and subword affixes are refused. */
+static int load_bpe_options(Ld *ld, const json_t *m) {
+    Tokenizer *tok = ld->tok;
     tok->byte_fallback = jbool(m, "byte_fallback", 0);
     tok->ignore_merges = jbool(m, "ignore_merges", 0);
     const json_t *unk = json_object_get(m, "unk_token");
@@ -390,6 +408,30 @@ static int load_model(Ld *ld, const json_t *root) {
         return LD_FAIL(ld, "model", "continuing_subword_prefix / end_of_word_suffix are not "
                        "supported (expected null or \"\")");
     return 0;
+}
+
+/* The BPE model and added_tokens: ids 0 .. the largest of either, then the
+ * vocabulary, the added tokens, the merges and the model's switches. */
+static int load_model(Ld *ld, const json_t *root) {
+    const json_t *m = json_object_get(root, "model");
+    if (!json_is_object(m)) return LD_FAIL(ld, "model", "expected an object");
+    const char *t = jtype(m);
+    if (t && strcmp(t, "BPE"))
+        return LD_FAIL(ld, "model", "unsupported model type '%s' (supported: BPE)", t);
+    const json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
+    if (!json_is_object(vocab))
+        return LD_FAIL(ld, "model.vocab", "expected an object mapping tokens to ids");
+    if (!json_is_array(merges)) return LD_FAIL(ld, "model.merges", "expected an array");
+    const json_t *added = json_object_get(root, "added_tokens");
+    if (added && !json_is_array(added) && !json_is_null(added))
+        return LD_FAIL(ld, "added_tokens", "expected an array");
+    size_t n_added = added ? json_array_size(added) : 0;
+    json_int_t max_id;
+    if (model_max_id(ld, vocab, added, n_added, &max_id) ||
+        load_vocab(ld, vocab, (int32_t)(max_id + 1), n_added) ||
+        load_added_tokens(ld, added, n_added) || load_merges(ld, merges))
+        return -1;
+    return load_bpe_options(ld, m);
 }
 
 /* ---- tokenizer_config.json / generation_config.json -------------------------- */
