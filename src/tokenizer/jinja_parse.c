@@ -272,63 +272,111 @@ static int call_args(P *p, JExpr *e) {
     return 0;
 }
 
-static JExpr *primary(P *p) {
+/* A string literal; adjacent literals concatenate ("a" "b" is "ab"). */
+static JExpr *string_literal(P *p) {
+    JExpr *e = node(p, JE_STR);
+    e->s = cur(p)->s;
+    p->ti++;
+    while (cur(p)->k == T_STR) {
+        JStr s2 = cur(p)->s;
+        char *b = jar_alloc(p->ar, e->s.n + s2.n + 1);
+        memcpy(b, e->s.p, e->s.n);
+        memcpy(b + e->s.n, s2.p, s2.n);
+        e->s = (JStr){b, e->s.n + s2.n};
+        p->ti++;
+    }
+    return e;
+}
+
+/* A name: the constants true/false/none (either capitalisation) or a variable. */
+static JExpr *name_or_constant(P *p) {
+    JExpr *e;
+    if (is_name(p, "true") || is_name(p, "True")) e = node(p, JE_TRUE);
+    else if (is_name(p, "false") || is_name(p, "False")) e = node(p, JE_FALSE);
+    else if (is_name(p, "none") || is_name(p, "None")) e = node(p, JE_NONE);
+    else { e = node(p, JE_NAME); e->s = cur(p)->s; }
+    p->ti++;
+    return e;
+}
+
+/* [a, b, ...] after the '[' has been consumed (a trailing comma is allowed). */
+static JExpr *list_literal(P *p) {
+    JExpr *e = node(p, JE_LIST);
+    while (!is_op(p, "]")) {
+        JExpr *v = expr(p);
+        if (!v) return NULL;
+        add_arg(p, e, v, (JStr){0});
+        if (is_op(p, ",")) p->ti++;
+        else if (!is_op(p, "]")) { fail(p, cur(p)->line, "expected ',' or ']'"); return NULL; }
+    }
+    p->ti++;
+    return e;
+}
+
+/* {k: v, ...} after the '{' has been consumed; args hold k0, v0, k1, v1, ... */
+static JExpr *dict_literal(P *p) {
+    JExpr *e = node(p, JE_DICT);
+    while (!is_op(p, "}")) {
+        JExpr *k = expr(p);
+        if (!k || expect_op(p, ":")) return NULL;
+        JExpr *v = expr(p);
+        if (!v) return NULL;
+        add_arg(p, e, k, (JStr){0});
+        add_arg(p, e, v, (JStr){0});
+        if (is_op(p, ",")) p->ti++;
+        else if (!is_op(p, "}")) { fail(p, cur(p)->line, "expected ',' or '}'"); return NULL; }
+    }
+    p->ti++;
+    return e;
+}
+
+/* A literal, a name, a list, a dict or a parenthesised expression. */
+static JExpr *atom(P *p) {
     JTok *t = cur(p);
     JExpr *e;
-    if (t->k == T_STR) {
-        e = node(p, JE_STR);
-        e->s = t->s;
-        p->ti++;
-        while (cur(p)->k == T_STR) { /* adjacent literals concatenate */
-            JStr s2 = cur(p)->s;
-            char *b = jar_alloc(p->ar, e->s.n + s2.n + 1);
-            memcpy(b, e->s.p, e->s.n);
-            memcpy(b + e->s.n, s2.p, s2.n);
-            e->s = (JStr){b, e->s.n + s2.n};
-            p->ti++;
-        }
-    } else if (t->k == T_INT) { e = node(p, JE_INT); e->i = t->i; p->ti++; }
-    else if (t->k == T_FLOAT) { e = node(p, JE_FLOAT); e->f = t->f; p->ti++; }
-    else if (t->k == T_NAME) {
-        if (is_name(p, "true") || is_name(p, "True")) e = node(p, JE_TRUE);
-        else if (is_name(p, "false") || is_name(p, "False")) e = node(p, JE_FALSE);
-        else if (is_name(p, "none") || is_name(p, "None")) e = node(p, JE_NONE);
-        else { e = node(p, JE_NAME); e->s = t->s; }
-        p->ti++;
-    } else if (is_op(p, "(")) {
+    if (t->k == T_STR) return string_literal(p);
+    if (t->k == T_INT) { e = node(p, JE_INT); e->i = t->i; p->ti++; return e; }
+    if (t->k == T_FLOAT) { e = node(p, JE_FLOAT); e->f = t->f; p->ti++; return e; }
+    if (t->k == T_NAME) return name_or_constant(p);
+    if (is_op(p, "(")) {
         p->ti++;
         e = expr(p);
         if (!e || expect_op(p, ")")) return NULL;
-    } else if (is_op(p, "[")) {
-        p->ti++;
-        e = node(p, JE_LIST);
-        while (!is_op(p, "]")) {
-            JExpr *v = expr(p);
-            if (!v) return NULL;
-            add_arg(p, e, v, (JStr){0});
-            if (is_op(p, ",")) p->ti++;
-            else if (!is_op(p, "]")) { fail(p, cur(p)->line, "expected ',' or ']'"); return NULL; }
-        }
-        p->ti++;
-    } else if (is_op(p, "{")) {
-        p->ti++;
-        e = node(p, JE_DICT);
-        while (!is_op(p, "}")) {
-            JExpr *k = expr(p);
-            if (!k || expect_op(p, ":")) return NULL;
-            JExpr *v = expr(p);
-            if (!v) return NULL;
-            add_arg(p, e, k, (JStr){0});
-            add_arg(p, e, v, (JStr){0});
-            if (is_op(p, ",")) p->ti++;
-            else if (!is_op(p, "}")) { fail(p, cur(p)->line, "expected ',' or '}'"); return NULL; }
-        }
-        p->ti++;
-    } else {
-        fail(p, t->line, t->k == T_END ? "unexpected end of tag" : "unexpected token");
-        return NULL;
+        return e;
     }
-    /* postfix: .attr  [index|slice]  (call) */
+    if (is_op(p, "[")) { p->ti++; return list_literal(p); }
+    if (is_op(p, "{")) { p->ti++; return dict_literal(p); }
+    fail(p, t->line, t->k == T_END ? "unexpected end of tag" : "unexpected token");
+    return NULL;
+}
+
+/* e[index] or e[lo:hi:step] (each part optional) after the '[' has been consumed. */
+static JExpr *subscript(P *p, JExpr *e) {
+    JExpr *lo = NULL, *hi = NULL, *st = NULL, *r;
+    if (!is_op(p, ":")) { lo = expr(p); if (!lo) return NULL; }
+    if (is_op(p, ":")) {
+        p->ti++;
+        if (!is_op(p, ":") && !is_op(p, "]")) { hi = expr(p); if (!hi) return NULL; }
+        if (is_op(p, ":")) {
+            p->ti++;
+            if (!is_op(p, "]")) { st = expr(p); if (!st) return NULL; }
+        }
+        r = node(p, JE_SLICE);
+        r->a = e;
+        r->args = jar_alloc(p->ar, 3 * sizeof *r->args);
+        r->args[0] = lo; r->args[1] = hi; r->args[2] = st;
+        r->n_args = 3;
+    } else {
+        r = node(p, JE_ITEM);
+        r->a = e;
+        r->b = lo;
+    }
+    if (expect_op(p, "]")) return NULL;
+    return r;
+}
+
+/* Postfix operators on e, left to right: .attr  [index|slice]  (call). */
+static JExpr *postfix(P *p, JExpr *e) {
     for (;;) {
         if (is_op(p, ".")) {
             p->ti++;
@@ -340,37 +388,22 @@ static JExpr *primary(P *p) {
             e = a;
         } else if (is_op(p, "[")) {
             p->ti++;
-            JExpr *lo = NULL, *hi = NULL, *st = NULL;
-            if (!is_op(p, ":")) { lo = expr(p); if (!lo) return NULL; }
-            if (is_op(p, ":")) {
-                p->ti++;
-                if (!is_op(p, ":") && !is_op(p, "]")) { hi = expr(p); if (!hi) return NULL; }
-                if (is_op(p, ":")) {
-                    p->ti++;
-                    if (!is_op(p, "]")) { st = expr(p); if (!st) return NULL; }
-                }
-                JExpr *s = node(p, JE_SLICE);
-                s->a = e;
-                s->args = jar_alloc(p->ar, 3 * sizeof *s->args);
-                s->args[0] = lo; s->args[1] = hi; s->args[2] = st;
-                s->n_args = 3;
-                e = s;
-            } else {
-                JExpr *it = node(p, JE_ITEM);
-                it->a = e;
-                it->b = lo;
-                e = it;
-            }
-            if (expect_op(p, "]")) return NULL;
+            if (!(e = subscript(p, e))) return NULL;
         } else if (is_op(p, "(")) {
             p->ti++;
             JExpr *c = node(p, JE_CALL);
             c->a = e;
             if (call_args(p, c)) return NULL;
             e = c;
-        } else break;
+        } else
+            return e;
     }
-    /* filters and tests */
+}
+
+static JExpr *primary(P *p);
+
+/* Filters and tests on e, left to right: |name[(args)]  is [not] name[(args) | literal]. */
+static JExpr *filters_and_tests(P *p, JExpr *e) {
     for (;;) {
         if (is_op(p, "|")) {
             p->ti++;
@@ -396,8 +429,16 @@ static JExpr *primary(P *p) {
                 add_arg(p, t2, v, (JStr){0});
             }
             e = t2;
-        } else break;
+        } else
+            return e;
     }
+}
+
+/* An atom with its postfix operators, then its filters and tests. */
+static JExpr *primary(P *p) {
+    JExpr *e = atom(p);
+    if (e) e = postfix(p, e);
+    if (e) e = filters_and_tests(p, e);
     return e;
 }
 
