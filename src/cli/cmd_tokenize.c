@@ -1,30 +1,21 @@
 /* cli/cmd_tokenize.c — `grpo tokenize --model DIR [--add_special_tokens]
- * [--decode [--skip_special_tokens]]`.
+ * [--decode [--skip_special_tokens] | --chat]`.
  *
  * Streams JSON lines: {"text": "..."} -> {"ids": [...]}, or with --decode
  * {"ids": [...]} -> {"text": "..."}; one output line per input line, flushed
  * as it is written so the command can sit behind a pipe. Input bytes that are
  * not UTF-8 are read as a UTF-8 decoder with replacement would read them.
  * Exit: 0 ok, 1 bad input (one line "grpo tokenize: <file>: <problem>"), 2 usage. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "tokenizer/tok_internal.h"
-
-static const char USAGE[] =
-    "usage: grpo tokenize --model DIR [--add_special_tokens] [--decode [--skip_special_tokens]]\n"
-    "  stdin JSON lines {\"text\": ...} -> stdout {\"ids\": [...]}\n"
-    "  --model DIR             model directory with tokenizer.json (+ tokenizer_config.json)\n"
-    "  --add_special_tokens    add what the post-processor adds (e.g. Llama 3.1's BOS)\n"
-    "  --decode                read {\"ids\": [...]}, write {\"text\": ...}\n"
-    "  --skip_special_tokens   with --decode: leave special tokens out\n"
-    "  --chat                  read {\"messages\": [{\"role\", \"content\"}...], \"add_generation_prompt\":\n"
-    "                          bool (default true), \"enable_thinking\": bool (optional)},\n"
-    "                          write {\"text\": ...} rendered by the model's chat_template\n";
 
 /* Appends s as a JSON string literal (UTF-8 kept as is). */
 static void put_json_string(TokBuf *o, const char *s, size_t n) {
@@ -79,38 +70,110 @@ static int render_chat(Tokenizer *tok, const json_t *j, TokBuf *out, char *msg, 
     return 0;
 }
 
-static int fail(const char *where, long line, const char *msg) {
-    if (line > 0) fprintf(stderr, "grpo tokenize: %s line %ld: %s\n", where, line, msg);
-    else fprintf(stderr, "grpo tokenize: %s\n", msg);
-    return 1;
-}
-
-int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL;
-    int add_special = 0, decode = 0, skip_special = 0, chat = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
-        else if (!strcmp(a, "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strncmp(a, "--model=", 8)) model = a + 8;
-        else if (!strcmp(a, "--add_special_tokens")) add_special = 1;
-        else if (!strcmp(a, "--decode")) decode = 1;
-        else if (!strcmp(a, "--skip_special_tokens")) skip_special = 1;
-        else if (!strcmp(a, "--chat")) chat = 1;
-        else {
-            fprintf(stderr, "grpo tokenize: unknown or incomplete option '%s'\n%s", a, USAGE);
-            return 2;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "grpo tokenize: --model DIR is required\n%s", USAGE);
-        return 2;
+/* {"text": ...} -> {"ids": [...]}; 0, or -1 with msg filled. */
+static int encode_line(Tokenizer *tok, const json_t *j, int add_special, TokIds *ids, TokBuf *out, char *msg,
+                       size_t msg_len) {
+    const json_t *t = json_object_get(j, "text");
+    if (!json_is_string(t)) {
+        snprintf(msg, msg_len, "expected {\"text\": string}");
+        return -1;
     }
     GrpoErr err = {{0}};
-    Tokenizer *tok;
-    if (tok_load(&tok, model, &err)) return fail("", 0, err.msg);
+    ids->n = 0;
+    if (tok_encode(tok, json_string_value(t), json_string_length(t), add_special, ids, &err)) {
+        snprintf(msg, msg_len, "%s", err.msg);
+        return -1;
+    }
+    tbuf_put(out, "{\"ids\": [", 9);
+    for (size_t i = 0; i < ids->n; i++) {
+        char num[16];
+        int k = snprintf(num, sizeof num, i ? ", %d" : "%d", (int)ids->ids[i]);
+        tbuf_put(out, num, (size_t)k);
+    }
+    tbuf_put(out, "]}\n", 3);
+    return 0;
+}
 
-    char *line = NULL;
+/* {"ids": [...]} -> {"text": ...}; 0, or -1 with msg filled. */
+static int decode_line(Tokenizer *tok, const json_t *j, int skip_special, TokIds *ids, TokBuf *out, char *msg,
+                       size_t msg_len) {
+    const json_t *a = json_object_get(j, "ids");
+    if (!json_is_array(a)) {
+        snprintf(msg, msg_len, "expected {\"ids\": [int, ...]}");
+        return -1;
+    }
+    ids->n = 0;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            snprintf(msg, msg_len, "ids[%zu]: expected a non-negative integer", i);
+            return -1;
+        }
+        tok_ids_push(ids, (int32_t)json_integer_value(v));
+    }
+    GrpoErr err = {{0}};
+    char *text = NULL;
+    size_t text_len = 0;
+    if (tok_decode(tok, ids->ids, ids->n, skip_special, &text, &text_len, &err)) {
+        snprintf(msg, msg_len, "%s", err.msg);
+        return -1;
+    }
+    tbuf_put(out, "{\"text\": ", 9);
+    put_json_string(out, text, text_len);
+    tbuf_put(out, "}\n", 2);
+    free(text);
+    return 0;
+}
+
+typedef struct {
+    const char *model_dir;
+    int add_special_tokens, decode, skip_special_tokens, chat;
+} TokenizeArgs;
+
+#define A(f) offsetof(TokenizeArgs, f)
+static const OptSpec tokenize_options[] = {
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
+     "model directory with tokenizer.json (+ tokenizer_config.json)"},
+    {"add_special_tokens", OPT_BOOL, A(add_special_tokens), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "add what the post-processor adds (e.g. Llama 3.1's BOS)"},
+    {"decode", OPT_BOOL, A(decode), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "read {\"ids\": [...]}, write {\"text\": ...}"},
+    {"skip_special_tokens", OPT_BOOL, A(skip_special_tokens), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "with --decode: leave special tokens out"},
+    {"chat", OPT_BOOL, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "read {\"messages\": [{\"role\", \"content\"}...], \"add_generation_prompt\": bool (default true), "
+     "\"enable_thinking\": bool (optional)}, write {\"text\": ...} rendered by the model's chat_template"},
+};
+#undef A
+
+#define SYNOPSIS                                                                         \
+    "--model DIR [--add_special_tokens] [--decode [--skip_special_tokens] | --chat]\n" \
+    "  stdin JSON lines {\"text\": ...} -> stdout {\"ids\": [...]}"
+
+/* One input line (without its newline) into out, as the options ask; 0, or -1
+ * with msg filled. Bytes that are not UTF-8 are replaced first (into clean). */
+static int convert_line(Tokenizer *tok, const TokenizeArgs *ta, const char *line, size_t n, TokBuf *clean,
+                        TokIds *ids, TokBuf *out, char *msg, size_t msg_len) {
+    tok_utf8_sanitize(line, n, clean);
+    json_error_t je;
+    json_t *j = json_loadb(clean->p, clean->n, JSON_ALLOW_NUL, &je);
+    if (!j || !json_is_object(j)) {
+        snprintf(msg, msg_len, "expected a JSON object%s%s", j ? "" : ": ", j ? "" : je.text);
+        json_decref(j);
+        return -1;
+    }
+    out->n = 0;
+    int rc = ta->chat     ? render_chat(tok, j, out, msg, msg_len)
+             : ta->decode ? decode_line(tok, j, ta->skip_special_tokens, ids, out, msg, msg_len)
+                          : encode_line(tok, j, ta->add_special_tokens, ids, out, msg, msg_len);
+    json_decref(j);
+    return rc;
+}
+
+/* stdin to stdout, a line for a line, flushed as written; stops at the first
+ * bad line. 0, or 1 after printing "grpo tokenize: <stdin> line N: problem". */
+static int tokenize_stream(Tokenizer *tok, const TokenizeArgs *ta) {
+    char *line = NULL, msg[1200];
     size_t line_cap = 0;
     ssize_t got;
     long lineno = 0;
@@ -121,79 +184,13 @@ int cmd_tokenize(int argc, char **argv) {
         lineno++;
         size_t n = (size_t)got;
         while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
-        tok_utf8_sanitize(line, n, &clean);
-        json_error_t je;
-        json_t *j = json_loadb(clean.p, clean.n, JSON_ALLOW_NUL, &je);
-        char msg[1200];
-        if (!j || !json_is_object(j)) {
-            snprintf(msg, sizeof msg, "expected a JSON object%s%s", j ? "" : ": ", j ? "" : je.text);
-            json_decref(j);
-            rc = fail("<stdin>", lineno, msg);
+        if (convert_line(tok, ta, line, n, &clean, &ids, &out, msg, sizeof msg)) {
+            fprintf(stderr, "grpo tokenize: <stdin> line %ld: %s\n", lineno, msg);
+            rc = 1;
             break;
         }
-        out.n = 0;
-        if (chat) {
-            if (render_chat(tok, j, &out, msg, sizeof msg)) {
-                json_decref(j);
-                rc = fail("<stdin>", lineno, msg);
-                break;
-            }
-        } else if (!decode) {
-            const json_t *t = json_object_get(j, "text");
-            if (!json_is_string(t)) {
-                json_decref(j);
-                rc = fail("<stdin>", lineno, "expected {\"text\": string}");
-                break;
-            }
-            ids.n = 0;
-            if (tok_encode(tok, json_string_value(t), json_string_length(t), add_special, &ids, &err)) {
-                json_decref(j);
-                rc = fail("<stdin>", lineno, err.msg);
-                break;
-            }
-            tbuf_put(&out, "{\"ids\": [", 9);
-            for (size_t i = 0; i < ids.n; i++) {
-                char num[16];
-                int k = snprintf(num, sizeof num, i ? ", %d" : "%d", (int)ids.ids[i]);
-                tbuf_put(&out, num, (size_t)k);
-            }
-            tbuf_put(&out, "]}\n", 3);
-        } else {
-            const json_t *a = json_object_get(j, "ids");
-            if (!json_is_array(a)) {
-                json_decref(j);
-                rc = fail("<stdin>", lineno, "expected {\"ids\": [int, ...]}");
-                break;
-            }
-            ids.n = 0;
-            size_t i;
-            const json_t *v;
-            int bad = 0;
-            json_array_foreach(a, i, v) {
-                if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                    json_integer_value(v) > INT32_MAX) { bad = 1; break; }
-                tok_ids_push(&ids, (int32_t)json_integer_value(v));
-            }
-            char *text = NULL;
-            size_t tl = 0;
-            if (bad) snprintf(msg, sizeof msg, "ids[%zu]: expected a non-negative integer", i);
-            else if (tok_decode(tok, ids.ids, ids.n, skip_special, &text, &tl, &err)) {
-                snprintf(msg, sizeof msg, "%s", err.msg);
-                bad = 1;
-            }
-            if (bad) {
-                json_decref(j);
-                rc = fail("<stdin>", lineno, msg);
-                break;
-            }
-            tbuf_put(&out, "{\"text\": ", 9);
-            put_json_string(&out, text, tl);
-            tbuf_put(&out, "}\n", 2);
-            free(text);
-        }
-        json_decref(j);
         if (fwrite(out.p, 1, out.n, stdout) != out.n || fflush(stdout)) {
-            rc = fail("<stdout>", 0, "<stdout>: write error");
+            rc = cli_fail("tokenize", "<stdout>: write error");
             break;
         }
     }
@@ -201,6 +198,25 @@ int cmd_tokenize(int argc, char **argv) {
     tbuf_free(&clean);
     tbuf_free(&out);
     tok_ids_free(&ids);
-    tok_free(tok);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    TokenizeArgs ta;
+    OptGroup g = OPT_GROUP(tokenize_options, 0);
+    opts_defaults(&g, 1, &ta);
+    int rc = args_parse("tokenize", SYNOPSIS, argc, argv, &g, 1, &ta);
+    if (rc) {
+        args_free();
+        return rc == 1 ? 0 : rc;
+    }
+    GrpoErr err = {{0}};
+    Tokenizer *tok;
+    if (tok_load(&tok, ta.model_dir, &err)) rc = cli_fail("tokenize", err.msg);
+    else {
+        rc = tokenize_stream(tok, &ta);
+        tok_free(tok);
+    }
+    args_free();
     return rc;
 }

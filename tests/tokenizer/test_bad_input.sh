@@ -74,6 +74,12 @@ printf '{"ids": [1, -2]}\n' > "$TMP/ids.jsonl"
 expect_error "negative id" 1 "ids[1]: expected a non-negative integer" --model "$QWEN3" --decode < "$TMP/ids.jsonl"
 
 # Usage errors exit 2.
-expect_error "missing --model" 2 "--model DIR is required" < /dev/null
-expect_error "unknown option" 2 "unknown or incomplete option '--frobnicate'" --model "$QWEN3" --frobnicate < /dev/null
+expect_error "missing --model" 2 "grpo tokenize: model is required" < /dev/null
+expect_error "--model without a value" 2 "grpo tokenize: --model needs a value" --model < /dev/null
+expect_error "unknown option" 2 "unknown option '--frobnicate' (see grpo tokenize --help)" --model "$QWEN3" --frobnicate < /dev/null
+expect_error "stray argument" 2 "unexpected argument 'hello'" --model "$QWEN3" hello < /dev/null
+help=$("$GRPO" tokenize --help 2>&1); rc=$?
+if [ "$rc" = 0 ] && printf '%s' "$help" | grep -qF -- "usage: grpo tokenize --model DIR" &&
+    printf '%s' "$help" | grep -qF -- "--skip_special_tokens"; then ok "--help: exit 0, the options"
+else fail "--help: exit $rc: $help"; fi
 finish
