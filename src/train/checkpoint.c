@@ -135,19 +135,26 @@ int ckpt_truncate_log(const char *dir, const char *file, long step, GrpoErr *err
 }
 
 /* Is name "<base>.tmp-<pid>-<n>" (fs_tmpdir_for's pattern) of a process that no
- * longer runs, with <base> equal to base, or a checkpoint-N when base is NULL? */
+ * longer runs, with <base> equal to base, or a checkpoint-N when base is NULL?
+ * The suffix may repeat ("checkpoint-3.tmp-41-0.tmp-41-1"): model_save into a
+ * checkpoint's temporary directory makes its own beside it. */
 static int dead_tmp(const char *name, const char *base) {
     const char *tmp = strstr(name, ".tmp-");
     if (!tmp) return 0;
     char head[256];
     snprintf(head, sizeof head, "%.*s", (int)(tmp - name), name);
     if (base ? strcmp(head, base) : checkpoint_number(head) < 0) return 0;
-    char *end;
-    long pid = strtol(tmp + 5, &end, 10);
-    if (end == tmp + 5 || *end != '-' || pid <= 0) return 0;
-    const char *n = end + 1;
-    strtol(n, &end, 10);
-    return end != n && !*end && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    for (const char *s = tmp; *s;) {
+        if (strncmp(s, ".tmp-", 5)) return 0;
+        char *end;
+        long pid = strtol(s + 5, &end, 10);
+        if (end == s + 5 || *end != '-' || pid <= 0) return 0;
+        const char *n = end + 1;
+        strtoul(n, &end, 10);
+        if (end == n || !(kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return 0;
+        s = end;
+    }
+    return 1;
 }
 
 static void remove_dead_tmps(const char *dir, const char *base) {

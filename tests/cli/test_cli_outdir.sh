@@ -22,9 +22,10 @@ cmp -s "$TMP/out/metrics.jsonl" "$TMP/metrics.before" || fail "a refused run cha
 # leftovers of killed saves: removed when their process is gone, kept when it runs
 "$GRPO" "${S[@]}" --max_steps 2 --save_steps 1 --output_dir "$TMP/r" || fail "run with checkpoints"
 dead=4194000; while kill -0 $dead 2>/dev/null; do dead=$((dead + 1)); done
-mkdir -p "$TMP/r/checkpoint-3.tmp-$dead-0" "$TMP/r.tmp-$dead-7" "$TMP/r/checkpoint-4.tmp-$$-0" "$TMP/r/notes.tmp-$dead-0"
+mkdir -p "$TMP/r/checkpoint-3.tmp-$dead-0" "$TMP/r/checkpoint-3.tmp-$dead-0.tmp-$dead-1" "$TMP/r.tmp-$dead-7" "$TMP/r/checkpoint-4.tmp-$$-0" "$TMP/r/notes.tmp-$dead-0"
 "$GRPO" "${S[@]}" --max_steps 3 --save_steps 1 --output_dir "$TMP/r" --resume_from_checkpoint latest || fail "resume"
 [ ! -e "$TMP/r/checkpoint-3.tmp-$dead-0" ] || fail "a dead checkpoint temporary directory was left"
+[ ! -e "$TMP/r/checkpoint-3.tmp-$dead-0.tmp-$dead-1" ] || fail "a dead nested temporary directory (model_save's) was left"
 [ ! -e "$TMP/r.tmp-$dead-7" ] || fail "a dead final-save temporary directory beside output_dir was left"
 [ -d "$TMP/r/checkpoint-4.tmp-$$-0" ] || fail "a live process's temporary directory was removed"
 [ -d "$TMP/r/notes.tmp-$dead-0" ] || fail "a directory that is not a checkpoint's was removed"
