@@ -107,8 +107,7 @@ FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
-               -Isrc -I$(OPENBLAS_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"' \
-               -DFUZZ_REWARD_REPLY='"$(abspath $(FUZZ_BUILD))/fuzz/reward_reply"'
+               -Isrc -I$(OPENBLAS_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"'
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%)
 
@@ -131,12 +130,7 @@ $(FUZZ_BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libgrpo.a $(F
 	    $(if $(filter fuzz_yaml,$(notdir $@)),$(FUZZ_BUILD)/src/cli/args.o) $(FUZZ_BUILD)/libgrpo.a \
 	    -o $@ $(LDLIBS)
 
-# The reward_cmd target's child process: plain, unsanitized.
-$(FUZZ_BUILD)/fuzz/reward_reply: fuzz/reward_reply.c
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -O1 -Wall -Wextra $< -o $@
-
-fuzz-build: $(FUZZ_BIN) $(FUZZ_BUILD)/fuzz/reward_reply
+fuzz-build: $(FUZZ_BIN)
 
 fuzz:
 	tools/install-deps.sh --fuzz

@@ -1,49 +1,43 @@
-/* fuzz/fuzz_reward_cmd.c — reward/reward_cmd.c's reply path: the input is what a
- * `cmd:` reward process writes back (docs/reward-protocol.md) — read through
- * the real socketpair, split at the first newline, decoded and checked
- * ({"rewards": [number or null, ...]}, one per completion). reward_cmd.c has no
- * in-memory entry point, so every input starts a real child: build-fuzz's
- * fuzz/reward_reply, which reads the request and writes the input back
- * verbatim. That costs a fork and exec per input (hundreds per second, not
- * thousands); the reply path is small, so it is covered within seconds. */
+/* fuzz/fuzz_reward_cmd.c — the reply side of the `cmd:` reward protocol
+ * (reward/cmd_reply.h), in memory: the input is what a reward process writes
+ * back, delivered in reads of varying size (the first byte picks them), framed
+ * (one line, nothing after it) and, once a line is complete, decoded as
+ * {"rewards": [number or null, ...]} for 1 to 4 completions. The process side
+ * (fork, socket, timeouts, the process group) is tested in
+ * tests/reward/test_reward_ext.c. */
+#include <math.h>
+
 #include "fuzz.h"
-#include "reward/reward.h"
-
-#ifndef FUZZ_REWARD_REPLY
-#define FUZZ_REWARD_REPLY FUZZ_ROOT "/build-fuzz/fuzz/reward_reply"
-#endif
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    if (access(FUZZ_REWARD_REPLY, X_OK)) {
-        fprintf(stderr, "fuzz_reward_cmd: %s is not built (make fuzz-build)\n", FUZZ_REWARD_REPLY);
-        abort();
-    }
-    return 0;
-}
+#include "reward/cmd_reply.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const char *path = fuzz_file(data, size);
-    char spec[512];
-    snprintf(spec, sizeof spec, "cmd:exec '%s' '%s'", FUZZ_REWARD_REPLY, path);
-    RewardOptions opt = {.timeout_s = 10};
-    RewardFunc *f = NULL;
+    if (size < 1) return 0;
+    size_t step = 1 + data[0] % 64;
+    int n = 1 + (data[0] >> 6);
+    data++, size--;
+    static CmdReply r; /* reused across inputs, as reward_cmd.c reuses it across requests */
+    cmd_reply_reset(&r);
     GrpoErr err;
-    if (reward_new(&f, spec, &opt, &err)) {
-        fprintf(stderr, "fuzz_reward_cmd: %s\n", err.msg);
-        abort();
+    int state = 0;
+    size_t fed = 0;
+    while (fed < size && state == 0) {
+        size_t room, k = size - fed < step ? size - fed : step;
+        char *at = cmd_reply_space(&r, &room);
+        FUZZ_ASSERT(room >= k);
+        memcpy(at, data + fed, k);
+        fed += k;
+        state = cmd_reply_added(&r, k, "fuzz", &err);
     }
-    json_t *prompt = json_string("What is 3+4?");
-    json_t *row = json_pack("{s:O, s:i}", "prompt", prompt, "answer", 7);
-    int32_t ids[3] = {1122, 374, 13};
-    RewardItem items[2] = {
-        {prompt, "What is 3+4?", "It is 7.", ids, 3, row, "data.jsonl", 1},
-        {prompt, "What is 3+4?", "\\boxed{7}", ids, 2, row, "data.jsonl", 1},
-    };
-    RewardBatch b = {items, 2, 5};
-    double out[2] = {0, 0};
-    (void)reward_compute(f, &b, out, &err);
-    reward_free(f);
-    json_decref(row);
-    json_decref(prompt);
+    const char *nl = memchr(data, '\n', size);
+    if (state == 1) { /* exactly one line, and it is the input's first */
+        FUZZ_ASSERT(nl && (size_t)(nl - (const char *)data) == r.line_len && fed == r.line_len + 1);
+        double out[4];
+        if (cmd_reply_decode(&r, n, out, "fuzz", &err) == 0)
+            for (int i = 0; i < n; i++) FUZZ_ASSERT(isnan(out[i]) || isfinite(out[i]));
+    } else if (state == 0) {
+        FUZZ_ASSERT(!nl); /* no newline anywhere: still waiting */
+    } else {
+        FUZZ_ASSERT(nl && (size_t)(nl - (const char *)data) + 1 < fed); /* bytes after the line */
+    }
     return 0;
 }

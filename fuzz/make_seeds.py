@@ -153,8 +153,10 @@ put("dataset", "conversational.jsonl",
 for path in ("examples/demo/grpo_length.yaml", "examples/math/grpo_math.yaml"):
     put("yaml", os.path.basename(path), read(path))
 
-# ---- reward replies (fuzz_reward_cmd.c scores 2 completions)
-for i, r in enumerate(['{"rewards": [1.0, null]}\n', '{"rewards": [-3, 2.5e10]}\r\n',
-                       '{"rewards": [1]}\n', '{"rewards": [true, "x"]}\n', '[1, 2]\n',
-                       '{"rewards": [0, 0]}\n{"rewards": [1, 1]}\n', '{"rewards": [0, 0]}']):
+# ---- reward replies: a first byte (read size 1 + b % 64, 1 + b // 64 completions), then
+# what the process writes back (fuzz_reward_cmd.c)
+for i, r in enumerate(['\x47{"rewards": [1.0, null]}\n', '\x40{"rewards": [-3, 2.5e10]}\r\n',
+                       '\x00{"rewards": [1]}\n', '\x85{"rewards": [true, "x", 1]}\n', '\x42[1, 2]\n',
+                       '\x7f{"rewards": [0, 0]}\n{"rewards": [1, 1]}\n', '\x43{"rewards": [0, 0]}',
+                       '\xc3{"rewards": [0, null, 1e308, -0.0]}\n']):
     put("reward_cmd", "reply%d" % i, r)

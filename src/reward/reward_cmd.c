@@ -7,7 +7,9 @@
  * end of a socketpair, so that a child that dies mid-request gives EPIPE
  * (send with MSG_NOSIGNAL) rather than SIGPIPE in the trainer. Any failure —
  * timeout, exit, a bad reply — stops the child; later calls fail at once.
- * Not here: restarting a failed child, running several children in parallel. */
+ * Exactly one reply line per request (reward/cmd_reply.c frames and decodes
+ * it). A guardian process kills the child's whole process group when the
+ * trainer dies, however it dies. Not here: restarting a failed child, running several children in parallel. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -21,15 +23,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reward/cmd_reply.h"
 #include "reward/reward_internal.h"
 
 typedef struct {
     char *command;
     double timeout_s;
-    pid_t pid;      /* 0 once stopped and reaped */
+    pid_t pid;      /* sh, leader of the reward's process group; 0 once stopped and reaped */
+    pid_t guard;    /* the guardian (guard_group); 0 once reaped */
+    int life_fd;    /* write end of the guardian's pipe; -1 when closed */
     int fd;         /* our end of the socketpair; -1 when closed */
-    char *rbuf;     /* bytes read and not yet consumed */
-    size_t rlen, rcap;
+    CmdReply reply; /* the reply being read */
+    long requests;  /* requests sent, for messages */
     int failed;     /* an earlier call failed; the child is gone */
 } CmdState;
 
@@ -52,6 +57,16 @@ static int cmd_reap(CmdState *c, double wait_s, int *status) {
     }
 }
 
+/* Ends the guardian: with its pipe closed it kills what is left of the group
+ * and exits. */
+static void guard_stop(CmdState *c) {
+    if (c->life_fd >= 0) close(c->life_fd);
+    c->life_fd = -1;
+    if (c->guard > 0)
+        while (waitpid(c->guard, NULL, 0) < 0 && errno == EINTR) {}
+    c->guard = 0;
+}
+
 /* Ends the child: close its stdin/stdout (a well-behaved child exits on EOF),
  * wait up to grace_s, then SIGTERM and SIGKILL its process group. */
 static void cmd_stop(CmdState *c, double grace_s) {
@@ -59,17 +74,19 @@ static void cmd_stop(CmdState *c, double grace_s) {
         close(c->fd);
         c->fd = -1;
     }
-    if (c->pid <= 0) return;
-    int status;
-    if (!cmd_reap(c, grace_s, &status)) {
-        kill(-c->pid, SIGTERM);
-        if (!cmd_reap(c, 0.5, &status)) {
-            kill(-c->pid, SIGKILL);
-            while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {}
+    if (c->pid > 0) {
+        int status;
+        if (!cmd_reap(c, grace_s, &status)) {
+            kill(-c->pid, SIGTERM);
+            if (!cmd_reap(c, 0.5, &status)) {
+                kill(-c->pid, SIGKILL);
+                while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {}
+            }
         }
+        kill(-c->pid, SIGKILL); /* grandchildren left in the group */
+        c->pid = 0;
     }
-    kill(-c->pid, SIGKILL); /* grandchildren left in the group */
-    c->pid = 0;
+    guard_stop(c);
 }
 
 /* After EOF or EPIPE: how the child ended, for the message. */
@@ -99,27 +116,33 @@ static int cmd_fail(CmdState *c) {
     return -1;
 }
 
-/* Sends req (one line) and reads one reply line into *line (malloc'd, without
- * the newline), within the timeout. */
-static int cmd_exchange(CmdState *c, const char *req, size_t req_len, char **line, GrpoErr *err) {
+/* Bytes the child wrote before being asked: a second line for the previous
+ * request, or output nobody asked for. */
+static int cmd_check_quiet(CmdState *c, GrpoErr *err) {
+    char peek[61];
+    ssize_t n = recv(c->fd, peek, sizeof peek - 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n <= 0) return 0; /* nothing, or EOF / an error the exchange reports */
+    peek[n] = 0;
+    err_set(err, "reward command '%s': wrote more than one line for one request (extra before request %ld: '%s')",
+            c->command, c->requests + 1, peek);
+    return cmd_fail(c);
+}
+
+/* Sends req (one line) and reads exactly one reply line into c->reply, within
+ * the timeout. */
+static int cmd_exchange(CmdState *c, const char *req, size_t req_len, GrpoErr *err) {
+    if (cmd_check_quiet(c, err)) return -1;
+    cmd_reply_reset(&c->reply);
+    c->requests++;
     double deadline = now_s() + c->timeout_s;
     size_t sent = 0;
     for (;;) {
-        char *nl = c->rlen ? memchr(c->rbuf, '\n', c->rlen) : NULL;
-        if (nl && sent == req_len) {
-            size_t n = (size_t)(nl - c->rbuf);
-            *line = xmalloc(n + 1);
-            memcpy(*line, c->rbuf, n);
-            (*line)[n] = 0;
-            if (n && (*line)[n - 1] == '\r') (*line)[n - 1] = 0;
-            memmove(c->rbuf, nl + 1, c->rlen - n - 1);
-            c->rlen -= n + 1;
-            return 0;
-        }
+        if (c->reply.complete && sent == req_len) return 0;
         double left = deadline - now_s();
         if (left <= 0) {
-            err_set(err, "reward command '%s': no reply within %g s (reward_timeout); the process was stopped",
-                    c->command, c->timeout_s);
+            err_set(err, "reward command '%s': no reply within %g s (reward_timeout)%s; the process was stopped",
+                    c->command, c->timeout_s,
+                    c->reply.len ? " — its reply line never ended with a newline" : " — does it flush stdout?");
             return cmd_fail(c);
         }
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (sent < req_len ? POLLOUT : 0)};
@@ -141,17 +164,15 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, char **lin
             if (w > 0) sent += (size_t)w;
         }
         if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (c->rcap - c->rlen < 65536) {
-                c->rcap = c->rcap * 2 + 65536;
-                c->rbuf = xrealloc(c->rbuf, c->rcap);
-            }
-            ssize_t got = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+            size_t room;
+            char *at = cmd_reply_space(&c->reply, &room);
+            ssize_t got = recv(c->fd, at, room, MSG_DONTWAIT);
             if (got == 0 || (got < 0 && (errno == ECONNRESET || errno == EPIPE))) return cmd_died(c, err);
             if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 err_set(err, "reward command '%s': reading the reply: %s", c->command, strerror(errno));
                 return cmd_fail(c);
             }
-            if (got > 0) c->rlen += (size_t)got;
+            if (got > 0 && cmd_reply_added(&c->reply, (size_t)got, c->command, err) < 0) return cmd_fail(c);
         }
     }
 }
@@ -220,74 +241,84 @@ static int cmd_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr
     text = xrealloc(text, len + 2);
     text[len++] = '\n';
     text[len] = 0;
-    char *line = NULL;
-    int rc = cmd_exchange(c, text, len, &line, err);
+    int rc = cmd_exchange(c, text, len, err);
     free(text);
     if (rc) return -1;
-    json_error_t jerr;
-    json_t *reply = json_loads(line, JSON_DECODE_ANY, &jerr);
-    if (!reply) {
-        err_set(err, "reward command '%s': reply is not JSON (%s): '%.120s'", c->command, jerr.text, line);
-        free(line);
-        return cmd_fail(c);
-    }
-    free(line);
-    json_t *rewards = json_is_object(reply) ? json_object_get(reply, "rewards") : NULL;
-    if (!json_is_array(rewards))
-        rc = err_set(err, "reward command '%s': reply must be an object {\"rewards\": [number or null, ...]}",
-                     c->command);
-    else if (json_array_size(rewards) != (size_t)b->n)
-        rc = err_set(err, "reward command '%s': reply has %zu rewards for %d completions", c->command,
-                     json_array_size(rewards), b->n);
-    for (int i = 0; i < b->n && !rc; i++) {
-        json_t *v = json_array_get(rewards, (size_t)i);
-        if (json_is_null(v))
-            out[i] = NAN;
-        else if (json_is_number(v))
-            out[i] = json_number_value(v);
-        else
-            rc = err_set(err, "reward command '%s': rewards[%d] must be a number or null, got %s", c->command,
-                         i, json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
-                            : json_is_array(v) ? "a list" : "an object");
-    }
-    json_decref(reply);
-    return rc ? cmd_fail(c) : 0;
+    return cmd_reply_decode(&c->reply, b->n, out, c->command, err) ? cmd_fail(c) : 0;
 }
 
 static void cmd_destroy(RewardFunc *f) {
     CmdState *c = f->state;
     cmd_stop(c, 2.0);
     free(c->command);
-    free(c->rbuf);
+    cmd_reply_free(&c->reply);
     free(c);
 }
 
+/* The guardian, a forked copy of the trainer that only waits: when the pipe's
+ * write end — held by the trainer alone — closes, because the trainer stopped
+ * the reward or died in any way (kill -9 included), it kills the reward's whole
+ * process group, grandchildren included, and exits. It ignores the terminal's
+ * signals: Ctrl-C is for the trainer, which stops the reward itself. Only
+ * async-signal-safe calls here (the trainer has threads). */
+static void guard_group(int life_fd, pid_t group) {
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    if (dup2(life_fd, 3) < 0) _exit(1);
+    close_range(4, ~0U, 0); /* the trainer's files: above all its end of the socket */
+    for (;;) {
+        struct pollfd p = {.fd = 3, .events = POLLIN};
+        int r = poll(&p, 1, 1000);
+        if (r > 0 || (r < 0 && errno != EINTR)) break;
+    }
+    kill(-group, SIGKILL);
+    _exit(0);
+}
+
 int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoErr *err) {
-    int sv[2];
+    int sv[2], life[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
         return err_set(err, "reward command '%s': socketpair: %s", command, strerror(errno));
-    fflush(NULL); /* no duplicated stdio buffers in the child */
-    pid_t pid = fork();
-    if (pid < 0) {
+    if (pipe2(life, O_CLOEXEC)) {
         close(sv[0]);
         close(sv[1]);
-        return err_set(err, "reward command '%s': fork: %s", command, strerror(errno));
+        return err_set(err, "reward command '%s': pipe: %s", command, strerror(errno));
     }
+    fflush(NULL); /* no duplicated stdio buffers in the children */
+    pid_t pid = fork();
     if (pid == 0) {
         /* own process group, so stopping it reaches what sh starts */
         setpgid(0, 0);
         signal(SIGPIPE, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         dup2(sv[1], 0);
         dup2(sv[1], 1);
         execl("/bin/sh", "sh", "-c", command, (char *)NULL);
         _exit(127);
     }
-    setpgid(pid, pid); /* also here, so kill(-pid) works before the child runs */
+    pid_t guard = pid > 0 ? (setpgid(pid, pid), fork()) : -1; /* setpgid here too: kill(-pid) works at once */
+    if (guard == 0) guard_group(life[0], pid);
+    int fork_errno = errno;
     close(sv[1]);
+    close(life[0]);
+    if (guard < 0) {
+        if (pid > 0) {
+            kill(-pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+        }
+        close(sv[0]);
+        close(life[1]);
+        return err_set(err, "reward command '%s': fork: %s", command, strerror(fork_errno));
+    }
     CmdState *c = xcalloc(1, sizeof *c);
     c->command = xstrdup(command);
     c->timeout_s = timeout_s;
     c->pid = pid;
+    c->guard = guard;
+    c->life_fd = life[1];
     c->fd = sv[0];
     f->state = c;
     f->compute = cmd_compute;

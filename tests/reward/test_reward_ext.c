@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -229,6 +230,100 @@ static void test_cmd_termination(void) {
     T_CHECK(now_s() - t0 < 5.0, "reward_free took %.2f s", now_s() - t0);
 }
 
+/* Is pid running (a zombie is not)? */
+static int running(long pid) {
+    char path[64], st[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(st, 1, sizeof st - 1, f);
+    fclose(f);
+    st[n] = 0;
+    const char *paren = strrchr(st, ')');
+    return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
+static long read_pid(const char *path) {
+    long pid = 0;
+    for (int i = 0; i < 300 && pid == 0; i++) {
+        FILE *pf = fopen(path, "r");
+        if (pf) {
+            if (fscanf(pf, "%ld", &pid) != 1) pid = 0;
+            fclose(pf);
+        }
+        if (!pid) usleep(10000);
+    }
+    return pid;
+}
+
+/* One request, one line: a second line — in the same write or later — is a
+ * protocol error, never the answer to the next request. */
+static void test_cmd_framing(void) {
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 0};
+    const char *scripts[2] = {
+        "while read -r l; do echo '{\"rewards\": [1, 2]}'; echo '{\"rewards\": [3, 4]}'; done",
+        "while read -r l; do echo '{\"rewards\": [1, 2]}'; sleep 0.2; echo '{\"rewards\": [3, 4]}'; done"};
+    for (int s = 0; s < 2; s++) {
+        char spec[512];
+        snprintf(spec, sizeof spec, "cmd:%s", scripts[s]);
+        RewardFunc *f = make(spec, 10);
+        if (!f) { T_CHECK(0, "framing child %d starts", s); continue; }
+        GrpoErr err = {{0}};
+        double out[2] = {0, 0};
+        int rc = 0, calls = 0;
+        while (calls < 3 && (rc = reward_compute(f, &rb, out, &err)) == 0) {
+            calls++;
+            T_CHECK(out[0] == 1 && out[1] == 2, "child %d call %d: rewards %g %g (shifted?)", s, calls, out[0], out[1]);
+            usleep(300000);
+        }
+        T_CHECK(rc == -1 && strstr(err.msg, "wrote more than one line for one request") && calls <= 1,
+                "child %d: two lines per request: rc %d after %d calls, '%s'", s, rc, calls, err.msg);
+        reward_free(f);
+    }
+    /* an endless line: the size limit, soon, with bounded memory */
+    double t0 = now_s();
+    RewardFunc *f = make("cmd:read -r l; exec cat /dev/zero", 30);
+    GrpoErr err = {{0}};
+    double out[2];
+    int rc = f ? reward_compute(f, &rb, out, &err) : 0;
+    T_CHECK(rc == -1 && strstr(err.msg, "reply line longer than 64 MiB"), "endless reply: '%s'", err.msg);
+    T_CHECK(now_s() - t0 < 20, "endless reply refused after %.1f s", now_s() - t0);
+    reward_free(f);
+    /* a line with no newline: the timeout says so */
+    f = make("cmd:read -r l; printf '{\"rewards\": [1, 2]}'; sleep 5", 0.3);
+    rc = f ? reward_compute(f, &rb, out, &err) : 0;
+    T_CHECK(rc == -1 && strstr(err.msg, "never ended with a newline"), "unterminated reply: '%s'", err.msg);
+    reward_free(f);
+    batch2_free(&b);
+}
+
+/* A trainer that dies — kill -9 — takes the reward's process group with it,
+ * grandchildren included. */
+static void test_cmd_dies_with_trainer(void) {
+    char path[512], spec[1024];
+    snprintf(path, sizeof path, "%s/grandchild.pid", tmp);
+    snprintf(spec, sizeof spec, "cmd:sh -c 'sleep 300 & echo $! > %s; wait'; sleep 300", path);
+    fflush(NULL);
+    pid_t trainer = fork();
+    CHECK(trainer >= 0);
+    if (trainer == 0) {
+        RewardFunc *f = make(spec, 10);
+        if (!f) _exit(1);
+        for (;;) pause();
+    }
+    long grandchild = read_pid(path);
+    T_CHECK(grandchild > 0 && running(grandchild), "grandchild %ld runs", grandchild);
+    kill(trainer, SIGKILL);
+    waitpid(trainer, NULL, 0);
+    double t0 = now_s();
+    while (grandchild > 0 && running(grandchild) && now_s() - t0 < 5) usleep(10000);
+    T_CHECK(grandchild > 0 && !running(grandchild), "grandchild %ld still runs %.1f s after kill -9 of its trainer",
+            grandchild, now_s() - t0);
+    if (grandchild > 0) kill((pid_t)grandchild, SIGKILL);
+}
+
 static int build_plugin(const char *src, const char *so) {
     char cmd[2048];
     const char *cc = getenv("CC") ? getenv("CC") : "cc";
@@ -311,6 +406,8 @@ int main(void) {
     test_cmd_failures();
     test_cmd_stderr();
     test_cmd_termination();
+    test_cmd_framing();
+    test_cmd_dies_with_trainer();
     test_plugin();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
