@@ -89,7 +89,7 @@ static void cache_put(TokCache *c, const char *w, size_t len, uint64_t h, const 
     }
     en->ids_off = (uint32_t)c->n_id_store;
     en->n_ids = (uint32_t)n;
-    memcpy(c->ids + c->n_id_store, ids, n * sizeof *ids);
+    if (n) memcpy(c->ids + c->n_id_store, ids, n * sizeof *ids);
     c->n_id_store += n;
     c->slots[i] = ++c->n_entries;
 }
@@ -211,5 +211,5 @@ void bpe_word(Tokenizer *tok, const char *w, size_t len, TokIds *out) {
     }
     size_t n0 = out->n;
     bpe_merge(tok, w, len, out);
-    if (cacheable) cache_put(&tok->cache, w, len, h, out->ids + n0, out->n - n0);
+    if (cacheable) cache_put(&tok->cache, w, len, h, out->n > n0 ? out->ids + n0 : NULL, out->n - n0);
 }

@@ -12,10 +12,18 @@
 
 #include "core/check.h"
 
+/* Limits that keep a hostile template (it comes with whoever published the
+ * model) from crashing or exhausting the process; each is a one-line error. */
+#define JINJA_MAX_DEPTH 200                 /* nesting: parser, evaluator, values */
+#define JINJA_MAX_STEPS 20000000LL          /* expression evaluations per render */
+#define JINJA_MAX_BYTES ((size_t)256 << 20) /* memory a render may use, output included */
+#define JINJA_MAX_RANGE 100000              /* items from range(), as Jinja2's sandbox */
+
 typedef struct JArena JArena;
 void *jar_alloc(JArena *a, size_t n);
 JArena *jar_new(void);
 void jar_free(JArena *a);
+size_t jar_bytes(const JArena *a); /* bytes allocated from a so far */
 
 typedef struct {
     const char *p;

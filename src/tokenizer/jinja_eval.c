@@ -2,34 +2,25 @@
  *
  * Values are Python-like (none, bool, int, float, str, list, dict, namespace)
  * and behave as in Jinja2: truthiness, `in`, slicing with negative steps,
- * string methods (startswith, split, strip, ...), the filters and tests chat
- * templates use, `loop.*`, and for-loop scoping (a `set` inside a loop does not
- * leak out; namespace() is the way out, as in Jinja2). Anything else is an
- * error naming the construct and the template line. */
+ * `loop.*`, and for-loop scoping (a `set` inside a loop does not leak out;
+ * namespace() is the way out, as in Jinja2); what templates call is in
+ * jinja_builtins.c. Integers are exact in 64 bits, as Python's within them.
+ * Anything else is an error naming the construct and the template line.
+ *
+ * A template is untrusted input: nesting, steps and memory are bounded
+ * (jinja.h's JINJA_MAX_*), each an error rather than a crash or a hang. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "tokenizer/jinja.h"
-#include "tokenizer/tok_internal.h"
+#include "tokenizer/jinja_eval.h"
 
-typedef struct {
-    JArena *ar;
-    GrpoErr *err;
-    JDict **frames;
-    int n_frames, cap_frames;
-    TokBuf out;
-    int failed;
-} E;
-
-static const JVal UNDEF = {.k = JV_UNDEF};
-
-static JVal efail(E *e, int line, const char *fmt, const char *a, size_t an) {
+JVal jx_fail(JEval *e, int line, const char *fmt, const char *a, size_t an) {
     if (!e->failed) {
         char m[256];
         snprintf(m, sizeof m, fmt, (int)an, a);
-        err_set(e->err, "line %d: %s", line, m);
+        err_set(e->err, "line %d: %s", line ? line : e->line, m);
     }
     e->failed = 1;
     return UNDEF;
@@ -37,9 +28,6 @@ static JVal efail(E *e, int line, const char *fmt, const char *a, size_t an) {
 
 JVal jv_str(JStr s) { JVal v = {.k = JV_STR}; v.u.s = s; return v; }
 JVal jv_cstr(const char *s) { return jv_str((JStr){s, strlen(s)}); }
-static JVal jv_int(long long i) { JVal v = {.k = JV_INT}; v.u.i = i; return v; }
-static JVal jv_bool(int b) { JVal v = {.k = JV_BOOL}; v.u.b = !!b; return v; }
-static JVal jv_list(JList *l) { JVal v = {.k = JV_LIST}; v.u.l = l; return v; }
 
 void jlist_push(JArena *ar, JList *l, JVal v) {
     if (l->n == l->cap) {
@@ -52,7 +40,6 @@ void jlist_push(JArena *ar, JList *l, JVal v) {
     l->v[l->n++] = v;
 }
 
-static int jstr_eq(JStr a, JStr b) { return a.n == b.n && !memcmp(a.p, b.p, a.n); }
 
 JVal *jdict_get(const JDict *d, JStr key) {
     for (int i = 0; i < d->n; i++)
@@ -79,7 +66,7 @@ void jdict_set(JArena *ar, JDict *d, JStr key, JVal v) {
     d->vals[d->n++] = v;
 }
 
-static int truthy(JVal v) {
+int jx_truthy(JVal v) {
     switch (v.k) {
     case JV_UNDEF: case JV_NONE: return 0;
     case JV_BOOL: return v.u.b;
@@ -92,7 +79,7 @@ static int truthy(JVal v) {
     }
 }
 
-static JStr jstr_dup(E *e, const char *p, size_t n) {
+JStr jx_strdup(JEval *e, const char *p, size_t n) {
     char *b = jar_alloc(e->ar, n + 1);
     memcpy(b, p, n);
     return (JStr){b, n};
@@ -112,9 +99,17 @@ static void json_str(TokBuf *b, JStr s) {
     tbuf_putc(b, '"');
 }
 
-/* Python's str() for output, or json.dumps for tojson. */
-static void to_text(TokBuf *b, JVal v, int json) {
+/* Python's str() for output, or json.dumps for tojson. Values can nest (a
+ * list built in a loop) and repeat (one long string many times): both are
+ * bounded, as an error. */
+void jx_to_text(JEval *e, TokBuf *b, JVal v, int json, int depth) {
     char num[64];
+    if (e->failed) return;
+    if (depth > JINJA_MAX_DEPTH || b->n > JINJA_MAX_BYTES) {
+        jx_fail(e, 0, depth > JINJA_MAX_DEPTH ? "a value nested deeper than the limit%.*s"
+                                            : "text longer than the render's memory limit%.*s", "", 0);
+        return;
+    }
     switch (v.k) {
     case JV_UNDEF: if (json) tbuf_put(b, "null", 4); break;
     case JV_NONE: if (json) tbuf_put(b, "null", 4); else tbuf_put(b, "None", 4); break;
@@ -139,24 +134,24 @@ static void to_text(TokBuf *b, JVal v, int json) {
         break;
     case JV_LIST:
         tbuf_putc(b, '[');
-        for (int i = 0; i < v.u.l->n; i++) {
+        for (int i = 0; i < v.u.l->n && !e->failed; i++) {
             if (i) tbuf_put(b, ", ", 2);
             if (!json && v.u.l->v[i].k == JV_STR) {
                 tbuf_putc(b, '\'');
                 tbuf_put(b, v.u.l->v[i].u.s.p, v.u.l->v[i].u.s.n);
                 tbuf_putc(b, '\'');
-            } else to_text(b, v.u.l->v[i], json);
+            } else jx_to_text(e, b, v.u.l->v[i], json, depth + 1);
         }
         tbuf_putc(b, ']');
         break;
     case JV_DICT: case JV_NS:
         tbuf_putc(b, '{');
-        for (int i = 0; i < v.u.d->n; i++) {
+        for (int i = 0; i < v.u.d->n && !e->failed; i++) {
             if (i) tbuf_put(b, ", ", 2);
             if (json) json_str(b, v.u.d->keys[i]);
             else { tbuf_putc(b, '\''); tbuf_put(b, v.u.d->keys[i].p, v.u.d->keys[i].n); tbuf_putc(b, '\''); }
             tbuf_put(b, ": ", 2);
-            to_text(b, v.u.d->vals[i], json);
+            jx_to_text(e, b, v.u.d->vals[i], json, depth + 1);
         }
         tbuf_putc(b, '}');
         break;
@@ -164,16 +159,22 @@ static void to_text(TokBuf *b, JVal v, int json) {
     }
 }
 
-static JStr stringify(E *e, JVal v, int json) {
+JStr jx_stringify(JEval *e, JVal v, int json) {
     if (v.k == JV_STR && !json) return v.u.s;
     TokBuf b = {0};
-    to_text(&b, v, json);
-    JStr s = jstr_dup(e, b.p ? b.p : "", b.n);
+    jx_to_text(e, &b, v, json, 0);
+    JStr s = e->failed ? (JStr){"", 0} : jx_strdup(e, b.p ? b.p : "", b.n);
     tbuf_free(&b);
     return s;
 }
 
-static int equal(JVal a, JVal b) {
+int jx_equal(JEval *e, JVal a, JVal b, int depth) {
+    if (depth > JINJA_MAX_DEPTH) {
+        jx_fail(e, 0, "a value nested deeper than the limit%.*s", "", 0);
+        return 0;
+    }
+    if ((a.k == JV_INT || a.k == JV_BOOL) && (b.k == JV_INT || b.k == JV_BOOL))
+        return (a.k == JV_INT ? a.u.i : a.u.b) == (b.k == JV_INT ? b.u.i : b.u.b);
     if ((a.k == JV_INT || a.k == JV_FLOAT || a.k == JV_BOOL) && (b.k == JV_INT || b.k == JV_FLOAT || b.k == JV_BOOL)) {
         double x = a.k == JV_FLOAT ? a.u.f : a.k == JV_INT ? (double)a.u.i : a.u.b;
         double y = b.k == JV_FLOAT ? b.u.f : b.k == JV_INT ? (double)b.u.i : b.u.b;
@@ -185,13 +186,13 @@ static int equal(JVal a, JVal b) {
     case JV_STR: return jstr_eq(a.u.s, b.u.s);
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
-        for (int i = 0; i < a.u.l->n; i++) if (!equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+        for (int i = 0; i < a.u.l->n; i++) if (!jx_equal(e, a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     default: return a.u.d == b.u.d;
     }
 }
 
-static JVal lookup(E *e, JStr name) {
+static JVal lookup(JEval *e, JStr name) {
     for (int f = e->n_frames - 1; f >= 0; f--) {
         JVal *v = jdict_get(e->frames[f], name);
         if (v) return *v;
@@ -199,219 +200,21 @@ static JVal lookup(E *e, JStr name) {
     return UNDEF;
 }
 
-static JVal eval(E *e, const JExpr *x);
 
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+int jx_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-static JStr strip_chars(JStr s, const JStr *chars, int left, int right) {
+JStr jx_strip(JStr s, const JStr *chars, int left, int right) {
     size_t a = 0, b = s.n;
-#define STRIPPABLE(c) (chars ? memchr(chars->p, (c), chars->n) != NULL : is_space(c))
+#define STRIPPABLE(c) (chars ? memchr(chars->p, (c), chars->n) != NULL : jx_is_space(c))
     while (left && a < b && STRIPPABLE(s.p[a])) a++;
     while (right && b > a && STRIPPABLE(s.p[b - 1])) b--;
 #undef STRIPPABLE
     return (JStr){s.p + a, b - a};
 }
 
-static JVal str_method(E *e, const JExpr *x, JStr s, JStr m, JVal *args, int n) {
-    JStr *a0 = n > 0 && args[0].k == JV_STR ? &args[0].u.s : NULL;
-    if (jstr_eq(m, (JStr){"startswith", 10}) && a0)
-        return jv_bool(a0->n <= s.n && !memcmp(s.p, a0->p, a0->n));
-    if (jstr_eq(m, (JStr){"endswith", 8}) && a0)
-        return jv_bool(a0->n <= s.n && !memcmp(s.p + s.n - a0->n, a0->p, a0->n));
-    if (jstr_eq(m, (JStr){"strip", 5})) return jv_str(strip_chars(s, a0, 1, 1));
-    if (jstr_eq(m, (JStr){"lstrip", 6})) return jv_str(strip_chars(s, a0, 1, 0));
-    if (jstr_eq(m, (JStr){"rstrip", 6})) return jv_str(strip_chars(s, a0, 0, 1));
-    if (jstr_eq(m, (JStr){"upper", 5}) || jstr_eq(m, (JStr){"lower", 5})) {
-        JStr r = jstr_dup(e, s.p, s.n);
-        for (size_t i = 0; i < r.n; i++) {
-            char c = r.p[i];
-            ((char *)r.p)[i] = m.p[0] == 'u' ? (c >= 'a' && c <= 'z' ? c - 32 : c) : (c >= 'A' && c <= 'Z' ? c + 32 : c);
-        }
-        return jv_str(r);
-    }
-    if (jstr_eq(m, (JStr){"split", 5})) {
-        JList *l = jar_alloc(e->ar, sizeof *l);
-        if (!a0) { /* whitespace runs */
-            size_t i = 0;
-            while (i < s.n) {
-                while (i < s.n && is_space(s.p[i])) i++;
-                size_t st = i;
-                while (i < s.n && !is_space(s.p[i])) i++;
-                if (i > st) jlist_push(e->ar, l, jv_str((JStr){s.p + st, i - st}));
-            }
-            return jv_list(l);
-        }
-        if (!a0->n) return efail(e, x->line, "split: empty separator%.*s", "", 0);
-        size_t st = 0;
-        for (size_t i = 0; i + a0->n <= s.n;) {
-            if (!memcmp(s.p + i, a0->p, a0->n)) {
-                jlist_push(e->ar, l, jv_str((JStr){s.p + st, i - st}));
-                i += a0->n;
-                st = i;
-            } else i++;
-        }
-        jlist_push(e->ar, l, jv_str((JStr){s.p + st, s.n - st}));
-        return jv_list(l);
-    }
-    if (jstr_eq(m, (JStr){"replace", 7}) && n >= 2 && a0 && args[1].k == JV_STR && a0->n) {
-        TokBuf b = {0};
-        for (size_t i = 0; i < s.n;) {
-            if (i + a0->n <= s.n && !memcmp(s.p + i, a0->p, a0->n)) {
-                tbuf_put(&b, args[1].u.s.p, args[1].u.s.n);
-                i += a0->n;
-            } else tbuf_putc(&b, s.p[i++]);
-        }
-        JStr r = jstr_dup(e, b.p ? b.p : "", b.n);
-        tbuf_free(&b);
-        return jv_str(r);
-    }
-    return efail(e, x->line, "unsupported string method '%.*s'", m.p, m.n);
-}
-
-static JVal call(E *e, const JExpr *x) {
-    JVal args[8];
-    int n = x->n_args < 8 ? x->n_args : 8;
-    for (int i = 0; i < n; i++) args[i] = eval(e, x->args[i]);
-    if (x->a->kind == JE_ATTR) { /* a method */
-        JVal obj = eval(e, x->a->a);
-        JStr m = x->a->s;
-        if (obj.k == JV_STR) return str_method(e, x, obj.u.s, m, args, n);
-        if (obj.k == JV_DICT && jstr_eq(m, (JStr){"get", 3}) && n >= 1 && args[0].k == JV_STR) {
-            JVal *v = jdict_get(obj.u.d, args[0].u.s);
-            return v ? *v : n >= 2 ? args[1] : (JVal){.k = JV_NONE};
-        }
-        if (obj.k == JV_DICT && (jstr_eq(m, (JStr){"items", 5}) || jstr_eq(m, (JStr){"keys", 4}) ||
-                                 jstr_eq(m, (JStr){"values", 6}))) {
-            JList *l = jar_alloc(e->ar, sizeof *l);
-            for (int i = 0; i < obj.u.d->n; i++) {
-                JVal k = jv_str(obj.u.d->keys[i]), v = obj.u.d->vals[i];
-                if (m.p[0] == 'k') jlist_push(e->ar, l, k);
-                else if (m.p[0] == 'v') jlist_push(e->ar, l, v);
-                else {
-                    JList *pair = jar_alloc(e->ar, sizeof *pair);
-                    jlist_push(e->ar, pair, k);
-                    jlist_push(e->ar, pair, v);
-                    jlist_push(e->ar, l, jv_list(pair));
-                }
-            }
-            return jv_list(l);
-        }
-        return efail(e, x->line, "unsupported method '%.*s'", m.p, m.n);
-    }
-    if (x->a->kind != JE_NAME) return efail(e, x->line, "unsupported call%.*s", "", 0);
-    JStr f = x->a->s;
-    if (jstr_eq(f, (JStr){"namespace", 9}) || jstr_eq(f, (JStr){"dict", 4})) {
-        JVal v = {.k = f.p[0] == 'n' ? JV_NS : JV_DICT};
-        v.u.d = jar_alloc(e->ar, sizeof *v.u.d);
-        for (int i = 0; i < n; i++)
-            if (x->kw[i].n) jdict_set(e->ar, v.u.d, x->kw[i], args[i]);
-        return v;
-    }
-    if (jstr_eq(f, (JStr){"raise_exception", 15})) {
-        JStr msg = n ? stringify(e, args[0], 0) : (JStr){"", 0};
-        return efail(e, x->line, "the template raised: %.*s", msg.p, msg.n);
-    }
-    if (jstr_eq(f, (JStr){"range", 5}) && n >= 1 && args[0].k == JV_INT) {
-        long long lo = n >= 2 ? args[0].u.i : 0, hi = n >= 2 && args[1].k == JV_INT ? args[1].u.i : args[0].u.i;
-        JList *l = jar_alloc(e->ar, sizeof *l);
-        for (long long i = lo; i < hi && i - lo < 1000000; i++) jlist_push(e->ar, l, jv_int(i));
-        return jv_list(l);
-    }
-    if (jstr_eq(f, (JStr){"strftime_now", 12}) && n >= 1 && args[0].k == JV_STR) {
-        char fmt[128], buf[256];
-        snprintf(fmt, sizeof fmt, "%.*s", (int)args[0].u.s.n, args[0].u.s.p);
-        time_t now = time(NULL);
-        struct tm tmv;
-        localtime_r(&now, &tmv);
-        size_t k = strftime(buf, sizeof buf, fmt, &tmv);
-        return jv_str(jstr_dup(e, buf, k));
-    }
-    return efail(e, x->line, "unsupported function '%.*s'", f.p, f.n);
-}
-
-static JVal filter(E *e, const JExpr *x) {
-    JVal v = eval(e, x->a);
-    JStr f = x->s;
-    JVal a[4];
-    int n = x->n_args < 4 ? x->n_args : 4;
-    for (int i = 0; i < n; i++) a[i] = eval(e, x->args[i]);
-#define IS(name) jstr_eq(f, (JStr){name, sizeof name - 1})
-    if (IS("length") || IS("count")) {
-        if (v.k == JV_STR) { /* characters, not bytes */
-            long long c = 0;
-            for (size_t i = 0; i < v.u.s.n; i++) c += ((unsigned char)v.u.s.p[i] & 0xC0) != 0x80;
-            return jv_int(c);
-        }
-        if (v.k == JV_LIST) return jv_int(v.u.l->n);
-        if (v.k == JV_DICT) return jv_int(v.u.d->n);
-        return efail(e, x->line, "length of a value without one%.*s", "", 0);
-    }
-    if (IS("trim")) return v.k == JV_STR ? jv_str(strip_chars(v.u.s, NULL, 1, 1)) : v;
-    if (IS("tojson")) return jv_str(stringify(e, v, 1));
-    if (IS("string")) return jv_str(stringify(e, v, 0));
-    if (IS("safe")) return v;
-    if (IS("upper") || IS("lower")) {
-        if (v.k != JV_STR) return v;
-        return str_method(e, x, v.u.s, f, NULL, 0);
-    }
-    if (IS("default") || IS("d")) return v.k == JV_UNDEF ? (n ? a[0] : jv_cstr("")) : v;
-    if (IS("first") || IS("last")) {
-        if (v.k != JV_LIST || !v.u.l->n) return UNDEF;
-        return v.u.l->v[f.p[0] == 'f' ? 0 : v.u.l->n - 1];
-    }
-    if (IS("join") && v.k == JV_LIST) {
-        TokBuf b = {0};
-        for (int i = 0; i < v.u.l->n; i++) {
-            if (i && n) tbuf_put(&b, a[0].u.s.p, a[0].k == JV_STR ? a[0].u.s.n : 0);
-            to_text(&b, v.u.l->v[i], 0);
-        }
-        JStr r = jstr_dup(e, b.p ? b.p : "", b.n);
-        tbuf_free(&b);
-        return jv_str(r);
-    }
-    if (IS("list")) return v;
-    if (IS("reverse") && v.k == JV_LIST) {
-        JList *l = jar_alloc(e->ar, sizeof *l);
-        for (int i = v.u.l->n - 1; i >= 0; i--) jlist_push(e->ar, l, v.u.l->v[i]);
-        return jv_list(l);
-    }
-    if (IS("items") && v.k == JV_DICT) {
-        JExpr m = {.kind = JE_CALL, .line = x->line};
-        JExpr attr = {.kind = JE_ATTR, .s = {"items", 5}, .a = x->a};
-        m.a = &attr;
-        return call(e, &m);
-    }
-    return efail(e, x->line, "unsupported filter '%.*s'", f.p, f.n);
-#undef IS
-}
-
-static JVal test(E *e, const JExpr *x) {
-    JVal v = eval(e, x->a);
-    JStr t = x->s;
-    int r;
-#define IS(name) jstr_eq(t, (JStr){name, sizeof name - 1})
-    if (IS("defined")) r = v.k != JV_UNDEF;
-    else if (IS("undefined")) r = v.k == JV_UNDEF;
-    else if (IS("none")) r = v.k == JV_NONE;
-    else if (IS("string")) r = v.k == JV_STR;
-    else if (IS("number")) r = v.k == JV_INT || v.k == JV_FLOAT;
-    else if (IS("integer")) r = v.k == JV_INT;
-    else if (IS("float")) r = v.k == JV_FLOAT;
-    else if (IS("boolean")) r = v.k == JV_BOOL;
-    else if (IS("true")) r = v.k == JV_BOOL && v.u.b;
-    else if (IS("false")) r = v.k == JV_BOOL && !v.u.b;
-    else if (IS("mapping")) r = v.k == JV_DICT;
-    else if (IS("sequence") || IS("iterable")) r = v.k == JV_LIST || v.k == JV_STR || v.k == JV_DICT;
-    else if ((IS("equalto") || IS("eq")) && x->n_args == 1) r = equal(v, eval(e, x->args[0]));
-    else if (IS("odd") || IS("even")) r = v.k == JV_INT && (v.u.i % 2 != 0) == (t.p[0] == 'o');
-    else return efail(e, x->line, "unsupported test '%.*s'", t.p, t.n);
-#undef IS
-    return jv_bool(x->negate ? !r : r);
-}
-
 static long long norm_index(long long i, long long n) { return i < 0 ? i + n : i; }
 
-static JVal item(E *e, const JExpr *x, JVal obj, JVal idx) {
+static JVal item(JEval *e, const JExpr *x, JVal obj, JVal idx) {
     if (obj.k == JV_DICT || obj.k == JV_NS) {
         if (idx.k != JV_STR) return UNDEF;
         JVal *v = jdict_get(obj.u.d, idx.u.s);
@@ -430,14 +233,14 @@ static JVal item(E *e, const JExpr *x, JVal obj, JVal idx) {
     return UNDEF;
 }
 
-static JVal slice(E *e, const JExpr *x) {
-    JVal obj = eval(e, x->a);
+static JVal slice(JEval *e, const JExpr *x) {
+    JVal obj = jx_eval(e, x->a);
     long long len = obj.k == JV_LIST ? obj.u.l->n : obj.k == JV_STR ? (long long)obj.u.s.n : -1;
-    if (len < 0) return efail(e, x->line, "slice of a value that is not a list or string%.*s", "", 0);
-    JVal lo = x->args[0] ? eval(e, x->args[0]) : UNDEF, hi = x->args[1] ? eval(e, x->args[1]) : UNDEF;
-    JVal st = x->args[2] ? eval(e, x->args[2]) : UNDEF;
+    if (len < 0) return jx_fail(e, x->line, "slice of a value that is not a list or string%.*s", "", 0);
+    JVal lo = x->args[0] ? jx_eval(e, x->args[0]) : UNDEF, hi = x->args[1] ? jx_eval(e, x->args[1]) : UNDEF;
+    JVal st = x->args[2] ? jx_eval(e, x->args[2]) : UNDEF;
     long long step = st.k == JV_INT ? st.u.i : 1;
-    if (!step) return efail(e, x->line, "slice step 0%.*s", "", 0);
+    if (!step) return jx_fail(e, x->line, "slice step 0%.*s", "", 0);
     long long a, b;
     /* Python's slice.indices */
     if (step > 0) {
@@ -455,14 +258,20 @@ static JVal slice(E *e, const JExpr *x) {
         if (b < -1) b = -1;
         if (b > len - 1) b = len - 1;
     }
+    /* a + k * step for k < count: never past b, whatever the step */
+    unsigned long long span = step > 0 ? (b > a ? (unsigned long long)(b - a) : 0) : (a > b ? (unsigned long long)(a - b) : 0);
+    unsigned long long mag = step > 0 ? (unsigned long long)step : 0ULL - (unsigned long long)step;
+    long long count = span ? (long long)((span - 1) / mag + 1) : 0;
+    e->steps += count;
     JList *l = jar_alloc(e->ar, sizeof *l);
     TokBuf sb = {0};
-    for (long long i = a; step > 0 ? i < b : i > b; i += step) {
+    for (long long k = 0; k < count; k++) {
+        long long i = step > 0 ? a + (long long)(k * (unsigned long long)mag) : a - (long long)(k * mag);
         if (obj.k == JV_LIST) jlist_push(e->ar, l, obj.u.l->v[i]);
         else tbuf_putc(&sb, obj.u.s.p[i]);
     }
     if (obj.k == JV_STR) {
-        JStr r = jstr_dup(e, sb.p ? sb.p : "", sb.n);
+        JStr r = jx_strdup(e, sb.p ? sb.p : "", sb.n);
         tbuf_free(&sb);
         return jv_str(r);
     }
@@ -472,39 +281,68 @@ static JVal slice(E *e, const JExpr *x) {
 static double num(JVal v) { return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.u.b; }
 static int is_num(JVal v) { return v.k == JV_INT || v.k == JV_FLOAT || v.k == JV_BOOL; }
 
-static JVal binary(E *e, const JExpr *x) {
+static long long ival(JVal v) { return v.k == JV_INT ? v.u.i : v.u.b; }
+
+/* Integer arithmetic as Python's, exact in 64 bits: a result beyond them is an
+ * error (Python would go on with big integers), // and % floor, / gives a float. */
+static JVal int_op(JEval *e, const JExpr *x, JStr op, long long a, long long b) {
+    char c0 = op.p[0];
+    long long r;
+    if (c0 == '<') return jv_bool(op.n == 2 ? a <= b : a < b);
+    if (c0 == '>') return jv_bool(op.n == 2 ? a >= b : a > b);
+    int over = c0 == '+' ? __builtin_add_overflow(a, b, &r) : c0 == '-' ? __builtin_sub_overflow(a, b, &r)
+             : c0 == '*' ? __builtin_mul_overflow(a, b, &r) : -1;
+    if (over == 0) return jv_int(r);
+    if (over == 1) return jx_fail(e, x->line, "integer overflow in '%.*s' (the result needs more than 64 bits)", op.p, op.n);
+    if (c0 != '/' && c0 != '%') return jx_fail(e, x->line, "unsupported operator '%.*s'", op.p, op.n);
+    if (b == 0) return jx_fail(e, x->line, "division by zero%.*s", "", 0);
+    if (op.n == 1 && c0 == '/') return jv_float((double)a / (double)b);
+    if (b == -1) { /* a / -1 and a % -1: the one case C's operators overflow */
+        if (c0 == '%') return jv_int(0);
+        if (a == LLONG_MIN) return jx_fail(e, x->line, "integer overflow in '%.*s' (the result needs more than 64 bits)", op.p, op.n);
+        return jv_int(-a);
+    }
+    if (c0 == '%') {
+        r = a % b;
+        return jv_int(r != 0 && (r < 0) != (b < 0) ? r + b : r);
+    }
+    r = a / b;
+    return jv_int(a % b != 0 && (a < 0) != (b < 0) ? r - 1 : r);
+}
+
+static JVal binary(JEval *e, const JExpr *x) {
     JStr op = x->s;
-    if (jstr_eq(op, (JStr){"and", 3})) { JVal a = eval(e, x->a); return truthy(a) ? eval(e, x->b) : a; }
-    if (jstr_eq(op, (JStr){"or", 2})) { JVal a = eval(e, x->a); return truthy(a) ? a : eval(e, x->b); }
-    JVal a = eval(e, x->a), b = eval(e, x->b);
+    if (jstr_eq(op, (JStr){"and", 3})) { JVal a = jx_eval(e, x->a); return jx_truthy(a) ? jx_eval(e, x->b) : a; }
+    if (jstr_eq(op, (JStr){"or", 2})) { JVal a = jx_eval(e, x->a); return jx_truthy(a) ? a : jx_eval(e, x->b); }
+    JVal a = jx_eval(e, x->a), b = jx_eval(e, x->b);
     if (e->failed) return UNDEF;
     char c0 = op.p[0];
-    if (jstr_eq(op, (JStr){"==", 2})) return jv_bool(equal(a, b));
-    if (jstr_eq(op, (JStr){"!=", 2})) return jv_bool(!equal(a, b));
+    if (jstr_eq(op, (JStr){"==", 2})) return jv_bool(jx_equal(e, a, b, 0));
+    if (jstr_eq(op, (JStr){"!=", 2})) return jv_bool(!jx_equal(e, a, b, 0));
     if (jstr_eq(op, (JStr){"in", 2}) || jstr_eq(op, (JStr){"notin", 5})) {
         int r = 0;
         if (b.k == JV_STR && a.k == JV_STR)
             r = a.u.s.n == 0 || memmem(b.u.s.p, b.u.s.n, a.u.s.p, a.u.s.n) != NULL;
-        else if (b.k == JV_LIST) for (int i = 0; i < b.u.l->n && !r; i++) r = equal(a, b.u.l->v[i]);
+        else if (b.k == JV_LIST) for (int i = 0; i < b.u.l->n && !r; i++) r = jx_equal(e, a, b.u.l->v[i], 0);
         else if ((b.k == JV_DICT || b.k == JV_NS) && a.k == JV_STR) r = jdict_get(b.u.d, a.u.s) != NULL;
         else if (b.k != JV_UNDEF && b.k != JV_NONE)
-            return efail(e, x->line, "'in' on a value that is not a string, list or dict%.*s", "", 0);
+            return jx_fail(e, x->line, "'in' on a value that is not a string, list or dict%.*s", "", 0);
         return jv_bool(op.p[0] == 'i' ? r : !r);
     }
-    if (c0 == '~') {
-        JStr l = stringify(e, a, 0), r = stringify(e, b, 0);
+    if (c0 == '~' || (c0 == '+' && a.k == JV_STR && b.k == JV_STR)) {
+        JStr l = c0 == '~' ? jx_stringify(e, a, 0) : a.u.s, r = c0 == '~' ? jx_stringify(e, b, 0) : b.u.s;
+        if (e->failed) return UNDEF;
+        if (l.n + r.n > JINJA_MAX_BYTES)
+            return jx_fail(e, x->line, "'%.*s' would make a string over the render's memory limit", op.p, op.n);
         char *p = jar_alloc(e->ar, l.n + r.n + 1);
         memcpy(p, l.p, l.n);
         memcpy(p + l.n, r.p, r.n);
         return jv_str((JStr){p, l.n + r.n});
     }
-    if (c0 == '+' && a.k == JV_STR && b.k == JV_STR) {
-        char *p = jar_alloc(e->ar, a.u.s.n + b.u.s.n + 1);
-        memcpy(p, a.u.s.p, a.u.s.n);
-        memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
-        return jv_str((JStr){p, a.u.s.n + b.u.s.n});
-    }
     if (c0 == '+' && a.k == JV_LIST && b.k == JV_LIST) {
+        e->steps += (long long)a.u.l->n + b.u.l->n;
+        if (((size_t)a.u.l->n + (size_t)b.u.l->n) * sizeof(JVal) > JINJA_MAX_BYTES)
+            return jx_fail(e, x->line, "'+' would make a list over the render's memory limit%.*s", "", 0);
         JList *l = jar_alloc(e->ar, sizeof *l);
         for (int i = 0; i < a.u.l->n; i++) jlist_push(e->ar, l, a.u.l->v[i]);
         for (int i = 0; i < b.u.l->n; i++) jlist_push(e->ar, l, b.u.l->v[i]);
@@ -518,24 +356,44 @@ static JVal binary(E *e, const JExpr *x) {
         return jv_bool(r);
     }
     if (!is_num(a) || !is_num(b))
-        return efail(e, x->line, "operator '%.*s' needs numbers here", op.p, op.n);
-    int ints = a.k != JV_FLOAT && b.k != JV_FLOAT;
+        return jx_fail(e, x->line, "operator '%.*s' needs numbers here", op.p, op.n);
+    if (a.k != JV_FLOAT && b.k != JV_FLOAT) return int_op(e, x, op, ival(a), ival(b));
     double x1 = num(a), y1 = num(b);
-    long long xi = (long long)x1, yi = (long long)y1;
     if (c0 == '<') return jv_bool(op.n == 2 ? x1 <= y1 : x1 < y1);
     if (c0 == '>') return jv_bool(op.n == 2 ? x1 >= y1 : x1 > y1);
-    if (c0 == '+') return ints ? jv_int(xi + yi) : (JVal){.k = JV_FLOAT, .u.f = x1 + y1};
-    if (c0 == '-') return ints ? jv_int(xi - yi) : (JVal){.k = JV_FLOAT, .u.f = x1 - y1};
-    if (c0 == '*') return ints ? jv_int(xi * yi) : (JVal){.k = JV_FLOAT, .u.f = x1 * y1};
-    if (y1 == 0) return efail(e, x->line, "division by zero%.*s", "", 0);
-    if (jstr_eq(op, (JStr){"//", 2})) return ints ? jv_int((long long)floor(x1 / y1)) : (JVal){.k = JV_FLOAT, .u.f = floor(x1 / y1)};
-    if (c0 == '/') return (JVal){.k = JV_FLOAT, .u.f = x1 / y1};
-    if (c0 == '%') return ints ? jv_int(((xi % yi) + yi) % yi) : (JVal){.k = JV_FLOAT, .u.f = fmod(x1, y1)};
-    return efail(e, x->line, "unsupported operator '%.*s'", op.p, op.n);
+    if (c0 == '+') return jv_float(x1 + y1);
+    if (c0 == '-') return jv_float(x1 - y1);
+    if (c0 == '*') return jv_float(x1 * y1);
+    if (y1 == 0) return jx_fail(e, x->line, "division by zero%.*s", "", 0);
+    if (jstr_eq(op, (JStr){"//", 2})) return jv_float(floor(x1 / y1));
+    if (c0 == '/') return jv_float(x1 / y1);
+    if (c0 == '%') { /* the sign of the divisor, as Python */
+        double r = fmod(x1, y1);
+        return jv_float(r != 0 && (r < 0) != (y1 < 0) ? r + y1 : r);
+    }
+    return jx_fail(e, x->line, "unsupported operator '%.*s'", op.p, op.n);
 }
 
-static JVal eval(E *e, const JExpr *x) {
+static JVal eval_at(JEval *e, const JExpr *x);
+
+/* Every evaluation is counted, nested and charged: the budget of steps, the
+ * depth of the stack and the memory a render may use. */
+JVal jx_eval(JEval *e, const JExpr *x) {
     if (e->failed) return UNDEF;
+    e->line = x->line;
+    if (++e->steps > JINJA_MAX_STEPS)
+        return jx_fail(e, x->line, "the template runs too long (over its budget of 20 million steps)%.*s", "", 0);
+    if (jar_bytes(e->ar) + e->out.n > JINJA_MAX_BYTES)
+        return jx_fail(e, x->line, "the template uses more than 256 MiB (the render's memory limit)%.*s", "", 0);
+    if (e->depth >= JINJA_MAX_DEPTH * 2) /* operator chains (1 + 1 + ...) nest without parentheses */
+        return jx_fail(e, x->line, "expression nested too deeply%.*s", "", 0);
+    e->depth++;
+    JVal v = eval_at(e, x);
+    e->depth--;
+    return v;
+}
+
+static JVal eval_at(JEval *e, const JExpr *x) {
     switch (x->kind) {
     case JE_STR: return jv_str(x->s);
     case JE_INT: return jv_int(x->i);
@@ -546,44 +404,48 @@ static JVal eval(E *e, const JExpr *x) {
     case JE_NAME: return lookup(e, x->s);
     case JE_LIST: {
         JList *l = jar_alloc(e->ar, sizeof *l);
-        for (int i = 0; i < x->n_args; i++) jlist_push(e->ar, l, eval(e, x->args[i]));
+        for (int i = 0; i < x->n_args; i++) jlist_push(e->ar, l, jx_eval(e, x->args[i]));
         return jv_list(l);
     }
     case JE_DICT: {
         JVal v = {.k = JV_DICT};
         v.u.d = jar_alloc(e->ar, sizeof *v.u.d);
         for (int i = 0; i + 1 < x->n_args; i += 2) {
-            JVal k = eval(e, x->args[i]);
-            if (k.k != JV_STR) return efail(e, x->line, "dict keys must be strings%.*s", "", 0);
-            jdict_set(e->ar, v.u.d, k.u.s, eval(e, x->args[i + 1]));
+            JVal k = jx_eval(e, x->args[i]);
+            if (k.k != JV_STR) return jx_fail(e, x->line, "dict keys must be strings%.*s", "", 0);
+            jdict_set(e->ar, v.u.d, k.u.s, jx_eval(e, x->args[i + 1]));
         }
         return v;
     }
     case JE_ATTR: {
-        JVal o = eval(e, x->a);
+        JVal o = jx_eval(e, x->a);
         return item(e, x, o, jv_str(x->s));
     }
-    case JE_ITEM: return item(e, x, eval(e, x->a), eval(e, x->b));
+    case JE_ITEM: return item(e, x, jx_eval(e, x->a), jx_eval(e, x->b));
     case JE_SLICE: return slice(e, x);
-    case JE_CALL: return call(e, x);
-    case JE_FILTER: return filter(e, x);
-    case JE_TEST: return test(e, x);
-    case JE_NOT: return jv_bool(!truthy(eval(e, x->a)));
+    case JE_CALL: return jx_call(e, x);
+    case JE_FILTER: return jx_filter(e, x);
+    case JE_TEST: return jx_test(e, x);
+    case JE_NOT: return jv_bool(!jx_truthy(jx_eval(e, x->a)));
     case JE_NEG: {
-        JVal v = eval(e, x->a);
-        if (v.k == JV_INT) return jv_int(-v.u.i);
+        JVal v = jx_eval(e, x->a);
+        if (v.k == JV_INT) {
+            if (v.u.i == LLONG_MIN)
+                return jx_fail(e, x->line, "integer overflow in unary '-' (the result needs more than 64 bits)%.*s", "", 0);
+            return jv_int(-v.u.i);
+        }
         if (v.k == JV_FLOAT) return (JVal){.k = JV_FLOAT, .u.f = -v.u.f};
-        return efail(e, x->line, "unary '-' needs a number%.*s", "", 0);
+        return jx_fail(e, x->line, "unary '-' needs a number%.*s", "", 0);
     }
     case JE_BIN: return binary(e, x);
     case JE_COND:
-        if (truthy(eval(e, x->c))) return eval(e, x->a);
-        return x->b ? eval(e, x->b) : UNDEF;
+        if (jx_truthy(jx_eval(e, x->c))) return jx_eval(e, x->a);
+        return x->b ? jx_eval(e, x->b) : UNDEF;
     }
     return UNDEF;
 }
 
-static void push_frame(E *e) {
+static void push_frame(JEval *e) {
     if (e->n_frames == e->cap_frames) {
         e->cap_frames = e->cap_frames ? e->cap_frames * 2 : 8;
         JDict **nf = jar_alloc(e->ar, (size_t)e->cap_frames * sizeof *nf);
@@ -593,10 +455,10 @@ static void push_frame(E *e) {
     e->frames[e->n_frames++] = jar_alloc(e->ar, sizeof(JDict));
 }
 
-static int exec(E *e, JStmt **ss, int n);
+static int exec(JEval *e, JStmt **ss, int n);
 
-static int exec_for(E *e, const JStmt *s) {
-    JVal it = eval(e, s->expr);
+static int exec_for(JEval *e, const JStmt *s) {
+    JVal it = jx_eval(e, s->expr);
     if (e->failed) return -1;
     JList *items;
     if (it.k == JV_LIST) items = it.u.l;
@@ -604,21 +466,26 @@ static int exec_for(E *e, const JStmt *s) {
         items = jar_alloc(e->ar, sizeof *items);
         for (int i = 0; i < it.u.d->n; i++) jlist_push(e->ar, items, jv_str(it.u.d->keys[i]));
     } else if (it.k == JV_UNDEF || it.k == JV_NONE) items = jar_alloc(e->ar, sizeof *items);
-    else { efail(e, s->line, "for: cannot iterate this value%.*s", "", 0); return -1; }
+    else { jx_fail(e, s->line, "for: cannot iterate this value%.*s", "", 0); return -1; }
     push_frame(e);
     JDict *fr = e->frames[e->n_frames - 1];
     if (s->filter) { /* `for x in xs if cond`: filter first, so loop.length counts kept items */
         JList *kept = jar_alloc(e->ar, sizeof *kept);
         for (int i = 0; i < items->n; i++) {
             jdict_set(e->ar, fr, s->var, items->v[i]);
-            if (truthy(eval(e, s->filter))) jlist_push(e->ar, kept, items->v[i]);
+            if (jx_truthy(jx_eval(e, s->filter))) jlist_push(e->ar, kept, items->v[i]);
         }
         items = kept;
     }
+    /* one loop object, updated per iteration (Jinja2's LoopContext is one object too) */
+    JVal loop = {.k = JV_DICT};
+    loop.u.d = jar_alloc(e->ar, sizeof *loop.u.d);
     for (int i = 0; i < items->n && !e->failed; i++) {
+        if (++e->steps > JINJA_MAX_STEPS) {
+            jx_fail(e, s->line, "the template runs too long (over its budget of 20 million steps)%.*s", "", 0);
+            break;
+        }
         fr->n = 0; /* a fresh scope per iteration, as in Jinja2 */
-        JVal loop = {.k = JV_DICT};
-        loop.u.d = jar_alloc(e->ar, sizeof *loop.u.d);
         jdict_set(e->ar, loop.u.d, (JStr){"index0", 6}, jv_int(i));
         jdict_set(e->ar, loop.u.d, (JStr){"index", 5}, jv_int(i + 1));
         jdict_set(e->ar, loop.u.d, (JStr){"revindex0", 9}, jv_int(items->n - 1 - i));
@@ -626,13 +493,13 @@ static int exec_for(E *e, const JStmt *s) {
         jdict_set(e->ar, loop.u.d, (JStr){"first", 5}, jv_bool(i == 0));
         jdict_set(e->ar, loop.u.d, (JStr){"last", 4}, jv_bool(i == items->n - 1));
         jdict_set(e->ar, loop.u.d, (JStr){"length", 6}, jv_int(items->n));
-        if (i > 0) jdict_set(e->ar, loop.u.d, (JStr){"previtem", 8}, items->v[i - 1]);
-        if (i + 1 < items->n) jdict_set(e->ar, loop.u.d, (JStr){"nextitem", 8}, items->v[i + 1]);
+        jdict_set(e->ar, loop.u.d, (JStr){"previtem", 8}, i > 0 ? items->v[i - 1] : UNDEF);
+        jdict_set(e->ar, loop.u.d, (JStr){"nextitem", 8}, i + 1 < items->n ? items->v[i + 1] : UNDEF);
         jdict_set(e->ar, fr, (JStr){"loop", 4}, loop);
         JVal v = items->v[i];
         if (s->var2.n) {
             if (v.k != JV_LIST || v.u.l->n != 2) {
-                efail(e, s->line, "for: cannot unpack into two variables%.*s", "", 0);
+                jx_fail(e, s->line, "for: cannot unpack into two variables%.*s", "", 0);
                 break;
             }
             jdict_set(e->ar, fr, s->var, v.u.l->v[0]);
@@ -645,27 +512,32 @@ static int exec_for(E *e, const JStmt *s) {
     return e->failed ? -1 : 0;
 }
 
-static int exec(E *e, JStmt **ss, int n) {
+static int exec(JEval *e, JStmt **ss, int n) {
     for (int i = 0; i < n && !e->failed; i++) {
         const JStmt *s = ss[i];
+        e->line = s->line;
+        if (e->out.n > JINJA_MAX_BYTES) {
+            jx_fail(e, s->line, "the output is over the render's memory limit (256 MiB)%.*s", "", 0);
+            break;
+        }
         switch (s->kind) {
         case JS_TEXT: tbuf_put(&e->out, s->text.p, s->text.n); break;
         case JS_OUT: {
-            JVal v = eval(e, s->expr);
-            if (!e->failed) to_text(&e->out, v, 0);
+            JVal v = jx_eval(e, s->expr);
+            if (!e->failed) jx_to_text(e, &e->out, v, 0, 0);
             break;
         }
         case JS_IF:
-            if (truthy(eval(e, s->expr))) exec(e, s->body, s->n_body);
+            if (jx_truthy(jx_eval(e, s->expr))) exec(e, s->body, s->n_body);
             else exec(e, s->orelse, s->n_orelse);
             break;
         case JS_FOR: exec_for(e, s); break;
         case JS_SET: {
-            JVal v = eval(e, s->expr);
+            JVal v = jx_eval(e, s->expr);
             if (e->failed) break;
             if (s->attr.n) {
                 JVal ns = lookup(e, s->var);
-                if (ns.k != JV_NS) { efail(e, s->line, "set %.*s.attr: not a namespace", s->var.p, s->var.n); break; }
+                if (ns.k != JV_NS) { jx_fail(e, s->line, "set %.*s.attr: not a namespace", s->var.p, s->var.n); break; }
                 jdict_set(e->ar, ns.u.d, s->attr, v);
             } else jdict_set(e->ar, e->frames[e->n_frames - 1], s->var, v);
             break;
@@ -677,7 +549,7 @@ static int exec(E *e, JStmt **ss, int n) {
 
 int jinja_render(JArena *ar, const JTemplate *t, JDict *ctx, char **out, size_t *out_len,
                  GrpoErr *err) {
-    E e = {.ar = ar, .err = err};
+    JEval e = {.ar = ar, .err = err};
     push_frame(&e);
     e.frames[0] = ctx;
     push_frame(&e); /* the template's own top-level scope */

@@ -5,6 +5,8 @@
  * Jinja environment does), then a recursive-descent parser builds the tree.
  * Operator precedence is Jinja2's: or < and < not < comparisons/in < + - <
  * ~ < * / // % < unary -; filters (|) and tests (is) bind to the operand. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,7 @@ struct JArena {
         size_t used, cap;
         _Alignas(16) char data[];
     } *head;
+    size_t bytes;
 };
 
 JArena *jar_new(void) { return xcalloc(1, sizeof(JArena)); }
@@ -33,9 +36,12 @@ void *jar_alloc(JArena *a, size_t n) {
     }
     void *p = a->head->data + a->head->used;
     a->head->used += n;
+    a->bytes += n;
     memset(p, 0, n);
     return p;
 }
+
+size_t jar_bytes(const JArena *a) { return a->bytes; }
 
 void jar_free(JArena *a) {
     if (!a) return;
@@ -69,6 +75,7 @@ typedef struct {
     int n_segs, cap_segs;
     int si;  /* current segment */
     int ti;  /* current token in it */
+    int depth; /* nesting of expressions and blocks being parsed */
 } P;
 
 static int fail(P *p, int line, const char *what) {
@@ -120,15 +127,20 @@ static int lex_tag(P *p, const char *src, size_t *i, char close, int *line, Seg 
             tk->s = (JStr){src + s, k - s};
         } else if (c >= '0' && c <= '9') {
             char *end;
+            errno = 0;
             tk->i = strtoll(src + k, &end, 10);
             tk->k = T_INT;
             if (*end == '.' && end[1] >= '0' && end[1] <= '9') {
                 tk->f = strtod(src + k, &end);
                 tk->k = T_FLOAT;
+            } else if (errno == ERANGE) {
+                return fail(p, *line, "integer literal out of the 64-bit range");
             }
             k = (size_t)(end - src);
         } else if (c == '\'' || c == '"') {
-            char *buf = jar_alloc(p->ar, strlen(src + k) + 1);
+            size_t len = 1; /* up to the closing quote: the decoded text is no longer */
+            while (src[k + len] && src[k + len] != c) len += src[k + len] == '\\' && src[k + len + 1] ? 2 : 1;
+            char *buf = jar_alloc(p->ar, len + 1);
             size_t m = 0;
             k++;
             while (src[k] && src[k] != c) {
@@ -237,6 +249,16 @@ static JExpr *node(P *p, JExprKind k) {
 
 static JExpr *expr(P *p);
 static JExpr *unary(P *p);
+
+/* Nesting (parentheses, lists, unary operators, blocks) is recursion here and
+ * when rendering: a template nested deeper than this is refused, not a stack
+ * overflow. Real chat templates nest fewer than 20 levels. */
+static int enter(P *p) {
+    if (++p->depth <= JINJA_MAX_DEPTH) return 0;
+    char m[96];
+    snprintf(m, sizeof m, "nested deeper than %d levels", JINJA_MAX_DEPTH);
+    return fail(p, p->si < p->n_segs ? cur(p)->line : p->n_segs ? p->segs[p->n_segs - 1].line : 1, m);
+}
 
 static int add_arg(P *p, JExpr *e, JExpr *v, JStr kw) {
     JExpr **na = jar_alloc(p->ar, (size_t)(e->n_args + 1) * sizeof *na);
@@ -443,14 +465,16 @@ static JExpr *primary(P *p) {
 }
 
 static JExpr *unary(P *p) {
-    if (is_op(p, "-")) {
-        p->ti++;
-        JExpr *e = node(p, JE_NEG);
-        e->a = unary(p);
-        return e->a ? e : NULL;
-    }
-    if (is_op(p, "+")) { p->ti++; return unary(p); }
-    return primary(p);
+    if (!is_op(p, "-") && !is_op(p, "+")) return primary(p);
+    int neg = is_op(p, "-");
+    p->ti++;
+    if (enter(p)) return NULL;
+    JExpr *e = node(p, JE_NEG), *a = unary(p);
+    p->depth--;
+    if (!a) return NULL;
+    if (!neg) return a;
+    e->a = a;
+    return e;
 }
 
 static JExpr *bin(P *p, const char *op, JExpr *l, JExpr *r) {
@@ -509,13 +533,13 @@ static JExpr *compare(P *p) {
 }
 
 static JExpr *not_expr(P *p) {
-    if (is_name(p, "not")) {
-        p->ti++;
-        JExpr *e = node(p, JE_NOT);
-        e->a = not_expr(p);
-        return e->a ? e : NULL;
-    }
-    return compare(p);
+    if (!is_name(p, "not")) return compare(p);
+    p->ti++;
+    if (enter(p)) return NULL;
+    JExpr *e = node(p, JE_NOT);
+    e->a = not_expr(p);
+    p->depth--;
+    return e->a ? e : NULL;
 }
 
 static JExpr *and_expr(P *p) {
@@ -530,7 +554,15 @@ static JExpr *or_expr(P *p) {
     return e;
 }
 
+static JExpr *cond_expr(P *p);
 static JExpr *expr(P *p) {
+    if (enter(p)) return NULL;
+    JExpr *e = cond_expr(p);
+    p->depth--;
+    return e;
+}
+
+static JExpr *cond_expr(P *p) {
     JExpr *e = or_expr(p);
     if (e && is_name(p, "if")) {
         p->ti++;
@@ -549,11 +581,15 @@ static JExpr *expr(P *p) {
 }
 
 /* ---- statements -------------------------------------------------------------- */
+/* The list's capacity is the power of two at or above its length: it grows
+ * when the length reaches one. */
 static int stmt_list_push(P *p, JStmt ***list, int *n, JStmt *s) {
-    JStmt **nl = jar_alloc(p->ar, (size_t)(*n + 1) * sizeof *nl);
-    if (*n) memcpy(nl, *list, (size_t)*n * sizeof *nl);
-    nl[(*n)++] = s;
-    *list = nl;
+    if ((*n & (*n - 1)) == 0) {
+        JStmt **nl = jar_alloc(p->ar, (size_t)(*n ? 2 * *n : 1) * sizeof *nl);
+        if (*n) memcpy(nl, *list, (size_t)*n * sizeof *nl);
+        *list = nl;
+    }
+    (*list)[(*n)++] = s;
     return 0;
 }
 
@@ -565,7 +601,15 @@ static int at_end(P *p) {
 /* Parses statements until a {% kw %} with kw in stops (NULL-terminated);
  * leaves p->ti after that keyword and returns its index, or -1 on error.
  * With stops == NULL, runs to the end of the template. */
+static int block_at(P *p, JStmt ***list, int *n, const char *const *stops);
 static int block(P *p, JStmt ***list, int *n, const char *const *stops) {
+    if (stops && enter(p)) return -1;
+    int k = block_at(p, list, n, stops);
+    if (stops) p->depth--;
+    return k;
+}
+
+static int block_at(P *p, JStmt ***list, int *n, const char *const *stops) {
     while (p->si < p->n_segs) {
         Seg *sg = &p->segs[p->si];
         if (sg->k == SEG_TEXT) {

@@ -421,6 +421,7 @@ static int load_model(Ld *ld, const json_t *root) {
     const json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
     if (!json_is_object(vocab))
         return LD_FAIL(ld, "model.vocab", "expected an object mapping tokens to ids");
+    if (!json_object_size(vocab)) return LD_FAIL(ld, "model.vocab", "is empty (expected tokens mapped to ids)");
     if (!json_is_array(merges)) return LD_FAIL(ld, "model.merges", "expected an array");
     const json_t *added = json_object_get(root, "added_tokens");
     if (added && !json_is_array(added) && !json_is_null(added))

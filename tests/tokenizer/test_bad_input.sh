@@ -46,6 +46,8 @@ d=$(variant bad_merge 't.model.merges[3] = 42;')
 expect_error "malformed merge entry" 1 "model.merges[3]: expected" --model "$d" < "$TMP/in.jsonl"
 d=$(variant no_vocab 'delete t.model.vocab;')
 expect_error "missing vocab" 1 "model.vocab: expected an object" --model "$d" < "$TMP/in.jsonl"
+d=$(variant empty_vocab 't.model.vocab = {}; t.model.merges = []; t.added_tokens = [];')
+expect_error "empty vocab" 1 "model.vocab: is empty" --model "$d" < "$TMP/in.jsonl"
 d=$(variant bad_id 't.model.vocab["!"] = "zero";')
 expect_error "non-integer id" 1 "model.vocab: token '!'" --model "$d" < "$TMP/in.jsonl"
 d=$(variant unigram 't.model.type = "Unigram";')
