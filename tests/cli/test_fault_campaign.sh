@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The fault campaign: GRPO training with a `cmd:` reward (a Python process that
 # starts a grandchild of its own) is killed at random points — kill -9, SIGTERM,
-# and SIGTERM twice — and resumed until it finishes. After every kill: no process
-# of the reward's family is left, every checkpoint-N directory is complete; after
-# the last run no temporary directory is left, and the final model and optimizer
-# state are byte-identical to an uninterrupted run's.
+# and SIGTERM twice — and resumed until it finishes, as many times as it takes
+# to land the kills. After every kill: no process of the reward's family is
+# left, every checkpoint-N directory is complete; after each finished run no
+# temporary directory is left, and the final model and optimizer state are
+# byte-identical to an uninterrupted run's.
 #
 #   tests/cli/test_fault_campaign.sh            # short (the test suite): 6 kills
 #   tests/cli/test_fault_campaign.sh --long     # 100 kills
@@ -68,48 +69,53 @@ t0=$(date +%s%N)
 run_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 rm -rf "$TMP/timing"
 
-kills=0 runs=0 done=0 st=0
-while [ $done -eq 0 ] && [ $runs -lt $((KILLS * 3 + 20)) ]; do
-    runs=$((runs + 1))
-    if ls -d "$TMP"/run/checkpoint-[0-9]* >/dev/null 2>&1 && ! ls -d "$TMP"/run/checkpoint-[0-9]* | grep -q '\.tmp-' ; then
-        from=(--resume_from_checkpoint latest)
-    else
-        from=(--overwrite_output_dir)
-    fi
-    "$GRPO" "${T[@]}" --output_dir "$TMP/run" "${from[@]}" 2>"$TMP/run.err" &
-    pid=$!
-    if [ $kills -lt "$KILLS" ]; then
-        sleep "$(awk -v r=$RANDOM -v ms="$run_ms" 'BEGIN { printf "%.3f", (r / 32768.0) * ms / 1000.0 }')"
-        how=$((RANDOM % 3))
-        case $how in
-            0) kill -KILL $pid 2>/dev/null ;;
-            1) kill -TERM $pid 2>/dev/null ;;
-            2) kill -TERM $pid 2>/dev/null; sleep 0.0$((RANDOM % 10)); kill -TERM $pid 2>/dev/null ;;
+# Campaigns: each starts afresh and runs, killed and resumed, until a run ends
+# by itself; then its result is compared with the uninterrupted run's. Kills
+# land at a random point of the time the remaining steps take.
+latest_step() { ls -d "$TMP"/run/checkpoint-[0-9]* 2>/dev/null | grep -v '\.tmp-' | sed 's/.*checkpoint-//' | sort -n | tail -1; }
+kills=0 runs=0 campaigns=0
+while [ $kills -lt "$KILLS" ] && [ $FAILED -eq 0 ]; do
+    campaigns=$((campaigns + 1))
+    rm -rf "$TMP/run"
+    done=0 cruns=0
+    while [ $done -eq 0 ] && [ $cruns -lt 100 ]; do
+        runs=$((runs + 1)) cruns=$((cruns + 1))
+        step=$(latest_step)
+        if [ -n "$step" ]; then from=(--resume_from_checkpoint latest); else from=(--overwrite_output_dir); fi
+        "$GRPO" "${T[@]}" --output_dir "$TMP/run" "${from[@]}" 2>"$TMP/run.err" &
+        pid=$!
+        if [ $kills -lt "$KILLS" ]; then
+            left_ms=$(( run_ms * (10 - ${step:-0}) / 10 ))
+            sleep "$(awk -v r=$RANDOM -v ms="$left_ms" 'BEGIN { printf "%.3f", (r / 32768.0) * ms / 1000.0 }')"
+            case $((RANDOM % 3)) in
+                0) kill -KILL $pid 2>/dev/null ;;
+                1) kill -TERM $pid 2>/dev/null ;;
+                2) kill -TERM $pid 2>/dev/null; sleep 0.0$((RANDOM % 10)); kill -TERM $pid 2>/dev/null ;;
+            esac
+            kills=$((kills + 1))
+        fi
+        { wait $pid; } 2>/dev/null
+        st=$?
+        case $st in
+            0) done=1 ;;
+            137 | 143) ;;
+            *) fail "run $runs: exit $st: $(tail -3 "$TMP/run.err")"; break ;;
         esac
-        kills=$((kills + 1))
-    fi
-    { wait $pid; } 2>/dev/null
-    st=$?
-    case $st in
-        0) done=1 ;;
-        137 | 143) ;;
-        *) fail "run $runs: exit $st: $(tail -3 "$TMP/run.err")"; break ;;
-    esac
-    if grep -qiE "AddressSanitizer|runtime error|check failed" "$TMP/run.err"; then fail "run $runs: $(cat "$TMP/run.err")"; fi
-    wait_family_gone || { fail "kill $kills (exit $st): reward processes left: $(pgrep -af "$TMP/")"; pkill -9 -f "$TMP/"; }
-    check_checkpoints $kills
-    # a graceful stop leaves no temporary directory behind
-    if [ $st -eq 143 ] && ls -d "$TMP"/run/*.tmp-* "$TMP"/run.tmp-* >/dev/null 2>&1; then
-        fail "SIGTERM left a temporary directory: $(ls -d "$TMP"/run/*.tmp-* "$TMP"/run.tmp-* 2>/dev/null)"
-    fi
-done
-echo "$kills kills, $runs runs"
-[ $done -eq 1 ] || fail "the campaign never finished ($runs runs)"
-if [ $done -eq 1 ]; then
-    ls -d "$TMP"/run/*.tmp-* "$TMP"/run.tmp-* 2>/dev/null && fail "temporary directories left after the last run"
-    cmp -s "$TMP/whole/model.safetensors" "$TMP/run/model.safetensors" || fail "final model differs from the uninterrupted run"
+        if grep -qiE "AddressSanitizer|runtime error|check failed" "$TMP/run.err"; then fail "run $runs: $(cat "$TMP/run.err")"; fi
+        wait_family_gone || { fail "kill $kills (exit $st): reward processes left: $(pgrep -af "$TMP/")"; pkill -9 -f "$TMP/"; }
+        check_checkpoints $kills
+        # a graceful stop leaves no temporary directory behind
+        if [ $st -eq 143 ] && ls -d "$TMP"/run/*.tmp-* "$TMP"/run.tmp-* >/dev/null 2>&1; then
+            fail "SIGTERM left a temporary directory: $(ls -d "$TMP"/run/*.tmp-* "$TMP"/run.tmp-* 2>/dev/null)"
+        fi
+    done
+    [ $done -eq 1 ] || { fail "campaign $campaigns never finished ($cruns runs)"; break; }
+    ls -d "$TMP"/run/*.tmp-* "$TMP"/run.tmp-* 2>/dev/null && fail "campaign $campaigns: temporary directories left after the last run"
+    cmp -s "$TMP/whole/model.safetensors" "$TMP/run/model.safetensors" \
+        || fail "campaign $campaigns: final model differs from the uninterrupted run"
     last=$(ls -d "$TMP"/whole/checkpoint-* | sort -t- -k2 -n | tail -1)
     cmp -s "$last/optimizer.safetensors" "$TMP/run/${last##*/}/optimizer.safetensors" \
-        || fail "last checkpoint's optimizer state differs from the uninterrupted run"
-fi
+        || fail "campaign $campaigns: last checkpoint's optimizer state differs from the uninterrupted run"
+done
+echo "$kills kills in $runs runs, $campaigns campaigns, every resumed result byte-identical: $([ $FAILED -eq 0 ] && echo yes || echo no)"
 finish
