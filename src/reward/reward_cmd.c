@@ -294,6 +294,13 @@ int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoEr
         signal(SIGPIPE, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        /* wait for the guardian: the trainer sends one byte once it exists; a
+         * trainer killed before that ends us here (EOF) */
+        close(sv[0]);
+        char c;
+        ssize_t r;
+        while ((r = read(sv[1], &c, 1)) < 0 && errno == EINTR) {}
+        if (r != 1) _exit(127);
         dup2(sv[1], 0);
         dup2(sv[1], 1);
         execl("/bin/sh", "sh", "-c", command, (char *)NULL);
@@ -304,6 +311,8 @@ int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoEr
     int fork_errno = errno;
     close(sv[1]);
     close(life[0]);
+    if (guard > 0) /* the guardian is there: let the command run */
+        while (send(sv[0], "g", 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {}
     if (guard < 0) {
         if (pid > 0) {
             kill(-pid, SIGKILL);
