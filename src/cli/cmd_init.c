@@ -88,11 +88,11 @@ int cmd_init(int argc, char **argv) {
     ModelConfig cfg;
     rc = config_from_json(&cfg, root, config, &err);
     json_decref(root);
-    if (!rc && tok && tok_vocab_size(tok) > cfg.vocab_size) {
+    if (!rc && tok && tok_vocab_size(tok) > cfg.vocab_size)
         rc = err_set(&err, "%s: vocab_size %d is smaller than the tokenizer's %d ids (%s)", config,
                      cfg.vocab_size, tok_vocab_size(tok), tokenizer);
-        config_free(&cfg);
-    }
+    if (!rc) rc = config_check_memory(&cfg, config, &err);
+    if (rc && cfg.raw) config_free(&cfg);
     tok_free(tok);
     if (rc) return cli_fail("init", err.msg);
     json_t *ir = json_object_get(cfg.raw, "initializer_range");

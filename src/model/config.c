@@ -3,9 +3,12 @@
 #include "model/config.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/memory.h"
 #include "io/fsutil.h"
 
 const char *config_model_type_name(ModelType t) {
@@ -75,6 +78,9 @@ static int add_eos(ModelConfig *cfg, json_t *v, const char *path, GrpoErr *err) 
         one = json_is_array(v) ? json_array_get(v, i) : v;
         if (!json_is_integer(one) || json_integer_value(one) < 0)
             return err_set(err, "%s: eos_token_id must be a non-negative integer or a list of them", path);
+        if (cfg->vocab_size > 0 && json_integer_value(one) >= cfg->vocab_size)
+            return err_set(err, "%s: eos_token_id %lld is outside the vocabulary (vocab_size %d)", path,
+                           (long long)json_integer_value(one), cfg->vocab_size);
         int id = (int)json_integer_value(one), dup = 0;
         for (int k = 0; k < cfg->n_eos; k++) dup |= cfg->eos_token_ids[k] == id;
         if (dup) continue;
@@ -147,6 +153,22 @@ int config_from_json(ModelConfig *cfg, json_t *root, const char *path, GrpoErr *
         cfg->max_position_embeddings <= 0)
         return err_set(err, "%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
                        "num_key_value_heads, vocab_size and max_position_embeddings must be positive", path);
+    /* Bounds far above any published model (Llama 3.1 405B: hidden 16384, intermediate
+     * 53248, 126 layers, 128 heads; vocabularies up to ~262k), so that every size
+     * derived from them is exact in 64 bits and every tensor indexable in 32. */
+    static const struct { const char *name; int max; size_t off; } bounds[] = {
+        {"hidden_size", 1 << 16, offsetof(ModelConfig, hidden_size)},
+        {"intermediate_size", 1 << 20, offsetof(ModelConfig, intermediate_size)},
+        {"num_hidden_layers", 1 << 10, offsetof(ModelConfig, n_layers)},
+        {"num_attention_heads", 1 << 10, offsetof(ModelConfig, n_heads)},
+        {"vocab_size", 1 << 24, offsetof(ModelConfig, vocab_size)},
+    };
+    for (size_t i = 0; i < sizeof bounds / sizeof *bounds; i++) {
+        int v = *(const int *)((const char *)cfg + bounds[i].off);
+        if (v > bounds[i].max)
+            return err_set(err, "%s: %s (%d) is larger than any supported model (at most %d)", path, bounds[i].name,
+                           v, bounds[i].max);
+    }
     if (cfg->n_heads % cfg->n_kv_heads)
         return err_set(err, "%s: num_key_value_heads (%d) must divide num_attention_heads (%d)", path,
                        cfg->n_kv_heads, cfg->n_heads);
@@ -161,6 +183,14 @@ int config_from_json(ModelConfig *cfg, json_t *root, const char *path, GrpoErr *
     }
     if (cfg->head_dim <= 0 || cfg->head_dim % 2 || cfg->head_dim > 1024)
         return err_set(err, "%s: head_dim (%d) must be even and in 2..1024", path, cfg->head_dim);
+    long long C = cfg->hidden_size, q = (long long)cfg->n_heads * cfg->head_dim;
+    long long biggest[3][2] = {{cfg->vocab_size, C}, {cfg->intermediate_size, C}, {q, C}};
+    static const char *what[3] = {"vocab_size x hidden_size", "intermediate_size x hidden_size",
+                                  "num_attention_heads x head_dim x hidden_size"};
+    for (int i = 0; i < 3; i++)
+        if (biggest[i][0] * biggest[i][1] > 2147483647LL)
+            return err_set(err, "%s: %s = %lld values in one tensor; at most 2147483647 are supported", path,
+                           what[i], biggest[i][0] * biggest[i][1]);
     if (!(eps > 0 && eps < 1)) return err_set(err, "%s: rms_norm_eps must be in (0, 1)", path);
     if (!(theta > 0)) return err_set(err, "%s: rope_theta must be positive", path);
     cfg->rms_norm_eps = (float)eps;
@@ -179,6 +209,32 @@ int config_from_json(ModelConfig *cfg, json_t *root, const char *path, GrpoErr *
     snprintf(cfg->torch_dtype, sizeof cfg->torch_dtype, "%s",
              json_is_string(dt) ? json_string_value(dt) : "float32");
     cfg->raw = json_incref(root);
+    return 0;
+}
+
+/* generation_config.json's sampling fields have the types transformers'
+ * GenerationConfig gives them (it fails on "temperature": "hot" too). Training
+ * and generation take their sampling from the options, as TRL does; these are
+ * checked so that a broken file is not silently accepted. */
+static int check_generation_config(json_t *g, const char *path, GrpoErr *err) {
+    static const char *const nums[] = {"temperature", "top_p", "min_p", "typical_p", "repetition_penalty",
+                                       "length_penalty", NULL};
+    static const char *const ints[] = {"top_k", "max_new_tokens", "max_length", "min_length", "min_new_tokens",
+                                       "num_beams", "bos_token_id", "pad_token_id", NULL};
+    for (int i = 0; nums[i]; i++) {
+        json_t *v = json_object_get(g, nums[i]);
+        if (v && !json_is_null(v) && !json_is_number(v))
+            return err_set(err, "%s: %s must be a number", path, nums[i]);
+        if (json_is_number(v) && !(json_number_value(v) >= 0 && isfinite(json_number_value(v))))
+            return err_set(err, "%s: %s must be a finite number >= 0 (got %g)", path, nums[i], json_number_value(v));
+    }
+    for (int i = 0; ints[i]; i++) {
+        json_t *v = json_object_get(g, ints[i]);
+        if (v && !json_is_null(v) && !json_is_integer(v))
+            return err_set(err, "%s: %s must be an integer", path, ints[i]);
+    }
+    json_t *ds = json_object_get(g, "do_sample");
+    if (ds && !json_is_null(ds) && !json_is_boolean(ds)) return err_set(err, "%s: do_sample must be true or false", path);
     return 0;
 }
 
@@ -201,7 +257,7 @@ int config_load(ModelConfig *cfg, const char *dir, GrpoErr *err) {
         json_t *g = json_load_file(gpath, 0, &je);
         if (!g) rc = err_set(err, "%s: invalid JSON at line %d: %s", gpath, je.line, je.text);
         else if (!json_is_object(g)) rc = err_set(err, "%s: expected a JSON object", gpath);
-        else rc = add_eos(cfg, json_object_get(g, "eos_token_id"), gpath, err);
+        else rc = check_generation_config(g, gpath, err) || add_eos(cfg, json_object_get(g, "eos_token_id"), gpath, err);
         json_decref(g);
     }
     free(gpath);
@@ -233,6 +289,24 @@ void config_rope_inv_freq(const ModelConfig *cfg, float *inv_freq) {
         }
         inv_freq[i] = (float)f;
     }
+}
+
+/* "1615.0 GB" or "3.3 MB", for messages. */
+static const char *bytes_str(char *buf, size_t size, double b) {
+    snprintf(buf, size, b >= 1e9 ? "%.1f GB" : "%.1f MB", b >= 1e9 ? b / 1e9 : b / 1e6);
+    return buf;
+}
+
+int config_check_memory(const ModelConfig *cfg, const char *path, GrpoErr *err) {
+    long long n = config_param_count(cfg);
+    double need = 4.0 * (double)n;
+    size_t avail = mem_available_bytes();
+    if (avail == SIZE_MAX || need <= (double)avail) return 0;
+    char a[32], b[32];
+    return err_set(err, "%s: the model needs %s for its %lld parameters in fp32 (hidden_size %d, intermediate_size "
+                   "%d, num_hidden_layers %d, vocab_size %d) and %s is available",
+                   path, bytes_str(a, sizeof a, need), n, cfg->hidden_size, cfg->intermediate_size, cfg->n_layers,
+                   cfg->vocab_size, bytes_str(b, sizeof b, (double)avail));
 }
 
 long long config_param_count(const ModelConfig *c) {

@@ -54,5 +54,8 @@ void config_rope_inv_freq(const ModelConfig *cfg, float *inv_freq);
 const char *config_model_type_name(ModelType t);
 /* Parameter count, the same number Hugging Face reports (tied head counted once). */
 long long config_param_count(const ModelConfig *cfg);
+/* Refuses, with the numbers, a model whose fp32 parameters do not fit in the
+ * memory available now (core/memory.h) — before anything is allocated. */
+int config_check_memory(const ModelConfig *cfg, const char *path, GrpoErr *err);
 
 #endif

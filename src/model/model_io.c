@@ -20,6 +20,13 @@ const char *const model_side_files[] = {
 int model_load(Model *m, const char *dir, GrpoErr *err) {
     ModelConfig cfg;
     if (config_load(&cfg, dir, err)) return -1;
+    char *cpath = fs_join(dir, "config.json");
+    int too_big = config_check_memory(&cfg, cpath, err);
+    free(cpath);
+    if (too_big) {
+        config_free(&cfg);
+        return -1;
+    }
     model_create(m, &cfg);
     StSet set;
     if (stset_open_dir(&set, dir, err)) {
