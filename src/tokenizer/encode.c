@@ -36,7 +36,7 @@ static int encode_model(Tokenizer *tok, const char *s, size_t len, TokIds *out, 
 static int encode_gap(Tokenizer *tok, const char *s, size_t len, TokIds *out, GrpoErr *err) {
     if (!len) return 0;
     if (tok->normalizer) {
-        if (norm_apply(tok->normalizer, s, len, &tok->norm_buf, err)) return -1;
+        if (norm_apply(tok->normalizer, s, len, &tok->norm_buf, err)) return err_prefix(err, "%s", tok->path);
         s = tok->norm_buf.p;
         len = tok->norm_buf.n;
     }

@@ -71,7 +71,7 @@ static void strip(const char *s, size_t len, int left, int right, TokBuf *out) {
     tbuf_put(out, s + a, b - a);
 }
 
-static int replace(const TokNormalizer *n, const char *s, size_t len, TokBuf *out) {
+static int replace(const TokNormalizer *n, const char *s, size_t len, TokBuf *out, GrpoErr *err) {
     if (!n->regex) {
         size_t plen = strlen(n->pattern);
         size_t i = 0;
@@ -88,7 +88,11 @@ static int replace(const TokNormalizer *n, const char *s, size_t len, TokBuf *ou
     size_t pos = 0;
     while (pos <= len) {
         int at = onig_search(n->regex, str, end, str + pos, end, r, ONIG_OPTION_NONE);
-        if (at < 0) break;
+        if (at == ONIG_MISMATCH) break;
+        if (at < 0) {
+            onig_region_free(r, 1);
+            return tok_regex_failed(at, "normalizer Replace", err);
+        }
         size_t ms = (size_t)r->beg[0], me = (size_t)r->end[0];
         tbuf_put(out, s + pos, ms - pos);
         tbuf_put(out, n->content, strlen(n->content));
@@ -118,7 +122,9 @@ int norm_apply(const TokNormalizer *n, const char *s, size_t len, TokBuf *out, G
         if (len) tbuf_put(out, n->content, strlen(n->content));
         tbuf_put(out, s, len);
         break;
-    case NORM_REPLACE: replace(n, s, len, out); break;
+    case NORM_REPLACE:
+        if (replace(n, s, len, out, err)) return -1;
+        break;
     case NORM_SEQUENCE: {
         TokBuf a = {0}, b = {0};
         tbuf_put(&a, s, len);

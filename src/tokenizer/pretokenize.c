@@ -95,14 +95,24 @@ static void span_push(Span **v, size_t *n, size_t *cap, size_t a, size_t b, int 
     (*v)[(*n)++] = (Span){a, b, match};
 }
 
-/* Splits s[0..len) into spans of matches and gaps (HF `find_matches`). */
-static size_t find_matches(Tokenizer *tok, regex_t *re, const char *s, size_t len, Span **v,
-                           size_t *cap) {
+int tok_regex_failed(int code, const char *where, GrpoErr *err) {
+    UChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+    onig_error_code_to_str(msg, code);
+    return err_set(err, "%s: the regex search failed (Oniguruma: %s); the text cannot be tokenized as the "
+                   "tokenizer defines it", where, (char *)msg);
+}
+
+/* Splits s[0..len) into spans of matches and gaps (HF `find_matches`) into *v,
+ * their count in *n_out. A search that fails — not "no match" but an engine
+ * error such as its backtracking limit — is an error, never a shorter split. */
+static int find_matches(Tokenizer *tok, regex_t *re, const char *where, const char *s, size_t len, Span **v,
+                        size_t *cap, size_t *n_out, GrpoErr *err) {
     size_t n = 0, prev = 0, pos = 0;
     const UChar *str = (const UChar *)s, *end = str + len;
     while (pos <= len) {
         int at = onig_search(re, str, end, str + pos, end, tok->region, ONIG_OPTION_NONE);
-        if (at < 0) break;
+        if (at == ONIG_MISMATCH) break;
+        if (at < 0) return tok_regex_failed(at, where, err);
         size_t ms = (size_t)tok->region->beg[0], me = (size_t)tok->region->end[0];
         if (me == ms) { /* an empty match splits nothing; step one char */
             if (ms >= len) break;
@@ -116,7 +126,8 @@ static size_t find_matches(Tokenizer *tok, regex_t *re, const char *s, size_t le
         prev = pos = me;
     }
     if (prev < len) span_push(v, &n, cap, prev, len, 0);
-    return n;
+    *n_out = n;
+    return 0;
 }
 
 /* Applies a split behaviour to spans in place; returns the new count. After
@@ -158,15 +169,18 @@ static size_t apply_behavior(SplitBehavior beh, Span *v, size_t n) {
     return n;
 }
 
-static void split_piece(Tokenizer *tok, const TokPre *p, const char *s, size_t len,
-                        TokPieces *out) {
-    size_t n = find_matches(tok, p->regex, s, len, (Span **)&tok->spans, &tok->spans_cap);
+static int split_piece(Tokenizer *tok, const TokPre *p, const char *s, size_t len, TokPieces *out,
+                       GrpoErr *err) {
+    size_t n;
+    if (find_matches(tok, p->regex, "pre_tokenizer Split", s, len, (Span **)&tok->spans, &tok->spans_cap, &n, err))
+        return -1;
     Span *spans_buf = tok->spans;
     if (p->invert)
         for (size_t i = 0; i < n; i++) spans_buf[i].match = !spans_buf[i].match;
     n = apply_behavior(p->behavior, spans_buf, n);
     for (size_t i = 0; i < n; i++)
         if (!spans_buf[i].match) pieces_push(out, s + spans_buf[i].a, spans_buf[i].b - spans_buf[i].a);
+    return 0;
 }
 
 static int is_numeric_cp(uint32_t cp) {
@@ -213,8 +227,8 @@ static void bytelevel_map(const char *s, size_t len, TokPieces *out) {
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-static void bytelevel_piece(Tokenizer *tok, const TokPre *p, const char *s, size_t len,
-                            TokPieces *out) {
+static int bytelevel_piece(Tokenizer *tok, const TokPre *p, const char *s, size_t len, TokPieces *out,
+                           GrpoErr *err) {
     TokBuf *pre = &tok->prefix_buf;
     if (p->add_prefix_space && (len == 0 || s[0] != ' ')) {
         pre->n = 0;
@@ -225,50 +239,59 @@ static void bytelevel_piece(Tokenizer *tok, const TokPre *p, const char *s, size
     }
     if (!p->use_regex) {
         if (len) bytelevel_map(s, len, out);
-        return;
+        return 0;
     }
     if (!tok->bytelevel_regex) {
         char why[256];
         CHECK(tok_regex_compile(&tok->bytelevel_regex, GPT2_PATTERN, strlen(GPT2_PATTERN), 0, why,
                                 sizeof why) == 0);
     }
-    size_t n = find_matches(tok, tok->bytelevel_regex, s, len, (Span **)&tok->spans, &tok->spans_cap);
+    size_t n;
+    if (find_matches(tok, tok->bytelevel_regex, "pre_tokenizer ByteLevel", s, len, (Span **)&tok->spans,
+                     &tok->spans_cap, &n, err))
+        return -1;
     Span *spans_buf = tok->spans;
     for (size_t i = 0; i < n; i++)
         if (spans_buf[i].b > spans_buf[i].a)
             bytelevel_map(s + spans_buf[i].a, spans_buf[i].b - spans_buf[i].a, out);
+    return 0;
 }
 
 /* One pre-tokenizer over every piece of in, into out. */
-static void pre_step(Tokenizer *tok, const TokPre *p, const TokPieces *in, TokPieces *out) {
+static int pre_step(Tokenizer *tok, const TokPre *p, const TokPieces *in, TokPieces *out, GrpoErr *err) {
     pieces_reset(out);
     for (size_t i = 0; i < in->n; i++) {
         const char *s = in->buf.p + in->off[i];
         size_t len = in->off[i + 1] - in->off[i];
+        int rc = 0;
         switch (p->kind) {
-        case PRE_SPLIT: split_piece(tok, p, s, len, out); break;
-        case PRE_BYTELEVEL: bytelevel_piece(tok, p, s, len, out); break;
+        case PRE_SPLIT: rc = split_piece(tok, p, s, len, out, err); break;
+        case PRE_BYTELEVEL: rc = bytelevel_piece(tok, p, s, len, out, err); break;
         case PRE_DIGITS: digits_piece(p, s, len, out); break;
         case PRE_SEQUENCE: break; /* flattened by pre_apply */
         }
+        if (rc) return -1;
     }
+    return 0;
 }
 
 /* Runs p (a Sequence recursively) over tok->pieces[0], result in pieces[0]. */
-static void pre_run(Tokenizer *tok, const TokPre *p) {
+static int pre_run(Tokenizer *tok, const TokPre *p, GrpoErr *err) {
     if (p->kind == PRE_SEQUENCE) {
-        for (int i = 0; i < p->n_children; i++) pre_run(tok, &p->children[i]);
-        return;
+        for (int i = 0; i < p->n_children; i++)
+            if (pre_run(tok, &p->children[i], err)) return -1;
+        return 0;
     }
     TokPieces *a = &tok->pieces[0], *b = &tok->pieces[1];
-    pre_step(tok, p, a, b);
+    if (pre_step(tok, p, a, b, err)) return -1;
     TokPieces t = *a; *a = *b; *b = t;
+    return 0;
 }
 
 int pre_apply(Tokenizer *tok, const char *s, size_t len, GrpoErr *err) {
     pieces_reset(&tok->pieces[0]);
     pieces_push(&tok->pieces[0], s, len);
-    if (tok->pre) pre_run(tok, tok->pre);
+    if (tok->pre && pre_run(tok, tok->pre, err)) return err_prefix(err, "%s", tok->path);
     return 0;
 }
 

@@ -213,6 +213,8 @@ void pieces_free(TokPieces *p);
 /* Splits s (valid UTF-8) into pre-tokens, written to tok->pieces[0]. */
 int pre_apply(Tokenizer *tok, const char *s, size_t len, GrpoErr *err);
 void pre_free(TokPre *p);
+/* An Oniguruma search error (not ONIG_MISMATCH) at `where`, as err; returns -1. */
+int tok_regex_failed(int code, const char *where, GrpoErr *err);
 int tok_regex_compile(regex_t **re, const char *pattern, size_t len, int literal,
                       char *why, size_t why_len);
 

@@ -46,6 +46,14 @@ d=$(variant bad_merge 't.model.merges[3] = 42;')
 expect_error "malformed merge entry" 1 "model.merges[3]: expected" --model "$d" < "$TMP/in.jsonl"
 d=$(variant no_vocab 'delete t.model.vocab;')
 expect_error "missing vocab" 1 "model.vocab: expected an object" --model "$d" < "$TMP/in.jsonl"
+# a regex that backtracks past Oniguruma's retry limit on this text: an error, never a different split
+printf '{"text": "%s!"}\n' "$(printf 'x%.0s' $(seq 40))" > "$TMP/xs.jsonl"
+d=$(variant backtrack_split 't.pre_tokenizer = {type: "Sequence", pretokenizers: [{type: "Split", pattern: {Regex: "(x+x+)+[yz]"}, behavior: "Isolated", invert: false}, t.pre_tokenizer]};')
+expect_error "Split regex over its backtracking limit" 1 "tokenizer.json: pre_tokenizer Split: the regex search failed (Oniguruma: retry-limit-in-match over)" --model "$d" < "$TMP/xs.jsonl"
+d=$(variant backtrack_replace 't.normalizer = {type: "Replace", pattern: {Regex: "(x+x+)+[yz]"}, content: "-"};')
+expect_error "Replace regex over its backtracking limit" 1 "tokenizer.json: normalizer Replace: the regex search failed (Oniguruma: retry-limit-in-match over)" --model "$d" < "$TMP/xs.jsonl"
+d=$(variant ok_split 't.pre_tokenizer = {type: "Sequence", pretokenizers: [{type: "Split", pattern: {Regex: "x+!"}, behavior: "Isolated", invert: false}, t.pre_tokenizer]};')
+out=$("$GRPO" tokenize --model "$d" < "$TMP/xs.jsonl" 2>&1) && ok "a regex within the limit: $out" || fail "a regex within the limit: $out"
 d=$(variant empty_vocab 't.model.vocab = {}; t.model.merges = []; t.added_tokens = [];')
 expect_error "empty vocab" 1 "model.vocab: is empty" --model "$d" < "$TMP/in.jsonl"
 d=$(variant bad_id 't.model.vocab["!"] = "zero";')
