@@ -1,6 +1,8 @@
 /* cli/args.c — the command line and YAML files over declared options (args.h). */
 #include "cli/args.h"
 
+#include "io/fsutil.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,9 +107,10 @@ static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *d
 
 /* Applies a YAML mapping file to the options. */
 static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int ng, void *obj) {
-    FILE *f = fopen(path, "rb");
+    GrpoErr err;
+    FILE *f = fs_fopen_regular(path, &err);
     if (!f) {
-        fprintf(stderr, "grpo %s: %s: cannot open the config file\n", cmd, path);
+        fprintf(stderr, "grpo %s: %s (the --config file)\n", cmd, err.msg);
         return 2;
     }
     yaml_parser_t parser;

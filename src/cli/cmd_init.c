@@ -76,13 +76,13 @@ int cmd_init(int argc, char **argv) {
         if (sp->bos >= 0) json_object_set_new(root, "bos_token_id", json_integer(sp->bos));
         if (sp->n_eos > 0) json_object_set_new(root, "eos_token_id", json_integer(sp->eos_ids[0]));
     } else {
-        json_error_t je;
-        root = json_load_file(config, 0, &je);
+        root = fs_exists(config) ? fs_load_json(config, 0, &err) : NULL;
         if (!root) {
-            snprintf(err.msg, sizeof err.msg, "%s: %s (expected tiny, small or a config.json path)", config,
-                     fs_exists(config) ? je.text : "no such file");
+            if (!fs_exists(config)) snprintf(err.msg, sizeof err.msg, "%s: no such file", config);
+            char m[sizeof err.msg + 64];
+            snprintf(m, sizeof m, "%s (expected tiny, small or a config.json path)", err.msg);
             tok_free(tok);
-            return cli_fail("init", err.msg);
+            return cli_fail("init", m);
         }
     }
     ModelConfig cfg;

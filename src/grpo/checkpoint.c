@@ -186,9 +186,8 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
     free(p);
     p = fs_join(dir, "rollout.json");
     if (!rc && fs_exists(p)) {
-        json_error_t je;
-        json_t *ro = json_load_file(p, 0, &je);
-        rc = ro ? rollout_from_json(t, ro, &t->cur, p, err) : err_set(err, "%s: invalid JSON: %s", p, je.text);
+        json_t *ro = fs_load_json(p, 0, err);
+        rc = ro ? rollout_from_json(t, ro, &t->cur, p, err) : -1;
         json_decref(ro);
     }
     free(p);

@@ -1,6 +1,6 @@
 /* io/fsutil.c — filesystem helpers for safe output (see fsutil.h).
  *
- * Is: existence tests, mkdir -p, rm -rf, whole-file read, atomic whole-file
+ * Is: opening inputs (regular files only), existence tests, mkdir -p, rm -rf, whole-file read, atomic whole-file
  * write (tmp + fsync + rename), and the temp-directory-then-commit pattern used
  * for model saves and checkpoints.
  * Is not: portable beyond POSIX, nor crash-atomic for the merge case of
@@ -16,6 +16,50 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory" : "not a regular file";
+}
+
+int fs_open_regular(const char *path, GrpoErr *err) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return err_set(err, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set(err, "%s: is %s, expected a regular file", path, file_kind(sb.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+FILE *fs_fopen_regular(const char *path, GrpoErr *err) {
+    int fd = fs_open_regular(path, err);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+json_t *fs_load_json(const char *path, size_t flags, GrpoErr *err) {
+    FILE *f = fs_fopen_regular(path, err);
+    if (!f) return NULL;
+    json_error_t je;
+    json_t *j = json_loadf(f, flags, &je);
+    fclose(f);
+    if (!j) err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+    return j;
+}
 
 int fs_exists(const char *path) {
     struct stat sb;
@@ -79,15 +123,11 @@ int fs_rm_rf(const char *path) {
 int fs_read_file(const char *path, char **out, size_t *len, GrpoErr *err) {
     *out = NULL;
     if (len) *len = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp = fs_fopen_regular(path, err);
+    if (!fp) return -1;
     size_t cap = 4096, n = 0;
     struct stat sb;
-    if (fstat(fileno(fp), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(fp);
-        return err_set(err, "%s: is a directory, expected a file", path);
-    }
-    if (sb.st_size > 0) cap = (size_t)sb.st_size + 1;
+    if (fstat(fileno(fp), &sb) == 0 && sb.st_size > 0) cap = (size_t)sb.st_size + 1;
     char *buf = xmalloc(cap);
     for (;;) {
         if (n + 1 >= cap) buf = xrealloc(buf, cap *= 2);

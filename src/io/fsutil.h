@@ -1,14 +1,29 @@
-/* io/fsutil.h — small filesystem helpers for writing output directories safely.
+/* io/fsutil.h — small filesystem helpers: opening inputs, writing output
+ * directories safely.
  *
- * Output directories (model saves, checkpoints) are written into a temporary
+ * Inputs are regular files: a FIFO, a device, a socket or a directory given
+ * where a file is expected is refused at open, without blocking ("PATH: is a
+ * FIFO, expected a regular file"). Output directories (model saves, checkpoints) are written into a temporary
  * sibling directory and renamed into place only when complete, so a crash or an
  * error never leaves a half-written directory under the final name. */
 #ifndef GRPO_IO_FSUTIL_H
 #define GRPO_IO_FSUTIL_H
 
+#include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/check.h"
+
+/* Opens an input file for reading: a file descriptor (O_CLOEXEC, blocking), or
+ * -1 with err: cannot open, or not a regular file (checked on the open file,
+ * which is opened with O_NONBLOCK so that a FIFO cannot block the open). */
+int fs_open_regular(const char *path, GrpoErr *err);
+/* The same as a stdio stream ("rb"), or NULL with err. */
+FILE *fs_fopen_regular(const char *path, GrpoErr *err);
+/* Reads a JSON input file (jansson flags), or NULL with err: the open errors
+ * above, or "PATH: invalid JSON at line N: what". */
+json_t *fs_load_json(const char *path, size_t flags, GrpoErr *err);
 
 int fs_exists(const char *path);
 int fs_is_dir(const char *path);

@@ -6,6 +6,8 @@
  * must hold is the callback's business. */
 #include "io/jsonl.h"
 
+#include "io/fsutil.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +49,8 @@ static int one_line(const char *s, size_t len, long line, JsonlRowFn fn, void *c
 long jsonl_read(const char *path, JsonlRowFn fn, void *ctx, GrpoErr *err) {
     int is_stdin = !strcmp(path, "-");
     const char *name = is_stdin ? "<stdin>" : path;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return err_set(err, "%s: cannot open: %s", name, strerror(errno));
+    FILE *f = is_stdin ? stdin : fs_fopen_regular(path, err);
+    if (!f) return -1;
     char *buf = NULL;
     size_t cap = 0;
     long line = 0, rows = 0;

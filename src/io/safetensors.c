@@ -305,12 +305,12 @@ done:
 
 int st_open(StFile *f, const char *path, GrpoErr *err) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    int fd = fs_open_regular(path, err);
+    if (fd < 0) return -1;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        return err_set(err, "%s: not a regular file", path);
+        return err_set(err, "%s: cannot stat: %s", path, strerror(errno));
     }
     size_t n = (size_t)sb.st_size;
     if (n < 8) {
@@ -418,10 +418,8 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static int open_index(StSet *s, const char *dir, const char *index, GrpoErr *err) {
-    json_error_t je;
-    json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return err_set(err, "%s: not valid JSON: %s (line %d)", index, je.text, je.line);
+    json_t *root = fs_load_json(index, JSON_REJECT_DUPLICATES, err);
+    if (!root) return -1;
     int rc = 0;
     json_t *wm = json_object_get(root, "weight_map");
     char **shards = NULL;

@@ -240,13 +240,12 @@ static int check_generation_config(json_t *g, const char *path, GrpoErr *err) {
 
 int config_load(ModelConfig *cfg, const char *dir, GrpoErr *err) {
     char *path = fs_join(dir, "config.json");
-    json_error_t je;
     json_t *root = NULL;
     int rc;
     if (!fs_exists(path))
         rc = err_set(err, "%s: no such file (a model directory needs config.json)", path);
-    else if (!(root = json_load_file(path, 0, &je)))
-        rc = err_set(err, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+    else if (!(root = fs_load_json(path, 0, err)))
+        rc = -1;
     else
         rc = config_from_json(cfg, root, path, err);
     json_decref(root);
@@ -254,8 +253,8 @@ int config_load(ModelConfig *cfg, const char *dir, GrpoErr *err) {
     if (rc) return -1;
     char *gpath = fs_join(dir, "generation_config.json");
     if (fs_exists(gpath)) {
-        json_t *g = json_load_file(gpath, 0, &je);
-        if (!g) rc = err_set(err, "%s: invalid JSON at line %d: %s", gpath, je.line, je.text);
+        json_t *g = fs_load_json(gpath, 0, err);
+        if (!g) rc = -1;
         else if (!json_is_object(g)) rc = err_set(err, "%s: expected a JSON object", gpath);
         else rc = check_generation_config(g, gpath, err) || add_eos(cfg, json_object_get(g, "eos_token_id"), gpath, err);
         json_decref(g);

@@ -272,9 +272,8 @@ int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr
     free(p);
     if (rc) return -1;
     p = fs_join(dir, "trainer_state.json");
-    json_error_t je;
-    *state = json_load_file(p, 0, &je);
-    if (!*state) rc = err_set(err, "%s: missing or invalid JSON: %s", p, je.text);
+    *state = fs_load_json(p, 0, err);
+    if (!*state) rc = -1;
     free(p);
     return rc;
 }

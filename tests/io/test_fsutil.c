@@ -154,10 +154,46 @@ static void test_tmpdir_commit(void) {
     free(under_file), free(plain), free(final);
 }
 
+/* Inputs are regular files: a FIFO (without blocking), a directory, a device
+ * are refused, naming what they are. */
+static void test_open_regular(void) {
+    GrpoErr err;
+    char *fifo = fs_join(g_dir, "fifo"), *file = fs_join(g_dir, "plain.json");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(fs_write_file_atomic(file, "{\"a\": 1}", 8, &err) == 0);
+    struct { const char *path, *want; } bad[] = {
+        {fifo, "is a FIFO, expected a regular file"},
+        {g_dir, "is a directory, expected a regular file"},
+        {"/dev/null", "is a character device, expected a regular file"},
+        {"/nonexistent/x", "cannot open: No such file or directory"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int fd = fs_open_regular(bad[i].path, &err);
+        T_CHECK(fd == -1 && strstr(err.msg, bad[i].want) && strstr(err.msg, bad[i].path), "%s: %d '%s'", bad[i].path,
+                fd, err.msg);
+        char *text = NULL;
+        T_CHECK(fs_read_file(bad[i].path, &text, NULL, &err) == -1 && strstr(err.msg, bad[i].want), "read %s: '%s'",
+                bad[i].path, err.msg);
+        T_CHECK(fs_load_json(bad[i].path, 0, &err) == NULL && strstr(err.msg, bad[i].want), "json %s: '%s'",
+                bad[i].path, err.msg);
+    }
+    int fd = fs_open_regular(file, &err);
+    char buf[16] = {0};
+    T_CHECK(fd >= 0 && read(fd, buf, sizeof buf) == 8 && !strcmp(buf, "{\"a\": 1}"), "regular file: %d '%s'", fd, buf);
+    if (fd >= 0) close(fd);
+    json_t *j = fs_load_json(file, 0, &err);
+    T_CHECK(j && json_integer_value(json_object_get(j, "a")) == 1, "fs_load_json: %s", j ? "" : err.msg);
+    json_decref(j);
+    CHECK(fs_write_file_atomic(file, "{\"a\": ", 6, &err) == 0);
+    T_CHECK(fs_load_json(file, 0, &err) == NULL && strstr(err.msg, "plain.json: invalid JSON at line 1"), "'%s'", err.msg);
+    free(fifo), free(file);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/grpo-test-fs-XXXXXX");
     CHECK(mkdtemp(g_dir));
     test_join();
+    test_open_regular();
     test_mkdir_rm();
     test_read_write();
     test_tmpdir_commit();
