@@ -80,9 +80,11 @@ bench: $(BUILD)/grpo $(BENCH_BIN)
 deps:
 	tools/install-deps.sh
 
-# The README's two commands: the tests (with the sanitizer run) and the demo.
+# The README's two commands: the tests (with the fuzz smoke run and the sanitizer run)
+# and the demo.
 check: deps
 	$(MAKE) test
+	$(MAKE) fuzz-smoke
 	$(MAKE) asan
 
 demo: deps
