@@ -100,17 +100,24 @@ static int format_init(RewardFunc *f, const char *pattern, const char *spec, Grp
 
 /* ---- specs ---- */
 
-/* The default name of a cmd function: the last word not starting with '-',
- * without directory and extension ("python3 rewards/len.py" -> "len"). */
+/* The default name of a cmd function: its script — the first word that names a
+ * file (has a '/' or an extension), else the program — without directory and
+ * extension ("python3 rewards/len.py 20" -> "len", "./score --fast" -> "score").
+ * Arguments after the script (thresholds, flags) do not name it. */
 static char *cmd_default_name(const char *cmd) {
-    const char *best = NULL;
-    size_t best_len = 0;
-    for (const char *p = cmd; *p;) {
+    const char *best = NULL, *first = NULL;
+    size_t best_len = 0, first_len = 0;
+    for (const char *p = cmd; *p && !best;) {
         while (*p && isspace((unsigned char)*p)) p++;
         const char *w = p;
         while (*p && !isspace((unsigned char)*p)) p++;
-        if (p > w && *w != '-') best = w, best_len = (size_t)(p - w);
+        size_t n = (size_t)(p - w);
+        if (!n || *w == '-') continue;
+        if (!first) first = w, first_len = n;
+        const char *dot = memchr(w, '.', n), *slash = memchr(w, '/', n);
+        if (slash || (dot && dot > w && dot + 1 < w + n)) best = w, best_len = n;
     }
+    if (!best) best = first, best_len = first_len;
     if (!best) return xstrdup("cmd");
     const char *base = best;
     for (size_t i = 0; i < best_len; i++)

@@ -230,6 +230,21 @@ static void test_cmd_termination(void) {
     T_CHECK(now_s() - t0 < 5.0, "reward_free took %.2f s", now_s() - t0);
 }
 
+/* A cmd function is named after its script, not its last argument. */
+static void test_cmd_names(void) {
+    const char *specs[][2] = {{"cmd:true ./rewards/reward_len.py 20", "reward_len"},
+                              {"cmd:true -u score.py --threshold 0.5", "score"},
+                              {"cmd:true 20", "true"},
+                              {"cmd:/bin/true --fast", "true"},
+                              {"mine=cmd:true x.py", "mine"}};
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        RewardFunc *f = make(specs[i][0], 10);
+        T_CHECK(f && !strcmp(f->name, specs[i][1]), "%s: named '%s' (want '%s')", specs[i][0], f ? f->name : "",
+                specs[i][1]);
+        reward_free(f);
+    }
+}
+
 /* Is pid running (a zombie is not)? */
 static int running(long pid) {
     char path[64], st[512];
@@ -406,6 +421,7 @@ int main(void) {
     test_cmd_failures();
     test_cmd_stderr();
     test_cmd_termination();
+    test_cmd_names();
     test_cmd_framing();
     test_cmd_dies_with_trainer();
     test_plugin();
