@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const OptSpec seed_option[1] = {
     {"seed", OPT_U64, 0, 42, NULL, 0, 18446744073709551615.0, NULL, NULL, 0, "random seed"},
@@ -41,11 +42,13 @@ const OptSpec *opts_find(const OptGroup *g, int ng, const char *name, size_t len
     return NULL;
 }
 
+/* What transformers' HfArgumentParser (string_to_bool) accepts, in any case:
+ * yes/true/t/y/1 and no/false/f/n/0 — also YAML 1.1's yes/no. */
 static int parse_bool(const char *s, int *out) {
-    static const char *const t[] = {"true", "True", "TRUE", "1"}, *const f[] = {"false", "False", "FALSE", "0"};
-    for (int i = 0; i < 4; i++) {
-        if (!strcmp(s, t[i])) return *out = 1, 0;
-        if (!strcmp(s, f[i])) return *out = 0, 0;
+    static const char *const t[] = {"true", "yes", "t", "y", "1"}, *const f[] = {"false", "no", "f", "n", "0"};
+    for (int i = 0; i < 5; i++) {
+        if (!strcasecmp(s, t[i])) return *out = 1, 0;
+        if (!strcasecmp(s, f[i])) return *out = 0, 0;
     }
     return -1;
 }

@@ -74,8 +74,14 @@ static void parsing(void) {
     const OptSpec *o = opts_find(&g, 1, "flag", 4, NULL);
     T_CHECK(!opt_set_text(o, &in.flag, "False", &err) && in.flag == 0, "False");
     T_CHECK(!opt_set_text(o, &in.flag, "true", &err) && in.flag == 1, "true");
-    T_CHECK(opt_set_text(o, &in.flag, "yes", &err) == -1 && strstr(err.msg, "flag takes true or false, not 'yes'"), "%s",
-            err.msg);
+    /* transformers' string_to_bool: yes/true/t/y/1, no/false/f/n/0, any case */
+    const char *yes[] = {"yes", "Yes", "TRUE", "t", "Y", "1"}, *no[] = {"no", "NO", "False", "f", "n", "0"};
+    for (int i = 0; i < 6; i++) {
+        T_CHECK(!opt_set_text(o, &in.flag, yes[i], &err) && in.flag == 1, "%s", yes[i]);
+        T_CHECK(!opt_set_text(o, &in.flag, no[i], &err) && in.flag == 0, "%s", no[i]);
+    }
+    T_CHECK(opt_set_text(o, &in.flag, "maybe", &err) == -1 && strstr(err.msg, "flag takes true or false, not 'maybe'"),
+            "%s", err.msg);
     o = opts_find(&g, 1, "count", 5, NULL);
     T_CHECK(!opt_set_text(o, &in.count, "12", &err) && in.count == 12, "int");
     T_CHECK(opt_set_text(o, &in.count, "1.5", &err) == -1 && strstr(err.msg, "count expects an integer, not '1.5'"), "%s",
