@@ -453,7 +453,7 @@ static void test_sharded(void) {
                 strstr(err.msg, "tensor 'model.norm.weight'") && strstr(err.msg, "does not contain"),
             "%s", err.msg);
     T_CHECK(fs_write_file_atomic(idx, "{\"weight_map\": [", 16, &err) == 0, "%s", err.msg);
-    T_CHECK(stset_open_dir(&s, dir, &err) == -1 && strstr(err.msg, "index.json: not valid JSON"),
+    T_CHECK(stset_open_dir(&s, dir, &err) == -1 && strstr(err.msg, "index.json: invalid JSON"),
             "%s", err.msg);
     T_CHECK(fs_write_file_atomic(idx, "{\"metadata\": {}}", 16, &err) == 0, "%s", err.msg);
     T_CHECK(stset_open_dir(&s, dir, &err) == -1 && strstr(err.msg, "\"weight_map\" is missing"),
