@@ -9,6 +9,23 @@
 
 #include "tokenizer/jinja_eval.h"
 
+/* Where pat next occurs in s at or after i (s.n when nowhere): position by
+ * position, first byte then the rest, so that each call costs what it scans. */
+static size_t find_from(JStr s, JStr pat, size_t i) {
+    for (; i + pat.n <= s.n; i++)
+        if (s.p[i] == pat.p[0] && !memcmp(s.p + i, pat.p, pat.n)) return i;
+    return s.n;
+}
+
+/* split() and replace() compare the pattern at every position: a long text with
+ * a long pattern is refused rather than left to run for hours. */
+static int search_too_long(JEval *e, const JExpr *x, const char *what, JStr s, JStr pat) {
+    if ((double)s.n * (double)pat.n <= 2e9) return 0;
+    jx_fail(e, x->line, "%.*s of a string this long by a pattern this long is over the template's budget", what,
+            strlen(what));
+    return 1;
+}
+
 static JVal str_method(JEval *e, const JExpr *x, JStr s, JStr m, JVal *args, int n) {
     JStr *a0 = n > 0 && args[0].k == JV_STR ? &args[0].u.s : NULL;
     if (jstr_eq(m, (JStr){"startswith", 10}) && a0)
@@ -41,28 +58,25 @@ static JVal str_method(JEval *e, const JExpr *x, JStr s, JStr m, JVal *args, int
             return jv_list(l);
         }
         if (!a0->n) return jx_fail(e, x->line, "split: empty separator%.*s", "", 0);
+        if (search_too_long(e, x, "split()", s, *a0)) return UNDEF;
         size_t st = 0;
-        for (size_t i = 0; i + a0->n <= s.n;) {
-            if (!memcmp(s.p + i, a0->p, a0->n)) {
-                jlist_push(e->ar, l, jv_str((JStr){s.p + st, i - st}));
-                i += a0->n;
-                st = i;
-            } else i++;
-        }
+        for (size_t i; (i = find_from(s, *a0, st)) < s.n; st = i + a0->n)
+            jlist_push(e->ar, l, jv_str((JStr){s.p + st, i - st}));
         jlist_push(e->ar, l, jv_str((JStr){s.p + st, s.n - st}));
         return jv_list(l);
     }
     if (jstr_eq(m, (JStr){"replace", 7}) && n >= 2 && a0 && args[1].k == JV_STR && a0->n) {
+        if (search_too_long(e, x, "replace()", s, *a0)) return UNDEF;
         size_t hits = 0;
-        for (const char *q = s.p, *end = s.p + s.n; (q = memmem(q, (size_t)(end - q), a0->p, a0->n)); q += a0->n) hits++;
+        for (size_t i = 0; (i = find_from(s, *a0, i)) < s.n; i += a0->n) hits++;
         if (args[1].u.s.n > a0->n && hits * (args[1].u.s.n - a0->n) > JINJA_MAX_BYTES - s.n)
             return jx_fail(e, x->line, "replace() would make a string over the render's memory limit%.*s", "", 0);
         TokBuf b = {0};
-        for (size_t i = 0; i < s.n;) {
-            if (i + a0->n <= s.n && !memcmp(s.p + i, a0->p, a0->n)) {
-                tbuf_put(&b, args[1].u.s.p, args[1].u.s.n);
-                i += a0->n;
-            } else tbuf_putc(&b, s.p[i++]);
+        for (size_t i = 0, at; i < s.n; i = at + a0->n) {
+            at = find_from(s, *a0, i);
+            tbuf_put(&b, s.p + i, at - i);
+            if (at == s.n) break;
+            tbuf_put(&b, args[1].u.s.p, args[1].u.s.n);
         }
         JStr r = jx_strdup(e, b.p ? b.p : "", b.n);
         tbuf_free(&b);

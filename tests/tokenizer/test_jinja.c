@@ -133,6 +133,9 @@ static void test_size_and_time(void) {
     expect_error("{% set ns = namespace(s='aaaa') %}{% for i in range(20) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
                  "{{ ns.s.replace('a', '" "0123456789012345678901234567890123456789012345678901234567890123456789"
                  "0123456789012345678901234567890123456789') }}", "replace() would make a string over");
+    expect_error("{% set ns = namespace(s='aaaa', p='a') %}{% for i in range(20) %}{% set ns.s = ns.s ~ ns.s %}"
+                 "{% endfor %}{% for i in range(10) %}{% set ns.p = ns.p ~ ns.p %}{% endfor %}{{ ns.s.replace(ns.p, 'b') }}",
+                 "replace() of a string this long by a pattern this long is over the template's budget");
     expect_error("{% set ns = namespace(s='x') %}{% for i in range(100000) %}{{ ns.s }}{% set ns.s = ns.s ~ 'x' %}"
                  "{% endfor %}", "");
     expect_error("{% set xs = range(1000) %}{% for i in xs %}{% for j in xs %}{% for k in xs %}{% endfor %}"
@@ -146,6 +149,10 @@ static void test_ordinary(void) {
     expect("{{ 'a,b,c'.split(',') | join('|') }} {{ 'xax'.replace('a', 'bb') }} {{ {'k': [1, 'v']} | tojson }}",
            "a|b|c xbbx {\"k\": [1, \"v\"]}");
     expect("{{ 2 if false else 3 }}", "3");
+    expect("{{ 'xaxax'.replace('a', '') }}|{{ 'aaa'.replace('aa', 'b') }}|{{ 'ab'.replace('b', 'cd') }}|{{ 'a'.replace('zz', 'q') }}",
+           "xxx|ba|acd|a");
+    expect("{{ 'a--b--'.split('--') | tojson }} {{ '--'.split('--') | length }} {{ ' a  b '.split() | tojson }}",
+           "[\"a\", \"b\", \"\"] 2 [\"a\", \"b\"]");
     expect("{% for x in [1, 2] %}{{ loop.previtem is defined }}{{ loop.nextitem is defined }}{% endfor %}",
            "FalseTrueTrueFalse");
 }
