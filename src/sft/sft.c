@@ -113,6 +113,10 @@ static int parse_example(json_t *o, long line, void *ctx, GrpoErr *err) {
     for (int i = 0; i < n && !rc; i++)
         if (ids.ids[i] >= t->model.cfg.vocab_size)
             rc = err_set(err, "token id %d is beyond the model's vocab_size %d", ids.ids[i], t->model.cfg.vocab_size);
+    if (!rc && n > t->model.cfg.max_position_embeddings)
+        rc = err_set(err, "%d tokens (after truncation to max_length %d) are more than the model's "
+                     "max_position_embeddings (%d); lower max_length", n, t->c->max_length,
+                     t->model.cfg.max_position_embeddings);
     if (!rc && (start < 1 ? 1 : start) >= n)
         rc = err_set(err, "no token left to learn (%d tokens after truncation to max_length %d, loss starts at %d)", n,
                      t->c->max_length, start < 1 ? 1 : start);

@@ -57,4 +57,10 @@ expect_error 1 "two.jsonl:2: the prompt's 600 tokens and max_completion_length 8
     "$GRPO" generate --model "$TMP/b" --dataset "$TMP/two.jsonl" --max_prompt_length 1000 --max_completion_length 8
 "$GRPO" generate --model "$TMP/b" --dataset "$TMP/two.jsonl" --max_prompt_length 500 --max_completion_length 8 >/dev/null 2>"$TMP/p.err" \
     || fail "a truncated prompt fits: $(cat "$TMP/p.err")"
+# sft: a sequence past the model's positions, unless max_length truncates it
+python3 -c "print('{\"text\": \"%s\"}' % ('y' * 600))" > "$TMP/long_sft.jsonl"
+expect_error 1 "long_sft.jsonl:1: 601 tokens (after truncation to max_length 1024) are more than the model's max_position_embeddings (512); lower max_length" \
+    "$GRPO" sft --model "$TMP/b" --dataset "$TMP/long_sft.jsonl" --output_dir "$TMP/s1" --max_steps 1
+"$GRPO" sft --model "$TMP/b" --dataset "$TMP/long_sft.jsonl" --output_dir "$TMP/s2" --max_steps 1 --max_length 512 --quiet \
+    || fail "sft truncated to max_length 512 fits"
 finish
