@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/memory.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/model_io.h"
@@ -21,13 +22,19 @@ typedef struct {
 } ScoreItem;
 
 /* Reads one row into it; errors name the field (the reader adds FILE:LINE). */
-static int parse_item(json_t *root, int V, ScoreItem *it, GrpoErr *err) {
+static int parse_item(json_t *root, const ModelConfig *cfg, ScoreItem *it, GrpoErr *err) {
+    int V = cfg->vocab_size;
     json_t *lists[2] = {json_object_get(root, "prompt_ids"), json_object_get(root, "completion_ids")};
     const char *names[2] = {"prompt_ids", "completion_ids"};
     for (int k = 0; k < 2; k++)
         if (!json_is_array(lists[k])) return err_set(err, "missing '%s' (a list of token ids)", names[k]);
     size_t np = json_array_size(lists[0]), nc = json_array_size(lists[1]);
     if (np == 0 && nc > 0) return err_set(err, "prompt_ids is empty: the first completion token needs a context");
+    /* past the model's positions RoPE still runs (transformers only warns), but
+     * the scores would not be the model's */
+    if (np + nc > (size_t)cfg->max_position_embeddings)
+        return err_set(err, "prompt_ids and completion_ids are %zu tokens, more than the model's "
+                       "max_position_embeddings (%d)", np + nc, cfg->max_position_embeddings);
     it->n_prompt = (int)np;
     it->n = (int)(np + nc);
     it->ids = xmalloc(sizeof(int32_t) * (it->n ? it->n : 1));
@@ -92,7 +99,7 @@ static void flush_items(ScoreStream *st) {
 static int score_row(json_t *row, long line, void *ctx, GrpoErr *err) {
     ScoreStream *st = ctx;
     ScoreItem it;
-    if (parse_item(row, st->m->cfg.vocab_size, &it, err)) return -1;
+    if (parse_item(row, &st->m->cfg, &it, err)) return -1;
     if (it.n > st->batch_tokens) {
         free(it.ids);
         return err_set(err, "%d tokens exceed --batch_tokens %ld", it.n, st->batch_tokens);
@@ -140,6 +147,14 @@ int cmd_score(int argc, char **argv) {
     GrpoErr err;
     Model m;
     if (model_load(&m, model_dir, &err)) return cli_fail("score", err.msg);
+    double mb = 1048576.0, need = (double)acts_plan_bytes(&m.cfg, (int)batch_tokens, ckpt, 32);
+    double avail = (double)mem_available_bytes();
+    if (need > avail) {
+        model_free(&m);
+        err_set(&err, "activations for --batch_tokens %ld need %.0f MB and %.0f MB is available; lower --batch_tokens",
+                batch_tokens, need / mb, avail / mb);
+        return cli_fail("score", err.msg);
+    }
     Activations a;
     acts_create(&a, &m.cfg, (int)batch_tokens, ckpt, 32);
     ScoreStream st = {&m, &a, batch_tokens, (float)(1.0 / temperature), NULL, 0, 0, 0};

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/memory.h"
 #include "core/rng.h"
 
 /* Element j of the concatenation a[na] b[nb]. */
@@ -40,6 +41,22 @@ void completion_free(Completion *c) {
     c->n = 0;
 }
 
+/* What gen_create is about to allocate, against the memory available, before
+ * allocating it. In double: an explicit chunk size with a long cache can pass
+ * 64 bits. The sampler scratch is 21 bytes per vocabulary entry and thread. */
+static int check_plan(const Model *m, const GenOpts *o, int slots, int cap, int rows, int keys, int n_threads,
+                      GrpoErr *err) {
+    const ModelConfig *c = &m->cfg;
+    double mb = 1048576.0, kv = 2.0 * sizeof(float) * c->n_layers * (double)slots * cap * c->n_kv_heads * c->head_dim;
+    double logits = sizeof(float) * ((double)rows + 1) * c->vocab_size + 21.0 * n_threads * c->vocab_size;
+    double need = kv + (double)decode_state_bytes(c, rows, keys) + logits, avail = (double)mem_available_bytes();
+    if (need <= avail && need < 0x1p62) return 0;
+    return err_set(err, "generation needs %.0f MB (KV cache %.0f MB: %d layers x %d slots x %d tokens; decoding and "
+                   "logits %.0f MB for %d rows) and %.0f MB is available; lower %s, max_prompt_length or "
+                   "max_completion_length", need / mb, kv / mb, c->n_layers, slots, cap, (need - kv) / mb, rows,
+                   avail / mb, o->chunk_size > 0 ? "generation_chunk_size" : "kv_cache_mb");
+}
+
 int gen_create(Generator *g, Model *m, const GenOpts *o, int max_prompt, GrpoErr *err) {
     memset(g, 0, sizeof *g);
     if (max_prompt < 1 || o->max_completion_length < 1)
@@ -64,17 +81,18 @@ int gen_create(Generator *g, Model *m, const GenOpts *o, int max_prompt, GrpoErr
                            m->cfg.n_layers, g->cap);
         g->chunk = fit > 256 ? 256 : (int)fit;
     }
+    int rows = g->chunk > max_prompt ? g->chunk : max_prompt, V = m->cfg.vocab_size;
+    int keys = max_prompt + o->max_completion_length + 1, n_threads = omp_get_max_threads();
+    if (check_plan(m, o, g->chunk + extra, g->cap, rows, keys, n_threads, err)) return -1;
     kv_cache_create(&g->kv, &m->cfg, g->chunk + extra, g->cap);
-    int rows = g->chunk > max_prompt ? g->chunk : max_prompt;
-    decode_state_create(&g->ds, &m->cfg, rows, max_prompt + o->max_completion_length + 1);
-    int V = m->cfg.vocab_size;
-    g->n_scratch = omp_get_max_threads();
+    decode_state_create(&g->ds, &m->cfg, rows, keys);
+    g->n_scratch = n_threads;
     g->scratch = xmalloc(sizeof(SamplerScratch) * g->n_scratch);
     for (int i = 0; i < g->n_scratch; i++) sampler_scratch_create(&g->scratch[i], V);
     g->logits = xaligned(sizeof(float) * (size_t)rows * V);
     g->first = xaligned(sizeof(float) * V);
     g->bytes = kv_cache_bytes(&m->cfg, g->chunk + extra, g->cap) +
-               decode_state_bytes(&m->cfg, rows, max_prompt + o->max_completion_length + 1) +
+               decode_state_bytes(&m->cfg, rows, keys) +
                sizeof(float) * ((size_t)rows + 1) * V + (size_t)g->n_scratch * V * 21;
     return 0;
 }

@@ -22,9 +22,13 @@ void pretrained_close(Pretrained *p) {
 }
 
 /* A prompt and its completion must fit the model's positions: past them RoPE
- * still runs (transformers only warns) but what comes out is not the model's. */
-static int check_positions(const GenSession *s, const GenOpts *o, GrpoErr *err) {
-    int P = s->pre.model.cfg.max_position_embeddings;
+ * still runs (transformers only warns) but what comes out is not the model's.
+ * Every prompt id must index the embedding: a tokenizer with more ids than
+ * config.json's vocab_size would otherwise read past it (transformers fails
+ * with an IndexError on that token). */
+static int check_prompts(const GenSession *s, const GenOpts *o, GrpoErr *err) {
+    const ModelConfig *cfg = &s->pre.model.cfg;
+    int P = cfg->max_position_embeddings, V = cfg->vocab_size;
     for (int i = 0; i < s->n; i++) {
         const DatasetExample *e = &s->data.ex[i];
         if ((long)e->n_prompt_ids + o->max_completion_length > P)
@@ -32,6 +36,19 @@ static int check_positions(const GenSession *s, const GenOpts *o, GrpoErr *err) 
                            "max_position_embeddings (%d); set max_prompt_length to keep the prompt's last tokens (as "
                            "TRL truncates) or lower max_completion_length", s->data.path, e->line, e->n_prompt_ids,
                            o->max_completion_length, P);
+        for (int k = 0; k < e->n_prompt_ids; k++)
+            if (e->prompt_ids[k] < 0 || e->prompt_ids[k] >= V) {
+                size_t len = 0;
+                const char *t = tok_id_to_token(s->pre.tok, e->prompt_ids[k], &len);
+                char shown[48];   /* the token's text, control bytes as '?', for a one-line message */
+                size_t j = 0;
+                for (; t && j < len && j + 1 < sizeof shown; j++)
+                    shown[j] = (unsigned char)t[j] < 0x20 || t[j] == 0x7f ? '?' : t[j];
+                shown[j] = 0;
+                return err_set(err, "%s:%ld: the prompt's token %d ('%s') is outside the model's vocabulary "
+                               "(config.json: vocab_size %d; the tokenizer has %d ids)", s->data.path, e->line,
+                               e->prompt_ids[k], shown, V, tok_vocab_size(s->pre.tok));
+            }
     }
     return 0;
 }
@@ -46,7 +63,7 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
     int rc = pretrained_open(&s->pre, model_dir, o, err);
     if (!rc) rc = dataset_tokenize(&s->data, s->pre.tok, max_prompt_length, -1, err);
     if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
-    if (!rc) rc = check_positions(s, o, err);
+    if (!rc) rc = check_prompts(s, o, err);
     if (!rc) rc = gen_create(&s->gen, &s->pre.model, o, longest, err);
     if (rc) gen_session_close(s);
     return rc;

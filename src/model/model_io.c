@@ -17,54 +17,68 @@ const char *const model_side_files[] = {
     "chat_template.jinja", NULL,
 };
 
-int model_load(Model *m, const char *dir, GrpoErr *err) {
-    ModelConfig cfg;
-    if (config_load(&cfg, dir, err)) return -1;
-    char *cpath = fs_join(dir, "config.json");
-    int too_big = config_check_memory(&cfg, cpath, err);
-    free(cpath);
-    if (too_big) {
-        config_free(&cfg);
-        return -1;
-    }
-    model_create(m, &cfg);
-    StSet set;
-    if (stset_open_dir(&set, dir, err)) {
-        model_free(m);
-        return -1;
-    }
-    char *where = fs_join(dir, set.n_files == 1 ? "model.safetensors" : "model.safetensors.index.json");
-    int rc = 0;
-    for (int i = 0; i < m->table.n && !rc; i++) {
-        ParamEntry *e = &m->table.entries[i];
-        const StFile *f;
-        const StTensor *t = stset_find(&set, e->name, &f);
-        if (!t) {
-            rc = err_set(err, "%s: missing tensor '%s' (needed by config.json's %s architecture)",
-                         where, e->name, config_model_type_name(m->cfg.type));
-            break;
-        }
-        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16) {
-            rc = err_set(err, "%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", f->path,
-                         e->name, st_dtype_name(t->dtype));
-            break;
-        }
+/* Every tensor the config's table names is in the files with a supported dtype
+ * and the shape the config implies. Checked before the parameters are
+ * allocated: a config.json that promises more than model.safetensors holds is
+ * refused without allocating what it promises. Fills tensors[i] and files[i]
+ * for table entry i. */
+static int check_tensors(const ParamTable *table, const ModelConfig *cfg, const StSet *set, const char *where,
+                         const StTensor **tensors, const StFile **files, GrpoErr *err) {
+    for (int i = 0; i < table->n; i++) {
+        const ParamEntry *e = &table->entries[i];
+        const StFile *f = NULL;
+        const StTensor *t = tensors[i] = stset_find(set, e->name, &f);
+        files[i] = f;
+        if (!t)
+            return err_set(err, "%s: missing tensor '%s' (needed by config.json's %s architecture)", where, e->name,
+                           config_model_type_name(cfg->type));
+        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16)
+            return err_set(err, "%s: tensor '%s' has dtype %s; expected F32, BF16 or F16", f->path, e->name,
+                           st_dtype_name(t->dtype));
         int same = t->ndim == e->ndim;
         for (int d = 0; same && d < e->ndim; d++) same = t->shape[d] == e->shape[d];
         if (!same) {
             char want[64], got[160];
             int64_t ws[2] = {e->shape[0], e->shape[1]};
-            rc = err_set(err, "%s: tensor '%s' has shape %s; config.json implies %s", f->path, e->name,
-                         st_shape_str(got, sizeof got, t->ndim, t->shape),
-                         st_shape_str(want, sizeof want, e->ndim, ws));
-            break;
+            return err_set(err, "%s: tensor '%s' has shape %s; config.json implies %s", f->path, e->name,
+                           st_shape_str(got, sizeof got, t->ndim, t->shape),
+                           st_shape_str(want, sizeof want, e->ndim, ws));
         }
-        rc = st_read_f32(f, t, m->params + e->offset, err);
-        e->src_dtype = t->dtype;
     }
+    return 0;
+}
+
+int model_load(Model *m, const char *dir, GrpoErr *err) {
+    ModelConfig cfg;
+    if (config_load(&cfg, dir, err)) return -1;
+    char *cpath = fs_join(dir, "config.json");
+    int rc = config_check_memory(&cfg, cpath, err);
+    free(cpath);
+    StSet set;
+    if (!rc && stset_open_dir(&set, dir, err)) rc = -1;
+    if (rc) {
+        config_free(&cfg);
+        return -1;
+    }
+    char *where = fs_join(dir, set.n_files == 1 ? "model.safetensors" : "model.safetensors.index.json");
+    ParamTable table;
+    params_build(&table, &cfg);
+    const StTensor **tensors = xmalloc(sizeof *tensors * table.n);
+    const StFile **files = xmalloc(sizeof *files * table.n);
+    rc = check_tensors(&table, &cfg, &set, where, tensors, files, err);
+    params_free(&table);
     free(where);
+    if (rc) config_free(&cfg);
+    else model_create(m, &cfg);   /* the same table again, in the same order */
+    for (int i = 0; !rc && i < m->table.n; i++) {
+        ParamEntry *e = &m->table.entries[i];
+        rc = st_read_f32(files[i], tensors[i], m->params + e->offset, err);
+        e->src_dtype = tensors[i]->dtype;
+        if (rc) model_free(m);
+    }
+    free(tensors);
+    free(files);
     stset_close(&set);
-    if (rc) model_free(m);
     return rc;
 }
 

@@ -55,6 +55,13 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows)
 }
 
 size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chunk_rows) {
+    /* Every term but the LM-head scratch is max_tokens x a size per token: with a
+     * hostile config and a long micro-batch the product can pass 64 bits, so it
+     * saturates at SIZE_MAX (never fits) instead of wrapping to a small plan. */
+    Plan one = plan(cfg, 1, ckpt, chunk_rows);
+    size_t per_token = sizeof(float) * (one.x + one.layer + one.final + one.back) + 3 * sizeof(int32_t) + 1;
+    size_t lp_bytes = sizeof(float) * one.lp;
+    if (max_tokens > 0 && per_token > (SIZE_MAX / 2 - lp_bytes) / (size_t)max_tokens) return SIZE_MAX;
     Plan p = plan(cfg, max_tokens, ckpt, chunk_rows);
     size_t ints = (size_t)max_tokens * (3 * sizeof(int32_t) + 1);
     return sizeof(float) * (p.x + p.layer + p.final + p.back + p.lp) + ints;
@@ -65,10 +72,11 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     memset(a, 0, sizeof *a);
     a->max_tokens = max_tokens;
     a->checkpointing = ckpt;
+    a->bytes = acts_plan_bytes(c, max_tokens, ckpt, chunk_rows);
+    CHECK(a->bytes != SIZE_MAX); /* callers compare the plan with the memory available first */
     Plan p = plan(c, max_tokens, ckpt, chunk_rows);
     size_t total = p.x + p.layer + p.final + p.back + p.lp;
     a->arena = xaligned(sizeof(float) * total);
-    a->bytes = acts_plan_bytes(c, max_tokens, ckpt, chunk_rows);
     float *cur = a->arena;
 #define TAKE(n) (cur += (n), cur - (n))
     size_t N = max_tokens, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;

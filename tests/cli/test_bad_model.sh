@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A careless or hostile model directory: sizes in config.json are checked
-# against the supported range and against the memory available before anything
-# is allocated (grpo init, generate, train); eos ids outside the vocabulary and
-# generation_config.json fields of the wrong type are refused; a prompt that
-# with its completion does not fit max_position_embeddings is refused with its
+# against the supported range, against model.safetensors and against the memory
+# available before anything is allocated (grpo init, generate, train, score);
+# so are generation's and score's buffers; eos ids outside the vocabulary,
+# prompt tokens the tokenizer has but the model's vocabulary lacks, and
+# generation_config.json fields of the wrong type are refused; a prompt (or a
+# scored sequence) that does not fit max_position_embeddings is refused with its
 # dataset line. Each is one line naming the file and the field.
 set -u
 . "$ROOT/tests/cli/lib.sh"
@@ -36,6 +38,29 @@ GRPO_MEMORY_LIMIT_MB=2 expect_error 1 "b/config.json: the model needs 3.3 MB for
     "$GRPO" train --model "$TMP/b" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/t"
 GRPO_MEMORY_LIMIT_MB=4 "$GRPO" generate --model "$TMP/b" --dataset "$TMP/d.jsonl" --max_completion_length 2 >/dev/null 2>&1 \
     || fail "a model that fits the memory limit should load"
+# config.json promising more than model.safetensors holds: refused before the
+# parameters are allocated (~17 GB here; under an 8 GB address-space limit an
+# allocation first would abort; a machine with less available refuses it by the numbers)
+variant deep "c.update(hidden_size=1024, intermediate_size=4096, num_attention_heads=8, num_key_value_heads=8, head_dim=128, num_hidden_layers=256)"
+(ulimit -v 8388608; expect_error 1 "m_deep/model.safetensors: tensor 'model.embed_tokens.weight' has shape \[259, 128\]; config.json implies \[259, 1024\]\|m_deep/config.json: the model needs" \
+    limited "$GRPO" generate --model "$TMP/m_deep" --dataset "$TMP/d.jsonl"; [ "$FAILED" -eq 0 ] || exit 1) || fail "config larger than its weights"
+variant short "c['num_hidden_layers'] = 5"
+expect_error 1 "m_short/model.safetensors: missing tensor 'model.layers.4.input_layernorm.weight'" \
+    "$GRPO" generate --model "$TMP/m_short" --dataset "$TMP/d.jsonl"
+# a tokenizer with more ids than vocab_size: the prompt's token would index past the embedding
+variant tok "pass"
+python3 -c "import json, sys; t = json.load(open(sys.argv[1])); t['added_tokens'].append(dict(t['added_tokens'][0], id=400, content='<|big|>')); json.dump(t, open(sys.argv[1], 'w'))" "$TMP/m_tok/tokenizer.json"
+printf '{"prompt": "ab"}\n{"prompt": "ab<|big|>"}\n' > "$TMP/big.jsonl"
+expect_error 1 "big.jsonl:2: the prompt's token 400 ('<|big|>') is outside the model's vocabulary (config.json: vocab_size 259; the tokenizer has 401 ids)" \
+    "$GRPO" generate --model "$TMP/m_tok" --dataset "$TMP/big.jsonl"
+"$GRPO" generate --model "$TMP/m_tok" --dataset "$TMP/d.jsonl" --max_completion_length 2 >/dev/null 2>&1 || fail "prompts inside the vocabulary"
+# generation's KV cache and logits, and score's activations, against the memory available
+GRPO_MEMORY_LIMIT_MB=8 expect_error 1 "generation needs [0-9]* MB (KV cache [0-9]* MB: 4 layers x 100001 slots x 8 tokens; .* and 8 MB is available; lower generation_chunk_size" \
+    "$GRPO" generate --model "$TMP/b" --dataset "$TMP/d.jsonl" --max_completion_length 8 --generation_chunk_size 100000
+printf '{"prompt_ids": [1, 2], "completion_ids": [3]}\n' > "$TMP/s.jsonl"
+GRPO_MEMORY_LIMIT_MB=8 expect_error 1 "activations for --batch_tokens 4096 need [0-9]* MB and 8 MB is available; lower --batch_tokens" \
+    "$GRPO" score --model "$TMP/b" --data "$TMP/s.jsonl"
+GRPO_MEMORY_LIMIT_MB=8 "$GRPO" score --model "$TMP/b" --data "$TMP/s.jsonl" --batch_tokens 64 >/dev/null 2>&1 || fail "score within the limit"
 
 # generation_config.json: the types transformers' GenerationConfig gives its fields
 gen_bad() { # JSON PATTERN
@@ -57,6 +82,10 @@ expect_error 1 "two.jsonl:2: the prompt's 600 tokens and max_completion_length 8
     "$GRPO" generate --model "$TMP/b" --dataset "$TMP/two.jsonl" --max_prompt_length 1000 --max_completion_length 8
 "$GRPO" generate --model "$TMP/b" --dataset "$TMP/two.jsonl" --max_prompt_length 500 --max_completion_length 8 >/dev/null 2>"$TMP/p.err" \
     || fail "a truncated prompt fits: $(cat "$TMP/p.err")"
+python3 -c "print('{\"prompt_ids\": [1], \"completion_ids\": [%s]}' % ', '.join(['5'] * 600))" > "$TMP/long_s.jsonl"
+cat "$TMP/s.jsonl" "$TMP/long_s.jsonl" > "$TMP/two_s.jsonl"
+expect_error 1 "two_s.jsonl:2: prompt_ids and completion_ids are 601 tokens, more than the model's max_position_embeddings (512)" \
+    "$GRPO" score --model "$TMP/b" --data "$TMP/two_s.jsonl"
 # sft: a sequence past the model's positions, unless max_length truncates it
 python3 -c "print('{\"text\": \"%s\"}' % ('y' * 600))" > "$TMP/long_sft.jsonl"
 expect_error 1 "long_sft.jsonl:1: 601 tokens (after truncation to max_length 1024) are more than the model's max_position_embeddings (512); lower max_length" \
