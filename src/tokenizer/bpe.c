@@ -39,14 +39,30 @@ void tok_ids_free(TokIds *ids) {
 }
 
 /* ---- cache ------------------------------------------------------------------ */
+/* The cache starts empty and grows by doubling up to max_entries, so that a
+ * tokenizer which encodes a few words (a test, a fuzz input) does not pay for
+ * clearing a full-size table. */
 void cache_init(TokCache *c, uint32_t max_entries) {
     memset(c, 0, sizeof *c);
     c->max_entries = max_entries;
+}
+
+/* Room for at least `want` entries (at most max_entries), slots at most half full. */
+static void cache_grow(TokCache *c, uint32_t want) {
+    uint32_t n_entries = want < 64 ? 64 : want;
+    if (n_entries > c->max_entries) n_entries = c->max_entries;
     uint32_t cap = 16;
-    while (cap < max_entries * 2) cap *= 2;
+    while (cap < n_entries * 2) cap *= 2;
+    free(c->slots);
     c->slots = xcalloc(cap, sizeof *c->slots);
     c->mask = cap - 1;
-    c->entries = xmalloc(max_entries * sizeof *c->entries);
+    c->entries = xrealloc(c->entries, n_entries * sizeof *c->entries);
+    c->cap_entries = n_entries;
+    for (uint32_t e = 0; e < c->n_entries; e++) {
+        uint32_t i = (uint32_t)c->entries[e].hash & c->mask;
+        while (c->slots[i]) i = (i + 1) & c->mask;
+        c->slots[i] = e + 1;
+    }
 }
 
 void cache_free(TokCache *c) {
@@ -59,6 +75,7 @@ void cache_free(TokCache *c) {
 
 static const struct TokCacheEntry *cache_get(const TokCache *c, const char *w, size_t len,
                                              uint64_t h) {
+    if (!c->slots) return NULL;
     for (uint32_t i = (uint32_t)h & c->mask;; i = (i + 1) & c->mask) {
         uint32_t e = c->slots[i];
         if (!e) return NULL;
@@ -76,6 +93,7 @@ static void cache_put(TokCache *c, const char *w, size_t len, uint64_t h, const 
         c->keys.n = 0;
         c->n_id_store = 0;
     }
+    if (c->n_entries == c->cap_entries) cache_grow(c, 2 * c->cap_entries);
     uint32_t i = (uint32_t)h & c->mask;
     while (c->slots[i]) i = (i + 1) & c->mask;
     struct TokCacheEntry *en = &c->entries[c->n_entries];

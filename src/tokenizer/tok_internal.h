@@ -91,7 +91,7 @@ typedef struct {
         uint64_t hash;
         uint32_t key_off, key_len, ids_off, n_ids;
     } *entries;
-    uint32_t n_entries, max_entries;
+    uint32_t n_entries, cap_entries, max_entries;
     TokBuf keys;
     int32_t *ids;
     size_t n_id_store, cap_id_store;
