@@ -1,7 +1,7 @@
 /* io/jsonl.h — the one JSON-lines reader: datasets, `grpo score` input,
  * metrics.jsonl for plots.
  *
- * One JSON object per line; blank lines (only spaces, tabs, \r) are skipped and
+ * One JSON object per line (or one JSON array of objects); blank lines (only spaces, tabs, \r) are skipped and
  * CRLF line ends are accepted. Lines are handed to a callback as they are read,
  * so standard input streams (a consumer can act on line k before line k+1
  * arrives). Every message starts "path:line: " ("<stdin>" for "-"), the callback's
@@ -25,7 +25,12 @@ typedef int (*JsonlRowFn)(json_t *row, long line, void *ctx, GrpoErr *err);
  * (kind: a string, a number, an array, true, false, null). A read error or
  * out-of-memory while reading is an error ("path:line: read error: ..."), never
  * treated as the end of the file. Reading stops at the first error (the
- * callback's included). Returns the number of rows (>= 0) or -1. */
+ * callback's included). Returns the number of rows (>= 0) or -1.
+ *
+ * A file whose first character other than white space is '[' is read as one
+ * JSON array of objects instead (a .json file as datasets' to_json(lines=False)
+ * writes it): each element is a row, numbered by the line it starts on;
+ * messages name that line and the record's index in the array. */
 long jsonl_read(const char *path, JsonlRowFn fn, void *ctx, GrpoErr *err);
 
 /* What a JSON value is, for messages: "an object", "an array", "a string",

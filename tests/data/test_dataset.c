@@ -127,7 +127,8 @@ static void expect_load_error(const char *text, const char *want) {
 
 static void test_bad_input(void) {
     expect_load_error("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n", "bad.jsonl:2: not valid JSON");
-    expect_load_error("[1, 2]\n", "bad.jsonl:1: expected a JSON object, got an array");
+    expect_load_error("[1, 2]\n", "bad.jsonl:1: expected a JSON object, got a number (array record 1)");
+    expect_load_error("{\"prompt\": \"a\"}\n[1, 2]\n", "bad.jsonl:2: expected a JSON object, got an array");
     expect_load_error("\n\n\"text\"\n", "bad.jsonl:3: expected a JSON object, got a string");
     expect_load_error("{\"question\": \"a\"}\n", "bad.jsonl:1: no 'prompt' field");
     expect_load_error("{\"prompt\": \"a\"}\n{\"prompt\": 3}\n",

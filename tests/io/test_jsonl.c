@@ -2,7 +2,8 @@
  * CRLF, a last line without newline), every bad line with its path:line message
  * (invalid JSON with its column, each non-object kind, a NUL byte, the
  * callback's own error), a missing file, a read error (a directory) and running
- * out of memory mid-line, which must be an error and not the end of the file. */
+ * out of memory mid-line, which must be an error and not the end of the file;
+ * a file holding one JSON array of objects, good and bad. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,7 @@ static void test_bad_lines(void) {
     /* jansson's column, counted from the start of the line (leading blanks included) */
     EXPECT_ERROR("  {\"a\": 1,}\n", 0, "bad.jsonl:1: not valid JSON: string or '}' expected near '}' (column 11)", 0);
     EXPECT_ERROR("{\"a\": 1} {\"a\": 2}\n", 0, "bad.jsonl:1: not valid JSON: end of file expected", 0);
-    EXPECT_ERROR("[1, 2]\n", 0, "bad.jsonl:1: expected a JSON object, got an array", 0);
+    EXPECT_ERROR("{\"a\": 1}\n[1, 2]\n", 0, "bad.jsonl:2: expected a JSON object, got an array", 1);
     EXPECT_ERROR("{\"a\": 1}\n\"text\"\n", 0, "bad.jsonl:2: expected a JSON object, got a string", 1);
     EXPECT_ERROR("3.5\n", 0, "bad.jsonl:1: expected a JSON object, got a number", 0);
     EXPECT_ERROR("true\n", 0, "bad.jsonl:1: expected a JSON object, got true", 0);
@@ -96,6 +97,32 @@ static void test_bad_lines(void) {
     expect_error("{\"a\": 1}\0 junk\n", 15, 0, "bad.jsonl:1: not valid JSON: ", 0);
     /* the callback's message gets path:line, and reading stops there */
     EXPECT_ERROR("{\"a\": 2}\n\n{\"a\": 5}\n{\"a\": 6}\n", 3, "bad.jsonl:3: 'a' must be even, got 5", 1);
+}
+
+/* A file holding one JSON array of objects: rows numbered by the line each
+ * element starts on; brackets, commas and escaped quotes inside strings and
+ * nested values do not end an element. */
+static void test_arrays(void) {
+    const char *path = write_file("rows.json", "\n\n  [{\"a\": 1},\n {\"a\": 2, \"s\": \"x], \\\"]\", \"n\": [1, {\"k\": \"}\"}]},\n\n"
+                                               "{\"b\":\n [3]}\n ]\n\n");
+    Seen s = {0};
+    GrpoErr err = {{0}};
+    long n = jsonl_read(path, collect, &s, &err);
+    T_CHECK(n == 3 && s.n == 3, "array: rows %ld seen %d: %s", n, s.n, err.msg);
+    const long want_line[3] = {3, 4, 6}, want_a[3] = {1, 2, -1};
+    T_CHECK(!memcmp(s.line, want_line, sizeof want_line), "array line numbers %ld %ld %ld", s.line[0], s.line[1],
+            s.line[2]);
+    T_CHECK(!memcmp(s.a, want_a, sizeof want_a), "array values %ld %ld %ld", s.a[0], s.a[1], s.a[2]);
+    json_decref(s.kept);
+    Seen e = {0};
+    T_CHECK(jsonl_read(write_file("empty.json", " [ \n ] \n"), collect, &e, &err) == 0 && e.n == 0, "empty array");
+    EXPECT_ERROR("[{\"a\": 1},\n 3]", 0, "bad.jsonl:2: expected a JSON object, got a number (array record 2)", 1);
+    EXPECT_ERROR("[{\"a\": 1},\n {\"a\": 1 2}]", 0, "bad.jsonl:2: not valid JSON: ", 1);
+    EXPECT_ERROR("[{\"a\": 1},\n\n {\"a\":\n 1,}]", 0, "bad.jsonl:4: not valid JSON: ", 1);
+    EXPECT_ERROR("[{\"a\": 1},]", 0, "bad.jsonl:1: not valid JSON: ", 1);
+    EXPECT_ERROR("[{\"a\": 1},\n{\"a\": \"]\"}\n", 0, "bad.jsonl:3: the JSON array is not closed (expected ']')", 1);
+    EXPECT_ERROR("[{\"a\": 1}]\n{\"a\": 2}\n", 0, "bad.jsonl:2: text after the JSON array", 1);
+    EXPECT_ERROR("[{\"a\": 2},\n\n  {\"a\": 5}]", 3, "bad.jsonl:3: 'a' must be even, got 5", 1);
 }
 
 static void test_files(void) {
@@ -161,6 +188,7 @@ int main(void) {
     CHECK(mkdtemp(dir));
     test_rows();
     test_bad_lines();
+    test_arrays();
     test_files();
     test_out_of_memory();
     char cmd[600];
