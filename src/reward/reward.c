@@ -158,9 +158,13 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
         rc = length_init(f, arg, spec, err);
     } else if (!strcmp(kind, "format")) {
         rc = format_init(f, arg, spec, err);
+    } else if (!strcmp(kind, "accuracy_reward")) {
+        rc = reward_accuracy_init(f, arg, err);
+    } else if (!strcmp(kind, "think_format_reward")) {
+        rc = arg ? err_set(err, "reward '%s': think_format_reward takes no argument", spec) : reward_think_format_init(f, err);
     } else if (!strcmp(kind, "exact_match") || !strcmp(kind, "accuracy")) {
         const char *column = arg;
-        if (!column && !strcmp(kind, "accuracy")) column = "solution"; /* TRL's accuracy_reward */
+        if (!column && !strcmp(kind, "accuracy")) column = "solution"; /* lenient: the last number counts */
         if (!column || !*column)
             rc = err_set(err, "reward '%s': expected exact_match:COLUMN (the column holding the answer)", spec);
         else
@@ -193,8 +197,8 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
         free(path);
     } else {
         rc = err_set(err,
-                     "reward '%s': unknown reward function '%s' (expected length, reward_len, "
-                     "format, exact_match, accuracy, cmd or plugin)",
+                     "reward '%s': unknown reward function '%s' (expected length, reward_len, format, "
+                     "think_format_reward, exact_match, accuracy, accuracy_reward, cmd or plugin)",
                      spec, kind);
     }
     if (rc) {

@@ -7,6 +7,14 @@
 #include "reward/reward.h"
 
 int reward_exact_match_init(RewardFunc *f, const char *column, GrpoErr *err);
+/* TRL's accuracy_reward over a column ("solution" when NULL) and
+ * think_format_reward (reward_math.c). */
+int reward_accuracy_init(RewardFunc *f, const char *column, GrpoErr *err);
+int reward_think_format_init(RewardFunc *f, GrpoErr *err);
+/* accuracy_reward's pieces, for tests: the completion's answer (NULL if none)
+ * and whether two answers are equal. */
+char *math_completion_answer(const char *completion);
+int math_answers_equal(const char *answer, const char *gold);
 int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoErr *err);
 int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, GrpoErr *err);
 
