@@ -51,8 +51,6 @@ void train_config_default(TrainConfig *c) {
     train_config_groups(g);
     opts_defaults(g, TRAIN_CONFIG_N_GROUPS, c);
     gen_opts_default(&c->gen);
-    c->loss.sapo_temperature_pos = 1.0;
-    c->loss.sapo_temperature_neg = 1.05;
 }
 
 /* The batch rules of TRL's GRPOConfig.__post_init__ (one process). */

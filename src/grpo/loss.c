@@ -35,6 +35,10 @@ const OptSpec grpo_loss_options[] = {
      "leave truncated completions out of the loss"},
     {"top_entropy_quantile", OPT_F64, L(top_entropy_quantile), 1.0, NULL, 1e-300, 1, NULL, NULL, 0,
      "train only on the top-entropy tokens (1 = all)"},
+    {"sapo_temperature_pos", OPT_F64, L(sapo_temperature_pos), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0,
+     "SAPO's gate temperature for positive advantages (loss_type sapo)"},
+    {"sapo_temperature_neg", OPT_F64, L(sapo_temperature_neg), 1.05, NULL, 1e-300, 1e300, NULL, NULL, 0,
+     "SAPO's gate temperature for negative advantages (loss_type sapo)"},
 };
 const int grpo_loss_n_options = sizeof grpo_loss_options / sizeof grpo_loss_options[0];
 
@@ -43,8 +47,6 @@ void grpo_loss_config_default(GrpoLossConfig *c) {
     OptGroup g = {grpo_loss_options, grpo_loss_n_options, 0};
     opts_defaults(&g, 1, c);
     c->epsilon_high = c->epsilon_low;
-    c->sapo_temperature_pos = 1.0;
-    c->sapo_temperature_neg = 1.05;
     c->max_completion_length = 256;
 }
 

@@ -113,7 +113,7 @@ def trl_loss(c, logp, old, ref, ent, adv, cmask, trunc):
     if lt == "cispo":
         ptl = -torch.clamp(coef_1, max=c["eps_high"]).detach() * A * logp
     elif lt == "sapo":
-        temps = torch.where(A > 0, torch.full_like(A, 1.0), torch.full_like(A, 1.05))
+        temps = torch.where(A > 0, torch.full_like(A, c["sapo_pos"]), torch.full_like(A, c["sapo_neg"]))
         ptl = -torch.sigmoid(temps * (coef_1 - 1)) * 4 / temps * A
     else:
         coef_2 = torch.clamp(coef_1, 1 - c["eps_low"], 1 + c["eps_high"])
@@ -210,7 +210,12 @@ def build():
     cases.append(dict(loss_type="dapo", beta=0.04, old=1, level="token", q=0.5))
     cases.append(dict(loss_type="grpo", beta=0.0, old=1, level="sequence", q=0.3, mask_truncated=1))
     cases.append(dict(loss_type="cispo", beta=0.0, old=1, level="token", mask_truncated=1, q=0.8))
+    # SAPO's temperatures (sapo_temperature_pos/neg) away from TRL's defaults 1.0/1.05
+    cases.append(dict(loss_type="sapo", beta=0.0, old=1, level="token", sapo_pos=0.5, sapo_neg=2.0))
+    cases.append(dict(loss_type="sapo", beta=0.04, old=1, level="sequence", sapo_pos=3.0, sapo_neg=0.25, mask_truncated=1))
     for c in cases:
+        c.setdefault("sapo_pos", 1.0)
+        c.setdefault("sapo_neg", 1.05)
         c.setdefault("delta", 0.0)
         c.setdefault("mask_truncated", 0)
         c.setdefault("q", 1.0)
@@ -223,7 +228,7 @@ def build():
         loss.backward()
         grad = torch.cat([lp.grad[i, :LENGTHS[i]] for i in range(S)])
         cfg = [LOSS_TYPES.index(c["loss_type"]), 0 if c["level"] == "token" else 1, c["old"], c["beta"],
-               c["eps_low"], c["eps_high"], c["delta"], c["q"], c["mask_truncated"], MAX_LEN]
+               c["eps_low"], c["eps_high"], c["delta"], c["q"], c["mask_truncated"], MAX_LEN, c["sapo_pos"], c["sapo_neg"]]
         out += [(f"case{k}.config", torch.tensor(cfg, dtype=D)),
                 (f"case{k}.loss", loss.detach().reshape(1)), (f"case{k}.grad", grad)]
     out.append(("n_cases", torch.tensor([len(cases)], dtype=torch.int64)))

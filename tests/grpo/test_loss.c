@@ -38,6 +38,8 @@ static void config_from(GrpoLossConfig *c, const double *cfg) {
     c->top_entropy_quantile = cfg[7];
     c->mask_truncated_completions = (int)cfg[8];
     c->max_completion_length = (int)cfg[9];
+    c->sapo_temperature_pos = cfg[10];
+    c->sapo_temperature_neg = cfg[11];
 }
 
 /* Runs the batch as micro-batches of `mb` sequences (sizes[] when mb == 0),
@@ -102,9 +104,10 @@ int main(void) {
         GrpoLossConfig c;
         config_from(&c, cfg);
         int has_old = (int)cfg[2];
-        snprintf(what, sizeof what, "case %d (%s %s old=%d beta=%g delta=%g q=%g mask_trunc=%d)", k,
+        snprintf(what, sizeof what, "case %d (%s %s old=%d beta=%g delta=%g q=%g mask_trunc=%d sapo_tau=%g/%g)", k,
                  grpo_loss_type_names[c.loss_type], c.is_level ? "sequence" : "token", has_old, c.beta,
-                 c.delta, c.top_entropy_quantile, c.mask_truncated_completions);
+                 c.delta, c.top_entropy_quantile, c.mask_truncated_completions, c.sapo_temperature_pos,
+                 c.sapo_temperature_neg);
 
         /* 1. the whole batch as one micro-batch vs torch autograd (GA = 1) */
         GrpoLossStats st, st2;
