@@ -1,7 +1,9 @@
 /* cli/args.c — the command line and YAML files over declared options (args.h). */
 #include "cli/args.h"
 
+#include "cli/trl_keys.h"
 #include "io/fsutil.h"
+#include "io/hf_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +23,91 @@ static void *keep(void *p) {
     return p;
 }
 
+/* Keys collected over the YAML files and the command line of one args_parse:
+ * TRL keys accepted without effect (one warning at the end) and unknown names
+ * (one error listing them all). */
+typedef struct {
+    const char *name, *where; /* where: "FILE:LINE", or NULL for the command line */
+    const TrlKey *trl;        /* NULL for an unknown name */
+} SeenKey;
+static SeenKey *seen;
+static int n_seen, cap_seen, save_strategy_no;
+
 void args_free(void) {
     for (int i = 0; i < arena_n; i++) free(arena[i]);
     free(arena);
     arena = NULL;
     arena_n = arena_cap = 0;
+    free(seen);
+    seen = NULL;
+    n_seen = cap_seen = save_strategy_no = 0;
+}
+
+static void note_key(const char *name, const char *where, const TrlKey *trl) {
+    if (n_seen == cap_seen) seen = xrealloc(seen, sizeof *seen * (cap_seen = cap_seen ? 2 * cap_seen : 16));
+    seen[n_seen++] = (SeenKey){keep(xstrdup(name)), where ? keep(xstrdup(where)) : NULL, trl};
+}
+
+/* One error naming every unknown key, each with where it was and a likely
+ * intended name; returns 2 if there was any. */
+static int report_unknown(const char *cmd, const OptGroup *g, int ng) {
+    int n_unknown = 0;
+    for (int i = 0; i < n_seen; i++) n_unknown += !seen[i].trl;
+    if (!n_unknown) return 0;
+    const char *cands[1024];
+    int nc = 0;
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n && nc < 512; i++)
+            if (g[k].specs[i].type != OPT_CONFIG) cands[nc++] = g[k].specs[i].name;
+    nc += trl_key_names(cmd, cands + nc, 1024 - nc);
+    if (n_unknown > 1) fprintf(stderr, "grpo %s: %d unknown options (see grpo %s --help):", cmd, n_unknown, cmd);
+    for (int i = 0; i < n_seen; i++) {
+        if (seen[i].trl) continue;
+        const char *near = closest_name(seen[i].name, cands, nc), *dashes = seen[i].where ? "" : "--";
+        fprintf(stderr, n_unknown > 1 ? "\n  " : "grpo %s: ", cmd);
+        if (seen[i].where) fprintf(stderr, "%s: ", seen[i].where);
+        fprintf(stderr, "unknown option '%s%s'", dashes, seen[i].name);
+        if (near) fprintf(stderr, "; did you mean '%s%s'?", dashes, near);
+        if (n_unknown == 1) fprintf(stderr, " (see grpo %s --help)", cmd);
+    }
+    fputc('\n', stderr);
+    return 2;
+}
+
+/* One warning for the TRL keys that have no effect here, grouped by reason. */
+static void warn_ignored(const char *cmd) {
+    int any = 0;
+    for (int i = 0; i < n_seen; i++) any |= seen[i].trl != NULL;
+    if (!any) return;
+    fprintf(stderr, "grpo %s: warning: TRL options with no effect in grpo.c:", cmd);
+    for (int i = 0; i < n_seen; i++) {
+        if (!seen[i].trl) continue;
+        int first = 1;
+        for (int j = 0; j < i && first; j++) first = !(seen[j].trl && seen[j].trl->reason == seen[i].trl->reason);
+        if (!first) continue;
+        fprintf(stderr, "\n  ");
+        int n = 0;
+        for (int j = i; j < n_seen; j++) {
+            if (!seen[j].trl || seen[j].trl->reason != seen[i].trl->reason) continue;
+            int dup = 0;
+            for (int k = i; k < j && !dup; k++) dup = seen[k].trl == seen[j].trl;
+            if (!dup) fprintf(stderr, "%s%s", n++ ? ", " : "", seen[j].name);
+        }
+        fprintf(stderr, " (%s)", seen[i].trl->reason);
+    }
+    fputc('\n', stderr);
+}
+
+/* A TRL key restricted to some values (TRL_ONLY): value is NULL when not a
+ * scalar. Returns 0 when accepted (acting on what it means), else prints why. */
+static int apply_trl_only(const char *cmd, const char *where, const TrlKey *k, const char *value) {
+    if (value && trl_value_accepted(k, value)) {
+        if (!strcmp(k->name, "save_strategy")) save_strategy_no = !strcmp(value, "no");
+        return 0;
+    }
+    fprintf(stderr, "grpo %s: %s%s '%s' is not supported: %s\n", cmd, where, k->name, value ? value : "(a list or mapping)",
+            k->reason);
+    return 2;
 }
 
 static void print_help(FILE *out, const char *cmd, const char *synopsis, const OptGroup *g, int ng, const void *obj) {
@@ -135,16 +217,31 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         yaml_node_t *k = yaml_document_get_node(&doc, p->key), *v = yaml_document_get_node(&doc, p->value);
         if (k->type != YAML_SCALAR_NODE) continue;
         const char *key = (const char *)k->data.scalar.value;
+        char where[600];
+        snprintf(where, sizeof where, "%s:%zu", path, k->start_mark.line + 1);
         size_t base;
         const OptSpec *o = opts_find(g, ng, key, strlen(key), &base);
-        if (!o || o->type == OPT_CONFIG) {
-            fprintf(stderr, "grpo %s: %s:%zu: unknown option '%s' (see grpo %s --help)\n", cmd, path,
-                    k->start_mark.line + 1, key, cmd);
-            rc = 2;
-            break;
+        const TrlKey *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
+        if (t && t->kind == TRL_ALIAS) o = opts_find(g, ng, t->target, strlen(t->target), &base);
+        if (t && t->kind == TRL_IGNORE) {
+            note_key(key, where, t);
+            continue;
         }
-        char src[600];
-        snprintf(src, sizeof src, "%s:%zu: ", path, k->start_mark.line + 1);
+        char src[620];
+        snprintf(src, sizeof src, "%s: ", where);
+        if (t && t->kind == TRL_ONLY) {
+            const char *val = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value
+                              : (v->type == YAML_MAPPING_NODE && v->data.mapping.pairs.top == v->data.mapping.pairs.start) ||
+                                        (v->type == YAML_SEQUENCE_NODE && v->data.sequence.items.top == v->data.sequence.items.start)
+                                  ? ""
+                                  : NULL;
+            rc = apply_trl_only(cmd, src, t, val);
+            continue;
+        }
+        if (!o || o->type == OPT_CONFIG) {
+            note_key(key, where, NULL);
+            continue;
+        }
         rc = apply_yaml_value(cmd, src, &doc, v, o, opt_value(o, obj, base));
     }
     yaml_document_delete(&doc);
@@ -170,6 +267,50 @@ static int apply_config_files(const char *cmd, int argc, char **argv, const OptG
     return 0;
 }
 
+static int has_data_extension(const char *s) {
+    static const char *const ext[] = {".jsonl", ".json", ".parquet", ".csv", ".arrow", ".txt"};
+    size_t n = strlen(s);
+    for (int i = 0; i < 6; i++)
+        if (n >= strlen(ext[i]) && !strcmp(s + n - strlen(ext[i]), ext[i])) return 1;
+    return 0;
+}
+
+/* Hub ids in place of paths, as a TRL user writes them: a model found in the
+ * local Hub cache is used from there (said on stderr); a model or dataset that
+ * is neither a local path nor cached is refused with how to get it. */
+static int resolve_paths(const char *cmd, const OptGroup *g, int ng, void *obj) {
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            const OptSpec *o = &g[k].specs[i];
+            const char **v = opt_value(o, obj, g[k].base);
+            if (o->type != OPT_STR || !(o->flags & (OPT_MODEL_PATH | OPT_DATA_PATH)) || !*v || !hf_is_repo_id(*v)) continue;
+            if (o->flags & OPT_MODEL_PATH) {
+                char *dir = hf_cache_model_dir(*v, NULL);
+                if (dir) {
+                    fprintf(stderr, "grpo %s: --%s %s: the Hugging Face cache's %s\n", cmd, o->name, *v, dir);
+                    *v = keep(dir);
+                    continue;
+                }
+                char *cache = hf_cache_dir();
+                fprintf(stderr,
+                        "grpo %s: --%s '%s' is neither a directory nor a model in the Hugging Face cache (%s); "
+                        "download it first (hf download %s), or give the model's directory\n",
+                        cmd, o->name, *v, cache, *v);
+                free(cache);
+                return 2;
+            }
+            if (strchr(*v, '/') && !has_data_extension(*v)) {
+                fprintf(stderr,
+                        "grpo %s: --%s '%s' is not a local file; grpo.c reads JSON lines (or a JSON array): "
+                        "convert a Hub dataset with python3 -c \"from datasets import load_dataset; "
+                        "load_dataset('%s', split='train').to_json('data.jsonl')\" (docs/coming-from-trl.md)\n",
+                        cmd, o->name, *v, *v);
+                return 2;
+            }
+        }
+    return 0;
+}
+
 int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const OptGroup *g, int ng, void *obj) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -188,9 +329,31 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name), base;
         const OptSpec *o = opts_find(g, ng, name, len, &base);
+        const TrlKey *t = o ? NULL : trl_key_find(cmd, name, len);
+        if (t && t->kind == TRL_ALIAS) o = opts_find(g, ng, t->target, strlen(t->target), &base);
         if (!o) {
-            fprintf(stderr, "grpo %s: unknown option '--%.*s' (see grpo %s --help)\n", cmd, (int)len, name, cmd);
-            return 2;
+            /* an ignored, restricted or unknown key: take its values (an unknown
+             * key's: up to the next --option) so that every key gets reported */
+            char key[200];
+            snprintf(key, sizeof key, "%.*s", (int)(len < 190 ? len : 190), name);
+            const char *val = eq ? eq + 1 : NULL;
+            char arity = t ? t->arity : 'l';
+            if (!eq && arity == 'b') {
+                int b;
+                if (i + 1 < argc && opt_parse_bool(argv[i + 1], &b) == 0)
+                    val = argv[++i];
+                else val = "true";
+            } else if (!eq && arity == 'v' && i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+                val = argv[++i];
+            } else if (!eq && arity == 'l') {
+                while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) val = argv[++i];
+            }
+            if (t && t->kind == TRL_ONLY) {
+                if (apply_trl_only(cmd, "--", t, val ? val : "")) return 2;
+            } else {
+                note_key(key, NULL, t);
+            }
+            continue;
         }
         void *value = opt_value(o, obj, base);
         int bad = 0;
@@ -222,6 +385,14 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
             return 2;
         }
     }
+    if (report_unknown(cmd, g, ng)) return 2;
+    if (save_strategy_no) {
+        size_t base;
+        const OptSpec *o = opts_find(g, ng, "save_steps", strlen("save_steps"), &base);
+        if (o) *(long *)opt_value(o, obj, base) = 0;
+    }
+    warn_ignored(cmd);
+    if (resolve_paths(cmd, g, ng, obj)) return 2;
     if (opts_check(g, ng, obj, &err)) {
         fprintf(stderr, "grpo %s: %s\n", cmd, err.msg);
         return 2;

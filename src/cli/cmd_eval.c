@@ -95,8 +95,8 @@ typedef struct {
 
 #define A(f) offsetof(EvalArgs, f)
 static const OptSpec eval_options[] = {
-    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
-    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
+    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_DATA_PATH,
      "JSON lines with a `prompt` column and the reward functions' columns"},
     {"num_generations", OPT_INT, A(num_generations), 1, NULL, 1, 1 << 20, NULL, NULL, 0, "completions per example"},
     {"max_examples", OPT_INT, A(max_examples), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "only the first N examples (0 = all)"},

@@ -32,10 +32,10 @@ typedef struct {
 
 #define A(f) offsetof(GenerateArgs, f)
 static const OptSpec generate_options[] = {
-    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"prompt", OPT_STR, A(prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "prompt text, used as it is"},
     {"chat", OPT_STR, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "a user message, rendered with the chat template"},
-    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
      "JSON lines with a `prompt` column (string or messages)"},
     {"max_prompts", OPT_INT, A(max_prompts), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "with --dataset: only the first N (0 = all)"},
     {"num_generations", OPT_INT, A(num_generations), 8, NULL, 1, 1 << 20, NULL, NULL, 0, "completions per prompt"},

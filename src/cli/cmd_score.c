@@ -124,7 +124,7 @@ typedef struct {
 
 #define A(f) offsetof(ScoreArgs, f)
 static const OptSpec score_options[] = {
-    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"data", OPT_STR, A(data), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
      "JSON lines {prompt_ids, completion_ids}; - for stdin"},
     {"temperature", OPT_F64, A(temperature), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0, "score softmax(logits / temperature)"},

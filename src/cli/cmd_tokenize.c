@@ -133,7 +133,7 @@ typedef struct {
 
 #define A(f) offsetof(TokenizeArgs, f)
 static const OptSpec tokenize_options[] = {
-    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH,
      "model directory with tokenizer.json (+ tokenizer_config.json)"},
     {"add_special_tokens", OPT_BOOL, A(add_special_tokens), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "add what the post-processor adds (e.g. Llama 3.1's BOS)"},

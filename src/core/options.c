@@ -44,7 +44,7 @@ const OptSpec *opts_find(const OptGroup *g, int ng, const char *name, size_t len
 
 /* What transformers' HfArgumentParser (string_to_bool) accepts, in any case:
  * yes/true/t/y/1 and no/false/f/n/0 — also YAML 1.1's yes/no. */
-static int parse_bool(const char *s, int *out) {
+int opt_parse_bool(const char *s, int *out) {
     static const char *const t[] = {"true", "yes", "t", "y", "1"}, *const f[] = {"false", "no", "f", "n", "0"};
     for (int i = 0; i < 5; i++) {
         if (!strcasecmp(s, t[i])) return *out = 1, 0;
@@ -79,7 +79,7 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
     double d;
     switch (o->type) {
     case OPT_BOOL:
-        if (parse_bool(s, (int *)v)) return err_set(err, "%s takes true or false, not '%s'", o->name, s);
+        if (opt_parse_bool(s, (int *)v)) return err_set(err, "%s takes true or false, not '%s'", o->name, s);
         return 0;
     case OPT_INT: case OPT_LONG: case OPT_U64: case OPT_MIB:
         if (parse_long(s, &l)) return err_set(err, "%s expects an integer, not '%s'", o->name, s);

@@ -50,6 +50,8 @@ enum {
     OPT_REQUIRED = 1 << 0, /* must be set (strings, lists) */
     OPT_UNSET_NAN = 1 << 1, /* numbers: NaN (the default) means unset */
     OPT_NO_RECORD = 1 << 2, /* not recorded in checkpoints (paths of this run, output switches) */
+    OPT_MODEL_PATH = 1 << 3, /* strings: a model directory, or a Hub id found in the local Hub cache */
+    OPT_DATA_PATH = 1 << 4, /* strings: a local dataset file; a Hub id gets a hint to convert it */
 };
 
 typedef struct {
@@ -86,6 +88,9 @@ const OptSpec *opts_find(const OptGroup *g, int ng, const char *name, size_t len
 
 /* Parses text into o's value (lists: a one-element list; text must outlive obj).
  * Errors: "NAME expects an integer, not 'x'", "NAME 'x' is not one of a, b, c". */
+/* What transformers' HfArgumentParser takes for a boolean, in any case:
+ * yes/true/t/y/1 and no/false/f/n/0. Returns 0 and sets *out, or -1. */
+int opt_parse_bool(const char *s, int *out);
 int opt_set_text(const OptSpec *o, void *value, const char *text, GrpoErr *err);
 
 /* Range checks and required options, with a message naming the option and the value. */

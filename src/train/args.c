@@ -9,8 +9,8 @@
 const OptSpec training_args_options[] = {
     {"config", OPT_CONFIG, A(config), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
      "YAML file of these options (the command line wins)"},
-    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "model directory (HF layout)"},
-    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "JSON lines file of examples"},
+    {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
+    {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_DATA_PATH, "JSON lines file of examples"},
     {"output_dir", OPT_STR, A(output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_NO_RECORD,
      "where metrics, checkpoints and the final model go"},
     {"overwrite_output_dir", OPT_BOOL, A(overwrite_output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,

@@ -1,0 +1,339 @@
+/* cli/trl_keys.c — the TRL config keys grpo.c maps, ignores or restricts (trl_keys.h). */
+#include "cli/trl_keys.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define G TRL_FOR_GRPO
+#define S TRL_FOR_SFT
+#define B TRL_FOR_BOTH
+
+/* reasons, shared by the keys they explain */
+#define R_VLLM "generation is built in"
+#define R_PREC "computation is fp32"
+#define R_TORCH "not a PyTorch program"
+#define R_DIST "one process"
+#define R_HUB "nothing is uploaded: output_dir is a save_pretrained directory"
+#define R_EVAL "no evaluation during training"
+#define R_LOG "metrics go to output_dir/metrics.jsonl"
+#define R_DATA "dataset columns are read as they are"
+#define R_LOCAL "--model and --dataset name local files"
+#define R_LORA "used only with use_peft"
+#define R_MOE "for mixture-of-experts models"
+#define R_LAUNCH "an accelerate launch setting"
+
+static const TrlKey keys[] = {
+    /* ScriptArguments, ModelConfig */
+    {"model_name_or_path", B, TRL_ALIAS, 'v', "model", NULL},
+    {"dataset_name", B, TRL_ALIAS, 'v', "dataset", NULL},
+    {"dataset_config", B, TRL_IGNORE, 'v', NULL, R_LOCAL},
+    {"dataset_test_split", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"dataset_streaming", B, TRL_IGNORE, 'b', NULL, R_LOCAL},
+    {"ignore_bias_buffers", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"model_revision", B, TRL_IGNORE, 'v', NULL, R_LOCAL},
+    {"reward_model_name_or_path", G, TRL_ONLY, 'v', "", "reward models are not supported; use a cmd: or plugin: reward"},
+    {"dtype", B, TRL_IGNORE, 'v', NULL, R_PREC},
+    {"torch_dtype", B, TRL_IGNORE, 'v', NULL, R_PREC},
+    {"attn_implementation", B, TRL_IGNORE, 'v', NULL, "attention is grpo.c's own kernel"},
+    {"trust_remote_code", B, TRL_IGNORE, 'b', NULL, "no Python code is loaded"},
+    {"model_init_kwargs", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"use_peft", B, TRL_ONLY, 'b', "false", "LoRA is not supported yet: grpo.c trains every weight"},
+    {"lora_r", B, TRL_IGNORE, 'v', NULL, R_LORA},
+    {"lora_alpha", B, TRL_IGNORE, 'v', NULL, R_LORA},
+    {"lora_dropout", B, TRL_IGNORE, 'v', NULL, R_LORA},
+    {"lora_target_modules", B, TRL_IGNORE, 'l', NULL, R_LORA},
+    {"lora_target_parameters", B, TRL_IGNORE, 'l', NULL, R_LORA},
+    {"lora_modules_to_save", B, TRL_IGNORE, 'l', NULL, R_LORA},
+    {"lora_task_type", B, TRL_IGNORE, 'v', NULL, R_LORA},
+    {"use_rslora", B, TRL_IGNORE, 'b', NULL, R_LORA},
+    {"use_dora", B, TRL_IGNORE, 'b', NULL, R_LORA},
+    {"load_in_8bit", B, TRL_ONLY, 'b', "false", "quantized (bitsandbytes) loading is not supported"},
+    {"load_in_4bit", B, TRL_ONLY, 'b', "false", "quantized (bitsandbytes) loading is not supported"},
+    {"bnb_4bit_quant_type", B, TRL_IGNORE, 'v', NULL, "used only with load_in_4bit"},
+    {"use_bnb_nested_quant", B, TRL_IGNORE, 'b', NULL, "used only with load_in_4bit"},
+    {"bnb_4bit_quant_storage", B, TRL_IGNORE, 'v', NULL, "used only with load_in_4bit"},
+    /* TrainingArguments (transformers 4.x and 5.x) and TRL's _BaseConfig */
+    {"save_strategy", B, TRL_ONLY, 'v', "steps|no",
+     "checkpoints are written every save_steps steps (save_strategy 'no' sets save_steps 0)"},
+    {"optim", B, TRL_ONLY, 'v', "adamw_torch|adamw_torch_fused|adamw_hf|adamw",
+     "the optimizer is AdamW as torch.optim.AdamW computes it"},
+    {"optim_args", B, TRL_IGNORE, 'v', NULL, "the optimizer is AdamW"},
+    {"optim_target_modules", B, TRL_IGNORE, 'l', NULL, "the optimizer is AdamW"},
+    {"lr_scheduler_kwargs", B, TRL_IGNORE, 'v', NULL, "the schedules take no arguments"},
+    {"average_tokens_across_devices", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"label_smoothing_factor", B, TRL_IGNORE, 'v', NULL, "not used by GRPO or SFT's loss"},
+    {"bf16", B, TRL_IGNORE, 'b', NULL, R_PREC},
+    {"fp16", B, TRL_IGNORE, 'b', NULL, R_PREC},
+    {"bf16_full_eval", B, TRL_IGNORE, 'b', NULL, R_PREC},
+    {"fp16_full_eval", B, TRL_IGNORE, 'b', NULL, R_PREC},
+    {"tf32", B, TRL_IGNORE, 'b', NULL, R_PREC},
+    {"half_precision_backend", B, TRL_IGNORE, 'v', NULL, R_PREC},
+    {"fp16_opt_level", B, TRL_IGNORE, 'v', NULL, R_PREC},
+    {"fp16_backend", B, TRL_IGNORE, 'v', NULL, R_PREC},
+    {"cast_lm_head_to_fp32", G, TRL_IGNORE, 'b', NULL, R_PREC},
+    {"gradient_checkpointing_kwargs", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"torch_compile", B, TRL_IGNORE, 'b', NULL, R_TORCH},
+    {"torch_compile_backend", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"torch_compile_mode", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"torchdynamo", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"use_liger_kernel", B, TRL_IGNORE, 'b', NULL, "the loss kernels are grpo.c's own"},
+    {"liger_kernel_config", B, TRL_IGNORE, 'v', NULL, "the loss kernels are grpo.c's own"},
+    {"use_cache", B, TRL_IGNORE, 'b', NULL, R_TORCH},
+    {"torch_empty_cache_steps", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"auto_find_batch_size", B, TRL_IGNORE, 'b', NULL, "memory is checked before the run starts"},
+    {"neftune_noise_alpha", B, TRL_ONLY, 'v', "", "NEFTune is not supported"},
+    {"logging_strategy", B, TRL_ONLY, 'v', "steps", "a metrics line is written every logging_steps steps"},
+    {"logging_first_step", B, TRL_IGNORE, 'b', NULL, R_LOG},
+    {"logging_dir", B, TRL_IGNORE, 'v', NULL, R_LOG},
+    {"log_on_each_node", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"logging_nan_inf_filter", B, TRL_IGNORE, 'b', NULL, "NaN/Inf steps are skipped (max_nonfinite_steps)"},
+    {"include_num_input_tokens_seen", B, TRL_IGNORE, 'v', NULL, R_LOG},
+    {"include_tokens_per_second", B, TRL_IGNORE, 'b', NULL, R_LOG},
+    {"log_level", B, TRL_IGNORE, 'v', NULL, R_LOG},
+    {"log_level_replica", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"disable_tqdm", B, TRL_IGNORE, 'b', NULL, "--quiet turns the progress line off"},
+    {"report_to", B, TRL_IGNORE, 'l', NULL, R_LOG},
+    {"run_name", B, TRL_IGNORE, 'v', NULL, R_LOG},
+    {"project", B, TRL_IGNORE, 'v', NULL, R_LOG},
+    {"trackio_space_id", B, TRL_IGNORE, 'v', NULL, R_LOG},
+    {"eval_strategy", B, TRL_ONLY, 'v', "no", "evaluation during training is not supported yet; run grpo eval on a checkpoint"},
+    {"evaluation_strategy", B, TRL_ONLY, 'v', "no", "evaluation during training is not supported yet; run grpo eval on a checkpoint"},
+    {"eval_steps", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"eval_delay", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"eval_on_start", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"per_device_eval_batch_size", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"per_gpu_eval_batch_size", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"per_gpu_train_batch_size", B, TRL_IGNORE, 'v', NULL, "deprecated in transformers; per_device_train_batch_size is used"},
+    {"prediction_loss_only", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"eval_do_concat_batches", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"eval_use_gather_object", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"eval_accumulation_steps", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"include_for_metrics", B, TRL_IGNORE, 'l', NULL, R_EVAL},
+    {"include_inputs_for_metrics", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"batch_eval_metrics", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"jit_mode_eval", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"use_legacy_prediction_loop", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"load_best_model_at_end", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"metric_for_best_model", B, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"greater_is_better", B, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"num_generations_eval", G, TRL_IGNORE, 'v', NULL, R_EVAL},
+    {"save_only_model", B, TRL_IGNORE, 'b', NULL, "checkpoints always hold what a resume needs"},
+    {"save_safetensors", B, TRL_IGNORE, 'b', NULL, "weights are always saved as safetensors"},
+    {"save_on_each_node", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"enable_jit_checkpoint", B, TRL_IGNORE, 'b', NULL, "SIGTERM always stops at a safe point with a checkpoint"},
+    {"push_to_hub", B, TRL_IGNORE, 'b', NULL, R_HUB},
+    {"hub_token", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"hub_private_repo", B, TRL_IGNORE, 'b', NULL, R_HUB},
+    {"hub_model_id", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"hub_strategy", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"hub_always_push", B, TRL_IGNORE, 'b', NULL, R_HUB},
+    {"hub_revision", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"push_to_hub_model_id", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"push_to_hub_organization", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"push_to_hub_token", B, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"log_completions_hub_repo", G, TRL_IGNORE, 'v', NULL, R_HUB},
+    {"ignore_data_skip", B, TRL_IGNORE, 'b', NULL, "a resume continues the data order exactly"},
+    {"restore_callback_states_from_checkpoint", B, TRL_IGNORE, 'b', NULL, R_TORCH},
+    {"full_determinism", B, TRL_IGNORE, 'b', NULL, "runs are deterministic for a thread count"},
+    {"data_seed", B, TRL_IGNORE, 'v', NULL, "the data order follows seed"},
+    {"use_cpu", B, TRL_IGNORE, 'b', NULL, "grpo.c runs on the CPU"},
+    {"no_cuda", B, TRL_IGNORE, 'b', NULL, "grpo.c runs on the CPU"},
+    {"use_mps_device", B, TRL_IGNORE, 'b', NULL, "grpo.c runs on the CPU"},
+    {"use_ipex", B, TRL_IGNORE, 'b', NULL, R_TORCH},
+    {"accelerator_config", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"parallelism_config", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"dataloader_drop_last", B, TRL_IGNORE, 'b', NULL, R_DATA},
+    {"dataloader_num_workers", B, TRL_IGNORE, 'v', NULL, R_DATA},
+    {"dataloader_pin_memory", B, TRL_IGNORE, 'b', NULL, R_DATA},
+    {"dataloader_persistent_workers", B, TRL_IGNORE, 'b', NULL, R_DATA},
+    {"dataloader_prefetch_factor", B, TRL_IGNORE, 'v', NULL, R_DATA},
+    {"remove_unused_columns", B, TRL_IGNORE, 'b', NULL, R_DATA},
+    {"label_names", B, TRL_IGNORE, 'l', NULL, R_DATA},
+    {"train_sampling_strategy", B, TRL_IGNORE, 'v', NULL, "examples are shuffled with shuffle_dataset"},
+    {"group_by_length", B, TRL_IGNORE, 'b', NULL, "examples are shuffled with shuffle_dataset"},
+    {"length_column_name", B, TRL_IGNORE, 'v', NULL, R_DATA},
+    {"past_index", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"ray_scope", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"mp_parameters", B, TRL_IGNORE, 'v', NULL, R_TORCH},
+    {"split_batches", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"dispatch_batches", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"ddp_find_unused_parameters", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"ddp_bucket_cap_mb", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"ddp_broadcast_buffers", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"ddp_backend", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"ddp_timeout", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"fsdp", B, TRL_IGNORE, 'l', NULL, R_DIST},
+    {"fsdp_config", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"fsdp_min_num_params", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"fsdp_transformer_layer_cls_to_wrap", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"deepspeed", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"ds3_gather_for_generation", G, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"local_rank", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"tpu_num_cores", B, TRL_IGNORE, 'v', NULL, R_DIST},
+    {"tpu_metrics_debug", B, TRL_IGNORE, 'b', NULL, R_DIST},
+    {"debug", B, TRL_IGNORE, 'l', NULL, R_TORCH},
+    {"skip_memory_metrics", B, TRL_IGNORE, 'b', NULL, R_LOG},
+    {"do_train", B, TRL_IGNORE, 'b', NULL, "the command says what runs"},
+    {"do_eval", B, TRL_IGNORE, 'b', NULL, "the command says what runs"},
+    {"do_predict", B, TRL_IGNORE, 'b', NULL, "the command says what runs"},
+    /* accelerate launch keys and TRL CLI's env mapping, which TRL's YAML files may carry */
+    {"num_processes", B, TRL_IGNORE, 'v', NULL, R_LAUNCH},
+    {"num_machines", B, TRL_IGNORE, 'v', NULL, R_LAUNCH},
+    {"mixed_precision", B, TRL_IGNORE, 'v', NULL, R_LAUNCH},
+    {"gpu_ids", B, TRL_IGNORE, 'v', NULL, R_LAUNCH},
+    {"env", B, TRL_IGNORE, 'v', NULL, "set environment variables in the shell"},
+    /* GRPOConfig */
+    {"router_aux_loss_coef", B, TRL_IGNORE, 'v', NULL, R_MOE},
+    {"disable_dropout", B, TRL_IGNORE, 'b', NULL, "the supported models have no dropout"},
+    {"pad_to_multiple_of", B, TRL_IGNORE, 'v', NULL, "batches are packed without padding"},
+    {"generation_kwargs", G, TRL_ONLY, 'v', "", "set temperature, top_p, top_k, min_p and repetition_penalty as options"},
+    {"cache_implementation", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"use_vllm", G, TRL_IGNORE, 'b', NULL, R_VLLM},
+    {"vllm_mode", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_model_impl", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_enable_sleep_mode", G, TRL_IGNORE, 'b', NULL, R_VLLM},
+    {"vllm_structured_outputs_regex", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_guided_decoding_regex", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_server_base_url", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_server_host", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_server_port", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_server_timeout", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_group_port", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_gpu_memory_utilization", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_max_model_length", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_tensor_parallel_size", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_importance_sampling_correction", G, TRL_IGNORE, 'b', NULL, R_VLLM},
+    {"vllm_importance_sampling_mode", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_importance_sampling_cap", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_importance_sampling_clip_max", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"vllm_importance_sampling_clip_min", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"use_transformers_continuous_batching", G, TRL_IGNORE, 'b', NULL, R_VLLM},
+    {"transformers_continuous_batching_config", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    {"use_transformers_paged", G, TRL_IGNORE, 'b', NULL, R_VLLM},
+    {"vespo_k_pos", G, TRL_IGNORE, 'v', NULL, "used only by loss_type vespo"},
+    {"vespo_lambda_pos", G, TRL_IGNORE, 'v', NULL, "used only by loss_type vespo"},
+    {"vespo_k_neg", G, TRL_IGNORE, 'v', NULL, "used only by loss_type vespo"},
+    {"vespo_lambda_neg", G, TRL_IGNORE, 'v', NULL, "used only by loss_type vespo"},
+    {"entropy_coef", G, TRL_ONLY, 'v', "0", "an entropy bonus is not supported yet"},
+    {"use_adaptive_entropy", G, TRL_ONLY, 'b', "false", "an entropy bonus is not supported yet"},
+    {"entropy_coef_min", G, TRL_IGNORE, 'v', NULL, "used only with use_adaptive_entropy"},
+    {"entropy_coef_max", G, TRL_IGNORE, 'v', NULL, "used only with use_adaptive_entropy"},
+    {"entropy_coef_delta", G, TRL_IGNORE, 'v', NULL, "used only with use_adaptive_entropy"},
+    {"entropy_target", G, TRL_IGNORE, 'v', NULL, "used only with use_adaptive_entropy"},
+    {"max_tool_calling_iterations", G, TRL_IGNORE, 'v', NULL, "tool calling is not supported"},
+    {"off_policy_mask_threshold", G, TRL_ONLY, 'v', "", "off-policy sequence masking is not supported"},
+    {"use_bias_correction_kl", G, TRL_ONLY, 'b', "false", "the bias-corrected KL estimator is not supported"},
+    {"log_multimodal", G, TRL_IGNORE, 'b', NULL, R_LOG},
+    {"num_completions_to_print", G, TRL_IGNORE, 'v', NULL, "log_completions writes them to completions.jsonl"},
+    {"log_unique_prompts", G, TRL_IGNORE, 'b', NULL, "log_completions writes them to completions.jsonl"},
+    {"wandb_log_unique_prompts", G, TRL_IGNORE, 'b', NULL, "log_completions writes them to completions.jsonl"},
+    /* SFTConfig */
+    {"chat_template_path", S, TRL_ONLY, 'v', "", "the chat template is the model directory's"},
+    {"dataset_text_field", S, TRL_ONLY, 'v', "text", "the columns are text, prompt/completion or messages"},
+    {"dataset_kwargs", S, TRL_IGNORE, 'v', NULL, R_DATA},
+    {"dataset_num_proc", S, TRL_IGNORE, 'v', NULL, R_DATA},
+    {"dataset_batch_size", S, TRL_IGNORE, 'v', NULL, R_DATA},
+    {"eos_token", S, TRL_IGNORE, 'v', NULL, "eos is the tokenizer's"},
+    {"pad_token", S, TRL_IGNORE, 'v', NULL, "batches are packed without padding"},
+    {"truncation_mode", S, TRL_ONLY, 'v', "keep_start", "sequences are cut at max_length, keeping their start"},
+    {"packing", S, TRL_IGNORE, 'b', NULL, "batches are packed without padding"},
+    {"packing_strategy", S, TRL_IGNORE, 'v', NULL, "batches are packed without padding"},
+    {"padding_free", S, TRL_IGNORE, 'b', NULL, "batches are packed without padding"},
+    {"eval_packing", S, TRL_IGNORE, 'b', NULL, R_EVAL},
+    {"assistant_only_loss", S, TRL_ONLY, 'b', "false", "the loss covers completions (completion_only_loss) or every token"},
+    {"activation_offloading", S, TRL_IGNORE, 'b', NULL, "memory is checked before the run starts"},
+};
+#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
+
+static int command_bit(const char *cmd) {
+    return !strcmp(cmd, "train") ? TRL_FOR_GRPO : !strcmp(cmd, "sft") ? TRL_FOR_SFT : 0;
+}
+
+const TrlKey *trl_key_find(const char *cmd, const char *name, size_t len) {
+    int bit = command_bit(cmd);
+    for (int i = 0; bit && i < N_KEYS; i++)
+        if ((keys[i].commands & bit) && strlen(keys[i].name) == len && !strncmp(keys[i].name, name, len))
+            return &keys[i];
+    return NULL;
+}
+
+int trl_key_names(const char *cmd, const char **out, int cap) {
+    int bit = command_bit(cmd), n = 0;
+    for (int i = 0; bit && i < N_KEYS && n < cap; i++)
+        if (keys[i].commands & bit) out[n++] = keys[i].name;
+    return n;
+}
+
+/* HfArgumentParser's boolean spellings, in any case. */
+static int as_bool(const char *s, int *b) {
+    static const char *const t[] = {"true", "yes", "t", "y", "1"}, *const f[] = {"false", "no", "f", "n", "0"};
+    for (int i = 0; i < 5; i++) {
+        if (!strcasecmp(s, t[i])) return *b = 1, 1;
+        if (!strcasecmp(s, f[i])) return *b = 0, 1;
+    }
+    return 0;
+}
+
+static int as_number(const char *s, double *d) {
+    char *end;
+    *d = strtod(s, &end);
+    return end != s && !*end;
+}
+
+/* value equals want: "" means null (YAML null, ~, Python's None or nothing);
+ * booleans and numbers compare by value, other text exactly. */
+static int same_value(const char *want, const char *value) {
+    int bw, bv;
+    double dw, dv;
+    if (!*want) return !*value || !strcmp(value, "null") || !strcmp(value, "None") || !strcmp(value, "~");
+    if (!strcasecmp(want, "true") || !strcasecmp(want, "false"))
+        return as_bool(want, &bw) && as_bool(value, &bv) && bw == bv;
+    if (as_number(want, &dw)) return as_number(value, &dv) && dv == dw;
+    return !strcmp(want, value);
+}
+
+int trl_value_accepted(const TrlKey *k, const char *value) {
+    for (const char *p = k->target;;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        char want[64];
+        if (len < sizeof want) {
+            memcpy(want, p, len);
+            want[len] = 0;
+            if (same_value(want, value)) return 1;
+        }
+        if (!bar) return 0;
+        p = bar + 1;
+    }
+}
+
+/* Optimal string alignment distance (adjacent transpositions count 1). */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 64 || lb > 64) return 1 << 20;
+    int d[65][65];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int c = a[i - 1] != b[j - 1];
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + c < v) v = d[i - 1][j - 1] + c;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+const char *closest_name(const char *name, const char *const *cands, int n) {
+    int len = (int)strlen(name), limit = len < 5 ? 1 : len < 12 ? 2 : 3, best = limit + 1;
+    const char *pick = NULL;
+    for (int i = 0; i < n; i++) {
+        int d = edit_distance(name, cands[i]);
+        if (d < best) best = d, pick = cands[i];
+    }
+    return pick;
+}

@@ -1,0 +1,46 @@
+/* cli/trl_keys.h — what grpo train and grpo sft do with the keys of a TRL
+ * config (GRPOConfig/SFTConfig, the TrainingArguments they inherit, TRL's
+ * ScriptArguments and ModelConfig, accelerate's launch keys) that are not
+ * grpo.c options of the same name: map them to one, accept and ignore them
+ * with a reason, or accept only TRL's default value. Names checked against
+ * trl/trainer/{grpo,sft,base,model}_config.py, trl/scripts/utils.py and
+ * transformers' training_args.py. */
+#ifndef GRPO_CLI_TRL_KEYS_H
+#define GRPO_CLI_TRL_KEYS_H
+
+#include <stddef.h>
+
+typedef enum {
+    TRL_ALIAS,  /* the same setting under grpo.c's name: target */
+    TRL_IGNORE, /* no effect here; listed in one warning with its reason */
+    TRL_ONLY,   /* accepted with one of the values in `values` ('|'-separated); any other is an error (reason) */
+} TrlKeyKind;
+
+enum { TRL_FOR_GRPO = 1, TRL_FOR_SFT = 2, TRL_FOR_BOTH = 3 };
+
+typedef struct {
+    const char *name;
+    int commands;      /* TRL_FOR_* */
+    TrlKeyKind kind;
+    char arity;        /* on the command line: 'b' a flag with an optional boolean, 'v' one value, 'l' values up to the next --option */
+    const char *target; /* TRL_ALIAS: the grpo.c option; TRL_ONLY: the accepted values */
+    const char *reason; /* TRL_IGNORE/TRL_ONLY: why, for the message */
+} TrlKey;
+
+/* The entry for name (len bytes) under command cmd ("train" or "sft"), or NULL
+ * (any other command has none). */
+const TrlKey *trl_key_find(const char *cmd, const char *name, size_t len);
+
+/* value is one of k->target's '|'-separated values (booleans and numbers compared
+ * by value: "False" == "false" == "0", "0.0" == "0"). */
+int trl_value_accepted(const TrlKey *k, const char *value);
+
+/* The name among cands[0..n) closest to `name` by edit distance (insertions,
+ * deletions, substitutions, adjacent transpositions), if close enough to be a
+ * likely typo, else NULL. */
+const char *closest_name(const char *name, const char *const *cands, int n);
+
+/* Every TRL key name for cmd, for did-you-mean suggestions; returns the count. */
+int trl_key_names(const char *cmd, const char **out, int cap);
+
+#endif

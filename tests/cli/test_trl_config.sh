@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# A TRL user's config (cli/trl_keys.c): TRL's own keys are mapped
+# (model_name_or_path, dataset_name, save_strategy 'no'), accepted with one
+# warning that lists every key without effect and why, or accepted only with
+# TRL's default value (use_peft, entropy_coef, eval_strategy, ...); unknown keys
+# are refused together in one error, each with a did-you-mean; Hub ids resolve
+# in the local Hugging Face cache, a missing one is refused with how to get it;
+# a .json file holding one array of records is a dataset.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+"$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --output_dir "$TMP/m" 2>/dev/null \
+    || { fail init; finish; }
+printf '{"prompt": "ab"}\n{"prompt": "cd"}\n' > "$TMP/d.jsonl"
+SMALL=(--num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 2 --quiet)
+
+# the shape of TRL's docs (clis.md's grpo_config.yaml) plus the keys of a typical TRL recipe
+cat > "$TMP/trl.yaml" <<EOF
+model_name_or_path: $TMP/m
+dataset_name: $TMP/d.jsonl
+reward_funcs:
+  - reward_len
+bf16: True
+use_vllm: false
+vllm_mode: colocate
+report_to: none
+gradient_checkpointing: true
+learning_rate: 3.0e-4
+lr_scheduler_type: constant
+save_strategy: "no"
+save_steps: 1
+num_completions_to_print: 2
+push_to_hub: False
+scale_rewards: False
+use_peft: false
+entropy_coef: 0.0
+eval_strategy: "no"
+lora_target_modules: [q_proj, v_proj]
+model_init_kwargs:
+  torch_dtype: bfloat16
+EOF
+"$GRPO" train --config "$TMP/trl.yaml" --output_dir "$TMP/o" "${SMALL[@]}" 2>"$TMP/o.err" || fail "TRL config: $(cat "$TMP/o.err")"
+[ "$(grep -c warning "$TMP/o.err")" -eq 1 ] || fail "one warning: $(cat "$TMP/o.err")"
+for k in "bf16 (computation is fp32)" "use_vllm, vllm_mode (generation is built in)" "push_to_hub (nothing is uploaded" \
+    "lora_target_modules (used only with use_peft)" "num_completions_to_print" "model_init_kwargs" "report_to"; do
+    grep -qF "$k" "$TMP/o.err" || fail "the warning lacks '$k': $(cat "$TMP/o.err")"
+done
+sed -n 's/^  \(.*\) (.*/\1/p' "$TMP/o.err" | grep -wE "learning_rate|scale_rewards|use_peft|entropy_coef|eval_strategy|save_strategy" \
+    && fail "keys that took effect or have TRL's default are not 'without effect': $(cat "$TMP/o.err")"
+ls -d "$TMP"/o/checkpoint-* >/dev/null 2>&1 && fail "save_strategy 'no' should write no checkpoint (save_steps 1 notwithstanding)"
+python3 - "$TMP/o/metrics.jsonl" <<'PY' || fail "the run did not use the TRL config's values"
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1]) if '"learning_rate"' in l]
+assert m and abs(m[0]["learning_rate"] - 3e-4) < 1e-12, m
+assert any(k.startswith("rewards/reward_len") for k in m[0]), m[0].keys()
+PY
+# the same on the command line, TRL's flag forms included
+"$GRPO" train --model_name_or_path "$TMP/m" --dataset_name "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/c" \
+    "${SMALL[@]}" --bf16 --use_vllm False --report_to tensorboard wandb --vllm_mode=colocate --lora_r 16 2>"$TMP/c.err" \
+    || fail "TRL keys on the command line: $(cat "$TMP/c.err")"
+grep -qF "bf16 (computation is fp32)" "$TMP/c.err" && grep -qF "lora_r (used only" "$TMP/c.err" \
+    || fail "command-line warning: $(cat "$TMP/c.err")"
+
+# TRL's default only: anything else is refused with the reason
+T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/bad" "${SMALL[@]}")
+expect_error 2 "use_peft 'true' is not supported: LoRA is not supported yet" "$GRPO" "${T[@]}" --use_peft
+expect_error 2 "save_strategy 'epoch' is not supported: checkpoints are written every save_steps steps" \
+    "$GRPO" "${T[@]}" --save_strategy epoch
+expect_error 2 "entropy_coef '0.01' is not supported: an entropy bonus is not supported yet" \
+    "$GRPO" "${T[@]}" --entropy_coef 0.01
+printf 'eval_strategy: steps\n' > "$TMP/e.yaml"
+expect_error 2 "e.yaml:1: eval_strategy 'steps' is not supported: evaluation during training" "$GRPO" "${T[@]}" --config "$TMP/e.yaml"
+printf 'generation_kwargs:\n  do_sample: true\n' > "$TMP/g.yaml"
+expect_error 2 "g.yaml:1: generation_kwargs '(a list or mapping)' is not supported: set temperature" \
+    "$GRPO" "${T[@]}" --config "$TMP/g.yaml"
+printf 'generation_kwargs: {}\nreward_model_name_or_path: null\n' > "$TMP/g0.yaml"
+"$GRPO" "${T[@]}" --config "$TMP/g0.yaml" --output_dir "$TMP/g0" 2>/dev/null || fail "empty generation_kwargs, null reward model"
+
+# unknown keys: all of them in one error, each with where it is and a likely name
+printf 'lerning_rate: 1e-5\nnum_generation: 4\nfoo_bar_baz: 1\n' > "$TMP/u.yaml"
+"$GRPO" "${T[@]}" --config "$TMP/u.yaml" --max_step 3 >/dev/null 2>"$TMP/u.err"
+[ $? -eq 2 ] || fail "unknown keys: exit status"
+for l in "grpo train: 4 unknown options (see grpo train --help):" \
+    "  $TMP/u.yaml:1: unknown option 'lerning_rate'; did you mean 'learning_rate'?" \
+    "  $TMP/u.yaml:2: unknown option 'num_generation'; did you mean 'num_generations'?" \
+    "  $TMP/u.yaml:3: unknown option 'foo_bar_baz'" \
+    "  unknown option '--max_step'; did you mean '--max_steps'?"; do
+    grep -qxF "$l" "$TMP/u.err" || fail "unknown-key report lacks the line '$l': $(cat "$TMP/u.err")"
+done
+grep -q "foo_bar_baz'; did you mean" "$TMP/u.err" && fail "no suggestion for a name close to nothing"
+# a GRPO-only key is unknown to sft, an SFT-only key to train
+expect_error 2 "unknown option '--use_vllm'" "$GRPO" sft --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/s" --use_vllm
+expect_error 2 "unknown option '--packing'" "$GRPO" "${T[@]}" --packing
+printf '{"text": "hello"}\n' > "$TMP/s.jsonl"
+"$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --output_dir "$TMP/s" --max_steps 1 --quiet --packing false \
+    --dataset_text_field text --bf16 2>/dev/null || fail "sft with TRL's SFTConfig keys"
+expect_error 2 "dataset_text_field 'content' is not supported" \
+    "$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --output_dir "$TMP/s2" --dataset_text_field content
+
+# Hub ids: a model in the local Hugging Face cache is used from there
+snap="$TMP/hf/hub/models--TinyOrg--tiny-model/snapshots/0123abcd"
+mkdir -p "$snap" "$TMP/hf/hub/models--TinyOrg--tiny-model/refs" && cp "$TMP"/m/* "$snap/" \
+    && echo 0123abcd > "$TMP/hf/hub/models--TinyOrg--tiny-model/refs/main"
+HF_HOME="$TMP/hf" "$GRPO" generate --model TinyOrg/tiny-model --prompt hi --max_completion_length 2 >/dev/null 2>"$TMP/h.err" \
+    || fail "model from the Hub cache: $(cat "$TMP/h.err")"
+grep -qF "TinyOrg/tiny-model: the Hugging Face cache's $snap" "$TMP/h.err" || fail "the cache path is said: $(cat "$TMP/h.err")"
+HF_HUB_CACHE="$TMP/hf/hub" "$GRPO" generate --model TinyOrg/tiny-model --prompt hi --max_completion_length 2 >/dev/null 2>&1 \
+    || fail "HF_HUB_CACHE"
+expect_error 2 "--model 'TinyOrg/other' is neither a directory nor a model in the Hugging Face cache ($TMP/hf/hub); download it first" \
+    env HF_HOME="$TMP/hf" "$GRPO" generate --model TinyOrg/other --prompt hi
+expect_error 2 "--dataset 'trl-lib/tldr' is not a local file; grpo.c reads JSON lines (or a JSON array): convert a Hub dataset with python3" \
+    "$GRPO" train --model "$TMP/m" --dataset_name trl-lib/tldr --reward_funcs length --output_dir "$TMP/x"
+
+# a .json file holding one JSON array of records
+python3 -c "import json; json.dump([{'prompt': 'ab'}, {'prompt': 'cd'}], open('$TMP/d.json', 'w'), indent=2)"
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.json" --reward_funcs length --output_dir "$TMP/j" "${SMALL[@]}" --seed 7 \
+    || fail "train on a JSON array"
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/l" "${SMALL[@]}" --seed 7 \
+    || fail "train on JSON lines"
+cmp -s "$TMP/j/model.safetensors" "$TMP/l/model.safetensors" || fail "the same records as an array and as lines train differently"
+printf '[\n  {"prompt": "ab"},\n  {"prompt": 5}\n]\n' > "$TMP/bad.json"
+expect_error 1 "bad.json:3: " "$GRPO" generate --model "$TMP/m" --dataset "$TMP/bad.json"
+
+# TRL's reward names reach the run: the log names are TRL's
+printf '{"prompt": "1+1=", "solution": "2"}\n{"prompt": "2+2=", "solution": "4"}\n' > "$TMP/math.jsonl"
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/math.jsonl" --reward_funcs accuracy_reward think_format_reward reward_len \
+    --output_dir "$TMP/r" "${SMALL[@]}" --logging_steps 1 || fail "TRL's reward names"
+grep -q '"rewards/accuracy_reward/mean": 0, "rewards/accuracy_reward/std": 0, "rewards/think_format_reward/mean": 0' \
+    "$TMP/r/metrics.jsonl" || fail "TRL's reward names in metrics.jsonl: $(head -c 600 "$TMP/r/metrics.jsonl")"
+finish
