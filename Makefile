@@ -125,11 +125,13 @@ $(FUZZ_BUILD)/libgrpo.objs: FORCE
 $(FUZZ_BUILD)/libgrpo.a: $(FUZZ_LIB_OBJ) $(FUZZ_BUILD)/libgrpo.objs
 	rm -f $@ && ar rcs $@ $(FUZZ_LIB_OBJ)
 
-# The harnesses link what they drive; fuzz_yaml also links the command line's args.c.
-$(FUZZ_BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libgrpo.a $(FUZZ_BUILD)/src/cli/args.o
+# The harnesses link what they drive; fuzz_yaml also links the command line's
+# args.c and the TRL keys it consults.
+FUZZ_CLI_OBJ := $(FUZZ_BUILD)/src/cli/args.o $(FUZZ_BUILD)/src/cli/trl_keys.o
+$(FUZZ_BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libgrpo.a $(FUZZ_CLI_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP $< \
-	    $(if $(filter fuzz_yaml,$(notdir $@)),$(FUZZ_BUILD)/src/cli/args.o) $(FUZZ_BUILD)/libgrpo.a \
+	    $(if $(filter fuzz_yaml,$(notdir $@)),$(FUZZ_CLI_OBJ)) $(FUZZ_BUILD)/libgrpo.a \
 	    -o $@ $(LDLIBS)
 
 fuzz-build: $(FUZZ_BIN)

@@ -148,10 +148,30 @@ for path, n in (("examples/demo/prompts.jsonl", 100), ("examples/demo/math_test.
 put("dataset", "conversational.jsonl",
     '{"prompt": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "2+2?"}], "answer": 4}\n'
     '\r\n  \n{"prompt": "plain", "solution": "x", "level": ["a", null]}\r\n')
+put("dataset", "array.json",  # one JSON array of records (io/jsonl.c)
+    b'[\n  {"prompt": "a", "solution": "1"},\n  {"prompt": [{"role": "user", "content": "b"}]}\n]\n')
 
 # ---- YAML option files: the examples
 for path in ("examples/demo/grpo_length.yaml", "examples/math/grpo_math.yaml"):
     put("yaml", os.path.basename(path), read(path))
+# a TRL config: mapped, ignored and default-only keys (cli/trl_keys.c)
+put("yaml", "trl_config.yaml", b"""model_name_or_path: Qwen/Qwen2.5-0.5B
+dataset_name: data.jsonl
+reward_funcs:
+  - length
+bf16: True
+use_vllm: false
+vllm_mode: colocate
+report_to: none
+learning_rate: 1.0e-6
+save_strategy: "no"
+num_completions_to_print: 2
+env:
+  CUDA_VISIBLE_DEVICES: 0
+scale_rewards: False
+use_peft: false
+generation_kwargs: {}
+""")
 
 # ---- reward replies: a first byte (read size 1 + b % 64, 1 + b // 64 completions), then
 # what the process writes back (fuzz_reward_cmd.c)
