@@ -24,7 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (dataset_load(&d, path, &err)) return 0;
     FUZZ_ASSERT(d.n > 0);
     int max_len = size ? 1 + data[0] % 64 : 8;
-    if (dataset_tokenize(&d, tok, max_len, size > 1 ? data[1] % 3 - 1 : -1, &err) == 0) {
+    /* chat_template_kwargs: none, enable_thinking false or true */
+    json_t *kw = size > 1 && data[1] % 3 ? json_pack("{s:b}", "enable_thinking", data[1] % 3 == 2) : NULL;
+    int tokenized = dataset_tokenize(&d, tok, max_len, kw, &err) == 0;
+    json_decref(kw);
+    if (tokenized) {
         int longest = 0;
         if (dataset_longest_prompt(&d, 0, &longest, &err) == 0) FUZZ_ASSERT(longest <= max_len);
         for (int i = 0; i < d.n; i++)

@@ -40,7 +40,7 @@ static void fuzz_tokenizer_use(Tokenizer *tok) {
     TokMessage msgs[2] = {{"system", "Be terse."}, {"user", "What is 2 + 2?"}};
     char *out = NULL;
     GrpoErr cerr;
-    if (tok_chat_render(tok, msgs, 2, 1, -1, &out, &cerr) == 0) free(out);
+    if (tok_chat_render(tok, msgs, 2, 1, NULL, &out, &cerr) == 0) free(out);
 }
 
 #endif

@@ -118,7 +118,8 @@ static void print_help(FILE *out, const char *cmd, const char *synopsis, const O
             const OptSpec *o = &g[k].specs[i];
             const char *arg = o->type == OPT_BOOL ? " [BOOL]" : o->type == OPT_CONFIG ? " FILE.yaml"
                               : o->type == OPT_LIST || o->type == OPT_F64_LIST ? " V [V...]"
-                              : o->type == OPT_STR || o->type == OPT_ENUM ? " VALUE" : " N";
+                              : o->type == OPT_STR || o->type == OPT_ENUM ? " VALUE"
+                              : o->type == OPT_JSON ? " JSON" : " N";
             char left[80];
             snprintf(left, sizeof left, "--%s%s", o->name, arg);
             opt_help(o, opt_value(o, obj, g[k].base), help, sizeof help);
@@ -148,10 +149,55 @@ static int is_list(const OptSpec *o) {
     return o->type == OPT_LIST || o->type == OPT_F64_LIST;
 }
 
+/* A YAML node as JSON: plain scalars typed as YAML reads them (booleans, null,
+ * numbers), quoted ones as strings; sequences and mappings as arrays and objects. */
+static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *v, int depth) {
+    if (depth > 64) return NULL;
+    if (v->type == YAML_SCALAR_NODE) {
+        const char *t = (const char *)v->data.scalar.value;
+        if (v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return json_string(t);
+        int b;
+        if (!*t || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL") || !strcmp(t, "~")) return json_null();
+        if (strlen(t) > 1 && opt_parse_bool(t, &b) == 0) return json_boolean(b);
+        char *end;
+        long long i = strtoll(t, &end, 10);
+        if (end != t && !*end) return json_integer(i);
+        double d = strtod(t, &end);
+        if (end != t && !*end) return json_real(d);
+        return json_string(t);
+    }
+    json_t *out = v->type == YAML_SEQUENCE_NODE ? json_array() : json_object();
+    if (v->type == YAML_SEQUENCE_NODE)
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+            json_t *e = yaml_to_json(doc, yaml_document_get_node(doc, *it), depth + 1);
+            if (!e) return json_decref(out), NULL;
+            json_array_append_new(out, e);
+        }
+    else
+        for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = yaml_document_get_node(doc, p->key);
+            json_t *e = k->type == YAML_SCALAR_NODE ? yaml_to_json(doc, yaml_document_get_node(doc, p->value), depth + 1) : NULL;
+            if (!e) return json_decref(out), NULL;
+            json_object_set_new(out, (const char *)k->data.scalar.value, e);
+        }
+    return out;
+}
+
 /* One YAML value into option o; src is "file:line: " for messages. */
 static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *doc, yaml_node_t *v, const OptSpec *o,
                             void *value) {
     GrpoErr err;
+    if (o->type == OPT_JSON && v->type == YAML_MAPPING_NODE) {
+        json_t *j = yaml_to_json(doc, v, 0);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!text) {
+            fprintf(stderr, "grpo %s: %s%s: a mapping of plain values, nested at most 64 deep, expected\n", cmd, src, o->name);
+            return 2;
+        }
+        *(const char **)value = keep(text);
+        return 0;
+    }
     if (v->type == YAML_SCALAR_NODE) {
         const char *val = (const char *)v->data.scalar.value;
         if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!strcmp(val, "null") || !strcmp(val, "~") || !*val))

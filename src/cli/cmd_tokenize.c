@@ -57,10 +57,11 @@ static int render_chat(Tokenizer *tok, const json_t *j, TokBuf *out, char *msg, 
     }
     const json_t *agp = json_object_get(j, "add_generation_prompt");
     const json_t *et = json_object_get(j, "enable_thinking");
+    json_t *kw = json_is_boolean(et) ? json_pack("{s:O}", "enable_thinking", (json_t *)et) : NULL;
     GrpoErr err = {{0}};
     char *text;
-    int rc = tok_chat_render(tok, msgs, (int)n, agp ? json_is_true(agp) : 1,
-                             json_is_boolean(et) ? json_is_true(et) : -1, &text, &err);
+    int rc = tok_chat_render(tok, msgs, (int)n, agp ? json_is_true(agp) : 1, kw, &text, &err);
+    json_decref(kw);
     free(msgs);
     if (rc) { snprintf(msg, msg_len, "%s", err.msg); return -1; }
     tbuf_put(out, "{\"text\": ", 9);

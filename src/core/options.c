@@ -25,7 +25,7 @@ void opts_defaults(const OptGroup *g, int ng, void *obj) {
             case OPT_F64: *(double *)v = o->def; break;
             case OPT_F32: *(float *)v = (float)o->def; break;
             case OPT_MIB: *(size_t *)v = (size_t)o->def << 20; break;
-            case OPT_STR: case OPT_CONFIG: *(const char **)v = o->def_str; break;
+            case OPT_STR: case OPT_CONFIG: case OPT_JSON: *(const char **)v = o->def_str; break;
             case OPT_LIST: *(StrList *)v = (StrList){0, NULL}; break;
             case OPT_F64_LIST: *(F64List *)v = (F64List){0, NULL}; break;
             }
@@ -103,6 +103,16 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
     case OPT_STR: case OPT_CONFIG:
         *(const char **)v = s;
         return 0;
+    case OPT_JSON: {
+        json_error_t je;
+        json_t *j = json_loads(s, JSON_DECODE_ANY, &je);
+        int is_obj = json_is_object(j);
+        json_decref(j);
+        if (!is_obj)
+            return err_set(err, "%s expects a JSON object such as {\"enable_thinking\": false}, not '%s'", o->name, s);
+        *(const char **)v = s;
+        return 0;
+    }
     case OPT_ENUM:
         for (int i = 0; o->aliases && o->aliases[i]; i += 2)
             if (!strcmp(s, o->aliases[i])) s = o->aliases[i + 1];
@@ -190,7 +200,9 @@ void opt_format(const OptSpec *o, const void *v, char *buf, size_t cap) {
         snprintf(buf, cap, "%g", x);
         break;
     }
-    case OPT_STR: case OPT_CONFIG: snprintf(buf, cap, "%s", *(const char *const *)v ? *(const char *const *)v : ""); break;
+    case OPT_STR: case OPT_CONFIG: case OPT_JSON:
+        snprintf(buf, cap, "%s", *(const char *const *)v ? *(const char *const *)v : "");
+        break;
     case OPT_ENUM: snprintf(buf, cap, "%s", o->choices[*(const int *)v]); break;
     case OPT_LIST: {
         const StrList *l = v;
@@ -243,6 +255,11 @@ json_t *opts_to_json(const OptGroup *g, int ng, const void *obj) {
             case OPT_STR: case OPT_CONFIG: {
                 const char *s = *(const char *const *)v;
                 j = s ? json_string(s) : json_null();
+                break;
+            }
+            case OPT_JSON: {
+                const char *s = *(const char *const *)v;
+                j = s ? json_loads(s, 0, NULL) : json_null();
                 break;
             }
             case OPT_ENUM: j = json_string(o->choices[*(const int *)v]); break;

@@ -33,6 +33,7 @@ typedef enum {
     OPT_LIST,      /* StrList */
     OPT_F64_LIST,  /* F64List */
     OPT_CONFIG,    /* const char *: a YAML file of options, read before the command line */
+    OPT_JSON,      /* const char *: a JSON object's text (a YAML mapping in a --config file), NULL = unset */
 } OptType;
 
 /* Values of a list option: `--reward_funcs a b c`, or a YAML sequence. */

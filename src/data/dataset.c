@@ -97,7 +97,7 @@ int dataset_from_rows(Dataset *d, const char *name, json_t *const *rows, int n, 
 
 /* Renders one example's prompt into a malloc'd string. */
 static int render_prompt(const Dataset *d, const DatasetExample *e, Tokenizer *tok,
-                         int enable_thinking, char **text, GrpoErr *err) {
+                         const json_t *chat_kwargs, char **text, GrpoErr *err) {
     if (!e->conversational) {
         *text = xstrdup(json_string_value(e->prompt));
         return 0;
@@ -109,13 +109,13 @@ static int render_prompt(const Dataset *d, const DatasetExample *e, Tokenizer *t
         msgs[i].role = json_string_value(json_object_get(m, "role"));
         msgs[i].content = json_string_value(json_object_get(m, "content"));
     }
-    int rc = tok_chat_render(tok, msgs, (int)n, 1, enable_thinking, text, err);
+    int rc = tok_chat_render(tok, msgs, (int)n, 1, chat_kwargs, text, err);
     free(msgs);
     if (rc) return err_prefix(err, "%s:%ld: chat template", d->path, e->line);
     return 0;
 }
 
-int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, int enable_thinking,
+int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, const json_t *chat_kwargs,
                      GrpoErr *err) {
     TokIds ids = {0};
     for (int i = 0; i < d->n; i++) {
@@ -126,7 +126,7 @@ int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, int enab
         e->prompt_ids = NULL;
         e->n_prompt_ids = e->n_prompt_ids_full = e->truncated = 0;
         char *text = NULL;
-        if (render_prompt(d, e, tok, enable_thinking, &text, err)) {
+        if (render_prompt(d, e, tok, chat_kwargs, &text, err)) {
             tok_ids_free(&ids);
             return -1;
         }

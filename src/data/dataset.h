@@ -56,10 +56,10 @@ int dataset_load(Dataset *d, const char *path, GrpoErr *err);
 int dataset_from_rows(Dataset *d, const char *name, json_t *const *rows, int n, GrpoErr *err);
 
 /* Renders and tokenizes every prompt with tok. max_prompt_length <= 0 keeps
- * all tokens. enable_thinking is passed to the chat template (-1: leave it
- * undefined). Returns -1 with "path:line: ..." if a template fails. May be
+ * all tokens. chat_kwargs (a JSON object or NULL) are more chat template
+ * variables (TRL's chat_template_kwargs). Returns -1 with "path:line: ..." if a template fails. May be
  * called again (e.g. with another tokenizer); earlier results are replaced. */
-int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, int enable_thinking,
+int dataset_tokenize(Dataset *d, Tokenizer *tok, int max_prompt_length, const json_t *chat_kwargs,
                      GrpoErr *err);
 
 /* After dataset_tokenize: the longest tokenized prompt among the first n examples

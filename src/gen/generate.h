@@ -30,6 +30,8 @@ typedef struct {
     size_t kv_cache_bytes;       /* memory limit of the generation KV cache */
     int n_eos;
     int32_t eos_ids[GEN_MAX_EOS];
+    const char *chat_template_kwargs; /* a JSON object's text or NULL: more chat template variables
+                                         for the prompts (gen/pretrained.c renders them) */
 } GenOpts;
 
 /* The declared defaults (gen/options.c: gen_options, seed_option), prefix shared. */

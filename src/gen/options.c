@@ -20,6 +20,8 @@ const OptSpec gen_options[] = {
      "memory limit of the generation KV cache in MiB"},
     {"generation_chunk_size", OPT_INT, G(chunk_size), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
      "completions decoded together (0 = as many as kv_cache_mb allows)"},
+    {"chat_template_kwargs", OPT_JSON, G(chat_template_kwargs), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "more chat template variables for conversational prompts, e.g. '{\"enable_thinking\": false}'"},
 };
 const int gen_n_options = sizeof gen_options / sizeof gen_options[0];
 

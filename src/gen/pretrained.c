@@ -61,7 +61,9 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
     s->n = n > 0 && n < s->data.n ? n : s->data.n;
     int longest = 1;
     int rc = pretrained_open(&s->pre, model_dir, o, err);
-    if (!rc) rc = dataset_tokenize(&s->data, s->pre.tok, max_prompt_length, -1, err);
+    json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    if (!rc) rc = dataset_tokenize(&s->data, s->pre.tok, max_prompt_length, kwargs, err);
+    json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
     if (!rc) rc = check_prompts(s, o, err);
     if (!rc) rc = gen_create(&s->gen, &s->pre.model, o, longest, err);

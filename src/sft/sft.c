@@ -80,7 +80,7 @@ static int encode_messages(Tokenizer *tok, json_t *messages, TokIds *ids, GrpoEr
         else msgs[i] = (TokMessage){json_string_value(r), json_string_value(ct)};
     }
     char *rendered = NULL;
-    if (!rc) rc = tok_chat_render(tok, msgs, (int)n, 0, -1, &rendered, err);
+    if (!rc) rc = tok_chat_render(tok, msgs, (int)n, 0, NULL, &rendered, err);
     if (!rc) rc = encode_append(tok, rendered, ids, err);
     free(rendered);
     free(msgs);

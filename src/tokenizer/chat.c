@@ -3,7 +3,8 @@
  * apply_chat_template(messages, add_generation_prompt=..., tokenize=False)
  * renders it: the template sees `messages`, `add_generation_prompt`, the
  * special tokens that tokenizer_config.json sets (bos_token, eos_token, ...)
- * and, when asked, `enable_thinking` (Qwen3). */
+ * and the caller's extra variables (TRL's chat_template_kwargs, e.g. Qwen3's
+ * `enable_thinking`), which override the special tokens as in transformers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +20,37 @@ static const char *model_name(const Tokenizer *tok) {
     return tok->model_dir ? tok->model_dir : tok->config_path ? tok->config_path : tok->path;
 }
 
+/* A JSON value as a template value (strings borrowed from j). */
+static JVal from_json(JArena *ar, const json_t *j) {
+    JVal v = {.k = JV_NONE};
+    switch (json_typeof(j)) {
+    case JSON_TRUE: case JSON_FALSE: v.k = JV_BOOL, v.u.b = json_is_true(j); break;
+    case JSON_INTEGER: v.k = JV_INT, v.u.i = json_integer_value(j); break;
+    case JSON_REAL: v.k = JV_FLOAT, v.u.f = json_real_value(j); break;
+    case JSON_STRING: v = jv_str((JStr){json_string_value(j), json_string_length(j)}); break;
+    case JSON_ARRAY: {
+        v.k = JV_LIST;
+        v.u.l = jar_alloc(ar, sizeof *v.u.l);
+        size_t i;
+        const json_t *e;
+        json_array_foreach(j, i, e) jlist_push(ar, v.u.l, from_json(ar, e));
+        break;
+    }
+    case JSON_OBJECT: {
+        v.k = JV_DICT;
+        v.u.d = jar_alloc(ar, sizeof *v.u.d);
+        const char *k;
+        const json_t *e;
+        json_object_foreach((json_t *)j, k, e) jdict_set(ar, v.u.d, (JStr){k, strlen(k)}, from_json(ar, e));
+        break;
+    }
+    case JSON_NULL: break;
+    }
+    return v;
+}
+
 int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
-                    int add_generation_prompt, int enable_thinking, char **out, GrpoErr *err) {
+                    int add_generation_prompt, const json_t *kwargs, char **out, GrpoErr *err) {
     *out = NULL;
     if (!tok->chat_template)
         return err_set(err, "%s: tokenizer_config.json has no chat_template (%s)", model_name(tok),
@@ -43,20 +73,19 @@ int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
         jdict_set(ar, m.u.d, (JStr){"content", 7}, jv_cstr(msgs[i].content ? msgs[i].content : ""));
         jlist_push(ar, ml, m);
     }
+    if (tok->bos_token) jdict_set(ar, ctx, (JStr){"bos_token", 9}, jv_cstr(tok->bos_token));
+    if (tok->eos_token) jdict_set(ar, ctx, (JStr){"eos_token", 9}, jv_cstr(tok->eos_token));
+    if (tok->pad_token) jdict_set(ar, ctx, (JStr){"pad_token", 9}, jv_cstr(tok->pad_token));
+    const char *key;
+    const json_t *kv;
+    if (json_is_object(kwargs))
+        json_object_foreach((json_t *)kwargs, key, kv) jdict_set(ar, ctx, (JStr){key, strlen(key)}, from_json(ar, kv));
     JVal mv = {.k = JV_LIST};
     mv.u.l = ml;
     jdict_set(ar, ctx, (JStr){"messages", 8}, mv);
     JVal agp = {.k = JV_BOOL};
     agp.u.b = !!add_generation_prompt;
     jdict_set(ar, ctx, (JStr){"add_generation_prompt", 21}, agp);
-    if (enable_thinking >= 0) {
-        JVal et = {.k = JV_BOOL};
-        et.u.b = !!enable_thinking;
-        jdict_set(ar, ctx, (JStr){"enable_thinking", 15}, et);
-    }
-    if (tok->bos_token) jdict_set(ar, ctx, (JStr){"bos_token", 9}, jv_cstr(tok->bos_token));
-    if (tok->eos_token) jdict_set(ar, ctx, (JStr){"eos_token", 9}, jv_cstr(tok->eos_token));
-    if (tok->pad_token) jdict_set(ar, ctx, (JStr){"pad_token", 9}, jv_cstr(tok->pad_token));
     size_t len;
     char *text;
     int rc = jinja_render(ar, &t, ctx, &text, &len, err);

@@ -15,6 +15,7 @@
 #ifndef GRPO_TOKENIZER_TOKENIZER_H
 #define GRPO_TOKENIZER_TOKENIZER_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,8 +86,10 @@ typedef struct {
 } TokMessage;
 
 /* Renders msgs with the model's chat_template into a malloc'd string.
- * enable_thinking: -1 leaves it undefined (the template's default), 0/1 sets it. */
+ * kwargs (a JSON object, or NULL): more template variables, as TRL's
+ * chat_template_kwargs, e.g. {"enable_thinking": false} for Qwen3; they
+ * override the special tokens, not messages or add_generation_prompt. */
 int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
-                    int add_generation_prompt, int enable_thinking, char **out, GrpoErr *err);
+                    int add_generation_prompt, const json_t *kwargs, char **out, GrpoErr *err);
 
 #endif

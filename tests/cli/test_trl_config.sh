@@ -120,6 +120,19 @@ cmp -s "$TMP/j/model.safetensors" "$TMP/l/model.safetensors" || fail "the same r
 printf '[\n  {"prompt": "ab"},\n  {"prompt": 5}\n]\n' > "$TMP/bad.json"
 expect_error 1 "bad.json:3: " "$GRPO" generate --model "$TMP/m" --dataset "$TMP/bad.json"
 
+# chat_template_kwargs (a JSON object on the command line, a mapping in YAML) reach the chat template
+cp -r "$TMP/m" "$TMP/kw"
+python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['chat_template'] = \"{{ greeting | default('none') }}:{% for m in messages %}{{ m.content }}{% endfor %}\"; json.dump(c, open(p, 'w'))" \
+    "$TMP/kw/tokenizer_config.json"
+"$GRPO" generate --model "$TMP/kw" --chat hi --chat_template_kwargs '{"greeting": "HEY"}' --max_completion_length 1 \
+    --num_generations 1 2>/dev/null | grep -qx "=== prompt 0: HEY:hi" || fail "generate --chat_template_kwargs"
+printf '{"prompt": [{"role": "user", "content": "ab"}]}\n' > "$TMP/chat.jsonl"
+printf 'chat_template_kwargs:\n  greeting: YO\n  enable_thinking: false\n' > "$TMP/kw.yaml"
+"$GRPO" train --model "$TMP/kw" --dataset "$TMP/chat.jsonl" --reward_funcs length --output_dir "$TMP/kwt" --config "$TMP/kw.yaml" \
+    "${SMALL[@]}" --log_completions || fail "train with chat_template_kwargs"
+grep -q '"YO:ab"' "$TMP/kwt/completions.jsonl" || fail "train's prompts rendered with the kwargs: $(head -c 300 "$TMP/kwt/completions.jsonl")"
+expect_error 2 "chat_template_kwargs expects a JSON object such as" "$GRPO" generate --model "$TMP/kw" --chat hi --chat_template_kwargs '[1]'
+
 # TRL's reward names reach the run: the log names are TRL's
 printf '{"prompt": "1+1=", "solution": "2"}\n{"prompt": "2+2=", "solution": "4"}\n' > "$TMP/math.jsonl"
 "$GRPO" train --model "$TMP/m" --dataset "$TMP/math.jsonl" --reward_funcs accuracy_reward think_format_reward reward_len \

@@ -88,7 +88,7 @@ static void test_load_and_tokenize(Tokenizer *tok) {
             "original prompt value kept");
     if (!tok) { dataset_free(&d); return; }
 
-    T_CHECK(dataset_tokenize(&d, tok, 0, -1, &err) == 0, "tokenize: %s", err.msg);
+    T_CHECK(dataset_tokenize(&d, tok, 0, NULL, &err) == 0, "tokenize: %s", err.msg);
     T_CHECK(!strcmp(d.ex[0].prompt_text, "what is six"), "standard prompt as is: '%s'", d.ex[0].prompt_text);
     const char *chat = "system: be brief\nuser: hi?\nassistant:";
     T_CHECK(!strcmp(d.ex[1].prompt_text, chat), "chat rendered with generation prompt: '%s'", d.ex[1].prompt_text);
@@ -98,7 +98,7 @@ static void test_load_and_tokenize(Tokenizer *tok) {
             "chat ids (%d, want %d)", d.ex[1].n_prompt_ids, n);
 
     /* left truncation keeps exactly the last 4 ids: "ghij" */
-    T_CHECK(dataset_tokenize(&d, tok, 4, -1, &err) == 0, "tokenize 4: %s", err.msg);
+    T_CHECK(dataset_tokenize(&d, tok, 4, NULL, &err) == 0, "tokenize 4: %s", err.msg);
     const int32_t last4[4] = {6, 7, 8, 9};
     T_CHECK(d.ex[2].n_prompt_ids == 4 && !memcmp(d.ex[2].prompt_ids, last4, sizeof last4) &&
                 d.ex[2].truncated && d.ex[2].n_prompt_ids_full == 10,
@@ -108,7 +108,7 @@ static void test_load_and_tokenize(Tokenizer *tok) {
     n = char_ids(chat, want);
     T_CHECK(d.ex[1].n_prompt_ids == 4 && !memcmp(d.ex[1].prompt_ids, want + n - 4, 16), "chat truncated to its end");
     /* exactly at the limit: not truncated */
-    T_CHECK(dataset_tokenize(&d, tok, 10, -1, &err) == 0 && !d.ex[2].truncated && d.ex[2].n_prompt_ids == 10,
+    T_CHECK(dataset_tokenize(&d, tok, 10, NULL, &err) == 0 && !d.ex[2].truncated && d.ex[2].n_prompt_ids == 10,
             "10 of 10 is not truncated");
     dataset_free(&d);
     T_CHECK(d.n == 0 && d.ex == NULL, "free zeroes");
@@ -188,7 +188,7 @@ static void test_template_error(void) {
                                                 "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}]}\n");
     Dataset d;
     if (dataset_load(&d, path, &err) == 0) {
-        T_CHECK(dataset_tokenize(&d, tok, 0, -1, &err) == -1 && strstr(err.msg, "chat.jsonl:2: chat template"),
+        T_CHECK(dataset_tokenize(&d, tok, 0, NULL, &err) == -1 && strstr(err.msg, "chat.jsonl:2: chat template"),
                 "template error: %s", err.msg);
         dataset_free(&d);
     }
@@ -259,7 +259,7 @@ static void test_qwen3(const char *model_dir) {
                                   "{\"prompt\": \"Hello world\"}\n");
     Dataset d;
     if (dataset_load(&d, path, &err)) { T_CHECK(0, "load: %s", err.msg); tok_free(tok); return; }
-    T_CHECK(dataset_tokenize(&d, tok, 0, -1, &err) == 0, "qwen3 tokenize: %s", err.msg);
+    T_CHECK(dataset_tokenize(&d, tok, 0, NULL, &err) == 0, "qwen3 tokenize: %s", err.msg);
     const char *want = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
     T_CHECK(d.ex[0].prompt_text && !strcmp(d.ex[0].prompt_text, want), "qwen3 render: '%s'",
             d.ex[0].prompt_text ? d.ex[0].prompt_text : "");
@@ -273,10 +273,24 @@ static void test_qwen3(const char *model_dir) {
     int full = d.ex[0].n_prompt_ids;
     int32_t *all = xmalloc((size_t)full * sizeof *all);
     memcpy(all, d.ex[0].prompt_ids, (size_t)full * sizeof *all);
-    T_CHECK(dataset_tokenize(&d, tok, 5, -1, &err) == 0 && d.ex[0].n_prompt_ids == 5 && d.ex[0].truncated &&
+    T_CHECK(dataset_tokenize(&d, tok, 5, NULL, &err) == 0 && d.ex[0].n_prompt_ids == 5 && d.ex[0].truncated &&
                 !memcmp(d.ex[0].prompt_ids, all + full - 5, 5 * sizeof *all),
             "qwen3 left truncation keeps the last 5 of %d", full);
     free(all);
+    /* chat_template_kwargs reach the template: Qwen3's enable_thinking false
+     * adds the empty think block to the generation prompt (transformers renders
+     * the same: tests/tokenizer/chat_cases.mjs); other variables are visible too */
+    json_t *kw = json_pack("{s:b, s:s}", "enable_thinking", 0, "unused_var", "x");
+    T_CHECK(dataset_tokenize(&d, tok, 0, kw, &err) == 0, "qwen3 tokenize with kwargs: %s", err.msg);
+    const char *want_nothink = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    T_CHECK(d.ex[0].prompt_text && !strcmp(d.ex[0].prompt_text, want_nothink), "enable_thinking false: '%s'",
+            d.ex[0].prompt_text ? d.ex[0].prompt_text : "");
+    T_CHECK(!strcmp(d.ex[1].prompt_text, "Hello world"), "a plain prompt is not templated");
+    json_decref(kw);
+    kw = json_pack("{s:b}", "enable_thinking", 1);
+    T_CHECK(dataset_tokenize(&d, tok, 0, kw, &err) == 0 && !strcmp(d.ex[0].prompt_text, want),
+            "enable_thinking true renders as unset: '%s'", d.ex[0].prompt_text ? d.ex[0].prompt_text : "");
+    json_decref(kw);
     dataset_free(&d);
     tok_free(tok);
 }

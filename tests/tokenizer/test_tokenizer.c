@@ -212,7 +212,7 @@ static void test_chat(void) {
     const TokMessage msgs[] = {{"system", "sys"}, {"user", "a | b "}, {"assistant", "c"}};
     char *out = NULL;
     GrpoErr err = {{0}};
-    int rc = tok_chat_render(tok, msgs, 3, 1, -1, &out, &err);
+    int rc = tok_chat_render(tok, msgs, 3, 1, NULL, &out, &err);
     /* trim_blocks drops the newline after "%}", lstrip_blocks the indent before "{%" */
     T_CHECK(rc == 0 && !strcmp(out, "1:ASSISTANT=c;2:USER=b;GEN 2/3 <s>x+y"), "chat: rc %d '%s' %s", rc,
             out ? out : "", rc ? err.msg : "");
@@ -222,7 +222,7 @@ static void test_chat(void) {
     write_file("tokenizer_config.json", "{\"chat_template\": \"{% for x in %}\"}");
     tok = load_with("null", BL, "null", "[]", "");
     if (!tok) return;
-    rc = tok_chat_render(tok, msgs, 3, 1, -1, &out, &err);
+    rc = tok_chat_render(tok, msgs, 3, 1, NULL, &out, &err);
     T_CHECK(rc == -1 && strstr(err.msg, "chat_template: line 1") && strstr(err.msg, dir),
             "bad template: %s", err.msg);
     tok_free(tok);
