@@ -11,6 +11,7 @@
 #include "io/fsutil.h"
 #include "io/safetensors.h"
 #include "model/init.h"
+#include "gen/pretrained.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,8 +37,9 @@ typedef struct {
     uint64_t seed;
 } InitArgs;
 
-static const char *const DTYPE_NAMES[] = {"float32", "bfloat16", "float16", NULL};
-static const StDtype DTYPES[] = {ST_F32, ST_BF16, ST_F16};
+/* "auto": the config's torch_dtype (or dtype, transformers' newer name), else float32 */
+static const char *const DTYPE_NAMES[] = {"auto", "float32", "bfloat16", "float16", NULL};
+static const StDtype DTYPES[] = {ST_F32, ST_F32, ST_BF16, ST_F16}; /* [0]: auto, resolved below */
 
 #define A(f) offsetof(InitArgs, f)
 static const OptSpec init_options[] = {
@@ -45,7 +47,8 @@ static const OptSpec init_options[] = {
     {"tokenizer", OPT_STR, A(tokenizer), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "directory with tokenizer.json (required for presets)"},
     {"output_dir", OPT_STR, A(output_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED, "directory to create"},
-    {"dtype", OPT_ENUM, A(dtype), 0, NULL, OPT_NO_RANGE, DTYPE_NAMES, NULL, 0, "stored tensor dtype"},
+    {"dtype", OPT_ENUM, A(dtype), 0, NULL, OPT_NO_RANGE, DTYPE_NAMES, NULL, 0,
+     "stored tensor dtype (auto: the config's torch_dtype, else float32)"},
 };
 
 int cmd_init(int argc, char **argv) {
@@ -93,21 +96,44 @@ int cmd_init(int argc, char **argv) {
                      cfg.vocab_size, tok_vocab_size(tok), tokenizer);
     if (!rc) rc = config_check_memory(&cfg, config, &err);
     if (rc && cfg.raw) config_free(&cfg);
+    ModelSaveMeta meta = {-1, -1, -1, NULL}; /* the special ids and a generation_config.json, from the tokenizer */
+    if (!rc && tok) gen_save_meta(&meta, tok, NULL);
     tok_free(tok);
     if (rc) return cli_fail("init", err.msg);
     json_t *ir = json_object_get(cfg.raw, "initializer_range");
     float std = json_is_number(ir) ? (float)json_number_value(ir) : 0.02f;
+    int dtype = a.dtype;
+    if (dtype == 0) { /* auto */
+        json_t *d = json_object_get(cfg.raw, "torch_dtype");
+        if (!d) d = json_object_get(cfg.raw, "dtype");
+        dtype = 1;
+        if (json_is_string(d)) {
+            int k = 1;
+            while (DTYPE_NAMES[k] && strcmp(DTYPE_NAMES[k], json_string_value(d))) k++;
+            if (!DTYPE_NAMES[k]) {
+                char m[600];
+                snprintf(m, sizeof m, "%s: torch_dtype '%s' is not float32, bfloat16 or float16 (or give --dtype)", config,
+                         json_string_value(d));
+                config_free(&cfg);
+                json_decref((json_t *)meta.generation_config);
+                return cli_fail("init", m);
+            }
+            dtype = k;
+        }
+    }
     Model m;
     model_create(&m, &cfg);
     model_init_random(&m, a.seed, std);
     ModelSaveOpts so;
     model_save_opts_default(&so);
-    so.dtype = DTYPES[a.dtype];
+    so.dtype = DTYPES[dtype];
     so.copy_from = tokenizer;
+    so.meta = &meta;
     rc = model_save(&m, output_dir, &so, &err);
     if (!rc)
         fprintf(stderr, "grpo init: wrote %s (%s, %lld parameters, %s)\n", output_dir,
-                config_model_type_name(m.cfg.type), config_param_count(&m.cfg), DTYPE_NAMES[a.dtype]);
+                config_model_type_name(m.cfg.type), config_param_count(&m.cfg), DTYPE_NAMES[dtype]);
     model_free(&m);
+    json_decref((json_t *)meta.generation_config);
     return rc ? cli_fail("init", err.msg) : 0;
 }

@@ -77,3 +77,41 @@ void gen_session_close(GenSession *s) {
     pretrained_close(&s->pre);
     memset(s, 0, sizeof *s);
 }
+
+/* A float option as the decimal it was given as (0.9f is 0.9, not 0.899999976). */
+static json_t *json_f32(float x) {
+    char b[32];
+    snprintf(b, sizeof b, "%.7g", x);
+    return json_real(strtod(b, NULL));
+}
+
+void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o) {
+    const TokSpecial *sp = tok_special(tok);
+    meta->bos = sp->bos;
+    meta->eos = sp->eos >= 0 ? sp->eos : sp->n_eos > 0 ? sp->eos_ids[0] : -1;
+    meta->pad = sp->pad >= 0 ? sp->pad : meta->eos;
+    json_t *g = json_object();
+    if (meta->bos >= 0) json_object_set_new(g, "bos_token_id", json_integer(meta->bos));
+    const int32_t *eos = o ? o->eos_ids : sp->eos_ids;
+    int n_eos = o ? o->n_eos : sp->n_eos;
+    if (n_eos == 1) {
+        json_object_set_new(g, "eos_token_id", json_integer(eos[0]));
+    } else if (n_eos > 1) {
+        json_t *l = json_array();
+        for (int i = 0; i < n_eos; i++) json_array_append_new(l, json_integer(eos[i]));
+        json_object_set_new(g, "eos_token_id", l);
+    }
+    if (meta->pad >= 0) json_object_set_new(g, "pad_token_id", json_integer(meta->pad));
+    if (o) {
+        const SamplerOpts *s = &o->sampler;
+        json_object_set_new(g, "do_sample", json_boolean(s->temperature > 0));
+        if (s->temperature > 0) {
+            json_object_set_new(g, "temperature", json_f32(s->temperature));
+            json_object_set_new(g, "top_p", json_f32(s->top_p));
+            json_object_set_new(g, "top_k", json_integer(s->top_k));
+            if (s->min_p > 0) json_object_set_new(g, "min_p", json_f32(s->min_p));
+        }
+        json_object_set_new(g, "repetition_penalty", json_f32(s->repetition_penalty));
+    }
+    meta->generation_config = g;
+}

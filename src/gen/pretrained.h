@@ -21,6 +21,14 @@ int pretrained_open(Pretrained *p, const char *dir, GenOpts *o, GrpoErr *err);
 /* Frees what pretrained_open loaded; safe on a zeroed Pretrained. */
 void pretrained_close(Pretrained *p);
 
+/* What a saved directory adds to the model's files, as save_pretrained writes
+ * them after TRL: the tokenizer's special ids for config.json (pad: the
+ * tokenizer's, else eos, as TRL sets it) and a generation_config.json holding
+ * them and, when o is given, the sampling settings the run used (do_sample,
+ * temperature, top_p, top_k, min_p, repetition_penalty), so that generate()
+ * samples as training did. json_decref(meta->generation_config) when done. */
+void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o);
+
 /* What `grpo train`, `generate` and `eval` all set up: the model directory
  * opened, a prompt dataset tokenized for it (left-truncated to
  * max_prompt_length), and a generator planned for the longest of its first n

@@ -215,8 +215,11 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         train_config_groups(g);
         json_t *options = opts_to_json(g, TRAIN_CONFIG_N_GROUPS, c);
         char *plan = plan_text(t, train_loop_total_steps(&tc->train, algo.n_examples, algo.examples_per_step));
-        TrainLoop L = {&tc->train, &t->sess.pre.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}};
+        ModelSaveMeta meta;
+        gen_save_meta(&meta, t->sess.pre.tok, &t->sess.gen.opts);
+        TrainLoop L = {&tc->train, &t->sess.pre.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}, &meta};
         rc = train_loop_run(&L, err);
+        json_decref((json_t *)meta.generation_config);
         free(plan);
         json_decref(options);
     }

@@ -86,6 +86,7 @@ void model_save_opts_default(ModelSaveOpts *o) {
     o->dtype = -1;
     o->max_shard_bytes = (size_t)5000 * 1000 * 1000;
     o->copy_from = NULL;
+    o->meta = NULL;
 }
 
 static int is_weight_file(const char *name) {
@@ -149,6 +150,14 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
     /* config.json: as read, with torch_dtype naming the stored dtype */
     json_t *cfg = m->cfg.raw ? json_deep_copy(m->cfg.raw) : json_object();
     json_object_set_new(cfg, "torch_dtype", json_string(torch_dtype_of(common)));
+    if (opts->meta) { /* the special ids save_pretrained's config carries, where the source's lacks them */
+        const char *keys[3] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+        const int32_t ids[3] = {opts->meta->bos, opts->meta->eos, opts->meta->pad};
+        for (int k = 0; k < 3; k++) {
+            json_t *have = json_object_get(cfg, keys[k]);
+            if (ids[k] >= 0 && (!have || json_is_null(have))) json_object_set_new(cfg, keys[k], json_integer(ids[k]));
+        }
+    }
     char *path = fs_join(tmp, "config.json");
     if (json_dump_file(cfg, path, JSON_INDENT(2)) != 0)
         rc = err_set(err, "%s: cannot write", path);
@@ -162,6 +171,12 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
             free(dst);
         }
         free(src);
+    }
+    if (!rc && opts->meta && opts->meta->generation_config) {
+        path = fs_join(tmp, "generation_config.json");
+        if (!fs_exists(path) && json_dump_file(opts->meta->generation_config, path, JSON_INDENT(2)) != 0)
+            rc = err_set(err, "%s: cannot write", path);
+        free(path);
     }
     if (!rc) rc = st_write_dir(tmp, wt, n, opts->max_shard_bytes, err);
     int sharded = 0;

@@ -7,17 +7,27 @@
 #ifndef GRPO_MODEL_MODEL_IO_H
 #define GRPO_MODEL_MODEL_IO_H
 
+#include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/check.h"
 #include "model/transformer.h"
 
 int model_load(Model *m, const char *dir, GrpoErr *err);
 
+/* What save_pretrained writes beside the weights that a source directory may
+ * lack: the special ids in config.json, and a generation_config.json. */
+typedef struct {
+    int32_t bos, eos, pad;            /* -1: unknown; each added to config.json where it has no such key */
+    const json_t *generation_config;  /* written when no generation_config.json was copied (NULL: none) */
+} ModelSaveMeta;
+
 typedef struct {
     int dtype;                 /* StDtype to store every tensor as, or -1 to keep each tensor's own */
     size_t max_shard_bytes;    /* shard past this size (0: never); HF's default is 5 GB */
     const char *copy_from;     /* directory whose tokenizer / generation files are copied, or NULL */
+    const ModelSaveMeta *meta; /* or NULL */
 } ModelSaveOpts;
 
 void model_save_opts_default(ModelSaveOpts *o);

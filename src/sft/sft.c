@@ -12,6 +12,7 @@
 
 #include "core/memory.h"
 #include "data/dataset.h"
+#include "gen/pretrained.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/model_io.h"
@@ -239,8 +240,11 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
                  train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
                  a->per_device_train_batch_size, (16.0 * P + t.acts.bytes) / 1048576.0, 16.0 * P / 1048576.0,
                  t.acts.bytes / 1048576.0);
-        TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}};
+        ModelSaveMeta meta;
+        gen_save_meta(&meta, t.tok, NULL);
+        TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}, &meta};
         rc = train_loop_run(&L, err);
+        json_decref((json_t *)meta.generation_config);
         json_decref(options);
     }
     sft_free(&t);

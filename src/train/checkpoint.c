@@ -227,6 +227,7 @@ int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err) {
     model_save_opts_default(&so);
     so.dtype = ST_F32;
     so.copy_from = w->copy_from;
+    so.meta = w->meta;
     int rc = model_save(w->model, tmp, &so, err);
     char *p = fs_join(tmp, "optimizer.safetensors");
     const char *pre[2] = {"exp_avg.", "exp_avg_sq."};

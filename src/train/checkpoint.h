@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "core/check.h"
+#include "model/model_io.h"
 #include "model/transformer.h"
 #include "optim/optim.h"
 
@@ -24,6 +25,7 @@ typedef struct {
     int (*add)(void *ctx, const char *dir, json_t *state, GrpoErr *err);
     void *add_ctx;
     int total_limit;            /* keep at most this many checkpoints (0 = all) */
+    const ModelSaveMeta *meta;  /* special ids and generation config for the model files, or NULL */
 } CkptWrite;
 
 /* Writes output_dir/checkpoint-N; returns its path (malloc'd) in *path when path != NULL. */

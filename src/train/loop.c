@@ -63,7 +63,7 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
                               lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens, "threads",
                               omp_get_max_threads(), "args", L->options);
     CkptWrite w = {lp->out_dir, lp->step, L->model, a->model_dir, &lp->opt, state, add_algo_state, (void *)L->algo,
-                   a->save_total_limit};
+                   a->save_total_limit, L->save_meta};
     char *path = NULL;
     int rc = ckpt_write(&w, &path, err);
     json_decref(state);
@@ -215,6 +215,7 @@ static int save_final(Loop *lp, GrpoErr *err) {
     ModelSaveOpts so;
     model_save_opts_default(&so);
     so.copy_from = a->model_dir;
+    so.meta = lp->L->save_meta;
     if (model_save(lp->L->model, lp->out_dir, &so, err)) return -1;
     emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir});
     return 0;

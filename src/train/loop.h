@@ -19,6 +19,7 @@
 
 #include "core/check.h"
 #include "log/metrics.h"
+#include "model/model_io.h"
 #include "model/transformer.h"
 #include "train/args.h"
 
@@ -87,6 +88,7 @@ typedef struct {
     const json_t *options;  /* every option of the run, recorded in checkpoints (borrowed) */
     const char *plan;       /* NULL, or the PLAN event's text */
     TrainHooks hooks;
+    const ModelSaveMeta *save_meta; /* what the saved directories add to the model's files, or NULL */
 } TrainLoop;
 
 /* train_loop_run's result when it stopped on request (err says where to resume). */

@@ -133,6 +133,27 @@ printf 'chat_template_kwargs:\n  greeting: YO\n  enable_thinking: false\n' > "$T
 grep -q '"YO:ab"' "$TMP/kwt/completions.jsonl" || fail "train's prompts rendered with the kwargs: $(head -c 300 "$TMP/kwt/completions.jsonl")"
 expect_error 2 "chat_template_kwargs expects a JSON object such as" "$GRPO" generate --model "$TMP/kw" --chat hi --chat_template_kwargs '[1]'
 
+# the output directory is save_pretrained's: config.json with the special ids, a
+# generation_config.json (the source's when it has one, else the ids and the
+# sampling the run used), in the final model and in checkpoints
+cp -r "$TMP/m" "$TMP/nogen" && rm -f "$TMP/nogen/generation_config.json"
+python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c.pop('pad_token_id', None); json.dump(c, open(p, 'w'))" "$TMP/nogen/config.json"
+"$GRPO" train --model "$TMP/nogen" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/sp" "${SMALL[@]}" \
+    --temperature 0.7 --top_p 0.9 --save_steps 1 || fail "train from a model without generation_config.json"
+for d in "$TMP/sp" "$TMP/sp/checkpoint-1"; do
+    python3 - "$d" <<'PY' || fail "$d: save_pretrained's files"
+import json, sys
+cfg = json.load(open(sys.argv[1] + "/config.json"))
+gen = json.load(open(sys.argv[1] + "/generation_config.json"))
+assert cfg["pad_token_id"] == 256 and cfg["eos_token_id"] == 258, cfg   # the byte tokenizer's <pad>, <eos>
+assert gen == {"eos_token_id": 258, "pad_token_id": 256, "do_sample": True, "temperature": 0.7, "top_p": 0.9,
+               "top_k": 0, "repetition_penalty": 1.0}, gen
+PY
+done
+printf '{"eos_token_id": 258, "temperature": 0.6}\n' > "$TMP/nogen/generation_config.json"
+"$GRPO" train --model "$TMP/nogen" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/sp2" "${SMALL[@]}" \
+    && cmp -s "$TMP/nogen/generation_config.json" "$TMP/sp2/generation_config.json" || fail "the source's generation_config.json is kept"
+
 # TRL's reward names reach the run: the log names are TRL's
 printf '{"prompt": "1+1=", "solution": "2"}\n{"prompt": "2+2=", "solution": "4"}\n' > "$TMP/math.jsonl"
 "$GRPO" train --model "$TMP/m" --dataset "$TMP/math.jsonl" --reward_funcs accuracy_reward think_format_reward reward_len \
