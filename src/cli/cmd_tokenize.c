@@ -129,8 +129,10 @@ static int decode_line(Tokenizer *tok, const json_t *j, int skip_special, TokIds
 
 typedef struct {
     const char *model_dir;
-    int add_special_tokens, decode, skip_special_tokens, chat;
+    int add_special_tokens, decode, skip_special_tokens, chat, clean_up;
 } TokenizeArgs;
+
+static const char *const CLEAN_UP_NAMES[] = {"config", "true", "false", NULL};
 
 #define A(f) offsetof(TokenizeArgs, f)
 static const OptSpec tokenize_options[] = {
@@ -141,6 +143,8 @@ static const OptSpec tokenize_options[] = {
     {"decode", OPT_BOOL, A(decode), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "read {\"ids\": [...]}, write {\"text\": ...}"},
     {"skip_special_tokens", OPT_BOOL, A(skip_special_tokens), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "with --decode: leave special tokens out"},
+    {"clean_up_tokenization_spaces", OPT_ENUM, A(clean_up), 0, NULL, OPT_NO_RANGE, CLEAN_UP_NAMES, NULL, 0,
+     "with --decode: transformers' clean-up of spaces before punctuation (config: tokenizer_config.json's)"},
     {"chat", OPT_BOOL, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "read {\"messages\": [{\"role\", \"content\"}...], \"add_generation_prompt\": bool (default true), "
      "\"enable_thinking\": bool (optional)}, write {\"text\": ...} rendered by the model's chat_template"},
@@ -215,6 +219,7 @@ int cmd_tokenize(int argc, char **argv) {
     Tokenizer *tok;
     if (tok_load(&tok, ta.model_dir, &err)) rc = cli_fail("tokenize", err.msg);
     else {
+        if (ta.clean_up) tok_set_clean_up_spaces(tok, ta.clean_up == 1);
         rc = tokenize_stream(tok, &ta);
         tok_free(tok);
     }

@@ -4,8 +4,10 @@
  * Added tokens are written verbatim between decoded runs of model tokens (as
  * HF's decode does), so a special token never goes through the byte map.
  * The bytes are read as UTF-8 with U+FFFD for invalid sequences, like HF's
- * lossy conversion. clean_up_tokenization_spaces is deliberately not applied:
- * decode(encode(x)) == x is what a reward function needs. */
+ * lossy conversion. tokenizer_config.json's clean_up_tokenization_spaces is
+ * applied as transformers' decode applies it (so rewards see the text TRL's
+ * would: " ," becomes "," for Llama 3); tok_set_clean_up_spaces turns it off
+ * where decode(encode(x)) == x matters. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,10 +124,34 @@ int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_spec
     pieces_free(&run);
     tbuf_reserve(&out, 1);
     out.p[out.n] = 0;
+    if (tok->clean_up_spaces) out.n = tok_clean_up_spaces(out.p, out.n);
     *text = out.p;
     if (len) *len = out.n;
     return 0;
 }
+
+/* transformers' clean_up_tokenization: each replacement in turn over the whole
+ * text, left to right without overlaps, as Python's str.replace chain. */
+size_t tok_clean_up_spaces(char *s, size_t n) {
+    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+    static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+    for (int r = 0; r < 10; r++) {
+        size_t fl = strlen(from[r]), tl = strlen(to[r]), o = 0;
+        for (size_t i = 0; i < n;) {
+            if (i + fl <= n && !memcmp(s + i, from[r], fl)) {
+                memmove(s + o, to[r], tl);
+                o += tl, i += fl;
+            } else {
+                s[o++] = s[i++];
+            }
+        }
+        n = o;
+    }
+    s[n] = 0;
+    return n;
+}
+
+void tok_set_clean_up_spaces(Tokenizer *tok, int on) { tok->clean_up_spaces = !!on; }
 
 int32_t tok_token_to_id(const Tokenizer *tok, const char *token, size_t len) {
     return vocab_find(&tok->vocab, token, len);

@@ -443,7 +443,13 @@ static char *config_token(const json_t *cfg, const char *key) {
     return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
 }
 
-static int load_config(Tokenizer *tok, const json_t *cfg) {
+static int load_config(Tokenizer *tok, const json_t *cfg, const char *path, GrpoErr *err) {
+    /* transformers' decode applies its clean-up when this is true; absent means
+     * false, transformers' default since 4.45 (tokenizers.js would assume true) */
+    const json_t *cu = json_object_get(cfg, "clean_up_tokenization_spaces");
+    if (cu && !json_is_boolean(cu) && !json_is_null(cu))
+        return err_set(err, "%s: clean_up_tokenization_spaces: expected true or false", path);
+    tok->clean_up_spaces = json_is_true(cu);
     tok->bos_token = config_token(cfg, "bos_token");
     tok->eos_token = config_token(cfg, "eos_token");
     tok->pad_token = config_token(cfg, "pad_token");
@@ -548,7 +554,7 @@ int tok_load_files(Tokenizer **out, const char *tokenizer_json, const char *conf
     if (config_path) {
         tok->config_path = xstrdup(config_path);
         if (read_json(config_path, &cfg, 1, 1, err)) goto fail;
-        if (cfg && load_config(tok, cfg)) goto fail;
+        if (cfg && load_config(tok, cfg, config_path, err)) goto fail;
     }
     if (tok->special.eos >= 0 && add_eos(tok, tok->special.eos, config_path, err)) goto fail;
     added_build_index(tok);

@@ -182,6 +182,7 @@ struct Tokenizer {
     TokSpecial special;
     char *bos_token, *eos_token, *pad_token;
     char *chat_template; /* NULL when tokenizer_config.json has none */
+    int clean_up_spaces; /* tokenizer_config.json's clean_up_tokenization_spaces (tok_decode applies it) */
 
     /* Scratch reused across encode calls (hence one thread per Tokenizer). */
     TokCache cache;

@@ -49,9 +49,16 @@ int tok_encode(Tokenizer *tok, const char *text, size_t len, int add_special, To
 
 /* Decodes ids into a malloc'd NUL-terminated string (*text, *len). With
  * skip_special, special added tokens are left out. Bytes that do not form
- * valid UTF-8 become U+FFFD. No clean_up_tokenization_spaces is applied. */
+ * valid UTF-8 become U+FFFD. When tokenizer_config.json sets
+ * clean_up_tokenization_spaces (Llama 3 does), transformers' clean-up follows:
+ * " ." " ?" " !" " ," " ' " " n't" " 'm" " 's" " 've" " 're" lose their space. */
 int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
                size_t *len, GrpoErr *err);
+
+/* Overrides tokenizer_config.json's clean_up_tokenization_spaces (1: apply, 0: not). */
+void tok_set_clean_up_spaces(Tokenizer *tok, int on);
+/* transformers' clean_up_tokenization over s[0..n) in place; returns the new length. */
+size_t tok_clean_up_spaces(char *s, size_t n);
 
 /* The same for ids a model generated: ids the vocabulary does not have (a model's
  * vocab_size is often padded past the tokenizer's, e.g. Qwen2.5's 151936 vs

@@ -2,7 +2,8 @@
 // Runs HF's own tokenizers.js / jinja on the same inputs as `grpo tokenize`.
 //
 //   node ref.mjs encode MODEL_DIR IN.jsonl [special]   {"text"} lines -> {"ids"} lines
-//   node ref.mjs decode MODEL_DIR IN.jsonl [skip]      {"ids"} lines  -> {"text"} lines
+//   node ref.mjs decode MODEL_DIR IN.jsonl [skip] [raw] {"ids"} lines -> {"text"} lines (raw: no
+//                                                      clean_up_tokenization_spaces, else the config's)
 //   node ref.mjs compare GOT.jsonl WANT.jsonl           field-wise equality, first diffs shown
 //   node ref.mjs roundtrip IN.jsonl DECODED.jsonl [nfc] text == decode(encode(text))
 //   node ref.mjs chat MODEL_DIR CASES.jsonl             {"messages", ...} lines -> {"text"} lines
@@ -46,8 +47,9 @@ if (mode === "encode") {
   const tok = loadTokenizer(a);
   for (const line of readLines(b)) {
     const ids = JSON.parse(line).ids;
-    const text = ids.length ? tok.decode(ids, { skip_special_tokens: c === "skip",
-      clean_up_tokenization_spaces: false }) : "";
+    const opts = { skip_special_tokens: c === "skip" };
+    if (process.argv.includes("raw")) opts.clean_up_tokenization_spaces = false;
+    const text = ids.length ? tok.decode(ids, opts) : "";
     out.push(JSON.stringify({ text }));
   }
 } else if (mode === "compare" || mode === "roundtrip") {

@@ -72,6 +72,10 @@ d=$(variant bad_regex 't.pre_tokenizer.pretokenizers[0].pattern = {Regex: "(uncl
 expect_error "bad regex" 1 "pre_tokenizer.pretokenizers[0]: Split: bad regex" --model "$d" < "$TMP/in.jsonl"
 d=$(variant bad_added 't.added_tokens[2] = {content: 5};')
 expect_error "bad added token" 1 "added_tokens[2]: expected" --model "$d" < "$TMP/in.jsonl"
+d=$(variant cleanup "")
+node -e 'const fs = require("fs"); const p = process.argv[1] + "/tokenizer_config.json"; const c = JSON.parse(fs.readFileSync(p, "utf8"));
+c.clean_up_tokenization_spaces = "yes"; fs.writeFileSync(p, JSON.stringify(c));' "$d"
+expect_error "clean_up_tokenization_spaces not a boolean" 1 "tokenizer_config.json: clean_up_tokenization_spaces: expected true or false" --model "$d" < "$TMP/in.jsonl"
 
 # Bad lines on stdin: the line number and what was expected.
 printf '{"text": "fine"}\n{"text": 12}\n' > "$TMP/l2.jsonl"

@@ -2,7 +2,8 @@
 # Token-for-token equality of `grpo tokenize` with HF's tokenizers.js on the
 # generated corpus (tests/tokenizer/gen_corpus.mjs, ~250 KB) for the real
 # Qwen3, Llama 3 and Llama 3.1 tokenizer.json files; decode equality;
-# decode(encode(x)) == x (== NFC(x) for Qwen3, whose normalizer is NFC);
+# clean_up_tokenization_spaces as the config sets it (Llama 3) and turned off;
+# decode(encode(x)) == x without it (== NFC(x) for Qwen3, whose normalizer is NFC);
 # invalid UTF-8, empty input and a 1 MB line.
 source "$(dirname "$0")/common.sh"
 
@@ -19,11 +20,22 @@ for m in qwen3 llama3 llama31; do
     node "$REF" encode "$D" "$C" special > "$TMP/want_s.jsonl"
     check "$m: encode with special tokens == tokenizers.js" node "$REF" compare "$TMP/got_s.jsonl" "$TMP/want_s.jsonl"
 
+    # decode as transformers does: the config's clean_up_tokenization_spaces (Llama 3: true, Qwen3: false)
     "$GRPO" tokenize --model "$D" --decode < "$TMP/got.jsonl" > "$TMP/dec.jsonl" || fail "$m: --decode"
     node "$REF" decode "$D" "$TMP/got.jsonl" > "$TMP/want_dec.jsonl"
     check "$m: decode == tokenizers.js" node "$REF" compare "$TMP/dec.jsonl" "$TMP/want_dec.jsonl"
+    # and without the clean-up: then decode(encode(x)) == x
+    "$GRPO" tokenize --model "$D" --decode --clean_up_tokenization_spaces false < "$TMP/got.jsonl" > "$TMP/raw.jsonl" \
+        || fail "$m: --decode --clean_up_tokenization_spaces false"
+    node "$REF" decode "$D" "$TMP/got.jsonl" noskip raw > "$TMP/want_raw.jsonl"
+    check "$m: decode without clean-up == tokenizers.js" node "$REF" compare "$TMP/raw.jsonl" "$TMP/want_raw.jsonl"
     nfc=""; [ $m = qwen3 ] && nfc=nfc
-    check "$m: decode(encode(x)) == x" node "$REF" roundtrip "$C" "$TMP/dec.jsonl" $nfc
+    check "$m: decode(encode(x)) == x" node "$REF" roundtrip "$C" "$TMP/raw.jsonl" $nfc
+    if [ $m = qwen3 ]; then
+        check "$m: no clean-up (its config says false)" cmp -s "$TMP/dec.jsonl" "$TMP/raw.jsonl"
+    else
+        check "$m: the clean-up changes the corpus' decoded text" bash -c "! cmp -s '$TMP/dec.jsonl' '$TMP/raw.jsonl'"
+    fi
 
     "$GRPO" tokenize --model "$D" --decode --skip_special_tokens < "$TMP/got_s.jsonl" > "$TMP/dec_s.jsonl"
     node "$REF" decode "$D" "$TMP/got_s.jsonl" skip > "$TMP/want_dec_s.jsonl"

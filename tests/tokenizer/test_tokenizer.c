@@ -316,8 +316,32 @@ static void test_eos_limit(void) {
     unlink("generation_config.json");
 }
 
+/* transformers' clean_up_tokenization, replacement by replacement over the whole
+ * text (expected values from Python's str.replace chain in transformers). */
+static void test_clean_up(void) {
+    static const char *const cases[][2] = {
+        {"Hello , world .", "Hello, world."},
+        {"I do n't know ; it 's fine !", "I don't know ; it's fine!"},
+        {"a ' s", "a's"},
+        {"x  ..", "x .."},
+        {" ?? ", "?? "},
+        {"we 're 've 'm", "we're've'm"},
+        {"no change", "no change"},
+        {".  ,", ". ,"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", cases[i][0]);
+        size_t n = tok_clean_up_spaces(buf, strlen(buf));
+        T_CHECK(n == strlen(cases[i][1]) && !strcmp(buf, cases[i][1]), "clean-up '%s': '%s' (want '%s')", cases[i][0],
+                buf, cases[i][1]);
+    }
+}
+
 int main(void) {
     CHECK(mkdtemp(dir));
+    test_clean_up();
     CHECK(chdir(dir) == 0);
     test_bpe_and_split();
     test_components();
