@@ -39,7 +39,9 @@ static void print_event(const TrainEvent *ev, void *ctx) {
         fprintf(stderr, "grpo %s: resumed from %s at step %ld\n", e->cmd, ev->path, ev->step);
         break;
     case TRAIN_EVENT_STEP:
-        progress_print(ev->step, ev->total_steps, ev->reward, ev->loss, ev->tokens_per_s, ev->eta_s, e->tty);
+        progress_print(&(Progress){ev->step, ev->total_steps, ev->reward, ev->loss, ev->tokens_per_s, ev->elapsed_s,
+                                   ev->eta_s, ev->logged},
+                       e->tty);
         e->line_open = e->tty;
         break;
     case TRAIN_EVENT_NONFINITE:

@@ -89,13 +89,26 @@ int metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm) {
     return fflush(f) || ferror(f) ? -1 : 0;
 }
 
-void progress_print(long step, long total, double reward, double loss, double tokens_per_s,
-                    double eta_s, int is_tty) {
-    char eta[32], rw[48] = "";
-    fmt_eta(eta, sizeof eta, eta_s);
-    if (!isnan(reward)) snprintf(rw, sizeof rw, "  reward %.4g", reward);
-    fprintf(stderr, "%sstep %ld/%ld%s  loss %.4g  %.0f tok/s  ETA %s%s", is_tty ? "\r\033[K" : "", step, total, rw,
-            loss, tokens_per_s, eta, is_tty ? "" : "\n");
+void progress_print(const Progress *p, int is_tty) {
+    if (!is_tty && !p->logged) return;
+    char eta[32], el[32], rw[48] = "";
+    fmt_eta(eta, sizeof eta, p->eta_s);
+    fmt_eta(el, sizeof el, p->elapsed_s);
+    if (!isnan(p->reward)) snprintf(rw, sizeof rw, "  reward %.4g", p->reward);
+    double frac = p->total > 0 ? (double)p->step / p->total : 0;
+    int pct = (int)(100 * frac);
+    if (is_tty) {
+        enum { W = 20 };
+        char bar[W + 1];
+        int fill = (int)(W * frac);
+        for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
+        bar[W] = 0;
+        fprintf(stderr, "\r\033[K[%s] %3d%%  %ld/%ld  %s<%s  %.0f tok/s%s  loss %.4g", bar, pct, p->step, p->total, el,
+                eta, p->tokens_per_s, rw, p->loss);
+    } else {
+        fprintf(stderr, "step %ld/%ld (%d%%)%s  loss %.4g  %.0f tok/s  elapsed %s  ETA %s\n", p->step, p->total, pct, rw,
+                p->loss, p->tokens_per_s, el, eta);
+    }
     fflush(stderr);
 }
 

@@ -38,11 +38,17 @@ void metric_reset(MetricAcc *a);
  * step whose update was skipped; each value is "finite" or null (NaN/Inf). */
 int metric_write_nonfinite(FILE *f, long step, double loss, double grad_norm);
 
-/* The progress line: "step 3/50  reward 0.42  loss 0.0012  512 tok/s  ETA 2m10s".
- * On a terminal the line is redrawn in place (\r); otherwise one line per call.
+/* Progress. On a terminal, a bar redrawn in place (\r) at every step:
+ *   "[#######.............]  35%  7/20  0m12s<0m22s  512 tok/s  reward 0.42  loss 0.0012"
+ * (elapsed<remaining); otherwise one line per logging step (logged):
+ *   "step 7/20 (35%)  reward 0.42  loss 0.0012  512 tok/s  elapsed 12s  ETA 22s".
  * A NaN reward is left out (SFT). */
-void progress_print(long step, long total, double reward, double loss, double tokens_per_s,
-                    double eta_s, int is_tty);
+typedef struct {
+    long step, total;
+    double reward, loss, tokens_per_s, elapsed_s, eta_s;
+    int logged;
+} Progress;
+void progress_print(const Progress *p, int is_tty);
 void progress_done(int is_tty);
 
 #endif

@@ -199,7 +199,8 @@ static int run_steps(Loop *lp, GrpoErr *err) {
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_STEP, .loss = metric_mean(&lp->acc, "loss"),
                               .reward = metric_mean(&lp->acc, "reward"),
                               .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),
-                              .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step)});
+                              .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step), .elapsed_s = el,
+                              .logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps});
         if ((lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) &&
             metric_write_line(&lp->acc, lp->metrics_f, lp->step))
             return metrics_failed(lp, err);

@@ -50,7 +50,7 @@ typedef struct {
 typedef enum {
     TRAIN_EVENT_PLAN,       /* text: the run's plan (sizes, steps, memory), before the first step */
     TRAIN_EVENT_RESUMED,    /* path: the checkpoint; step: where training continues */
-    TRAIN_EVENT_STEP,       /* an optimizer step is done: step, loss, reward, tokens_per_s, eta_s */
+    TRAIN_EVENT_STEP,       /* an optimizer step is done: step, loss, reward, tokens_per_s, eta_s, elapsed_s, logged */
     TRAIN_EVENT_NONFINITE,  /* step: the loss or gradient was NaN/Inf; the update was not applied */
     TRAIN_EVENT_CHECKPOINT, /* path: a checkpoint was written */
     TRAIN_EVENT_SAVED,      /* path: the final model was written */
@@ -67,6 +67,8 @@ typedef struct {
     double reward;          /* STEP: mean reward of the interval, NaN when the algorithm has none */
     double tokens_per_s;    /* STEP: since this run started */
     double eta_s;           /* STEP */
+    double elapsed_s;       /* STEP: since this run started */
+    int logged;             /* STEP: a metrics.jsonl line was written for it (every logging_steps, and the last) */
 } TrainEvent;
 
 typedef void (*TrainEventFn)(const TrainEvent *e, void *ctx);

@@ -66,6 +66,22 @@ cmp -s "$TMP/sa/model.safetensors" "$TMP/sb/model.safetensors" || fail "resumed 
 printf '{"text": "ok"}\n{"nothing": 1}\n' > "$TMP/bad_sft.jsonl"
 expect_error 1 "bad_sft.jsonl:2: expected a 'text' string" "$GRPO" sft --model "$TMP/m" --dataset "$TMP/bad_sft.jsonl" --output_dir "$TMP/x"
 
+# progress: one line per logging step when stderr is not a terminal, a bar redrawn
+# in place at every step on a terminal (script(1) gives the run one)
+P=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 --num_generations 2 --per_device_train_batch_size 2
+   --max_completion_length 4 --max_steps 5 --logging_steps 2)
+"$GRPO" "${P[@]}" --output_dir "$TMP/p1" 2>"$TMP/p1.err" || fail "progress run"
+got=$(grep -o '^step [0-9]*/5 ([0-9]*%)' "$TMP/p1.err" | tr '\n' ,)
+[ "$got" = "step 2/5 (40%),step 4/5 (80%),step 5/5 (100%)," ] || fail "one progress line per logging step: $got"
+grep -q '^step 4/5 (80%)  reward -[0-9.]*  loss [-0-9.e]*  [0-9]* tok/s  elapsed [0-9]*s  ETA [0-9]*s$' "$TMP/p1.err" \
+    || fail "progress line: $(cat "$TMP/p1.err")"
+if command -v script >/dev/null; then
+    script -qec "'$GRPO' ${P[*]} --output_dir '$TMP/p2'" /dev/null > "$TMP/p2.out" 2>&1 || fail "progress run on a terminal"
+    [ "$(grep -o '\[[#.]*\] *[0-9]*%  [0-9]/5' "$TMP/p2.out" | tr '\n' ,)" = \
+      "[####................]  20%  1/5,[########............]  40%  2/5,[############........]  60%  3/5,[################....]  80%  4/5,[####################] 100%  5/5," ] \
+        || fail "progress bar on a terminal: $(tr '\r' '\n' < "$TMP/p2.out" | tail -4)"
+fi
+
 # bad input
 T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --reward_funcs length:5 --max_completion_length 4 --max_steps 1 --quiet)
 expect_error 2 "must be divisible by num_generations (8)" "$GRPO" "${T[@]}" --per_device_train_batch_size 4 --num_generations 8 --gradient_accumulation_steps 1
