@@ -1,7 +1,7 @@
-/* cli/cmd_plot.c — `grpo plot METRICS.jsonl -o FILE.svg [--metrics A,B]`: draws a
+/* cli/cmd_plot.c — `grpo plot METRICS.jsonl [-o FILE.svg] [--metrics A,B]`: draws a
  * training run's metrics.jsonl as a standalone SVG, one panel per metric (the
- * drawing is log/plot.c). Default panels: reward (with its ±reward_std band) and
- * completions/mean_length. */
+ * drawing is log/plot.c), by default next to the metrics file (metrics.svg).
+ * Default panels: reward (with its ±reward_std band) and completions/mean_length. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "log/plot.h"
 
-#define SYNOPSIS "METRICS.jsonl -o FILE.svg [--metrics NAME[,NAME...]]"
+#define SYNOPSIS "METRICS.jsonl [-o FILE.svg] [--metrics NAME[,NAME...]]"
 
 static const char *const DEFAULT_METRICS[] = {"reward", "completions/mean_length"};
 
@@ -22,7 +22,7 @@ typedef struct {
 
 static const OptSpec plot_options[] = {
     {"output", OPT_STR, offsetof(PlotArgs, output), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "the SVG file to write (also -o FILE) (required)"},
+     "the SVG file to write (also -o FILE; default: METRICS.svg beside the metrics file)"},
     {"metrics", OPT_STR, offsetof(PlotArgs, metrics), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "comma-separated metric names, one panel each (default: reward,completions/mean_length)"},
 };
@@ -58,10 +58,19 @@ int cmd_plot(int argc, char **argv) {
     free(av);
     if (rc) return rc == 1 ? 0 : rc;
     const char *output = pa.output, *metrics = pa.metrics;
-    if (!input || !output) {
-        fprintf(stderr, "grpo plot: a METRICS.jsonl file and -o FILE.svg are required (usage: grpo plot %s)\n",
-                SYNOPSIS);
+    if (!input) {
+        fprintf(stderr, "grpo plot: a METRICS.jsonl file is required (usage: grpo plot %s)\n", SYNOPSIS);
         return 2;
+    }
+    char *default_output = NULL; /* run/metrics.jsonl -> run/metrics.svg */
+    if (!output) {
+        size_t n = strlen(input);
+        if (n > 6 && !strcmp(input + n - 6, ".jsonl")) n -= 6;
+        else if (n > 5 && !strcmp(input + n - 5, ".json")) n -= 5;
+        default_output = xmalloc(n + 5);
+        memcpy(default_output, input, n);
+        memcpy(default_output + n, ".svg", 5);
+        output = default_output;
     }
     /* the requested names, split at commas */
     int n_req = 0;
@@ -74,6 +83,7 @@ int cmd_plot(int argc, char **argv) {
             if (!*p) {
                 fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", metrics);
                 free(list), free(req);
+                free(default_output);
                 return 2;
             }
             req[n_req++] = p;
@@ -85,7 +95,7 @@ int cmd_plot(int argc, char **argv) {
     GrpoErr err;
     PlotLog log;
     if (plot_log_load(&log, input, &err)) {
-        free(list), free(req);
+        free(list), free(req), free(default_output);
         return cli_fail("plot", err.msg);
     }
     int *idx = xmalloc(sizeof(int) * (n_req + 2)), n = 0;
@@ -108,7 +118,7 @@ int cmd_plot(int argc, char **argv) {
                 log.n_rows);
     else
         cli_fail("plot", err.msg);
-    free(idx), free(list), free(req);
+    free(idx), free(list), free(req), free(default_output);
     plot_log_free(&log);
     return rc;
 }

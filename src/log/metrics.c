@@ -1,6 +1,7 @@
 /* log/metrics.c — metric accumulation, metrics.jsonl lines and the progress line. */
 #include "log/metrics.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,21 +22,21 @@ static int find(const MetricAcc *a, const char *name) {
     return -1;
 }
 
-/* s as a JSON string literal (RFC 8259: '"', '\\' and control characters escaped;
- * other bytes, UTF-8 included, as they are). */
+/* s as a JSON string literal, written by jansson. A name that is not valid
+ * UTF-8 (a script's file name can be anything) has its non-ASCII bytes shown
+ * as '?': the line stays valid JSON. */
 static char *json_quote(const char *s) {
-    size_t n = strlen(s);
-    char *out = xmalloc(6 * n + 3), *o = out;   /* worst case: every byte as \u00XX */
-    *o++ = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') *o++ = '\\', *o++ = (char)*p;
-        else if (*p == '\n') *o++ = '\\', *o++ = 'n';
-        else if (*p == '\t') *o++ = '\\', *o++ = 't';
-        else if (*p < 0x20) o += sprintf(o, "\\u%04x", *p);
-        else *o++ = (char)*p;
+    json_t *j = json_string(s);
+    if (!j) {
+        char *ascii = xstrdup(s);
+        for (char *p = ascii; *p; p++)
+            if ((unsigned char)*p >= 0x80) *p = '?';
+        j = json_string(ascii);
+        free(ascii);
     }
-    *o++ = '"';
-    *o = 0;
+    char *out = json_dumps(j, JSON_ENCODE_ANY);
+    json_decref(j);
+    CHECK(out);
     return out;
 }
 

@@ -100,7 +100,10 @@ expect_error 1 "cannot create" "$GRPO" plot "$M" -o "$TMP/no/such/dir/e.svg"
 
 # usage: exit 2
 expect_error 2 "required" "$GRPO" plot -o "$TMP/e.svg"
-expect_error 2 "required" "$GRPO" plot "$M"
+# without -o: METRICS.svg beside the metrics file
+"$GRPO" plot "$M" 2>"$TMP/d.err" && [ -s "$TMP/metrics.svg" ] && grep -qF "wrote $TMP/metrics.svg" "$TMP/d.err" \
+    || fail "default output beside the metrics file: $(cat "$TMP/d.err")"
+cmp -s "$TMP/metrics.svg" "$TMP/a.svg" || fail "the default output differs from -o's"
 expect_error 2 "unexpected argument" "$GRPO" plot "$M" "$M" -o "$TMP/e.svg"
 expect_error 2 "unknown option" "$GRPO" plot "$M" -o "$TMP/e.svg" --colour red
 expect_error 2 "empty name" "$GRPO" plot "$M" -o "$TMP/e.svg" --metrics reward,,loss

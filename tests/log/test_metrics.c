@@ -3,7 +3,8 @@
  *  - 200 distinct names (more than any fixed table held) keep their order of first
  *    appearance and their means; NaN observations are skipped, a metric with none
  *    is written as null; writing a line resets the sums;
- *  - names with '"', '\', newline, tab, other control bytes and UTF-8 round-trip. */
+ *  - names with '"', '\', newline, tab, other control bytes and UTF-8 round-trip;
+ *    a name that is not UTF-8 still gives a valid line. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,14 @@ static void test_escaping(void) {
         }
         json_decref(j);
     }
+    free(text);
+    metric_acc_free(&a);
+    /* a name that is not UTF-8 still gives a valid line: its non-ASCII bytes as '?' */
+    metric_acc_init(&a);
+    metric_add(&a, "rewards/bad\xff\xfename/mean", 1);
+    j = write_and_parse(&a, 2, &text);
+    T_CHECK(j && json_is_number(json_object_get(j, "rewards/bad??name/mean")), "invalid UTF-8 name: %s", text ? text : "");
+    json_decref(j);
     free(text);
     metric_acc_free(&a);
 }
