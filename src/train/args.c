@@ -47,6 +47,10 @@ const OptSpec training_args_options[] = {
     {"max_nonfinite_steps", OPT_INT, A(max_nonfinite_steps), 3, NULL, 1, 1 << 30, NULL, NULL, 0,
      "consecutive NaN/Inf steps (skipped) before the run stops"},
     {"quiet", OPT_BOOL, A(quiet), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD, "no progress output"},
+    {"report_to", OPT_LIST, A(report_to), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "tensorboard: TensorBoard event files too (under logging_dir); none (the default)"},
+    {"logging_dir", OPT_STR, A(logging_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "where TensorBoard files go (default output_dir/runs/DATE_HOST)"},
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 

@@ -39,6 +39,8 @@ typedef struct {
     const char *resume_from_checkpoint;/* DIR, "latest" or NULL */
     int max_nonfinite_steps;           /* consecutive NaN/Inf steps before stopping (3) */
     int quiet;                         /* no progress events */
+    StrList report_to;                 /* "tensorboard"/"all": TensorBoard event files too; "none" */
+    const char *logging_dir;           /* TensorBoard's directory (NULL: output_dir/runs/DATE_HOST) */
 } TrainingArgs;
 
 extern const OptSpec training_args_options[];

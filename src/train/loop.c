@@ -10,9 +10,12 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/timer.h"
 #include "io/fsutil.h"
+#include "log/tensorboard.h"
 #include "model/model_io.h"
 #include "train/checkpoint.h"
 
@@ -31,6 +34,7 @@ typedef struct {
     int nonfinite_streak;
     FILE *metrics_f;
     MetricAcc acc;
+    TbWriter tb;               /* report_to tensorboard: open when tb.f */
 } Loop;
 
 long train_loop_total_steps(const TrainingArgs *a, long n_examples, long examples_per_step) {
@@ -163,6 +167,41 @@ static int prepare_output(Loop *lp, GrpoErr *err) {
     return 0;
 }
 
+/* report_to: "tensorboard" (or "all") opens an event file in logging_dir, by
+ * default output_dir/runs/MonDD_HH-MM-SS_HOST as transformers names it; "none"
+ * nothing; any other integration is named in a warning. */
+static int open_reporting(Loop *lp, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    int tensorboard = 0;
+    for (int i = 0; i < a->report_to.n; i++) {
+        const char *v = a->report_to.v[i];
+        if (!strcmp(v, "tensorboard") || !strcmp(v, "all")) {
+            tensorboard = 1;
+        } else if (strcmp(v, "none")) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "report_to '%s' is not supported: metrics go to %s/metrics.jsonl (and to "
+                     "TensorBoard with report_to tensorboard)", v, lp->out_dir);
+            emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = msg});
+        }
+    }
+    if (!tensorboard) return 0;
+    char *dir;
+    if (a->logging_dir) {
+        dir = xstrdup(a->logging_dir);
+    } else {
+        char name[400], host[256] = "localhost", when[64];
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        time_t now = time(NULL);
+        strftime(when, sizeof when, "%b%d_%H-%M-%S", localtime(&now));
+        snprintf(name, sizeof name, "runs/%s_%s", when, host);
+        dir = fs_join(lp->out_dir, name);
+    }
+    int rc = tb_open(&lp->tb, dir, err);
+    free(dir);
+    return rc;
+}
+
 static int open_metrics(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     if (fs_mkdir_p(lp->out_dir, err)) return -1;
@@ -170,6 +209,22 @@ static int open_metrics(Loop *lp, GrpoErr *err) {
     lp->metrics_f = fopen(p, a->resume_from_checkpoint ? "a" : "w");
     int rc = lp->metrics_f ? 0 : err_set(err, "%s: cannot open for writing", p);
     free(p);
+    return rc ? rc : open_reporting(lp, err);
+}
+
+/* The logging step's means as TensorBoard scalars "train/NAME" (transformers'
+ * callback prefixes training logs so), before metric_write_line resets them. */
+static int write_tensorboard(Loop *lp, GrpoErr *err) {
+    const MetricAcc *acc = &lp->acc;
+    const char **names = xmalloc(sizeof(char *) * (acc->n + 1));
+    double *values = xmalloc(sizeof(double) * (acc->n + 1));
+    for (int i = 0; i < acc->n; i++) {
+        names[i] = acc->m[i].name;
+        values[i] = acc->m[i].count ? acc->m[i].sum / acc->m[i].count : NAN;
+    }
+    int rc = tb_write_scalars(&lp->tb, lp->step, 0, "train/", names, values, acc->n, err);
+    free(names);
+    free(values);
     return rc;
 }
 
@@ -201,9 +256,10 @@ static int run_steps(Loop *lp, GrpoErr *err) {
                               .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),
                               .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step), .elapsed_s = el,
                               .logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps});
-        if ((lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) &&
-            metric_write_line(&lp->acc, lp->metrics_f, lp->step))
-            return metrics_failed(lp, err);
+        if (lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) {
+            if (lp->tb.f && write_tensorboard(lp, err)) return -1;
+            if (metric_write_line(&lp->acc, lp->metrics_f, lp->step)) return metrics_failed(lp, err);
+        }
         int saved = a->save_steps > 0 && lp->step % a->save_steps == 0;
         if (saved && save_checkpoint(lp, err)) return -1;
         if (lp->L->hooks.stop && *lp->L->hooks.stop && lp->step < lp->total_steps) return stop_here(lp, saved, err);
@@ -241,6 +297,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     if (!rc) rc = run_steps(&lp, err);
     if (!rc) rc = save_final(&lp, err);
     if (lp.metrics_f) fclose(lp.metrics_f);
+    tb_close(&lp.tb);
     free(lp.out_dir);
     metric_acc_free(&lp.acc);
     free(lp.decay_mask);

@@ -41,7 +41,7 @@ EOF
 "$GRPO" train --config "$TMP/trl.yaml" --output_dir "$TMP/o" "${SMALL[@]}" 2>"$TMP/o.err" || fail "TRL config: $(cat "$TMP/o.err")"
 [ "$(grep -c warning "$TMP/o.err")" -eq 1 ] || fail "one warning: $(cat "$TMP/o.err")"
 for k in "bf16 (computation is fp32)" "use_vllm, vllm_mode (generation is built in)" "push_to_hub (nothing is uploaded" \
-    "lora_target_modules (used only with use_peft)" "num_completions_to_print" "model_init_kwargs" "report_to"; do
+    "lora_target_modules (used only with use_peft)" "num_completions_to_print" "model_init_kwargs"; do
     grep -qF "$k" "$TMP/o.err" || fail "the warning lacks '$k': $(cat "$TMP/o.err")"
 done
 sed -n 's/^  \(.*\) (.*/\1/p' "$TMP/o.err" | grep -wE "learning_rate|scale_rewards|use_peft|entropy_coef|eval_strategy|save_strategy" \
