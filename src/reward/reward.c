@@ -173,8 +173,8 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
         if (!arg || !*arg)
             rc = err_set(err, "reward '%s': expected cmd:COMMAND LINE", spec);
         else {
-            rc = reward_cmd_init(f, arg, timeout_s, err);
             owned_default = cmd_default_name(arg);
+            rc = reward_cmd_init(f, arg, name ? name : owned_default, timeout_s, err);
         }
     } else if (!strcmp(kind, "plugin")) {
         /* plugin:PATH[:SYMBOL], SYMBOL a C identifier after the last ':' */

@@ -3,7 +3,8 @@
  * JSON reply line on stdout (docs/reward-protocol.md).
  *
  * The child is started once (/bin/sh -c COMMAND, in its own process group)
- * and kept across batches; its stderr is ours. Its stdin and stdout are one
+ * and kept across batches; its stderr reaches ours line by line, each line
+ * prefixed "[reward NAME] " (the guardian relays it). Its stdin and stdout are one
  * end of a socketpair, so that a child that dies mid-request gives EPIPE
  * (send with MSG_NOSIGNAL) rather than SIGPIPE in the trainer. Any failure —
  * timeout, exit, a bad reply — stops the child; later calls fail at once.
@@ -255,35 +256,105 @@ static void cmd_destroy(RewardFunc *f) {
     free(c);
 }
 
+/* The guardian's relay of the reward's stderr: whole lines, each written with
+ * the prefix in one write(2); a line longer than the buffer goes out in pieces.
+ * Only async-signal-safe calls. */
+typedef struct {
+    char buf[8192];
+    size_t n, prefix_len;
+    int at_line_start;
+} Relay;
+
+static void relay_write(const void *p, size_t n) {
+    const char *s = p;
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+/* Flushes buf[prefix_len..n) (one line, or a piece of a long one). */
+static void relay_flush(Relay *r) {
+    if (r->n > r->prefix_len) relay_write(r->at_line_start ? r->buf : r->buf + r->prefix_len,
+                                          r->at_line_start ? r->n : r->n - r->prefix_len);
+    r->at_line_start = r->n > 0 && r->buf[r->n - 1] == '\n';
+    r->n = r->prefix_len;
+}
+
+static void relay_bytes(Relay *r, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        r->buf[r->n++] = p[i];
+        if (p[i] == '\n' || r->n == sizeof r->buf) relay_flush(r);
+    }
+}
+
+/* Reads what fd has; 0 at EOF or error (the fd is then done). */
+static int relay_read(Relay *r, int fd) {
+    char tmp[4096];
+    ssize_t k;
+    while ((k = read(fd, tmp, sizeof tmp)) < 0 && errno == EINTR) {}
+    if (k <= 0) return 0;
+    relay_bytes(r, tmp, (size_t)k);
+    return 1;
+}
+
 /* The guardian, a forked copy of the trainer that only waits: when the pipe's
  * write end — held by the trainer alone — closes, because the trainer stopped
  * the reward or died in any way (kill -9 included), it kills the reward's whole
- * process group, grandchildren included, and exits. It ignores the terminal's
- * signals: Ctrl-C is for the trainer, which stops the reward itself. Only
- * async-signal-safe calls here (the trainer has threads). */
-static void guard_group(int life_fd, pid_t group) {
+ * process group, grandchildren included, and exits. Meanwhile it relays the
+ * reward's stderr (err_fd) to its own, prefixed; after the kill it drains what
+ * is left (up to a second, for a process that escaped the group). It ignores the
+ * terminal's signals: Ctrl-C is for the trainer, which stops the reward itself.
+ * Only async-signal-safe calls here (the trainer has threads). */
+static void guard_group(int life_fd, int err_fd, pid_t group, const char *name) {
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
-    if (dup2(life_fd, 3) < 0) _exit(1);
-    close_range(4, ~0U, 0); /* the trainer's files: above all its end of the socket */
+    signal(SIGPIPE, SIG_IGN); /* a closed stderr must not stop the guard */
+    static Relay r;
+    const char *parts[3] = {"[reward ", name, "] "};
+    for (int k = 0; k < 3; k++)
+        for (const char *s = parts[k]; *s && r.n < 200; s++) r.buf[r.n++] = *s;
+    r.prefix_len = r.n;
+    r.at_line_start = 1;
+    if (dup2(life_fd, 3) < 0 || dup2(err_fd, 4) < 0) _exit(1);
+    close_range(5, ~0U, 0); /* the trainer's files: above all its end of the socket */
+    int err_open = 1;
     for (;;) {
-        struct pollfd p = {.fd = 3, .events = POLLIN};
-        int r = poll(&p, 1, 1000);
-        if (r > 0 || (r < 0 && errno != EINTR)) break;
+        struct pollfd p[2] = {{.fd = 3, .events = POLLIN}, {.fd = err_open ? 4 : -1, .events = POLLIN}};
+        int k = poll(p, 2, 1000);
+        if (k < 0 && errno != EINTR) break;
+        if (k > 0 && p[1].revents) err_open = relay_read(&r, 4);
+        if (k > 0 && p[0].revents) break;
     }
     kill(-group, SIGKILL);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (err_open) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int left_ms = 1000 - (int)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd p = {.fd = 4, .events = POLLIN};
+        if (left_ms <= 0 || poll(&p, 1, left_ms) <= 0) break;
+        err_open = relay_read(&r, 4);
+    }
+    if (r.n > r.prefix_len) relay_bytes(&r, "\n", 1); /* a last line without its newline */
     _exit(0);
 }
 
-int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoErr *err) {
-    int sv[2], life[2];
+int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err) {
+    int sv[2], life[2], errp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
         return err_set(err, "reward command '%s': socketpair: %s", command, strerror(errno));
     if (pipe2(life, O_CLOEXEC)) {
         close(sv[0]);
         close(sv[1]);
+        return err_set(err, "reward command '%s': pipe: %s", command, strerror(errno));
+    }
+    if (pipe2(errp, O_CLOEXEC)) {
+        close(sv[0]), close(sv[1]), close(life[0]), close(life[1]);
         return err_set(err, "reward command '%s': pipe: %s", command, strerror(errno));
     }
     fflush(NULL); /* no duplicated stdio buffers in the children */
@@ -303,14 +374,17 @@ int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoEr
         if (r != 1) _exit(127);
         dup2(sv[1], 0);
         dup2(sv[1], 1);
+        dup2(errp[1], 2);
         execl("/bin/sh", "sh", "-c", command, (char *)NULL);
         _exit(127);
     }
     pid_t guard = pid > 0 ? (setpgid(pid, pid), fork()) : -1; /* setpgid here too: kill(-pid) works at once */
-    if (guard == 0) guard_group(life[0], pid);
+    if (guard == 0) guard_group(life[0], errp[0], pid, name ? name : "cmd");
     int fork_errno = errno;
     close(sv[1]);
     close(life[0]);
+    close(errp[0]);
+    close(errp[1]);
     if (guard > 0) /* the guardian is there: let the command run */
         while (send(sv[0], "g", 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {}
     if (guard < 0) {

@@ -15,7 +15,8 @@ int reward_think_format_init(RewardFunc *f, GrpoErr *err);
  * and whether two answers are equal. */
 char *math_completion_answer(const char *completion);
 int math_answers_equal(const char *answer, const char *gold);
-int reward_cmd_init(RewardFunc *f, const char *command, double timeout_s, GrpoErr *err);
+/* name: what the reward's stderr lines are prefixed with ("[reward NAME] "). */
+int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err);
 int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, GrpoErr *err);
 
 /* "file:line" of an item for messages, or "batch item i" when unknown. */

@@ -82,6 +82,30 @@ if command -v script >/dev/null; then
         || fail "progress bar on a terminal: $(tr '\r' '\n' < "$TMP/p2.out" | tail -4)"
 fi
 
+# a reward process's stderr reaches ours line by line, prefixed with its name; what
+# it wrote before failing comes before the trainer's error
+cat > "$TMP/noisy.py" <<'PY'
+import json, sys
+sys.stderr.write("starting up\n"); sys.stderr.flush()
+for line in sys.stdin:
+    n = len(json.loads(line)["completions"])
+    sys.stderr.write("scored %d\nhalf a " % n); sys.stderr.flush()
+    sys.stderr.write("line\n"); sys.stderr.flush()
+    print(json.dumps({"rewards": [1.0] * n}), flush=True)
+sys.stderr.write("no newline at the end")
+PY
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs "judge=cmd:python3 $TMP/noisy.py" --output_dir "$TMP/nz" \
+    --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 2 --quiet 2>"$TMP/nz.err" \
+    || fail "noisy reward: $(cat "$TMP/nz.err")"
+[ "$(grep -c '^\[reward judge\] scored 2$' "$TMP/nz.err")" -eq 2 ] && [ "$(grep -c '^\[reward judge\] half a line$' "$TMP/nz.err")" -eq 2 ] \
+    && grep -qx '\[reward judge\] starting up' "$TMP/nz.err" && grep -qx '\[reward judge\] no newline at the end' "$TMP/nz.err" \
+    && [ "$(grep -vc '^\[reward judge\] ' "$TMP/nz.err")" -eq 0 ] || fail "reward stderr relayed with its name: $(cat "$TMP/nz.err")"
+printf 'import sys\nsys.stdin.readline()\nsys.stderr.write("Traceback: boom\\n")\nsys.exit(3)\n' > "$TMP/boom.py"
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs "cmd:python3 $TMP/boom.py" --output_dir "$TMP/bm" \
+    --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 1 --quiet 2>"$TMP/bm.err"
+[ "$(head -1 "$TMP/bm.err")" = "[reward boom] Traceback: boom" ] && tail -1 "$TMP/bm.err" | grep -q "exited with status 3" \
+    || fail "the reward's last words before the trainer's error: $(cat "$TMP/bm.err")"
+
 # bad input
 T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --reward_funcs length:5 --max_completion_length 4 --max_steps 1 --quiet)
 expect_error 2 "must be divisible by num_generations (8)" "$GRPO" "${T[@]}" --per_device_train_batch_size 4 --num_generations 8 --gradient_accumulation_steps 1

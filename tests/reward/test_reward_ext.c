@@ -176,7 +176,8 @@ static void test_cmd_failures(void) {
     expect_cmd_error("while read -r l; do echo '{\"rewards\": [1, NaN]}'; done", 10, "reply is not JSON");
 }
 
-/* The child's stderr is ours: it is inherited, not captured. */
+/* The child's stderr reaches ours (the stderr the trainer had when the reward
+ * was started), each line prefixed with the reward's name. */
 static void test_cmd_stderr(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/stderr.txt", tmp);
@@ -185,7 +186,7 @@ static void test_cmd_stderr(void) {
     FILE *f = fopen(path, "w");
     CHECK(f && saved >= 0);
     dup2(fileno(f), 2);
-    RewardFunc *r = make("cmd:while read -r l; do echo 'log from child' >&2; echo '{\"rewards\": [0, 0]}'; done", 10);
+    RewardFunc *r = make("logger=cmd:while read -r l; do echo 'log from child' >&2; echo '{\"rewards\": [0, 0]}'; done", 10);
     dup2(saved, 2);
     close(saved);
     fclose(f);
@@ -204,7 +205,7 @@ static void test_cmd_stderr(void) {
         if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
         fclose(f);
     }
-    T_CHECK(!strcmp(buf, "log from child\n"), "child's stderr passes through: '%s'", buf);
+    T_CHECK(!strcmp(buf, "[reward logger] log from child\n"), "child's stderr passes through, prefixed: '%s'", buf);
 }
 
 /* reward_free ends the child even when it ignores EOF and SIGTERM. */
