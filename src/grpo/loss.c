@@ -16,7 +16,8 @@
 #include "core/check.h"
 #include "core/options.h"
 
-const char *const grpo_loss_type_names[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", NULL};
+const char *const grpo_loss_type_names[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo",
+                                             NULL};
 static const char *const is_level_names[] = {"token", "sequence", NULL};
 
 #define L(f) offsetof(GrpoLossConfig, f)
@@ -39,6 +40,14 @@ const OptSpec grpo_loss_options[] = {
      "SAPO's gate temperature for positive advantages (loss_type sapo)"},
     {"sapo_temperature_neg", OPT_F64, L(sapo_temperature_neg), 1.05, NULL, 1e-300, 1e300, NULL, NULL, 0,
      "SAPO's gate temperature for negative advantages (loss_type sapo)"},
+    {"vespo_k_pos", OPT_F64, L(vespo_k_pos), 2.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "VESPO's power exponent for advantages >= 0 (loss_type vespo)"},
+    {"vespo_lambda_pos", OPT_F64, L(vespo_lambda_pos), 3.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "VESPO's decay for advantages >= 0 (clamped to >= 1e-4, as TRL does)"},
+    {"vespo_k_neg", OPT_F64, L(vespo_k_neg), 3.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "VESPO's power exponent for negative advantages"},
+    {"vespo_lambda_neg", OPT_F64, L(vespo_lambda_neg), 2.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "VESPO's decay for negative advantages (clamped to >= 1e-4)"},
 };
 const int grpo_loss_n_options = sizeof grpo_loss_options / sizeof grpo_loss_options[0];
 
@@ -66,6 +75,7 @@ double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const u
     switch (c->loss_type) {
     case GRPO_LOSS_DAPO:
     case GRPO_LOSS_CISPO:
+    case GRPO_LOSS_VESPO:
         /* num_items_in_batch is summed before truncation masking; clamp(min=1) */
         return all_tokens > 0 ? (double)all_tokens : 1.0;
     case GRPO_LOSS_GRPO:
@@ -116,6 +126,25 @@ static void surrogate(const GrpoLossConfig *c, double r, double A, double *l, do
     else *l = -v1, *dl_dr = -(g1 + g2) * 0.5;   /* torch.minimum splits ties */
 }
 
+/* TRL's get_gamma_weights: phi(w) = e^lambda w^k e^(-lambda w), w the sequence's
+ * ratio exp(sum_t clamp(logp_t - old_t, -20, 20)) clamped to [1e-8, e^20], k and
+ * lambda by the advantage's sign (A >= 0: the _pos pair), lambda >= 1e-4;
+ * computed in log space, NaN/Inf as 0. Without old log-probs w = 1. */
+static double vespo_phi(const GrpoLossConfig *c, const float *logp, const float *old_logp, int t0, int t1, double A) {
+    double s = 0.0;
+    if (old_logp)
+        for (int t = t0; t < t1; t++) {
+            double d = (double)logp[t] - (double)old_logp[t];
+            s += d < -20.0 ? -20.0 : d > 20.0 ? 20.0 : d;
+        }
+    const double lo = log(1e-8);
+    double log_w = s < lo ? lo : s > 20.0 ? 20.0 : s, w = exp(log_w);
+    double k = A >= 0 ? c->vespo_k_pos : c->vespo_k_neg, lam = A >= 0 ? c->vespo_lambda_pos : c->vespo_lambda_neg;
+    if (!(lam >= 1e-4)) lam = 1e-4;
+    double phi = exp(lam + k * log_w - lam * w);
+    return isfinite(phi) ? phi : 0.0;
+}
+
 /* Clip metrics of TRL for one ratio (token or sequence). */
 static void clip_stats(GrpoLossStats *st, const GrpoLossConfig *c, double r, double A) {
     if (!st) return;
@@ -123,7 +152,7 @@ static void clip_stats(GrpoLossStats *st, const GrpoLossConfig *c, double r, dou
         st->cispo_clip_sum += (r > c->epsilon_high && A > 0);
         return;
     }
-    if (c->loss_type == GRPO_LOSS_SAPO) return;   /* TRL logs no clip ratio for sapo */
+    if (c->loss_type == GRPO_LOSS_SAPO || c->loss_type == GRPO_LOSS_VESPO) return; /* TRL logs no clip ratio for them */
     double rr = (c->delta > 0 && r > c->delta) ? c->delta : r;  /* TRL tests the delta-clamped coef */
     int low = rr < 1.0 - c->epsilon_low && A < 0;
     int high = rr > 1.0 + c->epsilon_high && A > 0;
@@ -141,7 +170,7 @@ double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *lo
     const int use_emask = c->top_entropy_quantile < 1.0;
     CHECK(!use_emask || entropy);
     const int seq_level = c->is_level == GRPO_IS_SEQUENCE;
-    const int cispo = c->loss_type == GRPO_LOSS_CISPO;
+    const int cispo = c->loss_type == GRPO_LOSS_CISPO, vespo = c->loss_type == GRPO_LOSS_VESPO;
     const int per_seq_mean = c->loss_type == GRPO_LOSS_GRPO || c->loss_type == GRPO_LOSS_SAPO;
 
     /* get_high_entropy_mask: threshold = quantile(entropies of this micro-batch's
@@ -170,7 +199,12 @@ double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *lo
         const int t0 = offsets[i], t1 = offsets[i + 1];
         const int len = seq_masked(c, truncated, i) ? 0 : t1 - t0;
         const double A = advantages[i];
-        if (stats) stats->sequences++;
+        /* a masked sequence's mask is all zeros: TRL's phi sees a ratio of 1 */
+        const double phi = vespo ? vespo_phi(c, logp, old_logp, t0, len ? t1 : t0, A) : 0.0;
+        if (stats) {
+            stats->sequences++;
+            stats->vespo_phi_sum += phi;
+        }
         if (len == 0) {
             /* Fully masked: contributes nothing; at sequence level TRL's clip
              * metrics still average over it with ratio exp(0/1) = 1. */
@@ -212,6 +246,9 @@ double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *lo
                 double cap = r < c->epsilon_high ? r : c->epsilon_high;   /* detached */
                 loss += w * e * (-cap * A * (double)logp[t]);
                 g += w * e * (-cap * A);
+            } else if (vespo) {
+                loss += w * e * (-phi * A * (double)logp[t]);   /* phi detached */
+                g += w * e * (-phi * A);
             } else {
                 double l, dl_dr;
                 surrogate(c, r, A, &l, &dl_dr);
@@ -230,7 +267,7 @@ double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *lo
             }
             dlogp[t] += g;
         }
-        if (seq_level && !cispo) {
+        if (seq_level && !cispo && !vespo) {
             /* r = exp(mean_t(logp_t - old_t)): dr/dlogp_t = r / len for every token */
             const double gt = dl_dr_seq_total * r_seq / len;
             for (int t = t0; t < t1; t++) dlogp[t] += gt;

@@ -50,6 +50,7 @@ typedef enum {
     GRPO_LOSS_CISPO,
     GRPO_LOSS_SAPO,
     GRPO_LOSS_LUSPO,
+    GRPO_LOSS_VESPO,     /* -phi(w) A logp, phi a gamma weight of the sequence ratio w (detached) */
     GRPO_LOSS_COUNT
 } GrpoLossType;
 
@@ -67,6 +68,8 @@ typedef struct {
     double beta;                  /* beta (0.0): KL coefficient */
     double sapo_temperature_pos;  /* 1.0 */
     double sapo_temperature_neg;  /* 1.05 */
+    double vespo_k_pos, vespo_lambda_pos;  /* 2.0, 3.0: phi's power and decay for A >= 0 */
+    double vespo_k_neg, vespo_lambda_neg;  /* 3.0, 2.0: for A < 0 */
     double top_entropy_quantile;  /* 1.0 = off; else keep tokens with entropy >= the
                                      (1 - q) quantile of the micro-batch's entropies */
     int mask_truncated_completions; /* 0 (TRL default False) */
@@ -85,6 +88,7 @@ typedef struct {
     double clip_high_sum;         /* clip_ratio/high_mean: r > 1 + eps_high and A > 0 */
     double clip_region_sum;       /* clip_ratio/region_mean: either */
     double cispo_clip_sum;        /* cispo_clip_ratio: r > eps_high and A > 0 */
+    double vespo_phi_sum;         /* vespo/phi_seq_mean: phi per sequence, over `sequences` */
     long long tokens;             /* masked completion tokens: denominator of kl, entropy */
     long long clip_count;         /* denominator of the clip sums: tokens, or sequences */
     long long sequences;          /* sequences in the micro-batch */

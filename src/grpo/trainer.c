@@ -142,9 +142,18 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
     const TrainConfig *c = &t->c;
     metric_add(m, "kl", t->have_ref && st->tokens ? st->kl_sum / st->tokens : NAN);
     metric_add(m, "entropy", st->tokens ? st->entropy_sum / st->tokens : NAN);
-    metric_add(m, "clip_ratio/low_mean", st->clip_count ? st->clip_low_sum / st->clip_count : NAN);
-    metric_add(m, "clip_ratio/high_mean", st->clip_count ? st->clip_high_sum / st->clip_count : NAN);
-    metric_add(m, "clip_ratio/region_mean", st->clip_count ? st->clip_region_sum / st->clip_count : NAN);
+    /* what TRL logs per loss type: clip ratios for the clipped surrogates,
+     * cispo's own ratio, vespo's mean weight, nothing for sapo */
+    GrpoLossType lt = c->loss.loss_type;
+    if (lt == GRPO_LOSS_CISPO) {
+        metric_add(m, "cispo_clip_ratio", st->clip_count ? st->cispo_clip_sum / st->clip_count : NAN);
+    } else if (lt == GRPO_LOSS_VESPO) {
+        metric_add(m, "vespo/phi_seq_mean", st->sequences ? st->vespo_phi_sum / st->sequences : NAN);
+    } else if (lt != GRPO_LOSS_SAPO) {
+        metric_add(m, "clip_ratio/low_mean", st->clip_count ? st->clip_low_sum / st->clip_count : NAN);
+        metric_add(m, "clip_ratio/high_mean", st->clip_count ? st->clip_high_sum / st->clip_count : NAN);
+        metric_add(m, "clip_ratio/region_mean", st->clip_count ? st->clip_region_sum / st->clip_count : NAN);
+    }
     metric_add(m, "epoch", (double)t->rounds_made * (t->gen_batch / c->num_generations) / t->sess.data.n);
     metric_add(m, "step_time/generation", t->t_gen);
     metric_add(m, "step_time/scoring", t->t_score);

@@ -37,7 +37,7 @@ G = 4
 LENGTHS = [3, 7, 1, 10, 5, 2, 8, 4, 6, 10, 9, 3]   # completion tokens per sequence
 TRUNCATED = [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0]   # no EOS (length == max_completion_length)
 MAX_LEN = 10
-LOSS_TYPES = ["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo"]   # C enum order
+LOSS_TYPES = ["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"]   # C enum order
 NAN = float("nan")
 
 
@@ -93,6 +93,18 @@ def high_entropy_mask(ent, mask, threshold):
     return ((ent * mask) >= thr) & mask.bool()
 
 
+def gamma_weights(A, log_ratio, mask, c):
+    """TRL's get_gamma_weights (no vLLM correction): phi(w) = exp(lam + k log w - lam w) per sequence,
+    w = exp(sum of the clamped token log-ratios), k and lam by the sign of A; detached."""
+    with torch.no_grad():
+        s = (torch.clamp(log_ratio, -20.0, 20.0) * mask).sum(-1, keepdim=True)
+        log_w = torch.clamp(s, math.log(1e-8), 20.0)
+        nonneg = A >= 0
+        k = torch.where(nonneg, torch.full_like(A, c["vespo"][0]), torch.full_like(A, c["vespo"][2]))
+        lam = torch.where(nonneg, torch.full_like(A, c["vespo"][1]), torch.full_like(A, c["vespo"][3])).clamp(min=1e-4)
+        return torch.exp(lam + k * log_w - lam * torch.exp(log_w)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
 def trl_loss(c, logp, old, ref, ent, adv, cmask, trunc):
     """GRPOTrainer._compute_loss on one micro-batch with gradient_accumulation_steps = 1 and
     num_items_in_batch = completion tokens before truncation masking."""
@@ -115,6 +127,8 @@ def trl_loss(c, logp, old, ref, ent, adv, cmask, trunc):
     elif lt == "sapo":
         temps = torch.where(A > 0, torch.full_like(A, c["sapo_pos"]), torch.full_like(A, c["sapo_neg"]))
         ptl = -torch.sigmoid(temps * (coef_1 - 1)) * 4 / temps * A
+    elif lt == "vespo":
+        ptl = -gamma_weights(A, log_ratio, mask, c) * A * logp
     else:
         coef_2 = torch.clamp(coef_1, 1 - c["eps_low"], 1 + c["eps_high"])
         if c["delta"] > 0:
@@ -130,7 +144,7 @@ def trl_loss(c, logp, old, ref, ent, adv, cmask, trunc):
         return (ptl * mask).sum() / mask.sum().clamp(min=1.0)
     if lt == "dr_grpo":
         return (ptl * mask).sum() / (ptl.size(0) * MAX_LEN)
-    if lt in ("dapo", "cispo"):
+    if lt in ("dapo", "cispo", "vespo"):
         return (ptl * mask).sum() / num_items
     if lt == "luspo":
         return (ptl * mask).sum(-1).mean()
@@ -213,7 +227,11 @@ def build():
     # SAPO's temperatures (sapo_temperature_pos/neg) away from TRL's defaults 1.0/1.05
     cases.append(dict(loss_type="sapo", beta=0.0, old=1, level="token", sapo_pos=0.5, sapo_neg=2.0))
     cases.append(dict(loss_type="sapo", beta=0.04, old=1, level="sequence", sapo_pos=3.0, sapo_neg=0.25, mask_truncated=1))
+    # VESPO's gamma weights away from TRL's defaults (2, 3, 3, 2), with masks
+    cases.append(dict(loss_type="vespo", beta=0.04, old=1, level="token", vespo=(0.5, 1.5, 4.0, 0.5), mask_truncated=1))
+    cases.append(dict(loss_type="vespo", beta=0.0, old=1, level="token", vespo=(1.0, 0.0, 2.0, 8.0), q=0.5))
     for c in cases:
+        c.setdefault("vespo", (2.0, 3.0, 3.0, 2.0))
         c.setdefault("sapo_pos", 1.0)
         c.setdefault("sapo_neg", 1.05)
         c.setdefault("delta", 0.0)
@@ -228,7 +246,8 @@ def build():
         loss.backward()
         grad = torch.cat([lp.grad[i, :LENGTHS[i]] for i in range(S)])
         cfg = [LOSS_TYPES.index(c["loss_type"]), 0 if c["level"] == "token" else 1, c["old"], c["beta"],
-               c["eps_low"], c["eps_high"], c["delta"], c["q"], c["mask_truncated"], MAX_LEN, c["sapo_pos"], c["sapo_neg"]]
+               c["eps_low"], c["eps_high"], c["delta"], c["q"], c["mask_truncated"], MAX_LEN, c["sapo_pos"], c["sapo_neg"],
+               *c["vespo"]]
         out += [(f"case{k}.config", torch.tensor(cfg, dtype=D)),
                 (f"case{k}.loss", loss.detach().reshape(1)), (f"case{k}.grad", grad)]
     out.append(("n_cases", torch.tensor([len(cases)], dtype=torch.int64)))

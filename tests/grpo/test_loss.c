@@ -40,6 +40,10 @@ static void config_from(GrpoLossConfig *c, const double *cfg) {
     c->max_completion_length = (int)cfg[9];
     c->sapo_temperature_pos = cfg[10];
     c->sapo_temperature_neg = cfg[11];
+    c->vespo_k_pos = cfg[12];
+    c->vespo_lambda_pos = cfg[13];
+    c->vespo_k_neg = cfg[14];
+    c->vespo_lambda_neg = cfg[15];
 }
 
 /* Runs the batch as micro-batches of `mb` sequences (sizes[] when mb == 0),
@@ -157,6 +161,8 @@ int main(void) {
         T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == tot, "dapo counts truncated tokens");
         c.loss_type = GRPO_LOSS_CISPO;
         T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == tot, "cispo");
+        c.loss_type = GRPO_LOSS_VESPO;
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == tot, "vespo");
         c.loss_type = GRPO_LOSS_BNPO;
         T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == 3.0 * (tot - trunc_tok), "bnpo");
         c.loss_type = GRPO_LOSS_GRPO;
@@ -193,13 +199,15 @@ int main(void) {
 
     /* 5. names (the loss_type option's choices) and the declared defaults */
     {
-        const char *want[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo"};
+        const char *want[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"};
         for (int i = 0; i < GRPO_LOSS_COUNT; i++) T_CHECK(!strcmp(grpo_loss_type_names[i], want[i]), "%d", i);
         T_CHECK(grpo_loss_type_names[GRPO_LOSS_COUNT] == NULL, "NULL-terminated");
         GrpoLossConfig d;
         grpo_loss_config_default(&d);
         T_CHECK(d.loss_type == GRPO_LOSS_DAPO && d.epsilon_low == 0.2 && d.epsilon_high == 0.2 && d.beta == 0 &&
-                    d.top_entropy_quantile == 1 && d.is_level == GRPO_IS_TOKEN,
+                    d.top_entropy_quantile == 1 && d.is_level == GRPO_IS_TOKEN && d.vespo_k_pos == 2 &&
+                    d.vespo_lambda_pos == 3 && d.vespo_k_neg == 3 && d.vespo_lambda_neg == 2 &&
+                    d.sapo_temperature_pos == 1 && d.sapo_temperature_neg == 1.05,
                 "TRL's defaults");
     }
 

@@ -98,11 +98,11 @@ static char *read_all(const char *dir, const char *file) {
 }
 
 static void split_invariance(const char *model, const char *data) {
-    const char *losses[] = {"dapo", "grpo", "dr_grpo", "cispo", "sapo", "luspo"};
+    const char *losses[] = {"dapo", "grpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo"};
     const GrpoLossType loss_types[] = {GRPO_LOSS_DAPO, GRPO_LOSS_GRPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_CISPO, GRPO_LOSS_SAPO,
-                                       GRPO_LOSS_LUSPO};
+                                       GRPO_LOSS_LUSPO, GRPO_LOSS_VESPO};
     double worst = 0;
-    for (int li = 0; li < 6; li++)
+    for (int li = 0; li < 7; li++)
         for (int bi = 0; bi < 2; bi++)
             for (int mu = 1; mu <= 2; mu++) {
                 float *w0 = NULL;
