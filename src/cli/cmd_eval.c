@@ -11,7 +11,8 @@
  * every example has the same n).
  *
  * Completions of example i come from stream rng_mix(0, i), as in `grpo generate`,
- * so `grpo generate --dataset` with the same seed shows the same completions.
+ * so `grpo generate --dataset` with the same seed shows the same completions
+ * (eval/evaluate.h does the work; training's eval_strategy uses it too).
  * Numbers on stdout (text, or one JSON object with --json); progress on stderr. */
 #include <math.h>
 #include <stddef.h>
@@ -24,22 +25,12 @@
 #include "core/rng.h"
 #include "core/timer.h"
 #include "data/dataset.h"
+#include "eval/evaluate.h"
 #include "gen/options.h"
 #include "gen/pretrained.h"
 #include "reward/reward.h"
 
 #define SYNOPSIS "--model DIR --dataset FILE --reward_funcs SPEC... [options]"
-
-typedef struct {
-    long examples, completions, passed, tokens, stopped;
-    double total_sum, total_sqsum;
-    double *func_sum; /* [F] over the non-NaN values */
-    long *func_n;     /* [F] */
-} EvalTotals;
-
-static double ratio(double a, long n) {
-    return n > 0 ? a / n : NAN;
-}
 
 static void print_json_number(const char *key, double v, int comma) {
     if (isfinite(v)) printf("\"%s\": %.10g%s", key, v, comma ? ", " : "");
@@ -47,10 +38,7 @@ static void print_json_number(const char *key, double v, int comma) {
 }
 
 static void report(const EvalTotals *t, const RewardSet *rs, long G, double threshold, int json_out) {
-    double mean = ratio(t->total_sum, t->completions);
-    double var = ratio(t->total_sqsum, t->completions) - mean * mean;
-    double sd = t->completions > 1 ? sqrt(fmax(var, 0) * t->completions / (t->completions - 1)) : NAN;
-    double pass = ratio((double)t->passed, t->completions);
+    double mean = eval_reward(t), sd = eval_reward_std(t), pass = eval_pass_at_1(t);
     if (json_out) {
         printf("{\"examples\": %ld, \"num_generations\": %ld, \"completions\": %ld, ", t->examples, G, t->completions);
         print_json_number("reward", mean, 1);
@@ -60,7 +48,7 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, double thre
             json_t *name = json_string(rs->funcs[f]->name);
             char *d = json_dumps(name, JSON_ENCODE_ANY);
             printf("%s%s: {", f ? ", " : "", d ? d : "\"?\"");
-            print_json_number("mean", ratio(t->func_sum[f], t->func_n[f]), 1);
+            print_json_number("mean", eval_func_mean(t, f), 1);
             printf("\"count\": %ld, \"weight\": %.10g}", t->func_n[f], rs->weights[f]);
             free(d);
             json_decref(name);
@@ -68,8 +56,8 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, double thre
         printf("}, ");
         print_json_number("pass@1", pass, 1);
         printf("\"passed\": %ld, \"pass_threshold\": %.10g, ", t->passed, threshold);
-        print_json_number("mean_completion_length", ratio((double)t->tokens, t->completions), 1);
-        print_json_number("frac_stopped", ratio((double)t->stopped, t->completions), 0);
+        print_json_number("mean_completion_length", eval_mean_length(t), 1);
+        print_json_number("frac_stopped", eval_frac_stopped(t), 0);
         printf("}\n");
         return;
     }
@@ -77,12 +65,12 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, double thre
            t->completions);
     printf("reward        %.4f  (std %.4f; weighted sum of the functions, as in training)\n", mean, sd);
     for (int f = 0; f < rs->n_funcs; f++)
-        printf("  %-11s %.4f  (weight %g, %ld values)\n", rs->funcs[f]->name, ratio(t->func_sum[f], t->func_n[f]),
-               rs->weights[f], t->func_n[f]);
+        printf("  %-11s %.4f  (weight %g, %ld values)\n", rs->funcs[f]->name, eval_func_mean(t, f), rs->weights[f],
+               t->func_n[f]);
     printf("pass@1        %.4f  (%ld of %ld completions with reward >= %g)\n", pass, t->passed, t->completions,
            threshold);
-    printf("length        %.1f tokens on average, %.0f%% ended by eos\n", ratio((double)t->tokens, t->completions),
-           100 * ratio((double)t->stopped, t->completions));
+    printf("length        %.1f tokens on average, %.0f%% ended by eos\n", eval_mean_length(t),
+           100 * eval_frac_stopped(t));
 }
 
 typedef struct {
@@ -142,50 +130,19 @@ int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "grpo eval: %d example(s) x %d completion(s), %s, %d reward function(s)\n", n_ex, G,
             a.gen.sampler.temperature == 0 ? "greedy" : "sampled", rs.n_funcs);
 
-    int F = rs.n_funcs;
-    EvalTotals t = {0};
-    t.func_sum = xcalloc(F, sizeof(double));
-    t.func_n = xcalloc(F, sizeof(long));
-    Completion *out = xcalloc(G, sizeof(Completion));
-    char **text = xcalloc(G, sizeof(char *));
-    RewardItem *items = xcalloc(G, sizeof(RewardItem));
-    double *per_func = xmalloc(sizeof(double) * F * G), *total = xmalloc(sizeof(double) * G);
+    EvalTotals t;
+    eval_totals_init(&t, rs.n_funcs);
     int every = n_ex >= 20 ? n_ex / 20 : 1;
     double t0 = time_now_s();
     for (int p = 0; p < n_ex && !rc; p++) {
-        DatasetExample *ex = &s.data.ex[p];
-        gen_group(&s.gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(0, (uint64_t)p), out);
-        for (int i = 0; i < G && !rc; i++) {
-            size_t len = 0;
-            if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, &err)) rc = -1;
-            items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, s.data.path, ex->line};
-        }
-        RewardBatch batch = {items, G, 0};
-        if (!rc) rc = reward_set_compute(&rs, &batch, per_func, total, &err);
-        for (int i = 0; i < G && !rc; i++) {
-            t.completions++;
-            t.total_sum += total[i], t.total_sqsum += total[i] * total[i];
-            t.passed += total[i] >= a.pass_threshold;
-            t.tokens += out[i].n;
-            t.stopped += out[i].stopped;
-            for (int f = 0; f < F; f++) {
-                double v = per_func[(size_t)f * G + i];
-                if (!isnan(v)) t.func_sum[f] += v, t.func_n[f]++;
-            }
-        }
-        for (int i = 0; i < G; i++) {
-            completion_free(&out[i]);
-            free(text[i]);
-            text[i] = NULL;
-        }
-        if (!rc) t.examples++;
+        rc = eval_example(&t, &s.gen, tok, &s.data, p, G, 0, &rs, a.pass_threshold, &err);
         if (!rc && ((p + 1) % every == 0 || p + 1 == n_ex))
             fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
-                    t.total_sum / t.completions, (double)t.passed / t.completions, time_now_s() - t0);
+                    eval_reward(&t), eval_pass_at_1(&t), time_now_s() - t0);
     }
     if (!rc) report(&t, &rs, G, a.pass_threshold, a.json);
     else cli_fail("eval", err.msg);
-    free(out), free(text), free(items), free(per_func), free(total), free(t.func_sum), free(t.func_n);
+    eval_totals_free(&t);
     gen_session_close(&s);
     reward_set_free(&rs);
     args_free();

@@ -26,15 +26,15 @@ void pretrained_close(Pretrained *p) {
  * Every prompt id must index the embedding: a tokenizer with more ids than
  * config.json's vocab_size would otherwise read past it (transformers fails
  * with an IndexError on that token). */
-static int check_prompts(const GenSession *s, const GenOpts *o, GrpoErr *err) {
+static int check_prompts(const GenSession *s, const Dataset *data, int n, const GenOpts *o, GrpoErr *err) {
     const ModelConfig *cfg = &s->pre.model.cfg;
     int P = cfg->max_position_embeddings, V = cfg->vocab_size;
-    for (int i = 0; i < s->n; i++) {
-        const DatasetExample *e = &s->data.ex[i];
+    for (int i = 0; i < n; i++) {
+        const DatasetExample *e = &data->ex[i];
         if ((long)e->n_prompt_ids + o->max_completion_length > P)
             return err_set(err, "%s:%ld: the prompt's %d tokens and max_completion_length %d are more than the model's "
                            "max_position_embeddings (%d); set max_prompt_length to keep the prompt's last tokens (as "
-                           "TRL truncates) or lower max_completion_length", s->data.path, e->line, e->n_prompt_ids,
+                           "TRL truncates) or lower max_completion_length", data->path, e->line, e->n_prompt_ids,
                            o->max_completion_length, P);
         for (int k = 0; k < e->n_prompt_ids; k++)
             if (e->prompt_ids[k] < 0 || e->prompt_ids[k] >= V) {
@@ -46,7 +46,7 @@ static int check_prompts(const GenSession *s, const GenOpts *o, GrpoErr *err) {
                     shown[j] = (unsigned char)t[j] < 0x20 || t[j] == 0x7f ? '?' : t[j];
                 shown[j] = 0;
                 return err_set(err, "%s:%ld: the prompt's token %d ('%s') is outside the model's vocabulary "
-                               "(config.json: vocab_size %d; the tokenizer has %d ids)", s->data.path, e->line,
+                               "(config.json: vocab_size %d; the tokenizer has %d ids)", data->path, e->line,
                                e->prompt_ids[k], shown, V, tok_vocab_size(s->pre.tok));
             }
     }
@@ -65,9 +65,23 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
     if (!rc) rc = dataset_tokenize(&s->data, s->pre.tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
-    if (!rc) rc = check_prompts(s, o, err);
+    if (!rc) rc = check_prompts(s, &s->data, s->n, o, err);
     if (!rc) rc = gen_create(&s->gen, &s->pre.model, o, longest, err);
     if (rc) gen_session_close(s);
+    return rc;
+}
+
+int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, GrpoErr *err) {
+    json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    int longest = 1, rc = dataset_tokenize(data, s->pre.tok, max_prompt_length, kwargs, err);
+    json_decref(kwargs);
+    if (!rc) rc = dataset_longest_prompt(data, 0, &longest, err);
+    if (!rc) rc = check_prompts(s, data, data->n, o, err);
+    if (!rc && longest > s->gen.max_prompt) { /* plan the generator for the longer prompts */
+        GenOpts go = s->gen.opts;
+        gen_free(&s->gen);
+        rc = gen_create(&s->gen, &s->pre.model, &go, longest, err);
+    }
     return rc;
 }
 

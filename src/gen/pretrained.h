@@ -46,4 +46,9 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
                      GrpoErr *err);
 void gen_session_close(GenSession *s);
 
+/* Another prompt dataset for the same generator (training's eval_dataset):
+ * tokenized like the session's, checked against the model, and the generator
+ * planned again when its prompts are longer. */
+int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, GrpoErr *err);
+
 #endif

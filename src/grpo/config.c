@@ -11,6 +11,7 @@
 #define C(f) offsetof(TrainConfig, f)
 #define BIG 1e300
 
+static const char *const eval_strategy_names[] = {"no", "steps", NULL};
 static const char *const scale_aliases[] = {"true", "group", "True", "group", "false", "none", "False", "none", NULL};
 
 static const OptSpec grpo_options[] = {
@@ -33,6 +34,15 @@ static const OptSpec grpo_options[] = {
      "steps between reference syncs"},
     {"log_completions", OPT_BOOL, C(log_completions), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
      "write completions.jsonl"},
+    {"eval_dataset", OPT_STR, C(eval_dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
+     "prompts to evaluate on during training (with eval_strategy steps)"},
+    {"eval_strategy", OPT_ENUM, C(eval_strategy), 0, NULL, OPT_NO_RANGE, eval_strategy_names, NULL, 0,
+     "steps: evaluate on eval_dataset every eval_steps steps and after the last"},
+    {"eval_steps", OPT_INT, C(eval_steps), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "steps between evaluations (0 = logging_steps)"},
+    {"num_generations_eval", OPT_INT, C(num_generations_eval), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
+     "completions per eval prompt (0 = num_generations)"},
+    {"pass_threshold", OPT_F64, C(pass_threshold), 1.0, NULL, -BIG, BIG, NULL, NULL, 0,
+     "an eval completion passes (eval_pass@1) when its reward is >= this"},
 };
 
 void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]) {
@@ -80,6 +90,8 @@ int train_config_check(const TrainConfig *c, GrpoErr *err) {
     train_config_groups(g);
     if (opts_check(g, TRAIN_CONFIG_N_GROUPS, c, err) || training_args_check(&c->train, err) || check_batch(c, err))
         return -1;
+    if (c->eval_strategy && !c->eval_dataset)
+        return err_set(err, "eval_strategy steps needs an eval_dataset (a JSON lines file of prompts)");
     if (!(c->gen.sampler.temperature > 0))
         return err_set(err, "temperature must be > 0 for training (got %g): log-probs are computed at logits / temperature",
                        c->gen.sampler.temperature);

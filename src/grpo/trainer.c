@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "core/memory.h"
+#include "core/rng.h"
 #include "core/timer.h"
+#include "eval/evaluate.h"
 #include "grpo/trainer_internal.h"
 
 /* ---- setup ---- */
@@ -23,6 +25,7 @@ static void trainer_free(GrpoTrainer *t) {
     reward_set_free(&t->rewards);
     dataset_sampler_free(&t->data_order);
     gen_session_close(&t->sess);
+    if (t->have_eval) dataset_free(&t->eval_data);
     if (t->have_ref) model_free(&t->ref);
 }
 
@@ -79,18 +82,42 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
      * generation batch is still in use */
     t->need_old = c->num_iterations > 1 || t->spg > GA;
     if (load_inputs(t, err)) return -1;
-    int longest = t->sess.gen.max_prompt;
+    int longest = t->longest_train = t->sess.gen.max_prompt;
     if (check_memory(t, longest, err)) return -1;
     acts_create(&t->acts, &t->sess.pre.model.cfg, B * (longest + c->gen.max_completion_length), c->train.gradient_checkpointing,
                 c->train.logprob_chunk_rows);
+    if (c->eval_strategy) { /* the eval prompts, through the same generator */
+        if (dataset_load(&t->eval_data, c->eval_dataset, err)) return -1;
+        t->have_eval = 1;
+        if (gen_session_prepare(&t->sess, &t->eval_data, &c->gen, c->max_prompt_length, err)) return -1;
+    }
     return 0;
+}
+
+/* eval_strategy steps: every eval prompt, num_generations_eval completions
+ * sampled as in training (from streams of their own, so training's are not
+ * disturbed and a resumed run evaluates the same), scored by the training
+ * rewards; eval_reward, eval_pass@1, ... (eval/evaluate.h). */
+#define STREAM_EVAL 0x6576616c756174ULL /* "evaluat" */
+static int grpo_evaluate(void *self, long step, MetricAcc *m, GrpoErr *err) {
+    GrpoTrainer *t = self;
+    const TrainConfig *c = &t->c;
+    int G = c->num_generations_eval > 0 ? c->num_generations_eval : c->num_generations, rc = 0;
+    EvalTotals tot;
+    eval_totals_init(&tot, t->rewards.n_funcs);
+    for (int p = 0; p < t->eval_data.n && !rc; p++)
+        rc = eval_example(&tot, &t->sess.gen, t->sess.pre.tok, &t->eval_data, p, G, rng_mix(STREAM_EVAL, (uint64_t)step),
+                          &t->rewards, c->pass_threshold, err);
+    if (!rc) eval_add_metrics(&tot, &t->rewards, m);
+    eval_totals_free(&tot);
+    return rc;
 }
 
 /* The start-up plan: sizes, steps and memory. */
 static char *plan_text(const GrpoTrainer *t, long total_steps) {
     const TrainConfig *c = &t->c;
     double mb = 1048576.0, pbytes = sizeof(float) * (double)t->sess.pre.model.table.total;
-    int B = c->train.per_device_train_batch_size, longest = t->sess.gen.max_prompt;
+    int B = c->train.per_device_train_batch_size, longest = t->longest_train;
     char *s = xmalloc(2048);
     snprintf(s, 2048,
              "%s (%.1f M parameters), %d examples, %ld steps\n"
@@ -219,7 +246,9 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         long prompts_per_step = (long)tc->train.per_device_train_batch_size * tc->train.gradient_accumulation_steps /
                                 ((long)tc->num_generations * tc->num_iterations);
         TrainAlgo algo = {"grpo", t, t->sess.data.n, prompts_per_step < 1 ? 1 : prompts_per_step, grpo_step,
-                          grpo_after_update, grpo_checkpoint_save, grpo_checkpoint_load};
+                          grpo_after_update, grpo_checkpoint_save, grpo_checkpoint_load,
+                          t->have_eval ? grpo_evaluate : NULL,
+                          tc->eval_steps > 0 ? tc->eval_steps : tc->train.logging_steps};
         OptGroup g[TRAIN_CONFIG_N_GROUPS];
         train_config_groups(g);
         json_t *options = opts_to_json(g, TRAIN_CONFIG_N_GROUPS, c);

@@ -38,6 +38,11 @@ typedef struct {
     double ref_model_mixup_alpha;      /* 0.6 */
     int ref_model_sync_steps;          /* 512 */
     int log_completions;
+    const char *eval_dataset;          /* prompts evaluated during training (eval_strategy steps) */
+    int eval_strategy;                 /* 0 no, 1 steps */
+    int eval_steps;                    /* 0: logging_steps */
+    int num_generations_eval;          /* 0: num_generations */
+    double pass_threshold;             /* eval_pass@1: reward >= this (1.0) */
 } TrainConfig;
 
 /* The options of `grpo train`, declared once: their groups placed in TrainConfig. */

@@ -54,6 +54,9 @@ typedef struct {
     int gen_batch;         /* completions per round */
     int need_old;          /* old log-probs are recorded at generation time */
     GenSession sess;       /* the policy (sess.pre.model), tokenizer, prompts, generator */
+    int longest_train;     /* longest training prompt (the activations are planned for it) */
+    Dataset eval_data;     /* eval_dataset, tokenized (eval_strategy steps) */
+    int have_eval;
     Model ref;             /* the frozen reference (beta > 0) */
     int have_ref;
     DatasetSampler data_order;

@@ -227,7 +227,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     if (!rc) {
         const TrainingArgs *a = &c->train;
         TrainAlgo algo = {"sft", &t, t.n_ex, (long)a->per_device_train_batch_size * a->gradient_accumulation_steps,
-                          sft_step, NULL, sft_save, sft_load};
+                          sft_step, NULL, sft_save, sft_load, NULL, 0};
         OptGroup g[SFT_CONFIG_N_GROUPS];
         sft_config_groups(g);
         json_t *options = opts_to_json(g, SFT_CONFIG_N_GROUPS, c);

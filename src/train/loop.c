@@ -212,17 +212,19 @@ static int open_metrics(Loop *lp, GrpoErr *err) {
     return rc ? rc : open_reporting(lp, err);
 }
 
-/* The logging step's means as TensorBoard scalars "train/NAME" (transformers'
- * callback prefixes training logs so), before metric_write_line resets them. */
-static int write_tensorboard(Loop *lp, GrpoErr *err) {
-    const MetricAcc *acc = &lp->acc;
+/* The logging step's means as TensorBoard scalars, before metric_write_line
+ * resets them: "train/NAME", and "eval/NAME" for an evaluation's "eval_NAME"
+ * (transformers' callback rewrites its logs so). */
+static int write_tensorboard(Loop *lp, const MetricAcc *acc, GrpoErr *err) {
     const char **names = xmalloc(sizeof(char *) * (acc->n + 1));
     double *values = xmalloc(sizeof(double) * (acc->n + 1));
+    int eval = 0;
     for (int i = 0; i < acc->n; i++) {
         names[i] = acc->m[i].name;
+        if (!strncmp(names[i], "eval_", 5)) names[i] += 5, eval = 1;
         values[i] = acc->m[i].count ? acc->m[i].sum / acc->m[i].count : NAN;
     }
-    int rc = tb_write_scalars(&lp->tb, lp->step, 0, "train/", names, values, acc->n, err);
+    int rc = tb_write_scalars(&lp->tb, lp->step, 0, eval ? "eval/" : "train/", names, values, acc->n, err);
     free(names);
     free(values);
     return rc;
@@ -257,8 +259,18 @@ static int run_steps(Loop *lp, GrpoErr *err) {
                               .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step), .elapsed_s = el,
                               .logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps});
         if (lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) {
-            if (lp->tb.f && write_tensorboard(lp, err)) return -1;
+            if (lp->tb.f && write_tensorboard(lp, &lp->acc, err)) return -1;
             if (metric_write_line(&lp->acc, lp->metrics_f, lp->step)) return metrics_failed(lp, err);
+        }
+        if (lp->L->algo->evaluate && (lp->step % lp->L->algo->eval_steps == 0 || lp->step == lp->total_steps)) {
+            /* its own metrics.jsonl line, as TRL logs an evaluation */
+            MetricAcc eacc;
+            metric_acc_init(&eacc);
+            int rc = lp->L->algo->evaluate(lp->L->algo->self, lp->step, &eacc, err);
+            if (!rc && lp->tb.f) rc = write_tensorboard(lp, &eacc, err);
+            if (!rc && metric_write_line(&eacc, lp->metrics_f, lp->step)) rc = metrics_failed(lp, err);
+            metric_acc_free(&eacc);
+            if (rc) return -1;
         }
         int saved = a->save_steps > 0 && lp->step % a->save_steps == 0;
         if (saved && save_checkpoint(lp, err)) return -1;

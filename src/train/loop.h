@@ -45,6 +45,10 @@ typedef struct {
     int (*save)(void *self, const char *dir, json_t *state, GrpoErr *err);
     /* NULL, or restores them from checkpoint dir (called before the loop starts). */
     int (*load)(void *self, const char *dir, const json_t *state, GrpoErr *err);
+    /* NULL, or evaluates the model after optimizer step `step` (1-based), adding
+     * eval_* metrics to m; called every eval_steps steps and after the last. */
+    int (*evaluate)(void *self, long step, MetricAcc *m, GrpoErr *err);
+    long eval_steps;    /* with evaluate: steps between evaluations (> 0) */
 } TrainAlgo;
 
 typedef enum {

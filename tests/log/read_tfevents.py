@@ -81,7 +81,7 @@ def main(path):
         if ev.file_version:
             out["file_version"] = ev.file_version
         if ev.HasField("summary"):
-            out["steps"][str(ev.step)] = {v.tag: v.simple_value for v in ev.summary.value}
+            out["steps"].setdefault(str(ev.step), {}).update({v.tag: v.simple_value for v in ev.summary.value})
         pos += 16 + length
     print(json.dumps(out))
 

@@ -1,0 +1,85 @@
+/* eval/evaluate.c — completions on a dataset, scored (evaluate.h). */
+#include "eval/evaluate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/rng.h"
+
+void eval_totals_init(EvalTotals *t, int n_funcs) {
+    *t = (EvalTotals){0};
+    t->n_funcs = n_funcs;
+    t->func_sum = xcalloc(n_funcs ? n_funcs : 1, sizeof(double));
+    t->func_n = xcalloc(n_funcs ? n_funcs : 1, sizeof(long));
+}
+
+void eval_totals_free(EvalTotals *t) {
+    free(t->func_sum);
+    free(t->func_n);
+    *t = (EvalTotals){0};
+}
+
+int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
+                 uint64_t stream_base, RewardSet *rs, double pass_threshold, GrpoErr *err) {
+    const DatasetExample *ex = &data->ex[p];
+    int F = rs->n_funcs, rc = 0;
+    Completion *out = xcalloc(G, sizeof(Completion));
+    char **text = xcalloc(G, sizeof(char *));
+    RewardItem *items = xcalloc(G, sizeof(RewardItem));
+    double *per_func = xmalloc(sizeof(double) * (F ? F : 1) * G), *total = xmalloc(sizeof(double) * G);
+    gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(stream_base, (uint64_t)p), out);
+    for (int i = 0; i < G && !rc; i++) {
+        size_t len = 0;
+        if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;
+        items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, data->path, ex->line};
+    }
+    RewardBatch batch = {items, G, 0};
+    if (!rc) rc = reward_set_compute(rs, &batch, per_func, total, err);
+    for (int i = 0; i < G && !rc; i++) {
+        t->completions++;
+        t->total_sum += total[i], t->total_sqsum += total[i] * total[i];
+        t->passed += total[i] >= pass_threshold;
+        t->tokens += out[i].n;
+        t->stopped += out[i].stopped;
+        for (int f = 0; f < F; f++) {
+            double v = per_func[(size_t)f * G + i];
+            if (!isnan(v)) t->func_sum[f] += v, t->func_n[f]++;
+        }
+    }
+    if (!rc) t->examples++;
+    for (int i = 0; i < G; i++) {
+        completion_free(&out[i]);
+        free(text[i]);
+    }
+    free(out), free(text), free(items), free(per_func), free(total);
+    return rc;
+}
+
+static double ratio(double a, long n) {
+    return n > 0 ? a / n : NAN;
+}
+
+double eval_reward(const EvalTotals *t) { return ratio(t->total_sum, t->completions); }
+
+double eval_reward_std(const EvalTotals *t) {
+    double mean = eval_reward(t), var = ratio(t->total_sqsum, t->completions) - mean * mean;
+    return t->completions > 1 ? sqrt(fmax(var, 0) * t->completions / (t->completions - 1)) : NAN;
+}
+
+double eval_pass_at_1(const EvalTotals *t) { return ratio((double)t->passed, t->completions); }
+double eval_mean_length(const EvalTotals *t) { return ratio((double)t->tokens, t->completions); }
+double eval_frac_stopped(const EvalTotals *t) { return ratio((double)t->stopped, t->completions); }
+double eval_func_mean(const EvalTotals *t, int f) { return ratio(t->func_sum[f], t->func_n[f]); }
+
+void eval_add_metrics(const EvalTotals *t, const RewardSet *rs, MetricAcc *m) {
+    metric_add(m, "eval_reward", eval_reward(t));
+    metric_add(m, "eval_reward_std", eval_reward_std(t));
+    for (int f = 0; f < rs->n_funcs; f++) {
+        char name[300];
+        snprintf(name, sizeof name, "eval_rewards/%s/mean", rs->funcs[f]->name);
+        metric_add(m, name, eval_func_mean(t, f));
+    }
+    metric_add(m, "eval_pass@1", eval_pass_at_1(t));
+    metric_add(m, "eval_completions/mean_length", eval_mean_length(t));
+}

@@ -1,0 +1,50 @@
+/* eval/evaluate.h — a model's completions on a dataset, scored by reward
+ * functions: what `grpo eval` reports and what training logs as eval_* metrics
+ * (eval_strategy steps).
+ *
+ * Per example, G completions from stream rng_mix(stream_base, example index)
+ * (so `grpo eval` and `grpo generate --dataset` with the same seed agree), the
+ * text decoded as TRL's reward functions see it, scored by a RewardSet (TRL's
+ * weighted nansum). pass@1 is the fraction of completions whose weighted reward
+ * is >= pass_threshold: with the same G per example, the unbiased pass@1 estimate
+ * of Chen et al. 2021 (the mean over problems of c/n). */
+#ifndef GRPO_EVAL_EVALUATE_H
+#define GRPO_EVAL_EVALUATE_H
+
+#include "core/check.h"
+#include "data/dataset.h"
+#include "gen/generate.h"
+#include "log/metrics.h"
+#include "reward/reward.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    long examples, completions, passed, tokens, stopped;
+    double total_sum, total_sqsum;
+    int n_funcs;
+    double *func_sum; /* [n_funcs] over the non-NaN values */
+    long *func_n;     /* [n_funcs] */
+} EvalTotals;
+
+void eval_totals_init(EvalTotals *t, int n_funcs);
+void eval_totals_free(EvalTotals *t);
+
+/* Generates, decodes and scores example p of data (tokenized) and adds it to t. */
+int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
+                 uint64_t stream_base, RewardSet *rs, double pass_threshold, GrpoErr *err);
+
+/* The numbers (NaN without completions): mean weighted reward, its sample
+ * standard deviation, pass@1, mean completion length in tokens, the fraction
+ * ended by eos, and function f's mean over its non-NaN values. */
+double eval_reward(const EvalTotals *t);
+double eval_reward_std(const EvalTotals *t);
+double eval_pass_at_1(const EvalTotals *t);
+double eval_mean_length(const EvalTotals *t);
+double eval_frac_stopped(const EvalTotals *t);
+double eval_func_mean(const EvalTotals *t, int f);
+
+/* The eval_* metrics of a training run into m: eval_reward, eval_reward_std,
+ * eval_rewards/NAME/mean, eval_pass@1, eval_completions/mean_length. */
+void eval_add_metrics(const EvalTotals *t, const RewardSet *rs, MetricAcc *m);
+
+#endif
