@@ -44,6 +44,8 @@ void args_free(void) {
 }
 
 static void note_key(const char *name, const char *where, const TrlKey *trl) {
+    for (int i = 0; trl && i < n_seen; i++)
+        if (seen[i].trl == trl) return; /* listed once (a YAML file may repeat a key) */
     if (n_seen == cap_seen) seen = xrealloc(seen, sizeof *seen * (cap_seen = cap_seen ? 2 * cap_seen : 16));
     seen[n_seen++] = (SeenKey){keep(xstrdup(name)), where ? keep(xstrdup(where)) : NULL, trl};
 }
@@ -61,8 +63,13 @@ static int report_unknown(const char *cmd, const OptGroup *g, int ng) {
             if (g[k].specs[i].type != OPT_CONFIG) cands[nc++] = g[k].specs[i].name;
     nc += trl_key_names(cmd, cands + nc, 1024 - nc);
     if (n_unknown > 1) fprintf(stderr, "grpo %s: %d unknown options (see grpo %s --help):", cmd, n_unknown, cmd);
+    int shown = 0;
     for (int i = 0; i < n_seen; i++) {
         if (seen[i].trl) continue;
+        if (++shown > 50) { /* a file of nothing but unknown keys: the first 50 say enough */
+            fprintf(stderr, "\n  ... and %d more", n_unknown - 50);
+            break;
+        }
         const char *near = closest_name(seen[i].name, cands, nc), *dashes = seen[i].where ? "" : "--";
         fprintf(stderr, n_unknown > 1 ? "\n  " : "grpo %s: ", cmd);
         if (seen[i].where) fprintf(stderr, "%s: ", seen[i].where);

@@ -326,6 +326,8 @@ const char *closest_name(const char *name, const char *const *cands, int n) {
     int len = (int)strlen(name), limit = len < 5 ? 1 : len < 12 ? 2 : 3, best = limit + 1;
     const char *pick = NULL;
     for (int i = 0; i < n; i++) {
+        int lc = (int)strlen(cands[i]);
+        if (lc - len > limit || len - lc > limit) continue; /* too far apart by length alone */
         int d = edit_distance(name, cands[i]);
         if (d < best) best = d, pick = cands[i];
     }
