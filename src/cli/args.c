@@ -70,7 +70,8 @@ static int report_unknown(const char *cmd, const OptGroup *g, int ng) {
             fprintf(stderr, "\n  ... and %d more", n_unknown - 50);
             break;
         }
-        const char *near = closest_name(seen[i].name, cands, nc), *dashes = seen[i].where ? "" : "--";
+        /* a did-you-mean for the first 10: a typo or two, not a file of strangers */
+        const char *near = shown <= 10 ? closest_name(seen[i].name, cands, nc) : NULL, *dashes = seen[i].where ? "" : "--";
         fprintf(stderr, n_unknown > 1 ? "\n  " : "grpo %s: ", cmd);
         if (seen[i].where) fprintf(stderr, "%s: ", seen[i].where);
         fprintf(stderr, "unknown option '%s%s'", dashes, seen[i].name);

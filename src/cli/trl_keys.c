@@ -302,33 +302,38 @@ int trl_value_accepted(const TrlKey *k, const char *value) {
     }
 }
 
-/* Optimal string alignment distance (adjacent transpositions count 1). */
-static int edit_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 64 || lb > 64) return 1 << 20;
-    int d[65][65];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int c = a[i - 1] != b[j - 1];
-            int v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + c < v) v = d[i - 1][j - 1] + c;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
+/* Optimal string alignment distance (adjacent transpositions count 1), or
+ * limit + 1 when it is more than limit: only the band |i - j| <= limit of the
+ * table is filled, and a row whose band is all over limit ends it. */
+static int edit_distance(const char *a, const char *b, int limit) {
+    int la = (int)strlen(a), lb = (int)strlen(b), far = limit + 1;
+    if (la > 64 || lb > 64 || la - lb > limit || lb - la > limit) return far;
+    int rows[3][65], *pp = rows[0], *p = rows[1], *c = rows[2]; /* rows i-2, i-1, i */
+    for (int j = 0; j <= lb; j++) p[j] = j <= limit ? j : far, pp[j] = far;
+    for (int i = 1; i <= la; i++) {
+        int lo = i - limit > 1 ? i - limit : 1, hi = i + limit < lb ? i + limit : lb, row_min = far;
+        for (int j = 0; j <= lb; j++) c[j] = far;
+        if (i <= limit) c[0] = i;
+        for (int j = lo; j <= hi; j++) {
+            int v = p[j] + 1;
+            if (c[j - 1] + 1 < v) v = c[j - 1] + 1;
+            if (p[j - 1] + (a[i - 1] != b[j - 1]) < v) v = p[j - 1] + (a[i - 1] != b[j - 1]);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < v) v = pp[j - 2] + 1;
+            c[j] = v < far ? v : far;
+            if (c[j] < row_min) row_min = c[j];
         }
-    return d[la][lb];
+        if (row_min >= far) return far;
+        int *t = pp;
+        pp = p, p = c, c = t;
+    }
+    return p[lb];
 }
 
 const char *closest_name(const char *name, const char *const *cands, int n) {
     int len = (int)strlen(name), limit = len < 5 ? 1 : len < 12 ? 2 : 3, best = limit + 1;
     const char *pick = NULL;
     for (int i = 0; i < n; i++) {
-        int lc = (int)strlen(cands[i]);
-        if (lc - len > limit || len - lc > limit) continue; /* too far apart by length alone */
-        int d = edit_distance(name, cands[i]);
+        int d = edit_distance(name, cands[i], best - 1 < limit ? best - 1 : limit);
         if (d < best) best = d, pick = cands[i];
     }
     return pick;
