@@ -40,6 +40,8 @@ const OptSpec grpo_loss_options[] = {
      "SAPO's gate temperature for positive advantages (loss_type sapo)"},
     {"sapo_temperature_neg", OPT_F64, L(sapo_temperature_neg), 1.05, NULL, 1e-300, 1e300, NULL, NULL, 0,
      "SAPO's gate temperature for negative advantages (loss_type sapo)"},
+    {"entropy_coef", OPT_F64, L(entropy_coef), 0.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "entropy bonus: the loss minus entropy_coef x the mean token entropy (0 = off)"},
     {"vespo_k_pos", OPT_F64, L(vespo_k_pos), 2.0, NULL, -1e300, 1e300, NULL, NULL, 0,
      "VESPO's power exponent for advantages >= 0 (loss_type vespo)"},
     {"vespo_lambda_pos", OPT_F64, L(vespo_lambda_pos), 3.0, NULL, -1e300, 1e300, NULL, NULL, 0,
@@ -56,6 +58,7 @@ void grpo_loss_config_default(GrpoLossConfig *c) {
     OptGroup g = {grpo_loss_options, grpo_loss_n_options, 0};
     opts_defaults(&g, 1, c);
     c->epsilon_high = c->epsilon_low;
+    c->grad_accum_steps = 1;
     c->max_completion_length = 256;
 }
 
@@ -161,7 +164,7 @@ static void clip_stats(GrpoLossStats *st, const GrpoLossConfig *c, double r, dou
     st->clip_region_sum += low || high;
 }
 
-double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *logp,
+double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
                             const double *advantages, const uint8_t *truncated, const int *offsets,
                             int S, double normalizer, const GrpoLossConfig *c) {
@@ -272,6 +275,28 @@ double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *lo
             const double gt = dl_dr_seq_total * r_seq / len;
             for (int t = t0; t < t1; t++) dlogp[t] += gt;
         }
+    }
+    if (c->entropy_coef != 0.0) {
+        /* TRL's entropy bonus: minus coef x the mean entropy of the kept tokens
+         * (truncation and high-entropy masks), the mean over the step's tokens for
+         * the token-normalised losses (dapo, cispo, vespo: the same normaliser),
+         * else this micro-batch's mean over gradient_accumulation_steps */
+        CHECK(entropy && dentropy);
+        double kept = 0.0, sum = 0.0;
+        for (int i = 0; i < S; i++)
+            for (int t = offsets[i]; !seq_masked(c, truncated, i) && t < offsets[i + 1]; t++) {
+                const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
+                kept += e, sum += e * entropy[t];
+            }
+        const int token_norm = c->loss_type == GRPO_LOSS_DAPO || cispo || vespo;
+        const double denom = token_norm ? normalizer : (kept > 1.0 ? kept : 1.0) * c->grad_accum_steps;
+        loss -= c->entropy_coef * sum / denom;
+        if (stats) stats->entropy_bonus += c->entropy_coef * sum / denom;
+        for (int i = 0; i < S; i++)
+            for (int t = offsets[i]; !seq_masked(c, truncated, i) && t < offsets[i + 1]; t++) {
+                const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
+                dentropy[t] -= c->entropy_coef * e / denom;
+            }
     }
     return loss;
 }

@@ -73,6 +73,8 @@ typedef struct {
     double top_entropy_quantile;  /* 1.0 = off; else keep tokens with entropy >= the
                                      (1 - q) quantile of the micro-batch's entropies */
     int mask_truncated_completions; /* 0 (TRL default False) */
+    double entropy_coef;          /* 0.0: TRL's entropy bonus, loss - coef * (mean token entropy) */
+    int grad_accum_steps;         /* the bonus's divisor for the per-sequence loss types (1) */
     int max_completion_length;    /* for dr_grpo's normaliser (256) */
 } GrpoLossConfig;
 
@@ -89,6 +91,7 @@ typedef struct {
     double clip_region_sum;       /* clip_ratio/region_mean: either */
     double cispo_clip_sum;        /* cispo_clip_ratio: r > eps_high and A > 0 */
     double vespo_phi_sum;         /* vespo/phi_seq_mean: phi per sequence, over `sequences` */
+    double entropy_bonus;         /* the entropy term subtracted from the loss (its sum over micro-batches) */
     long long tokens;             /* masked completion tokens: denominator of kl, entropy */
     long long clip_count;         /* denominator of the clip sums: tokens, or sequences */
     long long sequences;          /* sequences in the micro-batch */
@@ -120,6 +123,8 @@ double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const u
  * [offsets[i], offsets[i+1]) (so a micro-batch of a step-wide buffer is passed
  * as offsets + s0, advantages + s0, truncated + s0 with the same token arrays).
  * dlogp: [offsets[S]] += gradient;
+ * dentropy: [offsets[S]] += gradient with respect to each token's entropy (TRL's
+ *   entropy bonus, entropy_coef != 0; may be NULL otherwise);
  * stats: += or NULL;
  * logp: [T] current policy's log-probs of the completion tokens (temperature
  *   already applied by the caller);
@@ -130,7 +135,7 @@ double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const u
  *   tokens, so that option depends on the split, as in TRL);
  * advantages: [S]; truncated: [S] or NULL; offsets: [S+1];
  * normalizer: grpo_loss_normalizer(...) as documented above. */
-double grpo_loss_accumulate(double *dlogp, GrpoLossStats *stats, const float *logp,
+double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
                             const double *advantages, const uint8_t *truncated, const int *offsets,
                             int S, double normalizer, const GrpoLossConfig *c);

@@ -61,12 +61,19 @@ double micro_train(const MicroPass *p, const ModelView *grads, const GrpoLossCon
     uint8_t *trunc = xmalloc(S);
     gather_inputs(seqs, S, off, adv, trunc, &old, &ref);
     padded_batch_logprobs(p->model, p->acts, &pb, p->inv_temperature, logp, ent);
-    double l = grpo_loss_accumulate(dlogp, stats, logp, old, ref, ent, adv, trunc, off, S, normalizer, loss);
+    double *dent = loss->entropy_coef != 0.0 ? xcalloc(ntok + 1, sizeof(double)) : NULL;
+    double l = grpo_loss_accumulate(dlogp, dent, stats, logp, old, ref, ent, adv, trunc, off, S, normalizer, loss);
     float *dlp_csr = xmalloc(sizeof(float) * (ntok + 1)), *dlp = xmalloc(sizeof(float) * pb.S * pb.T);
     for (int j = 0; j < ntok; j++) dlp_csr[j] = (float)dlogp[j];
     padded_batch_scatter(&pb, dlp_csr, dlp);
-    model_backward(p->model, p->acts, grads, dlp);
-    free(dlp), free(dlp_csr);
+    float *dent_pad = NULL;
+    if (dent) { /* the entropy bonus's gradient, laid out like dlogprob */
+        for (int j = 0; j < ntok; j++) dlp_csr[j] = (float)dent[j];
+        dent_pad = xmalloc(sizeof(float) * pb.S * pb.T);
+        padded_batch_scatter(&pb, dlp_csr, dent_pad);
+    }
+    model_backward(p->model, p->acts, grads, dlp, dent_pad);
+    free(dlp), free(dlp_csr), free(dent), free(dent_pad);
     padded_batch_free(&pb);
     free(logp), free(ent), free(old), free(ref), free(adv), free(dlogp), free(trunc);
     return l;

@@ -33,6 +33,7 @@ static void trainer_free(GrpoTrainer *t) {
 static void resolve(TrainConfig *c) {
     if (isnan(c->loss.epsilon_high)) c->loss.epsilon_high = c->loss.epsilon_low;
     c->loss.max_completion_length = c->gen.max_completion_length;
+    c->loss.grad_accum_steps = c->train.gradient_accumulation_steps;
     c->gen.seed = c->train.seed;
 }
 
@@ -181,6 +182,7 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
         metric_add(m, "clip_ratio/high_mean", st->clip_count ? st->clip_high_sum / st->clip_count : NAN);
         metric_add(m, "clip_ratio/region_mean", st->clip_count ? st->clip_region_sum / st->clip_count : NAN);
     }
+    if (c->loss.entropy_coef != 0.0) metric_add(m, "entropy_coef", c->loss.entropy_coef);
     metric_add(m, "epoch", (double)t->rounds_made * (t->gen_batch / c->num_generations) / t->sess.data.n);
     metric_add(m, "step_time/generation", t->t_gen);
     metric_add(m, "step_time/scoring", t->t_score);

@@ -252,11 +252,11 @@ void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_
                     m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
 
-void model_backward(Model *m, Activations *a, const ModelView *g, const float *dlogprob) {
+void model_backward(Model *m, Activations *a, const ModelView *g, const float *dlogprob, const float *dentropy) {
     const ModelConfig *c = &m->cfg;
     int N = a->N, C = c->hidden_size, L = c->n_layers;
     memset(a->dhf, 0, sizeof(float) * N * C);
-    logprob_backward(a->dhf, g->lm_head, dlogprob, a->hf, m->w.lm_head, a->targets, a->lse, N, C,
+    logprob_backward(a->dhf, g->lm_head, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets, a->lse, N, C,
                      c->vocab_size, a->inv_temp, &a->lp);
     memset(a->dx, 0, sizeof(float) * N * C);
     rmsnorm_backward(a->dx, g->norm, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,

@@ -82,7 +82,7 @@ void model_logits(Model *m, Activations *a, float *logits);
 void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
                     float *logprob, float *entropy);
 /* Accumulates into grads (a view of a buffer shaped like m->table) the gradient of
- * Σ_n dlogprob[n] · logprob[n]. */
-void model_backward(Model *m, Activations *a, const ModelView *grads, const float *dlogprob);
+ * Σ_n dlogprob[n] · logprob[n] + dentropy[n] · entropy[n] (dentropy may be NULL). */
+void model_backward(Model *m, Activations *a, const ModelView *grads, const float *dlogprob, const float *dentropy);
 
 #endif

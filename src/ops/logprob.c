@@ -68,7 +68,7 @@ void logprob_forward(float *logprob, float *entropy, float *lse, const float *h,
     }
 }
 
-void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *h,
+void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
                       const float *W, const int32_t *targets, const float *lse, int N, int C,
                       int V, float inv_temp, LogprobScratch *s) {
     int idx[s->chunk_rows];
@@ -76,13 +76,26 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
         gather_rows(s->h_rows, h, idx, m, C);
         gemm_f32(0, 1, m, V, C, inv_temp, s->h_rows, C, W, C, 0.0f, s->scratch, V);
-        /* dz = dlogprob * (onehot - p); d(logits) = dz * inv_temp */
+        /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
+         * d(logits) = dz * inv_temp */
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < m; i++) {
             float *z = s->scratch + (size_t)i * V;
             int n = idx[i];
-            float g = dlogprob[n], l = lse[n];
-            for (int v = 0; v < V; v++) z[v] = -g * expf(z[v] - l) * inv_temp;
+            float g = dlogprob[n], l = lse[n], de = dentropy ? dentropy[n] : 0.0f;
+            if (de != 0.0f) {
+                double H = 0;
+                for (int v = 0; v < V; v++) {
+                    double lp = (double)z[v] - l;
+                    H -= exp(lp) * lp;
+                }
+                for (int v = 0; v < V; v++) { /* in double: log p + H cancels */
+                    double lp = (double)z[v] - l, p = exp(lp);
+                    z[v] = (float)(-p * (g + de * (lp + H)) * inv_temp);
+                }
+            } else {
+                for (int v = 0; v < V; v++) z[v] = -g * expf(z[v] - l) * inv_temp;
+            }
             z[targets[n]] += g * inv_temp;
         }
         if (dh) {

@@ -108,8 +108,9 @@ void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C,
 void logprob_forward(float *logprob, float *entropy, float *lse, const float *h,
                      const float *W, const int32_t *targets, int N, int C, int V,
                      float inv_temp, LogprobScratch *s);
-/* dh[N,C] +=, dW[V,C] += from dlogprob[N] (entropy carries no gradient) */
-void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *h,
+/* dh[N,C] +=, dW[V,C] += from dlogprob[N] and dentropy[N] (the gradient with
+ * respect to each row's entropy; NULL: none) */
+void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
                       const float *W, const int32_t *targets, const float *lse, int N, int C,
                       int V, float inv_temp, LogprobScratch *s);
 

@@ -182,7 +182,7 @@ static double micro_step(SftTrainer *t, const ModelView *grads, SftExample **b, 
         dcsr[j] = (float)(-1.0 / norm);
     }
     padded_batch_scatter(&pb, dcsr, dlp);
-    model_backward(&t->model, &t->acts, grads, dlp);
+    model_backward(&t->model, &t->acts, grads, dlp, NULL);
     padded_batch_free(&pb);
     free(seqs), free(lp), free(dcsr), free(dlp);
     return nll;

@@ -2,7 +2,7 @@
 # A TRL user's config (cli/trl_keys.c): TRL's own keys are mapped
 # (model_name_or_path, dataset_name, save_strategy 'no'), accepted with one
 # warning that lists every key without effect and why, or accepted only with
-# TRL's default value (use_peft, entropy_coef, eval_strategy, ...); unknown keys
+# TRL's default value (use_peft, use_adaptive_entropy, ...); unknown keys
 # are refused together in one error, each with a did-you-mean; Hub ids resolve
 # in the local Hugging Face cache, a missing one is refused with how to get it;
 # a .json file holding one array of records is a dataset.
@@ -65,8 +65,10 @@ T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --outpu
 expect_error 2 "use_peft 'true' is not supported: LoRA is not supported yet" "$GRPO" "${T[@]}" --use_peft
 expect_error 2 "save_strategy 'epoch' is not supported: checkpoints are written every save_steps steps" \
     "$GRPO" "${T[@]}" --save_strategy epoch
-expect_error 2 "entropy_coef '0.01' is not supported: an entropy bonus is not supported yet" \
-    "$GRPO" "${T[@]}" --entropy_coef 0.01
+expect_error 2 "use_adaptive_entropy 'true' is not supported: adaptive entropy control is not supported yet" \
+    "$GRPO" "${T[@]}" --use_adaptive_entropy
+"$GRPO" "${T[@]}" --entropy_coef 0.01 --output_dir "$TMP/ent" --logging_steps 1 || fail "entropy_coef"
+grep -q '"entropy_coef": 0.01' "$TMP/ent/metrics.jsonl" || fail "entropy_coef is logged, as TRL does"
 printf 'eval_strategy: steps\n' > "$TMP/e.yaml"
 printf '{"text": "hello"}\n' > "$TMP/s0.jsonl"
 expect_error 2 "e.yaml:1: eval_strategy 'steps' is not supported: SFT has no evaluation during training yet" \

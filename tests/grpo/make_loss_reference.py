@@ -139,16 +139,27 @@ def trl_loss(c, logp, old, ref, ent, adv, cmask, trunc):
     if c["beta"] != 0.0:
         ptl = ptl + c["beta"] * kl
     if lt in ("grpo", "sapo"):
-        return ((ptl * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-    if lt == "bnpo":
-        return (ptl * mask).sum() / mask.sum().clamp(min=1.0)
-    if lt == "dr_grpo":
-        return (ptl * mask).sum() / (ptl.size(0) * MAX_LEN)
-    if lt in ("dapo", "cispo", "vespo"):
-        return (ptl * mask).sum() / num_items
-    if lt == "luspo":
-        return (ptl * mask).sum(-1).mean()
-    raise ValueError(lt)
+        loss = ((ptl * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    elif lt == "bnpo":
+        loss = (ptl * mask).sum() / mask.sum().clamp(min=1.0)
+    elif lt == "dr_grpo":
+        loss = (ptl * mask).sum() / (ptl.size(0) * MAX_LEN)
+    elif lt in ("dapo", "cispo", "vespo"):
+        loss = (ptl * mask).sum() / num_items
+    elif lt == "luspo":
+        loss = (ptl * mask).sum(-1).mean()
+    else:
+        raise ValueError(lt)
+    if c["ent_coef"] != 0.0:
+        # the entropy bonus: the kept tokens' mean entropy (over num_items for the token-normalised
+        # types, over this micro-batch's kept tokens / gradient_accumulation_steps = 1 otherwise)
+        eff = mask if emask is None else mask * emask
+        if lt in ("dapo", "cispo", "vespo"):
+            bonus = (ent * eff).sum() / num_items
+        else:
+            bonus = (ent * eff).sum() / eff.sum().clamp(min=1.0)
+        loss = loss - c["ent_coef"] * bonus
+    return loss
 
 
 # ---------------------------------------------------------------- data
@@ -230,7 +241,13 @@ def build():
     # VESPO's gamma weights away from TRL's defaults (2, 3, 3, 2), with masks
     cases.append(dict(loss_type="vespo", beta=0.04, old=1, level="token", vespo=(0.5, 1.5, 4.0, 0.5), mask_truncated=1))
     cases.append(dict(loss_type="vespo", beta=0.0, old=1, level="token", vespo=(1.0, 0.0, 2.0, 8.0), q=0.5))
+    # the entropy bonus (entropy_coef): token-normalised, per-sequence, with the high-entropy mask
+    cases.append(dict(loss_type="dapo", beta=0.04, old=1, level="token", ent_coef=0.01, mask_truncated=1))
+    cases.append(dict(loss_type="grpo", beta=0.0, old=1, level="sequence", ent_coef=0.05))
+    cases.append(dict(loss_type="bnpo", beta=0.0, old=1, level="token", ent_coef=-0.02, q=0.5))
+    cases.append(dict(loss_type="vespo", beta=0.0, old=1, level="token", ent_coef=0.1, q=0.8, mask_truncated=1))
     for c in cases:
+        c.setdefault("ent_coef", 0.0)
         c.setdefault("vespo", (2.0, 3.0, 3.0, 2.0))
         c.setdefault("sapo_pos", 1.0)
         c.setdefault("sapo_neg", 1.05)
@@ -242,14 +259,17 @@ def build():
 
     for k, c in enumerate(cases):
         lp = pad(logp).requires_grad_(True)
-        loss = trl_loss(c, lp, P_old if c["old"] else None, P_ref, P_ent, adv_group, cmask, trunc)
+        en = P_ent.clone().requires_grad_(True)
+        loss = trl_loss(c, lp, P_old if c["old"] else None, P_ref, en, adv_group, cmask, trunc)
         loss.backward()
         grad = torch.cat([lp.grad[i, :LENGTHS[i]] for i in range(S)])
+        dent = torch.cat([(en.grad if en.grad is not None else torch.zeros_like(en))[i, :LENGTHS[i]] for i in range(S)])
         cfg = [LOSS_TYPES.index(c["loss_type"]), 0 if c["level"] == "token" else 1, c["old"], c["beta"],
                c["eps_low"], c["eps_high"], c["delta"], c["q"], c["mask_truncated"], MAX_LEN, c["sapo_pos"], c["sapo_neg"],
-               *c["vespo"]]
+               *c["vespo"], c["ent_coef"]]
         out += [(f"case{k}.config", torch.tensor(cfg, dtype=D)),
-                (f"case{k}.loss", loss.detach().reshape(1)), (f"case{k}.grad", grad)]
+                (f"case{k}.loss", loss.detach().reshape(1)), (f"case{k}.grad", grad),
+                (f"case{k}.dent", dent)]
     out.append(("n_cases", torch.tensor([len(cases)], dtype=torch.int64)))
 
     out += adamw_reference()

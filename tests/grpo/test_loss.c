@@ -44,13 +44,15 @@ static void config_from(GrpoLossConfig *c, const double *cfg) {
     c->vespo_lambda_pos = cfg[13];
     c->vespo_k_neg = cfg[14];
     c->vespo_lambda_neg = cfg[15];
+    c->entropy_coef = cfg[16];
 }
 
 /* Runs the batch as micro-batches of `mb` sequences (sizes[] when mb == 0),
  * normaliser over the whole batch (bnpo: per micro-batch, GA = count). */
-static double run_split(double *grad, GrpoLossStats *st, const Batch *b, const GrpoLossConfig *c,
+static double run_split(double *grad, double *dent, GrpoLossStats *st, const Batch *b, const GrpoLossConfig *c,
                         int has_old, int mb, const int *sizes) {
     memset(grad, 0, sizeof(double) * b->T);
+    memset(dent, 0, sizeof(double) * b->T);
     memset(st, 0, sizeof *st);
     int n_mb = 0;
     for (int s = 0, k = 0; s < b->S; n_mb++) s += mb ? mb : sizes[k++];
@@ -62,7 +64,7 @@ static double run_split(double *grad, GrpoLossStats *st, const Batch *b, const G
         double norm = c->loss_type == GRPO_LOSS_BNPO
                           ? grpo_loss_normalizer(c, b->offsets + s0, b->truncated + s0, n, n_mb)
                           : norm_all;
-        loss += grpo_loss_accumulate(grad, st, b->logp, has_old ? b->old : NULL, b->ref, b->ent,
+        loss += grpo_loss_accumulate(grad, dent, st, b->logp, has_old ? b->old : NULL, b->ref, b->ent,
                                      b->adv + s0, b->truncated + s0, b->offsets + s0, n, norm, c);
         s0 += n;
     }
@@ -96,6 +98,8 @@ int main(void) {
     b.adv = fx_f64(&f, "adv0.advantages", NULL);
 
     double *grad = malloc(sizeof(double) * T), *grad2 = malloc(sizeof(double) * T);
+    double *dent = malloc(sizeof(double) * T), *dent2 = malloc(sizeof(double) * T);
+    int ent_cases = 0;
     int n_cases = (int)ncases[0], bnpo_checked = 0;
     for (int k = 0; k < n_cases; k++) {
         char name[64], what[160];
@@ -105,32 +109,41 @@ int main(void) {
         double *want_loss = fx_f64(&f, name, NULL);
         snprintf(name, sizeof name, "case%d.grad", k);
         double *want_grad = fx_f64(&f, name, NULL);
+        snprintf(name, sizeof name, "case%d.dent", k);
+        double *want_dent = fx_f64(&f, name, NULL);
         GrpoLossConfig c;
         config_from(&c, cfg);
         int has_old = (int)cfg[2];
-        snprintf(what, sizeof what, "case %d (%s %s old=%d beta=%g delta=%g q=%g mask_trunc=%d sapo_tau=%g/%g)", k,
-                 grpo_loss_type_names[c.loss_type], c.is_level ? "sequence" : "token", has_old, c.beta,
+        snprintf(what, sizeof what, "case %d (%s %s old=%d beta=%g delta=%g q=%g mask_trunc=%d sapo_tau=%g/%g ent=%g)",
+                 k, grpo_loss_type_names[c.loss_type], c.is_level ? "sequence" : "token", has_old, c.beta,
                  c.delta, c.top_entropy_quantile, c.mask_truncated_completions, c.sapo_temperature_pos,
-                 c.sapo_temperature_neg);
+                 c.sapo_temperature_neg, c.entropy_coef);
 
         /* 1. the whole batch as one micro-batch vs torch autograd (GA = 1) */
         GrpoLossStats st, st2;
-        double loss = run_split(grad, &st, &b, &c, has_old, b.S, NULL);
+        double loss = run_split(grad, dent, &st, &b, &c, has_old, b.S, NULL);
         char w2[200];
         snprintf(w2, sizeof w2, "%s loss", what);
         close_f64(w2, &loss, want_loss, 1, 1e-13, 1e-9);
         snprintf(w2, sizeof w2, "%s dloss/dlogp", what);
         close_f64(w2, grad, want_grad, T, 1e-13, 1e-9);
+        snprintf(w2, sizeof w2, "%s dloss/dentropy", what);
+        close_f64(w2, dent, want_dent, T, 1e-13, 1e-9);   /* all zero without the entropy bonus */
+        ent_cases += c.entropy_coef != 0.0;
 
-        /* 2. split invariance (not bnpo, not the micro-batch-local entropy mask) */
+        /* 2. split invariance (not bnpo, not the micro-batch-local entropy mask, not
+         * the entropy bonus of the per-sequence types: TRL averages it per micro-batch) */
         static const int uneven[] = {5, 1, 6};
-        if (c.loss_type != GRPO_LOSS_BNPO && c.top_entropy_quantile >= 1.0) {
+        const int token_norm = c.loss_type == GRPO_LOSS_DAPO || c.loss_type == GRPO_LOSS_CISPO ||
+                               c.loss_type == GRPO_LOSS_VESPO;
+        if (c.loss_type != GRPO_LOSS_BNPO && c.top_entropy_quantile >= 1.0 && (c.entropy_coef == 0 || token_norm)) {
             for (int v = 0; v < 4; v++) {
                 int mb = v == 0 ? 1 : v == 1 ? 2 : v == 2 ? 4 : 0;
-                double l2 = run_split(grad2, &st2, &b, &c, has_old, mb, uneven);
+                double l2 = run_split(grad2, dent2, &st2, &b, &c, has_old, mb, uneven);
                 T_CHECK(fabs(l2 - loss) <= 1e-12 * fabs(loss) + 1e-15, "%s: split %d loss %.17g vs %.17g",
                         what, mb, l2, loss);
                 T_CHECK(!memcmp(grad, grad2, sizeof(double) * T), "%s: split %d gradient differs", what, mb);
+                T_CHECK(!memcmp(dent, dent2, sizeof(double) * T), "%s: split %d entropy gradient differs", what, mb);
                 T_CHECK(st2.tokens == st.tokens && st2.clip_count == st.clip_count &&
                             fabs(st2.kl_sum - st.kl_sum) <= 1e-12 * fabs(st.kl_sum) &&
                             st2.clip_region_sum == st.clip_region_sum,
@@ -140,13 +153,14 @@ int main(void) {
         /* bnpo is normalised per micro-batch (TRL): a split changes the result
          * unless micro-batches have equal token counts. Shown on micro-batches of 1. */
         if (c.loss_type == GRPO_LOSS_BNPO && c.beta == 0 && has_old) {
-            double l1 = run_split(grad2, &st2, &b, &c, has_old, 1, NULL);
+            double l1 = run_split(grad2, dent2, &st2, &b, &c, has_old, 1, NULL);
             T_CHECK(fabs(l1 - loss) > 1e-6 * fabs(loss), "%s: bnpo expected to depend on the split", what);
             bnpo_checked++;
         }
-        free(cfg), free(want_loss), free(want_grad);
+        free(cfg), free(want_loss), free(want_grad), free(want_dent);
     }
-    T_CHECK(bnpo_checked == 2, "bnpo split cases %d", bnpo_checked);
+    T_CHECK(ent_cases == 4, "entropy bonus cases %d", ent_cases);
+    T_CHECK(bnpo_checked == 3, "bnpo split cases %d", bnpo_checked);
 
     /* 3. normalisers from the step's lengths: 12 sequences, 68 tokens, 20 of them truncated */
     {
@@ -176,6 +190,28 @@ int main(void) {
         T_CHECK(grpo_loss_normalizer(&c, zero_off, NULL, 1, 1) == 1.0, "clamp(min=1)");
     }
 
+    /* 3b. the entropy bonus of a per-sequence loss type is divided by
+     * gradient_accumulation_steps (TRL's normalizer for them); dapo's is not */
+    {
+        GrpoLossConfig c;
+        grpo_loss_config_default(&c);
+        c.entropy_coef = 0.1;
+        double *d1 = calloc(T, sizeof(double)), *d3 = calloc(T, sizeof(double)), *g = calloc(T, sizeof(double));
+        for (int lt = 0; lt < 2; lt++) {
+            c.loss_type = lt ? GRPO_LOSS_GRPO : GRPO_LOSS_DAPO;
+            double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
+            memset(d1, 0, sizeof(double) * T), memset(d3, 0, sizeof(double) * T);
+            c.grad_accum_steps = 1;
+            grpo_loss_accumulate(g, d1, NULL, b.logp, b.old, NULL, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+            c.grad_accum_steps = 3;
+            grpo_loss_accumulate(g, d3, NULL, b.logp, b.old, NULL, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+            int ok = d1[0] != 0;
+            for (int t = 0; t < T; t++) ok &= fabs(d3[t] - (lt ? d1[t] / 3 : d1[t])) <= 1e-15 * fabs(d1[t]);
+            T_CHECK(ok, "entropy bonus and gradient_accumulation_steps (%s)", lt ? "grpo: / GA" : "dapo: unchanged");
+        }
+        free(d1), free(d3), free(g);
+    }
+
     /* 4. logging helper agrees with the loss's metric sums */
     {
         GrpoLossConfig c;
@@ -186,7 +222,7 @@ int main(void) {
         double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
         memset(grad, 0, sizeof(double) * T);
         memset(&st, 0, sizeof st);
-        grpo_loss_accumulate(grad, &st, b.logp, b.old, b.ref, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+        grpo_loss_accumulate(grad, NULL, &st, b.logp, b.old, b.ref, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
         double me, mk;
         grpo_token_means(&me, &mk, b.ent, b.logp, b.ref, b.truncated, b.offsets, b.S, 1);
         T_CHECK(fabs(me - st.entropy_sum / st.tokens) <= 1e-12 * fabs(me), "mean entropy %g", me);
@@ -213,7 +249,7 @@ int main(void) {
 
     free(off), free(tr), free(lp), free(old), free(ref), free(ent), free(ncases), free(b.adv);
     free(b.offsets), free(b.truncated), free(b.logp), free(b.old), free(b.ref), free(b.ent);
-    free(grad), free(grad2);
+    free(grad), free(grad2), free(dent), free(dent2);
     st_close(&f);
     return t_summary("grpo/test_loss");
 }

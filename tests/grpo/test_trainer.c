@@ -98,11 +98,13 @@ static char *read_all(const char *dir, const char *file) {
 }
 
 static void split_invariance(const char *model, const char *data) {
-    const char *losses[] = {"dapo", "grpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo"};
+    /* the last: dapo with the entropy bonus, whose gradient goes through the LM
+     * head's softmax (token-normalised, so split-invariant as dapo is) */
+    const char *losses[] = {"dapo", "grpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo", "dapo+entropy_coef"};
     const GrpoLossType loss_types[] = {GRPO_LOSS_DAPO, GRPO_LOSS_GRPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_CISPO, GRPO_LOSS_SAPO,
-                                       GRPO_LOSS_LUSPO, GRPO_LOSS_VESPO};
+                                       GRPO_LOSS_LUSPO, GRPO_LOSS_VESPO, GRPO_LOSS_DAPO};
     double worst = 0;
-    for (int li = 0; li < 7; li++)
+    for (int li = 0; li < 8; li++)
         for (int bi = 0; bi < 2; bi++)
             for (int mu = 1; mu <= 2; mu++) {
                 float *w0 = NULL;
@@ -115,6 +117,11 @@ static void split_invariance(const char *model, const char *data) {
                     fs_rm_rf(out);
                     base_config(&c, model, data, out);
                     c.loss.loss_type = loss_types[li];
+                    c.loss.entropy_coef = li == 7 ? 0.05 : 0.0;
+                    /* the bonus gives every LM-head row a gradient, most of them near zero:
+                     * a well-conditioned AdamW epsilon keeps Adam from turning their fp32
+                     * rounding into O(lr) steps (torch does the same) */
+                    if (li == 7) c.train.adam.eps = 1e-2;
                     c.loss.beta = bi ? 0.04 : 0.0;
                     c.num_iterations = mu;
                     c.train.per_device_train_batch_size = sizes[si];

@@ -538,15 +538,16 @@ static void test_attention(int B, int T, int H, int Hkv, int D, int fused, const
 /* ================================================================= logprob */
 
 typedef struct {
-    double *logprob, *entropy, *lse, *h, *W, *w, inv_temp;
+    double *logprob, *entropy, *lse, *h, *W, *w, *u, inv_temp;
     const int32_t *targets;
     int N, C, V;
 } LpCtx;
+/* Σ w · logprob + Σ u · entropy (the entropy bonus's term) */
 static double logprob_loss(void *p) {
     LpCtx *c = p;
     ref_logprob_forward(c->logprob, c->entropy, c->lse, c->h, c->W, c->targets, c->N, c->C, c->V,
                         c->inv_temp);
-    return dot_strided(c->logprob, c->w, 1, c->N, 0, 0);
+    return dot_strided(c->logprob, c->w, 1, c->N, 0, 0) + dot_strided(c->entropy, c->u, 1, c->N, 0, 0);
 }
 
 static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
@@ -557,14 +558,15 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
         targets[n] = (n == 1 || n == N - 1 || n % 5 == 3) ? -1 : irand(V);
         valid[n] = targets[n] >= 0;
     }
-    LpCtx c = {dnew(N), dnew(N), dnew(N), dnew((long)N * C), dnew((long)V * C), dnew(N),
+    LpCtx c = {dnew(N), dnew(N), dnew(N), dnew((long)N * C), dnew((long)V * C), dnew(N), dnew(N),
                inv_temp, targets, N, C, V};
     fill(c.h, (long)N * C, 1.0);
     fill(c.W, (long)V * C, 1.0);
     fill(c.w, N, 1.0);
+    fill(c.u, N, 1.0);
     double *dh = dnew((long)N * C), *dW = dnew((long)V * C);
     logprob_loss(&c);
-    ref_logprob_backward(dh, dW, c.w, c.h, c.W, targets, c.lse, N, C, V, inv_temp);
+    ref_logprob_backward(dh, dW, c.w, c.u, c.h, c.W, targets, c.lse, N, C, V, inv_temp);
     if (do_fd) {
         fd_check("logprob dh", c.h, C, dh, C, N, C, logprob_loss, &c);
         fd_check("logprob dW", c.W, C, dW, C, V, C, logprob_loss, &c);
@@ -574,7 +576,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
         if (!valid[n])
             T_CHECK(c.logprob[n] == 0 && c.entropy[n] == 0, "ref logprob row %d without target", n);
     /* fp32, for chunk_rows 1, 3 and N */
-    float *h = to_f(c.h, (long)N * C), *W = to_f(c.W, (long)V * C), *dlp = to_f(c.w, N);
+    float *h = to_f(c.h, (long)N * C), *W = to_f(c.W, (long)V * C), *dlp = to_f(c.w, N), *dent = to_f(c.u, N);
     float *lp0 = NULL, *ent0 = NULL, *dh0 = NULL, *dW0 = NULL;
     int chunks[3] = {N, 1, 3};
     for (int ci = 0; ci < 3; ci++) {
@@ -590,9 +592,9 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
         cmp("logprob entropy", ent, c.entropy, N);
         cmp_rows("logprob lse (rows w/ target)", lse, 1, c.lse, 1, N, 1, valid);
         float *fdh = fnew((long)N * C), *fdW = fnew((long)V * C);
-        logprob_backward(fdh, fdW, dlp, h, W, targets, lse, N, C, V, inv_temp, &s);
-        cmp("logprob dh", fdh, dh, (long)N * C);
-        cmp("logprob dW", fdW, dW, (long)V * C);
+        logprob_backward(fdh, fdW, dlp, dent, h, W, targets, lse, N, C, V, inv_temp, &s);
+        cmp("logprob dh (with dentropy)", fdh, dh, (long)N * C);
+        cmp("logprob dW (with dentropy)", fdW, dW, (long)V * C);
         if (ci == 0) {
             lp0 = lp, ent0 = ent, dh0 = fdh, dW0 = fdW;
             /* entropy NULL */
@@ -600,18 +602,28 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
             logprob_forward(lp2, NULL, lse2, h, W, targets, N, C, V, inv_temp, &s);
             cmp("logprob logprob (entropy=NULL)", lp2, c.logprob, N);
             free(lp2), free(lse2);
+            /* without dentropy: the log-probs' gradient alone */
+            {
+                double *rdh = dnew((long)N * C), *rdW = dnew((long)V * C);
+                ref_logprob_backward(rdh, rdW, c.w, NULL, c.h, c.W, targets, c.lse, N, C, V, inv_temp);
+                float *gh = fnew((long)N * C), *gW = fnew((long)V * C);
+                logprob_backward(gh, gW, dlp, NULL, h, W, targets, lse, N, C, V, inv_temp, &s);
+                cmp("logprob dh (dentropy=NULL)", gh, rdh, (long)N * C);
+                cmp("logprob dW (dentropy=NULL)", gW, rdW, (long)V * C);
+                free(rdh), free(rdW), free(gh), free(gW);
+            }
             /* accumulation and NULL gradients */
             Prefill ph = prefill((long)N * C), pW = prefill((long)V * C);
             for (int rep = 0; rep < 2; rep++)
-                logprob_backward(ph.f, pW.f, dlp, h, W, targets, lse, N, C, V, inv_temp, &s);
+                logprob_backward(ph.f, pW.f, dlp, dent, h, W, targets, lse, N, C, V, inv_temp, &s);
             double *w1 = plus(ph.d, dh, (long)N * C, 2), *w2 = plus(pW.d, dW, (long)V * C, 2);
             cmp("logprob dh accumulates", ph.f, w1, (long)N * C);
             cmp("logprob dW accumulates", pW.f, w2, (long)V * C);
             float *g = fnew((long)V * C);
-            logprob_backward(NULL, g, dlp, h, W, targets, lse, N, C, V, inv_temp, &s);
+            logprob_backward(NULL, g, dlp, dent, h, W, targets, lse, N, C, V, inv_temp, &s);
             cmp("logprob dW (dh=NULL)", g, dW, (long)V * C);
             memset(g, 0, sizeof(float) * N * C);
-            logprob_backward(g, NULL, dlp, h, W, targets, lse, N, C, V, inv_temp, &s);
+            logprob_backward(g, NULL, dlp, dent, h, W, targets, lse, N, C, V, inv_temp, &s);
             cmp("logprob dh (dW=NULL)", g, dh, (long)N * C);
             free(g), free(ph.d), free(ph.f), free(pW.d), free(pW.f), free(w1), free(w2);
         } else {
@@ -637,7 +649,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
             T_CHECK(fabs(c.logprob[n] + log(V)) < 1e-12 && fabs(c.entropy[n] - log(V)) < 1e-12,
                     "ref logprob/entropy of uniform logits, row %d", n);
     free(targets), free(valid), free(c.logprob), free(c.entropy), free(c.lse), free(c.h), free(c.W);
-    free(c.w), free(dh), free(dW), free(h), free(W), free(dlp), free(lp0), free(ent0), free(dh0);
+    free(c.w), free(c.u), free(dent), free(dh), free(dW), free(h), free(W), free(dlp), free(lp0), free(ent0), free(dh0);
     free(dW0);
 }
 

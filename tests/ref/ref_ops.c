@@ -285,17 +285,20 @@ void ref_logprob_forward(double *logprob, double *entropy, double *lse, const do
     free(z);
 }
 
-/* d logprob / d z_v = 1[v = target] - p_v;  z = inv_temp · h W^T. */
-void ref_logprob_backward(double *dh, double *dW, const double *dlogprob, const double *h,
+/* d logprob / d z_v = 1[v = target] - p_v;  d entropy / d z_v = -p_v (log p_v + H);
+ * z = inv_temp · h W^T. dentropy may be NULL. */
+void ref_logprob_backward(double *dh, double *dW, const double *dlogprob, const double *dentropy, const double *h,
                           const double *W, const int32_t *targets, const double *lse, int N,
                           int C, int V, double inv_temp) {
     double *z = xmalloc((size_t)V * sizeof(double));
     for (int n = 0; n < N; n++) {
         if (targets[n] < 0) continue;
         const double *hn = h + (size_t)n * C;
-        double l = logits_row(z, hn, W, C, V, inv_temp);
+        double l = logits_row(z, hn, W, C, V, inv_temp), H = 0;
+        for (int v = 0; v < V; v++) H -= exp(z[v] - l) * (z[v] - l);
         for (int v = 0; v < V; v++) {
-            double dz = dlogprob[n] * ((v == targets[n]) - exp(z[v] - l)) * inv_temp;
+            double p = exp(z[v] - l), de = dentropy ? dentropy[n] : 0.0;
+            double dz = (dlogprob[n] * ((v == targets[n]) - p) - de * p * (z[v] - l + H)) * inv_temp;
             for (int c = 0; c < C; c++) {
                 if (dh) dh[(size_t)n * C + c] += dz * W[(size_t)v * C + c];
                 if (dW) dW[(size_t)v * C + c] += dz * hn[c];

@@ -75,7 +75,7 @@ void ref_logprob_forward(double *logprob, double *entropy, double *lse, const do
                          double inv_temp);
 /* dh[N,C] +=, dW[V,C] += from dlogprob[N]. lse is accepted for parity with ops.h but
  * not used: the reference recomputes it. */
-void ref_logprob_backward(double *dh, double *dW, const double *dlogprob, const double *h,
+void ref_logprob_backward(double *dh, double *dW, const double *dlogprob, const double *dentropy, const double *h,
                           const double *W, const int32_t *targets, const double *lse, int N,
                           int C, int V, double inv_temp);
 
