@@ -156,6 +156,10 @@ int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *er
                           "derived from (seed, data position, round index)");
     json_object_update(state, g);
     json_decref(g);
+    if (c->loss.use_adaptive_entropy) /* the controller's state (TRL: entropy_ctrl_state.json) */
+        json_object_set_new(state, "entropy_control",
+                            json_pack("{s:f, s:o}", "entropy_coef", t->entropy_coef, "last_world_entropy",
+                                      isfinite(t->last_world_entropy) ? json_real(t->last_world_entropy) : json_null()));
     int rc = 0;
     if (t->have_ref) {
         char *p = fs_join(dir, "ref_model.safetensors");
@@ -180,6 +184,15 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
                        dir);
     t->rounds_made = rounds;
     t->resumed = 1;
+    const json_t *ec = json_object_get(state, "entropy_control");
+    if (t->c.loss.use_adaptive_entropy) {
+        const json_t *coef = json_object_get(ec, "entropy_coef"), *last = json_object_get(ec, "last_world_entropy");
+        if (!json_is_number(coef) || (!json_is_number(last) && !json_is_null(last)))
+            return err_set(err, "%s/trainer_state.json: entropy_control (entropy_coef, last_world_entropy) is missing or "
+                           "malformed; the checkpoint was not written with use_adaptive_entropy", dir);
+        t->entropy_coef = json_number_value(coef);
+        t->last_world_entropy = json_is_null(last) ? INFINITY : json_number_value(last);
+    }
     int rc = 0;
     char *p = fs_join(dir, "ref_model.safetensors");
     if (t->have_ref && fs_exists(p)) rc = ckpt_read_params(p, &t->ref.table, t->ref.params, err);

@@ -42,6 +42,16 @@ const OptSpec grpo_loss_options[] = {
      "SAPO's gate temperature for negative advantages (loss_type sapo)"},
     {"entropy_coef", OPT_F64, L(entropy_coef), 0.0, NULL, -1e300, 1e300, NULL, NULL, 0,
      "entropy bonus: the loss minus entropy_coef x the mean token entropy (0 = off)"},
+    {"use_adaptive_entropy", OPT_BOOL, L(use_adaptive_entropy), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "move entropy_coef up by entropy_coef_delta when the step's entropy is <= entropy_target, else down"},
+    {"entropy_coef_min", OPT_F64, L(entropy_coef_min), 0.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "adaptive entropy control: lower bound of entropy_coef"},
+    {"entropy_coef_max", OPT_F64, L(entropy_coef_max), 1.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "adaptive entropy control: upper bound of entropy_coef"},
+    {"entropy_coef_delta", OPT_F64, L(entropy_coef_delta), 0.005, NULL, 0, 1e300, NULL, NULL, 0,
+     "adaptive entropy control: the step of entropy_coef"},
+    {"entropy_target", OPT_F64, L(entropy_target), 0.2, NULL, -1e300, 1e300, NULL, NULL, 0,
+     "adaptive entropy control: the bonus applies while the entropy is <= this"},
     {"vespo_k_pos", OPT_F64, L(vespo_k_pos), 2.0, NULL, -1e300, 1e300, NULL, NULL, 0,
      "VESPO's power exponent for advantages >= 0 (loss_type vespo)"},
     {"vespo_lambda_pos", OPT_F64, L(vespo_lambda_pos), 3.0, NULL, -1e300, 1e300, NULL, NULL, 0,
@@ -238,7 +248,8 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
             if (stats) {
                 stats->tokens++;
                 stats->entropy_kept += e != 0.0;
-                if (entropy) stats->entropy_sum += entropy[t];
+                if (entropy) stats->entropy_sum += entropy[t], stats->kept_entropy_sum += e * entropy[t];
+                stats->kept_tokens += e;
                 if (!seq_level) {
                     stats->clip_count++;
                     clip_stats(stats, c, r, A);

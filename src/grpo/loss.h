@@ -74,6 +74,8 @@ typedef struct {
                                      (1 - q) quantile of the micro-batch's entropies */
     int mask_truncated_completions; /* 0 (TRL default False) */
     double entropy_coef;          /* 0.0: TRL's entropy bonus, loss - coef * (mean token entropy) */
+    int use_adaptive_entropy;     /* the trainer moves entropy_coef by entropy_coef_delta each step */
+    double entropy_coef_min, entropy_coef_max, entropy_coef_delta, entropy_target; /* 0, 1, 0.005, 0.2 */
     int grad_accum_steps;         /* the bonus's divisor for the per-sequence loss types (1) */
     int max_completion_length;    /* for dr_grpo's normaliser (256) */
 } GrpoLossConfig;
@@ -92,6 +94,8 @@ typedef struct {
     double cispo_clip_sum;        /* cispo_clip_ratio: r > eps_high and A > 0 */
     double vespo_phi_sum;         /* vespo/phi_seq_mean: phi per sequence, over `sequences` */
     double entropy_bonus;         /* the entropy term subtracted from the loss (its sum over micro-batches) */
+    double kept_entropy_sum;      /* entropy over the tokens the loss keeps (truncation and high-entropy masks) */
+    double kept_tokens;           /* their count: adaptive entropy control's window */
     long long tokens;             /* masked completion tokens: denominator of kl, entropy */
     long long clip_count;         /* denominator of the clip sums: tokens, or sequences */
     long long sequences;          /* sequences in the micro-batch */

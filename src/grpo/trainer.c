@@ -82,6 +82,8 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     /* TRL records the generating policy's log-probs when the policy moves while a
      * generation batch is still in use */
     t->need_old = c->num_iterations > 1 || t->spg > GA;
+    t->entropy_coef = c->loss.entropy_coef;
+    t->last_world_entropy = INFINITY; /* no bonus in the first step of adaptive control, as TRL */
     if (load_inputs(t, err)) return -1;
     int longest = t->longest_train = t->sess.gen.max_prompt;
     if (check_memory(t, longest, err)) return -1;
@@ -182,7 +184,7 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
         metric_add(m, "clip_ratio/high_mean", st->clip_count ? st->clip_high_sum / st->clip_count : NAN);
         metric_add(m, "clip_ratio/region_mean", st->clip_count ? st->clip_region_sum / st->clip_count : NAN);
     }
-    if (c->loss.entropy_coef != 0.0) metric_add(m, "entropy_coef", c->loss.entropy_coef);
+    if (c->loss.entropy_coef != 0.0 || c->loss.use_adaptive_entropy) metric_add(m, "entropy_coef", t->entropy_coef);
     metric_add(m, "epoch", (double)t->rounds_made * (t->gen_batch / c->num_generations) / t->sess.data.n);
     metric_add(m, "step_time/generation", t->t_gen);
     metric_add(m, "step_time/scoring", t->t_score);
@@ -217,10 +219,22 @@ static int grpo_step(void *self, const ModelView *grads, long step, TrainStepOut
     MicroPass pass = {&t->sess.pre.model, &t->acts, 1.0f / c->gen.sampler.temperature};
     GrpoLossStats st;
     memset(&st, 0, sizeof st);
+    /* the entropy bonus's coefficient for this whole step: adaptive control
+     * applies it only while the last step's entropy was <= entropy_target */
+    GrpoLossConfig lc = c->loss;
+    lc.entropy_coef = !c->loss.use_adaptive_entropy ? t->entropy_coef
+                      : t->last_world_entropy <= c->loss.entropy_target ? t->entropy_coef : 0.0;
     out->loss = 0;
     for (int k = 0; k < GA; k++)
-        out->loss += micro_train(&pass, grads, &c->loss, seqs + k * B, B,
-                                 normalizer(&c->loss, off, trunc, k, B, GA, step_norm), &st);
+        out->loss += micro_train(&pass, grads, &lc, seqs + k * B, B, normalizer(&lc, off, trunc, k, B, GA, step_norm),
+                                 &st);
+    if (c->loss.use_adaptive_entropy) { /* TRL's controller, on the step's kept tokens */
+        const GrpoLossConfig *l = &c->loss;
+        double world = st.kept_entropy_sum / (st.kept_tokens > 1.0 ? st.kept_tokens : 1.0);
+        t->entropy_coef = world <= l->entropy_target ? fmin(t->entropy_coef + l->entropy_coef_delta, l->entropy_coef_max)
+                                                     : fmax(t->entropy_coef - l->entropy_coef_delta, l->entropy_coef_min);
+        t->last_world_entropy = world;
+    }
     for (int k = 0; k < GA; k++) mb[k]->pending--;
     for (int i = 0; i < n_retired; i++) rollout_free(retired[i]);
     free(mb), free(retired), free(slice), free(seqs), free(off), free(trunc);

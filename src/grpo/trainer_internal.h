@@ -55,6 +55,8 @@ typedef struct {
     int need_old;          /* old log-probs are recorded at generation time */
     GenSession sess;       /* the policy (sess.pre.model), tokenizer, prompts, generator */
     int longest_train;     /* longest training prompt (the activations are planned for it) */
+    double entropy_coef;       /* the bonus's coefficient now (use_adaptive_entropy moves it) */
+    double last_world_entropy; /* the last step's kept-token entropy (adaptive control; +inf before one) */
     Dataset eval_data;     /* eval_dataset, tokenized (eval_strategy steps) */
     int have_eval;
     Model ref;             /* the frozen reference (beta > 0) */

@@ -2,7 +2,7 @@
 # A TRL user's config (cli/trl_keys.c): TRL's own keys are mapped
 # (model_name_or_path, dataset_name, save_strategy 'no'), accepted with one
 # warning that lists every key without effect and why, or accepted only with
-# TRL's default value (use_peft, use_adaptive_entropy, ...); unknown keys
+# TRL's default value (use_peft, load_in_4bit, ...); unknown keys
 # are refused together in one error, each with a did-you-mean; Hub ids resolve
 # in the local Hugging Face cache, a missing one is refused with how to get it;
 # a .json file holding one array of records is a dataset.
@@ -65,10 +65,33 @@ T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --outpu
 expect_error 2 "use_peft 'true' is not supported: LoRA is not supported yet" "$GRPO" "${T[@]}" --use_peft
 expect_error 2 "save_strategy 'epoch' is not supported: checkpoints are written every save_steps steps" \
     "$GRPO" "${T[@]}" --save_strategy epoch
-expect_error 2 "use_adaptive_entropy 'true' is not supported: adaptive entropy control is not supported yet" \
-    "$GRPO" "${T[@]}" --use_adaptive_entropy
 "$GRPO" "${T[@]}" --entropy_coef 0.01 --output_dir "$TMP/ent" --logging_steps 1 || fail "entropy_coef"
 grep -q '"entropy_coef": 0.01' "$TMP/ent/metrics.jsonl" || fail "entropy_coef is logged, as TRL does"
+# adaptive entropy control (TRL's use_adaptive_entropy): the coefficient moves by entropy_coef_delta each step,
+# up while the step's entropy is <= entropy_target; the bonus applies from the step after a measurement
+A=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --num_generations 2 --per_device_train_batch_size 2
+   --max_completion_length 4 --max_steps 3 --logging_steps 1 --quiet --adam_epsilon 1e-2 --learning_rate 1e-3)
+"$GRPO" "${A[@]}" --output_dir "$TMP/ad" --use_adaptive_entropy --entropy_coef_delta 0.01 --entropy_target 100 --save_steps 1 \
+    || fail "use_adaptive_entropy"
+[ "$(grep -o '"entropy_coef": [0-9.]*' "$TMP/ad/metrics.jsonl" | tr '\n' ,)" = '"entropy_coef": 0.01,"entropy_coef": 0.02,"entropy_coef": 0.03,' ] \
+    || fail "the coefficient climbs while the entropy is below the target: $(grep -o '"entropy_coef": [0-9.]*' "$TMP/ad/metrics.jsonl")"
+"$GRPO" "${A[@]}" --output_dir "$TMP/plain3" || fail "plain run"
+"$GRPO" "${A[@]}" --output_dir "$TMP/ad0" --use_adaptive_entropy --entropy_coef 0.5 --entropy_target -1 || fail "target -1"
+cmp -s "$TMP/ad0/model.safetensors" "$TMP/plain3/model.safetensors" \
+    || fail "an entropy above the target never applies the bonus: the weights should equal a run without it"
+cmp -s "$TMP/ad/model.safetensors" "$TMP/plain3/model.safetensors" && fail "the applied bonus changed nothing"
+grep -q '"entropy_coef": 0.49' "$TMP/ad0/metrics.jsonl" && grep -q '"entropy_coef": 0.485' "$TMP/ad0/metrics.jsonl" \
+    || fail "the coefficient falls while the entropy is above the target: $(grep -o '"entropy_coef": [0-9.]*' "$TMP/ad0/metrics.jsonl")"
+# the controller's state is in the checkpoint: a resume gives the uninterrupted run's weights
+cp "$TMP/ad/model.safetensors" "$TMP/ad_full.safetensors"
+rm -rf "$TMP/ad/checkpoint-2" "$TMP/ad/checkpoint-3" "$TMP/ad/model.safetensors"
+"$GRPO" "${A[@]}" --output_dir "$TMP/ad" --use_adaptive_entropy --entropy_coef_delta 0.01 --entropy_target 100 \
+    --resume_from_checkpoint "$TMP/ad/checkpoint-1" || fail "resume with adaptive entropy control"
+cmp -s "$TMP/ad/model.safetensors" "$TMP/ad_full.safetensors" || fail "resumed adaptive run differs"
+"$GRPO" "${A[@]}" --output_dir "$TMP/plain3c" --save_steps 1 >/dev/null 2>&1
+rm -rf "$TMP/plain3c/checkpoint-2" "$TMP/plain3c/checkpoint-3"
+expect_error 1 "trainer_state.json: entropy_control (entropy_coef, last_world_entropy) is missing" \
+    "$GRPO" "${A[@]}" --output_dir "$TMP/plain3c" --use_adaptive_entropy --resume_from_checkpoint "$TMP/plain3c/checkpoint-1"
 printf 'eval_strategy: steps\n' > "$TMP/e.yaml"
 printf '{"text": "hello"}\n' > "$TMP/s0.jsonl"
 expect_error 2 "e.yaml:1: eval_strategy 'steps' is not supported: SFT has no evaluation during training yet" \
