@@ -157,32 +157,38 @@ static char *gold_answer(const char *text) {
     return xstrdup(hash ? hash + 4 : text);
 }
 
+int reward_column_text(const RewardFunc *f, const RewardItem *it, int i, const char *column, char num[64],
+                       const char **text, GrpoErr *err) {
+    char where[512];
+    json_t *v = it->row ? json_object_get(it->row, column) : NULL;
+    if (v && json_is_null(v)) return 1;
+    if (v && json_is_string(v)) {
+        *text = json_string_value(v);
+    } else if (v && json_is_integer(v)) {
+        snprintf(num, 64, "%lld", (long long)json_integer_value(v));
+        *text = num;
+    } else if (v && json_is_real(v)) {
+        snprintf(num, 64, "%.17g", json_real_value(v));
+        *text = num;
+    } else {
+        reward_item_where(it, i, where, sizeof where);
+        return v ? err_set(err, "reward '%s': %s: column '%s' must be a string or a number", f->name, where, column)
+                 : err_set(err, "reward '%s': %s: the example has no column '%s'", f->name, where, column);
+    }
+    return 0;
+}
+
 static int exact_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err) {
     const char *column = f->state;
     for (int i = 0; i < b->n; i++) {
         const RewardItem *it = &b->items[i];
-        char where[512];
-        reward_item_where(it, i, where, sizeof where);
-        json_t *v = it->row ? json_object_get(it->row, column) : NULL;
-        if (!v)
-            return err_set(err, "reward '%s': %s: the example has no column '%s'", f->name, where,
-                           column);
         char num[64];
         const char *want;
-        if (json_is_null(v)) { /* no reference answer: no value, as TRL's None */
+        int r = reward_column_text(f, it, i, column, num, &want, err);
+        if (r < 0) return -1;
+        if (r == 1) { /* no reference answer: no value, as TRL's None */
             out[i] = NAN;
             continue;
-        } else if (json_is_string(v)) {
-            want = json_string_value(v);
-        } else if (json_is_integer(v)) {
-            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-            want = num;
-        } else if (json_is_real(v)) {
-            snprintf(num, sizeof num, "%.17g", json_real_value(v));
-            want = num;
-        } else {
-            return err_set(err, "reward '%s': %s: column '%s' must be a string or a number", f->name,
-                           where, column);
         }
         char *gold = gold_answer(want);
         char *got = reward_extract_answer(it->completion);

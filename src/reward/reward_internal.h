@@ -19,6 +19,12 @@ int math_answers_equal(const char *answer, const char *gold);
 int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err);
 int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, GrpoErr *err);
 
+/* The text of an example's column for answer checks: a string as it is, a
+ * number printed (num holds it). 0 with *text; 1 when the column is null (no
+ * value); -1 with err when it is missing or neither. */
+int reward_column_text(const RewardFunc *f, const RewardItem *it, int i, const char *column, char num[64],
+                       const char **text, GrpoErr *err);
+
 /* "file:line" of an item for messages, or "batch item i" when unknown. */
 void reward_item_where(const RewardItem *it, int i, char *buf, size_t size);
 

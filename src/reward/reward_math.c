@@ -309,27 +309,13 @@ static int accuracy_compute(RewardFunc *f, const RewardBatch *b, double *out, Gr
     const char *column = f->state;
     for (int i = 0; i < b->n; i++) {
         const RewardItem *it = &b->items[i];
-        json_t *v = it->row ? json_object_get(it->row, column) : NULL;
-        char where[512], num[64];
-        if (!v) {
-            reward_item_where(it, i, where, sizeof where);
-            return err_set(err, "reward '%s': %s: the example has no column '%s'", f->name, where, column);
-        }
+        char num[64];
         const char *text;
-        if (json_is_null(v)) {
+        int r = reward_column_text(f, it, i, column, num, &text, err);
+        if (r < 0) return -1;
+        if (r == 1) { /* a null solution: no value (TRL's None) */
             out[i] = NAN;
             continue;
-        } else if (json_is_string(v)) {
-            text = json_string_value(v);
-        } else if (json_is_integer(v)) {
-            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-            text = num;
-        } else if (json_is_real(v)) {
-            snprintf(num, sizeof num, "%.17g", json_real_value(v));
-            text = num;
-        } else {
-            reward_item_where(it, i, where, sizeof where);
-            return err_set(err, "reward '%s': %s: column '%s' must be a string or a number", f->name, where, column);
         }
         char *gold = gold_answer(text), *gn = normalise(gold);
         if (!*gn) { /* nothing to compare with: no value (TRL: None) */
