@@ -329,15 +329,55 @@ static int has_data_extension(const char *s) {
     return 0;
 }
 
-/* Hub ids in place of paths, as a TRL user writes them: a model found in the
- * local Hub cache is used from there (said on stderr); a model or dataset that
- * is neither a local path nor cached is refused with how to get it. */
+/* The string value of the option called name among the groups, or def. */
+static const char *option_text(const OptGroup *g, int ng, const void *obj, const char *name, const char *def) {
+    size_t base;
+    const OptSpec *o = opts_find(g, ng, name, strlen(name), &base);
+    const char *v = o && o->type == OPT_STR ? *(const char *const *)opt_value(o, obj, base) : NULL;
+    return v ? v : def;
+}
+
+/* A dataset directory (a Hub dataset repository downloaded, or TRL's
+ * dataset_name pointing at a folder): its SPLIT.jsonl or SPLIT.json, also under
+ * data/. Returns the file (kept) or NULL. */
+static const char *split_file(const char *dir, const char *split) {
+    static const char *const forms[] = {"%s/%s.jsonl", "%s/%s.json", "%s/data/%s.jsonl", "%s/data/%s.json"};
+    for (int k = 0; k < 4; k++) {
+        char *p = xmalloc(strlen(dir) + strlen(split) + 16);
+        sprintf(p, forms[k], dir, split);
+        if (fs_exists(p) && !fs_is_dir(p)) return keep(p);
+        free(p);
+    }
+    return NULL;
+}
+
+/* Hub ids and directories in place of files, as a TRL user writes them: a
+ * model found in the local Hub cache is used from there (said on stderr); a
+ * dataset directory gives its split's file; a model or dataset that is neither
+ * a local path nor cached is refused with how to get it. */
 static int resolve_paths(const char *cmd, const OptGroup *g, int ng, void *obj) {
     for (int k = 0; k < ng; k++)
         for (int i = 0; i < g[k].n; i++) {
             const OptSpec *o = &g[k].specs[i];
             const char **v = opt_value(o, obj, g[k].base);
-            if (o->type != OPT_STR || !(o->flags & (OPT_MODEL_PATH | OPT_DATA_PATH)) || !*v || !hf_is_repo_id(*v)) continue;
+            if (o->type != OPT_STR || !(o->flags & (OPT_MODEL_PATH | OPT_DATA_PATH)) || !*v) continue;
+            if ((o->flags & OPT_DATA_PATH) && fs_is_dir(*v)) {
+                const char *split = o->flags & OPT_TEST_SPLIT ? option_text(g, ng, obj, "dataset_test_split", "test")
+                                                              : option_text(g, ng, obj, "dataset_train_split", "train");
+                const char *file = split_file(*v, split);
+                if (!file) {
+                    fprintf(stderr,
+                            "grpo %s: --%s %s is a directory without %s.jsonl or %s.json (nor under data/); give the "
+                            "file, or another split (--%s); a parquet split converts with python3 -c \"import pandas; "
+                            "pandas.read_parquet('FILE.parquet').to_json('%s.jsonl', orient='records', lines=True)\"\n",
+                            cmd, o->name, *v, split, split,
+                            o->flags & OPT_TEST_SPLIT ? "dataset_test_split" : "dataset_train_split", split);
+                    return 2;
+                }
+                *v = file;
+                continue;
+            }
+            if (!hf_is_repo_id(*v)) continue;
             if (o->flags & OPT_MODEL_PATH) {
                 char *dir = hf_cache_model_dir(*v, NULL);
                 if (dir) {

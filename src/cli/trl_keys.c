@@ -28,7 +28,6 @@ static const TrlKey keys[] = {
     {"model_name_or_path", B, TRL_ALIAS, 'v', "model", NULL},
     {"dataset_name", B, TRL_ALIAS, 'v', "dataset", NULL},
     {"dataset_config", B, TRL_IGNORE, 'v', NULL, R_LOCAL},
-    {"dataset_test_split", B, TRL_IGNORE, 'v', NULL, "give the eval prompts as eval_dataset (a local file)"},
     {"dataset_streaming", B, TRL_IGNORE, 'b', NULL, R_LOCAL},
     {"ignore_bias_buffers", B, TRL_IGNORE, 'b', NULL, R_DIST},
     {"model_revision", B, TRL_IGNORE, 'v', NULL, R_LOCAL},

@@ -52,7 +52,9 @@ enum {
     OPT_UNSET_NAN = 1 << 1, /* numbers: NaN (the default) means unset */
     OPT_NO_RECORD = 1 << 2, /* not recorded in checkpoints (paths of this run, output switches) */
     OPT_MODEL_PATH = 1 << 3, /* strings: a model directory, or a Hub id found in the local Hub cache */
-    OPT_DATA_PATH = 1 << 4, /* strings: a local dataset file; a Hub id gets a hint to convert it */
+    OPT_DATA_PATH = 1 << 4, /* strings: a local dataset file (a directory: its dataset_train_split file);
+                               a Hub id gets a hint to convert it */
+    OPT_TEST_SPLIT = 1 << 5, /* with OPT_DATA_PATH: a directory gives its dataset_test_split file */
 };
 
 typedef struct {

@@ -34,7 +34,7 @@ static const OptSpec grpo_options[] = {
      "steps between reference syncs"},
     {"log_completions", OPT_BOOL, C(log_completions), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
      "write completions.jsonl"},
-    {"eval_dataset", OPT_STR, C(eval_dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
+    {"eval_dataset", OPT_STR, C(eval_dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH | OPT_TEST_SPLIT,
      "prompts to evaluate on during training (with eval_strategy steps)"},
     {"eval_strategy", OPT_ENUM, C(eval_strategy), 0, NULL, OPT_NO_RANGE, eval_strategy_names, NULL, 0,
      "steps: evaluate on eval_dataset every eval_steps steps and after the last"},

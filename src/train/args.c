@@ -51,6 +51,10 @@ const OptSpec training_args_options[] = {
      "tensorboard: TensorBoard event files too (under logging_dir); none (the default)"},
     {"logging_dir", OPT_STR, A(logging_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
      "where TensorBoard files go (default output_dir/runs/DATE_HOST)"},
+    {"dataset_train_split", OPT_STR, A(dataset_train_split), 0, "train", OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "with a dataset directory: the file SPLIT.jsonl or SPLIT.json (also under data/)"},
+    {"dataset_test_split", OPT_STR, A(dataset_test_split), 0, "test", OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+     "with an eval_dataset directory: its file, as dataset_train_split"},
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 

@@ -41,6 +41,8 @@ typedef struct {
     int quiet;                         /* no progress events */
     StrList report_to;                 /* "tensorboard"/"all": TensorBoard event files too; "none" */
     const char *logging_dir;           /* TensorBoard's directory (NULL: output_dir/runs/DATE_HOST) */
+    const char *dataset_train_split;   /* a dataset directory's file: SPLIT.jsonl, SPLIT.json (TRL's, "train") */
+    const char *dataset_test_split;    /* the same for eval_dataset ("test") */
 } TrainingArgs;
 
 extern const OptSpec training_args_options[];

@@ -145,6 +145,16 @@ expect_error 2 "--model 'TinyOrg/other' is neither a directory nor a model in th
 expect_error 2 "--dataset 'trl-lib/tldr' is not a local file; grpo.c reads JSON lines (or a JSON array): convert a Hub dataset with python3" \
     "$GRPO" train --model "$TMP/m" --dataset_name trl-lib/tldr --reward_funcs length --output_dir "$TMP/x"
 
+# dataset_name as a directory (a downloaded dataset repository): its dataset_train_split file,
+# SPLIT.jsonl or SPLIT.json, also under data/; eval_dataset's with dataset_test_split
+mkdir -p "$TMP/dsd/data" && cp "$TMP/d.jsonl" "$TMP/dsd/data/train.jsonl" && printf '[{"prompt": "x"}]' > "$TMP/dsd/test.json"
+printf 'dataset_name: %s\ndataset_train_split: train\neval_strategy: steps\neval_dataset: %s\n' "$TMP/dsd" "$TMP/dsd" > "$TMP/dsd.yaml"
+"$GRPO" train --model "$TMP/m" --reward_funcs length --output_dir "$TMP/dsdo" "${SMALL[@]}" --config "$TMP/dsd.yaml" \
+    || fail "a dataset directory"
+grep -q '"eval_reward"' "$TMP/dsdo/metrics.jsonl" || fail "eval_dataset directory (test.json)"
+expect_error 2 "dsd is a directory without validation.jsonl or validation.json (nor under data/)" \
+    "$GRPO" train --model "$TMP/m" --dataset "$TMP/dsd" --dataset_train_split validation --reward_funcs length --output_dir "$TMP/x"
+
 # a .json file holding one JSON array of records
 python3 -c "import json; json.dump([{'prompt': 'ab'}, {'prompt': 'cd'}], open('$TMP/d.json', 'w'), indent=2)"
 "$GRPO" train --model "$TMP/m" --dataset "$TMP/d.json" --reward_funcs length --output_dir "$TMP/j" "${SMALL[@]}" --seed 7 \
