@@ -161,6 +161,8 @@ static const TrlKey keys[] = {
     {"ddp_backend", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"ddp_timeout", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"fsdp", B, TRL_IGNORE, 'l', NULL, R_DIST},
+    {"sharded_ddp", B, TRL_IGNORE, 'l', NULL, R_DIST},
+    {"xpu_backend", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"fsdp_config", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"fsdp_min_num_params", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"fsdp_transformer_layer_cls_to_wrap", B, TRL_IGNORE, 'v', NULL, R_DIST},
@@ -230,6 +232,7 @@ static const TrlKey keys[] = {
     {"eval_packing", S, TRL_IGNORE, 'b', NULL, R_EVAL},
     {"assistant_only_loss", S, TRL_ONLY, 'b', "false", "the loss covers completions (completion_only_loss) or every token"},
     {"activation_offloading", S, TRL_IGNORE, 'b', NULL, "memory is checked before the run starts"},
+    {"loss_type", S, TRL_ONLY, 'v', "nll", "SFT's loss is the negative log-likelihood (nll; dft is not supported)"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 
