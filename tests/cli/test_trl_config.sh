@@ -53,6 +53,13 @@ m = [json.loads(l) for l in open(sys.argv[1]) if '"learning_rate"' in l]
 assert m and abs(m[0]["learning_rate"] - 3e-4) < 1e-12, m
 assert any(k.startswith("rewards/reward_len") for k in m[0]), m[0].keys()
 PY
+# examples/trl/grpo_config.yaml (TRL's names only) runs with one warning
+"$GRPO" train --config examples/trl/grpo_config.yaml --model_name_or_path "$TMP/m" --output_dir "$TMP/ex" --max_steps 1 \
+    --num_generations 2 --per_device_train_batch_size 2 --gradient_accumulation_steps 1 --max_completion_length 4 \
+    --quiet false 2>"$TMP/ex.err" || fail "examples/trl/grpo_config.yaml: $(cat "$TMP/ex.err")"
+[ "$(grep -c warning "$TMP/ex.err")" -eq 1 ] && ls "$TMP"/ex/runs/*/events.out.tfevents.* >/dev/null 2>&1 \
+    || fail "the example: one warning and TensorBoard files: $(cat "$TMP/ex.err")"
+
 # the same on the command line, TRL's flag forms included
 "$GRPO" train --model_name_or_path "$TMP/m" --dataset_name "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/c" \
     "${SMALL[@]}" --bf16 --use_vllm False --report_to tensorboard wandb --vllm_mode=colocate --lora_r 16 2>"$TMP/c.err" \
