@@ -13,6 +13,7 @@
  * trainer dies, however it dies. Not here: restarting a failed child, running several children in parallel. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -265,10 +266,29 @@ typedef struct {
     int at_line_start;
 } Relay;
 
+/* The reward's process group, for a guardian that must give up relaying, and
+ * whether the trainer's pipe (fd 3) is still to be watched (before the kill). */
+static pid_t relay_group;
+static int relay_watch_life = 1;
+
+/* Writes to our stderr without ever blocking the guard's duty: it waits for room
+ * (pieces of at most PIPE_BUF, which a writable pipe always takes whole) while
+ * watching the trainer's pipe (fd 3); if the trainer goes meanwhile — its stderr
+ * perhaps a full pipe nobody reads — the group is killed and the guardian exits.
+ * After the kill (draining), it waits at most a second for room. */
 static void relay_write(const void *p, size_t n) {
     const char *s = p;
     while (n > 0) {
-        ssize_t w = write(2, s, n);
+        struct pollfd q[2] = {{.fd = 2, .events = POLLOUT}, {.fd = relay_watch_life ? 3 : -1, .events = POLLIN}};
+        int k = poll(q, 2, relay_watch_life ? -1 : 1000);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;
+        if (q[1].revents) {
+            kill(-relay_group, SIGKILL);
+            _exit(0);
+        }
+        if (q[0].revents & (POLLERR | POLLHUP | POLLNVAL)) return; /* stderr is gone: drop the text */
+        ssize_t w = write(2, s, n < PIPE_BUF ? n : PIPE_BUF);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return;
         s += w, n -= (size_t)w;
@@ -315,6 +335,7 @@ static void guard_group(int life_fd, int err_fd, pid_t group, const char *name) 
     signal(SIGTERM, SIG_IGN);
     signal(SIGPIPE, SIG_IGN); /* a closed stderr must not stop the guard */
     static Relay r;
+    relay_group = group;
     const char *parts[3] = {"[reward ", name, "] "};
     for (int k = 0; k < 3; k++)
         for (const char *s = parts[k]; *s && r.n < 200; s++) r.buf[r.n++] = *s;
@@ -331,6 +352,7 @@ static void guard_group(int life_fd, int err_fd, pid_t group, const char *name) 
         if (k > 0 && p[0].revents) break;
     }
     kill(-group, SIGKILL);
+    relay_watch_life = 0;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (err_open) {

@@ -106,6 +106,22 @@ printf 'import sys\nsys.stdin.readline()\nsys.stderr.write("Traceback: boom\\n")
 [ "$(head -1 "$TMP/bm.err")" = "[reward boom] Traceback: boom" ] && tail -1 "$TMP/bm.err" | grep -q "exited with status 3" \
     || fail "the reward's last words before the trainer's error: $(cat "$TMP/bm.err")"
 
+# the relay never keeps the guard from its duty: with the trainer's stderr a full pipe that
+# nobody reads, a killed trainer's reward process still dies with it
+printf 'import os, sys\nopen(sys.argv[1], "w").write(str(os.getpid()))\nfor i in range(3000):\n    sys.stderr.write("x" * 999 + "\\n")\nsys.stderr.flush()\nsys.stdin.readline()\n' > "$TMP/flood.py"
+mkfifo "$TMP/errpipe"
+sleep 60 < "$TMP/errpipe" & holder=$!
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs "cmd:python3 $TMP/flood.py $TMP/flood.pid" \
+    --output_dir "$TMP/fl" --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 1 \
+    --quiet 2>"$TMP/errpipe" & trainer=$!
+for i in $(seq 100); do [ -s "$TMP/flood.pid" ] && break; sleep 0.1; done
+sleep 1
+kill -9 "$trainer" 2>/dev/null; wait "$trainer" 2>/dev/null
+gone=0
+for i in $(seq 50); do kill -0 "$(cat "$TMP/flood.pid" 2>/dev/null || echo 1)" 2>/dev/null || { gone=1; break; }; sleep 0.1; done
+[ "$gone" -eq 1 ] || { fail "the reward outlived its trainer while stderr was full"; kill -9 "$(cat "$TMP/flood.pid")" 2>/dev/null; }
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+
 # bad input
 T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --reward_funcs length:5 --max_completion_length 4 --max_steps 1 --quiet)
 expect_error 2 "must be divisible by num_generations (8)" "$GRPO" "${T[@]}" --per_device_train_batch_size 4 --num_generations 8 --gradient_accumulation_steps 1
