@@ -11,5 +11,6 @@ int cmd_train(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 #endif

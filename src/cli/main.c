@@ -21,6 +21,7 @@ static const Command commands[] = {
     {"tokenize", cmd_tokenize, "encode text to ids or decode ids to text (JSON lines)"},
     {"eval", cmd_eval, "generate on a dataset and report mean rewards and pass@1"},
     {"plot", cmd_plot, "draw a run's metrics.jsonl as an SVG chart"},
+    {"merge", cmd_merge, "fold a PEFT LoRA adapter into its base model (a full HF model directory)"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,43 @@
+/* model/lora.h — LoRA adapters in PEFT's format, read and merged into a model.
+ *
+ * A PEFT LoRA adapter directory holds adapter_config.json (peft_type "LORA", r,
+ * lora_alpha, use_rslora, target_modules, ...) and adapter_model.safetensors
+ * with, per adapted linear layer MODULE (e.g. model.layers.0.self_attn.q_proj),
+ * base_model.model.MODULE.lora_A.weight [r, in] and .lora_B.weight [out, r]
+ * (the adapter name, ".default", may appear before ".weight"). The layer then
+ * computes W x + scaling · B A x, scaling = lora_alpha / r (lora_alpha / sqrt(r)
+ * with use_rslora), and merging folds it in: W += scaling · B A, as PEFT's
+ * merge_and_unload does. What PEFT can write and this does not take — DoRA,
+ * biases, fan_in_fan_out, modules_to_save, per-module rank or alpha patterns,
+ * embedding adapters — is refused with the field named. */
+#ifndef GRPO_MODEL_LORA_H
+#define GRPO_MODEL_LORA_H
+
+#include "core/check.h"
+#include "model/transformer.h"
+
+typedef struct {
+    int param;          /* the adapted weight's entry in the model's ParamTable */
+    int out, in;
+    float *A;           /* [r, in] */
+    float *B;           /* [out, r] */
+} LoraPair;
+
+typedef struct {
+    int r;
+    double alpha, scaling;
+    int use_rslora;
+    int n;
+    LoraPair *pairs;
+} LoraAdapter;
+
+/* Reads dir's adapter and checks it against m (every pair names a linear
+ * weight of m with matching shapes). On error nothing is left to free. */
+int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err);
+
+/* W += scaling · B A for every pair, into m's parameters. */
+void lora_merge(const LoraAdapter *a, Model *m);
+
+void lora_free(LoraAdapter *a);
+
+#endif
