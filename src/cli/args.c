@@ -362,16 +362,18 @@ static int resolve_paths(const char *cmd, const OptGroup *g, int ng, void *obj) 
             const char **v = opt_value(o, obj, g[k].base);
             if (o->type != OPT_STR || !(o->flags & (OPT_MODEL_PATH | OPT_DATA_PATH)) || !*v) continue;
             if ((o->flags & OPT_DATA_PATH) && fs_is_dir(*v)) {
-                const char *split = o->flags & OPT_TEST_SPLIT ? option_text(g, ng, obj, "dataset_test_split", "test")
-                                                              : option_text(g, ng, obj, "dataset_train_split", "train");
+                const char *split_opt = o->flags & OPT_TEST_SPLIT ? "dataset_test_split" : "dataset_train_split";
+                const char *split = option_text(g, ng, obj, split_opt, o->flags & OPT_TEST_SPLIT ? "test" : "train");
                 const char *file = split_file(*v, split);
                 if (!file) {
+                    size_t base;
+                    int has_opt = opts_find(g, ng, split_opt, strlen(split_opt), &base) != NULL;
                     fprintf(stderr,
                             "grpo %s: --%s %s is a directory without %s.jsonl or %s.json (nor under data/); give the "
-                            "file, or another split (--%s); a parquet split converts with python3 -c \"import pandas; "
+                            "file%s%s%s; a parquet split converts with python3 -c \"import pandas; "
                             "pandas.read_parquet('FILE.parquet').to_json('%s.jsonl', orient='records', lines=True)\"\n",
-                            cmd, o->name, *v, split, split,
-                            o->flags & OPT_TEST_SPLIT ? "dataset_test_split" : "dataset_train_split", split);
+                            cmd, o->name, *v, split, split, has_opt ? ", or another split (--" : "",
+                            has_opt ? split_opt : "", has_opt ? ")" : "", split);
                     return 2;
                 }
                 *v = file;

@@ -25,7 +25,9 @@ expect_error 1 "data.fifo: is a FIFO, expected a regular file" timeout 10 "$GRPO
 expect_error 1 "/dev/zero: is a character device, expected a regular file" timeout 10 "$GRPO" generate --model "$TMP/b" --dataset /dev/zero
 expect_error 1 "/dev/null: is a character device, expected a regular file" timeout 10 \
     "$GRPO" train --model "$TMP/b" --dataset /dev/null --reward_funcs length --output_dir "$TMP/o"
-expect_error 1 "is a directory, expected a regular file" timeout 10 "$GRPO" generate --model "$TMP/b" --dataset "$TMP"
+# a dataset directory is a dataset repository: without its train.jsonl / train.json it is refused at once
+expect_error 2 "is a directory without train.jsonl or train.json (nor under data/); give the file;" \
+    timeout 10 "$GRPO" generate --model "$TMP/b" --dataset "$TMP"
 mkfifo "$TMP/run.yaml"
 expect_error 2 "run.yaml: is a FIFO, expected a regular file (the --config file)" timeout 10 \
     "$GRPO" train --config "$TMP/run.yaml" --model "$TMP/b" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/o"
