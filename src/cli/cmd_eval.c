@@ -28,6 +28,7 @@
 #include "eval/evaluate.h"
 #include "gen/options.h"
 #include "gen/pretrained.h"
+#include "model/lora.h"
 #include "reward/reward.h"
 
 #define SYNOPSIS "--model DIR --dataset FILE --reward_funcs SPEC... [options]"
@@ -74,7 +75,7 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, double thre
 }
 
 typedef struct {
-    const char *model_dir, *dataset;
+    const char *model_dir, *dataset, *adapter;
     RewardArgs rewards;
     int num_generations, max_prompt_length, max_examples, json;
     double pass_threshold;
@@ -84,6 +85,8 @@ typedef struct {
 #define A(f) offsetof(EvalArgs, f)
 static const OptSpec eval_options[] = {
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
+    {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "a PEFT LoRA adapter directory, folded into the model as grpo merge does"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_DATA_PATH,
      "JSON lines with a `prompt` column and the reward functions' columns"},
     {"num_generations", OPT_INT, A(num_generations), 1, NULL, 1, 1 << 20, NULL, NULL, 0, "completions per example"},
@@ -121,6 +124,12 @@ int cmd_eval(int argc, char **argv) {
     GenSession s;
     if (reward_set_from_args(&rs, &a.rewards, &err) || dataset_load(&ds, a.dataset, &err) ||
         gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
+        reward_set_free(&rs);
+        args_free();
+        return cli_fail("eval", err.msg);
+    }
+    if (a.adapter && lora_apply_dir(&s.pre.model, a.adapter, &err)) {
+        gen_session_close(&s);
         reward_set_free(&rs);
         args_free();
         return cli_fail("eval", err.msg);

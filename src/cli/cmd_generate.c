@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "gen/options.h"
 #include "gen/pretrained.h"
+#include "model/lora.h"
 
 static void print_json_string(const char *s) {
     json_t *j = json_string(s);
@@ -25,7 +26,7 @@ static void print_json_string(const char *s) {
 }
 
 typedef struct {
-    const char *model_dir, *prompt, *chat, *dataset;
+    const char *model_dir, *prompt, *chat, *dataset, *adapter;
     int max_prompts, num_generations, max_prompt_length, no_shared_prefix, json;
     GenOpts gen;
 } GenerateArgs;
@@ -33,6 +34,8 @@ typedef struct {
 #define A(f) offsetof(GenerateArgs, f)
 static const OptSpec generate_options[] = {
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
+    {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "a PEFT LoRA adapter directory, folded into the model as grpo merge does"},
     {"prompt", OPT_STR, A(prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "prompt text, used as it is"},
     {"chat", OPT_STR, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "a user message, rendered with the chat template"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
@@ -78,6 +81,11 @@ int cmd_generate(int argc, char **argv) {
     GenSession s;
     if (load_prompts(&a, &ds, &err) ||
         gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err)) {
+        args_free();
+        return cli_fail("generate", err.msg);
+    }
+    if (a.adapter && lora_apply_dir(&s.pre.model, a.adapter, &err)) {
+        gen_session_close(&s);
         args_free();
         return cli_fail("generate", err.msg);
     }

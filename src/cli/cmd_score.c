@@ -14,6 +14,7 @@
 #include "core/memory.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
+#include "model/lora.h"
 #include "model/model_io.h"
 
 typedef struct {
@@ -116,7 +117,7 @@ static int score_row(json_t *row, long line, void *ctx, GrpoErr *err) {
 }
 
 typedef struct {
-    const char *model_dir, *data;
+    const char *model_dir, *data, *adapter;
     double temperature;
     long batch_tokens;
     int gradient_checkpointing;
@@ -125,6 +126,8 @@ typedef struct {
 #define A(f) offsetof(ScoreArgs, f)
 static const OptSpec score_options[] = {
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
+    {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "a PEFT LoRA adapter directory, folded into the model as grpo merge does"},
     {"data", OPT_STR, A(data), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
      "JSON lines {prompt_ids, completion_ids}; - for stdin"},
     {"temperature", OPT_F64, A(temperature), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0, "score softmax(logits / temperature)"},
@@ -147,6 +150,10 @@ int cmd_score(int argc, char **argv) {
     GrpoErr err;
     Model m;
     if (model_load(&m, model_dir, &err)) return cli_fail("score", err.msg);
+    if (sa.adapter && lora_apply_dir(&m, sa.adapter, &err)) {
+        model_free(&m);
+        return cli_fail("score", err.msg);
+    }
     double mb = 1048576.0, need = (double)acts_plan_bytes(&m.cfg, (int)batch_tokens, ckpt, 32);
     double avail = (double)mem_available_bytes();
     if (need > avail) {

@@ -138,6 +138,14 @@ int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err) {
     return rc;
 }
 
+int lora_apply_dir(Model *m, const char *dir, GrpoErr *err) {
+    LoraAdapter a;
+    if (lora_load(&a, dir, m, err)) return -1;
+    lora_merge(&a, m);
+    lora_free(&a);
+    return 0;
+}
+
 void lora_merge(const LoraAdapter *a, Model *m) {
     for (int i = 0; i < a->n; i++) {
         const LoraPair *q = &a->pairs[i];

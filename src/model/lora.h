@@ -40,4 +40,8 @@ void lora_merge(const LoraAdapter *a, Model *m);
 
 void lora_free(LoraAdapter *a);
 
+/* The adapter in dir folded into m (load, check, merge): what --adapter does on
+ * generate, eval and score, the same as running the `grpo merge` output. */
+int lora_apply_dir(Model *m, const char *dir, GrpoErr *err);
+
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `grpo merge`: a PEFT LoRA adapter folded into its base model and written as a
 # full HF model directory that the other commands load; the base's dtype kept or
-# --dtype; bad input (an existing output, a refused adapter) leaves nothing.
+# --dtype; --adapter on generate, eval and score gives what the merged directory
+# gives; bad input (an existing output, a refused adapter) leaves nothing.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 B=tests/fixtures/qwen3
@@ -23,10 +24,31 @@ printf '{"prompt_ids": [1, 2, 3], "completion_ids": [4, 5]}\n' > "$TMP/s.jsonl"
 cmp -s "$TMP/merged.out" "$TMP/base.out" && fail "the adapter changed no log-prob"
 "$GRPO" merge --model "$B" --adapter tests/fixtures/lora/adapter --output_dir "$TMP/bf" --dtype bfloat16 2>/dev/null \
     && grep -q '"torch_dtype": "bfloat16"' "$TMP/bf/config.json" || fail "--dtype bfloat16"
-# bad input: nothing written
-expect_error 1 "m: already exists" "$GRPO" merge --model "$B" --adapter tests/fixtures/lora/adapter --output_dir "$TMP/m"
 mkdir -p "$TMP/dora" && cp tests/fixtures/lora/adapter/* "$TMP/dora/" \
     && sed -i 's/"use_dora": false/"use_dora": true/' "$TMP/dora/adapter_config.json"
+# --adapter on generate, eval and score: the same as running the merged directory
+sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' "$B/config.json" > "$TMP/c300.json"
+"$GRPO" init --config "$TMP/c300.json" --tokenizer assets/byte-tokenizer --seed 3 --output_dir "$TMP/t" 2>/dev/null \
+    && "$GRPO" merge --model "$TMP/t" --adapter tests/fixtures/lora/adapter --output_dir "$TMP/tm" 2>/dev/null \
+    || fail "a model with a tokenizer, merged"
+printf '{"prompt": "ab", "solution": "1"}\n{"prompt": "cde"}\n' > "$TMP/d.jsonl"
+"$GRPO" generate --model "$TMP/t" --adapter tests/fixtures/lora/adapter --prompt ab --json --max_completion_length 6 \
+    > "$TMP/g1" 2>/dev/null && "$GRPO" generate --model "$TMP/tm" --prompt ab --json --max_completion_length 6 > "$TMP/g2" 2>/dev/null \
+    && cmp -s "$TMP/g1" "$TMP/g2" || fail "generate --adapter differs from the merged model"
+"$GRPO" generate --model "$TMP/t" --prompt ab --json --max_completion_length 6 > "$TMP/g0" 2>/dev/null
+cmp -s "$TMP/g0" "$TMP/g1" && fail "generate --adapter gave the base's completions"
+"$GRPO" eval --model "$TMP/t" --adapter tests/fixtures/lora/adapter --dataset "$TMP/d.jsonl" --reward_funcs length --json --max_completion_length 6 \
+    --num_generations 2 --temperature 1 > "$TMP/e1" 2>/dev/null && "$GRPO" eval --model "$TMP/tm" --dataset "$TMP/d.jsonl" \
+    --reward_funcs length --json --max_completion_length 6 --num_generations 2 --temperature 1 > "$TMP/e2" 2>/dev/null && cmp -s "$TMP/e1" "$TMP/e2" \
+    || fail "eval --adapter differs from the merged model"
+"$GRPO" score --model "$TMP/t" --adapter tests/fixtures/lora/adapter --data "$TMP/s.jsonl" > "$TMP/s1" \
+    && "$GRPO" score --model "$TMP/tm" --data "$TMP/s.jsonl" > "$TMP/s2" && cmp -s "$TMP/s1" "$TMP/s2" \
+    || fail "score --adapter differs from the merged model"
+expect_error 1 "dora/adapter_config.json: use_dora true is not supported" \
+    "$GRPO" score --model "$TMP/t" --adapter "$TMP/dora" --data "$TMP/s.jsonl"
+
+# bad input: nothing written
+expect_error 1 "m: already exists" "$GRPO" merge --model "$B" --adapter tests/fixtures/lora/adapter --output_dir "$TMP/m"
 expect_error 1 "dora/adapter_config.json: use_dora true is not supported" \
     "$GRPO" merge --model "$B" --adapter "$TMP/dora" --output_dir "$TMP/x"
 expect_error 1 "has shape" "$GRPO" merge --model tests/fixtures/llama --adapter tests/fixtures/lora/adapter --output_dir "$TMP/x"
