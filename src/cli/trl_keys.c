@@ -1,6 +1,8 @@
 /* cli/trl_keys.c — the TRL config keys grpo.c maps, ignores or restricts (trl_keys.h). */
 #include "cli/trl_keys.h"
 
+#include "core/options.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -255,16 +257,6 @@ int trl_key_names(const char *cmd, const char **out, int cap) {
     return n;
 }
 
-/* HfArgumentParser's boolean spellings, in any case. */
-static int as_bool(const char *s, int *b) {
-    static const char *const t[] = {"true", "yes", "t", "y", "1"}, *const f[] = {"false", "no", "f", "n", "0"};
-    for (int i = 0; i < 5; i++) {
-        if (!strcasecmp(s, t[i])) return *b = 1, 1;
-        if (!strcasecmp(s, f[i])) return *b = 0, 1;
-    }
-    return 0;
-}
-
 static int as_number(const char *s, double *d) {
     char *end;
     *d = strtod(s, &end);
@@ -278,7 +270,7 @@ static int same_value(const char *want, const char *value) {
     double dw, dv;
     if (!*want) return !*value || !strcmp(value, "null") || !strcmp(value, "None") || !strcmp(value, "~");
     if (!strcasecmp(want, "true") || !strcasecmp(want, "false"))
-        return as_bool(want, &bw) && as_bool(value, &bv) && bw == bv;
+        return opt_parse_bool(want, &bw) == 0 && opt_parse_bool(value, &bv) == 0 && bw == bv;
     if (as_number(want, &dw)) return as_number(value, &dv) && dv == dw;
     return !strcmp(want, value);
 }
