@@ -11,8 +11,11 @@
  *
  * The model directory is written to a temporary directory: random fp32 Qwen2
  * weights (N(0, 0.02^2), q/k/v bias, tied head) of one of the shapes
- *   qwen2-0.5b  hidden 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864, vocab 151936
- *   small       hidden 256,  4 layers,  8 heads, 4 KV heads, intermediate  768, vocab  32000
+ *   qwen2-0.5b    hidden  896, 24 layers, 14 heads, 2 KV heads, intermediate  4864, vocab 151936
+ *   small         hidden  256,  4 layers,  8 heads, 4 KV heads, intermediate   768, vocab  32000
+ *   qwen2.5-1.5b  hidden 1536, 28 layers, 12 heads, 2 KV heads, intermediate  8960, vocab 151936
+ *   qwen2.5-3b    hidden 2048, 36 layers, 16 heads, 2 KV heads, intermediate 11008, vocab 151936
+ *                 (the last two for --write_dir: bench/lora_rss.sh)
  * and a synthetic byte-level tokenizer whose vocabulary covers every model id (the
  * 256 byte tokens of assets/byte-tokenizer, filler tokens "x<id>" up to V - 3, and
  * its three ChatML specials at V-3..V-1): the trainer decodes every completion for
@@ -25,12 +28,17 @@
  * step_time and step_time/{generation,scoring,reference,training} from the
  * trainer's own metrics.jsonl (logging_steps 1).
  *
+ * With --lora R the step trains LoRA adapters instead (use_peft, r R, lora_alpha
+ * 2R, all-linear, dropout 0.05) on the frozen model: the same generation, and
+ * train_s + opt_s (the rest of the step: clipping, AdamW) to compare.
+ *
  *   build/bench/bench_grpo_step [--shape small|qwen2-0.5b] [--G 32] [--warmup 1] [--beta 0]
- *                               [--no_ckpt] [--kv_cache_mb N]
+ *                               [--no_ckpt] [--kv_cache_mb N] [--lora R]
  *   build/bench/bench_grpo_step --shape small --write_dir DIR   (writes the model
  *       directory and DIR/data.jsonl, then exits: for bench/grpo_step_rss.sh)
  * prints one line per run:
- *   grpo_step impl=grpo shape=S G=N ckpt=0|1 beta=B step_s=X gen_s=.. score_s=.. ref_s=.. train_s=.. mean_len=L */
+ *   grpo_step impl=grpo shape=S G=N ckpt=0|1 beta=B lora=R step_s=X gen_s=.. score_s=.. ref_s=.. train_s=..
+ *             opt_s=.. mean_len=L */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +59,8 @@ typedef struct {
 static const Shape SHAPES[] = {
     {"qwen2-0.5b", 896, 24, 14, 2, 4864, 151936},
     {"small", 256, 4, 8, 4, 768, 32000},
+    {"qwen2.5-1.5b", 1536, 28, 12, 2, 8960, 151936},
+    {"qwen2.5-3b", 2048, 36, 16, 2, 11008, 151936},
 };
 
 static void die(const char *what, const GrpoErr *err) {
@@ -161,7 +171,7 @@ static double metric(json_t *o, const char *k) {
 
 int main(int argc, char **argv) {
     const char *shape = "small", *write_dir = NULL;
-    int G = 32, warmup = 1, ckpt = 1;
+    int G = 32, warmup = 1, ckpt = 1, lora = 0;
     long kv_mb = 1024;
     double beta = 0;
     for (int i = 1; i < argc; i++) {
@@ -171,11 +181,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--beta") && i + 1 < argc) beta = atof(argv[++i]);
         else if (!strcmp(argv[i], "--kv_cache_mb") && i + 1 < argc) kv_mb = atol(argv[++i]);
         else if (!strcmp(argv[i], "--no_ckpt")) ckpt = 0;
+        else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--write_dir") && i + 1 < argc) write_dir = argv[++i];
         else {
             fprintf(stderr,
                     "usage: %s [--shape small|qwen2-0.5b] [--G N] [--warmup N] [--beta B] [--no_ckpt] "
-                    "[--kv_cache_mb N] [--write_dir DIR]\n",
+                    "[--kv_cache_mb N] [--lora R] [--write_dir DIR]\n",
                     argv[0]);
             return 2;
         }
@@ -183,8 +194,9 @@ int main(int argc, char **argv) {
     const Shape *s = NULL;
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
         if (!strcmp(shape, SHAPES[k].name)) s = &SHAPES[k];
-    if (!s || G < MICRO_BATCH || G % MICRO_BATCH || warmup < 0 || kv_mb < 1) {
-        fprintf(stderr, "--shape must be small or qwen2-0.5b, --G a multiple of %d, --warmup >= 0\n", MICRO_BATCH);
+    if (!s || G < MICRO_BATCH || G % MICRO_BATCH || warmup < 0 || kv_mb < 1 || lora < 0) {
+        fprintf(stderr, "--shape must be small, qwen2-0.5b, qwen2.5-1.5b or qwen2.5-3b, --G a multiple of %d, "
+                "--warmup >= 0\n", MICRO_BATCH);
         return 2;
     }
     if (write_dir) {
@@ -212,6 +224,13 @@ int main(int argc, char **argv) {
     c.train.gradient_checkpointing = ckpt;
     c.gen.kv_cache_bytes = (size_t)kv_mb << 20;
     c.train.quiet = 1;
+    static const char *all_linear[] = {"all-linear"};
+    if (lora) {
+        c.train.use_peft = 1;
+        c.train.lora_r = lora;
+        c.train.lora_alpha = 2.0 * lora;
+        c.train.lora_target_modules = (StrList){1, all_linear};
+    }
     GrpoErr err;
     if (trainer_run(&c, NULL, &err)) die("trainer_run", &err);
 
@@ -226,10 +245,11 @@ int main(int argc, char **argv) {
     json_error_t je;
     json_t *o = json_loads(last, 0, &je);
     if (!o) die(mp, NULL);
-    printf("grpo_step impl=grpo shape=%s G=%d ckpt=%d beta=%g step_s=%.3f gen_s=%.3f score_s=%.3f ref_s=%.3f "
-           "train_s=%.3f mean_len=%.1f\n",
-           s->name, G, ckpt, beta, metric(o, "step_time"), metric(o, "step_time/generation"),
-           metric(o, "step_time/scoring"), metric(o, "step_time/reference"), metric(o, "step_time/training"),
+    double step = metric(o, "step_time"), gen = metric(o, "step_time/generation"), score = metric(o, "step_time/scoring"),
+           ref = metric(o, "step_time/reference"), train = metric(o, "step_time/training");
+    printf("grpo_step impl=grpo shape=%s G=%d ckpt=%d beta=%g lora=%d step_s=%.3f gen_s=%.3f score_s=%.3f ref_s=%.3f "
+           "train_s=%.3f opt_s=%.3f mean_len=%.1f\n",
+           s->name, G, ckpt, beta, lora, step, gen, score, ref, train, step - gen - score - ref - train,
            metric(o, "completions/mean_length"));
     fflush(stdout);
     json_decref(o);

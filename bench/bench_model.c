@@ -111,13 +111,13 @@ int main(int argc, char **argv) {
     if (train) { /* warm-up */
         model_forward(&m, &a, ids, mask, B, T);
         model_logprobs(&m, &a, tg, 1.0f, lp, NULL);
-        model_backward(&m, &a, &gv, dlp, NULL);
+        model_backward(&m, &a, &(ModelGrads){&gv, NULL}, dlp, NULL);
     }
     double t0 = time_now_s();
     for (int it = 0; it < iters; it++) {
         model_forward(&m, &a, ids, mask, B, T);
         model_logprobs(&m, &a, tg, 1.0f, lp, NULL);
-        model_backward(&m, &a, &gv, dlp, NULL);
+        model_backward(&m, &a, &(ModelGrads){&gv, NULL}, dlp, NULL);
     }
     double dt = (time_now_s() - t0) / (iters > 0 ? iters : 1);
     /* model FLOPs: 6 per parameter per token for every GEMM (LM head included), plus

@@ -257,8 +257,17 @@ def linear(x, w, b=None):
     return y + b if b is not None else y
 
 
-def forward(cfg, P, input_ids, mask, position_ids):
-    """P: {hf name: float64 tensor}. Returns logits [B,T,V] (float64)."""
+def forward(cfg, P, input_ids, mask, position_ids, lora=None):
+    """P: {hf name: float64 tensor}. Returns logits [B,T,V] (float64).
+    lora: None, or {module name ("model.layers.0.self_attn.q_proj"): (A, B, scaling)}
+    added as PEFT's LoraLayer does (no dropout): y = W x + b + scaling * B (A x)."""
+    def proj(x, module):
+        y = linear(x, P[module + ".weight"], P.get(module + ".bias"))
+        if lora and module in lora:
+            A, Bm, s = lora[module]
+            y = y + linear(linear(x, A), Bm) * s
+        return y
+
     Bn, Tn = input_ids.shape
     nh, nkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim_of(cfg)
     G = nh // nkv
@@ -279,9 +288,9 @@ def forward(cfg, P, input_ids, mask, position_ids):
     for l in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % l
         x = rms_norm(h, P[p + "input_layernorm.weight"], eps)
-        q = linear(x, P[p + "self_attn.q_proj.weight"], P.get(p + "self_attn.q_proj.bias"))
-        k = linear(x, P[p + "self_attn.k_proj.weight"], P.get(p + "self_attn.k_proj.bias"))
-        v = linear(x, P[p + "self_attn.v_proj.weight"], P.get(p + "self_attn.v_proj.bias"))
+        q = proj(x, p + "self_attn.q_proj")
+        k = proj(x, p + "self_attn.k_proj")
+        v = proj(x, p + "self_attn.v_proj")
         q = q.view(Bn, Tn, nh, D)
         k = k.view(Bn, Tn, nkv, D)
         v = v.view(Bn, Tn, nkv, D)
@@ -298,11 +307,11 @@ def forward(cfg, P, input_ids, mask, position_ids):
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
         a = torch.softmax(scores, dim=-1) @ v  # [B,h,T,D]
         a = a.transpose(1, 2).reshape(Bn, Tn, nh * D)
-        h = h + linear(a, P[p + "self_attn.o_proj.weight"], P.get(p + "self_attn.o_proj.bias"))
+        h = h + proj(a, p + "self_attn.o_proj")
         x = rms_norm(h, P[p + "post_attention_layernorm.weight"], eps)
-        g = linear(x, P[p + "mlp.gate_proj.weight"])
-        u = linear(x, P[p + "mlp.up_proj.weight"])
-        h = h + linear(torch.nn.functional.silu(g) * u, P[p + "mlp.down_proj.weight"])
+        g = proj(x, p + "mlp.gate_proj")
+        u = proj(x, p + "mlp.up_proj")
+        h = h + proj(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
     h = rms_norm(h, P["model.norm.weight"], eps)
     lm = P["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else P["lm_head.weight"]
     return h @ lm.t()

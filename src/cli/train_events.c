@@ -56,7 +56,7 @@ static void print_event(const TrainEvent *ev, void *ctx) {
     case TRAIN_EVENT_STOPPED:
         break; /* train_events_end says where to resume */
     case TRAIN_EVENT_SAVED:
-        fprintf(stderr, "grpo %s: saved the trained model to %s\n", e->cmd, ev->path);
+        fprintf(stderr, "grpo %s: saved the trained %s to %s\n", e->cmd, ev->text ? ev->text : "model", ev->path);
         break;
     }
 }

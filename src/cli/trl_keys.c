@@ -21,7 +21,6 @@
 #define R_LOG "metrics go to output_dir/metrics.jsonl"
 #define R_DATA "dataset columns are read as they are"
 #define R_LOCAL "--model and --dataset name local files"
-#define R_LORA "used only with use_peft"
 #define R_MOE "for mixture-of-experts models"
 #define R_LAUNCH "an accelerate launch setting"
 
@@ -39,16 +38,11 @@ static const TrlKey keys[] = {
     {"attn_implementation", B, TRL_IGNORE, 'v', NULL, "attention is grpo.c's own kernel"},
     {"trust_remote_code", B, TRL_IGNORE, 'b', NULL, "no Python code is loaded"},
     {"model_init_kwargs", B, TRL_IGNORE, 'v', NULL, R_TORCH},
-    {"use_peft", B, TRL_ONLY, 'b', "false", "LoRA is not supported yet: grpo.c trains every weight"},
-    {"lora_r", B, TRL_IGNORE, 'v', NULL, R_LORA},
-    {"lora_alpha", B, TRL_IGNORE, 'v', NULL, R_LORA},
-    {"lora_dropout", B, TRL_IGNORE, 'v', NULL, R_LORA},
-    {"lora_target_modules", B, TRL_IGNORE, 'l', NULL, R_LORA},
-    {"lora_target_parameters", B, TRL_IGNORE, 'l', NULL, R_LORA},
-    {"lora_modules_to_save", B, TRL_IGNORE, 'l', NULL, R_LORA},
-    {"lora_task_type", B, TRL_IGNORE, 'v', NULL, R_LORA},
-    {"use_rslora", B, TRL_IGNORE, 'b', NULL, R_LORA},
-    {"use_dora", B, TRL_IGNORE, 'b', NULL, R_LORA},
+    {"lora_target_parameters", B, TRL_ONLY, 'v', "",
+     "LoRA on parameters (mixture-of-experts weights) is not supported; use lora_target_modules"},
+    {"lora_modules_to_save", B, TRL_ONLY, 'v', "", "modules_to_save (fully trained extra modules) is not supported"},
+    {"lora_task_type", B, TRL_ONLY, 'v', "CAUSAL_LM", "the adapters are for a causal language model (CAUSAL_LM)"},
+    {"use_dora", B, TRL_ONLY, 'b', "false", "DoRA is not supported: plain LoRA only"},
     {"load_in_8bit", B, TRL_ONLY, 'b', "false", "quantized (bitsandbytes) loading is not supported"},
     {"load_in_4bit", B, TRL_ONLY, 'b', "false", "quantized (bitsandbytes) loading is not supported"},
     {"bnb_4bit_quant_type", B, TRL_IGNORE, 'v', NULL, "used only with load_in_4bit"},

@@ -103,5 +103,8 @@ int train_config_check(const TrainConfig *c, GrpoErr *err) {
     if (reward_args_check(&c->rewards, err)) return -1;
     if (c->sync_ref_model && c->loss.beta == 0)
         return err_set(err, "sync_ref_model needs a reference model: set beta > 0");
+    if (c->sync_ref_model && (c->train.use_peft || c->train.adapter))
+        return err_set(err, "sync_ref_model with use_peft: the reference is the frozen base with the adapters "
+                       "switched off, which does not move (TRL does not support the combination either)");
     return 0;
 }

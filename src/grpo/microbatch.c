@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "grpo/trainer_internal.h"
 #include "model/batch.h"
 
@@ -49,7 +50,17 @@ static void gather_inputs(const CompletionRef *seqs, int S, const int *off, doub
     }
 }
 
-double micro_train(const MicroPass *p, const ModelView *grads, const GrpoLossConfig *loss, const CompletionRef *seqs,
+/* Adapter dropout keys: one per completion and optimizer step, whichever
+ * micro-batch holds it. */
+static uint64_t *dropout_keys(const MicroPass *p, const CompletionRef *seqs, int S) {
+    uint64_t *k = xmalloc(sizeof(uint64_t) * S);
+    for (int i = 0; i < S; i++)
+        k[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)p->step), rng_mix((uint64_t)seqs[i].r->index,
+                                                                                     (uint64_t)seqs[i].i));
+    return k;
+}
+
+double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossConfig *loss, const CompletionRef *seqs,
                    int S, double normalizer, GrpoLossStats *stats) {
     PaddedBatch pb;
     build(&pb, seqs, S);
@@ -60,6 +71,8 @@ double micro_train(const MicroPass *p, const ModelView *grads, const GrpoLossCon
     double *adv = xmalloc(sizeof(double) * S), *dlogp = xcalloc(ntok + 1, sizeof(double));
     uint8_t *trunc = xmalloc(S);
     gather_inputs(seqs, S, off, adv, trunc, &old, &ref);
+    uint64_t *keys = dropout_keys(p, seqs, S);
+    p->acts->drop_keys = keys;
     padded_batch_logprobs(p->model, p->acts, &pb, p->inv_temperature, logp, ent);
     double *dent = loss->entropy_coef != 0.0 ? xcalloc(ntok + 1, sizeof(double)) : NULL;
     double l = grpo_loss_accumulate(dlogp, dent, stats, logp, old, ref, ent, adv, trunc, off, S, normalizer, loss);
@@ -73,6 +86,8 @@ double micro_train(const MicroPass *p, const ModelView *grads, const GrpoLossCon
         padded_batch_scatter(&pb, dlp_csr, dent_pad);
     }
     model_backward(p->model, p->acts, grads, dlp, dent_pad);
+    p->acts->drop_keys = NULL;
+    free(keys);
     free(dlp), free(dlp_csr), free(dent), free(dent_pad);
     padded_batch_free(&pb);
     free(logp), free(ent), free(old), free(ref), free(adv), free(dlogp), free(trunc);

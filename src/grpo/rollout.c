@@ -32,7 +32,7 @@ void rollout_free(Rollout *r) {
 /* Log-probs of every completion of r under m, in micro-batches of the training size. */
 static float **all_logprobs(GrpoTrainer *t, Model *m, Rollout *r) {
     int B = t->c.train.per_device_train_batch_size;
-    MicroPass pass = {m, &t->acts, 1.0f / t->c.gen.sampler.temperature};
+    MicroPass pass = {m, &t->acts, 1.0f / t->c.gen.sampler.temperature, 0};
     float **out = xcalloc(r->n, sizeof(float *));
     CompletionRef *seqs = xmalloc(sizeof(CompletionRef) * B);
     int *off = xmalloc(sizeof(int) * (B + 1));
@@ -193,6 +193,11 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     /* the generating policy's and the reference's log-probs */
     if (!rc && t->need_old) r->old_logp = all_logprobs(t, &t->sess.pre.model, r);
     if (!rc && t->have_ref) r->ref_logp = all_logprobs(t, &t->ref, r);
+    if (!rc && t->ref_is_base) { /* TRL with PEFT: the reference is the base, adapters disabled */
+        t->lora.enabled = 0;
+        r->ref_logp = all_logprobs(t, &t->sess.pre.model, r);
+        t->lora.enabled = 1;
+    }
     t->t_ref += time_now_s() - t2;
     if (!rc) shuffle(&t->c, r);
     if (!rc && t->c.log_completions) rc = log_completions(t, r, err);

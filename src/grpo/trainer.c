@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "eval/evaluate.h"
 #include "grpo/trainer_internal.h"
+#include "train/adapters.h"
 
 /* ---- setup ---- */
 
@@ -27,6 +28,7 @@ static void trainer_free(GrpoTrainer *t) {
     gen_session_close(&t->sess);
     if (t->have_eval) dataset_free(&t->eval_data);
     if (t->have_ref) model_free(&t->ref);
+    if (t->have_lora) lora_layers_free(&t->lora);
 }
 
 /* The options with their derived values resolved. */
@@ -45,11 +47,21 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
         return -1;
     dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
     if (reward_set_from_args(&t->rewards, &c->rewards, err)) return -1;
-    if (c->loss.beta != 0) {
+    int lora = train_adapters_attach(&t->lora, &t->sess.pre.model, &c->train, err);
+    if (lora < 0) return -1;
+    t->have_lora = lora;
+    if (c->loss.beta != 0 && lora) {
+        t->ref_is_base = 1;
+    } else if (c->loss.beta != 0) {
         if (model_load(&t->ref, c->train.model_dir, err)) return -1;
         t->have_ref = 1;
     }
     return 0;
+}
+
+/* Floats of what the optimizer updates: the adapters, or every weight. */
+static double trainable_floats(const GrpoTrainer *t) {
+    return t->have_lora ? (double)t->lora.table.total : (double)t->sess.pre.model.table.total;
 }
 
 /* What is still to be allocated (activations; gradients and AdamW's m and v,
@@ -60,7 +72,9 @@ static int check_memory(const GrpoTrainer *t, int longest, GrpoErr *err) {
     double mb = 1048576.0, acts = tokens > INT32_MAX ? INFINITY
                                  : (double)acts_plan_bytes(&t->sess.pre.model.cfg, (int)tokens,
                                                            c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
-    double opt = 3.0 * sizeof(float) * t->sess.pre.model.table.total, avail = (double)mem_available_bytes();
+    if (t->have_lora && isfinite(acts))
+        acts += (double)acts_lora_plan_bytes(&t->sess.pre.model.cfg, &t->lora, (int)tokens, c->train.gradient_checkpointing);
+    double opt = 3.0 * sizeof(float) * trainable_floats(t), avail = (double)mem_available_bytes();
     if (acts + opt <= avail) return 0;
     return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens%s) + "
                    "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size or "
@@ -89,6 +103,7 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     if (check_memory(t, longest, err)) return -1;
     acts_create(&t->acts, &t->sess.pre.model.cfg, B * (longest + c->gen.max_completion_length), c->train.gradient_checkpointing,
                 c->train.logprob_chunk_rows);
+    if (t->have_lora) acts_reserve_lora(&t->acts, &t->sess.pre.model.cfg, &t->lora);
     if (c->eval_strategy) { /* the eval prompts, through the same generator */
         if (dataset_load(&t->eval_data, c->eval_dataset, err)) return -1;
         t->have_eval = 1;
@@ -120,20 +135,30 @@ static int grpo_evaluate(void *self, long step, MetricAcc *m, GrpoErr *err) {
 static char *plan_text(const GrpoTrainer *t, long total_steps) {
     const TrainConfig *c = &t->c;
     double mb = 1048576.0, pbytes = sizeof(float) * (double)t->sess.pre.model.table.total;
+    double tbytes = sizeof(float) * trainable_floats(t), weights = pbytes + 3 * tbytes;
     int B = c->train.per_device_train_batch_size, longest = t->longest_train;
-    char *s = xmalloc(2048);
-    snprintf(s, 2048,
-             "%s (%.1f M parameters), %d examples, %ld steps\n"
+    char lora[400] = "", wtext[120];
+    if (t->have_lora) {
+        train_adapters_describe(&t->lora, lora, sizeof lora - 2);
+        strcat(lora, "\n");
+        snprintf(wtext, sizeof wtext, "frozen weights %.0f, adapters+grads+AdamW %.0f", pbytes / mb, 4 * tbytes / mb);
+    } else {
+        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f", 4 * pbytes / mb);
+    }
+    char *s = xmalloc(2560);
+    snprintf(s, 2560,
+             "%s (%.1f M parameters), %d examples, %ld steps\n%s"
              "generation batch %d = %d prompts x %d completions; micro-batch %d, %d accumulation steps, "
              "%d micro-batches per generation%s\n"
-             "memory plan %.0f MB: weights+grads+AdamW %.0f, reference %.0f, activations %.0f "
+             "memory plan %.0f MB: %s, reference %.0f%s, activations %.0f "
              "(micro-batch of %d x %d tokens%s), generation %.0f (%d completions at a time)",
-             c->train.model_dir, config_param_count(&t->sess.pre.model.cfg) / 1e6, t->sess.data.n, total_steps, t->gen_batch,
-             t->gen_batch / c->num_generations, c->num_generations, B, c->train.gradient_accumulation_steps, t->spg,
-             t->need_old ? ", old log-probs recorded" : "",
-             (4 * pbytes + (t->have_ref ? pbytes : 0) + t->acts.bytes + t->sess.gen.bytes) / mb, 4 * pbytes / mb,
-             t->have_ref ? pbytes / mb : 0.0, t->acts.bytes / mb, B, longest + c->gen.max_completion_length,
-             c->train.gradient_checkpointing ? ", checkpointed" : "", t->sess.gen.bytes / mb, t->sess.gen.chunk);
+             c->train.model_dir, config_param_count(&t->sess.pre.model.cfg) / 1e6, t->sess.data.n, total_steps, lora,
+             t->gen_batch, t->gen_batch / c->num_generations, c->num_generations, B, c->train.gradient_accumulation_steps,
+             t->spg, t->need_old ? ", old log-probs recorded" : "",
+             (weights + (t->have_ref ? pbytes : 0) + t->acts.bytes + t->sess.gen.bytes) / mb, wtext,
+             t->have_ref ? pbytes / mb : 0.0, t->ref_is_base ? " (the base, adapters off)" : "", t->acts.bytes / mb, B,
+             longest + c->gen.max_completion_length, c->train.gradient_checkpointing ? ", checkpointed" : "",
+             t->sess.gen.bytes / mb, t->sess.gen.chunk);
     return s;
 }
 
@@ -170,7 +195,7 @@ static double normalizer(const GrpoLossConfig *loss, const int *off, const uint8
 static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
     MetricAcc *m = t->metrics;
     const TrainConfig *c = &t->c;
-    metric_add(m, "kl", t->have_ref && st->tokens ? st->kl_sum / st->tokens : NAN);
+    metric_add(m, "kl", (t->have_ref || t->ref_is_base) && st->tokens ? st->kl_sum / st->tokens : NAN);
     metric_add(m, "entropy", st->tokens ? st->entropy_sum / st->tokens : NAN);
     /* what TRL logs per loss type: clip ratios for the clipped surrogates,
      * cispo's own ratio, vespo's mean weight, nothing for sapo */
@@ -191,7 +216,7 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
     metric_add(m, "step_time/reference", t->t_ref);
 }
 
-static int grpo_step(void *self, const ModelView *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err) {
+static int grpo_step(void *self, const ModelGrads *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err) {
     GrpoTrainer *t = self;
     const TrainConfig *c = &t->c;
     int B = c->train.per_device_train_batch_size, GA = c->train.gradient_accumulation_steps, S_all = GA * B;
@@ -216,7 +241,7 @@ static int grpo_step(void *self, const ModelView *grads, long step, TrainStepOut
         trunc[s] = !r->comp[seqs[s].i].stopped;
     }
     double step_norm = c->loss.loss_type == GRPO_LOSS_BNPO ? 0 : grpo_loss_normalizer(&c->loss, off, trunc, S_all, GA);
-    MicroPass pass = {&t->sess.pre.model, &t->acts, 1.0f / c->gen.sampler.temperature};
+    MicroPass pass = {&t->sess.pre.model, &t->acts, 1.0f / c->gen.sampler.temperature, step};
     GrpoLossStats st;
     memset(&st, 0, sizeof st);
     /* the entropy bonus's coefficient for this whole step: adaptive control

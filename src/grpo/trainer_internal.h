@@ -12,6 +12,7 @@
 #include "gen/pretrained.h"
 #include "grpo/trainer.h"
 #include "log/metrics.h"
+#include "model/lora_layers.h"
 #include "model/model_io.h"
 #include "reward/reward.h"
 #include "tokenizer/tokenizer.h"
@@ -46,6 +47,7 @@ typedef struct {
     Model *model;
     Activations *acts;
     float inv_temperature;
+    long step;             /* the optimizer step being computed: keys the adapters' dropout */
 } MicroPass;
 
 typedef struct {
@@ -61,6 +63,9 @@ typedef struct {
     int have_eval;
     Model ref;             /* the frozen reference (beta > 0) */
     int have_ref;
+    LoraLayers lora;       /* use_peft: the adapters trained on the frozen policy model */
+    int have_lora;
+    int ref_is_base;       /* beta > 0 with adapters: the reference is the policy with them switched off */
     DatasetSampler data_order;
     RewardSet rewards;
     Activations acts;
@@ -86,7 +91,7 @@ void micro_logprobs(const MicroPass *p, const CompletionRef *seqs, int S, const 
 /* One micro-batch of the step: loss + gradient accumulated into grads.
  * normalizer from grpo_loss_normalizer over the step (or the micro-batch for
  * bnpo). Returns the loss contribution; stats +=. */
-double micro_train(const MicroPass *p, const ModelView *grads, const GrpoLossConfig *loss, const CompletionRef *seqs,
+double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossConfig *loss, const CompletionRef *seqs,
                    int S, double normalizer, GrpoLossStats *stats);
 /* checkpoint.c: TrainAlgo.save / .load */
 int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *err);

@@ -44,6 +44,9 @@ static int read_config(LoraAdapter *a, const char *dir, GrpoErr *err) {
     if (!rc && !(json_is_number(alpha) && isfinite(json_number_value(alpha))))
         rc = err_set(err, "%s: lora_alpha must be a number", path);
     if (!rc && rs && !json_is_boolean(rs)) rc = err_set(err, "%s: use_rslora must be true or false", path);
+    const json_t *dr = cfg ? json_object_get(cfg, "lora_dropout") : NULL;
+    if (!rc && dr && !json_is_null(dr) && !(json_is_number(dr) && json_number_value(dr) >= 0 && json_number_value(dr) < 1))
+        rc = err_set(err, "%s: lora_dropout must be a number in [0, 1)", path);
     static const char *const unsupported[] = {"use_dora", "fan_in_fan_out", "modules_to_save", "rank_pattern",
                                               "alpha_pattern", "layers_to_transform", "use_qalora", "lora_bias"};
     for (int i = 0; !rc && i < (int)(sizeof unsupported / sizeof *unsupported); i++)
@@ -53,6 +56,7 @@ static int read_config(LoraAdapter *a, const char *dir, GrpoErr *err) {
         a->r = (int)json_integer_value(r);
         a->alpha = json_number_value(alpha);
         a->use_rslora = json_is_true(rs);
+        a->dropout = json_is_number(dr) ? json_number_value(dr) : 0.0;
         a->scaling = a->use_rslora ? a->alpha / sqrt(a->r) : a->alpha / a->r;
     }
     json_decref(cfg);

@@ -14,6 +14,7 @@
 #define GRPO_MODEL_LORA_H
 
 #include "core/check.h"
+#include "model/lora_layers.h"
 #include "model/transformer.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
 typedef struct {
     int r;
     double alpha, scaling;
+    double dropout;     /* lora_dropout (0 when absent) */
     int use_rslora;
     int n;
     LoraPair *pairs;
@@ -43,5 +45,24 @@ void lora_free(LoraAdapter *a);
 /* The adapter in dir folded into m (load, check, merge): what --adapter does on
  * generate, eval and score, the same as running the `grpo merge` output. */
 int lora_apply_dir(Model *m, const char *dir, GrpoErr *err);
+
+/* ---- trainable adapters in PEFT's files (model/lora_io.c) ---- */
+
+/* Trainable adapters holding dir's adapter for m: every layer must adapt the
+ * same modules with the same rank (what a LoraSpec describes). */
+int lora_layers_load(LoraLayers *lo, const char *dir, const Model *m, uint64_t dropout_seed, GrpoErr *err);
+/* Replaces lo's A and B with dir's (a checkpoint of the same run): the same
+ * tensors with the same shapes, else an error naming the difference. */
+int lora_layers_read_params(LoraLayers *lo, const char *dir, GrpoErr *err);
+
+typedef struct {
+    const char *base_model;    /* base_model_name_or_path */
+    const char *copy_from;     /* directory whose tokenizer files are copied, or NULL */
+} LoraSaveOpts;
+
+/* Writes out_dir/adapter_config.json and adapter_model.safetensors (fp32, PEFT's
+ * names) and the tokenizer files, through a temporary directory renamed into
+ * place: an error never leaves a partial adapter. */
+int lora_layers_save(const LoraLayers *lo, const char *out_dir, const LoraSaveOpts *o, GrpoErr *err);
 
 #endif

@@ -7,9 +7,7 @@
 
 #include "io/safetensors.h"
 
-/* Appends an entry at t->total. The next one starts 16-float aligned (64 bytes,
- * for the kernels) unless packed: then it follows with no gap. */
-static void add(ParamTable *t, int *cap, const char *name, long long d0, long long d1, int packed) {
+void params_add(ParamTable *t, int *cap, const char *name, long long d0, long long d1, int packed) {
     if (t->n == *cap) {
         *cap = *cap ? *cap * 2 : 64;
         t->entries = xrealloc(t->entries, sizeof(ParamEntry) * *cap);
@@ -33,12 +31,12 @@ void params_build(ParamTable *t, const ModelConfig *c) {
     long long C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     long long q = (long long)c->n_heads * D, kv = (long long)c->n_kv_heads * D;
     char name[96];
-    add(t, &cap, "model.embed_tokens.weight", c->vocab_size, C, 0);
+    params_add(t, &cap, "model.embed_tokens.weight", c->vocab_size, C, 0);
     for (int l = 0; l < c->n_layers; l++) {
 #define LAYER(suffix, d0, d1, packed)                                       \
     do {                                                                    \
         snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);       \
-        add(t, &cap, name, d0, d1, packed);                                 \
+        params_add(t, &cap, name, d0, d1, packed);                                 \
     } while (0)
 #define P(suffix, d0, d1) LAYER(suffix, d0, d1, 0)
 #define PACK(suffix, d0, d1) LAYER(suffix, d0, d1, 1) /* the next one follows with no gap */
@@ -67,8 +65,8 @@ void params_build(ParamTable *t, const ModelConfig *c) {
 #undef P
 #undef LAYER
     }
-    add(t, &cap, "model.norm.weight", C, 0, 0);
-    if (!c->tie_word_embeddings) add(t, &cap, "lm_head.weight", c->vocab_size, C, 0);
+    params_add(t, &cap, "model.norm.weight", C, 0, 0);
+    if (!c->tie_word_embeddings) params_add(t, &cap, "lm_head.weight", c->vocab_size, C, 0);
 }
 
 void params_free(ParamTable *t) {

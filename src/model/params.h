@@ -51,6 +51,10 @@ typedef struct {
 
 void params_build(ParamTable *t, const ModelConfig *cfg);
 void params_free(ParamTable *t);
+/* Appends an entry (d1 = 0: a vector) at t->total; *cap tracks the entries'
+ * allocation (0 for a fresh table). The next entry starts 16-float aligned (64
+ * bytes, for the kernels) unless packed: then it follows with no gap. */
+void params_add(ParamTable *t, int *cap, const char *name, long long d0, long long d1, int packed);
 int params_find(const ParamTable *t, const char *name);   /* index or -1 */
 /* Fills v with pointers into base (which holds t->total floats). v->layers is malloc'd. */
 void params_view(ModelView *v, const ParamTable *t, const ModelConfig *cfg, float *base);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "model/lora_layers.h"
 
 void model_create(Model *m, ModelConfig *cfg) {
     memset(m, 0, sizeof *m);
@@ -121,7 +122,25 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->mask = xmalloc(N);
 }
 
+size_t acts_lora_plan_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tokens, int ckpt) {
+    size_t nl = ckpt ? 1 : (size_t)c->n_layers;
+    return sizeof(float) * (size_t)max_tokens *
+           (nl * lora_saved_floats_per_token(lo) + lora_scratch_floats_per_token(lo, c));
+}
+
+void acts_reserve_lora(Activations *a, const ModelConfig *c, const LoraLayers *lo) {
+    CHECK(!a->lora_arena);
+    size_t N = a->max_tokens, saved = N * lora_saved_floats_per_token(lo);
+    size_t bytes = acts_lora_plan_bytes(c, lo, a->max_tokens, a->checkpointing);
+    a->lora_arena = xaligned(bytes);
+    int nl = a->checkpointing ? 1 : c->n_layers;
+    for (int l = 0; l < nl; l++) a->layers[l].lora_u = a->lora_arena + (size_t)l * saved;
+    a->lora_scratch = a->lora_arena + (size_t)nl * saved;
+    a->bytes += bytes;
+}
+
 void acts_free(Activations *a) {
+    free(a->lora_arena);
     free(a->arena);
     free(a->layers);
     free(a->ids);
@@ -138,15 +157,29 @@ static void add_inplace(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+/* The adapters' view of the batch, or NULL when the model has none enabled. */
+static const LoraLayers *adapters(const Model *m, const Activations *a, LoraBatch *b) {
+    const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
+    if (!lo) return NULL;
+    CHECK(a->lora_arena); /* acts_reserve_lora */
+    size_t width = lora_scratch_floats_per_token(lo, &m->cfg) - lo->spec.r;
+    *b = (LoraBatch){a->N, a->T, a->pos, a->drop_keys, a->lora_scratch, a->lora_scratch + (size_t)a->N * width};
+    return lo;
+}
+
 /* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted). */
-static void layer_forward(const Model *m, const Activations *a, const LayerView *w, LayerActs *L,
-                          const float *x_in, float *x_out) {
+static void layer_forward(const Model *m, const Activations *a, int l, LayerActs *L, const float *x_in,
+                          float *x_out) {
     const ModelConfig *c = &m->cfg;
+    const LayerView *w = &m->w.layers[l];
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
+    LoraBatch lb;
+    const LoraLayers *lo = adapters(m, a, &lb);
     rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
     matmul_forward(L->qkv, L->h1, w->wqkv, w->bqkv, N, C, QKV);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, L->h1, L->lora_u, &lb);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)
             rmsnorm_forward(L->qk + h * D, L->qk_rstd + (size_t)h * N, L->qkv + h * D,
@@ -160,33 +193,46 @@ static void layer_forward(const Model *m, const Activations *a, const LayerView 
     attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask,
                       a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV);
     matmul_forward(L->xmid, L->att, w->wo, w->bo, N, H * D, C);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_O, L->xmid, C, L->att, L->lora_u, &lb);
     add_inplace(L->xmid, x_in, (size_t)N * C);
     rmsnorm_forward(L->h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
     matmul_forward(L->gu, L->h2, w->wgu, NULL, N, C, 2 * F);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, L->gu, 2 * F, L->h2, L->lora_u, &lb);
     swiglu_forward(L->act, L->gu, N, F);
     if (x_out) {
         matmul_forward(x_out, L->act, w->wdown, NULL, N, F, C);
+        if (lo) lora_linear_forward(lo, c, l, LORA_LIN_DOWN, x_out, C, L->act, L->lora_u, &lb);
         add_inplace(x_out, L->xmid, (size_t)N * C);
+    } else if (lo) {
+        lora_linear_forward(lo, c, l, LORA_LIN_DOWN, NULL, C, L->act, L->lora_u, &lb);
     }
 }
 
-/* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients accumulate into g. */
-static void layer_backward(const Model *m, Activations *a, const LayerView *w, const LayerView *g,
-                           const LayerActs *L, const float *x_in) {
+/* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients accumulate into g
+ * (NULL: the base is frozen), the adapters' into lg. */
+static void layer_backward(const Model *m, Activations *a, int l, const LayerView *g, float *lg, const LayerActs *L,
+                           const float *x_in) {
     const ModelConfig *c = &m->cfg;
+    const LayerView *w = &m->w.layers[l];
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
+    LoraBatch lb;
+    const LoraLayers *lo = lg ? adapters(m, a, &lb) : NULL;
+#define GW(f) (g ? g->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
-    matmul_backward(a->dact, g->wdown, NULL, a->dx, L->act, w->wdown, N, F, C);
+    matmul_backward(a->dact, GW(wdown), NULL, a->dx, L->act, w->wdown, N, F, C);
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     swiglu_backward(a->dgu, a->dact, L->gu, N, F);
     memset(a->dh, 0, sizeof(float) * N * C);
-    matmul_backward(a->dh, g->wgu, NULL, a->dgu, L->h2, w->wgu, N, C, 2 * F);
-    rmsnorm_backward(a->dx, g->ln2, a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
+    matmul_backward(a->dh, GW(wgu), NULL, a->dgu, L->h2, w->wgu, N, C, 2 * F);
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
+    rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */
     memset(a->datt, 0, sizeof(float) * N * H * D);
-    matmul_backward(a->datt, g->wo, g->bo, a->dx, L->att, w->wo, N, H * D, C);
+    matmul_backward(a->datt, GW(wo), GW(bo), a->dx, L->att, w->wo, N, H * D, C);
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
     attention_backward(a->dqk, a->dqk + H * D, a->dqkv + (H + Hkv) * D, a->datt, L->qk,
@@ -195,7 +241,7 @@ static void layer_backward(const Model *m, Activations *a, const LayerView *w, c
     rope_backward(a->dqk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)
-            rmsnorm_backward(a->dqkv + h * D, h < H ? g->q_norm : g->k_norm, a->dqk + h * D,
+            rmsnorm_backward(a->dqkv + h * D, h < H ? GW(q_norm) : GW(k_norm), a->dqk + h * D,
                              L->qkv + h * D, L->qk_rstd + (size_t)h * N,
                              h < H ? w->q_norm : w->k_norm, N, D, QKV, QK, QKV);
     } else {
@@ -204,8 +250,10 @@ static void layer_backward(const Model *m, Activations *a, const LayerView *w, c
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
     memset(a->dh, 0, sizeof(float) * N * C);
-    matmul_backward(a->dh, g->wqkv, g->bqkv, a->dqkv, L->h1, w->wqkv, N, C, QKV);
-    rmsnorm_backward(a->dx, g->ln1, a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
+    matmul_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, w->wqkv, N, C, QKV);
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
+    rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
+#undef GW
 }
 
 /* ---- whole model ---- */
@@ -230,8 +278,7 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
     embedding_forward(a->x, a->ids, m->w.embed, N, C);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *L = &a->layers[a->checkpointing ? 0 : l];
-        layer_forward(m, a, &m->w.layers[l], L, a->x + (size_t)l * N * C,
-                      a->x + (size_t)(l + 1) * N * C);
+        layer_forward(m, a, l, L, a->x + (size_t)l * N * C, a->x + (size_t)(l + 1) * N * C);
     }
     rmsnorm_forward(a->hf, a->rstdf, a->x + (size_t)c->n_layers * N * C, m->w.norm, N, C, C, C,
                     c->rms_norm_eps);
@@ -252,20 +299,23 @@ void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_
                     m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
 
-void model_backward(Model *m, Activations *a, const ModelView *g, const float *dlogprob, const float *dentropy) {
+void model_backward(Model *m, Activations *a, const ModelGrads *grads, const float *dlogprob, const float *dentropy) {
     const ModelConfig *c = &m->cfg;
     int N = a->N, C = c->hidden_size, L = c->n_layers;
+    const ModelView *g = grads->base;
+    float *lg = m->lora && m->lora->enabled ? grads->lora : NULL;
+    CHECK(g || lg);
     memset(a->dhf, 0, sizeof(float) * N * C);
-    logprob_backward(a->dhf, g->lm_head, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets, a->lse, N, C,
+    logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets, a->lse, N, C,
                      c->vocab_size, a->inv_temp, &a->lp);
     memset(a->dx, 0, sizeof(float) * N * C);
-    rmsnorm_backward(a->dx, g->norm, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
+    rmsnorm_backward(a->dx, g ? g->norm : NULL, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
                      C, C, C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = a->x + (size_t)l * N * C;
         LayerActs *la = &a->layers[a->checkpointing ? 0 : l];
-        if (a->checkpointing) layer_forward(m, a, &m->w.layers[l], la, x_in, NULL);
-        layer_backward(m, a, &m->w.layers[l], &g->layers[l], la, x_in);
+        if (a->checkpointing) layer_forward(m, a, l, la, x_in, NULL);
+        layer_backward(m, a, l, g ? &g->layers[l] : NULL, lg, la, x_in);
     }
-    embedding_backward(g->embed, a->dx, a->ids, N, C);
+    if (g) embedding_backward(g->embed, a->dx, a->ids, N, C);
 }

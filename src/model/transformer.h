@@ -16,13 +16,22 @@
 #include "model/params.h"
 #include "ops/ops.h"
 
+struct LoraLayers;
+
 typedef struct {
     ModelConfig cfg;
     ParamTable table;
     float *params;         /* table.total floats */
     ModelView w;
     float *inv_freq;       /* [D/2] RoPE inverse frequencies */
+    struct LoraLayers *lora; /* NULL, or adapters applied while lora->enabled (borrowed; model/lora_layers.h) */
 } Model;
+
+/* Where model_backward puts gradients. */
+typedef struct {
+    const ModelView *base; /* a buffer shaped like the model's table, or NULL: the base is frozen */
+    float *lora;           /* the adapters' gradients (m->lora->table layout), or NULL */
+} ModelGrads;
 
 /* Takes ownership of *cfg (its raw JSON). Parameters start at zero. */
 void model_create(Model *m, ModelConfig *cfg);
@@ -42,6 +51,7 @@ typedef struct {
     float *h2;      /* [N,C] */
     float *gu;      /* [N,2F] gate | up */
     float *act;     /* [N,F] silu(gate) * up */
+    float *lora_u;  /* [LORA_N_MODULES, N, r] adapter activations, or NULL without adapters */
 } LayerActs;
 
 typedef struct {
@@ -61,6 +71,9 @@ typedef struct {
     LogprobScratch lp;
     size_t bytes;          /* total allocated, for the memory plan printout */
     float *arena;
+    float *lora_arena;     /* adapters' saved activations and scratch (acts_reserve_lora) */
+    float *lora_scratch;   /* [N, widest input + r] */
+    const uint64_t *drop_keys; /* [B] per-sequence adapter dropout keys of the next forward/backward, or NULL */
 } Activations;
 
 /* Plans and allocates activations for micro-batches of up to max_tokens (B*T)
@@ -69,6 +82,10 @@ void acts_create(Activations *a, const ModelConfig *cfg, int max_tokens, int che
                  int chunk_rows);
 void acts_free(Activations *a);
 size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int checkpointing, int chunk_rows);
+/* Adds the memory the adapters of lo need (their saved products and scratch);
+ * required before a forward of a model with lora set. */
+void acts_reserve_lora(Activations *a, const ModelConfig *cfg, const struct LoraLayers *lo);
+size_t acts_lora_plan_bytes(const ModelConfig *cfg, const struct LoraLayers *lo, int max_tokens, int checkpointing);
 
 /* Forward to the final normed hidden states. ids[B,T], mask[B,T] (1 real, 0 pad);
  * positions are cumsum(mask) - 1 as Hugging Face computes them from the mask.
@@ -81,8 +98,10 @@ void model_logits(Model *m, Activations *a, float *logits);
  * (-1 = no target) under softmax(logits * inv_temp). Saved for model_backward. */
 void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
                     float *logprob, float *entropy);
-/* Accumulates into grads (a view of a buffer shaped like m->table) the gradient of
- * Σ_n dlogprob[n] · logprob[n] + dentropy[n] · entropy[n] (dentropy may be NULL). */
-void model_backward(Model *m, Activations *a, const ModelView *grads, const float *dlogprob, const float *dentropy);
+/* Accumulates into g the gradient of Σ_n dlogprob[n] · logprob[n] + dentropy[n] ·
+ * entropy[n] (dentropy may be NULL): the base's weights into g->base unless it is
+ * NULL (frozen: only input gradients flow through the base), the adapters' into
+ * g->lora when m->lora is enabled. */
+void model_backward(Model *m, Activations *a, const ModelGrads *g, const float *dlogprob, const float *dentropy);
 
 #endif

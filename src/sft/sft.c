@@ -11,12 +11,14 @@
 #include <string.h>
 
 #include "core/memory.h"
+#include "core/rng.h"
 #include "data/dataset.h"
 #include "gen/pretrained.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
+#include "train/adapters.h"
 
 typedef struct {
     int32_t *ids;
@@ -34,6 +36,9 @@ typedef struct {
     DatasetSampler order;
     Activations acts;
     long pos;           /* examples consumed since the start of training */
+    LoraLayers lora;    /* use_peft: the adapters trained on the frozen model */
+    int have_lora;
+    long step;          /* the optimizer step being computed (keys the adapters' dropout) */
 } SftTrainer;
 
 static const OptSpec sft_options[] = {
@@ -130,6 +135,11 @@ static int parse_example(json_t *o, long line, void *ctx, GrpoErr *err) {
     return 0;
 }
 
+/* Floats of what the optimizer updates: the adapters, or every weight. */
+static double trainable_floats(const SftTrainer *t) {
+    return t->have_lora ? (double)t->lora.table.total : (double)t->model.table.total;
+}
+
 static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     t->c = c;
     if (sft_config_check(c, err) || model_load(&t->model, c->train.model_dir, err)) return -1;
@@ -138,19 +148,23 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
              : t->model.cfg.n_eos                ? t->model.cfg.eos_token_ids[0] : -1;
     if (jsonl_read(c->train.dataset, parse_example, t, err) < 0) return -1;
     if (t->n_ex == 0) return err_set(err, "%s: no examples", c->train.dataset);
+    if ((t->have_lora = train_adapters_attach(&t->lora, &t->model, &c->train, err)) < 0) return -1;
     int longest = 2;
     for (int i = 0; i < t->n_ex; i++) longest = t->ex[i].n > longest ? t->ex[i].n : longest;
     long tokens = (long)c->train.per_device_train_batch_size * longest;
-    double mb = 1048576.0, avail = (double)mem_available_bytes(), opt = 12.0 * t->model.table.total;
+    double mb = 1048576.0, avail = (double)mem_available_bytes(), opt = 12.0 * trainable_floats(t);
     double acts = tokens > INT32_MAX ? INFINITY
                                      : (double)acts_plan_bytes(&t->model.cfg, (int)tokens, c->train.gradient_checkpointing,
                                                                c->train.logprob_chunk_rows);
+    if (t->have_lora && isfinite(acts))
+        acts += (double)acts_lora_plan_bytes(&t->model.cfg, &t->lora, (int)tokens, c->train.gradient_checkpointing);
     if (acts + opt > avail)
         return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens) + "
                        "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
                        "or max_length", acts / mb, c->train.per_device_train_batch_size, longest, opt / mb, avail / mb);
     acts_create(&t->acts, &t->model.cfg, c->train.per_device_train_batch_size * longest,
                 c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
+    if (t->have_lora) acts_reserve_lora(&t->acts, &t->model.cfg, &t->lora);
     dataset_sampler_init(&t->order, t->n_ex, c->train.shuffle_dataset, c->train.seed);
     return 0;
 }
@@ -162,14 +176,20 @@ static void sft_free(SftTrainer *t) {
     free(t->ex);
     tok_free(t->tok);
     if (t->model.params) model_free(&t->model);
+    if (t->have_lora > 0) lora_layers_free(&t->lora);
 }
 
 /* ---- one optimizer step ---- */
 
 /* One micro-batch: forward, log-probs, d(-sum logp / norm), backward. Returns -sum logp. */
-static double micro_step(SftTrainer *t, const ModelView *grads, SftExample **b, int S, double norm) {
+static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b, int S, double norm) {
     BatchSeq *seqs = xmalloc(sizeof(BatchSeq) * S);
-    for (int i = 0; i < S; i++) seqs[i] = (BatchSeq){b[i]->ids, b[i]->n, NULL, 0, b[i]->loss_start};
+    uint64_t *keys = xmalloc(sizeof(uint64_t) * S); /* adapter dropout: per example and step */
+    for (int i = 0; i < S; i++) {
+        seqs[i] = (BatchSeq){b[i]->ids, b[i]->n, NULL, 0, b[i]->loss_start};
+        keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)t->step), (uint64_t)(b[i] - t->ex));
+    }
+    t->acts.drop_keys = keys;
     PaddedBatch pb;
     padded_batch_build(&pb, seqs, S);
     int ntok = pb.offsets[S];
@@ -183,13 +203,15 @@ static double micro_step(SftTrainer *t, const ModelView *grads, SftExample **b, 
     }
     padded_batch_scatter(&pb, dcsr, dlp);
     model_backward(&t->model, &t->acts, grads, dlp, NULL);
+    t->acts.drop_keys = NULL;
     padded_batch_free(&pb);
-    free(seqs), free(lp), free(dcsr), free(dlp);
+    free(keys), free(seqs), free(lp), free(dcsr), free(dlp);
     return nll;
 }
 
-static int sft_step(void *self, const ModelView *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err) {
+static int sft_step(void *self, const ModelGrads *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err) {
     SftTrainer *t = self;
+    t->step = step;
     int B = t->c->train.per_device_train_batch_size, GA = t->c->train.gradient_accumulation_steps;
     SftExample **mb = xmalloc(sizeof(SftExample *) * B * GA);
     long targets = 0;
@@ -231,15 +253,19 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         OptGroup g[SFT_CONFIG_N_GROUPS];
         sft_config_groups(g);
         json_t *options = opts_to_json(g, SFT_CONFIG_N_GROUPS, c);
-        char plan[1024];
-        size_t P = t.model.table.total;
+        char plan[1600], lora[400] = "";
+        double mb = 1048576.0, P = 4.0 * t.model.table.total, T = 4.0 * trainable_floats(&t);
+        if (t.have_lora) {
+            train_adapters_describe(&t.lora, lora, sizeof lora - 2);
+            strcat(lora, "; ");
+        }
         snprintf(plan, sizeof plan,
-                 "%s (%.2f M parameters), %d examples, %ld steps of %d x %d examples; memory plan %.0f MB "
-                 "(weights+grads+AdamW %.0f, activations %.0f)",
+                 "%s (%.2f M parameters), %d examples, %ld steps of %d x %d examples; %smemory plan %.0f MB "
+                 "(weights %.0f, grads+AdamW %.0f, activations %.0f)",
                  a->model_dir, config_param_count(&t.model.cfg) / 1e6, t.n_ex,
                  train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
-                 a->per_device_train_batch_size, (16.0 * P + t.acts.bytes) / 1048576.0, 16.0 * P / 1048576.0,
-                 t.acts.bytes / 1048576.0);
+                 a->per_device_train_batch_size, lora, (P + 3 * T + (t.have_lora ? T : 0) + t.acts.bytes) / mb,
+                 (P + (t.have_lora ? T : 0)) / mb, 3 * T / mb, t.acts.bytes / mb);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
         TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}, &meta};

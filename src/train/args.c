@@ -55,11 +55,26 @@ const OptSpec training_args_options[] = {
      "with a dataset directory: the file SPLIT.jsonl or SPLIT.json (also under data/)"},
     {"dataset_test_split", OPT_STR, A(dataset_test_split), 0, "test", OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
      "with an eval_dataset directory: its file, as dataset_train_split"},
+    {"use_peft", OPT_BOOL, A(use_peft), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "train LoRA adapters on a frozen base and save them in PEFT's format"},
+    {"lora_r", OPT_INT, A(lora_r), 16, NULL, 1, 65536, NULL, NULL, 0, "LoRA rank"},
+    {"lora_alpha", OPT_F64, A(lora_alpha), 32, NULL, -BIG, BIG, NULL, NULL, 0,
+     "LoRA alpha: the adapters are scaled by lora_alpha / lora_r"},
+    {"lora_dropout", OPT_F64, A(lora_dropout), 0.05, NULL, 0, 1, NULL, NULL, 0,
+     "dropout on the adapters' input, in training (< 1)"},
+    {"lora_target_modules", OPT_LIST, A(lora_target_modules), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "modules adapted: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or all-linear "
+     "(default q_proj v_proj)"},
+    {"use_rslora", OPT_BOOL, A(use_rslora), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "rank-stabilised LoRA: scale by lora_alpha / sqrt(lora_r)"},
+    {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "a PEFT LoRA adapter directory to continue training (implies use_peft; its r, alpha, dropout and targets)"},
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
+    if (!(a->lora_dropout < 1)) return err_set(err, "lora_dropout %g: must be below 1", a->lora_dropout);
     return 0;
 }

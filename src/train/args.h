@@ -43,6 +43,14 @@ typedef struct {
     const char *logging_dir;           /* TensorBoard's directory (NULL: output_dir/runs/DATE_HOST) */
     const char *dataset_train_split;   /* a dataset directory's file: SPLIT.jsonl, SPLIT.json (TRL's, "train") */
     const char *dataset_test_split;    /* the same for eval_dataset ("test") */
+    /* LoRA (TRL's ModelConfig): train adapters on a frozen base */
+    int use_peft;
+    int lora_r;                        /* 16 */
+    double lora_alpha;                 /* 32 */
+    double lora_dropout;               /* 0.05 */
+    StrList lora_target_modules;       /* empty: q_proj v_proj (PEFT's default for these models) */
+    int use_rslora;
+    const char *adapter;               /* a PEFT adapter to continue training (implies use_peft) */
 } TrainingArgs;
 
 extern const OptSpec training_args_options[];

@@ -12,6 +12,7 @@
 
 #include "io/fsutil.h"
 #include "io/safetensors.h"
+#include "model/lora.h"
 #include "model/model_io.h"
 
 /* ---- tensors keyed by the parameter table ---- */
@@ -223,16 +224,23 @@ int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err) {
         free(final);
         return -1;
     }
-    ModelSaveOpts so;
-    model_save_opts_default(&so);
-    so.dtype = ST_F32;
-    so.copy_from = w->copy_from;
-    so.meta = w->meta;
-    int rc = model_save(w->model, tmp, &so, err);
+    const LoraLayers *lo = w->model->lora;
+    int rc;
+    if (lo) { /* an adapter directory, which --adapter and PeftModel.from_pretrained load */
+        LoraSaveOpts lso = {w->copy_from, w->copy_from};
+        rc = lora_layers_save(lo, tmp, &lso, err);
+    } else {
+        ModelSaveOpts so;
+        model_save_opts_default(&so);
+        so.dtype = ST_F32;
+        so.copy_from = w->copy_from;
+        so.meta = w->meta;
+        rc = model_save(w->model, tmp, &so, err);
+    }
     char *p = fs_join(tmp, "optimizer.safetensors");
     const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
     float *bufs[2] = {w->opt->m, w->opt->v};
-    if (!rc) rc = write_table(p, &w->model->table, pre, bufs, 2, err);
+    if (!rc) rc = write_table(p, lo ? &lo->table : &w->model->table, pre, bufs, 2, err);
     free(p);
     if (!rc && w->add) rc = w->add(w->add_ctx, tmp, w->state, err);
     p = fs_join(tmp, "trainer_state.json");
@@ -257,7 +265,18 @@ int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err) {
     return rc;
 }
 
-int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr *err) {
+/* The trained weights of checkpoint dir into model (its adapters when it has them). */
+static int read_weights(const char *dir, Model *model, GrpoErr *err) {
+    char *cfg = fs_join(dir, "adapter_config.json");
+    int adapter = fs_exists(cfg);
+    free(cfg);
+    if (model->lora || adapter) {
+        if (!model->lora || !adapter)
+            return err_set(err, "%s: a checkpoint of a %s run; this run %s", dir, adapter ? "LoRA" : "full fine-tuning",
+                           adapter ? "trains every weight (set use_peft true to continue it)"
+                                   : "trains LoRA adapters (use_peft)");
+        return lora_layers_read_params(model->lora, dir, err);
+    }
     Model m;
     if (model_load(&m, dir, err)) return -1;
     if (m.table.total != model->table.total) {
@@ -266,10 +285,15 @@ int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr
     }
     memcpy(model->params, m.params, sizeof(float) * m.table.total);
     model_free(&m);
+    return 0;
+}
+
+int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr *err) {
+    if (read_weights(dir, model, err)) return -1;
     char *p = fs_join(dir, "optimizer.safetensors");
     const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
     float *bufs[2] = {opt->m, opt->v};
-    int rc = read_table(p, &model->table, pre, bufs, 2, err);
+    int rc = read_table(p, model->lora ? &model->lora->table : &model->table, pre, bufs, 2, err);
     free(p);
     if (rc) return -1;
     p = fs_join(dir, "trainer_state.json");

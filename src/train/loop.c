@@ -16,6 +16,7 @@
 #include "core/timer.h"
 #include "io/fsutil.h"
 #include "log/tensorboard.h"
+#include "model/lora.h"
 #include "model/model_io.h"
 #include "train/checkpoint.h"
 
@@ -25,8 +26,11 @@ typedef struct {
     const TrainLoop *L;
     char *out_dir;             /* output_dir with symlinks resolved */
     long total_steps;
-    float *grads;              /* [table.total] */
-    ModelView gview;
+    const ParamTable *table;   /* what is trained: the model's table, or its adapters' */
+    float *params;             /* [table->total] */
+    float *grads;              /* [table->total] */
+    ModelView gview;           /* over grads, when the model's weights are trained */
+    ModelGrads g;
     AdamW opt;
     uint8_t *decay_mask;
     long step;                 /* optimizer steps done */
@@ -123,18 +127,18 @@ static int metrics_failed(const Loop *lp, GrpoErr *err) {
 static int train_step(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     const TrainingArgs *a = L->args;
-    size_t P = L->model->table.total;
+    size_t P = lp->table->total;
     double t0 = time_now_s();
     memset(lp->grads, 0, sizeof(float) * P);
     TrainStepOut out = {0, 0};
-    if (L->algo->step(L->algo->self, &lp->gview, lp->step, &out, &lp->acc, err)) return -1;
+    if (L->algo->step(L->algo->self, &lp->g, lp->step, &out, &lp->acc, err)) return -1;
     lp->num_tokens += out.tokens;
     double gnorm = grad_clip_norm(lp->grads, P, a->max_grad_norm);
     long long warm = sched_warmup_steps(a->warmup_steps, a->warmup_ratio, lp->total_steps);
     double lr = sched_lr(a->lr_scheduler_type, a->learning_rate, lp->step, warm, lp->total_steps);
     int finite = isfinite(out.loss) && isfinite(gnorm);
     if (finite) {
-        adamw_step(&lp->opt, L->model->params, lp->grads, lp->decay_mask, lr, &a->adam);
+        adamw_step(&lp->opt, lp->params, lp->grads, lp->decay_mask, lr, &a->adam);
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
@@ -281,6 +285,12 @@ static int run_steps(Loop *lp, GrpoErr *err) {
 
 static int save_final(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
+    if (lp->L->model->lora) {
+        LoraSaveOpts lso = {a->model_dir, a->model_dir};
+        if (lora_layers_save(lp->L->model->lora, lp->out_dir, &lso, err)) return -1;
+        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir, .text = "LoRA adapter"});
+        return 0;
+    }
     ModelSaveOpts so;
     model_save_opts_default(&so);
     so.copy_from = a->model_dir;
@@ -295,12 +305,20 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     memset(&lp, 0, sizeof lp);
     lp.L = L;
     lp.total_steps = train_loop_total_steps(L->args, L->algo->n_examples, L->algo->examples_per_step);
-    size_t P = L->model->table.total;
-    lp.grads = xaligned(sizeof(float) * P);
-    params_view(&lp.gview, &L->model->table, &L->model->cfg, lp.grads);
+    LoraLayers *lo = L->model->lora;
+    lp.table = lo ? &lo->table : &L->model->table;
+    lp.params = lo ? lo->params : L->model->params;
+    size_t P = lp.table->total;
+    lp.grads = xaligned(sizeof(float) * (P ? P : 1));
+    if (lo) {
+        lp.g = (ModelGrads){NULL, lp.grads};
+    } else {
+        params_view(&lp.gview, &L->model->table, &L->model->cfg, lp.grads);
+        lp.g = (ModelGrads){&lp.gview, NULL};
+    }
     adamw_init(&lp.opt, P);
-    lp.decay_mask = xmalloc(P);
-    adamw_decay_mask_build(lp.decay_mask, &L->model->table);
+    lp.decay_mask = xmalloc(P ? P : 1);
+    adamw_decay_mask_build(lp.decay_mask, lp.table);
     metric_acc_init(&lp.acc);
     if (L->plan) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = L->plan});
     int rc = prepare_output(&lp, err);
@@ -314,7 +332,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     metric_acc_free(&lp.acc);
     free(lp.decay_mask);
     adamw_free(&lp.opt);
-    params_view_free(&lp.gview);
+    if (!lo) params_view_free(&lp.gview);
     free(lp.grads);
     return rc;
 }

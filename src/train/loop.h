@@ -37,7 +37,7 @@ typedef struct {
     /* Accumulates the gradient of optimizer step `step` (0-based) into grads
      * (zeroed by the loop; backward adds) and adds the algorithm's metrics to m.
      * Returns 0, or -1 with err (the run stops). */
-    int (*step)(void *self, const ModelView *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err);
+    int (*step)(void *self, const ModelGrads *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err);
     /* NULL, or called after optimizer step `step` (1-based) was applied or skipped. */
     void (*after_update)(void *self, long step);
     /* NULL, or adds the algorithm's fields to the checkpoint's trainer_state.json
@@ -57,7 +57,7 @@ typedef enum {
     TRAIN_EVENT_STEP,       /* an optimizer step is done: step, loss, reward, tokens_per_s, eta_s, elapsed_s, logged */
     TRAIN_EVENT_NONFINITE,  /* step: the loss or gradient was NaN/Inf; the update was not applied */
     TRAIN_EVENT_CHECKPOINT, /* path: a checkpoint was written */
-    TRAIN_EVENT_SAVED,      /* path: the final model was written */
+    TRAIN_EVENT_SAVED,      /* path: the final model was written; text: what (NULL: the model) */
     TRAIN_EVENT_WARNING,    /* text: something the user should know (e.g. a resume that cannot be bit-exact) */
     TRAIN_EVENT_STOPPED,    /* step: stopped on request; path: the checkpoint to resume from, or NULL */
 } TrainEventKind;
@@ -65,7 +65,7 @@ typedef enum {
 typedef struct {
     TrainEventKind kind;
     long step, total_steps;
-    const char *text;       /* PLAN, WARNING */
+    const char *text;       /* PLAN, WARNING, SAVED */
     const char *path;       /* RESUMED, CHECKPOINT, SAVED */
     double loss;            /* STEP: mean over the current logging interval */
     double reward;          /* STEP: mean reward of the interval, NaN when the algorithm has none */
@@ -89,7 +89,7 @@ typedef struct {
 
 typedef struct {
     const TrainingArgs *args;
-    Model *model;           /* the model trained (its parameters change) */
+    Model *model;           /* the model trained: its parameters, or with model->lora its adapters alone */
     const TrainAlgo *algo;
     const json_t *options;  /* every option of the run, recorded in checkpoints (borrowed) */
     const char *plan;       /* NULL, or the PLAN event's text */

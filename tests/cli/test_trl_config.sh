@@ -41,7 +41,7 @@ EOF
 "$GRPO" train --config "$TMP/trl.yaml" --output_dir "$TMP/o" "${SMALL[@]}" 2>"$TMP/o.err" || fail "TRL config: $(cat "$TMP/o.err")"
 [ "$(grep -c warning "$TMP/o.err")" -eq 1 ] || fail "one warning: $(cat "$TMP/o.err")"
 for k in "bf16 (computation is fp32)" "use_vllm, vllm_mode (generation is built in)" "push_to_hub (nothing is uploaded" \
-    "lora_target_modules (used only with use_peft)" "num_completions_to_print" "model_init_kwargs"; do
+    "num_completions_to_print" "model_init_kwargs"; do
     grep -qF "$k" "$TMP/o.err" || fail "the warning lacks '$k': $(cat "$TMP/o.err")"
 done
 sed -n 's/^  \(.*\) (.*/\1/p' "$TMP/o.err" | grep -wE "learning_rate|scale_rewards|use_peft|entropy_coef|eval_strategy|save_strategy" \
@@ -64,12 +64,13 @@ PY
 "$GRPO" train --model_name_or_path "$TMP/m" --dataset_name "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/c" \
     "${SMALL[@]}" --bf16 --use_vllm False --report_to tensorboard wandb --vllm_mode=colocate --lora_r 16 2>"$TMP/c.err" \
     || fail "TRL keys on the command line: $(cat "$TMP/c.err")"
-grep -qF "bf16 (computation is fp32)" "$TMP/c.err" && grep -qF "lora_r (used only" "$TMP/c.err" \
+grep -qF "bf16 (computation is fp32)" "$TMP/c.err" && ! grep -qF "lora_r" "$TMP/c.err" \
     || fail "command-line warning: $(cat "$TMP/c.err")"
 
 # TRL's default only: anything else is refused with the reason
 T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/bad" "${SMALL[@]}")
-expect_error 2 "use_peft 'true' is not supported: LoRA is not supported yet" "$GRPO" "${T[@]}" --use_peft
+expect_error 2 "use_dora 'true' is not supported: DoRA is not supported" "$GRPO" "${T[@]}" --use_peft --use_dora
+expect_error 2 "lora_task_type 'SEQ_CLS' is not supported" "$GRPO" "${T[@]}" --use_peft --lora_task_type SEQ_CLS
 expect_error 2 "save_strategy 'epoch' is not supported: checkpoints are written every save_steps steps" \
     "$GRPO" "${T[@]}" --save_strategy epoch
 "$GRPO" "${T[@]}" --entropy_coef 0.01 --output_dir "$TMP/ent" --logging_steps 1 || fail "entropy_coef"

@@ -88,6 +88,31 @@ static float *final_weights(const char *out, size_t *n) {
     return w;
 }
 
+/* out/adapter_model.safetensors: its tensors in file order, with their sizes. */
+static float *adapter_weights(const char *out, size_t *n, int *n_tensors, size_t **sizes) {
+    char *p = fs_join(out, "adapter_model.safetensors");
+    StFile f;
+    GrpoErr err;
+    if (st_open(&f, p, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    size_t total = 0;
+    *sizes = malloc(sizeof(size_t) * f.n_tensors);
+    for (int i = 0; i < f.n_tensors; i++) total += (*sizes)[i] = f.tensors[i].numel;
+    float *w = malloc(sizeof(float) * total);
+    size_t k = 0;
+    for (int i = 0; i < f.n_tensors; i++) {
+        CHECK(st_read_f32(&f, &f.tensors[i], w + k, &err) == 0);
+        k += f.tensors[i].numel;
+    }
+    *n = total;
+    *n_tensors = f.n_tensors;
+    st_close(&f);
+    free(p);
+    return w;
+}
+
 static char *read_all(const char *dir, const char *file) {
     char *p = fs_join(dir, file), *buf = NULL;
     size_t len;
@@ -154,6 +179,101 @@ static void split_invariance(const char *model, const char *data) {
                 free(comp0);
             }
     printf("split invariance: worst weight difference %.3g of max |w|\n", worst);
+}
+
+/* LoRA (all-linear, dropout on): the micro-batch split changes only rounding,
+ * with and without the KL term (the reference: the base, adapters off), with one
+ * and two iterations; each A and B is compared with its own scale (B starts at 0). */
+static void split_invariance_lora(const char *model, const char *data) {
+    static const char *all[] = {"all-linear"};
+    double worst = 0;
+    for (int bi = 0; bi < 2; bi++)
+        for (int mu = 1; mu <= 2; mu++) {
+            float *w0 = NULL;
+            size_t n0 = 0, *sz0 = NULL;
+            char *comp0 = NULL;
+            int nt0 = 0, sizes[] = {8, 2, 1};
+            for (int si = 0; si < 3; si++) {
+                TrainConfig c;
+                char *out = path("split_lora");
+                fs_rm_rf(out);
+                base_config(&c, model, data, out);
+                c.train.use_peft = 1;
+                c.train.lora_r = 4;
+                c.train.lora_dropout = 0.1;
+                c.train.lora_target_modules = (StrList){1, all};
+                c.train.learning_rate = 1e-2;
+                c.train.adam.eps = 1e-2;
+                c.loss.beta = bi ? 0.04 : 0.0;
+                c.num_iterations = mu;
+                c.train.per_device_train_batch_size = sizes[si];
+                c.train.gradient_accumulation_steps = 8 / sizes[si];
+                GrpoErr err;
+                T_CHECK(trainer_run(&c, NULL, &err) == 0, "lora split: %s", err.msg);
+                size_t n, *sz;
+                int nt;
+                float *w = adapter_weights(out, &n, &nt, &sz);
+                char *comp = read_all(out, "completions.jsonl");
+                if (!w0) {
+                    w0 = w, n0 = n, nt0 = nt, sz0 = sz, comp0 = comp;
+                    free(out);
+                    continue;
+                }
+                T_CHECK(comp && !strcmp(comp, comp0), "lora beta %g mu %d: completions differ for batch %d", c.loss.beta,
+                        mu, sizes[si]);
+                int ok = n == n0 && nt == nt0;
+                for (int t = 0, k = 0; ok && t < nt; k += (int)sz[t], t++) {
+                    double mx = 0, d = 0;
+                    for (size_t i = 0; i < sz[t]; i++) {
+                        mx = fmax(mx, fabs(w0[k + i]));
+                        d = fmax(d, fabs((double)w[k + i] - w0[k + i]));
+                    }
+                    worst = fmax(worst, mx > 0 ? d / mx : d);
+                    ok &= mx > 0 && d <= 1e-4 * mx;
+                }
+                T_CHECK(ok, "lora beta %g mu %d batch %d: adapters differ beyond rounding", c.loss.beta, mu, sizes[si]);
+                free(w), free(sz), free(comp), free(out);
+            }
+            free(w0), free(sz0), free(comp0);
+        }
+    printf("lora split invariance: worst adapter difference %.3g of the tensor's max |w|\n", worst);
+}
+
+/* LoRA with the KL term: resuming from a checkpoint equals the uninterrupted run,
+ * bit for bit, and a LoRA checkpoint is refused by a run that trains every weight. */
+static void resume_lora(const char *model, const char *data) {
+    TrainConfig c;
+    char *a = path("resume_lora_a"), *b = path("resume_lora_b");
+    fs_rm_rf(a);
+    fs_rm_rf(b);
+    base_config(&c, model, data, a);
+    c.train.use_peft = 1;
+    c.train.learning_rate = 1e-2;
+    c.train.max_steps = 4;
+    c.train.per_device_train_batch_size = 4;
+    c.train.gradient_accumulation_steps = 1;
+    c.loss.beta = 0.04;
+    c.steps_per_generation = 2, c.num_iterations = 2;
+    GrpoErr err;
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "lora uninterrupted: %s", err.msg);
+    c.train.output_dir = b;
+    c.train.save_steps = 1;
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "lora with checkpoints: %s", err.msg);
+    char *ck3 = fs_join(b, "checkpoint-3"), *ad = fs_join(b, "adapter_model.safetensors");
+    unlink(ad);
+    c.train.resume_from_checkpoint = ck3;
+    c.train.save_steps = 0;
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "lora resume: %s", err.msg);
+    size_t na, nb, *sa, *sb;
+    int ta, tb;
+    float *wa = adapter_weights(a, &na, &ta, &sa), *wb = adapter_weights(b, &nb, &tb, &sb);
+    T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "lora: the resumed run differs from the uninterrupted one");
+    char *ma = read_all(a, "completions.jsonl"), *mb = read_all(b, "completions.jsonl");
+    T_CHECK(ma && mb && !strcmp(ma, mb), "lora: completions.jsonl differs after resume");
+    c.train.use_peft = 0;
+    T_CHECK(trainer_run(&c, NULL, &err) == -1 && strstr(err.msg, "a checkpoint of a LoRA run"),
+            "a LoRA checkpoint resumed without use_peft: %s", err.msg);
+    free(wa), free(wb), free(sa), free(sb), free(ma), free(mb), free(ck3), free(ad), free(a), free(b);
 }
 
 static void resume(const char *model, const char *data) {
@@ -244,6 +364,8 @@ int main(void) {
     bad_configs(model, data);
     split_invariance(model, data);
     resume(model, data);
+    split_invariance_lora(model, data);
+    resume_lora(model, data);
     fs_rm_rf(root);
     free(model), free(data);
     return t_summary("test_trainer");

@@ -111,7 +111,7 @@ static void check_fixture(const char *name) {
             float *gbuf = calloc(m.table.total, sizeof(float));
             ModelView gv;
             params_view(&gv, &m.table, &m.cfg, gbuf);
-            model_backward(&m, &a, &gv, dlp, NULL);
+            model_backward(&m, &a, &(ModelGrads){&gv, NULL}, dlp, NULL);
             for (int i = 0; i < m.table.n; i++) {
                 ParamEntry *e = &m.table.entries[i];
                 char gname[128];
@@ -135,7 +135,7 @@ static void check_fixture(const char *name) {
                 memcpy(g2, grads_chunk[ci], sizeof(float) * m.table.total);
                 ModelView gv2;
                 params_view(&gv2, &m.table, &m.cfg, g2);
-                model_backward(&m, &a, &gv2, dlp, NULL);
+                model_backward(&m, &a, &(ModelGrads){&gv2, NULL}, dlp, NULL);
                 int ok = 1;
                 double gmax = 0;
                 for (size_t k = 0; k < m.table.total; k++) gmax = fmax(gmax, fabs(g2[k]));

@@ -1,0 +1,210 @@
+/* model/lora_layers.c — trainable LoRA adapters: layout, PEFT's initialisation,
+ * and their share of the forward, backward and decoding passes (lora_layers.h). */
+#include "model/lora_layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "ops/gemm.h"
+#include "ops/ops.h"
+
+const char *const lora_module_names[LORA_N_MODULES + 1] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                                           "gate_proj", "up_proj", "down_proj", NULL};
+
+int lora_parse_targets(const char *const *names, int n, unsigned *targets, GrpoErr *err) {
+    *targets = 0;
+    if (n == 0) {
+        *targets = 1u << LORA_Q | 1u << LORA_V;
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(names[i], "all-linear")) {
+            *targets |= (1u << LORA_N_MODULES) - 1;
+            continue;
+        }
+        int k = 0;
+        while (lora_module_names[k] && strcmp(lora_module_names[k], names[i])) k++;
+        if (!lora_module_names[k])
+            return err_set(err, "lora_target_modules: '%.80s' is not a linear layer of the model (q_proj, k_proj, "
+                           "v_proj, o_proj, gate_proj, up_proj, down_proj, or all-linear)", names[i]);
+        *targets |= 1u << k;
+    }
+    return 0;
+}
+
+void lora_module_geometry(const ModelConfig *c, LoraModule mod, LoraLinear *lin, int *row0, int *out, int *in) {
+    int C = c->hidden_size, F = c->intermediate_size, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    static const LoraLinear lins[LORA_N_MODULES] = {LORA_LIN_QKV, LORA_LIN_QKV, LORA_LIN_QKV, LORA_LIN_O,
+                                                    LORA_LIN_GU,  LORA_LIN_GU,  LORA_LIN_DOWN};
+    const int r0[LORA_N_MODULES] = {0, q, q + kv, 0, 0, F, 0};
+    const int o[LORA_N_MODULES] = {q, kv, kv, C, F, F, C};
+    const int i[LORA_N_MODULES] = {C, C, C, q, C, C, F};
+    *lin = lins[mod];
+    *row0 = r0[mod];
+    *out = o[mod];
+    *in = i[mod];
+}
+
+void lora_layers_create(LoraLayers *lo, const ModelConfig *cfg, const LoraSpec *spec, uint64_t dropout_seed) {
+    memset(lo, 0, sizeof *lo);
+    lo->spec = *spec;
+    lo->scaling = (float)(spec->use_rslora ? spec->alpha / sqrt(spec->r) : spec->alpha / spec->r);
+    lo->n_layers = cfg->n_layers;
+    lo->enabled = 1;
+    lo->dropout_seed = dropout_seed;
+    lo->entry = xmalloc(sizeof *lo->entry * (size_t)cfg->n_layers);
+    int cap = 0;
+    char name[96];
+    for (int l = 0; l < cfg->n_layers; l++)
+        for (int m = 0; m < LORA_N_MODULES; m++) {
+            lo->entry[l][m] = -1;
+            if (!(spec->targets & 1u << m)) continue;
+            LoraLinear lin;
+            int row0, out, in;
+            lora_module_geometry(cfg, (LoraModule)m, &lin, &row0, &out, &in);
+            const char *part = m <= LORA_O ? "self_attn" : "mlp";
+            lo->entry[l][m] = lo->table.n;
+            snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.%s.lora_A.weight", l, part,
+                     lora_module_names[m]);
+            params_add(&lo->table, &cap, name, spec->r, in, 0);
+            snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.%s.lora_B.weight", l, part,
+                     lora_module_names[m]);
+            params_add(&lo->table, &cap, name, out, spec->r, 0);
+        }
+    lo->params = xaligned(sizeof(float) * (lo->table.total ? lo->table.total : 1));
+    memset(lo->params, 0, sizeof(float) * lo->table.total);
+}
+
+void lora_layers_free(LoraLayers *lo) {
+    params_free(&lo->table);
+    free(lo->params);
+    free(lo->entry);
+    memset(lo, 0, sizeof *lo);
+}
+
+void lora_init_peft(LoraLayers *lo, uint64_t seed) {
+    for (int i = 0; i < lo->table.n; i++) {
+        const ParamEntry *e = &lo->table.entries[i];
+        float *p = lo->params + e->offset;
+        if (strstr(e->name, ".lora_B.")) {
+            memset(p, 0, sizeof(float) * e->numel);
+            continue;
+        }
+        /* kaiming_uniform_(a=sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain sqrt(3 / fan_in) = 1 / sqrt(fan_in) */
+        float bound = (float)(1.0 / sqrt((double)e->shape[1]));
+        Rng r;
+        rng_init(&r, seed, rng_mix(0x4c6f5241u /* "LoRA" */, (uint64_t)i));
+        for (size_t k = 0; k < e->numel; k++) p[k] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
+    }
+}
+
+size_t lora_saved_floats_per_token(const LoraLayers *lo) { return (size_t)LORA_N_MODULES * lo->spec.r; }
+
+size_t lora_scratch_floats_per_token(const LoraLayers *lo, const ModelConfig *c) {
+    size_t w = c->hidden_size;
+    if ((size_t)c->n_heads * c->head_dim > w) w = (size_t)c->n_heads * c->head_dim;
+    if ((size_t)c->intermediate_size > w) w = c->intermediate_size;
+    return w + lo->spec.r;
+}
+
+/* ---- dropout ---- */
+
+static int dropout_on(const LoraLayers *lo, const LoraBatch *b) { return b->keys && lo->spec.dropout > 0; }
+
+/* buf[N, in] *= mask / (1 - p) for module mod of layer l, the mask of each row
+ * drawn from its own stream (sequence key, position, layer, module). */
+static void dropout_apply(const LoraLayers *lo, float *buf, int in, const LoraBatch *b, int l, int mod) {
+    uint32_t thresh = (uint32_t)lrint(lo->spec.dropout * 65536.0);
+    float scale = (float)(1.0 / (1.0 - lo->spec.dropout));
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < b->N; n++) {
+        Rng r;
+        uint64_t site = rng_mix(rng_mix(b->keys[n / b->T], (uint64_t)b->pos[n]), (uint64_t)l * LORA_N_MODULES + mod);
+        rng_init(&r, lo->dropout_seed, site);
+        float *row = buf + (size_t)n * in;
+        uint32_t w = 0;
+        for (int j = 0; j < in; j++) {
+            if (!(j & 1)) w = rng_u32(&r);
+            uint32_t h = j & 1 ? w >> 16 : w & 0xffffu;
+            row[j] = h < thresh ? 0.0f : row[j] * scale;
+        }
+    }
+}
+
+/* x, or dropout(x) in the scratch */
+static const float *adapter_input(const LoraLayers *lo, const float *x, int in, const LoraBatch *b, int l, int mod) {
+    if (!dropout_on(lo, b)) return x;
+    memcpy(b->scratch, x, sizeof(float) * (size_t)b->N * in);
+    dropout_apply(lo, b->scratch, in, b, l, mod);
+    return b->scratch;
+}
+
+/* ---- forward, backward, decoding ---- */
+
+void lora_linear_forward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,
+                         const float *x, float *u, const LoraBatch *b) {
+    int r = lo->spec.r, N = b->N;
+    for (int mod = 0; mod < LORA_N_MODULES; mod++) {
+        int e = lo->entry[l][mod], row0, out, in;
+        LoraLinear ml;
+        if (e < 0) continue;
+        lora_module_geometry(cfg, (LoraModule)mod, &ml, &row0, &out, &in);
+        if (ml != lin) continue;
+        const float *A = lo->params + lo->table.entries[e].offset, *B = lo->params + lo->table.entries[e + 1].offset;
+        float *um = u + (size_t)mod * N * r;
+        const float *xin = adapter_input(lo, x, in, b, l, mod);
+        gemm_f32(0, 1, N, r, in, 1.0f, xin, in, A, in, 0.0f, um, r);
+        if (y) gemm_f32(0, 1, N, out, r, lo->scaling, um, r, B, r, 1.0f, y + row0, ldy);
+    }
+}
+
+void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *dx,
+                          const float *dy, int ldy, const float *x, const float *u, float *grads, const LoraBatch *b) {
+    int r = lo->spec.r, N = b->N;
+    for (int mod = 0; mod < LORA_N_MODULES; mod++) {
+        int e = lo->entry[l][mod], row0, out, in;
+        LoraLinear ml;
+        if (e < 0) continue;
+        lora_module_geometry(cfg, (LoraModule)mod, &ml, &row0, &out, &in);
+        if (ml != lin) continue;
+        const ParamEntry *ea = &lo->table.entries[e], *eb = &lo->table.entries[e + 1];
+        const float *A = lo->params + ea->offset, *B = lo->params + eb->offset;
+        const float *um = u + (size_t)mod * N * r;
+        /* dB[out, r] += s dy^T u;  du[N, r] = s dy B;  dA[r, in] += du^T dropout(x) */
+        gemm_f32(1, 0, out, r, N, lo->scaling, dy + row0, ldy, um, r, 1.0f, grads + eb->offset, r);
+        gemm_f32(0, 0, N, r, out, lo->scaling, dy + row0, ldy, B, r, 0.0f, b->du, r);
+        const float *xin = adapter_input(lo, x, in, b, l, mod);
+        gemm_f32(1, 0, r, in, N, 1.0f, b->du, r, xin, in, 1.0f, grads + ea->offset, in);
+        if (!dropout_on(lo, b)) {
+            gemm_f32(0, 0, N, in, r, 1.0f, b->du, r, A, in, 1.0f, dx, in);
+            continue;
+        }
+        /* dx += dropout'(du A): the same mask and scale as the forward */
+        gemm_f32(0, 0, N, in, r, 1.0f, b->du, r, A, in, 0.0f, b->scratch, in);
+        dropout_apply(lo, b->scratch, in, b, l, mod);
+#pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < (size_t)N * in; k++) dx[k] += b->scratch[k];
+    }
+}
+
+void lora_linear_decode(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,
+                        const float *x, int n) {
+    int r = lo->spec.r;
+    for (int mod = 0; mod < LORA_N_MODULES; mod++) {
+        int e = lo->entry[l][mod], row0, out, in;
+        LoraLinear ml;
+        if (e < 0) continue;
+        lora_module_geometry(cfg, (LoraModule)mod, &ml, &row0, &out, &in);
+        if (ml != lin) continue;
+        const float *A = lo->params + lo->table.entries[e].offset, *B = lo->params + lo->table.entries[e + 1].offset;
+        float *u = xmalloc(sizeof(float) * (size_t)n * r), *t = xmalloc(sizeof(float) * (size_t)n * out);
+        matmul_forward_rowwise(u, x, A, NULL, n, in, r);
+        matmul_forward_rowwise(t, u, B, NULL, n, r, out);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < out; j++) y[(size_t)i * ldy + row0 + j] += lo->scaling * t[(size_t)i * out + j];
+        free(u), free(t);
+    }
+}

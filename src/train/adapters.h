@@ -1,0 +1,21 @@
+/* train/adapters.h — the trainable LoRA adapters of a run: fresh ones with
+ * PEFT's initialisation (use_peft, lora_* options) or an adapter directory to
+ * continue (--adapter), attached to the model the training loop trains. With
+ * adapters attached the loop optimises them alone and saves them in PEFT's
+ * layout; the base stays frozen. */
+#ifndef GRPO_TRAIN_ADAPTERS_H
+#define GRPO_TRAIN_ADAPTERS_H
+
+#include "core/check.h"
+#include "model/lora_layers.h"
+#include "model/transformer.h"
+#include "train/args.h"
+
+/* With use_peft or adapter: builds lo and sets m->lora = lo, returns 1; else
+ * returns 0 with nothing done; -1 with err on bad options or a bad adapter. */
+int train_adapters_attach(LoraLayers *lo, Model *m, const TrainingArgs *a, GrpoErr *err);
+
+/* One line of the memory plan: "adapters r R on MODULES, P M parameters". */
+void train_adapters_describe(const LoraLayers *lo, char *buf, size_t cap);
+
+#endif
