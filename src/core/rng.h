@@ -9,6 +9,7 @@
 #ifndef GRPO_CORE_RNG_H
 #define GRPO_CORE_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The bare block function: out = Philox4x32-10(ctr, key). Matches the
@@ -43,6 +44,13 @@ uint32_t rng_below(Rng *r, uint32_t bound);
  * to 1, j = rng_below(r, i+1), swap v[i] and v[j]. The sequence of draws is part
  * of the contract: the dataset order (data/) and so resumed runs depend on it. */
 void rng_shuffle(Rng *r, int *v, int n);
+
+/* Keep bits for dropout, 8 per block: out[i] (i < n) has bit 2w + h set when the
+ * 16-bit half h (0 low, 1 high) of word w of block first + i of stream `stream` of
+ * `seed` is >= thresh (drop probability thresh / 65536). The same draws, in the same
+ * order, as rng_u32 from rng_init(seed, stream) halved low half first; 16 blocks
+ * at a time with AVX-512. */
+void rng_keep_bits(uint64_t seed, uint64_t stream, uint64_t first, size_t n, uint32_t thresh, uint8_t *out);
 
 /* Hashes (a, b) into a 64-bit id, not symmetric: splitmix64's finalizer
  * (Steele, Lea, Flood 2014) applied to a, then to the result combined with b. */

@@ -372,6 +372,19 @@ ST_DEFINE_LOAD(ld_i32, int32_t)
 ST_DEFINE_LOAD(ld_f32, float)
 ST_DEFINE_LOAD(ld_f64, double)
 
+/* Drops the tensor's whole pages of the read-only map from this process's
+ * resident set once it has been converted: a model is read tensor by tensor into
+ * its own buffer, and without this the mapped file would stay resident beside it
+ * (peak RSS = weights twice). The pages stay in the page cache; reading the
+ * tensor again faults them back in. */
+static void release_pages(const StFile *f, const StTensor *t) {
+    if (!f->map) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)(f->data + t->begin) + page - 1) & ~(page - 1);
+    uintptr_t b = (uintptr_t)(f->data + t->end) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 /* st_read_f32 and st_read_f64 are one body: the same conversions into float or
  * double, where the dtype of the output's own width (OWN) is a plain copy. */
 #define ST_DEFINE_READ_FLOAT(fn, T, OWN)                                                               \
@@ -380,17 +393,20 @@ ST_DEFINE_LOAD(ld_f64, double)
         int64_t n = t->numel;                                                                          \
         if (t->dtype == OWN) {                                                                         \
             memcpy(out, p, (size_t)n * sizeof(T));                                                     \
+            release_pages(f, t);                                                                       \
             return 0;                                                                                  \
         }                                                                                              \
         switch (t->dtype) {                                                                            \
-        case ST_F32: for (int64_t i = 0; i < n; i++) out[i] = (T)ld_f32(p, i); return 0;               \
-        case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f16_to_f32(ld_u16(p, i)); return 0;   \
-        case ST_BF16: for (int64_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(ld_u16(p, i)); return 0; \
-        case ST_F64: for (int64_t i = 0; i < n; i++) out[i] = (T)ld_f64(p, i); return 0;               \
+        case ST_F32: for (int64_t i = 0; i < n; i++) out[i] = (T)ld_f32(p, i); break;                  \
+        case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f16_to_f32(ld_u16(p, i)); break;      \
+        case ST_BF16: for (int64_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(ld_u16(p, i)); break;    \
+        case ST_F64: for (int64_t i = 0; i < n; i++) out[i] = (T)ld_f64(p, i); break;                  \
         default:                                                                                       \
             return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path, \
                            t->name, st_dtype_name(t->dtype));                                          \
         }                                                                                              \
+        release_pages(f, t);                                                                           \
+        return 0;                                                                                      \
     }
 ST_DEFINE_READ_FLOAT(st_read_f32, float, ST_F32)
 ST_DEFINE_READ_FLOAT(st_read_f64, double, ST_F64)

@@ -117,6 +117,7 @@ void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, i
 }
 
 void decode_state_free(DecodeState *s) {
+    free(s->lora_tmp);
     free(s->arena);
     free(s->pos);
     free(s->own);
@@ -172,11 +173,17 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
     }
     embedding_forward(s->x, tokens, m->w.embed, n, C);
     const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
+    size_t lora_need = lo ? lora_decode_scratch_floats(lo, cfg, n) : 0;
+    if (lora_need > s->lora_tmp_floats) {
+        free(s->lora_tmp);
+        s->lora_tmp = xmalloc(sizeof(float) * lora_need);
+        s->lora_tmp_floats = lora_need;
+    }
     for (int l = 0; l < cfg->n_layers; l++) {
         const LayerView *w = &m->w.layers[l];
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
         matmul_forward_rowwise(s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV);
-        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_QKV, s->qkv, QKV, s->h, n);
+        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_QKV, s->qkv, QKV, s->h, n, s->lora_tmp);
         if (cfg->qk_norm) {
             for (int h = 0; h < H + Hkv; h++)
                 rmsnorm_forward(s->qk + h * D, s->rstd, s->qkv + h * D, h < H ? w->q_norm : w->k_norm,
@@ -202,14 +209,14 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
                        s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc);
         }
         matmul_forward_rowwise(s->tmp, s->att, w->wo, w->bo, n, H * D, C);
-        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_O, s->tmp, C, s->att, n);
+        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_O, s->tmp, C, s->att, n, s->lora_tmp);
         for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln2, n, C, C, C, cfg->rms_norm_eps);
         matmul_forward_rowwise(s->gu, s->h, w->wgu, NULL, n, C, 2 * F);
-        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_GU, s->gu, 2 * F, s->h, n);
+        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_GU, s->gu, 2 * F, s->h, n, s->lora_tmp);
         swiglu_forward(s->act, s->gu, n, F);
         matmul_forward_rowwise(s->tmp, s->act, w->wdown, NULL, n, F, C);
-        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_DOWN, s->tmp, C, s->act, n);
+        if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_DOWN, s->tmp, C, s->act, n, s->lora_tmp);
         for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
     }
     int n_out = 0;

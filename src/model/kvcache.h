@@ -39,6 +39,8 @@ typedef struct {
     float *x, *h, *qkv, *qk, *att, *tmp, *gu, *act, *rstd, *scores, *hrows;
     int32_t *pos, *own;
     float *arena;
+    float *lora_tmp;                      /* adapters' scratch, grown on first use */
+    size_t lora_tmp_floats;
 } DecodeState;
 
 size_t decode_state_bytes(const ModelConfig *cfg, int max_rows, int max_keys);

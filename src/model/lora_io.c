@@ -123,16 +123,7 @@ int lora_layers_save(const LoraLayers *lo, const char *out_dir, const LoraSaveOp
     free(path);
     free(wt);
     /* the tokenizer, as the trainer's save_model writes it beside the adapter */
-    for (int i = 0; !rc && o->copy_from && model_side_files[i]; i++) {
-        if (!strcmp(model_side_files[i], "generation_config.json")) continue;
-        char *src = fs_join(o->copy_from, model_side_files[i]);
-        if (fs_exists(src)) {
-            char *dst = fs_join(tmp, model_side_files[i]);
-            rc = fs_copy_file(src, dst, err);
-            free(dst);
-        }
-        free(src);
-    }
+    if (!rc && o->copy_from) rc = model_copy_side_files(o->copy_from, tmp, 0, err);
     if (!rc) rc = fs_commit_dir(tmp, out_dir, err);
     if (rc) fs_rm_rf(tmp);
     free(tmp);

@@ -11,6 +11,10 @@
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
+#ifdef __AVX512VL__
+#include <immintrin.h>
+#endif
+
 const char *const lora_module_names[LORA_N_MODULES + 1] = {"q_proj", "k_proj", "v_proj", "o_proj",
                                                            "gate_proj", "up_proj", "down_proj", NULL};
 
@@ -110,52 +114,108 @@ size_t lora_scratch_floats_per_token(const LoraLayers *lo, const ModelConfig *c)
     return w + lo->spec.r;
 }
 
+size_t lora_mask_bytes_per_token(const ModelConfig *cfg) {
+    size_t n = 0;
+    for (int m = 0; m < LORA_N_MODULES; m++) {
+        LoraLinear lin;
+        int row0, out, in;
+        lora_module_geometry(cfg, (LoraModule)m, &lin, &row0, &out, &in);
+        n += ((size_t)in + 7) / 8;
+    }
+    return n;
+}
+
 /* ---- dropout ---- */
 
 static int dropout_on(const LoraLayers *lo, const LoraBatch *b) { return b->keys && lo->spec.dropout > 0; }
 
-/* buf[N, in] *= mask / (1 - p) for module mod of layer l, the mask of each row
- * drawn from its own stream (sequence key, position, layer, module). */
-static void dropout_apply(const LoraLayers *lo, float *buf, int in, const LoraBatch *b, int l, int mod) {
+/* Module mod's mask within the layer's rows: its byte offset in a row of the mask
+ * and its bytes per row. */
+static size_t mask_offset(const ModelConfig *cfg, int mod, size_t *row_bytes) {
+    size_t off = 0;
+    for (int m = 0; m <= mod; m++) {
+        LoraLinear lin;
+        int row0, out, in;
+        lora_module_geometry(cfg, (LoraModule)m, &lin, &row0, &out, &in);
+        *row_bytes = ((size_t)in + 7) / 8;
+        if (m < mod) off += *row_bytes;
+    }
+    return off;
+}
+
+/* Draws module mod's keep bits for layer l (bit j of a row: keep element j), each
+ * row from its own stream (sequence key, position, layer, module): a 16-bit draw
+ * per element, kept when >= round(p 65536) (rng_keep_bits). */
+static void draw_mask(const LoraLayers *lo, const ModelConfig *cfg, const LoraBatch *b, int l, int mod) {
     uint32_t thresh = (uint32_t)lrint(lo->spec.dropout * 65536.0);
-    float scale = (float)(1.0 / (1.0 - lo->spec.dropout));
+    size_t rb, off = mask_offset(cfg, mod, &rb), stride = lora_mask_bytes_per_token(cfg);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < b->N; n++) {
-        Rng r;
         uint64_t site = rng_mix(rng_mix(b->keys[n / b->T], (uint64_t)b->pos[n]), (uint64_t)l * LORA_N_MODULES + mod);
-        rng_init(&r, lo->dropout_seed, site);
-        float *row = buf + (size_t)n * in;
-        uint32_t w = 0;
-        for (int j = 0; j < in; j++) {
-            if (!(j & 1)) w = rng_u32(&r);
-            uint32_t h = j & 1 ? w >> 16 : w & 0xffffu;
-            row[j] = h < thresh ? 0.0f : row[j] * scale;
+        rng_keep_bits(lo->dropout_seed, site, 0, rb, thresh, b->mask + (size_t)n * stride + off);
+    }
+}
+
+/* out[N, in] = x * mask / (1 - p) with module mod's mask (out may be x); with
+ * accumulate, out += that instead. */
+static void apply_mask(const LoraLayers *lo, const ModelConfig *cfg, float *out, const float *x, int in,
+                       const LoraBatch *b, int mod, int accumulate) {
+    float scale = (float)(1.0 / (1.0 - lo->spec.dropout));
+    size_t rb, off = mask_offset(cfg, mod, &rb), stride = lora_mask_bytes_per_token(cfg);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < b->N; n++) {
+        const uint8_t *bits = b->mask + (size_t)n * stride + off;
+        const float *xr = x + (size_t)n * in;
+        float *o = out + (size_t)n * in;
+        int j = 0;
+#ifdef __AVX512VL__
+        __m256 s8 = _mm256_set1_ps(scale);
+        for (; j + 8 <= in; j += 8) {
+            __m256 v = _mm256_maskz_mul_ps((__mmask8)bits[j >> 3], _mm256_loadu_ps(xr + j), s8);
+            _mm256_storeu_ps(o + j, accumulate ? _mm256_add_ps(_mm256_loadu_ps(o + j), v) : v);
+        }
+#endif
+        for (; j < in; j++) {
+            float v = bits[j >> 3] >> (j & 7) & 1 ? xr[j] * scale : 0.0f;
+            o[j] = accumulate ? o[j] + v : v;
         }
     }
 }
 
-/* x, or dropout(x) in the scratch */
-static const float *adapter_input(const LoraLayers *lo, const float *x, int in, const LoraBatch *b, int l, int mod) {
+/* x, or dropout(x) in the scratch; the forward draws the mask, later passes reuse it */
+static const float *adapter_input(const LoraLayers *lo, const ModelConfig *cfg, const float *x, int in,
+                                  const LoraBatch *b, int l, int mod) {
     if (!dropout_on(lo, b)) return x;
-    memcpy(b->scratch, x, sizeof(float) * (size_t)b->N * in);
-    dropout_apply(lo, b->scratch, in, b, l, mod);
+    if (!b->mask_ready[mod]) {
+        draw_mask(lo, cfg, b, l, mod);
+        b->mask_ready[mod] = 1;
+    }
+    apply_mask(lo, cfg, b->scratch, x, in, b, mod, 0);
     return b->scratch;
 }
 
 /* ---- forward, backward, decoding ---- */
 
+/* Is module mod of layer l adapted and part of linear lin? Then its table entry
+ * (A; B follows) and geometry. */
+static int adapted(const LoraLayers *lo, const ModelConfig *cfg, int l, int mod, LoraLinear lin, int *e, int *row0,
+                   int *out, int *in) {
+    LoraLinear ml;
+    *e = lo->entry[l][mod];
+    if (*e < 0) return 0;
+    lora_module_geometry(cfg, (LoraModule)mod, &ml, row0, out, in);
+    return ml == lin;
+}
+
 void lora_linear_forward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,
                          const float *x, float *u, const LoraBatch *b) {
     int r = lo->spec.r, N = b->N;
     for (int mod = 0; mod < LORA_N_MODULES; mod++) {
-        int e = lo->entry[l][mod], row0, out, in;
-        LoraLinear ml;
-        if (e < 0) continue;
-        lora_module_geometry(cfg, (LoraModule)mod, &ml, &row0, &out, &in);
-        if (ml != lin) continue;
+        int e, row0, out, in;
+        if (!adapted(lo, cfg, l, mod, lin, &e, &row0, &out, &in)) continue;
         const float *A = lo->params + lo->table.entries[e].offset, *B = lo->params + lo->table.entries[e + 1].offset;
         float *um = u + (size_t)mod * N * r;
-        const float *xin = adapter_input(lo, x, in, b, l, mod);
+        const float *xin = adapter_input(lo, cfg, x, in, b, l, mod);
         gemm_f32(0, 1, N, r, in, 1.0f, xin, in, A, in, 0.0f, um, r);
         if (y) gemm_f32(0, 1, N, out, r, lo->scaling, um, r, B, r, 1.0f, y + row0, ldy);
     }
@@ -165,18 +225,15 @@ void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, L
                           const float *dy, int ldy, const float *x, const float *u, float *grads, const LoraBatch *b) {
     int r = lo->spec.r, N = b->N;
     for (int mod = 0; mod < LORA_N_MODULES; mod++) {
-        int e = lo->entry[l][mod], row0, out, in;
-        LoraLinear ml;
-        if (e < 0) continue;
-        lora_module_geometry(cfg, (LoraModule)mod, &ml, &row0, &out, &in);
-        if (ml != lin) continue;
+        int e, row0, out, in;
+        if (!adapted(lo, cfg, l, mod, lin, &e, &row0, &out, &in)) continue;
         const ParamEntry *ea = &lo->table.entries[e], *eb = &lo->table.entries[e + 1];
         const float *A = lo->params + ea->offset, *B = lo->params + eb->offset;
         const float *um = u + (size_t)mod * N * r;
         /* dB[out, r] += s dy^T u;  du[N, r] = s dy B;  dA[r, in] += du^T dropout(x) */
         gemm_f32(1, 0, out, r, N, lo->scaling, dy + row0, ldy, um, r, 1.0f, grads + eb->offset, r);
         gemm_f32(0, 0, N, r, out, lo->scaling, dy + row0, ldy, B, r, 0.0f, b->du, r);
-        const float *xin = adapter_input(lo, x, in, b, l, mod);
+        const float *xin = adapter_input(lo, cfg, x, in, b, l, mod);
         gemm_f32(1, 0, r, in, N, 1.0f, b->du, r, xin, in, 1.0f, grads + ea->offset, in);
         if (!dropout_on(lo, b)) {
             gemm_f32(0, 0, N, in, r, 1.0f, b->du, r, A, in, 1.0f, dx, in);
@@ -184,27 +241,41 @@ void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, L
         }
         /* dx += dropout'(du A): the same mask and scale as the forward */
         gemm_f32(0, 0, N, in, r, 1.0f, b->du, r, A, in, 0.0f, b->scratch, in);
-        dropout_apply(lo, b->scratch, in, b, l, mod);
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < (size_t)N * in; k++) dx[k] += b->scratch[k];
+        apply_mask(lo, cfg, dx, b->scratch, in, b, mod, 1);
     }
 }
 
+size_t lora_decode_scratch_floats(const LoraLayers *lo, const ModelConfig *cfg, int n) {
+    size_t widest = (size_t)cfg->hidden_size;
+    if ((size_t)cfg->intermediate_size > widest) widest = cfg->intermediate_size;
+    return (size_t)n * (lo->spec.r + widest);
+}
+
 void lora_linear_decode(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,
-                        const float *x, int n) {
+                        const float *x, int n, float *tmp) {
     int r = lo->spec.r;
+    /* few rows: plain dot products per row, so a row's result never depends on
+     * the others (generation must not depend on chunking) */
     for (int mod = 0; mod < LORA_N_MODULES; mod++) {
-        int e = lo->entry[l][mod], row0, out, in;
-        LoraLinear ml;
-        if (e < 0) continue;
-        lora_module_geometry(cfg, (LoraModule)mod, &ml, &row0, &out, &in);
-        if (ml != lin) continue;
+        int e, row0, out, in;
+        if (!adapted(lo, cfg, l, mod, lin, &e, &row0, &out, &in)) continue;
         const float *A = lo->params + lo->table.entries[e].offset, *B = lo->params + lo->table.entries[e + 1].offset;
-        float *u = xmalloc(sizeof(float) * (size_t)n * r), *t = xmalloc(sizeof(float) * (size_t)n * out);
-        matmul_forward_rowwise(u, x, A, NULL, n, in, r);
-        matmul_forward_rowwise(t, u, B, NULL, n, r, out);
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < n; i++) {
+            const float *xi = x + (size_t)i * in;
+            float *u = tmp + (size_t)i * r;
+            for (int k = 0; k < r; k++) {
+                const float *a = A + (size_t)k * in;
+                float acc = 0;
+#pragma omp simd reduction(+ : acc)
+                for (int j = 0; j < in; j++) acc += xi[j] * a[j];
+                u[k] = acc * lo->scaling;
+            }
+        }
+        float *t = tmp + (size_t)n * r; /* t[n, out] = (s u) B^T, then added into y's rows */
+        matmul_forward_rowwise(t, tmp, B, NULL, n, r, out);
+#pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < out; j++) y[(size_t)i * ldy + row0 + j] += lo->scaling * t[(size_t)i * out + j];
-        free(u), free(t);
+            for (int o = 0; o < out; o++) y[(size_t)i * ldy + row0 + o] += t[(size_t)i * out + o];
     }
 }

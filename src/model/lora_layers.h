@@ -82,12 +82,17 @@ typedef struct {
     const uint64_t *keys;    /* [B] dropout key of each sequence, or NULL: no dropout */
     float *scratch;          /* [N, max in] */
     float *du;               /* [N, r] */
+    uint8_t *mask;           /* this layer's dropout masks, lora_mask_bytes_per_token per row (with keys) */
+    uint8_t *mask_ready;     /* [LORA_N_MODULES]: the module's mask is drawn (the forward draws, the
+                                recomputation and the backward reuse) */
 } LoraBatch;
 
 /* Floats of saved adapter activations per token and layer (u = dropout(x) A^T of
- * every module), and of scratch per token. */
+ * every module), of scratch per token, and bytes of dropout masks per token and
+ * layer (one bit per input element of every module). */
 size_t lora_saved_floats_per_token(const LoraLayers *lo);
 size_t lora_scratch_floats_per_token(const LoraLayers *lo, const ModelConfig *cfg);
+size_t lora_mask_bytes_per_token(const ModelConfig *cfg);
 
 /* y[N, ldy] (the fused output of linear `lin` in layer l) += scaling · B A
  * dropout(x); x[N, in]; u[LORA_N_MODULES][N, r] saved for backward. y NULL: u
@@ -98,8 +103,10 @@ void lora_linear_forward(const LoraLayers *lo, const ModelConfig *cfg, int l, Lo
  * `lin`; dx[N, in] += the adapter path's input gradient. */
 void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *dx,
                           const float *dy, int ldy, const float *x, const float *u, float *grads, const LoraBatch *b);
-/* Decoding (no dropout, batch-invariant rows): y[n, ldy] += scaling · B A x. */
+/* Decoding (no dropout, batch-invariant rows): y[n, ldy] += scaling · B A x;
+ * tmp holds lora_decode_scratch_floats(n) floats. */
 void lora_linear_decode(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,
-                        const float *x, int n);
+                        const float *x, int n, float *tmp);
+size_t lora_decode_scratch_floats(const LoraLayers *lo, const ModelConfig *cfg, int n);
 
 #endif

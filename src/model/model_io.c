@@ -132,6 +132,21 @@ static const char *torch_dtype_of(int st) {
     return st == ST_BF16 ? "bfloat16" : st == ST_F16 ? "float16" : "float32";
 }
 
+int model_copy_side_files(const char *from, const char *to, int with_generation_config, GrpoErr *err) {
+    int rc = 0;
+    for (int i = 0; !rc && model_side_files[i]; i++) {
+        if (!with_generation_config && !strcmp(model_side_files[i], "generation_config.json")) continue;
+        char *src = fs_join(from, model_side_files[i]);
+        if (fs_exists(src)) {
+            char *dst = fs_join(to, model_side_files[i]);
+            rc = fs_copy_file(src, dst, err);
+            free(dst);
+        }
+        free(src);
+    }
+    return rc;
+}
+
 int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err) {
     char *tmp = NULL;
     if (fs_tmpdir_for(out_dir, &tmp, err)) return -1;
@@ -163,15 +178,7 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
         rc = err_set(err, "%s: cannot write", path);
     free(path);
     json_decref(cfg);
-    for (int i = 0; !rc && opts->copy_from && model_side_files[i]; i++) {
-        char *src = fs_join(opts->copy_from, model_side_files[i]);
-        if (fs_exists(src)) {
-            char *dst = fs_join(tmp, model_side_files[i]);
-            rc = fs_copy_file(src, dst, err);
-            free(dst);
-        }
-        free(src);
-    }
+    if (!rc && opts->copy_from) rc = model_copy_side_files(opts->copy_from, tmp, 1, err);
     if (!rc && opts->meta && opts->meta->generation_config) {
         path = fs_join(tmp, "generation_config.json");
         if (!fs_exists(path) && json_dump_file(opts->meta->generation_config, path, JSON_INDENT(2)) != 0)

@@ -38,5 +38,8 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
 
 /* The files copied through from a source model directory when present. */
 extern const char *const model_side_files[];
+/* Copies those of from's side files that exist into directory to (the
+ * tokenizer's; generation_config.json too when with_generation_config). */
+int model_copy_side_files(const char *from, const char *to, int with_generation_config, GrpoErr *err);
 
 #endif

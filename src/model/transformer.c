@@ -122,25 +122,38 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->mask = xmalloc(N);
 }
 
+/* Dropout masks are kept for every layer, checkpointed or not: drawn once in the
+ * forward, reused by the recomputation and the backward. */
+static size_t mask_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tokens) {
+    return lo->spec.dropout > 0 ? (size_t)c->n_layers * max_tokens * lora_mask_bytes_per_token(c) : 0;
+}
+
 size_t acts_lora_plan_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tokens, int ckpt) {
     size_t nl = ckpt ? 1 : (size_t)c->n_layers;
     return sizeof(float) * (size_t)max_tokens *
-           (nl * lora_saved_floats_per_token(lo) + lora_scratch_floats_per_token(lo, c));
+           (nl * lora_saved_floats_per_token(lo) + lora_scratch_floats_per_token(lo, c)) +
+           mask_bytes(c, lo, max_tokens);
 }
 
 void acts_reserve_lora(Activations *a, const ModelConfig *c, const LoraLayers *lo) {
     CHECK(!a->lora_arena);
     size_t N = a->max_tokens, saved = N * lora_saved_floats_per_token(lo);
-    size_t bytes = acts_lora_plan_bytes(c, lo, a->max_tokens, a->checkpointing);
-    a->lora_arena = xaligned(bytes);
+    size_t bytes = acts_lora_plan_bytes(c, lo, a->max_tokens, a->checkpointing), masks = mask_bytes(c, lo, a->max_tokens);
+    a->lora_arena = xaligned(bytes - masks);
     int nl = a->checkpointing ? 1 : c->n_layers;
     for (int l = 0; l < nl; l++) a->layers[l].lora_u = a->lora_arena + (size_t)l * saved;
     a->lora_scratch = a->lora_arena + (size_t)nl * saved;
+    if (masks) {
+        a->lora_mask = xmalloc(masks);
+        a->lora_mask_ready = xcalloc((size_t)c->n_layers * LORA_N_MODULES, 1);
+    }
     a->bytes += bytes;
 }
 
 void acts_free(Activations *a) {
     free(a->lora_arena);
+    free(a->lora_mask);
+    free(a->lora_mask_ready);
     free(a->arena);
     free(a->layers);
     free(a->ids);
@@ -157,13 +170,18 @@ static void add_inplace(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* The adapters' view of the batch, or NULL when the model has none enabled. */
-static const LoraLayers *adapters(const Model *m, const Activations *a, LoraBatch *b) {
+/* The adapters' view of the batch at layer l, or NULL when the model has none enabled. */
+static const LoraLayers *adapters(const Model *m, const Activations *a, int l, LoraBatch *b) {
     const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
     if (!lo) return NULL;
     CHECK(a->lora_arena); /* acts_reserve_lora */
     size_t width = lora_scratch_floats_per_token(lo, &m->cfg) - lo->spec.r;
-    *b = (LoraBatch){a->N, a->T, a->pos, a->drop_keys, a->lora_scratch, a->lora_scratch + (size_t)a->N * width};
+    *b = (LoraBatch){a->N, a->T, a->pos, a->lora_mask ? a->drop_keys : NULL, a->lora_scratch,
+                     a->lora_scratch + (size_t)a->N * width, NULL, NULL};
+    if (a->lora_mask) {
+        b->mask = a->lora_mask + (size_t)l * a->N * lora_mask_bytes_per_token(&m->cfg);
+        b->mask_ready = a->lora_mask_ready + (size_t)l * LORA_N_MODULES;
+    }
     return lo;
 }
 
@@ -176,7 +194,7 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
-    const LoraLayers *lo = adapters(m, a, &lb);
+    const LoraLayers *lo = adapters(m, a, l, &lb);
     rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
     matmul_forward(L->qkv, L->h1, w->wqkv, w->bqkv, N, C, QKV);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, L->h1, L->lora_u, &lb);
@@ -218,7 +236,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
-    const LoraLayers *lo = lg ? adapters(m, a, &lb) : NULL;
+    const LoraLayers *lo = lg ? adapters(m, a, l, &lb) : NULL;
 #define GW(f) (g ? g->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
@@ -275,6 +293,7 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
             a->pos[n] = a->mask[n] ? p++ : 0;
         }
     }
+    if (a->lora_mask_ready) memset(a->lora_mask_ready, 0, (size_t)c->n_layers * LORA_N_MODULES);
     embedding_forward(a->x, a->ids, m->w.embed, N, C);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *L = &a->layers[a->checkpointing ? 0 : l];

@@ -73,6 +73,8 @@ typedef struct {
     float *arena;
     float *lora_arena;     /* adapters' saved activations and scratch (acts_reserve_lora) */
     float *lora_scratch;   /* [N, widest input + r] */
+    uint8_t *lora_mask;    /* [L, N, lora_mask_bytes_per_token] adapter dropout masks (lora_dropout > 0) */
+    uint8_t *lora_mask_ready; /* [L, LORA_N_MODULES] drawn in this forward */
     const uint64_t *drop_keys; /* [B] per-sequence adapter dropout keys of the next forward/backward, or NULL */
 } Activations;
 

@@ -285,7 +285,37 @@ static void test_timer(void) {
     T_CHECK(monotonic, "time_now_s went backwards");
 }
 
+/* rng_keep_bits (AVX-512, 16 blocks at a time) against the scalar definition: the
+ * stream's u32 draws from block `first` on, low half then high, each compared with
+ * thresh; also across the 2^32 boundary of the block counter's low word. */
+static void test_keep_bits(void) {
+    const uint64_t firsts[] = {0, 5, 0xFFFFFFFFull - 20};
+    const uint32_t threshes[] = {0, 3277, 32768, 65535, 65536};
+    int same = 1;
+    double kept = 0, total = 0;
+    for (int fi = 0; fi < 3; fi++)
+        for (int ti = 0; ti < 5; ti++) {
+            uint8_t got[53];
+            rng_keep_bits(7, 99, firsts[fi], 53, threshes[ti], got);
+            Rng r;
+            rng_init(&r, 7, 99);
+            r.counter_lo = firsts[fi];
+            for (int i = 0; i < 53; i++) {
+                uint8_t want = 0;
+                for (int w = 0; w < 4; w++) {
+                    uint32_t x = rng_u32(&r);
+                    want |= (uint8_t)(((x & 0xffffu) >= threshes[ti]) << (2 * w) | ((x >> 16) >= threshes[ti]) << (2 * w + 1));
+                }
+                same &= got[i] == want;
+                if (ti == 1) kept += __builtin_popcount(got[i]), total += 8;
+            }
+        }
+    T_CHECK(same, "rng_keep_bits equals the scalar draws");
+    T_CHECK(fabs(kept / total - (1 - 3277 / 65536.0)) < 0.03, "keep rate %.3f for p = 0.05", kept / total);
+}
+
 int main(void) {
+    test_keep_bits();
     test_kat();
     test_stream_layout();
     test_batching_independence();

@@ -18,37 +18,9 @@
 #include "model/lora.h"
 #include "model/model_io.h"
 #include "testutil.h"
+#include "fixture_tensors.h"
 
 #define RTOL 1e-5
-
-static double *read_f64(StFile *f, const char *name, long *n) {
-    const StTensor *t = st_find(f, name);
-    GrpoErr err;
-    double *out = t ? malloc(sizeof(double) * (t->numel ? t->numel : 1)) : NULL;
-    if (!t || st_read_f64(f, t, out, &err)) {
-        fprintf(stderr, "fixture: cannot read %s\n", name);
-        exit(1);
-    }
-    *n = (long)t->numel;
-    return out;
-}
-
-static int64_t *read_i64(StFile *f, const char *name) {
-    const StTensor *t = st_find(f, name);
-    GrpoErr err;
-    int64_t *out = t ? malloc(sizeof(int64_t) * t->numel) : NULL;
-    if (!t || st_read_i64(f, t, out, &err)) {
-        fprintf(stderr, "fixture: cannot read %s\n", name);
-        exit(1);
-    }
-    return out;
-}
-
-static double max_abs(const double *x, long n) {
-    double m = 0;
-    for (long i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
 
 /* The base fixture's padded batch. */
 typedef struct {
@@ -71,7 +43,8 @@ static void read_batch(Batch *b, const char *model) {
     const StTensor *t = st_find(&f, "input_ids");
     b->B = (int)t->shape[0], b->T = (int)t->shape[1], b->N = b->B * b->T;
     long n;
-    int64_t *ids = read_i64(&f, "input_ids"), *mask = read_i64(&f, "attention_mask"), *tgt = read_i64(&f, "target_ids");
+    int64_t *ids = read_i64(&f, "input_ids", &n), *mask = read_i64(&f, "attention_mask", &n),
+            *tgt = read_i64(&f, "target_ids", &n);
     double *lw = read_f64(&f, "loss_weight", &n), *temp = read_f64(&f, "temperature", &n);
     b->ids = malloc(sizeof(int32_t) * b->N), b->targets = malloc(sizeof(int32_t) * b->N);
     b->mask = malloc(b->N), b->dlp = malloc(sizeof(float) * b->N);

@@ -14,44 +14,7 @@
 #include "io/safetensors.h"
 #include "model/model_io.h"
 #include "testutil.h"
-
-static double *read_f64(StFile *f, const char *name, long *n) {
-    const StTensor *t = st_find(f, name);
-    if (!t) {
-        fprintf(stderr, "fixture has no tensor %s\n", name);
-        exit(1);
-    }
-    double *out = malloc(sizeof(double) * (t->numel ? t->numel : 1));
-    GrpoErr err;
-    if (st_read_f64(f, t, out, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(1);
-    }
-    *n = (long)t->numel;
-    return out;
-}
-
-static int64_t *read_i64(StFile *f, const char *name, long *n) {
-    const StTensor *t = st_find(f, name);
-    if (!t) {
-        fprintf(stderr, "fixture has no tensor %s\n", name);
-        exit(1);
-    }
-    int64_t *out = malloc(sizeof(int64_t) * t->numel);
-    GrpoErr err;
-    if (st_read_i64(f, t, out, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(1);
-    }
-    *n = (long)t->numel;
-    return out;
-}
-
-static double max_abs(const double *x, long n) {
-    double m = 0;
-    for (long i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
+#include "fixture_tensors.h"
 
 #define RTOL 1e-5
 
