@@ -109,6 +109,7 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     for (int it = 0; it <= iters; it++) {
         if (it == 1) t0 = time_now_s();
         memset(g, 0, sizeof(float) * tab->total);
+        a.train_pass = 1;
         model_forward(m, &a, ids, mask, B, T);
         model_logprobs(m, &a, tg, 1.0f, lp, NULL);
         model_backward(m, &a, &grads, dlp, NULL);
@@ -213,14 +214,20 @@ int main(int argc, char **argv) {
     }
     /* ---- LoRA: the training step and decode, against full fine-tuning in this run ---- */
     {
-        double full = train ? train_step_s(&m, iters, ids, mask, tg, dlp, lp) : 0;
         LoraSpec spec = {16, 32, 0.05, 0, (1u << LORA_N_MODULES) - 1};
         LoraLayers lo;
         lora_layers_create(&lo, &m.cfg, &spec, 1);
         lora_init_peft(&lo, 1);
         for (size_t i = 0; i < lo.table.total; i++) lo.params[i] += 1e-3f; /* B != 0 */
+        /* alternated, best of two each: this machine's neighbours move single runs by 10-20 % */
+        double full = 1e30, lora = 1e30;
+        for (int rep = 0; train && rep < 2; rep++) {
+            m.lora = NULL;
+            full = fmin(full, train_step_s(&m, iters, ids, mask, tg, dlp, lp));
+            m.lora = &lo;
+            lora = fmin(lora, train_step_s(&m, iters, ids, mask, tg, dlp, lp));
+        }
         m.lora = &lo;
-        double lora = train ? train_step_s(&m, iters, ids, mask, tg, dlp, lp) : 0;
         if (train)
             printf("train step (fwd+bwd+clip+AdamW) 4x192: full %.3f s, LoRA r16 all-linear %.3f s -> LoRA %.2fx faster "
                    "(target >= 1.4x)\n", full, lora, full / lora);

@@ -73,6 +73,7 @@ double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossCo
     gather_inputs(seqs, S, off, adv, trunc, &old, &ref);
     uint64_t *keys = dropout_keys(p, seqs, S);
     p->acts->drop_keys = keys;
+    p->acts->train_pass = 1;
     padded_batch_logprobs(p->model, p->acts, &pb, p->inv_temperature, logp, ent);
     double *dent = loss->entropy_coef != 0.0 ? xcalloc(ntok + 1, sizeof(double)) : NULL;
     double l = grpo_loss_accumulate(dlogp, dent, stats, logp, old, ref, ent, adv, trunc, off, S, normalizer, loss);
@@ -87,6 +88,7 @@ double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossCo
     }
     model_backward(p->model, p->acts, grads, dlp, dent_pad);
     p->acts->drop_keys = NULL;
+    p->acts->train_pass = 0;
     free(keys);
     free(dlp), free(dlp_csr), free(dent), free(dent_pad);
     padded_batch_free(&pb);

@@ -131,7 +131,7 @@ static size_t mask_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tok
 size_t acts_lora_plan_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tokens, int ckpt) {
     size_t nl = ckpt ? 1 : (size_t)c->n_layers;
     return sizeof(float) * (size_t)max_tokens *
-           (nl * lora_saved_floats_per_token(lo) + lora_scratch_floats_per_token(lo, c)) +
+           (nl * lora_saved_floats_per_token(lo) + lora_scratch_floats_per_token(lo, c) + c->hidden_size) +
            mask_bytes(c, lo, max_tokens);
 }
 
@@ -143,6 +143,7 @@ void acts_reserve_lora(Activations *a, const ModelConfig *c, const LoraLayers *l
     int nl = a->checkpointing ? 1 : c->n_layers;
     for (int l = 0; l < nl; l++) a->layers[l].lora_u = a->lora_arena + (size_t)l * saved;
     a->lora_scratch = a->lora_arena + (size_t)nl * saved;
+    a->pw = a->lora_scratch + N * lora_scratch_floats_per_token(lo, c);
     if (masks) {
         a->lora_mask = xmalloc(masks);
         a->lora_mask_ready = xcalloc((size_t)c->n_layers * LORA_N_MODULES, 1);
@@ -314,7 +315,9 @@ void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_
         a->targets[n] = targets[n];
     }
     a->inv_temp = inv_temp;
-    logprob_forward(logprob, entropy, a->lse, a->hf, m->w.lm_head, a->targets, a->N,
+    float *pw = a->train_pass && a->pw && m->lora && m->lora->enabled ? a->pw : NULL;
+    a->pw_valid = pw != NULL;
+    logprob_forward(logprob, entropy, a->lse, pw, a->hf, m->w.lm_head, a->targets, a->N,
                     m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
 
@@ -325,8 +328,11 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     float *lg = m->lora && m->lora->enabled ? grads->lora : NULL;
     CHECK(g || lg);
     memset(a->dhf, 0, sizeof(float) * N * C);
-    logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets, a->lse, N, C,
-                     c->vocab_size, a->inv_temp, &a->lp);
+    if (!g && a->pw_valid && !dentropy) /* the head is frozen: its forward kept what the backward needs */
+        logprob_backward_frozen(a->dhf, dlogprob, a->pw, m->w.lm_head, a->targets, N, C, a->inv_temp);
+    else
+        logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets, a->lse,
+                         N, C, c->vocab_size, a->inv_temp, &a->lp);
     memset(a->dx, 0, sizeof(float) * N * C);
     rmsnorm_backward(a->dx, g ? g->norm : NULL, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
                      C, C, C);

@@ -76,6 +76,11 @@ typedef struct {
     uint8_t *lora_mask;    /* [L, N, lora_mask_bytes_per_token] adapter dropout masks (lora_dropout > 0) */
     uint8_t *lora_mask_ready; /* [L, LORA_N_MODULES] drawn in this forward */
     const uint64_t *drop_keys; /* [B] per-sequence adapter dropout keys of the next forward/backward, or NULL */
+    int train_pass;        /* set by the caller: a backward follows this forward (with adapters, the
+                              log-probs then keep E_p[lm_head] per row, and the backward through the
+                              frozen head recomputes no logits) */
+    float *pw;             /* [N, C] those rows (acts_reserve_lora) */
+    int pw_valid;          /* the last model_logprobs filled pw */
 } Activations;
 
 /* Plans and allocates activations for micro-batches of up to max_tokens (B*T)

@@ -2,7 +2,8 @@
  * head, computed a chunk of rows at a time so [tokens x vocab] logits never exist
  * for the whole batch. Only rows with a target (>= 0) are computed: prompt and
  * padding positions cost nothing. Backward recomputes each chunk's logits from the
- * saved log-sum-exp instead of storing them. */
+ * saved log-sum-exp instead of storing them; through a frozen head it needs none
+ * (the forward's E_p[W] per row). */
 #include <math.h>
 #include <string.h>
 
@@ -34,7 +35,7 @@ static void gather_rows(float *dst, const float *h, const int *idx, int m, int C
     for (int i = 0; i < m; i++) memcpy(dst + (size_t)i * C, h + (size_t)idx[i] * C, sizeof(float) * C);
 }
 
-void logprob_forward(float *logprob, float *entropy, float *lse, const float *h,
+void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
                      const float *W, const int32_t *targets, int N, int C, int V,
                      float inv_temp, LogprobScratch *s) {
     int idx[s->chunk_rows];
@@ -65,6 +66,27 @@ void logprob_forward(float *logprob, float *entropy, float *lse, const float *h,
             /* H = lse - E_p[z] */
             if (entropy) entropy[n] = (float)(log(sum) - zsum / sum);
         }
+        if (pw) { /* p in place of the logits, then E_p[W] = p · W */
+#pragma omp parallel for schedule(static)
+            for (int i = 0; i < m; i++) {
+                float *z = s->scratch + (size_t)i * V, l = lse[idx[i]];
+                for (int v = 0; v < V; v++) z[v] = expf(z[v] - l);
+            }
+            gemm_f32(0, 0, m, C, V, 1.0f, s->scratch, V, W, C, 0.0f, s->d_rows, C);
+            for (int i = 0; i < m; i++) memcpy(pw + (size_t)idx[i] * C, s->d_rows + (size_t)i * C, sizeof(float) * C);
+        }
+    }
+}
+
+void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, const float *W,
+                             const int32_t *targets, int N, int C, float inv_temp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        if (targets[n] < 0) continue;
+        float g = dlogprob[n] * inv_temp;
+        const float *wt = W + (size_t)targets[n] * C, *e = pw + (size_t)n * C;
+        float *d = dh + (size_t)n * C;
+        for (int c = 0; c < C; c++) d[c] += g * (wt[c] - e[c]);
     }
 }
 

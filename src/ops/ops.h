@@ -104,10 +104,18 @@ typedef struct {
 size_t logprob_scratch_floats(int chunk_rows, int C, int V);
 void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V);
 
-/* logprob[N], entropy[N] (may be NULL), lse[N] saved; h[N,C], W[V,C], targets[N] */
-void logprob_forward(float *logprob, float *entropy, float *lse, const float *h,
+/* logprob[N], entropy[N] (may be NULL), lse[N] saved; h[N,C], W[V,C], targets[N].
+ * pw[N,C] (may be NULL): also E_p[W] = Σ_v p_v W[v] of each row with a target
+ * (one more [rows x V] product), which is all a backward through a frozen head
+ * needs (logprob_backward_frozen): no logits recomputed. */
+void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
                      const float *W, const int32_t *targets, int N, int C, int V,
                      float inv_temp, LogprobScratch *s);
+/* With W frozen and no entropy gradient: dh[n] += dlogprob[n] · inv_temp ·
+ * (W[target[n]] - pw[n]) for rows with a target — the same as logprob_backward's
+ * dh, from the forward's pw. */
+void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, const float *W,
+                             const int32_t *targets, int N, int C, float inv_temp);
 /* dh[N,C] +=, dW[V,C] += from dlogprob[N] and dentropy[N] (the gradient with
  * respect to each row's entropy; NULL: none) */
 void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,

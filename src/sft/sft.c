@@ -190,6 +190,7 @@ static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b,
         keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)t->step), (uint64_t)(b[i] - t->ex));
     }
     t->acts.drop_keys = keys;
+    t->acts.train_pass = 1;
     PaddedBatch pb;
     padded_batch_build(&pb, seqs, S);
     int ntok = pb.offsets[S];
@@ -204,6 +205,7 @@ static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b,
     padded_batch_scatter(&pb, dcsr, dlp);
     model_backward(&t->model, &t->acts, grads, dlp, NULL);
     t->acts.drop_keys = NULL;
+    t->acts.train_pass = 0;
     padded_batch_free(&pb);
     free(keys), free(seqs), free(lp), free(dcsr), free(dlp);
     return nll;

@@ -61,12 +61,16 @@ static void read_batch(Batch *b, const char *model) {
 
 static void batch_free(Batch *b) { free(b->ids), free(b->targets), free(b->mask), free(b->dlp); }
 
-/* forward + log-probs (+ backward into lg when lg) of the batch; returns Σ dlp·lp. */
+/* forward + log-probs (+ backward into lg when lg) of the batch; returns Σ dlp·lp.
+ * With lg the forward is a training pass (the frozen head's backward from the
+ * forward's E_p[W]) unless recompute_head. */
+static int recompute_head;
 static double run(Model *m, const Batch *b, int ckpt, const uint64_t *keys, float *lp, float *lg, float *base_g) {
     Activations a;
     acts_create(&a, &m->cfg, b->N, ckpt, 4);
     if (m->lora) acts_reserve_lora(&a, &m->cfg, m->lora);
     a.drop_keys = keys;
+    a.train_pass = lg && !recompute_head;
     model_forward(m, &a, b->ids, b->mask, b->B, b->T);
     model_logprobs(m, &a, b->targets, b->inv_temp, lp, NULL);
     ModelView gv;
@@ -101,9 +105,12 @@ static void check_reference(const char *cse, const char *model) {
     long n;
     double *want_lp = read_f64(&ref, "logprobs", &n), *want_loss = read_f64(&ref, "loss", &n);
     float lp[b.N];
-    float *g[2] = {calloc(lo.table.total, sizeof(float)), calloc(lo.table.total, sizeof(float))};
-    for (int ckpt = 0; ckpt <= 1; ckpt++) {
-        double loss = run(&m, &b, ckpt, NULL, lp, g[ckpt], NULL);
+    float *g[3] = {calloc(lo.table.total, sizeof(float)), calloc(lo.table.total, sizeof(float)),
+                   calloc(lo.table.total, sizeof(float))};
+    for (int pass = 0; pass <= 2; pass++) { /* no recomputation, recomputation, the head's logits recomputed */
+        int ckpt = pass == 1;
+        recompute_head = pass == 2;
+        double loss = run(&m, &b, ckpt, NULL, lp, g[pass], NULL);
         T_CLOSE_ARRAY(cse, lp, want_lp, b.N, RTOL * max_abs(want_lp, b.N), RTOL);
         T_CHECK(t_close(loss, want_loss[0], RTOL * fabs(want_loss[0]), RTOL), "%s loss %.9g want %.9g", cse, loss,
                 want_loss[0]);
@@ -115,6 +122,7 @@ static void check_reference(const char *cse, const char *model) {
         double *want = read_f64(&ref, name, &n);
         T_CHECK(n == (long)e->numel, "%s: %ld values, want %zu", name, n, e->numel);
         T_CLOSE_ARRAY(name, g[0] + e->offset, want, n, RTOL * max_abs(want, n), RTOL);
+        T_CLOSE_ARRAY(name, g[2] + e->offset, want, n, RTOL * max_abs(want, n), RTOL);
         free(want);
     }
     T_CHECK(!memcmp(g[0], g[1], sizeof(float) * lo.table.total), "%s: recomputation changes the adapters' gradients",
@@ -162,7 +170,8 @@ static void check_reference(const char *cse, const char *model) {
         decode_state_free(&ds);
     }
     model_free(&plain);
-    free(g[0]), free(g[1]), free(want_lp), free(want_loss);
+    free(g[0]), free(g[1]), free(g[2]), free(want_lp), free(want_loss);
+    recompute_head = 0;
     st_close(&ref);
     batch_free(&b);
     lora_layers_free(&lo);

@@ -587,7 +587,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
         logprob_scratch_init(&s, base, chunk, C, V);
         float *lp = fnew(N), *ent = fnew(N), *lse = fnew(N);
         for (int n = 0; n < N; n++) lp[n] = ent[n] = lse[n] = GAP_SENTINEL;
-        logprob_forward(lp, ent, lse, h, W, targets, N, C, V, inv_temp, &s);
+        logprob_forward(lp, ent, lse, NULL, h, W, targets, N, C, V, inv_temp, &s);
         cmp("logprob logprob", lp, c.logprob, N);
         cmp("logprob entropy", ent, c.entropy, N);
         cmp_rows("logprob lse (rows w/ target)", lse, 1, c.lse, 1, N, 1, valid);
@@ -599,7 +599,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
             lp0 = lp, ent0 = ent, dh0 = fdh, dW0 = fdW;
             /* entropy NULL */
             float *lp2 = fnew(N), *lse2 = fnew(N);
-            logprob_forward(lp2, NULL, lse2, h, W, targets, N, C, V, inv_temp, &s);
+            logprob_forward(lp2, NULL, lse2, NULL, h, W, targets, N, C, V, inv_temp, &s);
             cmp("logprob logprob (entropy=NULL)", lp2, c.logprob, N);
             free(lp2), free(lse2);
             /* without dentropy: the log-probs' gradient alone */
@@ -610,6 +610,13 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
                 logprob_backward(gh, gW, dlp, NULL, h, W, targets, lse, N, C, V, inv_temp, &s);
                 cmp("logprob dh (dentropy=NULL)", gh, rdh, (long)N * C);
                 cmp("logprob dW (dentropy=NULL)", gW, rdW, (long)V * C);
+                /* a frozen head: the forward's E_p[W] gives the same dh without logits in backward */
+                float *pw = fnew((long)N * C), *lp3 = fnew(N), *lse3 = fnew(N), *fh = fnew((long)N * C);
+                logprob_forward(lp3, NULL, lse3, pw, h, W, targets, N, C, V, inv_temp, &s);
+                cmp("logprob logprob (with pw)", lp3, c.logprob, N);
+                logprob_backward_frozen(fh, dlp, pw, W, targets, N, C, inv_temp);
+                cmp("logprob dh (frozen head, from pw)", fh, rdh, (long)N * C);
+                free(pw), free(lp3), free(lse3), free(fh);
                 free(rdh), free(rdW), free(gh), free(gW);
             }
             /* accumulation and NULL gradients */
