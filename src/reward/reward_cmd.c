@@ -273,8 +273,10 @@ static int relay_watch_life = 1;
 
 /* Writes to our stderr without ever blocking the guard's duty: it waits for room
  * (pieces of at most PIPE_BUF, which a writable pipe always takes whole) while
- * watching the trainer's pipe (fd 3); if the trainer goes meanwhile — its stderr
- * perhaps a full pipe nobody reads — the group is killed and the guardian exits.
+ * watching the trainer's pipe (fd 3); if the trainer goes while there is no room —
+ * its stderr perhaps a full pipe nobody reads — the group is killed and the
+ * guardian exits. Text that has room is written first, even when the trainer has
+ * just closed the pipe (what the reward wrote before it was stopped is shown).
  * After the kill (draining), it waits at most a second for room. */
 static void relay_write(const void *p, size_t n) {
     const char *s = p;
@@ -283,11 +285,11 @@ static void relay_write(const void *p, size_t n) {
         int k = poll(q, 2, relay_watch_life ? -1 : 1000);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return;
-        if (q[1].revents) {
+        if (q[0].revents & (POLLERR | POLLHUP | POLLNVAL)) return; /* stderr is gone: drop the text */
+        if (!(q[0].revents & POLLOUT)) { /* no room, and the trainer is gone: stop waiting for it */
             kill(-relay_group, SIGKILL);
             _exit(0);
         }
-        if (q[0].revents & (POLLERR | POLLHUP | POLLNVAL)) return; /* stderr is gone: drop the text */
         ssize_t w = write(2, s, n < PIPE_BUF ? n : PIPE_BUF);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return;
