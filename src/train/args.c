@@ -58,10 +58,10 @@ const OptSpec training_args_options[] = {
     {"use_peft", OPT_BOOL, A(use_peft), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "train LoRA adapters on a frozen base and save them in PEFT's format"},
     {"lora_r", OPT_INT, A(lora_r), 16, NULL, 1, 65536, NULL, NULL, 0, "LoRA rank"},
-    {"lora_alpha", OPT_F64, A(lora_alpha), 32, NULL, -BIG, BIG, NULL, NULL, 0,
+    {"lora_alpha", OPT_F64, A(lora_alpha), 32, NULL, -1e6, 1e6, NULL, NULL, 0,
      "LoRA alpha: the adapters are scaled by lora_alpha / lora_r"},
     {"lora_dropout", OPT_F64, A(lora_dropout), 0.05, NULL, 0, 1, NULL, NULL, 0,
-     "dropout on the adapters' input, in training (< 1)"},
+     "dropout probability on the adapters' input, in training (below 1)"},
     {"lora_target_modules", OPT_LIST, A(lora_target_modules), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "modules adapted: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or all-linear "
      "(default q_proj v_proj)"},
