@@ -73,9 +73,14 @@ test: tests-bin
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-bench: $(BUILD)/grpo $(BENCH_BIN)
+# The benchmarks' own dependencies (PyTorch, oneDNN) are installed before they are built.
+bench:
 	tools/install-deps.sh --bench
+	$(MAKE) $(BUILD)/grpo $(BENCH_BIN)
 	BUILD=$(BUILD) bench/run.sh
+
+# bench_gemm measures oneDNN's matmul beside OpenBLAS (libdnnl-dev, tools/install-deps.sh --bench).
+$(BUILD)/bench/bench_gemm: LDLIBS += -ldnnl
 
 deps:
 	tools/install-deps.sh

@@ -32,6 +32,18 @@ console.log(`  ${process.argv[3].padEnd(7)} grpo ${o.encode_mb_per_s.toFixed(2)}
 tokenizer_bench
 # ---- end tokenizer -----------------------------------------------------------------
 
+# ---- GEMM limits (bench/bench_gemm.c) ----------------------------------------------
+# The ceilings the model's figures are read against: OpenBLAS sgemm (gemm_f32 today)
+# and oneDNN's matmul primitive in fp32 and bf16 (what PyTorch's bf16 autocast uses
+# on CPU), on the training-shaped and an 8-row decode-shaped product.
+echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+"$BUILD/bench/bench_gemm" | awk '/^gemm / {
+    delete f
+    for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+    printf "  %-8s %-4s %4dx%dx%d  %7.1f GFLOP/s  (%s)\n", f["impl"], f["dtype"], f["M"], f["N"], f["K"], f["gflops"], f["isa"]
+}' || echo "  bench_gemm failed"
+# ---- end GEMM limits ---------------------------------------------------------------
+
 # ---- core model (bench/bench_model.c) ----------------------------------------------
 # Qwen2-0.5B shape, random weights: forward+backward on 4 x 192 tokens against this
 # machine's sgemm rate; decode of 8 and 32 sequences sharing a 64-token prompt against
