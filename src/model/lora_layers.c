@@ -107,11 +107,16 @@ void lora_init_peft(LoraLayers *lo, uint64_t seed) {
 
 size_t lora_saved_floats_per_token(const LoraLayers *lo) { return (size_t)LORA_N_MODULES * lo->spec.r; }
 
-size_t lora_scratch_floats_per_token(const LoraLayers *lo, const ModelConfig *c) {
+/* The widest input or output of an adaptable module: max(C, H D, F). */
+static size_t widest_module(const ModelConfig *c) {
     size_t w = c->hidden_size;
     if ((size_t)c->n_heads * c->head_dim > w) w = (size_t)c->n_heads * c->head_dim;
     if ((size_t)c->intermediate_size > w) w = c->intermediate_size;
-    return w + lo->spec.r;
+    return w;
+}
+
+size_t lora_scratch_floats_per_token(const LoraLayers *lo, const ModelConfig *c) {
+    return widest_module(c) + lo->spec.r;
 }
 
 size_t lora_mask_bytes_per_token(const ModelConfig *cfg) {
@@ -246,9 +251,7 @@ void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, L
 }
 
 size_t lora_decode_scratch_floats(const LoraLayers *lo, const ModelConfig *cfg, int n) {
-    size_t widest = (size_t)cfg->hidden_size;
-    if ((size_t)cfg->intermediate_size > widest) widest = cfg->intermediate_size;
-    return (size_t)n * (lo->spec.r + widest);
+    return (size_t)n * lora_scratch_floats_per_token(lo, cfg);
 }
 
 void lora_linear_decode(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,

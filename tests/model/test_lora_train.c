@@ -15,6 +15,7 @@
 
 #include "io/safetensors.h"
 #include "model/kvcache.h"
+#include "model/init.h"
 #include "model/lora.h"
 #include "model/model_io.h"
 #include "testutil.h"
@@ -251,7 +252,54 @@ static void check_init_and_dropout(void) {
     model_free(&plain);
 }
 
+/* Decoding with adapters on every module of a model whose q projection (H D = 64)
+ * is wider than both the hidden size (16) and the MLP (24): the decode scratch is
+ * sized by the widest module, and the decoded logits equal the training forward's. */
+static void check_decode_wide_heads(void) {
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:b, s:i}", "model_type", "qwen3",
+                          "hidden_size", 16, "intermediate_size", 24, "num_hidden_layers", 2, "num_attention_heads", 4,
+                          "num_key_value_heads", 2, "head_dim", 16, "vocab_size", 40, "rms_norm_eps", 1e-6,
+                          "tie_word_embeddings", 1, "max_position_embeddings", 64);
+    ModelConfig cfg;
+    GrpoErr err;
+    T_CHECK(config_from_json(&cfg, j, "wide", &err) == 0, "%s", err.msg);
+    json_decref(j);
+    Model m;
+    model_create(&m, &cfg);
+    model_init_random(&m, 3, 0.3f);
+    LoraSpec spec = {4, 8, 0, 0, (1u << LORA_N_MODULES) - 1};
+    LoraLayers lo;
+    lora_layers_create(&lo, &m.cfg, &spec, 1);
+    for (size_t i = 0; i < lo.table.total; i++) lo.params[i] = 0.2f * sinf(0.7f * (float)i);
+    m.lora = &lo;
+    enum { T = 9, V = 40 };
+    int32_t ids[T];
+    int slots[T];
+    uint8_t ones[T];
+    for (int t = 0; t < T; t++) ids[t] = (t * 7 + 3) % V, slots[t] = 0, ones[t] = 1;
+    KVCache kc;
+    DecodeState ds;
+    kv_cache_create(&kc, &m.cfg, 1, T);
+    decode_state_create(&ds, &m.cfg, T, T);
+    float dec[T * V], fwd[T * V];
+    model_decode(&m, &kc, &ds, T, slots, ids, NULL, dec);
+    Activations a;
+    acts_create(&a, &m.cfg, T, 0, 4);
+    acts_reserve_lora(&a, &m.cfg, &lo);
+    model_forward(&m, &a, ids, ones, 1, T);
+    model_logits(&m, &a, fwd);
+    double mx = 0, d = 0;
+    for (int i = 0; i < T * V; i++) mx = fmax(mx, fabs(fwd[i])), d = fmax(d, fabs(fwd[i] - dec[i]));
+    T_CHECK(d <= 1e-5 * mx, "wide heads: decoding with adapters differs from the forward: %g (scale %g)", d, mx);
+    acts_free(&a);
+    kv_cache_free(&kc);
+    decode_state_free(&ds);
+    lora_layers_free(&lo);
+    model_free(&m);
+}
+
 int main(void) {
+    check_decode_wide_heads();
     check_reference("qwen3_all", "qwen3");
     check_reference("qwen2_rslora", "qwen2");
     check_init_and_dropout();
