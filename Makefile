@@ -9,10 +9,13 @@ ARCH    ?= -march=native
 OPT     ?= -O2
 SAN     ?=
 OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+# OpenMPI (data-parallel training, src/dist/): Debian's libopenmpi-dev
+MPI_INC ?= /usr/lib/x86_64-linux-gnu/openmpi/include
+MPI_LIB ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 
 CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
-          -Isrc -I$(OPENBLAS_INC) $(SAN)
-LDLIBS  = -lopenblas -ljansson -lonig -lutf8proc -lyaml -ldl -lm
+          -Isrc -I$(OPENBLAS_INC) -I$(MPI_INC) $(SAN)
+LDLIBS  = -L$(MPI_LIB) -lmpi -lopenblas -ljansson -lonig -lutf8proc -lyaml -ldl -lm
 LDFLAGS = -fopenmp $(SAN)
 
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c)))
@@ -114,7 +117,7 @@ FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
-               -Isrc -I$(OPENBLAS_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"'
+               -Isrc -I$(OPENBLAS_INC) -I$(MPI_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"'
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%)
 

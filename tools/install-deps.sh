@@ -9,7 +9,7 @@
 #                                  (libclang-rt-dev), its OpenMP runtime (libomp-dev)
 #                                  and llvm-symbolizer (llvm), for `make fuzz`
 set -eu
-pkgs="gcc make libopenblas-openmp-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev python3 python3-protobuf nodejs npm"
+pkgs="gcc make libopenblas-openmp-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev libopenmpi-dev openmpi-bin python3 python3-protobuf nodejs npm"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch python3-numpy libdnnl-dev"
 [ "${1:-}" = "--fuzz" ] && pkgs="$pkgs clang libclang-rt-dev libomp-dev llvm"
 missing=""

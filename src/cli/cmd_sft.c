@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/train_events.h"
+#include "dist/dist.h"
 #include "sft/sft.h"
 
 int cmd_sft(int argc, char **argv) {
@@ -18,8 +19,8 @@ int cmd_sft(int argc, char **argv) {
     GrpoErr err;
     if (rc) {
         rc = rc == 1 ? 0 : rc;
-    } else if (sft_config_check(&c, &err)) {
-        fprintf(stderr, "grpo sft: %s\n", err.msg);
+    } else if (sft_config_check(&c, &err)) { /* alike on every process: rank 0 says it */
+        if (dist_rank() == 0) fprintf(stderr, "grpo sft: %s\n", err.msg);
         rc = 2;
     } else {
         cli_setup_threads();

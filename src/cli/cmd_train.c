@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/train_events.h"
+#include "dist/dist.h"
 #include "grpo/trainer.h"
 
 int cmd_train(int argc, char **argv) {
@@ -19,8 +20,8 @@ int cmd_train(int argc, char **argv) {
     GrpoErr err;
     if (rc) {
         rc = rc == 1 ? 0 : rc; /* --help, or a usage error */
-    } else if (train_config_check(&c, &err)) {
-        fprintf(stderr, "grpo train: %s\n", err.msg);
+    } else if (train_config_check(&c, &err)) { /* alike on every process: rank 0 says it */
+        if (dist_rank() == 0) fprintf(stderr, "grpo train: %s\n", err.msg);
         rc = 2;
     } else {
         cli_setup_threads();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "dist/dist.h"
 
 typedef struct {
     const char *name;
@@ -45,6 +46,7 @@ static void set_openmp_wait(char **argv) {
 
 int main(int argc, char **argv) {
     set_openmp_wait(argv);
+    dist_init(&argc, &argv); /* one of N ranks under mpirun; a world of one otherwise */
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -52,6 +54,12 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
+    }
+    if (dist_size() > 1 && strcmp(argv[1], "train") && strcmp(argv[1], "sft")) {
+        if (dist_rank() == 0)
+            fprintf(stderr, "grpo %s: runs as one process; start it without mpirun (grpo train and grpo sft run "
+                    "data-parallel under mpirun)\n", argv[1]);
+        return 2;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist/dist.h"
+
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig) {
@@ -77,6 +79,12 @@ TrainHooks train_events_start(TrainEvents *e, const char *cmd) {
 int train_events_end(TrainEvents *e, int rc, const GrpoErr *err) {
     finish_line(e);
     if (rc == 0) return 0;
-    fprintf(stderr, "grpo %s: %s\n", e->cmd, err->msg);
+    if (dist_size() > 1 && rc != TRAIN_STOPPED && !dist_error_shared()) {
+        /* an error only this process met, outside the points where ranks compare notes:
+         * the others may be waiting for it in a collective, so the whole job stops */
+        fprintf(stderr, "grpo %s: rank %d: %s\n", e->cmd, dist_rank(), err->msg);
+        dist_abort(1);
+    }
+    if (dist_rank() == 0) fprintf(stderr, "grpo %s: %s\n", e->cmd, err->msg);
     return rc == TRAIN_STOPPED ? 128 + stop_signal : 1;
 }

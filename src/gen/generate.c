@@ -147,7 +147,12 @@ static void sample_rows(Generator *g, Live *live, const int *which, const float 
 
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out) {
-    CHECK(n_prompt >= 1 && n_prompt <= g->max_prompt && G >= 1);
+    return gen_group_part(g, prompt, n_prompt, 0, G, stream_id, out);
+}
+
+long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
+                    Completion *out) {
+    CHECK(n_prompt >= 1 && n_prompt <= g->max_prompt && G >= 1 && first >= 0);
     const GenOpts *o = &g->opts;
     int V = g->m->cfg.vocab_size, maxc = o->max_completion_length;
     long generated = 0;
@@ -160,7 +165,7 @@ long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_
         int extra = o->share_prefix ? 1 : 0;
         for (int i = 0; i < nc; i++) {
             Live *L = &live[i];
-            rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(c0 + i)));
+            rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(first + c0 + i)));
             L->ctx = xmalloc(sizeof(int32_t) * (n_prompt + maxc));
             memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
             L->n_ctx = n_prompt;

@@ -75,5 +75,9 @@ void gen_free(Generator *g);
  * tokens generated. */
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out);
+/* Completions first .. first+G-1 of that group into out[G]: each the same as
+ * gen_group's (its own stream), so a group can be split between processes. */
+long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
+                    Completion *out);
 
 #endif

@@ -143,6 +143,7 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         rollout_free(r);
         return err_set(err, "%s: malformed or from another dataset", path);
     }
+    rollout_assign(t, r);
     *out = r;
     return 0;
 }
@@ -204,6 +205,6 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
         json_decref(ro);
     }
     free(p);
-    if (!rc) rc = ckpt_truncate_log(t->c.train.output_dir, "completions.jsonl", state_step(state), err);
+    if (!rc && t->rank == 0) rc = ckpt_truncate_log(t->c.train.output_dir, "completions.jsonl", state_step(state), err);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "dist/dist.h"
 #include "gen/options.h"
 #include "grpo/trainer.h"
 
@@ -63,25 +64,31 @@ void train_config_default(TrainConfig *c) {
     gen_opts_default(&c->gen);
 }
 
-/* The batch rules of TRL's GRPOConfig.__post_init__ (one process). */
+/* The batch rules of TRL's GRPOConfig.__post_init__: the generation batch is
+ * global, per_device_train_batch_size x processes x steps_per_generation. */
 static int check_batch(const TrainConfig *c, GrpoErr *err) {
-    int B = c->train.per_device_train_batch_size, G = c->num_generations;
+    int B = c->train.per_device_train_batch_size, G = c->num_generations, N = dist_size();
     if (c->steps_per_generation > 0 && c->generation_batch_size > 0)
         return err_set(err, "generation_batch_size (%d) and steps_per_generation (%d) cannot both be set: "
-                       "generation_batch_size = per_device_train_batch_size x steps_per_generation",
+                       "generation_batch_size = per_device_train_batch_size x processes x steps_per_generation",
                        c->generation_batch_size, c->steps_per_generation);
     int spg = c->steps_per_generation > 0 ? c->steps_per_generation : c->train.gradient_accumulation_steps;
-    long gbs = (long)B * spg;
+    long gbs = (long)B * N * spg;
     if (c->generation_batch_size > 0) {
-        if (c->generation_batch_size % B)
-            return err_set(err, "generation_batch_size (%d) must be a multiple of per_device_train_batch_size (%d)",
-                           c->generation_batch_size, B);
+        if (c->generation_batch_size % ((long)B * N))
+            return err_set(err, "generation_batch_size (%d) must be a multiple of per_device_train_batch_size (%d) x "
+                           "processes (%d) = %ld", c->generation_batch_size, B, N, (long)B * N);
         gbs = c->generation_batch_size;
     }
     if (gbs > (1L << 30)) return err_set(err, "the generation batch (%ld completions) is too large", gbs);
-    if (gbs % G)
-        return err_set(err, "the generation batch (%ld = per_device_train_batch_size %d x steps_per_generation %ld) "
-                       "must be divisible by num_generations (%d)", gbs, B, gbs / B, G);
+    if (gbs % G) {
+        if (N == 1)
+            return err_set(err, "the generation batch (%ld = per_device_train_batch_size %d x steps_per_generation %ld) "
+                           "must be divisible by num_generations (%d)", gbs, B, gbs / B, G);
+        return err_set(err, "the generation batch (%ld = per_device_train_batch_size %d x processes %d x "
+                       "steps_per_generation %ld) must be divisible by num_generations (%d)", gbs, B, N,
+                       gbs / ((long)B * N), G);
+    }
     return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/rng.h"
 #include "core/timer.h"
+#include "dist/dist.h"
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
 
@@ -25,33 +26,41 @@ void rollout_free(Rollout *r) {
         if (r->ref_logp) free(r->ref_logp[i]);
     }
     free(r->example), free(r->prompt), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
-    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->order);
+    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->order), free(r->gen_rank), free(r->train_rank);
     free(r);
 }
 
-/* Log-probs of every completion of r under m, in micro-batches of the training size. */
+/* Log-probs under m of the completions of r this process trains on (in index
+ * order, micro-batches of the training size); then every process has all of them. */
 static float **all_logprobs(GrpoTrainer *t, Model *m, Rollout *r) {
     int B = t->c.train.per_device_train_batch_size;
     MicroPass pass = {m, &t->acts, 1.0f / t->c.gen.sampler.temperature, 0};
     float **out = xcalloc(r->n, sizeof(float *));
+    int *mine = xmalloc(sizeof(int) * r->n), n_mine = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->train_rank[i] == t->rank) mine[n_mine++] = i;
     CompletionRef *seqs = xmalloc(sizeof(CompletionRef) * B);
     int *off = xmalloc(sizeof(int) * (B + 1));
-    for (int k0 = 0; k0 < r->n; k0 += B) {
-        int S = r->n - k0 < B ? r->n - k0 : B;
+    for (int k0 = 0; k0 < n_mine; k0 += B) {
+        int S = n_mine - k0 < B ? n_mine - k0 : B;
         off[0] = 0;
         for (int i = 0; i < S; i++) {
-            seqs[i] = (CompletionRef){r, k0 + i};
-            off[i + 1] = off[i] + r->comp[k0 + i].n;
+            seqs[i] = (CompletionRef){r, mine[k0 + i]};
+            off[i + 1] = off[i] + r->comp[mine[k0 + i]].n;
         }
         float *lp = xmalloc(sizeof(float) * (off[S] + 1));
         micro_logprobs(&pass, seqs, S, off, lp, NULL);
         for (int i = 0; i < S; i++) {
-            out[k0 + i] = xmalloc(sizeof(float) * r->comp[k0 + i].n);
-            memcpy(out[k0 + i], lp + off[i], sizeof(float) * r->comp[k0 + i].n);
+            int c = mine[k0 + i];
+            out[c] = xmalloc(sizeof(float) * r->comp[c].n);
+            memcpy(out[c], lp + off[i], sizeof(float) * r->comp[c].n);
         }
         free(lp);
     }
-    free(seqs), free(off);
+    int *len = xmalloc(sizeof(int) * r->n);
+    for (int i = 0; i < r->n; i++) len[i] = r->comp[i].n;
+    dist_share_items((void **)out, len, r->train_rank, r->n, sizeof(float), 0);
+    free(seqs), free(off), free(mine), free(len);
     return out;
 }
 
@@ -109,36 +118,87 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
     return r;
 }
 
-/* The round's prompts (dataset positions index*P ..) and G completions of each,
- * completion i of prompt position pos drawing from stream (pos, i). */
+/* Which process generates and which trains on each completion: generation in
+ * contiguous slices (a group may span processes), training by the shuffled order
+ * (global micro-batch k is order[k B N .. (k+1) B N), rank j's share the j-th B). */
+void rollout_assign(const GrpoTrainer *t, Rollout *r) {
+    int N = t->world, B = t->c.train.per_device_train_batch_size;
+    if (!r->gen_rank) r->gen_rank = xmalloc(sizeof(int) * r->n), r->train_rank = xmalloc(sizeof(int) * r->n);
+    for (int j = 0; j < N; j++)
+        for (long i = (long)r->n * j / N; i < (long)r->n * (j + 1) / N; i++) r->gen_rank[i] = j;
+    for (int q = 0; q < r->n; q++) r->train_rank[r->order[q]] = (q % (B * N)) / B;
+}
+
+/* The round's prompts (dataset positions index*P ..) and this process's slice of
+ * their completions, completion i of prompt position pos drawing from stream
+ * (pos, i) whichever process draws it; then every process has them all. */
 static void generate(GrpoTrainer *t, Rollout *r) {
+    long lo = (long)r->n * t->rank / t->world, hi = (long)r->n * (t->rank + 1) / t->world;
     for (int p = 0; p < r->P; p++) {
         long pos = r->index * r->P + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
         const DatasetExample *ex = r->prompt[p] = &t->sess.data.ex[r->example[p]];
-        gen_group(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, r->G, rng_mix(STREAM_GEN, (uint64_t)pos),
-                  r->comp + (size_t)p * r->G);
-        for (int i = 0; i < r->G; i++) t->tokens += ex->n_prompt_ids + r->comp[p * r->G + i].n;
+        long a = (long)p * r->G > lo ? (long)p * r->G : lo, b = (long)(p + 1) * r->G < hi ? (long)(p + 1) * r->G : hi;
+        if (a >= b) continue;
+        gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, (int)(a - (long)p * r->G), (int)(b - a),
+                       rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a);
+        for (long i = a; i < b; i++) t->tokens += ex->n_prompt_ids + r->comp[i].n;
     }
+    if (t->world == 1) return;
+    void **ids = xmalloc(sizeof(void *) * r->n), **stop = xmalloc(sizeof(void *) * r->n);
+    int *len = xmalloc(sizeof(int) * r->n), *one = xmalloc(sizeof(int) * r->n);
+    for (int i = 0; i < r->n; i++) ids[i] = r->comp[i].ids, len[i] = r->comp[i].n, stop[i] = &r->comp[i].stopped, one[i] = 1;
+    dist_share_items(ids, len, r->gen_rank, r->n, sizeof(int32_t), 1);
+    dist_share_items(stop, one, r->gen_rank, r->n, sizeof(int), 0);
+    for (int i = 0; i < r->n; i++)
+        if (r->gen_rank[i] != t->rank) {
+            r->comp[i].ids = ids[i], r->comp[i].n = len[i], r->comp[i].stopped = *(int *)stop[i];
+            free(stop[i]);
+        }
+    free(ids), free(stop), free(len), free(one);
 }
 
-/* Decodes and scores every completion, then the group-relative advantages. */
+/* Decodes every completion; scores this process's slice (a reward failing on
+ * any process stops every one), shares the scores, then the group-relative
+ * advantages over whole groups. */
 static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) {
-    RewardItem *items = xcalloc(r->n, sizeof(RewardItem));
+    int F = t->rewards.n_funcs;
+    long lo = (long)r->n * t->rank / t->world, hi = (long)r->n * (t->rank + 1) / t->world;
+    int cnt = (int)(hi - lo);
+    RewardItem *items = xcalloc(cnt ? cnt : 1, sizeof(RewardItem));
     int rc = 0;
     for (int i = 0; i < r->n && !rc; i++) {
         const DatasetExample *ex = r->prompt[i / r->G];
         size_t len = 0;
         if (tok_decode_generated(t->sess.pre.tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
-        items[i] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
-                                ex->row, t->sess.data.path, ex->line};
+        if (i >= lo && i < hi)
+            items[i - lo] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
+                                         ex->row, t->sess.data.path, ex->line};
     }
-    RewardBatch batch = {items, r->n, t->step};
-    if (!rc) rc = reward_set_compute(&t->rewards, &batch, r->per_func, NULL, err);
+    double *mine = xmalloc(sizeof(double) * F * (cnt ? cnt : 1));
+    RewardBatch batch = {items, cnt, t->step};
+    if (!rc && cnt) rc = reward_set_compute(&t->rewards, &batch, mine, NULL, err);
     free(items);
-    if (!rc)
-        grpo_advantages(r->adv, r->rewards, st, r->per_func, t->rewards.weights, t->rewards.n_funcs, r->n, r->G,
-                        t->c.scale_rewards, t->c.aggregation);
+    if (t->world > 1) rc = dist_check(rc, err);
+    if (!rc) { /* per_func[f][i]: each completion's F scores travel together */
+        double **row = xmalloc(sizeof(double *) * r->n);
+        int *len = xmalloc(sizeof(int) * r->n);
+        for (int i = 0; i < r->n; i++) {
+            len[i] = F;
+            row[i] = i >= lo && i < hi ? xmalloc(sizeof(double) * (F ? F : 1)) : NULL;
+            if (row[i])
+                for (int f = 0; f < F; f++) row[i][f] = mine[(size_t)f * cnt + (i - lo)];
+        }
+        dist_share_items((void **)row, len, r->gen_rank, r->n, sizeof(double), 0);
+        for (int i = 0; i < r->n; i++) {
+            for (int f = 0; f < F; f++) r->per_func[(size_t)f * r->n + i] = row[i][f];
+            free(row[i]);
+        }
+        free(row), free(len);
+        grpo_advantages(r->adv, r->rewards, st, r->per_func, t->rewards.weights, F, r->n, r->G, t->c.scale_rewards,
+                        t->c.aggregation);
+    }
+    free(mine);
     return rc;
 }
 
@@ -179,6 +239,8 @@ static void shuffle(const TrainConfig *c, Rollout *r) {
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     int F = t->rewards.n_funcs;
     Rollout *r = rollout_alloc(t->rounds_made, t->gen_batch, t->c.num_generations, F);
+    shuffle(&t->c, r);
+    rollout_assign(t, r);
     double t0 = time_now_s();
     generate(t, r);
     double t1 = time_now_s();
@@ -199,8 +261,10 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
         t->lora.enabled = 1;
     }
     t->t_ref += time_now_s() - t2;
-    if (!rc) shuffle(&t->c, r);
-    if (!rc && t->c.log_completions) rc = log_completions(t, r, err);
+    if (!rc && t->c.log_completions) { /* rank 0 writes every completion, in global order */
+        if (t->rank == 0) rc = log_completions(t, r, err);
+        if (t->world > 1) rc = dist_check(rc, err);
+    }
     if (rc) {
         rollout_free(r);
         return -1;

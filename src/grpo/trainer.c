@@ -13,6 +13,7 @@
 #include "core/memory.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "dist/dist.h"
 #include "eval/evaluate.h"
 #include "grpo/trainer_internal.h"
 #include "train/adapters.h"
@@ -90,9 +91,10 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     resolve(&t->c);
     c = &t->c;
     int B = c->train.per_device_train_batch_size, GA = c->train.gradient_accumulation_steps;
-    t->spg = c->generation_batch_size > 0 ? c->generation_batch_size / B
+    t->world = dist_size(), t->rank = dist_rank();
+    t->spg = c->generation_batch_size > 0 ? c->generation_batch_size / (B * t->world)
              : c->steps_per_generation > 0 ? c->steps_per_generation : GA;
-    t->gen_batch = B * t->spg;
+    t->gen_batch = B * t->world * t->spg; /* global, as TRL's */
     /* TRL records the generating policy's log-probs when the policy moves while a
      * generation batch is still in use */
     t->need_old = c->num_iterations > 1 || t->spg > GA;
@@ -184,12 +186,15 @@ static int take_micro(GrpoTrainer *t, Rollout **r, int *slice, Rollout **retired
 
 /* The normaliser of micro-batch k: over every sequence of the step, or over the
  * micro-batch alone for bnpo (TRL defines it per micro-batch). */
-static double normalizer(const GrpoLossConfig *loss, const int *off, const uint8_t *trunc, int k, int B, int GA,
-                         double step_norm) {
+/* The normaliser of micro-batch k of this process: over every sequence of the
+ * step on every process, or for bnpo over the micro-batch alone (TRL defines it
+ * per micro-batch and process, then averages over both). */
+static double normalizer(const GrpoLossConfig *loss, const int *off, const uint8_t *trunc, int first, int B, int GA,
+                         int world, double step_norm) {
     if (loss->loss_type != GRPO_LOSS_BNPO) return step_norm;
     int o2[B + 1];
-    for (int i = 0; i <= B; i++) o2[i] = off[k * B + i] - off[k * B];
-    return grpo_loss_normalizer(loss, o2, trunc + k * B, B, GA);
+    for (int i = 0; i <= B; i++) o2[i] = off[first + i] - off[first];
+    return grpo_loss_normalizer(loss, o2, trunc + first, B, GA * world);
 }
 
 static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
@@ -216,10 +221,24 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
     metric_add(m, "step_time/reference", t->t_ref);
 }
 
+/* The step's loss statistics summed over the processes. */
+static void sum_stats(GrpoLossStats *st, int world) {
+    if (world == 1) return;
+    double v[] = {st->kl_sum, st->entropy_sum, st->clip_low_sum, st->clip_high_sum, st->clip_region_sum,
+                  st->cispo_clip_sum, st->vespo_phi_sum, st->entropy_bonus, st->kept_entropy_sum, st->kept_tokens,
+                  (double)st->tokens, (double)st->clip_count, (double)st->sequences, (double)st->entropy_kept};
+    dist_sum_f64(v, (int)(sizeof v / sizeof v[0]));
+    *st = (GrpoLossStats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], (long long)v[10],
+                          (long long)v[11], (long long)v[12], (long long)v[13]};
+}
+
+_Static_assert(sizeof(GrpoLossStats) == 14 * sizeof(double), "sum_stats sums every field of GrpoLossStats");
+
 static int grpo_step(void *self, const ModelGrads *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err) {
     GrpoTrainer *t = self;
     const TrainConfig *c = &t->c;
-    int B = c->train.per_device_train_batch_size, GA = c->train.gradient_accumulation_steps, S_all = GA * B;
+    int B = c->train.per_device_train_batch_size, GA = c->train.gradient_accumulation_steps, N = t->world;
+    int BN = B * N, S_all = GA * BN; /* the step's sequences on every process */
     t->step = step, t->metrics = m, t->tokens = 0;
     t->t_gen = t->t_score = t->t_ref = 0;
     Rollout **mb = xmalloc(sizeof(Rollout *) * GA), **retired = xmalloc(sizeof(Rollout *) * (GA + 1));
@@ -235,8 +254,8 @@ static int grpo_step(void *self, const ModelGrads *grads, long step, TrainStepOu
     uint8_t *trunc = xmalloc(S_all);
     off[0] = 0;
     for (int s = 0; s < S_all; s++) {
-        const Rollout *r = mb[s / B];
-        seqs[s] = (CompletionRef){r, r->order[slice[s / B] * B + s % B]};
+        const Rollout *r = mb[s / BN];
+        seqs[s] = (CompletionRef){r, r->order[slice[s / BN] * BN + s % BN]};
         off[s + 1] = off[s] + r->comp[seqs[s].i].n;
         trunc[s] = !r->comp[seqs[s].i].stopped;
     }
@@ -250,9 +269,12 @@ static int grpo_step(void *self, const ModelGrads *grads, long step, TrainStepOu
     lc.entropy_coef = !c->loss.use_adaptive_entropy ? t->entropy_coef
                       : t->last_world_entropy <= c->loss.entropy_target ? t->entropy_coef : 0.0;
     out->loss = 0;
-    for (int k = 0; k < GA; k++)
-        out->loss += micro_train(&pass, grads, &lc, seqs + k * B, B, normalizer(&lc, off, trunc, k, B, GA, step_norm),
-                                 &st);
+    for (int k = 0; k < GA; k++) { /* this process's B of global micro-batch k */
+        int first = k * BN + t->rank * B;
+        out->loss += micro_train(&pass, grads, &lc, seqs + first, B,
+                                 normalizer(&lc, off, trunc, first, B, GA, N, step_norm), &st);
+    }
+    sum_stats(&st, N);
     if (c->loss.use_adaptive_entropy) { /* TRL's controller, on the step's kept tokens */
         const GrpoLossConfig *l = &c->loss;
         double world = st.kept_entropy_sum / (st.kept_tokens > 1.0 ? st.kept_tokens : 1.0);
@@ -281,7 +303,7 @@ static void grpo_after_update(void *self, long step) {
 
 int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     GrpoTrainer *t = xcalloc(1, sizeof *t);
-    int rc = trainer_setup(t, c, err);
+    int rc = dist_check(trainer_setup(t, c, err), err); /* inputs a process could not open stop every one */
     if (!rc) {
         const TrainConfig *tc = &t->c;
         long prompts_per_step = (long)tc->train.per_device_train_batch_size * tc->train.gradient_accumulation_steps /

@@ -31,7 +31,10 @@ typedef struct {
     double *adv;           /* [n] */
     float **old_logp;      /* [n][len] or NULL */
     float **ref_logp;      /* [n][len] or NULL */
-    int *order;            /* [n] shuffled completion order; micro-batch k = order[k*B .. k*B+B) */
+    int *order;            /* [n] shuffled completion order; global micro-batch k = order[k*B*world ..
+                              (k+1)*B*world), of which rank r trains on the r-th B */
+    int *gen_rank;         /* [n] the process that generates and scores each completion */
+    int *train_rank;       /* [n] the process that trains on it (its old/reference log-probs) */
     int uses;              /* micro-batches taken from it so far (of spg * num_iterations) */
     int pending;           /* micro-batches of the current step still reading it */
 } Rollout;
@@ -52,8 +55,9 @@ typedef struct {
 
 typedef struct {
     TrainConfig c;         /* the options, derived values resolved (epsilon_high, gen seed) */
-    int spg;               /* steps_per_generation */
-    int gen_batch;         /* completions per round */
+    int spg;               /* steps_per_generation: global micro-batches per round */
+    int gen_batch;         /* completions per round, over all processes (B x world x spg) */
+    int world, rank;       /* processes of the run, and this one (dist/dist.h) */
     int need_old;          /* old log-probs are recorded at generation time */
     GenSession sess;       /* the policy (sess.pre.model), tokenizer, prompts, generator */
     int longest_train;     /* longest training prompt (the activations are planned for it) */
@@ -83,6 +87,8 @@ typedef struct {
 /* rollout.c */
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err);
 void rollout_free(Rollout *r);
+/* Fills r->gen_rank and r->train_rank from r->order (after it is drawn or loaded). */
+void rollout_assign(const GrpoTrainer *t, Rollout *r);
 /* microbatch.c */
 /* Log-probs (temperature-scaled) of the completion tokens of seqs[S], CSR in
  * logp (offsets[S+1]); entropy may be NULL. */

@@ -13,6 +13,7 @@
 #include "core/memory.h"
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "dist/dist.h"
 #include "gen/pretrained.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
@@ -215,16 +216,17 @@ static int sft_step(void *self, const ModelGrads *grads, long step, TrainStepOut
     SftTrainer *t = self;
     t->step = step;
     int B = t->c->train.per_device_train_batch_size, GA = t->c->train.gradient_accumulation_steps;
-    SftExample **mb = xmalloc(sizeof(SftExample *) * B * GA);
-    long targets = 0;
+    int BN = B * dist_size(), R = dist_rank(); /* global micro-batch k: examples k BN .. (k+1) BN, rank R's the R-th B */
+    SftExample **mb = xmalloc(sizeof(SftExample *) * BN * GA);
+    long targets = 0; /* over every process: the step's normaliser */
     out->tokens = 0;
-    for (int k = 0; k < B * GA; k++) {
+    for (int k = 0; k < BN * GA; k++) {
         mb[k] = &t->ex[dataset_sampler_index(&t->order, t->pos++)];
         targets += mb[k]->n - mb[k]->loss_start;
-        out->tokens += mb[k]->n;
+        if (k % BN / B == R) out->tokens += mb[k]->n;
     }
     double nll = 0;
-    for (int k = 0; k < GA; k++) nll += micro_step(t, grads, mb + k * B, B, (double)targets);
+    for (int k = 0; k < GA; k++) nll += micro_step(t, grads, mb + k * BN + R * B, B, (double)targets);
     free(mb);
     out->loss = nll / targets;
     metric_add(m, "epoch", (double)t->pos / t->n_ex);
@@ -247,10 +249,11 @@ static int sft_load(void *self, const char *dir, const json_t *state, GrpoErr *e
 int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     SftTrainer t;
     memset(&t, 0, sizeof t);
-    int rc = sft_setup(&t, c, err);
+    int rc = dist_check(sft_setup(&t, c, err), err); /* inputs a process could not open stop every one */
     if (!rc) {
         const TrainingArgs *a = &c->train;
-        TrainAlgo algo = {"sft", &t, t.n_ex, (long)a->per_device_train_batch_size * a->gradient_accumulation_steps,
+        TrainAlgo algo = {"sft", &t, t.n_ex,
+                          (long)a->per_device_train_batch_size * dist_size() * a->gradient_accumulation_steps,
                           sft_step, NULL, sft_save, sft_load, NULL, 0};
         OptGroup g[SFT_CONFIG_N_GROUPS];
         sft_config_groups(g);

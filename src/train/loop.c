@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/timer.h"
+#include "dist/dist.h"
 #include "io/fsutil.h"
 #include "log/tensorboard.h"
 #include "model/lora.h"
@@ -21,6 +22,9 @@
 #include "train/checkpoint.h"
 
 #define STATE_VERSION 2
+
+/* Rank 0 alone writes files and reports; every rank learns how it went. */
+#define RANK0(expr) (dist_rank() == 0 ? (expr) : 0)
 
 typedef struct {
     const TrainLoop *L;
@@ -49,7 +53,7 @@ long train_loop_total_steps(const TrainingArgs *a, long n_examples, long example
 
 static void emit(const Loop *lp, TrainEvent e) {
     const TrainHooks *h = &lp->L->hooks;
-    if (!h->on_event || lp->L->args->quiet) return;
+    if (!h->on_event || lp->L->args->quiet || dist_rank() != 0) return;
     e.step = e.step ? e.step : lp->step;
     e.total_steps = lp->total_steps;
     h->on_event(&e, h->event_ctx);
@@ -65,15 +69,15 @@ static int add_algo_state(void *ctx, const char *dir, json_t *state, GrpoErr *er
 static int save_checkpoint(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     const TrainingArgs *a = L->args;
-    json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:i, s:O}", "version", STATE_VERSION, "algorithm",
-                              L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
+    json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:i, s:i, s:O}", "version", STATE_VERSION,
+                              "algorithm", L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)lp->opt.step, "nonfinite_streak",
                               lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens, "threads",
-                              omp_get_max_threads(), "args", L->options);
+                              omp_get_max_threads(), "world_size", dist_size(), "args", L->options);
     CkptWrite w = {lp->out_dir, lp->step, L->model, a->model_dir, &lp->opt, state, add_algo_state, (void *)L->algo,
                    a->save_total_limit, L->save_meta};
     char *path = NULL;
-    int rc = ckpt_write(&w, &path, err);
+    int rc = dist_check(RANK0(ckpt_write(&w, &path, err)), err);
     json_decref(state);
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_CHECKPOINT, .path = path});
     free(path);
@@ -96,13 +100,19 @@ static int resume(Loop *lp, GrpoErr *err) {
                      "adam_step, nonfinite_streak, num_tokens)", dir, STATE_VERSION);
     if (!rc && strcmp(algo, L->algo->name))
         rc = err_set(err, "%s: a checkpoint of the %s trainer; this run is %s", dir, algo, L->algo->name);
+    json_t *world = json_object_get(st, "world_size");
+    int saved_world = json_is_integer(world) ? (int)json_integer_value(world) : 1;
+    if (!rc && saved_world != dist_size())
+        rc = err_set(err, "%s: written by a run of %d process(es), this one has %d: resume with the same number "
+                     "(mpirun -np %d) — the completions each process draws and trains on follow it", dir, saved_world,
+                     dist_size(), saved_world);
     if (!rc) {
         lp->step = step;
         lp->opt.step = astep;
         lp->num_tokens = tokens;
         if (L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
     }
-    if (!rc) rc = ckpt_truncate_log(lp->out_dir, "metrics.jsonl", lp->step, err);
+    if (!rc) rc = RANK0(ckpt_truncate_log(lp->out_dir, "metrics.jsonl", lp->step, err));
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_RESUMED, .path = dir});
     json_t *threads = json_object_get(st, "threads");
     if (!rc && json_is_integer(threads) && json_integer_value(threads) != omp_get_max_threads()) {
@@ -132,6 +142,14 @@ static int train_step(Loop *lp, GrpoErr *err) {
     memset(lp->grads, 0, sizeof(float) * P);
     TrainStepOut out = {0, 0};
     if (L->algo->step(L->algo->self, &lp->g, lp->step, &out, &lp->acc, err)) return -1;
+    if (dist_size() > 1) { /* the step over every process: gradients, loss and tokens summed in rank order */
+        double t_sum = time_now_s();
+        dist_sum_f32(lp->grads, P);
+        double v[2] = {out.loss, (double)out.tokens};
+        dist_sum_f64(v, 2);
+        out.loss = v[0], out.tokens = (long)v[1];
+        metric_add(&lp->acc, "step_time/allreduce", time_now_s() - t_sum);
+    }
     lp->num_tokens += out.tokens;
     double gnorm = grad_clip_norm(lp->grads, P, a->max_grad_norm);
     long long warm = sched_warmup_steps(a->warmup_steps, a->warmup_ratio, lp->total_steps);
@@ -142,7 +160,9 @@ static int train_step(Loop *lp, GrpoErr *err) {
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
-        if (metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm)) return metrics_failed(lp, err);
+        if (dist_check(RANK0(metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm) ? metrics_failed(lp, err)
+                                                                                                   : 0), err))
+            return -1;
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step + 1});
     }
     lp->step++;
@@ -152,9 +172,11 @@ static int train_step(Loop *lp, GrpoErr *err) {
     metric_add(&lp->acc, "learning_rate", lr);
     metric_add(&lp->acc, "num_tokens", (double)lp->num_tokens);
     metric_add(&lp->acc, "step_time", time_now_s() - t0);
-    if (!finite && lp->nonfinite_streak >= a->max_nonfinite_steps)
-        return err_set(err, "the loss or gradient was NaN/Inf in %d consecutive steps (last: step %ld); stopping. "
-                       "Lower learning_rate or check the data and reward functions", lp->nonfinite_streak, lp->step);
+    if (!finite && lp->nonfinite_streak >= a->max_nonfinite_steps) { /* alike on every rank */
+        err_set(err, "the loss or gradient was NaN/Inf in %d consecutive steps (last: step %ld); stopping. "
+                "Lower learning_rate or check the data and reward functions", lp->nonfinite_streak, lp->step);
+        return dist_check(-1, err);
+    }
     return 0;
 }
 
@@ -250,6 +272,49 @@ static int stop_here(Loop *lp, int saved, GrpoErr *err) {
     return TRAIN_STOPPED;
 }
 
+/* Rank 0's files for a logging step (or an evaluation): TensorBoard and metrics.jsonl. */
+static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
+    if (dist_rank() != 0) {
+        metric_reset(acc);
+        return 0;
+    }
+    if (lp->tb.f && write_tensorboard(lp, acc, err)) return -1;
+    if (metric_write_line(acc, lp->metrics_f, lp->step)) return metrics_failed(lp, err);
+    return 0;
+}
+
+/* The trained weights' bits, hashed (FNV-1a over 64-bit words), to compare processes. */
+static uint64_t weights_hash(const float *x, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    const uint32_t *w = (const uint32_t *)x;
+    for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Every process must hold the same weights; a mismatch stops the run naming the ranks. */
+static int check_same_weights(Loop *lp, GrpoErr *err) {
+    int N = dist_size();
+    if (N == 1) return 0;
+    int64_t mine = (int64_t)weights_hash(lp->params, lp->table->total), *all = xmalloc(sizeof(int64_t) * N);
+    dist_gather_i64(all, &mine, 1);
+    char ranks[200] = "";
+    size_t k = 0;
+    for (int j = 1; j < N && k + 12 < sizeof ranks; j++)
+        if (all[j] != all[0]) k += (size_t)snprintf(ranks + k, sizeof ranks - k, "%s%d", k ? ", " : "", j);
+    free(all);
+    if (!k) return 0;
+    err_set(err, "after step %ld the weights of rank(s) %s differ from rank 0's (checksums compared at each logging "
+            "step); stopping: the processes no longer train the same model", lp->step, ranks);
+    return dist_check(-1, err);
+}
+
+/* A stop requested on any process stops them all after the same step. */
+static int stop_requested(const Loop *lp) {
+    double v = lp->L->hooks.stop && *lp->L->hooks.stop;
+    dist_sum_f64(&v, 1);
+    return v > 0;
+}
+
 static int run_steps(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     double start = time_now_s();
@@ -257,46 +322,46 @@ static int run_steps(Loop *lp, GrpoErr *err) {
     while (lp->step < lp->total_steps) {
         if (train_step(lp, err)) return -1;
         double el = time_now_s() - start;
+        int logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps;
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_STEP, .loss = metric_mean(&lp->acc, "loss"),
                               .reward = metric_mean(&lp->acc, "reward"),
                               .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),
                               .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step), .elapsed_s = el,
-                              .logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps});
-        if (lp->step % a->logging_steps == 0 || lp->step == lp->total_steps) {
-            if (lp->tb.f && write_tensorboard(lp, &lp->acc, err)) return -1;
-            if (metric_write_line(&lp->acc, lp->metrics_f, lp->step)) return metrics_failed(lp, err);
-        }
+                              .logged = logged});
+        if (logged && (check_same_weights(lp, err) || dist_check(write_logs(lp, &lp->acc, err), err))) return -1;
         if (lp->L->algo->evaluate && (lp->step % lp->L->algo->eval_steps == 0 || lp->step == lp->total_steps)) {
-            /* its own metrics.jsonl line, as TRL logs an evaluation */
+            /* its own metrics.jsonl line, as TRL logs an evaluation; rank 0 evaluates */
             MetricAcc eacc;
             metric_acc_init(&eacc);
-            int rc = lp->L->algo->evaluate(lp->L->algo->self, lp->step, &eacc, err);
-            if (!rc && lp->tb.f) rc = write_tensorboard(lp, &eacc, err);
-            if (!rc && metric_write_line(&eacc, lp->metrics_f, lp->step)) rc = metrics_failed(lp, err);
+            int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, lp->step, &eacc, err));
+            if (!rc) rc = write_logs(lp, &eacc, err);
             metric_acc_free(&eacc);
-            if (rc) return -1;
+            if (dist_check(rc, err)) return -1;
         }
         int saved = a->save_steps > 0 && lp->step % a->save_steps == 0;
         if (saved && save_checkpoint(lp, err)) return -1;
-        if (lp->L->hooks.stop && *lp->L->hooks.stop && lp->step < lp->total_steps) return stop_here(lp, saved, err);
+        if (lp->step < lp->total_steps && stop_requested(lp)) return stop_here(lp, saved, err);
     }
     return 0;
 }
 
-static int save_final(Loop *lp, GrpoErr *err) {
+static int write_final(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     if (lp->L->model->lora) {
         LoraSaveOpts lso = {a->model_dir, a->model_dir};
-        if (lora_layers_save(lp->L->model->lora, lp->out_dir, &lso, err)) return -1;
-        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir, .text = "LoRA adapter"});
-        return 0;
+        return lora_layers_save(lp->L->model->lora, lp->out_dir, &lso, err);
     }
     ModelSaveOpts so;
     model_save_opts_default(&so);
     so.copy_from = a->model_dir;
     so.meta = lp->L->save_meta;
-    if (model_save(lp->L->model, lp->out_dir, &so, err)) return -1;
-    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir});
+    return model_save(lp->L->model, lp->out_dir, &so, err);
+}
+
+static int save_final(Loop *lp, GrpoErr *err) {
+    if (dist_check(RANK0(write_final(lp, err)), err)) return -1;
+    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir,
+                          .text = lp->L->model->lora ? "LoRA adapter" : NULL});
     return 0;
 }
 
@@ -321,9 +386,13 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     adamw_decay_mask_build(lp.decay_mask, lp.table);
     metric_acc_init(&lp.acc);
     if (L->plan) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = L->plan});
-    int rc = prepare_output(&lp, err);
-    if (!rc && L->args->resume_from_checkpoint) rc = resume(&lp, err);
-    if (!rc) rc = open_metrics(&lp, err);
+    int rc = dist_check(RANK0(prepare_output(&lp, err)), err);
+    if (!rc && dist_rank() != 0) { /* rank 0 has made it; the others only read checkpoints from it */
+        lp.out_dir = realpath(L->args->output_dir, NULL);
+        if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
+    }
+    if (!rc && L->args->resume_from_checkpoint) rc = dist_check(resume(&lp, err), err);
+    if (!rc) rc = dist_check(RANK0(open_metrics(&lp, err)), err);
     if (!rc) rc = run_steps(&lp, err);
     if (!rc) rc = save_final(&lp, err);
     if (lp.metrics_f) fclose(lp.metrics_f);

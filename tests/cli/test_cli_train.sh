@@ -114,7 +114,7 @@ sleep 60 < "$TMP/errpipe" & holder=$!
 "$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs "cmd:python3 $TMP/flood.py $TMP/flood.pid" \
     --output_dir "$TMP/fl" --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 1 \
     --quiet 2>"$TMP/errpipe" & trainer=$!
-for i in $(seq 100); do [ -s "$TMP/flood.pid" ] && break; sleep 0.1; done
+for i in $(seq 300); do [ -s "$TMP/flood.pid" ] && break; sleep 0.1; done
 sleep 1
 kill -9 "$trainer" 2>/dev/null; wait "$trainer" 2>/dev/null
 gone=0

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `mpirun -np N grpo train`: the same global batch on 1, 2 and 4 processes gives the
+# same completions (byte for byte) and the same final weights (1e-6 relative; AdamW
+# epsilon 1e-2 so rounding of near-zero gradients is not amplified) — for dapo, grpo
+# with a KL reference (beta), num_iterations 2, and a group split between processes,
+# and for sft;
+# a resume under N = 2 equals the uninterrupted N = 2 run bit for bit; and bad usage
+# and one rank's failure stop the whole job with one line.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+command -v mpirun >/dev/null || { fail "mpirun not found (tools/install-deps.sh installs openmpi-bin)"; finish; }
+# as root (CI containers) OpenMPI wants this said; vader's single-copy (CMA) is often
+# not permitted in containers: plain shared memory instead
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1 GRPO_THREADS=1
+MPI=(mpirun --oversubscribe --bind-to none)
+
+sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
+"$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$TMP/m" 2>/dev/null || { fail init; finish; }
+printf '%s\n' '{"prompt": "ab"}' '{"prompt": "cd"}' '{"prompt": "ef"}' '{"prompt": "gh"}' > "$TMP/d.jsonl"
+BASE=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 "format:^a" --max_completion_length 8
+      --max_steps 3 --learning_rate 1e-3 --adam_epsilon 1e-2 --logging_steps 1 --log_completions true --seed 3 --quiet)
+
+# compare DIR1 DIR2 LABEL: completions identical, weights within 1e-6 relative
+compare() {
+    cmp -s "$1/completions.jsonl" "$2/completions.jsonl" || { fail "$3: completions differ"; return; }
+    python3 - "$1/model.safetensors" "$2/model.safetensors" "$TMP/m/model.safetensors" <<'PY' || fail "$3: weights differ"
+import json, struct, sys, array
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: array.array("f", d[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+a, b, base = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
+moved = max(abs(x - y) for k in a for x, y in zip(a[k], base[k]))
+assert moved > 1e-4, "training did not move the weights (%g): the comparison would prove nothing" % moved
+for k in a:
+    scale = max(abs(x) for x in a[k]) or 1.0
+    worst = max(abs(x - y) for x, y in zip(a[k], b[k])) / scale
+    assert worst <= 1e-6, "%s: %g relative" % (k, worst)
+PY
+}
+
+# name, options: one process with micro-batch 4, two with 2, four with 1 (same global batch)
+run_case() {
+    local name=$1; shift
+    "$GRPO" "${BASE[@]}" "$@" --per_device_train_batch_size 4 --output_dir "$TMP/$name.1" 2>"$TMP/$name.1.err" \
+        || { fail "$name, 1 process: $(tail -2 "$TMP/$name.1.err")"; return; }
+    for n in 2 4; do
+        "${MPI[@]}" -np $n "$GRPO" "${BASE[@]}" "$@" --per_device_train_batch_size $((4 / n)) --output_dir "$TMP/$name.$n" \
+            2>"$TMP/$name.$n.err" >/dev/null || { fail "$name, $n processes: $(tail -2 "$TMP/$name.$n.err")"; continue; }
+        compare "$TMP/$name.1" "$TMP/$name.$n" "$name, 1 vs $n processes"
+    done
+}
+run_case dapo --loss_type dapo --num_generations 4 --gradient_accumulation_steps 2
+run_case beta --loss_type grpo --beta 0.1 --num_generations 4 --gradient_accumulation_steps 2
+run_case iter2 --loss_type dapo --num_iterations 2 --num_generations 4 --gradient_accumulation_steps 2
+# one group of 8 completions split between the processes that generate it
+run_case span --loss_type dapo --num_generations 8 --gradient_accumulation_steps 2 --beta 0.05
+
+# rank 0 alone writes: one metrics line per step, every completion once, in global order
+[ "$(grep -c '"step"' "$TMP/dapo.2/metrics.jsonl")" -eq 3 ] || fail "metrics.jsonl of the 2-process run: $(wc -l < "$TMP/dapo.2/metrics.jsonl") lines"
+[ "$(wc -l < "$TMP/dapo.4/completions.jsonl")" -eq 24 ] || fail "completions.jsonl of the 4-process run"
+
+# resume under N = 2 equals the uninterrupted N = 2 run
+R=("${BASE[@]}" --per_device_train_batch_size 2 --num_generations 4 --gradient_accumulation_steps 2 --num_iterations 2
+   --beta 0.1 --max_steps 4 --save_steps 2)
+"${MPI[@]}" -np 2 "$GRPO" "${R[@]}" --output_dir "$TMP/full" 2>"$TMP/full.err" >/dev/null || fail "uninterrupted: $(tail -2 "$TMP/full.err")"
+# the resumed run continues from a copy of the checkpoint (metrics and completions truncated to it)
+mkdir -p "$TMP/part" && cp -r "$TMP/full/checkpoint-2" "$TMP/full/metrics.jsonl" "$TMP/full/completions.jsonl" "$TMP/part/"
+[ "$(python3 -c "import json; print(json.load(open('$TMP/part/checkpoint-2/trainer_state.json'))['world_size'])" 2>/dev/null)" = 2 ] \
+    || fail "the checkpoint does not record world_size 2"
+"${MPI[@]}" -np 2 "$GRPO" "${R[@]}" --output_dir "$TMP/part" --resume_from_checkpoint "$TMP/part/checkpoint-2" \
+    2>"$TMP/res.err" >/dev/null || fail "resume: $(tail -2 "$TMP/res.err")"
+cmp -s "$TMP/full/model.safetensors" "$TMP/part/model.safetensors" || fail "resumed N = 2 run differs from the uninterrupted one"
+cmp -s "$TMP/full/completions.jsonl" "$TMP/part/completions.jsonl" || fail "resumed completions differ"
+# ... and a different process count is refused, naming both
+expect_error 1 "written by a run of 2 process(es), this one has 1" "$GRPO" "${R[@]}" --output_dir "$TMP/part" \
+    --resume_from_checkpoint "$TMP/part/checkpoint-2"
+
+# sft: the same global batch on 1, 2 and 4 processes gives the same weights
+for i in 1 2 3 4 5 6 7 8; do printf '{"prompt": "q%s=", "completion": "%s"}\n' "$i" "$(printf 'ab%.0s' $(seq $i))"; done > "$TMP/s.jsonl"
+S=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --gradient_accumulation_steps 2 --max_steps 3 --learning_rate 1e-3
+   --adam_epsilon 1e-2 --seed 5 --quiet)
+"$GRPO" "${S[@]}" --per_device_train_batch_size 4 --output_dir "$TMP/sft.1" 2>"$TMP/sft.err" || fail "sft, 1 process: $(tail -2 "$TMP/sft.err")"
+for n in 2 4; do
+    "${MPI[@]}" -np $n "$GRPO" "${S[@]}" --per_device_train_batch_size $((4 / n)) --output_dir "$TMP/sft.$n" 2>"$TMP/sft.err" \
+        >/dev/null || { fail "sft, $n processes: $(tail -2 "$TMP/sft.err")"; continue; }
+    touch "$TMP/sft.1/completions.jsonl" "$TMP/sft.$n/completions.jsonl"
+    compare "$TMP/sft.1" "$TMP/sft.$n" "sft, 1 vs $n processes"
+done
+
+# bad usage: the rule and the numbers, once (not once per process)
+"${MPI[@]}" -np 2 "$GRPO" "${BASE[@]}" --per_device_train_batch_size 1 --num_generations 4 --gradient_accumulation_steps 1 \
+    --output_dir "$TMP/bad" >/dev/null 2>"$TMP/bad.err" && fail "an indivisible global batch was accepted"
+[ "$(grep -c 'per_device_train_batch_size 1 x processes 2 x steps_per_generation 1) must be divisible by num_generations (4)' "$TMP/bad.err")" -eq 1 ] \
+    || fail "indivisible global batch: $(cat "$TMP/bad.err")"
+"${MPI[@]}" -np 2 "$GRPO" generate --model "$TMP/m" --prompt ab >/dev/null 2>"$TMP/gen.err" && fail "generate ran under mpirun"
+grep -q "runs as one process; start it without mpirun" "$TMP/gen.err" || fail "generate under mpirun: $(cat "$TMP/gen.err")"
+
+# one rank's reward process fails: the job stops with that rank named, nothing saved
+cat > "$TMP/rank_reward.py" <<'PY'
+import json, os, sys
+if os.environ.get("OMPI_COMM_WORLD_RANK") == "1":
+    sys.exit(3)
+for line in sys.stdin:
+    print(json.dumps({"rewards": [1.0] * len(json.loads(line)["completions"])}), flush=True)
+PY
+"${MPI[@]}" -np 2 "$GRPO" "${BASE[@]}" --reward_funcs "cmd:python3 $TMP/rank_reward.py" --per_device_train_batch_size 2 \
+    --num_generations 4 --gradient_accumulation_steps 2 --output_dir "$TMP/rf" >/dev/null 2>"$TMP/rf.err" && fail "a failing rank went unnoticed"
+[ "$(grep -c '^grpo train: rank 1: .*exited' "$TMP/rf.err")" -eq 1 ] || fail "failing reward on rank 1: $(cat "$TMP/rf.err")"
+[ -f "$TMP/rf/model.safetensors" ] && fail "a model was saved after a failed run"
+# a rank that cannot read the dataset
+"${MPI[@]}" -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then d=/nonexistent/d.jsonl; else d=$0; fi; exec "$@" --dataset "$d"' \
+    "$TMP/d.jsonl" "$GRPO" "${BASE[@]}" --per_device_train_batch_size 2 --num_generations 4 --gradient_accumulation_steps 2 \
+    --output_dir "$TMP/nd" >/dev/null 2>"$TMP/nd.err" && fail "a rank without its dataset went unnoticed"
+[ "$(grep -c '^grpo train: rank 1: /nonexistent/d.jsonl' "$TMP/nd.err")" -eq 1 ] || fail "missing dataset on rank 1: $(cat "$TMP/nd.err")"
+finish
