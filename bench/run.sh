@@ -200,3 +200,29 @@ lora_bench() {
 }
 lora_bench
 # ---- end LoRA ----------------------------------------------------------------------
+
+# ---- data parallel (bench/dist_step.sh) -------------------------------------------
+# One GRPO step at the Qwen2-0.5B shape (G=16 x 128 tokens, 4 global micro-batches of
+# 4, checkpointing on), as 1 process x 2 threads and as 2 processes x 1 thread under
+# mpirun (same global batch): tokens/s of each, and what data parallelism costs —
+# the fp32 gradient all-reduced per optimizer step (bytes, seconds, GB/s through
+# shared memory). docs/distributed.md projects N nodes from these figures.
+dist_bench() {
+    echo "data parallel: GRPO step at the Qwen2-0.5B shape, G=16 x 128 tokens (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    bench/dist_step.sh | awk '
+    /^dist_step / {
+        delete f
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        p = f["procs"]; tps[p] = f["tokens"] / f["step_s"]
+        printf "  %s process(es) x %s thread(s): step %.1f s (generation %.1f, training %.1f), %.0f tokens/s", p, f["threads"], f["step_s"], f["gen_s"], f["train_s"], tps[p]
+        if (p > 1) {
+            sent = 2 * (p - 1) / p * f["grad_bytes"]
+            printf "; all-reduce %.2f GB of gradient in %.2f s (%.2f GB/s sent per rank)", f["grad_bytes"] / 1e9, f["allreduce_s"], f["allreduce_s"] > 0 ? sent / f["allreduce_s"] / 1e9 : 0
+        }
+        printf "\n"
+    }
+    !/^dist_step/ { print "  " $0 }
+    END { if ((1 in tps) && (2 in tps)) printf "  2 x 1 / 1 x 2 tokens/s: %.2fx\n", tps[2] / tps[1] }'
+}
+dist_bench
+# ---- end data parallel -------------------------------------------------------------

@@ -15,14 +15,14 @@
 #define R_VLLM "generation is built in"
 #define R_PREC "computation is fp32"
 #define R_TORCH "not a PyTorch program"
-#define R_DIST "one process"
+#define R_DIST "processes are mpirun's (docs/distributed.md)"
 #define R_HUB "nothing is uploaded: output_dir is a save_pretrained directory"
 #define R_EVAL "no evaluation during training"
 #define R_LOG "metrics go to output_dir/metrics.jsonl"
 #define R_DATA "dataset columns are read as they are"
 #define R_LOCAL "--model and --dataset name local files"
 #define R_MOE "for mixture-of-experts models"
-#define R_LAUNCH "an accelerate launch setting"
+#define R_LAUNCH "an accelerate launch setting: mpirun -np N starts the processes"
 
 static const TrlKey keys[] = {
     /* ScriptArguments, ModelConfig */
