@@ -1,4 +1,4 @@
-/* ops/matmul_rowwise.c — y = x W^T + b for few rows (decoding), our own AVX-512 kernel.
+/* ops/matmul_rowwise.c — y = x W^T + b for few rows (decoding), our own AVX-512 / AVX2 kernel.
  *
  * Two reasons it exists beside OpenBLAS:
  *  - speed at 1..64 rows, where a decode step streams every weight once: the weight
@@ -9,14 +9,16 @@
  *    chain over k, whatever the number of rows or the block it falls in, so a
  *    sequence's logits do not depend on which other sequences share the batch
  *    (generation must not depend on chunking).
- * Without AVX-512 a scalar loop with the same chain (fmaf) is used. */
+ * With AVX2 + FMA (no AVX-512) the same kernels run on ymm registers, blocks of
+ * 8..32 rows; without either, a scalar loop with the same chain (fmaf). All three give
+ * the same bits. */
 #include <math.h>
 #include <string.h>
 
 #include "core/check.h"
 #include "ops/ops.h"
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 
 /* R weight rows x (NV vectors of LANES) input rows. Every output element is the
@@ -47,13 +49,25 @@
         }                                                                                      \
     }
 
+#ifdef __AVX512F__
 #define Z16(NAME, NV, R)                                                                       \
     KERNEL(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,         \
            _mm512_fmadd_ps, _mm512_store_ps)
-#define Y8(NAME, R)                                                                            \
-    KERNEL(NAME, __m256, 8, 1, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,           \
+#endif
+#define Y8N(NAME, NV, R)                                                                       \
+    KERNEL(NAME, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,          \
            _mm256_fmadd_ps, _mm256_store_ps)
+#define Y8(NAME, R) Y8N(NAME, 1, R)
 
+typedef void (*RowKernel)(float *, const float *, const float *, const float *, int, int, int, int, int);
+
+/* A block width (input rows packed), its kernel over R weight rows and its one-row tail. */
+typedef struct {
+    int wide, R;
+    RowKernel big, one;
+} RowBlock;
+
+#ifdef __AVX512F__
 /* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4; 64: 3 — 12 accumulators each */
 Y8(k8_12, 12)
 Y8(k8_1, 1)
@@ -65,33 +79,44 @@ Z16(k48_4, 3, 4)
 Z16(k48_1, 3, 1)
 Z16(k64_3, 4, 3)
 Z16(k64_1, 4, 1)
+static const RowBlock BLOCKS[] = {{8, 12, k8_12, k8_1},  {16, 12, k16_12, k16_1}, {32, 6, k32_6, k32_1},
+                                  {48, 4, k48_4, k48_1}, {64, 3, k64_3, k64_1}};
+#else
+/* 16 ymm registers: width 8: 12 weight rows; 16: 6; 24: 4; 32: 2 (accumulators + the
+ * packed inputs + one broadcast fit without spilling) */
+Y8(k8_12, 12)
+Y8(k8_1, 1)
+Y8N(k16_6, 2, 6)
+Y8N(k16_1, 2, 1)
+Y8N(k24_4, 3, 4)
+Y8N(k24_1, 3, 1)
+Y8N(k32_2, 4, 2)
+Y8N(k32_1, 4, 1)
+static const RowBlock BLOCKS[] = {{8, 12, k8_12, k8_1}, {16, 6, k16_6, k16_1}, {24, 4, k24_4, k24_1},
+                                  {32, 2, k32_2, k32_1}};
+#endif
+enum { N_BLOCKS = sizeof BLOCKS / sizeof BLOCKS[0] };
 
 typedef void (*RowKernel)(float *, const float *, const float *, const float *, int, int, int, int, int);
 
 void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
                             int N, int I, int O) {
-    float *xT = xaligned(sizeof(float) * (size_t)I * 64);
-    for (int r0 = 0; r0 < N; r0 += 64) {
-        int nr = N - r0 < 64 ? N - r0 : 64;
-        int wide = nr <= 8 ? 8 : (nr + 15) / 16 * 16;
-        RowKernel big, one;
-        int R;
-        switch (wide) {
-        case 8: big = k8_12, one = k8_1, R = 12; break;
-        case 16: big = k16_12, one = k16_1, R = 12; break;
-        case 32: big = k32_6, one = k32_1, R = 6; break;
-        case 48: big = k48_4, one = k48_1, R = 4; break;
-        default: big = k64_3, one = k64_1, R = 3; break;
-        }
+    const int MAXW = BLOCKS[N_BLOCKS - 1].wide;
+    float *xT = xaligned(sizeof(float) * (size_t)I * MAXW);
+    for (int r0 = 0; r0 < N; r0 += MAXW) {
+        int nr = N - r0 < MAXW ? N - r0 : MAXW, b = 0;
+        while (BLOCKS[b].wide < nr) b++; /* the narrowest block that holds them */
+        const RowBlock *blk = &BLOCKS[b];
+        int wide = blk->wide, R = blk->R;
         /* pack rows r0.. transposed: xT[k][r], zero-padded to the block width */
         for (int k = 0; k < I; k++)
             for (int r = 0; r < wide; r++)
                 xT[(size_t)k * wide + r] = r < nr ? in[(size_t)(r0 + r) * I + k] : 0.0f;
         int full = O / R;
 #pragma omp parallel for schedule(static)
-        for (int blk = 0; blk < full + (O % R); blk++) {
-            if (blk < full) big(out, xT, W, bias, I, O, blk * R, r0, nr);
-            else one(out, xT, W, bias, I, O, full * R + (blk - full), r0, nr);
+        for (int j = 0; j < full + (O % R); j++) {
+            if (j < full) blk->big(out, xT, W, bias, I, O, j * R, r0, nr);
+            else blk->one(out, xT, W, bias, I, O, full * R + (j - full), r0, nr);
         }
     }
     free(xT);
