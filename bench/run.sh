@@ -40,7 +40,8 @@ echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 "$BUILD/bench/bench_gemm" | awk '/^gemm / {
     delete f
     for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-    printf "  %-8s %-4s %4dx%dx%d  %7.1f GFLOP/s  (%s)\n", f["impl"], f["dtype"], f["M"], f["N"], f["K"], f["gflops"], f["isa"]
+    if (/unsupported/) printf "  %-8s %-4s %4dx%dx%d  unsupported on this CPU (no AVX512_BF16)\n", f["impl"], f["dtype"], f["M"], f["N"], f["K"]
+    else printf "  %-8s %-4s %4dx%dx%d  %7.1f GFLOP/s  (%s)\n", f["impl"], f["dtype"], f["M"], f["N"], f["K"], f["gflops"], f["isa"]
 }' || echo "  bench_gemm failed"
 # ---- end GEMM limits ---------------------------------------------------------------
 
