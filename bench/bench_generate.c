@@ -11,9 +11,12 @@
  *   qwen2-0.5b  hidden 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864, vocab 151936
  *   small       hidden 256,  4 layers,  8 heads, 4 KV heads, intermediate  768, vocab  32000
  *
- *   build/bench/bench_generate [--shape qwen2-0.5b|small|all] [--G N] [--reps R]
+ *   build/bench/bench_generate [--shape qwen2-0.5b|small|all] [--G N] [--reps R] [--bf16]
  * prints one line per case:
  *   gen impl=grpo shape=S G=N tokens=T seconds=X tokens_per_s=Y
+ * With --bf16 each case is also run on the same weights rounded to bf16 and held so
+ * (model_create_half: the layer matrices; decoding streams half their bytes), the two
+ * alternated, impl=grpo-bf16.
  * With R > 1 the case is run R times and the best time is reported. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 
 #include "core/timer.h"
 #include "gen/generate.h"
+#include "io/safetensors.h"
 #include "model/init.h"
 
 enum { PROMPT_TOKENS = 64, COMPLETION_TOKENS = 128 };
@@ -87,41 +91,62 @@ static double time_group(Model *m, const int32_t *prompt, int G, int n_tokens, u
     return dt;
 }
 
-static void run_shape(const Shape *s, int only_G, int reps) {
+/* src's weights, the layer matrices rounded to bf16 and held so. */
+static void make_half(Model *h, const Model *src, const Shape *s) {
     ModelConfig cfg = shape_config(s);
-    Model m;
+    model_create_half(h, &cfg);
+    for (int i = 0; i < h->table.n; i++) {
+        const ParamEntry *e = &h->table.entries[i], *se = &src->table.entries[i];
+        const float *x = src->params + se->offset;
+        if (e->half)
+            for (size_t k = 0; k < e->numel; k++) h->half->params16[e->offset + k] = st_f32_to_bf16(x[k]);
+        else memcpy(h->params + e->offset, x, sizeof(float) * e->numel);
+    }
+}
+
+static void run_shape(const Shape *s, int only_G, int reps, int bf16) {
+    ModelConfig cfg = shape_config(s);
+    Model m, h;
     model_create(&m, &cfg);
     model_init_random(&m, 1, 0.02f);
+    if (bf16) make_half(&h, &m, s);
     int32_t prompt[PROMPT_TOKENS];
     for (int t = 0; t < PROMPT_TOKENS; t++) prompt[t] = (int32_t)((t * 7919 + 13) % s->vocab);
     /* warm-up: touches the weights and starts the thread pool, as torch's peer does */
     time_group(&m, prompt, 2, 4, 99);
+    if (bf16) time_group(&h, prompt, 2, 4, 99);
     static const int Gs[] = {8, 32, 64};
     for (int gi = 0; gi < 3; gi++) {
         int G = Gs[gi];
         if (only_G > 0 && G != only_G) continue;
-        double best = 1e30;
-        for (int r = 0; r < reps; r++) {
+        double best = 1e30, best16 = 1e30;
+        for (int r = 0; r < reps; r++) { /* alternated: both see the same neighbours */
             double dt = time_group(&m, prompt, G, COMPLETION_TOKENS, 1 + r);
             best = dt < best ? dt : best;
+            if (bf16) dt = time_group(&h, prompt, G, COMPLETION_TOKENS, 1 + r), best16 = dt < best16 ? dt : best16;
         }
         long tokens = (long)G * COMPLETION_TOKENS;
         printf("gen impl=grpo shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens, best,
                tokens / best);
+        if (bf16)
+            printf("gen impl=grpo-bf16 shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens,
+                   best16, tokens / best16);
         fflush(stdout);
     }
     model_free(&m);
+    if (bf16) model_free(&h);
 }
 
 int main(int argc, char **argv) {
     const char *shape = "all";
-    int only_G = 0, reps = 1;
+    int only_G = 0, reps = 1, bf16 = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
         else if (!strcmp(argv[i], "--G") && i + 1 < argc) only_G = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
         else {
-            fprintf(stderr, "usage: %s [--shape qwen2-0.5b|small|all] [--G N] [--reps R]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--shape qwen2-0.5b|small|all] [--G N] [--reps R] [--bf16]\n", argv[0]);
             return 2;
         }
     }
@@ -133,7 +158,7 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         if (strcmp(shape, "all") && strcmp(shape, SHAPES[k].name)) continue;
         found = 1;
-        run_shape(&SHAPES[k], only_G, reps);
+        run_shape(&SHAPES[k], only_G, reps, bf16);
     }
     if (!found) {
         fprintf(stderr, "unknown --shape %s (qwen2-0.5b, small, all)\n", shape);

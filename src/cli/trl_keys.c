@@ -58,7 +58,6 @@ static const TrlKey keys[] = {
     {"lr_scheduler_kwargs", B, TRL_IGNORE, 'v', NULL, "the schedules take no arguments"},
     {"average_tokens_across_devices", B, TRL_IGNORE, 'b', NULL, R_DIST},
     {"label_smoothing_factor", B, TRL_IGNORE, 'v', NULL, "not used by GRPO or SFT's loss"},
-    {"bf16", B, TRL_IGNORE, 'b', NULL, R_PREC},
     {"fp16", B, TRL_IGNORE, 'b', NULL, R_PREC},
     {"bf16_full_eval", B, TRL_IGNORE, 'b', NULL, R_PREC},
     {"fp16_full_eval", B, TRL_IGNORE, 'b', NULL, R_PREC},

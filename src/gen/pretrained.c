@@ -5,7 +5,7 @@
 
 int pretrained_open(Pretrained *p, const char *dir, GenOpts *o, GrpoErr *err) {
     memset(p, 0, sizeof *p);
-    if (model_load(&p->model, dir, err)) return -1;
+    if (model_load_ex(&p->model, dir, o && o->frozen_bf16, err)) return -1;
     int rc = tok_load(&p->tok, dir, err);
     if (!rc && o) {
         const TokSpecial *sp = tok_special(p->tok);

@@ -162,7 +162,7 @@ int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *er
                             json_pack("{s:f, s:o}", "entropy_coef", t->entropy_coef, "last_world_entropy",
                                       isfinite(t->last_world_entropy) ? json_real(t->last_world_entropy) : json_null()));
     int rc = 0;
-    if (t->have_ref) {
+    if (t->have_ref && !t->ref.half) { /* a bf16 reference never moves: it is the model directory's */
         char *p = fs_join(dir, "ref_model.safetensors");
         rc = ckpt_write_params(p, &t->ref.table, t->ref.params, err);
         free(p);
@@ -196,7 +196,7 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
     }
     int rc = 0;
     char *p = fs_join(dir, "ref_model.safetensors");
-    if (t->have_ref && fs_exists(p)) rc = ckpt_read_params(p, &t->ref.table, t->ref.params, err);
+    if (t->have_ref && !t->ref.half && fs_exists(p)) rc = ckpt_read_params(p, &t->ref.table, t->ref.params, err);
     free(p);
     p = fs_join(dir, "rollout.json");
     if (!rc && fs_exists(p)) {

@@ -43,6 +43,8 @@ static void resolve(TrainConfig *c) {
 static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     TrainConfig *c = &t->c;
     Dataset data;
+    /* with bf16, weights nothing trains are held in bf16: the policy's under LoRA, the reference's */
+    c->gen.frozen_bf16 = c->train.bf16 && (c->train.use_peft || c->train.adapter);
     if (dataset_load(&data, c->train.dataset, err) ||
         gen_session_open(&t->sess, c->train.model_dir, &data, &c->gen, c->max_prompt_length, 0, err))
         return -1;
@@ -54,7 +56,7 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     if (c->loss.beta != 0 && lora) {
         t->ref_is_base = 1;
     } else if (c->loss.beta != 0) {
-        if (model_load(&t->ref, c->train.model_dir, err)) return -1;
+        if (model_load_ex(&t->ref, c->train.model_dir, c->train.bf16 && !c->sync_ref_model, err)) return -1;
         t->have_ref = 1;
     }
     return 0;
@@ -136,14 +138,16 @@ static int grpo_evaluate(void *self, long step, MetricAcc *m, GrpoErr *err) {
 /* The start-up plan: sizes, steps and memory. */
 static char *plan_text(const GrpoTrainer *t, long total_steps) {
     const TrainConfig *c = &t->c;
-    double mb = 1048576.0, pbytes = sizeof(float) * (double)t->sess.pre.model.table.total;
-    double tbytes = sizeof(float) * trainable_floats(t), weights = pbytes + 3 * tbytes;
+    double mb = 1048576.0, pbytes = (double)model_weight_bytes(&t->sess.pre.model),
+           rbytes = t->have_ref ? (double)model_weight_bytes(&t->ref) : 0;
+    double tbytes = sizeof(float) * trainable_floats(t), weights = pbytes + (t->have_lora ? 4 : 3) * tbytes;
     int B = c->train.per_device_train_batch_size, longest = t->longest_train;
     char lora[400] = "", wtext[120];
     if (t->have_lora) {
         train_adapters_describe(&t->lora, lora, sizeof lora - 2);
         strcat(lora, "\n");
-        snprintf(wtext, sizeof wtext, "frozen weights %.0f, adapters+grads+AdamW %.0f", pbytes / mb, 4 * tbytes / mb);
+        snprintf(wtext, sizeof wtext, "frozen weights %.0f%s, adapters+grads+AdamW %.0f", pbytes / mb,
+                 t->sess.pre.model.half ? " (layers in bf16)" : "", 4 * tbytes / mb);
     } else {
         snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f", 4 * pbytes / mb);
     }
@@ -152,13 +156,14 @@ static char *plan_text(const GrpoTrainer *t, long total_steps) {
              "%s (%.1f M parameters), %d examples, %ld steps\n%s"
              "generation batch %d = %d prompts x %d completions; micro-batch %d, %d accumulation steps, "
              "%d micro-batches per generation%s\n"
-             "memory plan %.0f MB: %s, reference %.0f%s, activations %.0f "
+             "memory plan %.0f MB: %s, reference %.0f%s%s, activations %.0f "
              "(micro-batch of %d x %d tokens%s), generation %.0f (%d completions at a time)",
              c->train.model_dir, config_param_count(&t->sess.pre.model.cfg) / 1e6, t->sess.data.n, total_steps, lora,
              t->gen_batch, t->gen_batch / c->num_generations, c->num_generations, B, c->train.gradient_accumulation_steps,
              t->spg, t->need_old ? ", old log-probs recorded" : "",
-             (weights + (t->have_ref ? pbytes : 0) + t->acts.bytes + t->sess.gen.bytes) / mb, wtext,
-             t->have_ref ? pbytes / mb : 0.0, t->ref_is_base ? " (the base, adapters off)" : "", t->acts.bytes / mb, B,
+             (weights + rbytes + t->acts.bytes + t->sess.gen.bytes) / mb, wtext, rbytes / mb,
+             t->ref_is_base ? " (the base, adapters off)" : "", t->have_ref && t->ref.half ? " (layers in bf16)" : "",
+             t->acts.bytes / mb, B,
              longest + c->gen.max_completion_length, c->train.gradient_checkpointing ? ", checkpointed" : "",
              t->sess.gen.bytes / mb, t->sess.gen.chunk);
     return s;

@@ -411,6 +411,22 @@ static void release_pages(const StFile *f, const StTensor *t) {
 ST_DEFINE_READ_FLOAT(st_read_f32, float, ST_F32)
 ST_DEFINE_READ_FLOAT(st_read_f64, double, ST_F64)
 
+int st_read_bf16(const StFile *f, const StTensor *t, uint16_t *out, GrpoErr *err) {
+    const uint8_t *p = f->data + t->begin;
+    int64_t n = t->numel;
+    switch (t->dtype) {
+    case ST_BF16: memcpy(out, p, (size_t)n * 2); break;
+    case ST_F32: for (int64_t i = 0; i < n; i++) out[i] = st_f32_to_bf16(ld_f32(p, i)); break;
+    case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f32_to_bf16(st_f16_to_f32(ld_u16(p, i))); break;
+    case ST_F64: for (int64_t i = 0; i < n; i++) out[i] = st_f32_to_bf16((float)ld_f64(p, i)); break;
+    default:
+        return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path, t->name,
+                       st_dtype_name(t->dtype));
+    }
+    release_pages(f, t);
+    return 0;
+}
+
 int st_read_i64(const StFile *f, const StTensor *t, int64_t *out, GrpoErr *err) {
     const uint8_t *p = f->data + t->begin;
     int64_t n = t->numel;

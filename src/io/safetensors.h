@@ -64,6 +64,8 @@ const StTensor *st_find(const StFile *f, const char *name);
 int st_read_f32(const StFile *f, const StTensor *t, float *out, GrpoErr *err);
 /* Same into double (F32/F16/BF16/F64). */
 int st_read_f64(const StFile *f, const StTensor *t, double *out, GrpoErr *err);
+/* Into bf16: a copy for BF16, rounded to nearest (ties to even) from F32/F16/F64. */
+int st_read_bf16(const StFile *f, const StTensor *t, uint16_t *out, GrpoErr *err);
 /* Integer tensors (I64/I32/I16/I8/U8/BOOL) into int64; out-of-range is not possible. */
 int st_read_i64(const StFile *f, const StTensor *t, int64_t *out, GrpoErr *err);
 

@@ -181,8 +181,11 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
     }
     for (int l = 0; l < cfg->n_layers; l++) {
         const LayerView *w = &m->w.layers[l];
+        const LayerView16 *h = m->half ? &m->half->w16[l] : NULL; /* bf16 matrices, read directly */
+#define ROWWISE(out, in, W, bias, I, O)                                                                        \
+    (h ? matmul_forward_rowwise_bf16(out, in, h->W, bias, n, I, O) : matmul_forward_rowwise(out, in, w->W, bias, n, I, O))
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
-        matmul_forward_rowwise(s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV);
+        ROWWISE(s->qkv, s->h, wqkv, w->bqkv, C, QKV);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_QKV, s->qkv, QKV, s->h, n, s->lora_tmp);
         if (cfg->qk_norm) {
             for (int h = 0; h < H + Hkv; h++)
@@ -208,16 +211,17 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
             attend_row(c, l, slots[r], s->own[r], s->qk + (size_t)r * QK + (size_t)g * G * D,
                        s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc);
         }
-        matmul_forward_rowwise(s->tmp, s->att, w->wo, w->bo, n, H * D, C);
+        ROWWISE(s->tmp, s->att, wo, w->bo, H * D, C);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_O, s->tmp, C, s->att, n, s->lora_tmp);
         for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln2, n, C, C, C, cfg->rms_norm_eps);
-        matmul_forward_rowwise(s->gu, s->h, w->wgu, NULL, n, C, 2 * F);
+        ROWWISE(s->gu, s->h, wgu, NULL, C, 2 * F);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_GU, s->gu, 2 * F, s->h, n, s->lora_tmp);
         swiglu_forward(s->act, s->gu, n, F);
-        matmul_forward_rowwise(s->tmp, s->act, w->wdown, NULL, n, F, C);
+        ROWWISE(s->tmp, s->act, wdown, NULL, F, C);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_DOWN, s->tmp, C, s->act, n, s->lora_tmp);
         for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] += s->tmp[i];
+#undef ROWWISE
     }
     int n_out = 0;
     for (int r = 0; r < n; r++)

@@ -48,7 +48,9 @@ static int check_tensors(const ParamTable *table, const ModelConfig *cfg, const 
     return 0;
 }
 
-int model_load(Model *m, const char *dir, GrpoErr *err) {
+int model_load(Model *m, const char *dir, GrpoErr *err) { return model_load_ex(m, dir, 0, err); }
+
+int model_load_ex(Model *m, const char *dir, int half, GrpoErr *err) {
     ModelConfig cfg;
     if (config_load(&cfg, dir, err)) return -1;
     char *cpath = fs_join(dir, "config.json");
@@ -69,10 +71,12 @@ int model_load(Model *m, const char *dir, GrpoErr *err) {
     params_free(&table);
     free(where);
     if (rc) config_free(&cfg);
-    else model_create(m, &cfg);   /* the same table again, in the same order */
+    else if (half) model_create_half(m, &cfg); /* the same table again, in the same order */
+    else model_create(m, &cfg);
     for (int i = 0; !rc && i < m->table.n; i++) {
         ParamEntry *e = &m->table.entries[i];
-        rc = st_read_f32(files[i], tensors[i], m->params + e->offset, err);
+        rc = e->half ? st_read_bf16(files[i], tensors[i], m->half->params16 + e->offset, err)
+                     : st_read_f32(files[i], tensors[i], m->params + e->offset, err);
         e->src_dtype = tensors[i]->dtype;
         if (rc) model_free(m);
     }
@@ -148,6 +152,7 @@ int model_copy_side_files(const char *from, const char *to, int with_generation_
 }
 
 int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err) {
+    CHECK(!m->half); /* a frozen model held in bf16 is never saved: its directory is where it came from */
     char *tmp = NULL;
     if (fs_tmpdir_for(out_dir, &tmp, err)) return -1;
     int rc = 0, n = m->table.n;

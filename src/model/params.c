@@ -21,6 +21,7 @@ void params_add(ParamTable *t, int *cap, const char *name, long long d0, long lo
     e->numel = (size_t)d0 * (d1 ? (size_t)d1 : 1);
     e->offset = t->total;
     e->src_dtype = ST_F32;
+    e->packed = packed;
     t->total += e->numel;
     if (!packed) t->total = (t->total + 15) & ~(size_t)15;
 }
@@ -80,9 +81,50 @@ int params_find(const ParamTable *t, const char *name) {
     return -1;
 }
 
+static int is_layer_matrix(const char *name) {
+    static const char *m[] = {".q_proj.weight", ".k_proj.weight", ".v_proj.weight", ".o_proj.weight",
+                              ".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"};
+    size_t n = strlen(name);
+    if (strncmp(name, "model.layers.", 13)) return 0;
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (n > strlen(m[i]) && !strcmp(name + n - strlen(m[i]), m[i])) return 1;
+    return 0;
+}
+
+void params_hold_half(ParamTable *t) {
+    t->total = t->total16 = 0;
+    for (int i = 0; i < t->n; i++) {
+        ParamEntry *e = &t->entries[i];
+        e->half = is_layer_matrix(e->name);
+        if (e->half) {
+            e->offset = t->total16;
+            t->total16 += e->numel;
+        } else {
+            e->offset = t->total;
+            t->total += e->numel;
+            if (!e->packed) t->total = (t->total + 15) & ~(size_t)15;
+        }
+    }
+}
+
 static float *at(const ParamTable *t, float *base, const char *name) {
     int i = params_find(t, name);
-    return i < 0 ? NULL : base + t->entries[i].offset;
+    return i < 0 || t->entries[i].half ? NULL : base + t->entries[i].offset;
+}
+
+LayerView16 *params_view16(const ParamTable *t, const ModelConfig *c, const uint16_t *base16) {
+    LayerView16 *v = xcalloc(c->n_layers, sizeof(LayerView16));
+    char name[96];
+    for (int l = 0; l < c->n_layers; l++) {
+#define AT16(suffix) \
+    (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), base16 + t->entries[params_find(t, name)].offset)
+        v[l].wqkv = AT16("self_attn.q_proj.weight");
+        v[l].wo = AT16("self_attn.o_proj.weight");
+        v[l].wgu = AT16("mlp.gate_proj.weight");
+        v[l].wdown = AT16("mlp.down_proj.weight");
+#undef AT16
+    }
+    return v;
 }
 
 void params_view(ModelView *v, const ParamTable *t, const ModelConfig *c, float *base) {

@@ -10,6 +10,7 @@
 #define GRPO_MODEL_PARAMS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/config.h"
 
@@ -17,15 +18,18 @@ typedef struct {
     char name[96];
     int ndim;
     long long shape[2];
-    size_t offset;           /* in floats */
+    size_t offset;           /* in floats (in bf16 values when half) */
     size_t numel;
     int src_dtype;           /* StDtype the tensor was read as (or will be written as) */
+    int packed;              /* the next entry follows with no alignment gap */
+    int half;                /* held in the bf16 buffer (params_hold_half) */
 } ParamEntry;
 
 typedef struct {
     int n;
     ParamEntry *entries;
     size_t total;            /* floats */
+    size_t total16;          /* bf16 values (0 unless params_hold_half) */
 } ParamTable;
 
 /* Views of one layer inside a flat buffer (parameters or their gradients). */
@@ -56,7 +60,18 @@ void params_free(ParamTable *t);
  * bytes, for the kernels) unless packed: then it follows with no gap. */
 void params_add(ParamTable *t, int *cap, const char *name, long long d0, long long d1, int packed);
 int params_find(const ParamTable *t, const char *name);   /* index or -1 */
-/* Fills v with pointers into base (which holds t->total floats). v->layers is malloc'd. */
+/* Moves the layers' projection matrices (q k v o gate up down) into a bf16 buffer
+ * of t->total16 values, contiguous in table order (q|k|v and gate|up stay one
+ * matrix each); the other tensors keep fp32 offsets, t->total shrinks. For models
+ * whose weights nothing trains (model/transformer.h: model_create_half). */
+void params_hold_half(ParamTable *t);
+/* The layer matrices of a half table, inside base16 (t->total16 values). */
+typedef struct {
+    const uint16_t *wqkv, *wo, *wgu, *wdown;
+} LayerView16;
+LayerView16 *params_view16(const ParamTable *t, const ModelConfig *cfg, const uint16_t *base16);
+/* Fills v with pointers into base (which holds t->total floats); NULL for tensors
+ * held in bf16. v->layers is malloc'd. */
 void params_view(ModelView *v, const ParamTable *t, const ModelConfig *cfg, float *base);
 void params_view_free(ModelView *v);
 

@@ -21,7 +21,69 @@ void model_create(Model *m, ModelConfig *cfg) {
     config_rope_inv_freq(&m->cfg, m->inv_freq);
 }
 
+void model_create_half(Model *m, ModelConfig *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    cfg->raw = NULL;
+    params_build(&m->table, &m->cfg);
+    params_hold_half(&m->table);
+    m->params = xaligned(sizeof(float) * (m->table.total ? m->table.total : 1));
+    memset(m->params, 0, sizeof(float) * m->table.total);
+    params_view(&m->w, &m->table, &m->cfg, m->params);
+    ModelHalf *h = m->half = xcalloc(1, sizeof *h);
+    h->params16 = xaligned(sizeof(uint16_t) * m->table.total16);
+    memset(h->params16, 0, sizeof(uint16_t) * m->table.total16);
+    h->w16 = params_view16(&m->table, &m->cfg, h->params16);
+    const ModelConfig *c = &m->cfg;
+    size_t C = c->hidden_size, F = c->intermediate_size, HD = (size_t)c->n_heads * c->head_dim,
+           QKV = HD + 2 * (size_t)c->n_kv_heads * c->head_dim;
+    size_t nqkv = QKV * C, no = C * HD, ngu = 2 * F * C, ndown = C * F;
+    h->window_floats = nqkv + no + ngu + ndown + 48;
+    h->window = xaligned(sizeof(float) * h->window_floats);
+    h->layer = -1;
+    for (int l = 0; l < c->n_layers; l++) { /* every layer's matrices live in the window, 16-float aligned */
+        LayerView *lv = &m->w.layers[l];
+        lv->wqkv = h->window;
+        lv->wo = lv->wqkv + ((nqkv + 15) & ~(size_t)15);
+        lv->wgu = lv->wo + ((no + 15) & ~(size_t)15);
+        lv->wdown = lv->wgu + ((ngu + 15) & ~(size_t)15);
+    }
+    m->inv_freq = xmalloc(sizeof(float) * (m->cfg.head_dim / 2));
+    config_rope_inv_freq(&m->cfg, m->inv_freq);
+}
+
+static void widen(float *out, const uint16_t *in, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(in[i]);
+}
+
+const LayerView *model_layer(const Model *m, int l) {
+    ModelHalf *h = m->half;
+    const LayerView *lv = &m->w.layers[l];
+    if (!h || h->layer == l) return lv;
+    const ModelConfig *c = &m->cfg;
+    size_t C = c->hidden_size, F = c->intermediate_size, HD = (size_t)c->n_heads * c->head_dim,
+           QKV = HD + 2 * (size_t)c->n_kv_heads * c->head_dim;
+    widen(lv->wqkv, h->w16[l].wqkv, QKV * C);
+    widen(lv->wo, h->w16[l].wo, C * HD);
+    widen(lv->wgu, h->w16[l].wgu, 2 * F * C);
+    widen(lv->wdown, h->w16[l].wdown, C * F);
+    h->layer = l;
+    return lv;
+}
+
+size_t model_weight_bytes(const Model *m) {
+    return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16 +
+           (m->half ? sizeof(float) * m->half->window_floats : 0);
+}
+
 void model_free(Model *m) {
+    if (m->half) {
+        free(m->half->params16);
+        free(m->half->w16);
+        free(m->half->window);
+        free(m->half);
+    }
     params_view_free(&m->w);
     params_free(&m->table);
     free(m->params);
@@ -190,7 +252,7 @@ static const LoraLayers *adapters(const Model *m, const Activations *a, int l, L
 static void layer_forward(const Model *m, const Activations *a, int l, LayerActs *L, const float *x_in,
                           float *x_out) {
     const ModelConfig *c = &m->cfg;
-    const LayerView *w = &m->w.layers[l];
+    const LayerView *w = model_layer(m, l);
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
@@ -232,7 +294,7 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
 static void layer_backward(const Model *m, Activations *a, int l, const LayerView *g, float *lg, const LayerActs *L,
                            const float *x_in) {
     const ModelConfig *c = &m->cfg;
-    const LayerView *w = &m->w.layers[l];
+    const LayerView *w = model_layer(m, l);
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;

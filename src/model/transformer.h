@@ -18,13 +18,24 @@
 
 struct LoraLayers;
 
+/* A model whose layer matrices are held in bf16 (model_create_half): nothing trains
+ * them, so half their bytes suffice; computation stays fp32. */
+typedef struct {
+    uint16_t *params16;    /* table.total16 values */
+    LayerView16 *w16;      /* [L] into params16: decoding reads them directly */
+    float *window;         /* one layer's four matrices widened to fp32, for training-shaped passes */
+    size_t window_floats;
+    int layer;             /* the layer in window, or -1 */
+} ModelHalf;
+
 typedef struct {
     ModelConfig cfg;
     ParamTable table;
     float *params;         /* table.total floats */
-    ModelView w;
+    ModelView w;           /* with half: each layer's matrices point into half->window */
     float *inv_freq;       /* [D/2] RoPE inverse frequencies */
     struct LoraLayers *lora; /* NULL, or adapters applied while lora->enabled (borrowed; model/lora_layers.h) */
+    ModelHalf *half;       /* NULL, or the layer matrices in bf16 */
 } Model;
 
 /* Where model_backward puts gradients. */
@@ -35,7 +46,15 @@ typedef struct {
 
 /* Takes ownership of *cfg (its raw JSON). Parameters start at zero. */
 void model_create(Model *m, ModelConfig *cfg);
+/* The same with the layers' projection matrices held in bf16 (params_hold_half);
+ * a layer's fp32 weights are widened into one shared window when a pass reaches it. */
+void model_create_half(Model *m, ModelConfig *cfg);
 void model_free(Model *m);
+/* Layer l's weights for a forward or backward pass (for a half model: widened into
+ * the window now unless already there). */
+const LayerView *model_layer(const Model *m, int l);
+/* Bytes the weights take (fp32 and bf16 parts, and a half model's window). */
+size_t model_weight_bytes(const Model *m);
 
 /* Saved tensors of one layer (shapes per token row; N rows). */
 typedef struct {

@@ -24,19 +24,20 @@
 /* R weight rows x (NV vectors of LANES) input rows. Every output element is the
  * chain acc = fma(w[k], x[k], acc) for k = 0..I-1 in one vector lane, whatever the
  * block width, which is what makes the result batch-invariant. */
-#define KERNEL(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                          \
-    static void NAME(float *out, const float *xT, const float *W, const float *bias, int I,     \
+#define KERNEL(NAME, WT, WCVT, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)               \
+    static void NAME(float *out, const float *xT, const void *Wv, const float *bias, int I,     \
                      int O, int o0, int r0, int nr) {                                           \
+        const WT *W = Wv;                                                                      \
         VT acc[R][NV];                                                                         \
         _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                   \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();           \
-        const float *w = W + (size_t)o0 * I;                                                   \
+        const WT *w = W + (size_t)o0 * I;                                                      \
         for (int k = 0; k < I; k++) {                                                          \
             VT b[NV];                                                                          \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                               \
                 b[v] = LOAD(xT + (size_t)k * (NV * LANES) + v * LANES);                        \
             _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                             \
-                VT sj = SET1(w[(size_t)j * I + k]);                                            \
+                VT sj = SET1(WCVT(w[(size_t)j * I + k]));                                      \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
                     acc[j][v] = FMA(sj, b[v], acc[j][v]);                                      \
             }                                                                                  \
@@ -51,20 +52,25 @@
 
 #ifdef __AVX512F__
 #define Z16(NAME, NV, R)                                                                       \
-    KERNEL(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,         \
-           _mm512_fmadd_ps, _mm512_store_ps)
+    KERNEL(NAME, float, , __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps, \
+           _mm512_fmadd_ps, _mm512_store_ps)                                                   \
+    KERNEL(NAME##_h, uint16_t, bf16_to_f32, __m512, 16, NV, R, _mm512_setzero_ps,              \
+           _mm512_load_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_store_ps)
 #endif
 #define Y8N(NAME, NV, R)                                                                       \
-    KERNEL(NAME, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,          \
-           _mm256_fmadd_ps, _mm256_store_ps)
+    KERNEL(NAME, float, , __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,  \
+           _mm256_fmadd_ps, _mm256_store_ps)                                                   \
+    KERNEL(NAME##_h, uint16_t, bf16_to_f32, __m256, 8, NV, R, _mm256_setzero_ps,               \
+           _mm256_load_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_store_ps)
 #define Y8(NAME, R) Y8N(NAME, 1, R)
 
-typedef void (*RowKernel)(float *, const float *, const float *, const float *, int, int, int, int, int);
+typedef void (*RowKernel)(float *, const float *, const void *, const float *, int, int, int, int, int);
 
-/* A block width (input rows packed), its kernel over R weight rows and its one-row tail. */
+/* A block width (input rows packed), its kernels over R weight rows and their one-row
+ * tails, for fp32 weights and (_h) bf16 weights. */
 typedef struct {
     int wide, R;
-    RowKernel big, one;
+    RowKernel big, one, big_h, one_h;
 } RowBlock;
 
 #ifdef __AVX512F__
@@ -79,8 +85,9 @@ Z16(k48_4, 3, 4)
 Z16(k48_1, 3, 1)
 Z16(k64_3, 4, 3)
 Z16(k64_1, 4, 1)
-static const RowBlock BLOCKS[] = {{8, 12, k8_12, k8_1},  {16, 12, k16_12, k16_1}, {32, 6, k32_6, k32_1},
-                                  {48, 4, k48_4, k48_1}, {64, 3, k64_3, k64_1}};
+#define B(w, R, big, one) {w, R, big, one, big##_h, one##_h}
+static const RowBlock BLOCKS[] = {B(8, 12, k8_12, k8_1),  B(16, 12, k16_12, k16_1), B(32, 6, k32_6, k32_1),
+                                  B(48, 4, k48_4, k48_1), B(64, 3, k64_3, k64_1)};
 #else
 /* 16 ymm registers: width 8: 12 weight rows; 16: 6; 24: 4; 32: 2 (accumulators + the
  * packed inputs + one broadcast fit without spilling) */
@@ -92,15 +99,14 @@ Y8N(k24_4, 3, 4)
 Y8N(k24_1, 3, 1)
 Y8N(k32_2, 4, 2)
 Y8N(k32_1, 4, 1)
-static const RowBlock BLOCKS[] = {{8, 12, k8_12, k8_1}, {16, 6, k16_6, k16_1}, {24, 4, k24_4, k24_1},
-                                  {32, 2, k32_2, k32_1}};
+#define B(w, R, big, one) {w, R, big, one, big##_h, one##_h}
+static const RowBlock BLOCKS[] = {B(8, 12, k8_12, k8_1), B(16, 6, k16_6, k16_1), B(24, 4, k24_4, k24_1),
+                                  B(32, 2, k32_2, k32_1)};
 #endif
+#undef B
 enum { N_BLOCKS = sizeof BLOCKS / sizeof BLOCKS[0] };
 
-typedef void (*RowKernel)(float *, const float *, const float *, const float *, int, int, int, int, int);
-
-void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
-                            int N, int I, int O) {
+static void rowwise(float *out, const float *in, const void *W, int half, const float *bias, int N, int I, int O) {
     const int MAXW = BLOCKS[N_BLOCKS - 1].wide;
     float *xT = xaligned(sizeof(float) * (size_t)I * MAXW);
     for (int r0 = 0; r0 < N; r0 += MAXW) {
@@ -108,6 +114,7 @@ void matmul_forward_rowwise(float *out, const float *in, const float *W, const f
         while (BLOCKS[b].wide < nr) b++; /* the narrowest block that holds them */
         const RowBlock *blk = &BLOCKS[b];
         int wide = blk->wide, R = blk->R;
+        RowKernel big = half ? blk->big_h : blk->big, one = half ? blk->one_h : blk->one;
         /* pack rows r0.. transposed: xT[k][r], zero-padded to the block width */
         for (int k = 0; k < I; k++)
             for (int r = 0; r < wide; r++)
@@ -115,11 +122,20 @@ void matmul_forward_rowwise(float *out, const float *in, const float *W, const f
         int full = O / R;
 #pragma omp parallel for schedule(static)
         for (int j = 0; j < full + (O % R); j++) {
-            if (j < full) blk->big(out, xT, W, bias, I, O, j * R, r0, nr);
-            else blk->one(out, xT, W, bias, I, O, full * R + (j - full), r0, nr);
+            if (j < full) big(out, xT, W, bias, I, O, j * R, r0, nr);
+            else one(out, xT, W, bias, I, O, full * R + (j - full), r0, nr);
         }
     }
     free(xT);
+}
+
+void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias, int N, int I, int O) {
+    rowwise(out, in, W, 0, bias, N, I, O);
+}
+
+void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I,
+                                 int O) {
+    rowwise(out, in, W, 1, bias, N, I, O);
 }
 
 #else
@@ -131,6 +147,17 @@ void matmul_forward_rowwise(float *out, const float *in, const float *W, const f
         for (int r = 0; r < N; r++) {
             float s = 0;
             for (int k = 0; k < I; k++) s = fmaf(W[(size_t)o * I + k], in[(size_t)r * I + k], s);
+            out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
+        }
+}
+
+void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I,
+                                 int O) {
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < O; o++)
+        for (int r = 0; r < N; r++) {
+            float s = 0;
+            for (int k = 0; k < I; k++) s = fmaf(bf16_to_f32(W[(size_t)o * I + k]), in[(size_t)r * I + k], s);
             out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
         }
 }

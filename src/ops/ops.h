@@ -34,6 +34,18 @@ void matmul_forward(float *out, const float *in, const float *W, const float *bi
  * only on row n of in, bit for bit, whatever N is (ops/matmul_rowwise.c). */
 void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
                             int N, int I, int O);
+/* The same with W held in bf16 (each weight widened exactly to fp32): the same bits
+ * as matmul_forward_rowwise on the widened W; half the bytes streamed. */
+void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I,
+                                 int O);
+/* bf16 -> fp32 is exact: the 16 bits are the float's upper half. */
+static inline float bf16_to_f32(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)h << 16};
+    return v.f;
+}
 /* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);

@@ -143,7 +143,9 @@ static double trainable_floats(const SftTrainer *t) {
 
 static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     t->c = c;
-    if (sft_config_check(c, err) || model_load(&t->model, c->train.model_dir, err)) return -1;
+    if (sft_config_check(c, err) ||
+        model_load_ex(&t->model, c->train.model_dir, c->train.bf16 && (c->train.use_peft || c->train.adapter), err))
+        return -1;
     if (tok_load(&t->tok, c->train.model_dir, err)) return -1;
     t->eos = tok_special(t->tok)->eos >= 0 ? tok_special(t->tok)->eos
              : t->model.cfg.n_eos                ? t->model.cfg.eos_token_ids[0] : -1;
@@ -259,7 +261,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         sft_config_groups(g);
         json_t *options = opts_to_json(g, SFT_CONFIG_N_GROUPS, c);
         char plan[1600], lora[400] = "";
-        double mb = 1048576.0, P = 4.0 * t.model.table.total, T = 4.0 * trainable_floats(&t);
+        double mb = 1048576.0, P = (double)model_weight_bytes(&t.model), T = 4.0 * trainable_floats(&t);
         if (t.have_lora) {
             train_adapters_describe(&t.lora, lora, sizeof lora - 2);
             strcat(lora, "; ");

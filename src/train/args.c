@@ -34,6 +34,9 @@ const OptSpec training_args_options[] = {
     {"num_train_epochs", OPT_F64, A(num_train_epochs), 3, NULL, 0, BIG, NULL, NULL, 0, "passes over the data"},
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "recompute layers in backward"},
+    {"bf16", OPT_BOOL, A(bf16), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "hold frozen weights (the KL reference; the base under use_peft) in bf16: half their memory, decoding reads "
+     "half the bytes; trained weights and computation stay fp32"},
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 64, NULL, 1, 1 << 20, NULL, NULL, 0,
      "LM-head rows computed at once"},
     {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD,

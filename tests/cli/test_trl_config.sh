@@ -20,6 +20,7 @@ dataset_name: $TMP/d.jsonl
 reward_funcs:
   - reward_len
 bf16: True
+tf32: True
 use_vllm: false
 vllm_mode: colocate
 report_to: none
@@ -40,7 +41,7 @@ model_init_kwargs:
 EOF
 "$GRPO" train --config "$TMP/trl.yaml" --output_dir "$TMP/o" "${SMALL[@]}" 2>"$TMP/o.err" || fail "TRL config: $(cat "$TMP/o.err")"
 [ "$(grep -c warning "$TMP/o.err")" -eq 1 ] || fail "one warning: $(cat "$TMP/o.err")"
-for k in "bf16 (computation is fp32)" "use_vllm, vllm_mode (generation is built in)" "push_to_hub (nothing is uploaded" \
+for k in "tf32 (computation is fp32)" "use_vllm, vllm_mode (generation is built in)" "push_to_hub (nothing is uploaded" \
     "num_completions_to_print" "model_init_kwargs"; do
     grep -qF "$k" "$TMP/o.err" || fail "the warning lacks '$k': $(cat "$TMP/o.err")"
 done
@@ -62,9 +63,9 @@ PY
 
 # the same on the command line, TRL's flag forms included
 "$GRPO" train --model_name_or_path "$TMP/m" --dataset_name "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/c" \
-    "${SMALL[@]}" --bf16 --use_vllm False --report_to tensorboard wandb --vllm_mode=colocate --lora_r 16 2>"$TMP/c.err" \
+    "${SMALL[@]}" --bf16 --tf32 --use_vllm False --report_to tensorboard wandb --vllm_mode=colocate --lora_r 16 2>"$TMP/c.err" \
     || fail "TRL keys on the command line: $(cat "$TMP/c.err")"
-grep -qF "bf16 (computation is fp32)" "$TMP/c.err" && ! grep -qF "lora_r" "$TMP/c.err" \
+grep -qF "tf32 (computation is fp32)" "$TMP/c.err" && ! grep -qF "bf16" "$TMP/c.err" && ! grep -qF "lora_r" "$TMP/c.err" \
     || fail "command-line warning: $(cat "$TMP/c.err")"
 
 # TRL's default only: anything else is refused with the reason

@@ -4,8 +4,11 @@
  *    more than one 64-row block) and weight-row counts that leave remainders;
  *  - accuracy against a double-precision product (1e-5 relative to the row's scale);
  *  - the same bits as the scalar chain s = fmaf(w[k], x[k], s), k = 0..I-1, then + bias,
- *    which every build (AVX-512, AVX2, scalar) computes: machines agree. */
+ *    which every build (AVX-512, AVX2, scalar) computes: machines agree;
+ *  - bf16 weights (matmul_forward_rowwise_bf16): the same bits as the fp32 kernel on
+ *    the weights widened to fp32. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +50,19 @@ int main(void) {
             T_CHECK(invariant, "I=%d O=%d N=%d: a row's result depends on the batch", I, O, N);
             T_CHECK(accurate, "I=%d O=%d N=%d: differs from the double-precision product", I, O, N);
             T_CHECK(chain, "I=%d O=%d N=%d: not the bits of the sequential fmaf chain", I, O, N);
+            uint16_t *W16 = malloc(sizeof(uint16_t) * O * I);
+            float *Wr = malloc(sizeof(float) * O * I), *y16 = malloc(sizeof(float) * N * O);
+            for (int i = 0; i < O * I; i++) {
+                uint32_t u;
+                memcpy(&u, &W[i], 4);
+                W16[i] = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16); /* round to nearest even */
+                Wr[i] = bf16_to_f32(W16[i]);
+            }
+            matmul_forward_rowwise_bf16(y16, x, W16, bias, N, I, O);
+            matmul_forward_rowwise(y, x, Wr, bias, N, I, O);
+            T_CHECK(!memcmp(y16, y, sizeof(float) * N * O), "I=%d O=%d N=%d: bf16 weights differ from their fp32 widening",
+                    I, O, N);
+            free(W16), free(Wr), free(y16);
             free(x), free(y), free(one);
         }
         free(W), free(bias);
