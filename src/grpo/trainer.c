@@ -311,8 +311,8 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     int rc = dist_check(trainer_setup(t, c, err), err); /* inputs a process could not open stop every one */
     if (!rc) {
         const TrainConfig *tc = &t->c;
-        long prompts_per_step = (long)tc->train.per_device_train_batch_size * tc->train.gradient_accumulation_steps /
-                                ((long)tc->num_generations * tc->num_iterations);
+        long prompts_per_step = (long)tc->train.per_device_train_batch_size * t->world *
+                                tc->train.gradient_accumulation_steps / ((long)tc->num_generations * tc->num_iterations);
         TrainAlgo algo = {"grpo", t, t->sess.data.n, prompts_per_step < 1 ? 1 : prompts_per_step, grpo_step,
                           grpo_after_update, grpo_checkpoint_save, grpo_checkpoint_load,
                           t->have_eval ? grpo_evaluate : NULL,

@@ -65,6 +65,13 @@ run_case span --loss_type dapo --num_generations 8 --gradient_accumulation_steps
 [ "$(grep -c '"step"' "$TMP/dapo.2/metrics.jsonl")" -eq 3 ] || fail "metrics.jsonl of the 2-process run: $(wc -l < "$TMP/dapo.2/metrics.jsonl") lines"
 [ "$(wc -l < "$TMP/dapo.4/completions.jsonl")" -eq 24 ] || fail "completions.jsonl of the 4-process run"
 
+# an epoch is the same number of steps whatever N: 4 prompts x 2 epochs, 2 prompts per global step
+for n in 1 2; do
+    "${MPI[@]}" -np $n "$GRPO" "${BASE[@]}" --max_steps 0 --num_train_epochs 2 --num_generations 4 \
+        --per_device_train_batch_size $((4 / n)) --gradient_accumulation_steps 2 --output_dir "$TMP/ep$n" >/dev/null 2>&1
+    [ "$(grep -c '"step"' "$TMP/ep$n/metrics.jsonl" 2>/dev/null)" = 4 ] || fail "2 epochs on $n process(es): not 4 steps"
+done
+
 # resume under N = 2 equals the uninterrupted N = 2 run
 R=("${BASE[@]}" --per_device_train_batch_size 2 --num_generations 4 --gradient_accumulation_steps 2 --num_iterations 2
    --beta 0.1 --max_steps 4 --save_steps 2)
