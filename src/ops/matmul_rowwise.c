@@ -24,20 +24,20 @@
 /* R weight rows x (NV vectors of LANES) input rows. Every output element is the
  * chain acc = fma(w[k], x[k], acc) for k = 0..I-1 in one vector lane, whatever the
  * block width, which is what makes the result batch-invariant. */
-#define KERNEL(NAME, WT, WCVT, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)               \
+#define KERNEL(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                          \
     static void NAME(float *out, const float *xT, const void *Wv, const float *bias, int I,     \
                      int O, int o0, int r0, int nr) {                                           \
-        const WT *W = Wv;                                                                      \
+        const float *W = Wv;                                                                   \
         VT acc[R][NV];                                                                         \
         _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                   \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();           \
-        const WT *w = W + (size_t)o0 * I;                                                      \
+        const float *w = W + (size_t)o0 * I;                                                   \
         for (int k = 0; k < I; k++) {                                                          \
             VT b[NV];                                                                          \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                               \
                 b[v] = LOAD(xT + (size_t)k * (NV * LANES) + v * LANES);                        \
             _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                             \
-                VT sj = SET1(WCVT(w[(size_t)j * I + k]));                                      \
+                VT sj = SET1(w[(size_t)j * I + k]);                                            \
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
                     acc[j][v] = FMA(sj, b[v], acc[j][v]);                                      \
             }                                                                                  \
@@ -50,18 +50,61 @@
         }                                                                                      \
     }
 
+/* bf16 weights: each weight row's next KB values are widened (exactly, 8 at a time)
+ * into an L1-resident panel, then the same chain runs over the panel: the same bits
+ * as KERNEL on the widened weights, with a broadcast from memory per weight as there
+ * (a scalar widening per weight would cost more than the product at few rows). */
+enum { KB = 256 };
+static inline void widen_panel(float *dst, const uint16_t *src, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+#define KERNEL16(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                        \
+    static void NAME(float *out, const float *xT, const void *Wv, const float *bias, int I,     \
+                     int O, int o0, int r0, int nr) {                                           \
+        const uint16_t *w = (const uint16_t *)Wv + (size_t)o0 * I;                             \
+        float panel[R * KB] __attribute__((aligned(64)));                                      \
+        VT acc[R][NV];                                                                         \
+        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();           \
+        for (int k0 = 0; k0 < I; k0 += KB) {                                                   \
+            int kn = I - k0 < KB ? I - k0 : KB;                                                \
+            for (int j = 0; j < R; j++) widen_panel(panel + j * KB, w + (size_t)j * I + k0, kn); \
+            for (int k = 0; k < kn; k++) {                                                     \
+                VT b[NV];                                                                      \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
+                    b[v] = LOAD(xT + (size_t)(k0 + k) * (NV * LANES) + v * LANES);             \
+                _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                         \
+                    VT sj = SET1(panel[j * KB + k]);                                           \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                       \
+                        acc[j][v] = FMA(sj, b[v], acc[j][v]);                                  \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        float t[NV * LANES] __attribute__((aligned(64)));                                      \
+        for (int j = 0; j < R; j++) {                                                          \
+            for (int v = 0; v < NV; v++) STORE(t + v * LANES, acc[j][v]);                      \
+            float bj = bias ? bias[o0 + j] : 0.0f;                                             \
+            for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + bj;       \
+        }                                                                                      \
+    }
+
 #ifdef __AVX512F__
 #define Z16(NAME, NV, R)                                                                       \
-    KERNEL(NAME, float, , __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps, \
+    KERNEL(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,         \
            _mm512_fmadd_ps, _mm512_store_ps)                                                   \
-    KERNEL(NAME##_h, uint16_t, bf16_to_f32, __m512, 16, NV, R, _mm512_setzero_ps,              \
-           _mm512_load_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_store_ps)
+    KERNEL16(NAME##_h, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,   \
+             _mm512_fmadd_ps, _mm512_store_ps)
 #endif
 #define Y8N(NAME, NV, R)                                                                       \
-    KERNEL(NAME, float, , __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,  \
+    KERNEL(NAME, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,          \
            _mm256_fmadd_ps, _mm256_store_ps)                                                   \
-    KERNEL(NAME##_h, uint16_t, bf16_to_f32, __m256, 8, NV, R, _mm256_setzero_ps,               \
-           _mm256_load_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_store_ps)
+    KERNEL16(NAME##_h, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,    \
+             _mm256_fmadd_ps, _mm256_store_ps)
 #define Y8(NAME, R) Y8N(NAME, 1, R)
 
 typedef void (*RowKernel)(float *, const float *, const void *, const float *, int, int, int, int, int);

@@ -17,7 +17,7 @@
 #include "testutil.h"
 
 int main(void) {
-    int sizes[][2] = {{37, 29}, {64, 131}, {96, 13}};
+    int sizes[][2] = {{37, 29}, {64, 131}, {96, 13}, {600, 7}}; /* 600: bf16 panels of 256 + a tail */
     int Ns[] = {1, 2, 5, 8, 9, 16, 17, 24, 25, 31, 32, 33, 48, 49, 64, 65, 130};
     Rng r;
     rng_init(&r, 7, 1);
