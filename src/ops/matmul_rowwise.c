@@ -23,31 +23,38 @@
 
 /* R weight rows x (NV vectors of LANES) input rows. Every output element is the
  * chain acc = fma(w[k], x[k], acc) for k = 0..I-1 in one vector lane, whatever the
- * block width, which is what makes the result batch-invariant. */
+ * block width, which is what makes the result batch-invariant. The pieces: the
+ * accumulators, one step of the chain (input row k of the packed block against the
+ * R weights WJ(j)), and the stores (+ bias). */
+#define ACC_INIT(VT, NV, R, ZERO)                                                              \
+    VT acc[R][NV];                                                                             \
+    _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                       \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();
+#define ACC_STEP(VT, LANES, NV, R, LOAD, SET1, FMA, k, WJ)                                     \
+    {                                                                                          \
+        VT b[NV];                                                                              \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                   \
+            b[v] = LOAD(xT + (size_t)(k) * (NV * LANES) + v * LANES);                          \
+        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                 \
+            VT sj = SET1(WJ);                                                                  \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = FMA(sj, b[v], acc[j][v]); \
+        }                                                                                      \
+    }
+#define ACC_STORE(LANES, NV, R, STORE)                                                         \
+    float t[NV * LANES] __attribute__((aligned(64)));                                          \
+    for (int j = 0; j < R; j++) {                                                              \
+        for (int v = 0; v < NV; v++) STORE(t + v * LANES, acc[j][v]);                          \
+        float bj = bias ? bias[o0 + j] : 0.0f;                                                 \
+        for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + bj;           \
+    }
+
 #define KERNEL(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                          \
     static void NAME(float *out, const float *xT, const void *Wv, const float *bias, int I,     \
                      int O, int o0, int r0, int nr) {                                           \
-        const float *W = Wv;                                                                   \
-        VT acc[R][NV];                                                                         \
-        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                   \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();           \
-        const float *w = W + (size_t)o0 * I;                                                   \
-        for (int k = 0; k < I; k++) {                                                          \
-            VT b[NV];                                                                          \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                               \
-                b[v] = LOAD(xT + (size_t)k * (NV * LANES) + v * LANES);                        \
-            _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                             \
-                VT sj = SET1(w[(size_t)j * I + k]);                                            \
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
-                    acc[j][v] = FMA(sj, b[v], acc[j][v]);                                      \
-            }                                                                                  \
-        }                                                                                      \
-        float t[NV * LANES] __attribute__((aligned(64)));                                      \
-        for (int j = 0; j < R; j++) {                                                          \
-            for (int v = 0; v < NV; v++) STORE(t + v * LANES, acc[j][v]);                      \
-            float bj = bias ? bias[o0 + j] : 0.0f;                                             \
-            for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + bj;       \
-        }                                                                                      \
+        const float *w = (const float *)Wv + (size_t)o0 * I;                                   \
+        ACC_INIT(VT, NV, R, ZERO)                                                              \
+        for (int k = 0; k < I; k++) ACC_STEP(VT, LANES, NV, R, LOAD, SET1, FMA, k, w[(size_t)j * I + k]) \
+        ACC_STORE(LANES, NV, R, STORE)                                                         \
     }
 
 /* bf16 weights: each weight row's next KB values are widened (exactly, 8 at a time)
@@ -68,29 +75,13 @@ static inline void widen_panel(float *dst, const uint16_t *src, int n) {
                      int O, int o0, int r0, int nr) {                                           \
         const uint16_t *w = (const uint16_t *)Wv + (size_t)o0 * I;                             \
         float panel[R * KB] __attribute__((aligned(64)));                                      \
-        VT acc[R][NV];                                                                         \
-        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                   \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();           \
+        ACC_INIT(VT, NV, R, ZERO)                                                              \
         for (int k0 = 0; k0 < I; k0 += KB) {                                                   \
             int kn = I - k0 < KB ? I - k0 : KB;                                                \
             for (int j = 0; j < R; j++) widen_panel(panel + j * KB, w + (size_t)j * I + k0, kn); \
-            for (int k = 0; k < kn; k++) {                                                     \
-                VT b[NV];                                                                      \
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
-                    b[v] = LOAD(xT + (size_t)(k0 + k) * (NV * LANES) + v * LANES);             \
-                _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                         \
-                    VT sj = SET1(panel[j * KB + k]);                                           \
-                    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                       \
-                        acc[j][v] = FMA(sj, b[v], acc[j][v]);                                  \
-                }                                                                              \
-            }                                                                                  \
+            for (int k = 0; k < kn; k++) ACC_STEP(VT, LANES, NV, R, LOAD, SET1, FMA, k0 + k, panel[j * KB + k]) \
         }                                                                                      \
-        float t[NV * LANES] __attribute__((aligned(64)));                                      \
-        for (int j = 0; j < R; j++) {                                                          \
-            for (int v = 0; v < NV; v++) STORE(t + v * LANES, acc[j][v]);                      \
-            float bj = bias ? bias[o0 + j] : 0.0f;                                             \
-            for (int r = 0; r < nr; r++) out[(size_t)(r0 + r) * O + o0 + j] = t[r] + bj;       \
-        }                                                                                      \
+        ACC_STORE(LANES, NV, R, STORE)                                                         \
     }
 
 #ifdef __AVX512F__
@@ -116,6 +107,8 @@ typedef struct {
     RowKernel big, one, big_h, one_h;
 } RowBlock;
 
+/* a block: width, R, and its four kernels (fp32 and bf16 weights, R rows and one) */
+#define B(w, R, big, one) {w, R, big, one, big##_h, one##_h}
 #ifdef __AVX512F__
 /* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4; 64: 3 — 12 accumulators each */
 Y8(k8_12, 12)
@@ -128,7 +121,6 @@ Z16(k48_4, 3, 4)
 Z16(k48_1, 3, 1)
 Z16(k64_3, 4, 3)
 Z16(k64_1, 4, 1)
-#define B(w, R, big, one) {w, R, big, one, big##_h, one##_h}
 static const RowBlock BLOCKS[] = {B(8, 12, k8_12, k8_1),  B(16, 12, k16_12, k16_1), B(32, 6, k32_6, k32_1),
                                   B(48, 4, k48_4, k48_1), B(64, 3, k64_3, k64_1)};
 #else
@@ -142,7 +134,6 @@ Y8N(k24_4, 3, 4)
 Y8N(k24_1, 3, 1)
 Y8N(k32_2, 4, 2)
 Y8N(k32_1, 4, 1)
-#define B(w, R, big, one) {w, R, big, one, big##_h, one##_h}
 static const RowBlock BLOCKS[] = {B(8, 12, k8_12, k8_1), B(16, 6, k16_6, k16_1), B(24, 4, k24_4, k24_1),
                                   B(32, 2, k32_2, k32_1)};
 #endif
