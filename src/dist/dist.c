@@ -89,6 +89,15 @@ void dist_gather_i64(int64_t *all, const int64_t *mine, int n) {
 
 /* ---- items owned by one rank each ---- */
 
+/* at[j] = where rank j's block starts, from at[j] = the size of rank j's block. */
+static void block_starts(size_t *at, int N) {
+    size_t s = 0;
+    for (int j = 0; j < N; j++) {
+        size_t c = at[j];
+        at[j] = s, s += c;
+    }
+}
+
 /* Every rank's owned ints/bytes, concatenated in item order, to everyone. */
 static void *gather_owned(const void *mine, size_t my_bytes, size_t *total) {
     int N = g_size;
@@ -121,11 +130,7 @@ void dist_share_items(void **items, int *len, const int *owner, int n, size_t el
         /* rank j's lengths are in item order within its block */
         size_t *at = xcalloc(N, sizeof(size_t));
         for (int i = 0; i < n; i++) at[owner[i]]++;
-        size_t s = 0;
-        for (int j = 0; j < N; j++) {
-            size_t c = at[j];
-            at[j] = s, s += c;
-        }
+        block_starts(at, N);
         for (int i = 0; i < n; i++) len[i] = all[at[owner[i]]++];
         free(buf), free(all), free(at);
     }
@@ -142,11 +147,7 @@ void dist_share_items(void **items, int *len, const int *owner, int n, size_t el
     char *all = gather_owned(buf, my_bytes, &t);
     size_t *at = xcalloc(N, sizeof(size_t));
     for (int i = 0; i < n; i++) at[owner[i]] += (size_t)len[i] * elem;
-    size_t s = 0;
-    for (int j = 0; j < N; j++) {
-        size_t c = at[j];
-        at[j] = s, s += c;
-    }
+    block_starts(at, N);
     for (int i = 0; i < n; i++) {
         size_t b = (size_t)len[i] * elem;
         if (owner[i] != g_rank) {
@@ -165,10 +166,9 @@ int dist_check(int rc, GrpoErr *err) {
         if (rc) g_shared = 1;
         return rc ? -1 : 0;
     }
-    int failed = rc != 0, any = 0, all = 0;
+    int failed = rc != 0, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!any) return 0;
-    MPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     char mine[sizeof err->msg];
     memset(mine, 0, sizeof mine);
     if (failed) snprintf(mine, sizeof mine, "%s", err->msg);
@@ -179,8 +179,8 @@ int dist_check(int rc, GrpoErr *err) {
     int first = 0;
     while (!f[first]) first++;
     const char *m = msgs + sizeof mine * first;
-    int alike = all;
-    for (int j = 0; j < g_size && alike; j++) alike = !strcmp(msgs + sizeof mine * j, m);
+    int alike = 1; /* every rank failed, with the same message */
+    for (int j = 0; j < g_size && alike; j++) alike = f[j] && !strcmp(msgs + sizeof mine * j, m);
     char text[sizeof mine];
     snprintf(text, sizeof text, "%s", m);
     if (alike) err_set(err, "%s", text);

@@ -121,11 +121,19 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
 /* Which process generates and which trains on each completion: generation in
  * contiguous slices (a group may span processes), training by the shuffled order
  * (global micro-batch k is order[k B N .. (k+1) B N), rank j's share the j-th B). */
+/* The completions [*lo, *hi) of r that rank j generates and scores. */
+static void gen_slice(const Rollout *r, int j, int world, long *lo, long *hi) {
+    *lo = (long)r->n * j / world, *hi = (long)r->n * (j + 1) / world;
+}
+
 void rollout_assign(const GrpoTrainer *t, Rollout *r) {
     int N = t->world, B = t->c.train.per_device_train_batch_size;
     if (!r->gen_rank) r->gen_rank = xmalloc(sizeof(int) * r->n), r->train_rank = xmalloc(sizeof(int) * r->n);
-    for (int j = 0; j < N; j++)
-        for (long i = (long)r->n * j / N; i < (long)r->n * (j + 1) / N; i++) r->gen_rank[i] = j;
+    for (int j = 0; j < N; j++) {
+        long lo, hi;
+        gen_slice(r, j, N, &lo, &hi);
+        for (long i = lo; i < hi; i++) r->gen_rank[i] = j;
+    }
     for (int q = 0; q < r->n; q++) r->train_rank[r->order[q]] = (q % (B * N)) / B;
 }
 
@@ -133,7 +141,8 @@ void rollout_assign(const GrpoTrainer *t, Rollout *r) {
  * their completions, completion i of prompt position pos drawing from stream
  * (pos, i) whichever process draws it; then every process has them all. */
 static void generate(GrpoTrainer *t, Rollout *r) {
-    long lo = (long)r->n * t->rank / t->world, hi = (long)r->n * (t->rank + 1) / t->world;
+    long lo, hi;
+    gen_slice(r, t->rank, t->world, &lo, &hi);
     for (int p = 0; p < r->P; p++) {
         long pos = r->index * r->P + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
@@ -163,7 +172,8 @@ static void generate(GrpoTrainer *t, Rollout *r) {
  * advantages over whole groups. */
 static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) {
     int F = t->rewards.n_funcs;
-    long lo = (long)r->n * t->rank / t->world, hi = (long)r->n * (t->rank + 1) / t->world;
+    long lo, hi;
+    gen_slice(r, t->rank, t->world, &lo, &hi);
     int cnt = (int)(hi - lo);
     RewardItem *items = xcalloc(cnt ? cnt : 1, sizeof(RewardItem));
     int rc = 0;

@@ -44,7 +44,7 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     TrainConfig *c = &t->c;
     Dataset data;
     /* with bf16, weights nothing trains are held in bf16: the policy's under LoRA, the reference's */
-    c->gen.frozen_bf16 = c->train.bf16 && (c->train.use_peft || c->train.adapter);
+    c->gen.frozen_bf16 = training_args_frozen_bf16(&c->train);
     if (dataset_load(&data, c->train.dataset, err) ||
         gen_session_open(&t->sess, c->train.model_dir, &data, &c->gen, c->max_prompt_length, 0, err))
         return -1;
@@ -189,11 +189,10 @@ static int take_micro(GrpoTrainer *t, Rollout **r, int *slice, Rollout **retired
     return 0;
 }
 
-/* The normaliser of micro-batch k: over every sequence of the step, or over the
- * micro-batch alone for bnpo (TRL defines it per micro-batch). */
-/* The normaliser of micro-batch k of this process: over every sequence of the
- * step on every process, or for bnpo over the micro-batch alone (TRL defines it
- * per micro-batch and process, then averages over both). */
+/* The normaliser of this process's micro-batch (the step's sequences first ..
+ * first+B-1): over every sequence of the step on every process, or for bnpo over
+ * the micro-batch alone (TRL defines it per micro-batch and process, then
+ * averages over both). */
 static double normalizer(const GrpoLossConfig *loss, const int *off, const uint8_t *trunc, int first, int B, int GA,
                          int world, double step_norm) {
     if (loss->loss_type != GRPO_LOSS_BNPO) return step_norm;

@@ -37,7 +37,8 @@ void model_create_half(Model *m, ModelConfig *cfg) {
     const ModelConfig *c = &m->cfg;
     size_t C = c->hidden_size, F = c->intermediate_size, HD = (size_t)c->n_heads * c->head_dim,
            QKV = HD + 2 * (size_t)c->n_kv_heads * c->head_dim;
-    size_t nqkv = QKV * C, no = C * HD, ngu = 2 * F * C, ndown = C * F;
+    size_t nqkv = h->numel[0] = QKV * C, no = h->numel[1] = C * HD, ngu = h->numel[2] = 2 * F * C,
+           ndown = h->numel[3] = C * F;
     h->window_floats = nqkv + no + ngu + ndown + 48;
     h->window = xaligned(sizeof(float) * h->window_floats);
     h->layer = -1;
@@ -61,13 +62,10 @@ const LayerView *model_layer(const Model *m, int l) {
     ModelHalf *h = m->half;
     const LayerView *lv = &m->w.layers[l];
     if (!h || h->layer == l) return lv;
-    const ModelConfig *c = &m->cfg;
-    size_t C = c->hidden_size, F = c->intermediate_size, HD = (size_t)c->n_heads * c->head_dim,
-           QKV = HD + 2 * (size_t)c->n_kv_heads * c->head_dim;
-    widen(lv->wqkv, h->w16[l].wqkv, QKV * C);
-    widen(lv->wo, h->w16[l].wo, C * HD);
-    widen(lv->wgu, h->w16[l].wgu, 2 * F * C);
-    widen(lv->wdown, h->w16[l].wdown, C * F);
+    widen(lv->wqkv, h->w16[l].wqkv, h->numel[0]);
+    widen(lv->wo, h->w16[l].wo, h->numel[1]);
+    widen(lv->wgu, h->w16[l].wgu, h->numel[2]);
+    widen(lv->wdown, h->w16[l].wdown, h->numel[3]);
     h->layer = l;
     return lv;
 }

@@ -25,6 +25,7 @@ typedef struct {
     LayerView16 *w16;      /* [L] into params16: decoding reads them directly */
     float *window;         /* one layer's four matrices widened to fp32, for training-shaped passes */
     size_t window_floats;
+    size_t numel[4];       /* the four matrices' sizes: q|k|v, o, gate|up, down */
     int layer;             /* the layer in window, or -1 */
 } ModelHalf;
 

@@ -144,7 +144,7 @@ static double trainable_floats(const SftTrainer *t) {
 static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     t->c = c;
     if (sft_config_check(c, err) ||
-        model_load_ex(&t->model, c->train.model_dir, c->train.bf16 && (c->train.use_peft || c->train.adapter), err))
+        model_load_ex(&t->model, c->train.model_dir, training_args_frozen_bf16(&c->train), err))
         return -1;
     if (tok_load(&t->tok, c->train.model_dir, err)) return -1;
     t->eos = tok_special(t->tok)->eos >= 0 ? tok_special(t->tok)->eos

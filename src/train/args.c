@@ -75,6 +75,8 @@ const OptSpec training_args_options[] = {
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
+int training_args_frozen_bf16(const TrainingArgs *a) { return a->bf16 && (a->use_peft || a->adapter); }
+
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");

@@ -60,6 +60,9 @@ extern const int training_args_n_options;
 
 /* The rules between these options (their ranges are checked by opts_check over
  * the command's groups), with a message that names the options and values. */
+/* bf16 and nothing trains the model's own weights (use_peft or an adapter): the
+ * model is loaded with its layer matrices in bf16 (model_load_ex's half). */
+int training_args_frozen_bf16(const TrainingArgs *a);
 int training_args_check(const TrainingArgs *a, GrpoErr *err);
 
 #endif

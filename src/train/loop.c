@@ -160,9 +160,8 @@ static int train_step(Loop *lp, GrpoErr *err) {
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
-        if (dist_check(RANK0(metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm) ? metrics_failed(lp, err)
-                                                                                                   : 0), err))
-            return -1;
+        int rc = RANK0(metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm)) ? metrics_failed(lp, err) : 0;
+        if (dist_check(rc, err)) return -1;
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step + 1});
     }
     lp->step++;
@@ -182,13 +181,11 @@ static int train_step(Loop *lp, GrpoErr *err) {
 
 /* ---- the run ---- */
 
-/* output_dir resolved, cleaned of this program's dead temporary directories, and
- * (for a new run) checked for an earlier run's files. */
+/* output_dir (lp->out_dir) cleaned of this program's dead temporary directories,
+ * and (for a new run) checked for an earlier run's files. */
 static int prepare_output(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
-    lp->out_dir = realpath(a->output_dir, NULL);
-    if (!lp->out_dir) lp->out_dir = xstrdup(a->output_dir);
-    else ckpt_remove_leftovers(lp->out_dir);
+    if (fs_exists(lp->out_dir)) ckpt_remove_leftovers(lp->out_dir);
     if (!a->resume_from_checkpoint && ckpt_prepare_output_dir(lp->out_dir, a->overwrite_output_dir, err)) return -1;
     return 0;
 }
@@ -283,7 +280,7 @@ static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
     return 0;
 }
 
-/* The trained weights' bits, hashed (FNV-1a over 64-bit words), to compare processes. */
+/* The trained weights' bits, hashed (64-bit FNV-1a over the 32-bit words), to compare processes. */
 static uint64_t weights_hash(const float *x, size_t n) {
     uint64_t h = 1469598103934665603ULL;
     const uint32_t *w = (const uint32_t *)x;
@@ -386,11 +383,9 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     adamw_decay_mask_build(lp.decay_mask, lp.table);
     metric_acc_init(&lp.acc);
     if (L->plan) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = L->plan});
-    int rc = dist_check(RANK0(prepare_output(&lp, err)), err);
-    if (!rc && dist_rank() != 0) { /* rank 0 has made it; the others only read checkpoints from it */
-        lp.out_dir = realpath(L->args->output_dir, NULL);
-        if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
-    }
+    lp.out_dir = realpath(L->args->output_dir, NULL); /* symlinks resolved, when it exists */
+    if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
+    int rc = dist_check(RANK0(prepare_output(&lp, err)), err); /* the others only read checkpoints from it */
     if (!rc && L->args->resume_from_checkpoint) rc = dist_check(resume(&lp, err), err);
     if (!rc) rc = dist_check(RANK0(open_metrics(&lp, err)), err);
     if (!rc) rc = run_steps(&lp, err);
