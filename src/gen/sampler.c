@@ -2,7 +2,8 @@
  * transformers' RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
  * TopKLogitsWarper (ties with the k-th value are kept), TopPLogitsWarper (drop the
  * ascending-sorted prefix whose cumulative probability is <= 1 - top_p, keep at
- * least one) and MinPLogitsWarper (drop p < min_p * max p). Arithmetic in double. */
+ * least one) and MinPLogitsWarper (drop p < min_p * max p). Arithmetic in double,
+ * but for the common draw with temperature alone (float exp, sum in double). */
 #include "gen/sampler.h"
 
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "ops/vec.h"
 
 void sampler_opts_default(SamplerOpts *o) {
     o->temperature = 1.0f;
@@ -34,6 +36,7 @@ void sampler_scratch_create(SamplerScratch *s, int V) {
     s->p = xmalloc(sizeof(double) * V);
     s->order = xmalloc(sizeof(int32_t) * V);
     s->seen = xcalloc(V, 1);
+    s->e = xmalloc(sizeof(float) * V);
 }
 
 void sampler_scratch_free(SamplerScratch *s) {
@@ -41,6 +44,7 @@ void sampler_scratch_free(SamplerScratch *s) {
     free(s->p);
     free(s->order);
     free(s->seen);
+    free(s->e);
 }
 
 /* Ascending by value; among equal values the higher id first. (Which of two tied
@@ -136,8 +140,31 @@ void sampler_distribution(double *probs, const float *logits, int V, const Sampl
     softmax(probs, z, V);
 }
 
+/* Temperature alone: the draw from softmax(logits / T) needs no normalised copy.
+ * e_v = exp((z_v - max z) / T) in float (ops/vec.h, the same bits on every CPU),
+ * and the first token whose running sum of e passes u times their sum. */
+static int temperature_only(const SamplerOpts *o, int V) {
+    return o->temperature > 0 && o->repetition_penalty == 1.0f && (o->top_k == 0 || o->top_k >= V) &&
+           o->top_p >= 1.0f && o->min_p == 0.0f;
+}
+
+static int32_t sample_temperature(const float *logits, int V, float temperature, double u, SamplerScratch *s) {
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double target = u * vec_exp_sum(s->e, logits, mx, 1.0f / temperature, V), cum = 0;
+    int32_t last = 0;
+    for (int v = 0; v < V; v++) {
+        if (s->e[v] <= 0) continue;
+        cum += s->e[v];
+        last = v;
+        if (target < cum) return v;
+    }
+    return last; /* u beyond the rounding of the total */
+}
+
 int32_t sampler_sample(const float *logits, int V, const SamplerOpts *o, const int32_t *context,
                        int n_context, double u, SamplerScratch *s) {
+    if (temperature_only(o, V)) return sample_temperature(logits, V, o->temperature, u, s);
     sampler_distribution(s->p, logits, V, o, context, n_context, s);
     double cum = 0;
     int32_t last = 0;

@@ -28,6 +28,7 @@ typedef struct {
     double *p;        /* [V] probabilities */
     int32_t *order;   /* [V] */
     uint8_t *seen;    /* [V] repetition marks */
+    float *e;         /* [V] unnormalised probabilities (temperature alone) */
 } SamplerScratch;
 
 void sampler_scratch_create(SamplerScratch *s, int V);

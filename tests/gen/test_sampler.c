@@ -102,6 +102,29 @@ int main(void) {
     T_CHECK(ok, "inverse CDF frequencies match the distribution");
     sampler_scratch_free(&s);
 
+    /* temperature alone takes the float path: its draws on a fine grid of u give the
+     * double distribution (float exp: within 1e-6 of each probability) */
+    {
+        enum { VL = 1000 };
+        static float zl[VL];
+        static double wl[VL], cl[VL];
+        for (int v = 0; v < VL; v++) zl[v] = (float)((v * 7919) % 1000) * 0.01f - (v == 17 ? 0.0f : 3.0f);
+        zl[400] = -INFINITY; /* a token the model rules out */
+        sampler_scratch_create(&s, VL);
+        sampler_opts_default(&o);
+        o.temperature = 0.7f;
+        sampler_distribution(wl, zl, VL, &o, NULL, 0, &s);
+        int nl = 400000;
+        for (int i = 0; i < nl; i++) cl[sampler_sample(zl, VL, &o, NULL, 0, (i + 0.5) / nl, &s)] += 1.0 / nl;
+        double worst = 0;
+        for (int v = 0; v < VL; v++) worst = fmax(worst, fabs(cl[v] - wl[v]));
+        T_CHECK(worst <= 1.0 / nl + 1e-6 && cl[400] == 0, "temperature alone: frequencies off by %g (p[400] %g)",
+                worst, cl[400]);
+        T_CHECK(sampler_sample(zl, VL, &o, NULL, 0, 0.0, &s) == 0 && sampler_sample(zl, VL, &o, NULL, 0, 0.9999999999,
+                &s) == VL - 1, "temperature alone: u at the ends draws the first and last tokens");
+        sampler_scratch_free(&s);
+    }
+
     /* option checks */
     sampler_opts_default(&o);
     o.top_p = 0;
