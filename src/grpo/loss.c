@@ -174,6 +174,61 @@ static void clip_stats(GrpoLossStats *st, const GrpoLossConfig *c, double r, dou
     st->clip_region_sum += low || high;
 }
 
+static double token_ratio(float logp, const float *old_logp) {
+    return old_logp ? exp((double)logp - (double)*old_logp) : 1.0;
+}
+
+/* A token's policy term at token level (or cispo's at either level): its loss,
+ * times w e, added to *loss; returns its gradient with respect to logp. */
+static double token_term(const GrpoLossConfig *c, double w, double e, double A, double r, float logp, double *loss) {
+    double g = 0.0;
+    if (c->loss_type == GRPO_LOSS_CISPO) {
+        double cap = r < c->epsilon_high ? r : c->epsilon_high;   /* detached */
+        *loss += w * e * (-cap * A * (double)logp);
+        g += w * e * (-cap * A);
+    } else {
+        double l, dl_dr;
+        surrogate(c, r, A, &l, &dl_dr);
+        *loss += w * e * l;
+        g += w * e * dl_dr * r;   /* dr/dlogp = r */
+    }
+    return g;
+}
+
+/* The k3 KL estimate of a token (*kl), its beta-weighted term added to *loss and
+ * to the gradient g, which is returned. */
+static double kl_term(const GrpoLossConfig *c, double w, float logp, float ref_logp, double g, double *loss,
+                      double *kl) {
+    double d = (double)ref_logp - (double)logp;
+    *kl = exp(d) - d - 1.0;
+    if (c->beta != 0.0) {
+        *loss += w * c->beta * *kl;
+        g += w * c->beta * (1.0 - exp(d));
+    }
+    return g;
+}
+
+int grpo_loss_token_local(const GrpoLossConfig *c) {
+    return c->is_level == GRPO_IS_TOKEN && c->loss_type != GRPO_LOSS_VESPO && c->top_entropy_quantile >= 1.0 &&
+           c->entropy_coef == 0.0;
+}
+
+double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, int i, const int *offsets,
+                            double normalizer) {
+    int len = seq_masked(c, truncated, i) ? 0 : offsets[i + 1] - offsets[i];
+    if (len == 0) return 0.0;
+    int per_seq_mean = c->loss_type == GRPO_LOSS_GRPO || c->loss_type == GRPO_LOSS_SAPO;
+    return per_seq_mean ? 1.0 / (normalizer * len) : 1.0 / normalizer;
+}
+
+double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float logp, const float *old_logp,
+                            const float *ref_logp) {
+    if (w == 0.0) return 0.0;
+    double loss = 0.0, kl;
+    double g = token_term(c, w, 1.0, A, token_ratio(logp, old_logp), logp, &loss);
+    return ref_logp ? kl_term(c, w, logp, *ref_logp, g, &loss, &kl) : g;
+}
+
 double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
                             const double *advantages, const uint8_t *truncated, const int *offsets,
@@ -184,7 +239,6 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
     CHECK(!use_emask || entropy);
     const int seq_level = c->is_level == GRPO_IS_SEQUENCE;
     const int cispo = c->loss_type == GRPO_LOSS_CISPO, vespo = c->loss_type == GRPO_LOSS_VESPO;
-    const int per_seq_mean = c->loss_type == GRPO_LOSS_GRPO || c->loss_type == GRPO_LOSS_SAPO;
 
     /* get_high_entropy_mask: threshold = quantile(entropies of this micro-batch's
      * masked tokens, 1 - top_entropy_quantile); keep entropy >= threshold. */
@@ -227,7 +281,7 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
             }
             continue;
         }
-        const double w = per_seq_mean ? 1.0 / (normalizer * len) : 1.0 / normalizer;
+        const double w = grpo_loss_seq_weight(c, truncated, i, offsets, normalizer);
 
         double r_seq = 1.0;
         if (seq_level) {
@@ -243,8 +297,7 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
         double dl_dr_seq_total = 0.0;   /* sequence level: sum_t w e_t dl/dr */
         for (int t = t0; t < t1; t++) {
             const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
-            const double r = seq_level ? r_seq
-                                       : (old_logp ? exp((double)logp[t] - (double)old_logp[t]) : 1.0);
+            const double r = seq_level ? r_seq : token_ratio(logp[t], old_logp ? &old_logp[t] : NULL);
             if (stats) {
                 stats->tokens++;
                 stats->entropy_kept += e != 0.0;
@@ -256,28 +309,21 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
                 }
             }
             double g = 0.0;
-            if (cispo) {
-                double cap = r < c->epsilon_high ? r : c->epsilon_high;   /* detached */
-                loss += w * e * (-cap * A * (double)logp[t]);
-                g += w * e * (-cap * A);
-            } else if (vespo) {
+            if (vespo) {
                 loss += w * e * (-phi * A * (double)logp[t]);   /* phi detached */
                 g += w * e * (-phi * A);
-            } else {
+            } else if (seq_level && !cispo) {
                 double l, dl_dr;
                 surrogate(c, r, A, &l, &dl_dr);
                 loss += w * e * l;
-                if (seq_level) dl_dr_seq_total += w * e * dl_dr;
-                else g += w * e * dl_dr * r;   /* dr/dlogp = r */
+                dl_dr_seq_total += w * e * dl_dr;
+            } else {
+                g = token_term(c, w, e, A, r, logp[t], &loss);
             }
             if (ref_logp) {
-                double d = (double)ref_logp[t] - (double)logp[t];
-                double kl = exp(d) - d - 1.0;
+                double kl;
+                g = kl_term(c, w, logp[t], ref_logp[t], g, &loss, &kl);
                 if (stats) stats->kl_sum += kl;
-                if (c->beta != 0.0) {
-                    loss += w * c->beta * kl;
-                    g += w * c->beta * (1.0 - exp(d));
-                }
             }
             dlogp[t] += g;
         }

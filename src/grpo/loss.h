@@ -144,6 +144,19 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
                             const double *advantages, const uint8_t *truncated, const int *offsets,
                             int S, double normalizer, const GrpoLossConfig *c);
 
+/* Token-local losses: a token's gradient follows from its own log-prob (token-level
+ * ratio, no vespo, no high-entropy mask, no entropy bonus), so it can be taken
+ * while the log-probs are being computed (model_logprobs_train). */
+int grpo_loss_token_local(const GrpoLossConfig *c);
+/* w of the table above for sequence i (0 when it is masked). */
+double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, int i, const int *offsets,
+                            double normalizer);
+/* For a token-local loss: d loss / d logp of one token of a sequence with weight w
+ * and advantage A; old_logp, ref_logp point to the token's values or are NULL.
+ * The same value grpo_loss_accumulate adds to dlogp. */
+double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float logp, const float *old_logp,
+                            const float *ref_logp);
+
 /* For logging: mean entropy and mean KL (exp(ref-logp) - (ref-logp) - 1) over
  * the completion tokens (after truncation masking when mask_truncated), as
  * TRL's "entropy" and "kl". entropy or ref_logp may be NULL (result NAN);

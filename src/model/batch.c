@@ -76,3 +76,32 @@ void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, floa
     free(lp);
     free(ent);
 }
+
+/* Row n of the flat batch -> its target's CSR index (n holds a target). */
+typedef struct {
+    const PaddedBatch *pb;
+    const LogprobGrad *grad;
+} RowsToCsr;
+
+static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
+    const RowsToCsr *r = ctx;
+    int js[m];
+    for (int i = 0; i < m; i++) {
+        int b = rows[i] / r->pb->T;
+        js[i] = r->pb->offsets[b] + rows[i] - r->pb->row0[b];
+    }
+    r->grad->fn(r->grad->ctx, js, m, logp, dlogp);
+}
+
+void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature,
+                                 float *logp, float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
+    int N = pb->S * pb->T;
+    float *lp = xmalloc(sizeof(float) * N), *ent = entropy ? xmalloc(sizeof(float) * N) : NULL;
+    RowsToCsr r = {pb, grad};
+    model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T);
+    model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &(LogprobGrad){grad_by_csr, &r});
+    padded_batch_gather(pb, lp, logp);
+    if (entropy) padded_batch_gather(pb, ent, entropy);
+    free(lp);
+    free(ent);
+}

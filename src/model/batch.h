@@ -51,5 +51,10 @@ void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full);
  * Requires S*T <= the max_tokens a was planned for. */
 void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
                            float *entropy);
+/* The same, with the LM head's backward done alongside (model_logprobs_train): grad
+ * gives the gradient of a token-local objective for targets named by CSR index
+ * (rows[i] in [0, offsets[S])). Complete it with model_backward(m, a, grads, NULL, NULL). */
+void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature,
+                                 float *logp, float *entropy, const ModelGrads *grads, const LogprobGrad *grad);
 
 #endif

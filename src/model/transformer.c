@@ -180,6 +180,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->pos = xmalloc(sizeof(int32_t) * N);
     a->targets = xmalloc(sizeof(int32_t) * N);
     a->mask = xmalloc(N);
+    a->head_dlp = xmalloc(sizeof(float) * N);
 }
 
 /* Dropout masks are kept for every layer, checkpointed or not: drawn once in the
@@ -221,6 +222,7 @@ void acts_free(Activations *a) {
     free(a->pos);
     free(a->targets);
     free(a->mask);
+    free(a->head_dlp);
     memset(a, 0, sizeof *a);
 }
 
@@ -344,6 +346,7 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
     a->B = B;
     a->T = T;
     a->N = N;
+    a->head = HEAD_NONE;
     for (int b = 0; b < B; b++) {
         int p = 0;
         for (int t = 0; t < T; t++) {
@@ -368,17 +371,46 @@ void model_logits(Model *m, Activations *a, float *logits) {
     matmul_forward(logits, a->hf, m->w.lm_head, NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
 }
 
-void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
-                    float *logprob, float *entropy) {
+static void set_targets(const Model *m, Activations *a, const int32_t *targets, float inv_temp) {
     for (int n = 0; n < a->N; n++) {
         CHECK(targets[n] < m->cfg.vocab_size);
         a->targets[n] = targets[n];
     }
     a->inv_temp = inv_temp;
+}
+
+void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
+                    float *logprob, float *entropy) {
+    set_targets(m, a, targets, inv_temp);
     float *pw = a->train_pass && a->pw && m->lora && m->lora->enabled ? a->pw : NULL;
     a->pw_valid = pw != NULL;
     logprob_forward(logprob, entropy, a->lse, pw, a->hf, m->w.lm_head, a->targets, a->N,
                     m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
+}
+
+void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, float inv_temp, float *logprob,
+                          float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
+    int N = a->N, C = m->cfg.hidden_size;
+    if (!grads->base) { /* a frozen head: model_logprobs keeps what its backward needs */
+        model_logprobs(m, a, targets, inv_temp, logprob, entropy);
+        int *rows = xmalloc(sizeof(int) * N), k = 0;
+        float *lp = xmalloc(sizeof(float) * N), *dlp = xmalloc(sizeof(float) * N);
+        for (int n = 0; n < N; n++) {
+            a->head_dlp[n] = 0;
+            if (a->targets[n] >= 0) lp[k] = logprob[n], rows[k++] = n;
+        }
+        if (k) grad->fn(grad->ctx, rows, k, lp, dlp);
+        for (int i = 0; i < k; i++) a->head_dlp[rows[i]] = dlp[i];
+        free(rows), free(lp), free(dlp);
+        a->head = HEAD_GRADIENT;
+        return;
+    }
+    set_targets(m, a, targets, inv_temp);
+    a->pw_valid = 0;
+    memset(a->dhf, 0, sizeof(float) * N * C);
+    logprob_forward_backward(logprob, entropy, a->lse, a->head_dlp, a->dhf, grads->base->lm_head, grad, a->hf,
+                             m->w.lm_head, a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp);
+    a->head = HEAD_DONE;
 }
 
 void model_backward(Model *m, Activations *a, const ModelGrads *grads, const float *dlogprob, const float *dentropy) {
@@ -387,12 +419,19 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     const ModelView *g = grads->base;
     float *lg = m->lora && m->lora->enabled ? grads->lora : NULL;
     CHECK(g || lg);
-    memset(a->dhf, 0, sizeof(float) * N * C);
-    if (!g && a->pw_valid && !dentropy) /* the head is frozen: its forward kept what the backward needs */
-        logprob_backward_frozen(a->dhf, dlogprob, a->pw, m->w.lm_head, a->targets, N, C, a->inv_temp);
-    else
-        logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets, a->lse,
-                         N, C, c->vocab_size, a->inv_temp, &a->lp);
+    if (!dlogprob) { /* model_logprobs_train gave the gradient */
+        CHECK(a->head != HEAD_NONE && !dentropy);
+        dlogprob = a->head_dlp;
+    }
+    if (a->head != HEAD_DONE) {
+        memset(a->dhf, 0, sizeof(float) * N * C);
+        if (!g && a->pw_valid && !dentropy) /* the head is frozen: its forward kept what the backward needs */
+            logprob_backward_frozen(a->dhf, dlogprob, a->pw, m->w.lm_head, a->targets, N, C, a->inv_temp);
+        else
+            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets,
+                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp);
+    }
+    a->head = HEAD_NONE;
     memset(a->dx, 0, sizeof(float) * N * C);
     rmsnorm_backward(a->dx, g ? g->norm : NULL, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
                      C, C, C);

@@ -101,6 +101,10 @@ typedef struct {
                               frozen head recomputes no logits) */
     float *pw;             /* [N, C] those rows (acts_reserve_lora) */
     int pw_valid;          /* the last model_logprobs filled pw */
+    enum { HEAD_NONE, HEAD_GRADIENT, HEAD_DONE } head; /* after model_logprobs_train: head_dlp holds the
+                              log-probs' gradient, and (HEAD_DONE) dhf and the head's weight gradient
+                              are already computed */
+    float *head_dlp;       /* [N] */
 } Activations;
 
 /* Plans and allocates activations for micro-batches of up to max_tokens (B*T)
@@ -125,10 +129,19 @@ void model_logits(Model *m, Activations *a, float *logits);
  * (-1 = no target) under softmax(logits * inv_temp). Saved for model_backward. */
 void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
                     float *logprob, float *entropy);
+/* model_logprobs and the LM head's share of model_backward in one pass, for an
+ * objective whose gradient with respect to each target's log-prob follows from
+ * that log-prob alone (grad; ops/ops.h): with a trainable head (grads->base) the
+ * [tokens x vocab] logits are computed once instead of twice, the head's weight
+ * gradient accumulated into grads now. Complete it with model_backward(m, a,
+ * grads, NULL, NULL): the same gradients, bit for bit, as model_logprobs then
+ * model_backward with the dlogprob grad gives. */
+void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, float inv_temp, float *logprob,
+                          float *entropy, const ModelGrads *grads, const LogprobGrad *grad);
 /* Accumulates into g the gradient of Σ_n dlogprob[n] · logprob[n] + dentropy[n] ·
  * entropy[n] (dentropy may be NULL): the base's weights into g->base unless it is
  * NULL (frozen: only input gradients flow through the base), the adapters' into
- * g->lora when m->lora is enabled. */
+ * g->lora when m->lora is enabled. dlogprob NULL: after model_logprobs_train. */
 void model_backward(Model *m, Activations *a, const ModelGrads *g, const float *dlogprob, const float *dentropy);
 
 #endif

@@ -3,12 +3,15 @@
  * for the whole batch. Only rows with a target (>= 0) are computed: prompt and
  * padding positions cost nothing. Backward recomputes each chunk's logits from the
  * saved log-sum-exp instead of storing them; through a frozen head it needs none
- * (the forward's E_p[W] per row). */
+ * (the forward's E_p[W] per row); and when the objective's gradient is known row
+ * by row (logprob_forward_backward) forward and backward share one set of logits. */
 #include <math.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
+#include "ops/vec.h"
 
 size_t logprob_scratch_floats(int chunk_rows, int C, int V) {
     return (size_t)chunk_rows * V + 2 * (size_t)chunk_rows * C;
@@ -35,42 +38,101 @@ static void gather_rows(float *dst, const float *h, const int *idx, int m, int C
     for (int i = 0; i < m; i++) memcpy(dst + (size_t)i * C, h + (size_t)idx[i] * C, sizeof(float) * C);
 }
 
-void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
-                     const float *W, const int32_t *targets, int N, int C, int V,
-                     float inv_temp, LogprobScratch *s) {
-    int idx[s->chunk_rows];
+/* The chunk's logits: z[i] = (h[idx[i]] · W^T) * inv_temp into s->scratch. */
+static void chunk_logits(LogprobScratch *s, const int *idx, int m, const float *h, const float *W, int C, int V,
+                         float inv_temp) {
+    gather_rows(s->h_rows, h, idx, m, C);
+    gemm_f32(0, 1, m, V, C, inv_temp, s->h_rows, C, W, C, 0.0f, s->scratch, V);
+}
+
+/* lse, logprob (and entropy) of the chunk's rows from their logits: e^(z - max) in
+ * float (ops/vec.h), its sums in double. */
+static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, const int32_t *targets, float *lse,
+                        float *logprob, float *entropy) {
+#pragma omp parallel
+    {
+        float *e = xmalloc(sizeof(float) * V);
+#pragma omp for schedule(static)
+        for (int i = 0; i < m; i++) {
+            const float *z = s->scratch + (size_t)i * V;
+            float mx = -INFINITY;
+            for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+            double sum = vec_exp_sum(e, z, mx, 1.0f, V);
+            double l = mx + log(sum);
+            int n = idx[i];
+            lse[n] = (float)l;
+            logprob[n] = (float)(z[targets[n]] - l);
+            if (entropy) { /* H = lse - E_p[z] */
+                double zsum = 0;
+                for (int v = 0; v < V; v++) zsum += (double)e[v] * (z[v] - mx);
+                entropy[n] = (float)(log(sum) - zsum / sum);
+            }
+        }
+        free(e);
+    }
+}
+
+/* The chunk's backward from its logits in s->scratch (overwritten with dz):
+ * dh[idx] += dz · W, dW += dz^T · h. */
+static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, float *dW, const float *dlogprob,
+                           const float *dentropy, const float *W, const int32_t *targets, const float *lse, int C,
+                           int V, float inv_temp) {
+    /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
+     * d(logits) = dz * inv_temp */
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < m; i++) {
+        float *z = s->scratch + (size_t)i * V;
+        int n = idx[i];
+        float g = dlogprob[n], l = lse[n], de = dentropy ? dentropy[n] : 0.0f;
+        if (de != 0.0f) {
+            double H = 0;
+            for (int v = 0; v < V; v++) {
+                double lp = (double)z[v] - l;
+                H -= exp(lp) * lp;
+            }
+            for (int v = 0; v < V; v++) { /* in double: log p + H cancels */
+                double lp = (double)z[v] - l, p = exp(lp);
+                z[v] = (float)(-p * (g + de * (lp + H)) * inv_temp);
+            }
+        } else { /* p = e^(z - lse) in place, then dz */
+            vec_exp_sum(z, z, l, 1.0f, V);
+            for (int v = 0; v < V; v++) z[v] = -g * z[v] * inv_temp;
+        }
+        z[targets[n]] += g * inv_temp;
+    }
+    if (dh) {
+        gemm_f32(0, 0, m, C, V, 1.0f, s->scratch, V, W, C, 0.0f, s->d_rows, C);
+        for (int i = 0; i < m; i++) {
+            float *dst = dh + (size_t)idx[i] * C;
+            const float *src = s->d_rows + (size_t)i * C;
+            for (int c = 0; c < C; c++) dst[c] += src[c];
+        }
+    }
+    if (dW) gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, 1.0f, dW, C);
+}
+
+static void zero_rows(float *logprob, float *entropy, float *lse, int N) {
     for (int n = 0; n < N; n++) {
         logprob[n] = 0;
         lse[n] = 0;
         if (entropy) entropy[n] = 0;
     }
+}
+
+void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
+                     const float *W, const int32_t *targets, int N, int C, int V,
+                     float inv_temp, LogprobScratch *s) {
+    int idx[s->chunk_rows];
+    zero_rows(logprob, entropy, lse, N);
     int next = 0, m;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
-        gather_rows(s->h_rows, h, idx, m, C);
-        gemm_f32(0, 1, m, V, C, inv_temp, s->h_rows, C, W, C, 0.0f, s->scratch, V);
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < m; i++) {
-            const float *z = s->scratch + (size_t)i * V;
-            float mx = -INFINITY;
-            for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-            double sum = 0, zsum = 0;
-            for (int v = 0; v < V; v++) {
-                double e = exp((double)(z[v] - mx));
-                sum += e;
-                zsum += e * (z[v] - mx);
-            }
-            double l = mx + log(sum);
-            int n = idx[i];
-            lse[n] = (float)l;
-            logprob[n] = (float)(z[targets[n]] - l);
-            /* H = lse - E_p[z] */
-            if (entropy) entropy[n] = (float)(log(sum) - zsum / sum);
-        }
+        chunk_logits(s, idx, m, h, W, C, V, inv_temp);
+        chunk_stats(s, idx, m, V, targets, lse, logprob, entropy);
         if (pw) { /* p in place of the logits, then E_p[W] = p · W */
 #pragma omp parallel for schedule(static)
             for (int i = 0; i < m; i++) {
-                float *z = s->scratch + (size_t)i * V, l = lse[idx[i]];
-                for (int v = 0; v < V; v++) z[v] = expf(z[v] - l);
+                float *z = s->scratch + (size_t)i * V;
+                vec_exp_sum(z, z, lse[idx[i]], 1.0f, V);
             }
             gemm_f32(0, 0, m, C, V, 1.0f, s->scratch, V, W, C, 0.0f, s->d_rows, C);
             for (int i = 0; i < m; i++) memcpy(pw + (size_t)idx[i] * C, s->d_rows + (size_t)i * C, sizeof(float) * C);
@@ -96,38 +158,25 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
     int idx[s->chunk_rows];
     int next = 0, m;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
-        gather_rows(s->h_rows, h, idx, m, C);
-        gemm_f32(0, 1, m, V, C, inv_temp, s->h_rows, C, W, C, 0.0f, s->scratch, V);
-        /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
-         * d(logits) = dz * inv_temp */
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < m; i++) {
-            float *z = s->scratch + (size_t)i * V;
-            int n = idx[i];
-            float g = dlogprob[n], l = lse[n], de = dentropy ? dentropy[n] : 0.0f;
-            if (de != 0.0f) {
-                double H = 0;
-                for (int v = 0; v < V; v++) {
-                    double lp = (double)z[v] - l;
-                    H -= exp(lp) * lp;
-                }
-                for (int v = 0; v < V; v++) { /* in double: log p + H cancels */
-                    double lp = (double)z[v] - l, p = exp(lp);
-                    z[v] = (float)(-p * (g + de * (lp + H)) * inv_temp);
-                }
-            } else {
-                for (int v = 0; v < V; v++) z[v] = -g * expf(z[v] - l) * inv_temp;
-            }
-            z[targets[n]] += g * inv_temp;
-        }
-        if (dh) {
-            gemm_f32(0, 0, m, C, V, 1.0f, s->scratch, V, W, C, 0.0f, s->d_rows, C);
-            for (int i = 0; i < m; i++) {
-                float *dst = dh + (size_t)idx[i] * C;
-                const float *src = s->d_rows + (size_t)i * C;
-                for (int c = 0; c < C; c++) dst[c] += src[c];
-            }
-        }
-        if (dW) gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, 1.0f, dW, C);
+        chunk_logits(s, idx, m, h, W, C, V, inv_temp);
+        chunk_backward(s, idx, m, dh, dW, dlogprob, dentropy, W, targets, lse, C, V, inv_temp);
+    }
+}
+
+void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
+                              const LogprobGrad *grad, const float *h, const float *W, const int32_t *targets,
+                              int N, int C, int V, float inv_temp, LogprobScratch *s) {
+    int idx[s->chunk_rows];
+    zero_rows(logprob, entropy, lse, N);
+    for (int n = 0; n < N; n++) dlogprob[n] = 0;
+    int next = 0, m;
+    while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
+        chunk_logits(s, idx, m, h, W, C, V, inv_temp);
+        chunk_stats(s, idx, m, V, targets, lse, logprob, entropy);
+        float lp[m], g[m];
+        for (int i = 0; i < m; i++) lp[i] = logprob[idx[i]];
+        grad->fn(grad->ctx, idx, m, lp, g);
+        for (int i = 0; i < m; i++) dlogprob[idx[i]] = g[i];
+        chunk_backward(s, idx, m, dh, dW, dlogprob, NULL, W, targets, lse, C, V, inv_temp);
     }
 }

@@ -134,4 +134,19 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
                       const float *W, const int32_t *targets, const float *lse, int N, int C,
                       int V, float inv_temp, LogprobScratch *s);
 
+/* The gradient of a token-local objective: dlogprob[i] of the m rows rows[i], from
+ * their log-probs logprob[i] alone (the rest of what it needs is in ctx). */
+typedef struct {
+    void (*fn)(void *ctx, const int *rows, int m, const float *logprob, float *dlogprob);
+    void *ctx;
+} LogprobGrad;
+
+/* logprob_forward (pw NULL) and logprob_backward (dentropy NULL) in one pass, the
+ * logits of each chunk computed once: after a chunk's log-probs, grad gives their
+ * gradients (kept in dlogprob[N]), then dh[N,C] +=, dW[V,C] += (either may be
+ * NULL). Bit-identical to the two calls with that dlogprob. */
+void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
+                              const LogprobGrad *grad, const float *h, const float *W, const int32_t *targets,
+                              int N, int C, int V, float inv_temp, LogprobScratch *s);
+
 #endif

@@ -184,7 +184,14 @@ static void sft_free(SftTrainer *t) {
 
 /* ---- one optimizer step ---- */
 
-/* One micro-batch: forward, log-probs, d(-sum logp / norm), backward. Returns -sum logp. */
+/* d(-sum logp / norm) / d logp: the same for every target. */
+static void nll_grads(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
+    double norm = *(const double *)ctx;
+    for (int i = 0; i < m; i++) dlogp[i] = (float)(-1.0 / norm);
+}
+
+/* One micro-batch: forward, log-probs with the LM head's backward alongside,
+ * the rest of the backward. Returns -sum logp. */
 static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b, int S, double norm) {
     BatchSeq *seqs = xmalloc(sizeof(BatchSeq) * S);
     uint64_t *keys = xmalloc(sizeof(uint64_t) * S); /* adapter dropout: per example and step */
@@ -197,20 +204,15 @@ static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b,
     PaddedBatch pb;
     padded_batch_build(&pb, seqs, S);
     int ntok = pb.offsets[S];
-    float *lp = xmalloc(sizeof(float) * (ntok + 1)), *dcsr = xmalloc(sizeof(float) * (ntok + 1));
-    float *dlp = xmalloc(sizeof(float) * pb.S * pb.T);
-    padded_batch_logprobs(&t->model, &t->acts, &pb, 1.0f, lp, NULL);
+    float *lp = xmalloc(sizeof(float) * (ntok + 1));
+    padded_batch_logprobs_train(&t->model, &t->acts, &pb, 1.0f, lp, NULL, grads, &(LogprobGrad){nll_grads, &norm});
     double nll = 0;
-    for (int j = 0; j < ntok; j++) {
-        nll -= lp[j];
-        dcsr[j] = (float)(-1.0 / norm);
-    }
-    padded_batch_scatter(&pb, dcsr, dlp);
-    model_backward(&t->model, &t->acts, grads, dlp, NULL);
+    for (int j = 0; j < ntok; j++) nll -= lp[j];
+    model_backward(&t->model, &t->acts, grads, NULL, NULL);
     t->acts.drop_keys = NULL;
     t->acts.train_pass = 0;
     padded_batch_free(&pb);
-    free(keys), free(seqs), free(lp), free(dcsr), free(dlp);
+    free(keys), free(seqs), free(lp);
     return nll;
 }
 

@@ -9,7 +9,8 @@
  * the loss (summation order; plus atol 1e-15 because with ratio 1 and
  * group-centred advantages the loss is 0 up to cancellation, ~1e-17) and bit
  * for bit for the gradient (each token's
- * gradient is computed by the same operations whatever the split). */
+ * gradient is computed by the same operations whatever the split), as is the
+ * token-local gradient of one token (grpo_loss_token_grad). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -99,7 +100,7 @@ int main(void) {
 
     double *grad = malloc(sizeof(double) * T), *grad2 = malloc(sizeof(double) * T);
     double *dent = malloc(sizeof(double) * T), *dent2 = malloc(sizeof(double) * T);
-    int ent_cases = 0;
+    int ent_cases = 0, local_cases = 0;
     int n_cases = (int)ncases[0], bnpo_checked = 0;
     for (int k = 0; k < n_cases; k++) {
         char name[64], what[160];
@@ -150,6 +151,20 @@ int main(void) {
                         "%s: split %d stats differ", what, mb);
             }
         }
+        /* 3. token-local losses: each token's gradient from grpo_loss_token_grad (what
+         * the fused LM-head pass asks for) is the one the whole batch gives, bit for bit */
+        if (grpo_loss_token_local(&c)) {
+            double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
+            int same = 1;
+            for (int i = 0; i < b.S; i++) {
+                double w = grpo_loss_seq_weight(&c, b.truncated, i, b.offsets, norm);
+                for (int t = b.offsets[i]; t < b.offsets[i + 1]; t++)
+                    same &= grpo_loss_token_grad(&c, w, b.adv[i], b.logp[t], has_old ? &b.old[t] : NULL,
+                                                 b.ref ? &b.ref[t] : NULL) == grad[t];
+            }
+            T_CHECK(same, "%s: token-local gradients differ from the batch's", what);
+            local_cases++;
+        }
         /* bnpo is normalised per micro-batch (TRL): a split changes the result
          * unless micro-batches have equal token counts. Shown on micro-batches of 1. */
         if (c.loss_type == GRPO_LOSS_BNPO && c.beta == 0 && has_old) {
@@ -160,6 +175,7 @@ int main(void) {
         free(cfg), free(want_loss), free(want_grad), free(want_dent);
     }
     T_CHECK(ent_cases == 4, "entropy bonus cases %d", ent_cases);
+    T_CHECK(local_cases >= 20, "token-local cases %d of %d", local_cases, n_cases);
     T_CHECK(bnpo_checked == 3, "bnpo split cases %d", bnpo_checked);
 
     /* 3. normalisers from the step's lengths: 12 sequences, 68 tokens, 20 of them truncated */

@@ -3,7 +3,8 @@
  * it, one with no target at all), the gather/scatter round trip, the log-probs
  * and entropies of a batch equal to each sequence run alone through
  * model_forward + model_logprobs (tests/fixtures/qwen2 and llama), and a broken
- * BatchSeq contract aborting.
+ * BatchSeq contract aborting; and the LM head's backward fused into its forward
+ * bit-identical to the two passes.
  *
  * Tolerance: batched against alone differ only by GEMM shapes (fp32 summation
  * order), so atol = rtol = 1e-5. */
@@ -127,6 +128,67 @@ static void check_model(const char *name) {
     model_free(&m);
 }
 
+/* A token-local objective's gradient: a function of the token's index and log-prob. */
+static float grad_of(int j, float logp) { return (float)(0.01 * (j + 1) - 0.5 * exp((double)logp)); }
+
+static void grad_fn(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
+    int *calls = ctx;
+    (*calls)++;
+    for (int i = 0; i < m; i++) dlogp[i] = grad_of(js[i], logp[i]);
+}
+
+/* The LM head's backward run alongside its forward (padded_batch_logprobs_train)
+ * gives the log-probs, entropies and every gradient of the two-pass way bit for
+ * bit, the head chunked (2 rows) so that several chunks call the gradient. */
+static void check_fused_head(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "model_load %s: %s", dir, err.msg);
+        return;
+    }
+    BatchSeq seqs[3];
+    mixed(seqs);
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, 3);
+    int N = pb.S * pb.T, K = pb.offsets[pb.S];
+    Activations a;
+    acts_create(&a, &m.cfg, N, 1, 2);
+    float inv_temp = 1.0f / 0.7f, lp[2][6], en[2][6], dcsr[6], *dfull = xmalloc(sizeof(float) * N);
+    float *g[2];
+    ModelView gv[2];
+    for (int k = 0; k < 2; k++) {
+        g[k] = xcalloc(m.table.total, sizeof(float));
+        params_view(&gv[k], &m.table, &m.cfg, g[k]);
+    }
+    /* two passes into the same gradients: the second accumulates */
+    for (int pass = 0; pass < 2; pass++) {
+        padded_batch_logprobs(&m, &a, &pb, inv_temp, lp[0], en[0]);
+        for (int j = 0; j < K; j++) dcsr[j] = grad_of(j, lp[0][j]);
+        padded_batch_scatter(&pb, dcsr, dfull);
+        model_backward(&m, &a, &(ModelGrads){&gv[0], NULL}, dfull, NULL);
+
+        int calls = 0;
+        ModelGrads fg = {&gv[1], NULL};
+        padded_batch_logprobs_train(&m, &a, &pb, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){grad_fn, &calls});
+        T_CHECK(calls == 3, "%s: the gradient was asked for chunk by chunk (%d calls, want 3)", name, calls);
+        model_backward(&m, &a, &fg, NULL, NULL);
+    }
+    T_CHECK(!memcmp(lp[0], lp[1], sizeof(float) * K), "%s: fused log-probs differ", name);
+    T_CHECK(!memcmp(en[0], en[1], sizeof(float) * K), "%s: fused entropies differ", name);
+    size_t diff = 0, nonzero = 0;
+    for (size_t i = 0; i < m.table.total; i++) diff += g[0][i] != g[1][i], nonzero += g[0][i] != 0.0f;
+    T_CHECK(diff == 0 && nonzero > m.table.total / 2, "%s: fused gradients: %zu of %zu differ (%zu nonzero)", name,
+            diff, m.table.total, nonzero);
+    for (int k = 0; k < 2; k++) params_view_free(&gv[k]), free(g[k]);
+    free(dfull);
+    acts_free(&a);
+    padded_batch_free(&pb);
+    model_free(&m);
+}
+
 /* 1 when building seqs[S] aborts (a CHECK), run in a child. */
 static int build_aborts(const BatchSeq *seqs, int S) {
     fflush(NULL);
@@ -159,6 +221,8 @@ int main(void) {
     test_gather_scatter();
     check_model("qwen2");
     check_model("llama");
+    check_fused_head("qwen2"); /* tied embeddings */
+    check_fused_head("llama");
     test_contract();
     return t_summary("test_batch");
 }
