@@ -7,7 +7,8 @@
  * tokens/s for 8 and 32 sequences, and peak RSS. Then one training step (forward,
  * backward, clipping, AdamW) of full fine-tuning against the same with LoRA adapters
  * (r 16, all linear layers, dropout 0.05; the base frozen), and decode with them.
- *   build/bench/bench_model [--layers L] [--iters N]   (fewer layers for a quick look) */
+ *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1]   (fewer layers, or the
+ *   training line alone, for a quick look) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,11 +84,26 @@ static double peak_rss_gb(void) {
     return ru.ru_maxrss / 1048576.0;
 }
 
+/* The benchmark's objective: mean log-prob of every target, a token-local gradient
+ * (as the trainers' losses): the LM head's backward runs alongside its forward. */
+static void mean_grad(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
+    for (int i = 0; i < m; i++) dlogp[i] = 1.0f / *(const int *)ctx;
+}
+
+/* Forward, log-probs and backward of a micro-batch of B x T tokens into grads. */
+static void fwd_bwd(Model *m, Activations *a, const ModelGrads *grads, const int32_t *ids, const uint8_t *mask,
+                    const int32_t *tg, float *lp, int B, int T) {
+    int N = B * T;
+    model_forward(m, a, ids, mask, B, T);
+    model_logprobs_train(m, a, tg, 1.0f, lp, NULL, grads, &(LogprobGrad){mean_grad, &N});
+    model_backward(m, a, grads, NULL, NULL);
+}
+
 /* One optimizer step on 4 x 192 tokens: forward, log-probs, backward, gradient
  * clipping and AdamW over what is trained (every weight, or the adapters); the
  * mean seconds of iters steps after a warm-up. */
 static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_t *mask, const int32_t *tg,
-                           const float *dlp, float *lp) {
+                           float *lp) {
     int B = 4, T = 192, N = B * T;
     LoraLayers *lo = m->lora;
     const ParamTable *tab = lo ? &lo->table : &m->table;
@@ -110,9 +126,7 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
         if (it == 1) t0 = time_now_s();
         memset(g, 0, sizeof(float) * tab->total);
         a.train_pass = 1;
-        model_forward(m, &a, ids, mask, B, T);
-        model_logprobs(m, &a, tg, 1.0f, lp, NULL);
-        model_backward(m, &a, &grads, dlp, NULL);
+        fwd_bwd(m, &a, &grads, ids, mask, tg, lp, B, T);
         grad_clip_norm(g, tab->total, 1.0);
         adamw_step(&opt, params, g, NULL, 1e-7, &ac);
     }
@@ -128,10 +142,11 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
 static double decode_step_s(Model *m, int G, const int32_t *ids);
 
 int main(int argc, char **argv) {
-    int layers = 24, iters = 2;
+    int layers = 24, iters = 2, train_only = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--train_only")) train_only = atoi(argv[i + 1]);
     }
     int train = iters > 0;
     double gf_peer = sgemm_gflops();
@@ -151,23 +166,16 @@ int main(int argc, char **argv) {
     acts_create(&a, &m.cfg, N, 0, 64);
     int32_t *ids = malloc(sizeof(int32_t) * N), *tg = malloc(sizeof(int32_t) * N);
     uint8_t *mask = malloc(N);
-    float *lp = malloc(sizeof(float) * N), *dlp = malloc(sizeof(float) * N);
-    for (int i = 0; i < N; i++) ids[i] = (i * 7919) % m.cfg.vocab_size, tg[i] = (i * 104729) % m.cfg.vocab_size, mask[i] = 1, dlp[i] = 1.0f / N;
+    float *lp = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) ids[i] = (i * 7919) % m.cfg.vocab_size, tg[i] = (i * 104729) % m.cfg.vocab_size, mask[i] = 1;
     float *gbuf = xaligned(sizeof(float) * m.table.total);
     memset(gbuf, 0, sizeof(float) * m.table.total);
     ModelView gv;
     params_view(&gv, &m.table, &m.cfg, gbuf);
-    if (train) { /* warm-up */
-        model_forward(&m, &a, ids, mask, B, T);
-        model_logprobs(&m, &a, tg, 1.0f, lp, NULL);
-        model_backward(&m, &a, &(ModelGrads){&gv, NULL}, dlp, NULL);
-    }
+    ModelGrads full = {&gv, NULL};
+    if (train) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T); /* warm-up */
     double t0 = time_now_s();
-    for (int it = 0; it < iters; it++) {
-        model_forward(&m, &a, ids, mask, B, T);
-        model_logprobs(&m, &a, tg, 1.0f, lp, NULL);
-        model_backward(&m, &a, &(ModelGrads){&gv, NULL}, dlp, NULL);
-    }
+    for (int it = 0; it < iters; it++) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
     double dt = (time_now_s() - t0) / (iters > 0 ? iters : 1);
     /* model FLOPs: 6 per parameter per token for every GEMM (LM head included), plus
      * causal attention's score and value products (2 * 2 * T^2/2 * D * H fwd, x3 with bwd) */
@@ -180,6 +188,11 @@ int main(int argc, char **argv) {
     acts_free(&a);
     params_view_free(&gv);
     free(gbuf);
+    if (train_only) {
+        free(ids), free(tg), free(mask), free(lp);
+        model_free(&m);
+        return 0;
+    }
 
     /* ---- decode: G sequences sharing a 64-token prompt ---- */
     double wbytes = (double)sizeof(float) * (Pl + C * m.cfg.vocab_size);
@@ -223,9 +236,9 @@ int main(int argc, char **argv) {
         double full = 1e30, lora = 1e30;
         for (int rep = 0; train && rep < 2; rep++) {
             m.lora = NULL;
-            full = fmin(full, train_step_s(&m, iters, ids, mask, tg, dlp, lp));
+            full = fmin(full, train_step_s(&m, iters, ids, mask, tg, lp));
             m.lora = &lo;
-            lora = fmin(lora, train_step_s(&m, iters, ids, mask, tg, dlp, lp));
+            lora = fmin(lora, train_step_s(&m, iters, ids, mask, tg, lp));
         }
         m.lora = &lo;
         if (train)
@@ -245,7 +258,7 @@ int main(int argc, char **argv) {
         lora_layers_free(&lo);
     }
     printf("peak RSS %.2f GB\n", peak_rss_gb());
-    free(ids), free(tg), free(mask), free(lp), free(dlp);
+    free(ids), free(tg), free(mask), free(lp);
     model_free(&m);
     return 0;
 }

@@ -8,6 +8,13 @@ case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 export ROOT BUILD
 cd "$ROOT"
 
+# The PyTorch peers run with glibc malloc told to keep freed large blocks, the effect
+# PyTorch's CPU tuning guides get from jemalloc/tcmalloc: without it every
+# logits-sized temporary is a fresh mmap and the peer loses about 40 % of a training step.
+torch_peer() {
+    MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776 MALLOC_TOP_PAD_=1073741824 "$@"
+}
+
 # ---- tokenizer (bench/bench_tokenizer.c) -------------------------------------------
 # Encode MB/s, single thread, on the generated test corpus, next to HF's
 # tokenizers.js on the same corpus; and the load time of each tokenizer.json.
@@ -45,13 +52,35 @@ echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 }' || echo "  bench_gemm failed"
 # ---- end GEMM limits ---------------------------------------------------------------
 
-# ---- core model (bench/bench_model.c) ----------------------------------------------
+# ---- core model (bench/bench_model.c, bench/torch_model.py) ------------------------
 # Qwen2-0.5B shape, random weights: forward+backward on 4 x 192 tokens against this
-# machine's sgemm rate; decode of 8 and 32 sequences sharing a 64-token prompt against
-# sgemm and the memory-bandwidth bound; peak RSS. Targets (2-core Zen 4): training
-# >= 75 % of sgemm, decode G=32 >= 60 % of sgemm, decode G=8 >= 70 % of the bound.
+# machine's sgemm rate and against PyTorch's same pass in fp32 and under bf16 autocast
+# (bench/torch_model.py, same thread count, the issue-14 malloc settings); decode of 8
+# and 32 sequences sharing a 64-token prompt against sgemm and the memory-bandwidth
+# bound; peak RSS. Targets (2-core Zen 4): training >= 75 % of sgemm, decode G=32 >= 60 %
+# of sgemm, decode G=8 >= 70 % of the bound; training ahead of PyTorch fp32.
 echo "model:"
-"$BUILD/bench/bench_model" | sed 's/^/  /'
+tmp_model=$(mktemp)
+"$BUILD/bench/bench_model" | tee "$tmp_model" | sed 's/^/  /'
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    torch_peer /usr/bin/python3 bench/torch_model.py --threads "$(nproc)" >> "$tmp_model" || echo "  torch: bench failed"
+    awk '
+    /^train fwd\+bwd/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "tokens/s,") ours = $i }
+    /^model impl=torch/ {
+        delete f
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        peer[f["dtype"]] = f["tokens_per_s"]
+    }
+    END {
+        if (ours == "") exit
+        printf "  fwd+bwd 4x192 tokens/s: grpo.c fp32 %s, PyTorch fp32 %s (%s), PyTorch bf16 autocast %s (%s)\n", ours,
+               peer["fp32"] == "" ? "-" : peer["fp32"], peer["fp32"] > 0 ? sprintf("grpo.c %.2fx", ours / peer["fp32"]) : "-",
+               peer["bf16"] == "" ? "-" : peer["bf16"], peer["bf16"] > 0 ? sprintf("grpo.c %.2fx", ours / peer["bf16"]) : "-"
+    }' "$tmp_model"
+else
+    echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
+fi
+rm -f "$tmp_model"
 # ---- end core model ----------------------------------------------------------------
 
 # ---- generation (bench/bench_generate.c, bench/torch_generate.py) ------------------
@@ -59,10 +88,11 @@ echo "model:"
 # 128 tokens at temperature 1.0, on random fp32 Qwen2 models of the Qwen2-0.5B shape and
 # a small shape (hidden 256, 4 layers, 8/4 heads, intermediate 768, vocab 32000);
 # completion tokens/s including the prefill, next to the same work in PyTorch (Debian's
-# python3-torch, all cores, KV cache, torch.multinomial). Small shape: best of 3;
-# Qwen2-0.5B: one run per case (about 5 minutes for both on 2 cores). Column bf16: the
-# same weights rounded to bf16 and held so (--bf16 on frozen models: decoding streams
-# half the matrix bytes), alternated with the fp32 run.
+# python3-torch, as many threads as ours, KV cache, torch.multinomial), in fp32 and
+# under bf16 autocast (column "torch bf16"). Small shape: best of 3; Qwen2-0.5B: one
+# run per case (about 5 minutes for both on 2 cores). Last column: the same weights
+# rounded to bf16 and held so (--bf16 on frozen models: decoding streams half the
+# matrix bytes), alternated with the fp32 run.
 # Targets: >= 2.5x PyTorch at G = 8, >= 2x at G = 32.
 generate_bench() {
     local tmp
@@ -71,8 +101,13 @@ generate_bench() {
     "$BUILD/bench/bench_generate" --shape small --reps 3 --bf16 >> "$tmp" || echo "  grpo small: bench failed"
     "$BUILD/bench/bench_generate" --shape qwen2-0.5b --reps 1 --bf16 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        /usr/bin/python3 bench/torch_generate.py --shape small --reps 3 >> "$tmp" || echo "  torch small: bench failed"
-        /usr/bin/python3 bench/torch_generate.py --shape qwen2-0.5b --reps 1 >> "$tmp" || echo "  torch qwen2-0.5b: bench failed"
+        local bf
+        for bf in "" --bf16; do
+            torch_peer /usr/bin/python3 bench/torch_generate.py --threads "$(nproc)" --shape small --reps 3 $bf >> "$tmp" ||
+                echo "  torch$bf small: bench failed"
+            torch_peer /usr/bin/python3 bench/torch_generate.py --threads "$(nproc)" --shape qwen2-0.5b --reps 1 $bf >> "$tmp" ||
+                echo "  torch$bf qwen2-0.5b: bench failed"
+        done
     else
         echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
     fi
@@ -85,15 +120,17 @@ generate_bench() {
         tps[f["impl"], key] = f["tokens_per_s"]
     }
     END {
-        printf "  %-11s %3s %12s %12s %7s  %-16s %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target", "bf16-held tok/s"
+        printf "  %-11s %3s %12s %12s %7s  %-16s %14s %7s  %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target",
+               "torch bf16", "ratio", "grpo bf16-held tok/s"
         for (i = 0; i < n; i++) {
             key = order[i]; split(key, p, " ")
-            g = tps["grpo", key]; t = tps["torch", key]; h = tps["grpo-bf16", key]
+            g = tps["grpo", key]; t = tps["torch", key]; h = tps["grpo-bf16", key]; tb = tps["torch-bf16", key]
             tgt = p[2] == 8 ? 2.5 : p[2] == 32 ? 2.0 : 0
             ratio = (g != "" && t != "" && t > 0) ? sprintf("%.2fx", g / t) : "-"
+            rb = (g != "" && tb != "" && tb > 0) ? sprintf("%.2fx", g / tb) : "-"
             mark = tgt == 0 ? "-" : sprintf(">= %.1fx %s", tgt, ratio == "-" ? "" : (g / t >= tgt ? "met" : "MISSED"))
-            printf "  %-11s %3d %12s %12s %7s  %-16s %s\n", p[1], p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
-                   h == "" ? "-" : sprintf("%s (%.2fx)", h, h / g)
+            printf "  %-11s %3d %12s %12s %7s  %-16s %14s %7s  %s\n", p[1], p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
+                   tb == "" ? "-" : tb, rb, h == "" ? "-" : sprintf("%s (%.2fx)", h, h / g)
         }
     }' "$tmp"
     rm -f "$tmp"
@@ -107,8 +144,8 @@ generate_bench
 # steps, clip 1.0, AdamW; random fp32 Qwen2 models of the small shape (hidden 256, 4
 # layers, 8/4 heads, intermediate 768, vocab 32000) and the Qwen2-0.5B shape. grpo.c
 # runs its defaults (gradient checkpointing on); the PyTorch peer (Debian's
-# python3-torch, all cores, KV-cached generation, autograd training, checkpointing
-# off) does the same step; the Qwen2-0.5B row is repeated for grpo.c with checkpointing
+# python3-torch, as many threads as ours, KV-cached generation, autograd training,
+# checkpointing off) does the same step, in fp32 and under bf16 autocast; the Qwen2-0.5B row is repeated for grpo.c with checkpointing
 # off (marked *). Small shape: a warm-up step, then the timed step; Qwen2-0.5B: one cold
 # step each (minutes on 2 cores). Split: generation / scoring / training.
 # Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same --kv_cache_mb).
@@ -119,14 +156,21 @@ grpo_step_bench() {
     echo "grpo step: G=32 x 128 tokens, 64-token prompt, micro-batch 4, fp32, seconds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 >> "$tmp" || echo "  grpo small: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        /usr/bin/python3 bench/torch_grpo_step.py --shape small --G 32 --warmup 1 >> "$tmp" || echo "  torch small: bench failed"
+        local bf
+        for bf in "" --bf16; do
+            torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$(nproc)" --shape small --G 32 --warmup 1 $bf >> "$tmp" ||
+                echo "  torch$bf small: bench failed"
+        done
     else
         echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
     fi
     "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
     "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --no_ckpt >> "$tmp" || echo "  grpo qwen2-0.5b --no_ckpt: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        /usr/bin/python3 bench/torch_grpo_step.py --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  torch qwen2-0.5b: bench failed"
+        for bf in "" --bf16; do
+            torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$(nproc)" --shape qwen2-0.5b --G 32 --warmup 0 $bf >> "$tmp" ||
+                echo "  torch$bf qwen2-0.5b: bench failed"
+        done
     fi
     awk '
     /^grpo_step / {
@@ -140,19 +184,22 @@ grpo_step_bench() {
         len[f["impl"], key] = f["mean_len"]
     }
     END {
-        printf "  %-11s %3s %9s %-18s %9s %-18s %7s  %s\n", "shape", "G", "grpo s", "(gen/score/train)", "torch s", "(gen/score/train)", "speedup", "target      mean completion length grpo/torch"
+        printf "  %-11s %3s %9s %-18s %9s %-18s %7s  %-12s %9s %-18s %7s  %s\n", "shape", "G", "grpo s", "(gen/score/train)", "torch s",
+               "(gen/score/train)", "speedup", "target", "bf16 s", "(gen/score/train)", "speedup", "mean completion length grpo/torch"
         for (i = 0; i < n; i++) {
             key = order[i]; split(key, p, " ")
             base = p[1] " " p[2]
-            g = step["grpo", key]; t = step["torch", base]
-            split_s["torch", key] = split_s["torch", base]; len["torch", key] = len["torch", base]
+            g = step["grpo", key]; t = step["torch", base]; tb = step["torch-bf16", base]
             if (p[3] != "") p[1] = p[1] "*"
             r = (g != "" && t != "" && g > 0) ? t / g : -1
-            printf "  %-11s %3d %9s %-18s %9s %-18s %7s  >= 2x %-6s %s/%s\n", p[1], p[2], g == "" ? "-" : g, "(" split_s["grpo", key] ")",
-                   t == "" ? "-" : t, "(" split_s["torch", key] ")", r < 0 ? "-" : sprintf("%.2fx", r),
-                   r < 0 ? "" : (r >= 2 ? "met" : "MISSED"), len["grpo", key], len["torch", key]
+            rb = (g != "" && tb != "" && g > 0) ? tb / g : -1
+            printf "  %-11s %3d %9s %-18s %9s %-18s %7s  >= 2x %-6s %9s %-18s %7s  %s/%s\n", p[1], p[2], g == "" ? "-" : g,
+                   "(" split_s["grpo", key] ")", t == "" ? "-" : t, "(" split_s["torch", base] ")", r < 0 ? "-" : sprintf("%.2fx", r),
+                   r < 0 ? "" : (r >= 2 ? "met" : "MISSED"), tb == "" ? "-" : tb, "(" split_s["torch-bf16", base] ")",
+                   rb < 0 ? "-" : sprintf("%.2fx", rb), len["grpo", key], len["torch", base]
         }
-        print "  (* grpo.c with --no_ckpt: gradient checkpointing off, as the PyTorch peer; same PyTorch figure)"
+        print "  (* grpo.c with --no_ckpt: gradient checkpointing off, as the PyTorch peer; same PyTorch figures)"
+        print "  (bf16: PyTorch under bf16 autocast, TRL'"'"'s bf16: true)"
     }' "$tmp"
     bench/grpo_step_rss.sh | awk '
         /^rss G=/ { print "  peak RSS, grpo train, small shape, micro-batch 4: " $0 }

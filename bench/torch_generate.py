@@ -27,9 +27,13 @@ What makes it a fair peer rather than a strawman:
 F.scaled_dot_product_attention does not exist in 1.13, so attention is matmul +
 softmax, which at one query row per sequence is what a fused kernel would do too.
 
-  /usr/bin/python3 bench/torch_generate.py [--shape qwen2-0.5b|small|all] [--G N] [--reps R]
+--bf16 runs it under bf16 autocast (torch.autocast("cpu", torch.bfloat16), what TRL's
+`bf16: true` gives): the weights stay fp32 and require grad as in training, so autocast
+casts each to bf16 once per generation and reuses it.
+
+  /usr/bin/python3 bench/torch_generate.py [--shape qwen2-0.5b|small|all] [--G N] [--reps R] [--bf16]
 prints one line per case:
-  gen impl=torch shape=S G=N tokens=T seconds=X tokens_per_s=Y
+  gen impl=torch|torch-bf16 shape=S G=N tokens=T seconds=X tokens_per_s=Y
 """
 import argparse
 import math
@@ -178,13 +182,18 @@ def main():
     ap.add_argument("--G", type=int, default=0)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (TRL's bf16: true)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    impl = "torch-bf16" if a.bf16 else "torch"
     for name, shape in SHAPES.items():
         if a.shape not in ("all", name):
             continue
-        with torch.inference_mode():
-            model = Qwen2(shape, PROMPT_TOKENS + COMPLETION_TOKENS)
+        model = Qwen2(shape, PROMPT_TOKENS + COMPLETION_TOKENS)
+        if a.bf16:  # trainable weights, as in training: autocast then casts each once per region
+            for w in [model.embed, model.norm] + [t for L in model.layers for t in L.values()]:
+                w.requires_grad_(True)
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             V = shape[5]
             prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(PROMPT_TOKENS)]])
             generate(model, prompt, 2, 4, seed=99)  # warm-up, as bench_generate.c
@@ -198,7 +207,7 @@ def main():
                     best = min(best, time.perf_counter() - t0)
                     assert out.shape == (G, COMPLETION_TOKENS)
                 n = G * COMPLETION_TOKENS
-                print(f"gen impl=torch shape={name} G={G} tokens={n} seconds={best:.3f} "
+                print(f"gen impl={impl} shape={name} G={G} tokens={n} seconds={best:.3f} "
                       f"tokens_per_s={n / best:.1f}", flush=True)
             del model
 

@@ -28,9 +28,12 @@ activations of the Qwen2-0.5B shape fit easily), whereas grpo.c runs with its
 default, checkpointing on, unless bench_grpo_step gets --no_ckpt. Entropies are not
 computed (grpo.c computes them for its metrics).
 
-  /usr/bin/python3 bench/torch_grpo_step.py [--shape small|qwen2-0.5b] [--G 32] [--warmup 1]
+--bf16: generation and the training forward under bf16 autocast (TRL's `bf16: true`:
+fp32 weights, gradients and AdamW; matmuls in bf16), the loss in fp32.
+
+  /usr/bin/python3 bench/torch_grpo_step.py [--shape small|qwen2-0.5b] [--G 32] [--warmup 1] [--bf16]
 prints one line:
-  grpo_step impl=torch shape=S G=N ckpt=0 beta=0 step_s=X gen_s=.. score_s=.. ref_s=0 train_s=.. mean_len=L
+  grpo_step impl=torch|torch-bf16 shape=S G=N ckpt=0 beta=0 step_s=X gen_s=.. score_s=.. ref_s=0 train_s=.. mean_len=L
 """
 import argparse
 import math
@@ -90,11 +93,11 @@ def token_bytes(V):
     return [bytes([i]) if i < 256 else (b"x%d" % i if i < V - 3 else b"") for i in range(V)]
 
 
-def step(m, params, opt, prompt, G, V, tb, seed):
+def step(m, params, opt, prompt, G, V, tb, seed, bf16):
     """One GRPO step; returns (gen_s, score_s, train_s, mean_len)."""
     P = prompt.shape[1]
     t0 = time.perf_counter()
-    with torch.inference_mode():
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         comp = generate(m, prompt, G, COMPLETION_TOKENS, seed=seed)  # [G, n]
     t1 = time.perf_counter()
     texts = [b"".join(tb[i] for i in row).decode("utf-8", errors="replace") for row in comp.tolist()]
@@ -106,7 +109,8 @@ def step(m, params, opt, prompt, G, V, tb, seed):
     for p in params:
         p.grad = None
     for k in range(0, G, MICRO_BATCH):
-        logp = train_logprobs(m, ids[k:k + MICRO_BATCH], P, COMPLETION_TOKENS)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logp = train_logprobs(m, ids[k:k + MICRO_BATCH], P, COMPLETION_TOKENS).float()
         ratio = torch.exp(logp - logp.detach())
         a = adv[k:k + MICRO_BATCH].unsqueeze(1)
         per_token = -torch.min(ratio * a, torch.clamp(ratio, 1 - EPSILON, 1 + EPSILON) * a)
@@ -123,6 +127,7 @@ def main():
     ap.add_argument("--G", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (TRL's bf16: true)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     shape = SHAPES[a.shape]
@@ -135,9 +140,10 @@ def main():
     prompt = torch.tensor([list(PROMPT.encode())])
     tb = token_bytes(V)
     for w in range(a.warmup):
-        step(m, params, opt, prompt, a.G, V, tb, seed=100 + w)
-    g, s, t, L = step(m, params, opt, prompt, a.G, V, tb, seed=1)
-    print(f"grpo_step impl=torch shape={a.shape} G={a.G} ckpt=0 beta=0 step_s={g + s + t:.3f} gen_s={g:.3f} "
+        step(m, params, opt, prompt, a.G, V, tb, seed=100 + w, bf16=a.bf16)
+    g, s, t, L = step(m, params, opt, prompt, a.G, V, tb, seed=1, bf16=a.bf16)
+    impl = "torch-bf16" if a.bf16 else "torch"
+    print(f"grpo_step impl={impl} shape={a.shape} G={a.G} ckpt=0 beta=0 step_s={g + s + t:.3f} gen_s={g:.3f} "
           f"score_s={s:.3f} ref_s=0.000 train_s={t:.3f} mean_len={L:.1f}", flush=True)
 
 
