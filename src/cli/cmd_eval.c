@@ -101,7 +101,7 @@ int cmd_eval(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     OptGroup g[] = {OPT_GROUP(eval_options, 0), REWARD_OPTIONS_GROUP(A(rewards)),
                     (OptGroup){prompt_length_option, 1, A(max_prompt_length)}, GEN_OPTIONS_GROUP(A(gen)),
-                    (OptGroup){seed_option, 1, A(gen.seed)}};
+                    (OptGroup){seed_option, 1, A(gen.seed)}, (OptGroup){bf16_weights_option, 1, A(gen.frozen_bf16)}};
     int ng = sizeof g / sizeof g[0];
     opts_defaults(g, ng, &a);
     gen_opts_default(&a.gen);
@@ -112,6 +112,7 @@ int cmd_eval(int argc, char **argv) {
         return rc == 1 ? 0 : rc;
     }
     const char *bad = sampler_opts_check(&a.gen.sampler);
+    if (!bad && a.gen.frozen_bf16 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
     GrpoErr err;
     if (bad || reward_args_check(&a.rewards, &err)) {
         fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);

@@ -61,7 +61,8 @@ int cmd_generate(int argc, char **argv) {
     GenerateArgs a;
     memset(&a, 0, sizeof a);
     OptGroup g[] = {OPT_GROUP(generate_options, 0), (OptGroup){prompt_length_option, 1, A(max_prompt_length)},
-                    GEN_OPTIONS_GROUP(A(gen)), (OptGroup){seed_option, 1, A(gen.seed)}};
+                    GEN_OPTIONS_GROUP(A(gen)), (OptGroup){seed_option, 1, A(gen.seed)},
+                    (OptGroup){bf16_weights_option, 1, A(gen.frozen_bf16)}};
     int ng = sizeof g / sizeof g[0];
     opts_defaults(g, ng, &a);
     gen_opts_default(&a.gen);
@@ -70,6 +71,7 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     a.gen.share_prefix = !a.no_shared_prefix;
     const char *bad = sampler_opts_check(&a.gen.sampler);
+    if (!bad && a.gen.frozen_bf16 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
     if (bad || (!!a.prompt + !!a.chat + !!a.dataset) != 1) {
         fprintf(stderr, "grpo generate: %s\n", bad ? bad : "exactly one of --prompt, --chat, --dataset is required");
         args_free();

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/memory.h"
+#include "gen/options.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/lora.h"
@@ -121,6 +122,7 @@ typedef struct {
     double temperature;
     long batch_tokens;
     int gradient_checkpointing;
+    int bf16;
 } ScoreArgs;
 
 #define A(f) offsetof(ScoreArgs, f)
@@ -138,10 +140,15 @@ static const OptSpec score_options[] = {
 
 int cmd_score(int argc, char **argv) {
     ScoreArgs sa;
-    OptGroup g = OPT_GROUP(score_options, 0);
-    opts_defaults(&g, 1, &sa);
-    int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, &g, 1, &sa);
+    OptGroup g[] = {OPT_GROUP(score_options, 0), (OptGroup){bf16_weights_option, 1, A(bf16)}};
+    opts_defaults(g, 2, &sa);
+    int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, g, 2, &sa);
     if (rc) return rc == 1 ? 0 : rc;
+    if (sa.bf16 && sa.adapter) {
+        fprintf(stderr, "grpo score: %s\n", BF16_ADAPTER_CONFLICT);
+        args_free();
+        return 2;
+    }
     const char *model_dir = sa.model_dir, *data = sa.data;
     long batch_tokens = sa.batch_tokens;
     double temperature = sa.temperature;
@@ -149,7 +156,7 @@ int cmd_score(int argc, char **argv) {
     cli_setup_threads();
     GrpoErr err;
     Model m;
-    if (model_load(&m, model_dir, &err)) return cli_fail("score", err.msg);
+    if (model_load_ex(&m, model_dir, sa.bf16, &err)) return cli_fail("score", err.msg);
     if (sa.adapter && lora_apply_dir(&m, sa.adapter, &err)) {
         model_free(&m);
         return cli_fail("score", err.msg);

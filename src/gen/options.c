@@ -29,6 +29,12 @@ const OptSpec prompt_length_option[1] = {
     {"max_prompt_length", OPT_INT, 0, 512, NULL, 1, 1 << 20, NULL, NULL, 0, "prompt tokens kept, from the right"},
 };
 
+const OptSpec bf16_weights_option[1] = {
+    {"bf16", OPT_BOOL, 0, 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "hold the layers' weight matrices in bf16: half their memory, computation in fp32 (without AVX-512 decoding "
+     "reads them slower than fp32); not with --adapter"},
+};
+
 void gen_opts_default(GenOpts *o) {
     memset(o, 0, sizeof *o);
     OptGroup g[2] = {GEN_OPTIONS_GROUP(0), {seed_option, 1, offsetof(GenOpts, seed)}};

@@ -16,4 +16,8 @@ extern const int gen_n_options;
  * command keeps it. */
 extern const OptSpec prompt_length_option[1];
 
+/* The `bf16` row of the commands that only run a model (generate, eval, score): an
+ * int flag, the model loaded with model_load_ex(half). */
+extern const OptSpec bf16_weights_option[1];
+
 #endif

@@ -5,7 +5,8 @@
 # completions (decoding reads the bf16 matrices directly), adapters after LoRA GRPO
 # with a KL reference (training-shaped passes widen each layer into fp32), the full
 # model after GRPO with a bf16 reference, LoRA SFT; a resume with a bf16 reference
-# equals the uninterrupted run (the checkpoint omits the reference: it never moves).
+# equals the uninterrupted run (the checkpoint omits the reference: it never moves);
+# generate, eval and score with --bf16 give the fp32-held output, and refuse --adapter.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
@@ -49,6 +50,29 @@ S=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2
 "$GRPO" "${S[@]}" --output_dir "$TMP/s32" 2>"$TMP/s.err" || fail "sft fp32: $(tail -2 "$TMP/s.err")"
 "$GRPO" "${S[@]}" --output_dir "$TMP/s16" --bf16 2>"$TMP/s.err" || fail "sft bf16: $(tail -2 "$TMP/s.err")"
 same "LoRA SFT" "$TMP/s32" "$TMP/s16" adapter_model.safetensors
+
+# generate, eval and score with --bf16: the same output on the bf16 model; --adapter refused
+Gn=(generate --model "$TMP/m" --dataset "$TMP/d.jsonl" --num_generations 3 --max_completion_length 8 --json)
+"$GRPO" "${Gn[@]}" >"$TMP/g32.jsonl" 2>/dev/null && "$GRPO" "${Gn[@]}" --bf16 >"$TMP/g16.jsonl" 2>"$TMP/g.err" \
+    || fail "generate --bf16: $(tail -2 "$TMP/g.err")"
+[ -s "$TMP/g32.jsonl" ] && cmp -s "$TMP/g32.jsonl" "$TMP/g16.jsonl" || fail "generate: completions differ with --bf16"
+E=(eval --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 --max_completion_length 8 --json)
+"$GRPO" "${E[@]}" >"$TMP/e32.json" 2>/dev/null && "$GRPO" "${E[@]}" --bf16 >"$TMP/e16.json" 2>"$TMP/e.err" \
+    || fail "eval --bf16: $(tail -2 "$TMP/e.err")"
+[ -s "$TMP/e32.json" ] && cmp -s "$TMP/e32.json" "$TMP/e16.json" || fail "eval: the report differs with --bf16"
+printf '%s\n' '{"prompt_ids": [97, 98], "completion_ids": [99, 100, 101]}' '{"prompt_ids": [102], "completion_ids": [103]}' \
+    > "$TMP/sc.jsonl"
+"$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" >"$TMP/sc32" 2>/dev/null \
+    && "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16 >"$TMP/sc16" 2>"$TMP/sc.err" \
+    || fail "score --bf16: $(tail -2 "$TMP/sc.err")"
+[ "$(wc -l < "$TMP/sc32")" -eq 2 ] && cmp -s "$TMP/sc32" "$TMP/sc16" || fail "score: log-probs differ with --bf16"
+for c in "generate --prompt ab" "eval --dataset $TMP/d.jsonl --reward_funcs length:5" "score --data $TMP/sc.jsonl"; do
+    # shellcheck disable=SC2086
+    "$GRPO" $c --model "$TMP/m" --bf16 --adapter "$TMP/l16" >/dev/null 2>"$TMP/c.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--bf16 holds the weights in bf16 and --adapter" "$TMP/c.err" \
+        || fail "${c%% *} --bf16 --adapter: exit $rc, $(cat "$TMP/c.err")"
+done
 
 # an fp32 model held in bf16 is rounded: it runs, and (being another model) trains otherwise
 "$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 4 --output_dir "$TMP/m32" 2>/dev/null

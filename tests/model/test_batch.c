@@ -79,19 +79,26 @@ static void test_gather_scatter(void) {
     padded_batch_free(&pb);
 }
 
-static void check_model(const char *name) {
+/* tests/fixtures/NAME loaded, and the mixed batch built; 1 (a failed check) when it
+ * does not load. */
+static int open_fixture(const char *name, Model *m, BatchSeq seqs[3], PaddedBatch *pb) {
     char dir[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
     GrpoErr err;
-    Model m;
-    if (model_load(&m, dir, &err)) {
+    if (model_load(m, dir, &err)) {
         T_CHECK(0, "model_load %s: %s", dir, err.msg);
-        return;
+        return 1;
     }
-    BatchSeq seqs[3];
     mixed(seqs);
+    padded_batch_build(pb, seqs, 3);
+    return 0;
+}
+
+static void check_model(const char *name) {
+    Model m;
+    BatchSeq seqs[3];
     PaddedBatch pb;
-    padded_batch_build(&pb, seqs, 3);
+    if (open_fixture(name, &m, seqs, &pb)) return;
     Activations a;
     acts_create(&a, &m.cfg, pb.S * pb.T, 0, 4);
     int K = pb.offsets[pb.S];
@@ -141,18 +148,10 @@ static void grad_fn(void *ctx, const int *js, int m, const float *logp, float *d
  * gives the log-probs, entropies and every gradient of the two-pass way bit for
  * bit, the head chunked (2 rows) so that several chunks call the gradient. */
 static void check_fused_head(const char *name) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    GrpoErr err;
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "model_load %s: %s", dir, err.msg);
-        return;
-    }
     BatchSeq seqs[3];
-    mixed(seqs);
     PaddedBatch pb;
-    padded_batch_build(&pb, seqs, 3);
+    if (open_fixture(name, &m, seqs, &pb)) return;
     int N = pb.S * pb.T, K = pb.offsets[pb.S];
     Activations a;
     acts_create(&a, &m.cfg, N, 1, 2);
