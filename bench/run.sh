@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each benchmark and prints its figures next to a peer measured in the same run.
-# `make bench` calls this with BUILD set. Each benchmark keeps to its own block.
+# `make bench` calls this with BUILD set. Each benchmark keeps to its own block;
+# `bench/run.sh model generate` runs only the sections named.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -14,6 +15,13 @@ cd "$ROOT"
 torch_peer() {
     MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776 MALLOC_TOP_PAD_=1073741824 "$@"
 }
+
+# Without bf16 instructions (AVX512_BF16, AMX) PyTorch's bf16 autocast falls back to
+# scalar kernels: on a 2-core Zen 3 its forward+backward at 2 layers of the
+# Qwen2-0.5B shape took 40x its fp32 time (303 s against 7.8 s). The bf16 peer then
+# runs on the small shapes only, and the lines say why.
+cpu_has_bf16() { grep -q -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo; }
+NO_BF16="PyTorch bf16 autocast: this CPU has no bf16 instructions (AVX512_BF16/AMX), where it runs tens of times slower than fp32: measured on the small shapes only"
 
 # ---- tokenizer (bench/bench_tokenizer.c) -------------------------------------------
 # Encode MB/s, single thread, on the generated test corpus, next to HF's
@@ -36,13 +44,13 @@ console.log(`  ${process.argv[3].padEnd(7)} grpo ${o.encode_mb_per_s.toFixed(2)}
     done
     rm -rf "$tmp"
 }
-tokenizer_bench
 # ---- end tokenizer -----------------------------------------------------------------
 
 # ---- GEMM limits (bench/bench_gemm.c) ----------------------------------------------
 # The ceilings the model's figures are read against: OpenBLAS sgemm (gemm_f32 today)
 # and oneDNN's matmul primitive in fp32 and bf16 (what PyTorch's bf16 autocast uses
 # on CPU), on the training-shaped and an 8-row decode-shaped product.
+gemm_bench() {
 echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 "$BUILD/bench/bench_gemm" | awk '/^gemm / {
     delete f
@@ -50,6 +58,7 @@ echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     if (/unsupported/) printf "  %-8s %-4s %4dx%dx%d  unsupported on this CPU (no AVX512_BF16)\n", f["impl"], f["dtype"], f["M"], f["N"], f["K"]
     else printf "  %-8s %-4s %4dx%dx%d  %7.1f GFLOP/s  (%s)\n", f["impl"], f["dtype"], f["M"], f["N"], f["K"], f["gflops"], f["isa"]
 }' || echo "  bench_gemm failed"
+}
 # ---- end GEMM limits ---------------------------------------------------------------
 
 # ---- core model (bench/bench_model.c, bench/torch_model.py) ------------------------
@@ -59,11 +68,18 @@ echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 # and 32 sequences sharing a 64-token prompt against sgemm and the memory-bandwidth
 # bound; peak RSS. Targets (2-core Zen 4): training >= 75 % of sgemm, decode G=32 >= 60 %
 # of sgemm, decode G=8 >= 70 % of the bound; training ahead of PyTorch fp32.
-echo "model:"
-tmp_model=$(mktemp)
-"$BUILD/bench/bench_model" | tee "$tmp_model" | sed 's/^/  /'
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    torch_peer /usr/bin/python3 bench/torch_model.py --threads "$(nproc)" >> "$tmp_model" || echo "  torch: bench failed"
+model_bench() {
+    local tmp mode=both
+    tmp=$(mktemp)
+    echo "model:"
+    "$BUILD/bench/bench_model" | tee "$tmp" | sed 's/^/  /'
+    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
+        rm -f "$tmp"
+        return
+    fi
+    cpu_has_bf16 || { mode=fp32; echo "  $NO_BF16"; }
+    torch_peer /usr/bin/python3 bench/torch_model.py --threads "$(nproc)" --mode $mode >> "$tmp" || echo "  torch: bench failed"
     awk '
     /^train fwd\+bwd/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "tokens/s,") ours = $i }
     /^model impl=torch/ {
@@ -73,14 +89,13 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     }
     END {
         if (ours == "") exit
+        r32 = (peer["fp32"] > 0) ? sprintf("grpo.c %.2fx", ours / peer["fp32"]) : "-"
+        r16 = (peer["bf16"] > 0) ? sprintf("grpo.c %.2fx", ours / peer["bf16"]) : "-"
         printf "  fwd+bwd 4x192 tokens/s: grpo.c fp32 %s, PyTorch fp32 %s (%s), PyTorch bf16 autocast %s (%s)\n", ours,
-               peer["fp32"] == "" ? "-" : peer["fp32"], peer["fp32"] > 0 ? sprintf("grpo.c %.2fx", ours / peer["fp32"]) : "-",
-               peer["bf16"] == "" ? "-" : peer["bf16"], peer["bf16"] > 0 ? sprintf("grpo.c %.2fx", ours / peer["bf16"]) : "-"
-    }' "$tmp_model"
-else
-    echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
-fi
-rm -f "$tmp_model"
+               (peer["fp32"] == "") ? "-" : peer["fp32"], r32, (peer["bf16"] == "") ? "-" : peer["bf16"], r16
+    }' "$tmp"
+    rm -f "$tmp"
+}
 # ---- end core model ----------------------------------------------------------------
 
 # ---- generation (bench/bench_generate.c, bench/torch_generate.py) ------------------
@@ -102,9 +117,11 @@ generate_bench() {
     "$BUILD/bench/bench_generate" --shape qwen2-0.5b --reps 1 --bf16 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         local bf
+        cpu_has_bf16 || echo "  $NO_BF16"
         for bf in "" --bf16; do
             torch_peer /usr/bin/python3 bench/torch_generate.py --threads "$(nproc)" --shape small --reps 3 $bf >> "$tmp" ||
                 echo "  torch$bf small: bench failed"
+            [ -z "$bf" ] || cpu_has_bf16 || continue
             torch_peer /usr/bin/python3 bench/torch_generate.py --threads "$(nproc)" --shape qwen2-0.5b --reps 1 $bf >> "$tmp" ||
                 echo "  torch$bf qwen2-0.5b: bench failed"
         done
@@ -135,7 +152,6 @@ generate_bench() {
     }' "$tmp"
     rm -f "$tmp"
 }
-generate_bench
 # ---- end generation ----------------------------------------------------------------
 
 # ---- GRPO step (bench/bench_grpo_step.c, bench/torch_grpo_step.py, bench/grpo_step_rss.sh)
@@ -157,6 +173,7 @@ grpo_step_bench() {
     "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 >> "$tmp" || echo "  grpo small: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         local bf
+        cpu_has_bf16 || echo "  $NO_BF16"
         for bf in "" --bf16; do
             torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$(nproc)" --shape small --G 32 --warmup 1 $bf >> "$tmp" ||
                 echo "  torch$bf small: bench failed"
@@ -168,6 +185,7 @@ grpo_step_bench() {
     "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --no_ckpt >> "$tmp" || echo "  grpo qwen2-0.5b --no_ckpt: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         for bf in "" --bf16; do
+            [ -z "$bf" ] || cpu_has_bf16 || continue
             torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$(nproc)" --shape qwen2-0.5b --G 32 --warmup 0 $bf >> "$tmp" ||
                 echo "  torch$bf qwen2-0.5b: bench failed"
         done
@@ -207,7 +225,6 @@ grpo_step_bench() {
         !/^rss/ { print "  " $0 }'
     rm -f "$tmp"
 }
-grpo_step_bench
 # ---- end GRPO step -----------------------------------------------------------------
 
 # ---- LoRA (bench/bench_grpo_step.c --lora, bench/lora_rss.sh) ----------------------
@@ -249,7 +266,6 @@ lora_bench() {
         }
         !/^lora_rss/ { print "  " $0 }'
 }
-lora_bench
 # ---- end LoRA ----------------------------------------------------------------------
 
 # ---- data parallel (bench/dist_step.sh) -------------------------------------------
@@ -275,5 +291,13 @@ dist_bench() {
     !/^dist_step/ { print "  " $0 }
     END { if ((1 in tps) && (2 in tps)) printf "  2 x 1 / 1 x 2 tokens/s: %.2fx\n", tps[2] / tps[1] }'
 }
-dist_bench
 # ---- end data parallel -------------------------------------------------------------
+
+# Every section by default; or the ones named: bench/run.sh model generate
+SECTIONS="${*:-tokenizer gemm model generate grpo_step lora dist}"
+for section in $SECTIONS; do
+    case "$section" in
+    tokenizer | gemm | model | generate | grpo_step | lora | dist) "${section}_bench" ;;
+    *) echo "bench/run.sh: unknown section '$section' (tokenizer gemm model generate grpo_step lora dist)" >&2; exit 2 ;;
+    esac
+done
