@@ -65,18 +65,6 @@ void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full) 
         memcpy(full + pb->row0[i], csr + pb->offsets[i], sizeof(float) * (pb->offsets[i + 1] - pb->offsets[i]));
 }
 
-void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
-                           float *entropy) {
-    int N = pb->S * pb->T;
-    float *lp = xmalloc(sizeof(float) * N), *ent = entropy ? xmalloc(sizeof(float) * N) : NULL;
-    model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T);
-    model_logprobs(m, a, pb->targets, inv_temperature, lp, ent);
-    padded_batch_gather(pb, lp, logp);
-    if (entropy) padded_batch_gather(pb, ent, entropy);
-    free(lp);
-    free(ent);
-}
-
 /* Row n of the flat batch -> its target's CSR index (n holds a target). */
 typedef struct {
     const PaddedBatch *pb;
@@ -85,23 +73,40 @@ typedef struct {
 
 static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
     const RowsToCsr *r = ctx;
-    int js[m];
+    int *js = xmalloc(sizeof(int) * (m + 1)); /* m: a chunk of the head, or every target of a frozen one */
     for (int i = 0; i < m; i++) {
         int b = rows[i] / r->pb->T;
         js[i] = r->pb->offsets[b] + rows[i] - r->pb->row0[b];
     }
     r->grad->fn(r->grad->ctx, js, m, logp, dlogp);
+    free(js);
 }
 
-void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature,
-                                 float *logp, float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
+/* The forward and log-probs of the batch, gathered CSR; with grad, through
+ * model_logprobs_train. */
+static void batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
+                           float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
     int N = pb->S * pb->T;
     float *lp = xmalloc(sizeof(float) * N), *ent = entropy ? xmalloc(sizeof(float) * N) : NULL;
-    RowsToCsr r = {pb, grad};
     model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T);
-    model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &(LogprobGrad){grad_by_csr, &r});
+    if (grad) {
+        RowsToCsr r = {pb, grad};
+        model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &(LogprobGrad){grad_by_csr, &r});
+    } else {
+        model_logprobs(m, a, pb->targets, inv_temperature, lp, ent);
+    }
     padded_batch_gather(pb, lp, logp);
     if (entropy) padded_batch_gather(pb, ent, entropy);
     free(lp);
     free(ent);
+}
+
+void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
+                           float *entropy) {
+    batch_logprobs(m, a, pb, inv_temperature, logp, entropy, NULL, NULL);
+}
+
+void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature,
+                                 float *logp, float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
+    batch_logprobs(m, a, pb, inv_temperature, logp, entropy, grads, grad);
 }

@@ -394,14 +394,12 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     if (!grads->base) { /* a frozen head: model_logprobs keeps what its backward needs */
         model_logprobs(m, a, targets, inv_temp, logprob, entropy);
         int *rows = xmalloc(sizeof(int) * N), k = 0;
-        float *lp = xmalloc(sizeof(float) * N), *dlp = xmalloc(sizeof(float) * N);
         for (int n = 0; n < N; n++) {
             a->head_dlp[n] = 0;
-            if (a->targets[n] >= 0) lp[k] = logprob[n], rows[k++] = n;
+            if (a->targets[n] >= 0) rows[k++] = n;
         }
-        if (k) grad->fn(grad->ctx, rows, k, lp, dlp);
-        for (int i = 0; i < k; i++) a->head_dlp[rows[i]] = dlp[i];
-        free(rows), free(lp), free(dlp);
+        if (k) logprob_grad_rows(grad, rows, k, logprob, a->head_dlp);
+        free(rows);
         a->head = HEAD_GRADIENT;
         return;
     }

@@ -6,6 +6,7 @@
  * (the forward's E_p[W] per row); and when the objective's gradient is known row
  * by row (logprob_forward_backward) forward and backward share one set of logits. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
@@ -163,6 +164,14 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
     }
 }
 
+void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const float *logprob, float *dlogprob) {
+    float *lp = xmalloc(sizeof(float) * (m + 1)), *g = xmalloc(sizeof(float) * (m + 1));
+    for (int i = 0; i < m; i++) lp[i] = logprob[rows[i]];
+    grad->fn(grad->ctx, rows, m, lp, g);
+    for (int i = 0; i < m; i++) dlogprob[rows[i]] = g[i];
+    free(lp), free(g);
+}
+
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
                               const LogprobGrad *grad, const float *h, const float *W, const int32_t *targets,
                               int N, int C, int V, float inv_temp, LogprobScratch *s) {
@@ -173,10 +182,7 @@ void logprob_forward_backward(float *logprob, float *entropy, float *lse, float 
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
         chunk_logits(s, idx, m, h, W, C, V, inv_temp);
         chunk_stats(s, idx, m, V, targets, lse, logprob, entropy);
-        float lp[m], g[m];
-        for (int i = 0; i < m; i++) lp[i] = logprob[idx[i]];
-        grad->fn(grad->ctx, idx, m, lp, g);
-        for (int i = 0; i < m; i++) dlogprob[idx[i]] = g[i];
+        logprob_grad_rows(grad, idx, m, logprob, dlogprob);
         chunk_backward(s, idx, m, dh, dW, dlogprob, NULL, W, targets, lse, C, V, inv_temp);
     }
 }

@@ -141,6 +141,9 @@ typedef struct {
     void *ctx;
 } LogprobGrad;
 
+/* dlogprob[rows[i]] = grad's gradient of the m rows from their logprob[rows[i]]. */
+void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const float *logprob, float *dlogprob);
+
 /* logprob_forward (pw NULL) and logprob_backward (dentropy NULL) in one pass, the
  * logits of each chunk computed once: after a chunk's log-probs, grad gives their
  * gradients (kept in dlogprob[N]), then dh[N,C] +=, dW[V,C] += (either may be
