@@ -15,7 +15,7 @@ MPI_LIB ?= /usr/lib/x86_64-linux-gnu/openmpi/lib
 
 CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
           -Isrc -I$(OPENBLAS_INC) -I$(MPI_INC) $(SAN)
-LDLIBS  = -L$(MPI_LIB) -lmpi -lopenblas -ljansson -lonig -lutf8proc -lyaml -ldl -lm
+LDLIBS  = -L$(MPI_LIB) -lmpi -lopenblas -ldnnl -ljansson -lonig -lutf8proc -lyaml -ldl -lm
 LDFLAGS = -fopenmp $(SAN)
 
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c)))
@@ -81,9 +81,6 @@ bench:
 	tools/install-deps.sh --bench
 	$(MAKE) $(BUILD)/grpo $(BENCH_BIN)
 	BUILD=$(BUILD) bench/run.sh
-
-# bench_gemm measures oneDNN's matmul beside OpenBLAS (libdnnl-dev, tools/install-deps.sh --bench).
-$(BUILD)/bench/bench_gemm: LDLIBS += -ldnnl
 
 deps:
 	tools/install-deps.sh

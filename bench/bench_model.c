@@ -4,7 +4,8 @@
  *   - sgemm GFLOP/s of OpenBLAS on a training-shaped product   (peer for training)
  *   - memcpy bandwidth                                          (peer for decoding)
  * and reports forward+backward tokens/s and GFLOP/s for 4 x 192 tokens, decode
- * tokens/s for 8 and 32 sequences, and peak RSS. Then one training step (forward,
+ * tokens/s for 8 and 32 sequences, and peak RSS. The training pass runs twice: in
+ * fp32, then in mixed precision (model_use_bf16_compute, the --bf16 of train/sft). Then one training step (forward,
  * backward, clipping, AdamW) of full fine-tuning against the same with LoRA adapters
  * (r 16, all linear layers, dropout 0.05; the base frozen), and decode with them.
  *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1]   (fewer layers, or the
@@ -184,6 +185,18 @@ int main(int argc, char **argv) {
                    3.0 * 2.0 * B * (double)T * T * m.cfg.head_dim * m.cfg.n_heads * layers;
     if (train) printf("train fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of sgemm\n", dt, N / dt,
            flops / dt / 1e9, 100.0 * flops / dt / 1e9 / gf_peer);
+    if (train) { /* mixed precision (--bf16): the same pass with its products on gemm_bf16 */
+        model_use_bf16_compute(&m);
+        memset(gbuf, 0, sizeof(float) * m.table.total);
+        fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
+        double t1 = time_now_s();
+        for (int it = 0; it < iters; it++) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
+        double dt16 = (time_now_s() - t1) / iters;
+        printf("train bf16 fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.2fx fp32 (products on %s)\n", dt16, N / dt16,
+               dt / dt16, gemm_bf16_backend_name());
+        free(m.params16); /* decoding below reads the fp32 weights either way */
+        m.params16 = NULL;
+    }
     printf("activations %.2f GB (no checkpointing)\n", a.bytes / 1e9);
     acts_free(&a);
     params_view_free(&gv);

@@ -82,6 +82,7 @@ model_bench() {
     torch_peer /usr/bin/python3 bench/torch_model.py --threads "$(nproc)" --mode $mode >> "$tmp" || echo "  torch: bench failed"
     awk '
     /^train fwd\+bwd/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "tokens/s,") ours = $i }
+    /^train bf16 fwd\+bwd/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "tokens/s,") ours16 = $i }
     /^model impl=torch/ {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
@@ -93,6 +94,12 @@ model_bench() {
         r16 = (peer["bf16"] > 0) ? sprintf("grpo.c %.2fx", ours / peer["bf16"]) : "-"
         printf "  fwd+bwd 4x192 tokens/s: grpo.c fp32 %s, PyTorch fp32 %s (%s), PyTorch bf16 autocast %s (%s)\n", ours,
                (peer["fp32"] == "") ? "-" : peer["fp32"], r32, (peer["bf16"] == "") ? "-" : peer["bf16"], r16
+        if (ours16 != "") {
+            b32 = (peer["fp32"] > 0) ? sprintf("%.2fx", ours16 / peer["fp32"]) : "-"
+            b16 = (peer["bf16"] > 0) ? sprintf("%.2fx", ours16 / peer["bf16"]) : "-"
+            printf "  fwd+bwd 4x192 tokens/s in bf16: grpo.c %s, against PyTorch fp32 %s, against PyTorch bf16 autocast %s\n",
+                   ours16, b32, b16
+        }
     }' "$tmp"
     rm -f "$tmp"
 }

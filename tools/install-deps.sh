@@ -3,14 +3,13 @@
 # As root it runs apt-get; otherwise it prints the exact command to run.
 #   tools/install-deps.sh          build + test dependencies
 #   tools/install-deps.sh --bench  also PyTorch (Debian's python3-torch), the
-#                                  benchmarks' and the fixture generator's peer,
-#                                  and oneDNN (libdnnl-dev), bench_gemm's peer
+#                                  benchmarks' and the fixture generator's peer
 #   tools/install-deps.sh --fuzz   also clang, its libFuzzer/sanitizer runtimes
 #                                  (libclang-rt-dev), its OpenMP runtime (libomp-dev)
 #                                  and llvm-symbolizer (llvm), for `make fuzz`
 set -eu
-pkgs="gcc make libopenblas-openmp-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev libopenmpi-dev openmpi-bin python3 python3-protobuf nodejs npm"
-[ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch python3-numpy libdnnl-dev"
+pkgs="gcc make libopenblas-openmp-dev libdnnl-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev libopenmpi-dev openmpi-bin python3 python3-protobuf nodejs npm"
+[ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch python3-numpy"
 [ "${1:-}" = "--fuzz" ] && pkgs="$pkgs clang libclang-rt-dev libomp-dev llvm"
 missing=""
 for p in $pkgs; do

@@ -257,8 +257,10 @@ def linear(x, w, b=None):
     return y + b if b is not None else y
 
 
-def forward(cfg, P, input_ids, mask, position_ids, lora=None):
+def forward(cfg, P, input_ids, mask, position_ids, lora=None, rope_dtype=torch.float64):
     """P: {hf name: float64 tensor}. Returns logits [B,T,V] (float64).
+    rope_dtype: cos/sin computed in float64 and used in this dtype (float32 under
+    autocast, as HF's rotary embedding returns them for fp32 hidden states).
     lora: None, or {module name ("model.layers.0.self_attn.q_proj"): (A, B, scaling)}
     added as PEFT's LoraLayer does (no dropout): y = W x + b + scaling * B (A x)."""
     def proj(x, module):
@@ -275,7 +277,7 @@ def forward(cfg, P, input_ids, mask, position_ids, lora=None):
     inv_freq, _ = rope_inv_freq(cfg)
     ang = position_ids.to(torch.float64)[..., None] * inv_freq  # [B,T,D/2]
     emb = torch.cat((ang, ang), dim=-1)
-    cos, sin = emb.cos()[:, None], emb.sin()[:, None]  # [B,1,T,D]
+    cos, sin = emb.cos()[:, None].to(rope_dtype), emb.sin()[:, None].to(rope_dtype)  # [B,1,T,D]
 
     t_idx = torch.arange(Tn)
     causal = t_idx[None, :] <= t_idx[:, None]  # [t,s]: s <= t

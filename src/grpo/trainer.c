@@ -53,6 +53,7 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     int lora = train_adapters_attach(&t->lora, &t->sess.pre.model, &c->train, err);
     if (lora < 0) return -1;
     t->have_lora = lora;
+    if (training_args_bf16_compute(&c->train)) model_use_bf16_compute(&t->sess.pre.model);
     if (c->loss.beta != 0 && lora) {
         t->ref_is_base = 1;
     } else if (c->loss.beta != 0) {
@@ -149,7 +150,8 @@ static char *plan_text(const GrpoTrainer *t, long total_steps) {
         snprintf(wtext, sizeof wtext, "frozen weights %.0f%s, adapters+grads+AdamW %.0f", pbytes / mb,
                  t->sess.pre.model.half ? " (layers in bf16)" : "", 4 * tbytes / mb);
     } else {
-        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f", 4 * pbytes / mb);
+        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f%s", weights / mb,
+                 t->sess.pre.model.params16 ? " (with a bf16 copy: products in bf16)" : "");
     }
     char *s = xmalloc(2560);
     snprintf(s, 2560,

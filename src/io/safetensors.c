@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "io/fsutil.h"
+#include "ops/ops.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "io/safetensors.c assumes a little-endian host"
@@ -74,16 +75,7 @@ static float bits_f32(uint32_t u) {
 
 float st_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
-uint16_t st_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN */
-        uint16_t h = (uint16_t)(u >> 16);
-        return (h & 0x7f) ? h : (uint16_t)(h | 0x40);
-    }
-    /* Adding 0x7fff plus the lowest kept bit rounds half to even; a carry out
-     * of the mantissa bumps the exponent, up to Inf, which is correct. */
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
+uint16_t st_f32_to_bf16(float f) { return f32_to_bf16(f); }
 
 float st_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;

@@ -72,10 +72,48 @@ const LayerView *model_layer(const Model *m, int l) {
 
 size_t model_weight_bytes(const Model *m) {
     return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16 +
-           (m->half ? sizeof(float) * m->half->window_floats : 0);
+           (m->half ? sizeof(float) * m->half->window_floats : 0) +
+           (m->params16 ? sizeof(uint16_t) * m->table.total : 0);
+}
+
+void model_use_bf16_compute(Model *m) {
+    CHECK(!m->half); /* a half model's weights are bf16 already and never train */
+    if (!m->params16) m->params16 = xaligned(sizeof(uint16_t) * (m->table.total ? m->table.total : 1));
+    model_sync_bf16(m);
+}
+
+void model_sync_bf16(Model *m) {
+    if (!m->params16) return;
+    const float *p = m->params;
+    uint16_t *h = m->params16;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->table.total; i++) h[i] = f32_to_bf16(p[i]);
+}
+
+/* The bf16 copy of a tensor of params (mixed precision), or NULL. */
+static const uint16_t *bf16_of(const Model *m, const float *w) {
+    return m->params16 ? m->params16 + (w - m->params) : NULL;
+}
+
+/* A linear layer of the model, in fp32 or (mixed precision) on bf16 operands. */
+static void linear_forward(const Model *m, float *out, const float *in, const float *W, const float *bias, int N,
+                           int I, int O) {
+    if (m->params16)
+        matmul_forward_bf16(out, in, bf16_of(m, W), bias, N, I, O);
+    else
+        matmul_forward(out, in, W, bias, N, I, O);
+}
+
+static void linear_backward(const Model *m, float *din, float *dW, float *dbias, const float *dout, const float *in,
+                            const float *W, int N, int I, int O) {
+    if (m->params16)
+        matmul_backward_bf16(din, dW, dbias, dout, in, bf16_of(m, W), N, I, O);
+    else
+        matmul_backward(din, dW, dbias, dout, in, W, N, I, O);
 }
 
 void model_free(Model *m) {
+    free(m->params16);
     if (m->half) {
         free(m->half->params16);
         free(m->half->w16);
@@ -259,7 +297,7 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     LoraBatch lb;
     const LoraLayers *lo = adapters(m, a, l, &lb);
     rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
-    matmul_forward(L->qkv, L->h1, w->wqkv, w->bqkv, N, C, QKV);
+    linear_forward(m, L->qkv, L->h1, w->wqkv, w->bqkv, N, C, QKV);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, L->h1, L->lora_u, &lb);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)
@@ -273,15 +311,15 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     rope_forward(L->qk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
     attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask,
                       a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV);
-    matmul_forward(L->xmid, L->att, w->wo, w->bo, N, H * D, C);
+    linear_forward(m, L->xmid, L->att, w->wo, w->bo, N, H * D, C);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_O, L->xmid, C, L->att, L->lora_u, &lb);
     add_inplace(L->xmid, x_in, (size_t)N * C);
     rmsnorm_forward(L->h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
-    matmul_forward(L->gu, L->h2, w->wgu, NULL, N, C, 2 * F);
+    linear_forward(m, L->gu, L->h2, w->wgu, NULL, N, C, 2 * F);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, L->gu, 2 * F, L->h2, L->lora_u, &lb);
     swiglu_forward(L->act, L->gu, N, F);
     if (x_out) {
-        matmul_forward(x_out, L->act, w->wdown, NULL, N, F, C);
+        linear_forward(m, x_out, L->act, w->wdown, NULL, N, F, C);
         if (lo) lora_linear_forward(lo, c, l, LORA_LIN_DOWN, x_out, C, L->act, L->lora_u, &lb);
         add_inplace(x_out, L->xmid, (size_t)N * C);
     } else if (lo) {
@@ -303,16 +341,16 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 #define GW(f) (g ? g->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
-    matmul_backward(a->dact, GW(wdown), NULL, a->dx, L->act, w->wdown, N, F, C);
+    linear_backward(m, a->dact, GW(wdown), NULL, a->dx, L->act, w->wdown, N, F, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     swiglu_backward(a->dgu, a->dact, L->gu, N, F);
     memset(a->dh, 0, sizeof(float) * N * C);
-    matmul_backward(a->dh, GW(wgu), NULL, a->dgu, L->h2, w->wgu, N, C, 2 * F);
+    linear_backward(m, a->dh, GW(wgu), NULL, a->dgu, L->h2, w->wgu, N, C, 2 * F);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */
     memset(a->datt, 0, sizeof(float) * N * H * D);
-    matmul_backward(a->datt, GW(wo), GW(bo), a->dx, L->att, w->wo, N, H * D, C);
+    linear_backward(m, a->datt, GW(wo), GW(bo), a->dx, L->att, w->wo, N, H * D, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
@@ -331,7 +369,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
     memset(a->dh, 0, sizeof(float) * N * C);
-    matmul_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, w->wqkv, N, C, QKV);
+    linear_backward(m, a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, w->wqkv, N, C, QKV);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
 #undef GW
@@ -368,7 +406,7 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
 }
 
 void model_logits(Model *m, Activations *a, float *logits) {
-    matmul_forward(logits, a->hf, m->w.lm_head, NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
+    linear_forward(m, logits, a->hf, m->w.lm_head, NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
 }
 
 static void set_targets(const Model *m, Activations *a, const int32_t *targets, float inv_temp) {
@@ -384,7 +422,7 @@ void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_
     set_targets(m, a, targets, inv_temp);
     float *pw = a->train_pass && a->pw && m->lora && m->lora->enabled ? a->pw : NULL;
     a->pw_valid = pw != NULL;
-    logprob_forward(logprob, entropy, a->lse, pw, a->hf, m->w.lm_head, a->targets, a->N,
+    logprob_forward(logprob, entropy, a->lse, pw, a->hf, m->w.lm_head, bf16_of(m, m->w.lm_head), a->targets, a->N,
                     m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
 
@@ -407,7 +445,8 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     a->pw_valid = 0;
     memset(a->dhf, 0, sizeof(float) * N * C);
     logprob_forward_backward(logprob, entropy, a->lse, a->head_dlp, a->dhf, grads->base->lm_head, grad, a->hf,
-                             m->w.lm_head, a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp);
+                             m->w.lm_head, bf16_of(m, m->w.lm_head), a->targets, N, C, m->cfg.vocab_size, inv_temp,
+                             &a->lp);
     a->head = HEAD_DONE;
 }
 
@@ -426,8 +465,8 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
         if (!g && a->pw_valid && !dentropy) /* the head is frozen: its forward kept what the backward needs */
             logprob_backward_frozen(a->dhf, dlogprob, a->pw, m->w.lm_head, a->targets, N, C, a->inv_temp);
         else
-            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head, a->targets,
-                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp);
+            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head,
+                             bf16_of(m, m->w.lm_head), a->targets, a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp);
     }
     a->head = HEAD_NONE;
     memset(a->dx, 0, sizeof(float) * N * C);

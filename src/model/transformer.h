@@ -37,6 +37,7 @@ typedef struct {
     float *inv_freq;       /* [D/2] RoPE inverse frequencies */
     struct LoraLayers *lora; /* NULL, or adapters applied while lora->enabled (borrowed; model/lora_layers.h) */
     ModelHalf *half;       /* NULL, or the layer matrices in bf16 */
+    uint16_t *params16;    /* NULL, or a bf16 copy of params (table.total values) for mixed precision */
 } Model;
 
 /* Where model_backward puts gradients. */
@@ -54,8 +55,19 @@ void model_free(Model *m);
 /* Layer l's weights for a forward or backward pass (for a half model: widened into
  * the window now unless already there). */
 const LayerView *model_layer(const Model *m, int l);
-/* Bytes the weights take (fp32 and bf16 parts, and a half model's window). */
+/* Bytes the weights take (fp32 and bf16 parts, a half model's window, the bf16 copy). */
 size_t model_weight_bytes(const Model *m);
+
+/* Mixed precision, as TRL's bf16: true on a model whose weights train: params stay
+ * the fp32 master weights (AdamW updates them), and the training passes' matrix
+ * products — every linear layer, forward and both backward products, and the LM
+ * head — run on gemm_bf16 over a bf16 copy of them, the activations rounded to
+ * bf16 as the products read them and every sum in fp32. Norms, RoPE, attention,
+ * softmax, log-probs and the loss stay fp32. Decoding (model/kvcache.h) reads the
+ * fp32 weights. model_sync_bf16 refreshes the copy: after every change of params
+ * (the training loop calls it after each optimizer step and after resuming). */
+void model_use_bf16_compute(Model *m);
+void model_sync_bf16(Model *m);
 
 /* Saved tensors of one layer (shapes per token row; N rows). */
 typedef struct {

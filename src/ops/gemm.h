@@ -7,8 +7,40 @@
 #ifndef GRPO_OPS_GEMM_H
 #define GRPO_OPS_GEMM_H
 
+#include <stdint.h>
+
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- bf16 operands, fp32 accumulation (ops/gemm_bf16.c) ----
+ * One operand: bf16 values h, or fp32 values f that the product reads rounded to
+ * bf16 (nearest, ties to even). Exactly one of the two is set; ld in elements. */
+typedef struct {
+    const float *f;
+    const uint16_t *h;
+    int ld;
+} GemmBf16Operand;
+
+/* C[M,N] = alpha * op(A)·op(B) + beta * C, the operands in bf16, their products
+ * summed in fp32, C fp32; beta is 0 or 1. Call it outside parallel regions: it
+ * keeps its conversion buffers between calls (they grow to the largest operand). */
+void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
+               float beta, float *C, int ldc);
+
+/* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
+ * not oneDNN's reference code (AVX512_BF16, AMX), else SGEMM. SGEMM: the operands
+ * widened to fp32 and multiplied by gemm_f32 — a bf16 value and the product of two
+ * are exact in fp32, so this is the same arithmetic, only the order of the sums
+ * differs. ONEDNN_F32: oneDNN's matmul in fp32 on the widened operands, which runs
+ * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. */
+typedef enum { GEMM_BF16_AUTO, GEMM_BF16_ONEDNN, GEMM_BF16_SGEMM, GEMM_BF16_ONEDNN_F32 } GemmBf16Backend;
+/* Chooses the backend; 0, or -1 when it cannot run here (ONEDNN without a native bf16 matmul). */
+int gemm_bf16_use(GemmBf16Backend b);
+/* The backend AUTO resolves to, and oneDNN's implementation name when it is oneDNN
+ * ("SGEMM (no bf16 matmul on this CPU)", "oneDNN brg:avx512_core_amx", ...). */
+const char *gemm_bf16_backend_name(void);
+/* 1 when oneDNN has a native bf16 matmul on this CPU. */
+int gemm_bf16_native(void);
 
 /* Number of threads the kernels may use (OpenMP and OpenBLAS alike). */
 void gemm_set_threads(int n);

@@ -1,14 +1,26 @@
-/* ops/matmul.c — linear layers y = x W^T + b, forward and backward, on gemm_f32. */
+/* ops/matmul.c — linear layers y = x W^T + b, forward and backward, on gemm_f32,
+ * and the same with bf16 operands on gemm_bf16 (mixed precision). */
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
+static void bias_rows(float *out, const float *bias, int N, int O) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) out[(size_t)n * O + o] = bias[o];
+}
+
+static void bias_backward(float *dbias, const float *dout, int N, int O) {
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < O; o++) {
+        float s = 0;
+        for (int n = 0; n < N; n++) s += dout[(size_t)n * O + o];
+        dbias[o] += s;
+    }
+}
+
 void matmul_forward(float *out, const float *in, const float *W, const float *bias,
                     int N, int I, int O) {
-    if (bias) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < O; o++) out[(size_t)n * O + o] = bias[o];
-    }
+    if (bias) bias_rows(out, bias, N, O);
     gemm_f32(0, 1, N, O, I, 1.0f, in, I, W, I, bias ? 1.0f : 0.0f, out, O);
 }
 
@@ -16,12 +28,19 @@ void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O) {
     if (din) gemm_f32(0, 0, N, I, O, 1.0f, dout, O, W, I, 1.0f, din, I);
     if (dW) gemm_f32(1, 0, O, I, N, 1.0f, dout, O, in, I, 1.0f, dW, I);
-    if (dbias) {
-#pragma omp parallel for schedule(static)
-        for (int o = 0; o < O; o++) {
-            float s = 0;
-            for (int n = 0; n < N; n++) s += dout[(size_t)n * O + o];
-            dbias[o] += s;
-        }
-    }
+    if (dbias) bias_backward(dbias, dout, N, O);
+}
+
+void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O) {
+    if (bias) bias_rows(out, bias, N, O);
+    gemm_bf16(0, 1, N, O, I, 1.0f, (GemmBf16Operand){.f = in, .ld = I}, (GemmBf16Operand){.h = W, .ld = I},
+              bias ? 1.0f : 0.0f, out, O);
+}
+
+void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                          const uint16_t *W, int N, int I, int O) {
+    GemmBf16Operand d = {.f = dout, .ld = O};
+    if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 1.0f, din, I);
+    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.f = in, .ld = I}, 1.0f, dW, I);
+    if (dbias) bias_backward(dbias, dout, N, O);
 }

@@ -46,6 +46,31 @@ static inline float bf16_to_f32(uint16_t h) {
     } v = {(uint32_t)h << 16};
     return v.f;
 }
+/* fp32 -> bf16, rounded to nearest, ties to even (adding 0x7fff plus the lowest
+ * kept bit; a carry out of the mantissa bumps the exponent, up to Inf, which is
+ * right). A NaN stays a NaN. */
+static inline uint16_t f32_to_bf16(float f) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {f};
+    uint32_t u = v.u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN: its upper payload bits, or the quiet bit when they are 0 */
+        uint16_t h = (uint16_t)(u >> 16);
+        return (h & 0x7f) ? h : (uint16_t)(h | 0x40);
+    }
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+/* x rounded to the nearest bf16 value, kept in fp32. */
+static inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+/* Mixed precision (TRL's bf16: true): the same linear layers with bf16 operands.
+ * in and dout are rounded to bf16 as the products read them, W is held in bf16,
+ * the products accumulate in fp32 and every output is fp32 (ops/gemm.h:
+ * gemm_bf16). Same contracts as matmul_forward / matmul_backward. */
+void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O);
+void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                          const uint16_t *W, int N, int I, int O);
 /* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);
@@ -105,7 +130,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
  * For each row n with targets[n] >= 0: z = (h[n] · W^T) * inv_temp,
  *   logprob[n] = z[target] - logsumexp(z), entropy[n] = -Σ p log p.
  * Rows with targets[n] < 0 get 0. Logits are computed chunk_rows at a time into
- * scratch[chunk_rows, V], so [N, V] is never materialised. */
+ * scratch[chunk_rows, V], so [N, V] is never materialised. W16 (may be NULL): W's
+ * bf16 copy; given, the head's products run in bf16 (mixed precision, gemm_bf16). */
 typedef struct {
     int chunk_rows;        /* rows of logits computed at once */
     float *scratch;        /* [chunk_rows, V] */
@@ -121,7 +147,7 @@ void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C,
  * (one more [rows x V] product), which is all a backward through a frozen head
  * needs (logprob_backward_frozen): no logits recomputed. */
 void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
-                     const float *W, const int32_t *targets, int N, int C, int V,
+                     const float *W, const uint16_t *W16, const int32_t *targets, int N, int C, int V,
                      float inv_temp, LogprobScratch *s);
 /* With W frozen and no entropy gradient: dh[n] += dlogprob[n] · inv_temp ·
  * (W[target[n]] - pw[n]) for rows with a target — the same as logprob_backward's
@@ -131,7 +157,7 @@ void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, 
 /* dh[N,C] +=, dW[V,C] += from dlogprob[N] and dentropy[N] (the gradient with
  * respect to each row's entropy; NULL: none) */
 void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
-                      const float *W, const int32_t *targets, const float *lse, int N, int C,
+                      const float *W, const uint16_t *W16, const int32_t *targets, const float *lse, int N, int C,
                       int V, float inv_temp, LogprobScratch *s);
 
 /* The gradient of a token-local objective: dlogprob[i] of the m rows rows[i], from
@@ -149,7 +175,8 @@ void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const fl
  * gradients (kept in dlogprob[N]), then dh[N,C] +=, dW[V,C] += (either may be
  * NULL). Bit-identical to the two calls with that dlogprob. */
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
-                              const LogprobGrad *grad, const float *h, const float *W, const int32_t *targets,
+                              const LogprobGrad *grad, const float *h, const float *W, const uint16_t *W16,
+                              const int32_t *targets,
                               int N, int C, int V, float inv_temp, LogprobScratch *s);
 
 #endif

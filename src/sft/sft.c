@@ -152,6 +152,7 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     if (jsonl_read(c->train.dataset, parse_example, t, err) < 0) return -1;
     if (t->n_ex == 0) return err_set(err, "%s: no examples", c->train.dataset);
     if ((t->have_lora = train_adapters_attach(&t->lora, &t->model, &c->train, err)) < 0) return -1;
+    if (training_args_bf16_compute(&c->train)) model_use_bf16_compute(&t->model);
     int longest = 2;
     for (int i = 0; i < t->n_ex; i++) longest = t->ex[i].n > longest ? t->ex[i].n : longest;
     long tokens = (long)c->train.per_device_train_batch_size * longest;
@@ -270,11 +271,12 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         }
         snprintf(plan, sizeof plan,
                  "%s (%.2f M parameters), %d examples, %ld steps of %d x %d examples; %smemory plan %.0f MB "
-                 "(weights %.0f, grads+AdamW %.0f, activations %.0f)",
+                 "(weights %.0f%s, grads+AdamW %.0f, activations %.0f)",
                  a->model_dir, config_param_count(&t.model.cfg) / 1e6, t.n_ex,
                  train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
                  a->per_device_train_batch_size, lora, (P + 3 * T + (t.have_lora ? T : 0) + t.acts.bytes) / mb,
-                 (P + (t.have_lora ? T : 0)) / mb, 3 * T / mb, t.acts.bytes / mb);
+                 (P + (t.have_lora ? T : 0)) / mb, t.model.params16 ? " with a bf16 copy: products in bf16" : "",
+                 3 * T / mb, t.acts.bytes / mb);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
         TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}, &meta};

@@ -35,8 +35,8 @@ const OptSpec training_args_options[] = {
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "recompute layers in backward"},
     {"bf16", OPT_BOOL, A(bf16), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "hold frozen weights (the KL reference; the base under use_peft) in bf16: half their memory, decoding reads "
-     "half the bytes; trained weights and computation stay fp32"},
+     "mixed precision as TRL's bf16: the trained model's matrix products in bf16 (fp32 master weights, sums, "
+     "gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16"},
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 64, NULL, 1, 1 << 20, NULL, NULL, 0,
      "LM-head rows computed at once"},
     {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD,
@@ -76,6 +76,7 @@ const OptSpec training_args_options[] = {
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
 int training_args_frozen_bf16(const TrainingArgs *a) { return a->bf16 && (a->use_peft || a->adapter); }
+int training_args_bf16_compute(const TrainingArgs *a) { return a->bf16 && !a->use_peft && !a->adapter; }
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))

@@ -32,7 +32,7 @@ typedef struct {
     double num_train_epochs;           /* 3 */
     uint64_t seed;                     /* 42 */
     int gradient_checkpointing;        /* 1 */
-    int bf16;                          /* 0; 1: frozen models' layer matrices held in bf16 */
+    int bf16;                          /* 0; 1: trained weights' products in bf16, frozen models held in bf16 */
     int logprob_chunk_rows;            /* LM-head rows per chunk (64) */
     int logging_steps;                 /* 10 */
     long save_steps;                   /* 500; 0 = never */
@@ -63,6 +63,8 @@ extern const int training_args_n_options;
 /* bf16 and nothing trains the model's own weights (use_peft or an adapter): the
  * model is loaded with its layer matrices in bf16 (model_load_ex's half). */
 int training_args_frozen_bf16(const TrainingArgs *a);
+/* bf16 and the model's own weights train: mixed precision (model_use_bf16_compute). */
+int training_args_bf16_compute(const TrainingArgs *a);
 int training_args_check(const TrainingArgs *a, GrpoErr *err);
 
 #endif

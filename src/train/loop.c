@@ -157,6 +157,7 @@ static int train_step(Loop *lp, GrpoErr *err) {
     int finite = isfinite(out.loss) && isfinite(gnorm);
     if (finite) {
         adamw_step(&lp->opt, lp->params, lp->grads, lp->decay_mask, lr, &a->adam);
+        model_sync_bf16(L->model); /* mixed precision: the bf16 copy follows the master weights */
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
@@ -387,6 +388,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
     int rc = dist_check(RANK0(prepare_output(&lp, err)), err); /* the others only read checkpoints from it */
     if (!rc && L->args->resume_from_checkpoint) rc = dist_check(resume(&lp, err), err);
+    if (!rc) model_sync_bf16(L->model); /* the weights may have been read from the checkpoint */
     if (!rc) rc = dist_check(RANK0(open_metrics(&lp, err)), err);
     if (!rc) rc = run_steps(&lp, err);
     if (!rc) rc = save_final(&lp, err);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# --bf16: frozen weights (the KL reference; the base under use_peft) held in bf16.
+# --bf16: frozen weights (the KL reference; the base under use_peft) held in bf16,
+# and the trained model's products in bf16 (mixed precision, full fine-tuning).
 # On a model whose weights are bf16 already (grpo init --dtype bfloat16), holding them
 # in bf16 loses nothing, so every result must equal the fp32-held run bit for bit:
 # completions (decoding reads the bf16 matrices directly), adapters after LoRA GRPO
-# with a KL reference (training-shaped passes widen each layer into fp32), the full
-# model after GRPO with a bf16 reference, LoRA SFT; a resume with a bf16 reference
-# equals the uninterrupted run (the checkpoint omits the reference: it never moves);
+# with a KL reference (training-shaped passes widen each layer into fp32), LoRA SFT;
 # generate, eval and score with --bf16 give the fp32-held output, and refuse --adapter.
+# Full fine-tuning with --bf16 computes in bf16: other weights than fp32's, which the
+# plan says; a resume equals the uninterrupted run (the checkpoint omits the
+# reference: it never moves); full SFT with --bf16 likewise differs and says so.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
@@ -30,11 +32,13 @@ same "LoRA GRPO" "$TMP/l32" "$TMP/l16" adapter_model.safetensors
 grep -q "frozen weights [0-9]* (layers in bf16)" "$TMP/l16.err" || fail "the plan does not say the base is bf16: $(cat "$TMP/l16.err")"
 grep -q "layers in bf16" "$TMP/l32.err" && fail "without --bf16 the plan says bf16"
 
-# full fine-tuning with a KL reference: the reference in bf16, the policy in fp32
+# full fine-tuning with a KL reference: the reference in bf16, the policy's products in bf16
 F=("${T[@]}" --beta 0.2 --save_steps 1)
-"$GRPO" "${F[@]}" --output_dir "$TMP/f32" --quiet 2>"$TMP/f32.err" || fail "full fp32: $(tail -2 "$TMP/f32.err")"
-"$GRPO" "${F[@]}" --output_dir "$TMP/f16" --quiet --bf16 true 2>"$TMP/f16.err" || fail "full bf16: $(tail -2 "$TMP/f16.err")"
-same "GRPO with a bf16 reference" "$TMP/f32" "$TMP/f16" model.safetensors
+"$GRPO" "${F[@]}" --output_dir "$TMP/f32" 2>"$TMP/f32.err" || fail "full fp32: $(tail -2 "$TMP/f32.err")"
+"$GRPO" "${F[@]}" --output_dir "$TMP/f16" --bf16 true 2>"$TMP/f16.err" || fail "full bf16: $(tail -2 "$TMP/f16.err")"
+cmp -s "$TMP/f32/model.safetensors" "$TMP/f16/model.safetensors" && fail "full bf16: the same weights as fp32"
+grep -q "products in bf16" "$TMP/f16.err" || fail "the plan does not say the products run in bf16: $(head -3 "$TMP/f16.err")"
+grep -q "products in bf16" "$TMP/f32.err" && fail "without --bf16 the plan says bf16"
 [ -f "$TMP/f32/checkpoint-1/ref_model.safetensors" ] && [ ! -f "$TMP/f16/checkpoint-1/ref_model.safetensors" ] \
     || fail "checkpoints: the fp32 reference is saved, the bf16 one (never moving) is not"
 # resume from checkpoint-1 (a copy, with the logs) equals the uninterrupted bf16 run
@@ -50,6 +54,11 @@ S=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2
 "$GRPO" "${S[@]}" --output_dir "$TMP/s32" 2>"$TMP/s.err" || fail "sft fp32: $(tail -2 "$TMP/s.err")"
 "$GRPO" "${S[@]}" --output_dir "$TMP/s16" --bf16 2>"$TMP/s.err" || fail "sft bf16: $(tail -2 "$TMP/s.err")"
 same "LoRA SFT" "$TMP/s32" "$TMP/s16" adapter_model.safetensors
+S=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 3 --learning_rate 1e-2)
+"$GRPO" "${S[@]}" --output_dir "$TMP/sf32" --quiet 2>"$TMP/s.err" || fail "full sft fp32: $(tail -2 "$TMP/s.err")"
+"$GRPO" "${S[@]}" --output_dir "$TMP/sf16" --bf16 2>"$TMP/s.err" || fail "full sft bf16: $(tail -2 "$TMP/s.err")"
+cmp -s "$TMP/sf32/model.safetensors" "$TMP/sf16/model.safetensors" && fail "full sft bf16: the same weights as fp32"
+grep -q "products in bf16" "$TMP/s.err" || fail "sft's plan does not say the products run in bf16: $(head -3 "$TMP/s.err")"
 
 # generate, eval and score with --bf16: the same output on the bf16 model; --adapter refused
 Gn=(generate --model "$TMP/m" --dataset "$TMP/d.jsonl" --num_generations 3 --max_completion_length 8 --json)

@@ -4,8 +4,10 @@
  *    per_device_train_batch_size 1, 2, 4, 8 (gradient_accumulation_steps 8, 4, 2, 1)
  *    give identical completions and final weights equal within 1e-6 of the largest
  *    weight, for every loss type but bnpo, with beta 0 and 0.04, num_iterations 1 and 2;
+ *  - the same in mixed precision (bf16) within 1e-5, for dapo, grpo and vespo;
  *  - resume: a run resumed from a checkpoint equals the uninterrupted run bit for bit,
- *    also from the middle of a generation batch (steps_per_generation > accumulation);
+ *    also from the middle of a generation batch (steps_per_generation > accumulation)
+ *    and in mixed precision;
  *  - every invalid batch combination is rejected with the rule and the numbers.
  * The remaining differences between splits are fp32 GEMM rounding (a different
  * number of rows per product); the loss and its gradient are split-exact
@@ -122,15 +124,18 @@ static char *read_all(const char *dir, const char *file) {
     return buf;
 }
 
-static void split_invariance(const char *model, const char *data) {
+/* bf16: mixed precision (train.bf16) on dapo, grpo (the fused LM head) and vespo
+ * (the two-pass one), beta 0 and 0.04, num_iterations 1 and 2, with a
+ * well-conditioned AdamW epsilon (1e-2): weights within 1e-5 of the largest. */
+static void split_invariance(const char *model, const char *data, int bf16) {
     /* the last: dapo with the entropy bonus, whose gradient goes through the LM
      * head's softmax (token-normalised, so split-invariant as dapo is) */
     const char *losses[] = {"dapo", "grpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo", "dapo+entropy_coef"};
     const GrpoLossType loss_types[] = {GRPO_LOSS_DAPO, GRPO_LOSS_GRPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_CISPO, GRPO_LOSS_SAPO,
                                        GRPO_LOSS_LUSPO, GRPO_LOSS_VESPO, GRPO_LOSS_DAPO};
-    double worst = 0;
+    double worst = 0, bound = bf16 ? 1e-5 : 1e-6;
     for (int li = 0; li < 8; li++)
-        for (int bi = 0; bi < 2; bi++)
+        for (int bi = 0; bi < 2 && (!bf16 || li == 0 || li == 1 || li == 6); bi++)
             for (int mu = 1; mu <= 2; mu++) {
                 float *w0 = NULL;
                 char *comp0 = NULL;
@@ -146,7 +151,8 @@ static void split_invariance(const char *model, const char *data) {
                     /* the bonus gives every LM-head row a gradient, most of them near zero:
                      * a well-conditioned AdamW epsilon keeps Adam from turning their fp32
                      * rounding into O(lr) steps (torch does the same) */
-                    if (li == 7) c.train.adam.eps = 1e-2;
+                    if (li == 7 || bf16) c.train.adam.eps = 1e-2;
+                    c.train.bf16 = bf16;
                     c.loss.beta = bi ? 0.04 : 0.0;
                     c.num_iterations = mu;
                     c.train.per_device_train_batch_size = sizes[si];
@@ -168,8 +174,8 @@ static void split_invariance(const char *model, const char *data) {
                             d = fmax(d, fabs((double)w[i] - w0[i]));
                         }
                         worst = fmax(worst, d / mx);
-                        T_CHECK(n == n0 && d <= 1e-6 * mx, "%s beta %g mu %d batch %d: weights differ by %.3g (max |w| %.3g)",
-                                losses[li], c.loss.beta, mu, sizes[si], d, mx);
+                        T_CHECK(n == n0 && d <= bound * mx, "%s%s beta %g mu %d batch %d: weights differ by %.3g (max |w| %.3g)",
+                                losses[li], bf16 ? " bf16" : "", c.loss.beta, mu, sizes[si], d, mx);
                         free(w);
                         free(comp);
                     }
@@ -178,7 +184,7 @@ static void split_invariance(const char *model, const char *data) {
                 free(w0);
                 free(comp0);
             }
-    printf("split invariance: worst weight difference %.3g of max |w|\n", worst);
+    printf("split invariance%s: worst weight difference %.3g of max |w|\n", bf16 ? " (bf16)" : "", worst);
 }
 
 /* LoRA (all-linear, dropout on): the micro-batch split changes only rounding,
@@ -276,8 +282,12 @@ static void resume_lora(const char *model, const char *data) {
     free(wa), free(wb), free(sa), free(sb), free(ma), free(mb), free(ck3), free(ad), free(a), free(b);
 }
 
+/* variant 2: the first run again in mixed precision (bf16), whose weights must
+ * differ from fp32's (the products do run in bf16) yet stay close (1e-2 of the
+ * largest weight after 4 steps at lr 1e-4) */
 static void resume(const char *model, const char *data) {
-    for (int variant = 0; variant < 2; variant++) {
+    float *fp32 = NULL;
+    for (int variant = 0; variant < 3; variant++) {
         TrainConfig c;
         char *a = path("resume_a"), *b = path("resume_b");
         fs_rm_rf(a);
@@ -290,7 +300,8 @@ static void resume(const char *model, const char *data) {
         c.sync_ref_model = 1;
         c.ref_model_sync_steps = 2;
         c.train.warmup_steps = 1;
-        if (variant) c.steps_per_generation = 2, c.num_iterations = 2; /* a round spans 4 steps */
+        if (variant == 1) c.steps_per_generation = 2, c.num_iterations = 2; /* a round spans 4 steps */
+        c.train.bf16 = variant == 2;
         GrpoErr err;
         T_CHECK(trainer_run(&c, NULL, &err) == 0, "uninterrupted: %s", err.msg);
         /* the same run saving every step; then resume from checkpoint-1 into a copy */
@@ -301,7 +312,7 @@ static void resume(const char *model, const char *data) {
         char *ck3 = fs_join(b, "checkpoint-3"), *ck1 = fs_join(b, "checkpoint-1");
         T_CHECK(fs_is_dir(ck3) && !fs_exists(ck1), "save_total_limit 2 should keep checkpoints 3 and 4 only");
         char *rollout = fs_join(ck3, "rollout.json");
-        T_CHECK(variant == 0 || fs_exists(rollout), "a mid-round checkpoint saves the generation batch");
+        T_CHECK(variant != 1 || fs_exists(rollout), "a mid-round checkpoint saves the generation batch");
         /* resume from checkpoint-3 (made during this run) */
         char *model_b = fs_join(b, "model.safetensors");
         unlink(model_b);
@@ -311,6 +322,13 @@ static void resume(const char *model, const char *data) {
         size_t na, nb;
         float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
         T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "variant %d: resumed run differs from the uninterrupted one", variant);
+        if (variant == 0) fp32 = malloc(sizeof(float) * na), memcpy(fp32, wa, sizeof(float) * na);
+        if (variant == 2) {
+            double mx = 0, d = 0;
+            for (size_t i = 0; i < na; i++) mx = fmax(mx, fabs(fp32[i])), d = fmax(d, fabs((double)wa[i] - fp32[i]));
+            T_CHECK(d > 0 && d <= 1e-2 * mx, "bf16 against fp32: weights differ by %.3g (max |w| %.3g)", d, mx);
+            free(fp32);
+        }
         char *ma = read_all(a, "completions.jsonl"), *mb = read_all(b, "completions.jsonl");
         T_CHECK(ma && mb && !strcmp(ma, mb), "variant %d: completions.jsonl differs after resume", variant);
         /* "latest" finds checkpoint-4 */
@@ -362,7 +380,8 @@ int main(void) {
           "{\"prompt\": \"xyz\"}\n", f);
     fclose(f);
     bad_configs(model, data);
-    split_invariance(model, data);
+    split_invariance(model, data, 0);
+    split_invariance(model, data, 1);
     resume(model, data);
     split_invariance_lora(model, data);
     resume_lora(model, data);

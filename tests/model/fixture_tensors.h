@@ -33,7 +33,7 @@ static int64_t *read_i64(StFile *f, const char *name, long *n) {
     return out;
 }
 
-static double max_abs(const double *x, long n) {
+static inline double max_abs(const double *x, long n) {
     double m = 0;
     for (long i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
     return m;

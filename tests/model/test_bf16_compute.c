@@ -1,0 +1,196 @@
+/* tests/model/test_bf16_compute.c — mixed precision (model_use_bf16_compute)
+ * against the float64 reference and against PyTorch's bf16 autocast on the same
+ * model, inputs and loss (tools/make_bf16_reference.py:
+ * tests/fixtures/<name>/autocast_bf16.safetensors).
+ *
+ * Bounds (docs/reference-fixtures.md):
+ *   - log-probs: max |lp - lp64| over real tokens <= 1.5 x autocast's;
+ *   - gradients, per tensor: relative error ||g - g64|| / ||g64|| <= 1.5 x
+ *     autocast's (+ 1e-3, for tensors autocast gets nearly exact, such as norms
+ *     whose gradient it sums in fp32) and cosine with float64 >= 0.999, or
+ *     >= autocast's where autocast's is lower (a k_proj bias, whose gradient
+ *     nearly cancels: softmax ignores what adds the same score to every key);
+ *   - the products do run in bf16: the log-prob error is at least 20x fp32's;
+ *   - the bf16 copy follows the weights only through model_sync_bf16;
+ *   - checkpointing changes nothing, bit for bit, and the fused LM head
+ *     (model_logprobs_train) gives the two-pass gradients bit for bit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "model/model_io.h"
+#include "ops/gemm.h"
+#include "testutil.h"
+#include "fixture_tensors.h"
+
+typedef struct {
+    int B, T, N;
+    int32_t *ids, *targets;
+    uint8_t *mask;
+    float *dlp, inv_temp;
+    double *lp64;
+} Inputs;
+
+static void read_inputs(Inputs *in, StFile *ref) {
+    long n;
+    const StTensor *t = st_find(ref, "input_ids");
+    in->B = (int)t->shape[0], in->T = (int)t->shape[1], in->N = in->B * in->T;
+    int64_t *ids = read_i64(ref, "input_ids", &n), *mask = read_i64(ref, "attention_mask", &n),
+            *tgt = read_i64(ref, "target_ids", &n);
+    double *lw = read_f64(ref, "loss_weight", &n), *temp = read_f64(ref, "temperature", &n);
+    in->ids = malloc(sizeof(int32_t) * in->N), in->targets = malloc(sizeof(int32_t) * in->N);
+    in->mask = malloc(in->N), in->dlp = malloc(sizeof(float) * in->N);
+    for (int i = 0; i < in->N; i++) {
+        in->ids[i] = (int32_t)ids[i];
+        in->mask[i] = (uint8_t)mask[i];
+        in->targets[i] = mask[i] ? (int32_t)tgt[i] : -1;
+        in->dlp[i] = (float)lw[i];
+    }
+    in->inv_temp = (float)(1.0 / temp[0]);
+    in->lp64 = read_f64(ref, "logprobs", &n);
+    free(ids), free(mask), free(tgt), free(lw), free(temp);
+}
+
+/* The loss Σ dlp · lp, token by token: its gradient is dlp itself. */
+static void weights_grad(void *ctx, const int *rows, int m, const float *logprob, float *dlogprob) {
+    const float *dlp = ctx;
+    for (int i = 0; i < m; i++) dlogprob[i] = dlp[rows[i]];
+}
+
+/* Log-probs and the gradient of Σ dlp · lp, by the two-pass path (fused = 0) or
+ * the fused head (fused = 1). Returns the gradient buffer (table.total floats). */
+static float *run(Model *m, const Inputs *in, int ckpt, int fused, float *lp) {
+    Activations a;
+    acts_create(&a, &m->cfg, in->N, ckpt, 4);
+    model_forward(m, &a, in->ids, in->mask, in->B, in->T);
+    float *g = calloc(m->table.total, sizeof(float));
+    ModelView gv;
+    params_view(&gv, &m->table, &m->cfg, g);
+    ModelGrads grads = {&gv, NULL};
+    if (fused) {
+        LogprobGrad lg = {weights_grad, in->dlp};
+        model_logprobs_train(m, &a, in->targets, in->inv_temp, lp, NULL, &grads, &lg);
+        model_backward(m, &a, &grads, NULL, NULL);
+    } else {
+        model_logprobs(m, &a, in->targets, in->inv_temp, lp, NULL);
+        model_backward(m, &a, &grads, in->dlp, NULL);
+    }
+    params_view_free(&gv);
+    acts_free(&a);
+    return g;
+}
+
+static double lp_error(const float *lp, const double *want, const Inputs *in) {
+    double e = 0;
+    for (int i = 0; i < in->N; i++)
+        if (in->mask[i]) e = fmax(e, fabs(lp[i] - want[i]));
+    return e;
+}
+
+static double lp_error64(const double *lp, const double *want, const Inputs *in) {
+    double e = 0;
+    for (int i = 0; i < in->N; i++)
+        if (in->mask[i]) e = fmax(e, fabs(lp[i] - want[i]));
+    return e;
+}
+
+/* ||g - want|| / ||want|| and the cosine of g with want. */
+static void grad_error(const double *g, const double *want, long n, double *rel, double *cosine) {
+    double d = 0, w = 0, gg = 0, gw = 0;
+    for (long i = 0; i < n; i++) {
+        d += (g[i] - want[i]) * (g[i] - want[i]);
+        w += want[i] * want[i];
+        gg += g[i] * g[i];
+        gw += g[i] * want[i];
+    }
+    *rel = w > 0 ? sqrt(d / w) : sqrt(d);
+    *cosine = w > 0 && gg > 0 ? gw / sqrt(w * gg) : 1.0;
+}
+
+static void check_fixture(const char *name) {
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    StFile ref, ac;
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    if (model_load(&m, dir, &err) || st_open(&ref, path, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/autocast_bf16.safetensors", dir);
+    if (st_open(&ac, path, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    Inputs in;
+    read_inputs(&in, &ref);
+    long n;
+    double *ac_lp = read_f64(&ac, "logprobs", &n);
+    float lp32[in.N], lp16[in.N], lp16b[in.N];
+    float *g32 = run(&m, &in, 1, 0, lp32);
+    model_use_bf16_compute(&m);
+    float lp16f[in.N];
+    float *g16 = run(&m, &in, 1, 0, lp16), *g16b = run(&m, &in, 0, 0, lp16b), *g16f = run(&m, &in, 1, 1, lp16f);
+
+    double e32 = lp_error(lp32, in.lp64, &in), e16 = lp_error(lp16, in.lp64, &in),
+           eac = lp_error64(ac_lp, in.lp64, &in);
+    printf("  %s log-prob max error vs float64: fp32 %.3e, bf16 compute %.3e, torch bf16 autocast %.3e\n", name,
+           e32, e16, eac);
+    T_CHECK(e16 <= 1.5 * eac, "%s: bf16 log-prob error %.3e > 1.5 x autocast's %.3e", name, e16, eac);
+    T_CHECK(e16 >= 20 * e32, "%s: bf16 log-prob error %.3e is not that of bf16 products (fp32: %.3e)", name, e16,
+            e32);
+    T_CHECK(!memcmp(lp16, lp16b, sizeof lp16) && !memcmp(g16, g16b, sizeof(float) * m.table.total),
+            "%s: checkpointing changes the bf16 results", name);
+    T_CHECK(!memcmp(lp16, lp16f, sizeof lp16) && !memcmp(g16, g16f, sizeof(float) * m.table.total),
+            "%s: the fused LM head differs from the two-pass one in bf16", name);
+
+    double worst_cos = 1, worst_ratio = 0;
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        char gname[128];
+        snprintf(gname, sizeof gname, "grad.%s", e->name);
+        double *want = read_f64(&ref, gname, &n), *acg = read_f64(&ac, gname, &n);
+        double *mine = malloc(sizeof(double) * n);
+        for (long k = 0; k < n; k++) mine[k] = g16[e->offset + k];
+        double rel, cosine, rel_ac, cos_ac;
+        grad_error(mine, want, n, &rel, &cosine);
+        grad_error(acg, want, n, &rel_ac, &cos_ac);
+        T_CHECK(rel <= 1.5 * rel_ac + 1e-3, "%s %s: relative error %.3e > 1.5 x autocast's %.3e + 1e-3", name, gname,
+                rel, rel_ac);
+        T_CHECK(cosine >= fmin(0.999, cos_ac), "%s %s: cosine with float64 %.6f < 0.999 and < autocast's %.6f", name,
+                gname, cosine, cos_ac);
+        worst_cos = fmin(worst_cos, cosine);
+        worst_ratio = fmax(worst_ratio, rel / (rel_ac + 1e-12));
+        free(want), free(acg), free(mine);
+    }
+    printf("  %s gradients: worst cosine %.6f, worst relative error / autocast's %.2f\n", name, worst_cos,
+           worst_ratio);
+
+    /* the copy is what the products read: changed layer matrices count once synced */
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        if (strstr(e->name, "_proj.weight"))
+            for (size_t k = 0; k < e->numel; k++) m.params[e->offset + k] *= 1.25f;
+    }
+    float lp_stale[in.N], lp_synced[in.N];
+    free(run(&m, &in, 1, 0, lp_stale));
+    model_sync_bf16(&m);
+    free(run(&m, &in, 1, 0, lp_synced));
+    T_CHECK(!memcmp(lp_stale, lp16, sizeof lp16), "%s: the products read the fp32 weights, not the copy", name);
+    T_CHECK(memcmp(lp_synced, lp16, sizeof lp16) != 0, "%s: model_sync_bf16 did not refresh the copy", name);
+
+    free(g32), free(g16), free(g16b), free(g16f), free(ac_lp);
+    free(in.ids), free(in.targets), free(in.mask), free(in.dlp), free(in.lp64);
+    st_close(&ac);
+    st_close(&ref);
+    model_free(&m);
+}
+
+int main(void) {
+    printf("gemm_bf16 backend: %s\n", gemm_bf16_backend_name());
+    check_fixture("qwen2");
+    check_fixture("llama");
+    check_fixture("qwen3");
+    return t_summary("test_bf16_compute");
+}

@@ -1,0 +1,163 @@
+/* tests/ops/test_gemm_bf16.c — gemm_bf16 and the bf16 linear layers (mixed
+ * precision) against a double reference of the same bf16 operands.
+ *
+ * The reference is Σ_k bf16(a) · bf16(b) in double. A bf16 value and the product
+ * of two are exact in fp32, so the only error left is fp32 summation: the bound is
+ * |got - want| <= K · 2^-23 · Σ_k |a b| (+ the beta term's rounding). Skipping the
+ * rounding of an fp32 operand (or rounding it the wrong way) moves the result by
+ * about 2^-9 relative, far outside it. Every backend this CPU can run is checked:
+ * sgemm on the widened operands, oneDNN's fp32 matmul on them (its layouts,
+ * scales, sum post-op and primitive cache), and oneDNN's bf16 matmul where the CPU
+ * has one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static uint64_t seed = 7;
+
+static float frand(void) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void check_rounding(void) {
+    /* ties go to the even neighbour; above half rounds up; NaN stays NaN; overflow gives Inf */
+    float one_plus_half_ulp, v;
+    uint32_t u = 0x3f808000u; /* 1 + 2^-8: exactly between 1 + 2^-7·0 and 1 + 2^-7 */
+    memcpy(&one_plus_half_ulp, &u, 4);
+    T_CHECK(f32_to_bf16(one_plus_half_ulp) == 0x3f80, "tie to even (down) gave %04x", f32_to_bf16(one_plus_half_ulp));
+    u = 0x3f818000u; /* between 0x3f81 and 0x3f82: even is 0x3f82 */
+    memcpy(&v, &u, 4);
+    T_CHECK(f32_to_bf16(v) == 0x3f82, "tie to even (up) gave %04x", f32_to_bf16(v));
+    u = 0x3f808001u;
+    memcpy(&v, &u, 4);
+    T_CHECK(f32_to_bf16(v) == 0x3f81, "above half gave %04x", f32_to_bf16(v));
+    u = 0x7f7fffffu; /* FLT_MAX rounds past the largest bf16 */
+    memcpy(&v, &u, 4);
+    T_CHECK(f32_to_bf16(v) == 0x7f80, "FLT_MAX gave %04x", f32_to_bf16(v));
+    T_CHECK(isnan(bf16_round(NAN)), "NaN lost");
+    T_CHECK(bf16_round(-INFINITY) == -INFINITY && bf16_round(0.0f) == 0.0f, "Inf or 0 changed");
+    T_CHECK(bf16_round(3.0f) == 3.0f && bf16_round(1.00390625f) == 1.0f, "exact or tie value wrong");
+}
+
+typedef struct {
+    int ta, tb, M, N, K, pad_a, pad_b, pad_c, a_half, b_half;
+    float alpha, beta;
+} Case;
+
+/* Runs one case on the current backend; returns 1 when within the bound. */
+static int run_case(const Case *c, const char *backend) {
+    int ar = c->ta ? c->K : c->M, ac = c->ta ? c->M : c->K, br = c->tb ? c->N : c->K, bc = c->tb ? c->K : c->N;
+    int lda = ac + c->pad_a, ldb = bc + c->pad_b, ldc = c->N + c->pad_c;
+    float *af = malloc(sizeof(float) * ar * lda), *bf = malloc(sizeof(float) * br * ldb);
+    uint16_t *ah = malloc(sizeof(uint16_t) * ar * lda), *bh = malloc(sizeof(uint16_t) * br * ldb);
+    float *C = malloc(sizeof(float) * c->M * ldc), *C0 = malloc(sizeof(float) * c->M * ldc);
+    for (int i = 0; i < ar * lda; i++) af[i] = frand() * 3, ah[i] = f32_to_bf16(frand());
+    for (int i = 0; i < br * ldb; i++) bf[i] = frand() * 3, bh[i] = f32_to_bf16(frand());
+    for (int i = 0; i < c->M * ldc; i++) C0[i] = C[i] = frand();
+    GemmBf16Operand A = c->a_half ? (GemmBf16Operand){.h = ah, .ld = lda} : (GemmBf16Operand){.f = af, .ld = lda};
+    GemmBf16Operand B = c->b_half ? (GemmBf16Operand){.h = bh, .ld = ldb} : (GemmBf16Operand){.f = bf, .ld = ldb};
+    gemm_bf16(c->ta, c->tb, c->M, c->N, c->K, c->alpha, A, B, c->beta, C, ldc);
+    int ok = 1;
+    for (int i = 0; i < c->M && ok; i++)
+        for (int j = 0; j < c->N && ok; j++) {
+            double s = 0, mag = 0;
+            for (int k = 0; k < c->K; k++) {
+                size_t ia = c->ta ? (size_t)k * lda + i : (size_t)i * lda + k;
+                size_t ib = c->tb ? (size_t)j * ldb + k : (size_t)k * ldb + j;
+                double a = c->a_half ? bf16_to_f32(ah[ia]) : bf16_round(af[ia]);
+                double b = c->b_half ? bf16_to_f32(bh[ib]) : bf16_round(bf[ib]);
+                s += a * b;
+                mag += fabs(a * b);
+            }
+            double want = c->alpha * s + c->beta * C0[(size_t)i * ldc + j];
+            double tol = (c->K + 2) * 0x1p-23 * (fabs(c->alpha) * mag + fabs(C0[(size_t)i * ldc + j])) + 1e-30;
+            double got = C[(size_t)i * ldc + j];
+            if (!(fabs(got - want) <= tol)) {
+                T_CHECK(0, "%s ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g: C[%d,%d] = %.9g, want %.9g (tol %.3g)",
+                        backend, c->ta, c->tb, c->M, c->N, c->K, c->alpha, c->beta, i, j, got, want, tol);
+                ok = 0;
+            }
+        }
+    for (int i = 0; i < c->M && ok; i++) /* the padding between rows of C is untouched */
+        for (int j = c->N; j < ldc; j++) ok &= C[(size_t)i * ldc + j] == C0[(size_t)i * ldc + j];
+    T_CHECK(ok, "%s: C's padding was written", backend);
+    free(af), free(bf), free(ah), free(bh), free(C), free(C0);
+    return ok;
+}
+
+static void check_backend(GemmBf16Backend b, const char *name) {
+    T_CHECK(gemm_bf16_use(b) == 0, "backend %s refused", name);
+    int n = 0;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int halves = 0; halves < 4; halves++) {
+                Case c = {ta, tb, 13 + halves, 17 + 3 * ta, 37 + 5 * tb, halves & 1 ? 3 : 0, halves & 2 ? 0 : 5,
+                          tb ? 2 : 0, halves & 1, halves >> 1, halves == 2 ? 0.7f : 1.0f, (float)(halves & 1)};
+                n += run_case(&c, name);
+            }
+    Case big = {0, 1, 33, 130, 300, 0, 0, 0, 0, 1, 1.0f, 1.0f}; /* longer sums: the fp32 bound must hold */
+    n += run_case(&big, name);
+    Case empty = {0, 0, 4, 5, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f}; /* K = 0: C = beta C */
+    n += run_case(&empty, name);
+    T_CHECK(n == 18, "%s: %d of 18 cases within the bound", name, n);
+}
+
+/* More shapes than the primitive cache holds, then the first again: an evicted
+ * primitive is made anew, and a cached one must belong to its own shape. */
+static void check_cache(void) {
+    gemm_bf16_use(GEMM_BF16_ONEDNN_F32);
+    int ok = 0;
+    for (int i = 0; i < 110; i++) {
+        Case c = {0, 1, 1 + i % 7, 2 + i, 3 + i % 5, 0, 0, 0, 0, 1, 1.0f, (float)(i & 1)};
+        ok += run_case(&c, "oneDNN fp32 (cache)");
+    }
+    Case first = {0, 1, 1, 2, 3, 0, 0, 0, 0, 1, 1.0f, 0.0f};
+    ok += run_case(&first, "oneDNN fp32 (evicted shape)");
+    T_CHECK(ok == 111, "%d of 111 cache cases right", ok);
+}
+
+/* matmul_*_bf16 on the sgemm backend equal matmul_* on the rounded operands bit for
+ * bit: the same gemm_f32 call on the same values (bias included). */
+static void check_linear(void) {
+    gemm_bf16_use(GEMM_BF16_SGEMM);
+    int N = 9, I = 24, O = 11;
+    float in[N * I], W[O * I], bias[O], dout[N * O], rin[N * I], rW[O * I], rdout[N * O];
+    uint16_t W16[O * I];
+    for (int i = 0; i < N * I; i++) in[i] = frand(), rin[i] = bf16_round(in[i]);
+    for (int i = 0; i < O * I; i++) W16[i] = f32_to_bf16(frand()), W[i] = bf16_to_f32(W16[i]), rW[i] = W[i];
+    for (int i = 0; i < O; i++) bias[i] = frand();
+    for (int i = 0; i < N * O; i++) dout[i] = frand(), rdout[i] = bf16_round(dout[i]);
+    float o1[N * O], o2[N * O];
+    matmul_forward_bf16(o1, in, W16, bias, N, I, O);
+    matmul_forward(o2, rin, rW, bias, N, I, O);
+    T_CHECK(!memcmp(o1, o2, sizeof o1), "matmul_forward_bf16 differs from matmul_forward on rounded operands");
+    float din1[N * I], din2[N * I], dW1[O * I], dW2[O * I], db1[O], db2[O];
+    for (int i = 0; i < N * I; i++) din1[i] = din2[i] = 0.5f;
+    for (int i = 0; i < O * I; i++) dW1[i] = dW2[i] = -0.25f;
+    for (int i = 0; i < O; i++) db1[i] = db2[i] = 1.0f;
+    matmul_backward_bf16(din1, dW1, db1, dout, in, W16, N, I, O);
+    matmul_backward(din2, dW2, NULL, rdout, rin, rW, N, I, O);
+    matmul_backward(NULL, NULL, db2, dout, NULL, NULL, N, I, O); /* the bias gradient sums the fp32 dout */
+    T_CHECK(!memcmp(din1, din2, sizeof din1), "matmul_backward_bf16: din differs");
+    T_CHECK(!memcmp(dW1, dW2, sizeof dW1), "matmul_backward_bf16: dW differs");
+    T_CHECK(!memcmp(db1, db2, sizeof db1), "matmul_backward_bf16: dbias differs");
+}
+
+int main(void) {
+    check_rounding();
+    check_backend(GEMM_BF16_SGEMM, "sgemm");
+    check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
+    if (gemm_bf16_native())
+        check_backend(GEMM_BF16_ONEDNN, "oneDNN bf16");
+    else
+        T_CHECK(gemm_bf16_use(GEMM_BF16_ONEDNN) == -1, "the native backend was accepted on a CPU without it");
+    check_cache();
+    check_linear();
+    gemm_bf16_use(GEMM_BF16_AUTO);
+    printf("gemm_bf16 backend here: %s\n", gemm_bf16_backend_name());
+    return t_summary("test_gemm_bf16");
+}
