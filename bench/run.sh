@@ -178,6 +178,7 @@ grpo_step_bench() {
     tmp=$(mktemp)
     echo "grpo step: G=32 x 128 tokens, 64-token prompt, micro-batch 4, fp32, seconds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 >> "$tmp" || echo "  grpo small: bench failed"
+    "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 --bf16 >> "$tmp" || echo "  grpo small --bf16: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         local bf
         cpu_has_bf16 || echo "  $NO_BF16"
@@ -190,6 +191,9 @@ grpo_step_bench() {
     fi
     "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
     "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --no_ckpt >> "$tmp" || echo "  grpo qwen2-0.5b --no_ckpt: bench failed"
+    if cpu_has_bf16; then
+        "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --bf16 >> "$tmp" || echo "  grpo qwen2-0.5b --bf16: bench failed"
+    fi
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         for bf in "" --bf16; do
             [ -z "$bf" ] || cpu_has_bf16 || continue
@@ -203,6 +207,7 @@ grpo_step_bench() {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
         key = f["shape"] " " f["G"]
         if (f["impl"] == "grpo" && ("ckpt" in f) && f["ckpt"] == 0) key = key " no-ckpt"
+        if (f["impl"] == "grpo" && f["bf16"] == 1) key = key " bf16"
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
         step[f["impl"], key] = f["step_s"]
         split_s[f["impl"], key] = sprintf("%.1f/%.2f/%.1f", f["gen_s"], f["score_s"] + f["ref_s"], f["train_s"])
@@ -215,7 +220,8 @@ grpo_step_bench() {
             key = order[i]; split(key, p, " ")
             base = p[1] " " p[2]
             g = step["grpo", key]; t = step["torch", base]; tb = step["torch-bf16", base]
-            if (p[3] != "") p[1] = p[1] "*"
+            if (p[3] == "no-ckpt") p[1] = p[1] "*"
+            if (p[3] == "bf16") p[1] = p[1] "+bf16"
             r = (g != "" && t != "" && g > 0) ? t / g : -1
             rb = (g != "" && tb != "" && g > 0) ? tb / g : -1
             printf "  %-11s %3d %9s %-18s %9s %-18s %7s  >= 2x %-6s %9s %-18s %7s  %s/%s\n", p[1], p[2], g == "" ? "-" : g,
@@ -224,6 +230,7 @@ grpo_step_bench() {
                    rb < 0 ? "-" : sprintf("%.2fx", rb), len["grpo", key], len["torch", base]
         }
         print "  (* grpo.c with --no_ckpt: gradient checkpointing off, as the PyTorch peer; same PyTorch figures)"
+        print "  (+bf16: grpo.c with --bf16, mixed precision; the Qwen2-0.5B row only where the CPU has bf16 instructions)"
         print "  (bf16: PyTorch under bf16 autocast, TRL'"'"'s bf16: true)"
     }' "$tmp"
     bench/grpo_step_rss.sh | awk '
