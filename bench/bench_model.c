@@ -8,8 +8,9 @@
  * fp32, then in mixed precision (model_use_bf16_compute, the --bf16 of train/sft). Then one training step (forward,
  * backward, clipping, AdamW) of full fine-tuning against the same with LoRA adapters
  * (r 16, all linear layers, dropout 0.05; the base frozen), and decode with them.
- *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1]   (fewer layers, or the
- *   training line alone, for a quick look) */
+ *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1] [--gemm openblas|onednn]
+ *   (fewer layers, or the training line alone, for a quick look; gemm_f32's backend
+ *   instead of the automatic choice) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--train_only")) train_only = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--gemm")) gemm_f32_use(!strcmp(argv[i + 1], "onednn") ? GEMM_F32_ONEDNN : GEMM_F32_OPENBLAS);
     }
     int train = iters > 0;
     double gf_peer = sgemm_gflops();
@@ -159,7 +161,8 @@ int main(int argc, char **argv) {
     model_create(&m, &cfg);
     model_init_random(&m, 1, 0.02f);
     long long P = config_param_count(&m.cfg);
-    printf("model: Qwen2-0.5B shape, %d layers, %.1f M parameters, fp32\n", layers, P / 1e6);
+    printf("model: Qwen2-0.5B shape, %d layers, %.1f M parameters, fp32, products on %s\n", layers, P / 1e6,
+           gemm_f32_backend_name());
 
     /* ---- training: forward + backward, 4 x 192 tokens, every position a target ---- */
     int B = 4, T = 192, N = B * T;

@@ -1,8 +1,29 @@
-/* ops/gemm.c — gemm_f32 over OpenBLAS (see gemm.h). */
+/* ops/gemm.c — gemm_f32 (see gemm.h): OpenBLAS's sgemm or oneDNN's fp32 matmul
+ * (ops/onednn.c). Inside a parallel region (the per-head products of attention)
+ * it is always OpenBLAS, which then runs single-threaded. */
 #include "ops/gemm.h"
 
 #include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
+
+#include "ops/onednn.h"
+
+static GemmF32Backend chosen = GEMM_F32_AUTO;
+
+static GemmF32Backend resolved(void) { return chosen == GEMM_F32_AUTO ? GEMM_F32_ONEDNN : chosen; }
+
+void gemm_f32_use(GemmF32Backend b) { chosen = b; }
+
+const char *gemm_f32_backend_name(void) {
+    static char name[96];
+    char impl[64];
+    if (resolved() == GEMM_F32_ONEDNN && onednn_impl(0, impl, sizeof impl))
+        snprintf(name, sizeof name, "oneDNN %s", impl);
+    else
+        snprintf(name, sizeof name, "OpenBLAS sgemm");
+    return name;
+}
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc) {
@@ -11,6 +32,10 @@ void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
         /* BLAS leaves C scaled by beta; make that explicit for K = 0. */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    if (resolved() == GEMM_F32_ONEDNN && !omp_in_parallel()) {
+        onednn_gemm(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

@@ -1,9 +1,10 @@
 /* ops/gemm.h — the one GEMM interface every kernel calls.
  *
- * Row-major C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C. Today it is
- * OpenBLAS's cblas_sgemm; our own AVX-512 kernels or CUDA can stand behind the
- * same call. Called inside an OpenMP parallel region, OpenBLAS (OpenMP flavour)
- * runs single-threaded, which is what the per-head attention loops want. */
+ * Row-major C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C, in fp32
+ * (gemm_f32) or with bf16 operands (gemm_bf16). gemm_f32 runs on OpenBLAS's sgemm
+ * or oneDNN's fp32 matmul (gemm_f32_use). Called inside an OpenMP parallel region
+ * it is OpenBLAS (OpenMP flavour), single-threaded, which is what the per-head
+ * attention loops want. */
 #ifndef GRPO_OPS_GEMM_H
 #define GRPO_OPS_GEMM_H
 
@@ -11,6 +12,14 @@
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* What runs gemm_f32 outside parallel regions. AUTO is oneDNN: 1.85x OpenBLAS's
+ * sgemm on a training-shaped product on a 2-core Zen 4 (issue 14), even with it on
+ * a 2-core Zen 3 (AVX2) and 2.6x on 8-row products there (bench/bench_gemm.c). */
+typedef enum { GEMM_F32_AUTO, GEMM_F32_OPENBLAS, GEMM_F32_ONEDNN } GemmF32Backend;
+void gemm_f32_use(GemmF32Backend b);
+/* "OpenBLAS sgemm" or "oneDNN <implementation>", as AUTO resolves here. */
+const char *gemm_f32_backend_name(void);
 
 /* ---- bf16 operands, fp32 accumulation (ops/gemm_bf16.c) ----
  * One operand: bf16 values h, or fp32 values f that the product reads rounded to

@@ -1,5 +1,11 @@
-/* tests/ops/test_gemm_bf16.c — gemm_bf16 and the bf16 linear layers (mixed
- * precision) against a double reference of the same bf16 operands.
+/* tests/ops/test_gemm.c — gemm_f32 on each backend (OpenBLAS, oneDNN) and gemm_bf16
+ * with the bf16 linear layers (mixed precision), against double references.
+ *
+ * gemm_f32: Σ_k a b in double, within (K + 2) · 2^-23 · Σ|a b| (fp32 products and
+ * sums), for every transpose, row strides wider than the rows, alpha and beta,
+ * K = 0, and outside and inside a parallel region (which is always OpenBLAS).
+ *
+ * gemm_bf16: the reference is Σ_k bf16(a) · bf16(b) in double.
  *
  * The reference is Σ_k bf16(a) · bf16(b) in double. A bf16 value and the product
  * of two are exact in fp32, so the only error left is fp32 summation: the bound is
@@ -147,7 +153,55 @@ static void check_linear(void) {
     T_CHECK(!memcmp(db1, db2, sizeof db1), "matmul_backward_bf16: dbias differs");
 }
 
+/* gemm_f32 on backend b: every transpose, padded rows, alpha, beta, K = 0. */
+static void check_f32(GemmF32Backend b, const char *name, int in_parallel) {
+    gemm_f32_use(b);
+    int bad = 0, cases = 0;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int v = 0; v < 3; v++) {
+                int M = 11 + v, N = 19 + 2 * ta, K = v == 2 ? 0 : 45 + 3 * tb + 150 * v, pad = v;
+                float alpha = v == 1 ? 0.5f : 1.0f, beta = (float)v * 0.5f;
+                int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+                int lda = ac + pad, ldb = bc + pad, ldc = N + pad;
+                float *A = malloc(sizeof(float) * (ar * lda + 1)), *B = malloc(sizeof(float) * (br * ldb + 1));
+                float *C = malloc(sizeof(float) * M * ldc), *C0 = malloc(sizeof(float) * M * ldc);
+                for (int i = 0; i < ar * lda; i++) A[i] = frand();
+                for (int i = 0; i < br * ldb; i++) B[i] = frand();
+                for (int i = 0; i < M * ldc; i++) C[i] = C0[i] = frand();
+                if (in_parallel) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+                    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                } else {
+                    gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                }
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < ldc; j++) {
+                        double s = 0, mag = 0;
+                        for (int k = 0; k < K; k++) {
+                            double a = A[ta ? (size_t)k * lda + i : (size_t)i * lda + k];
+                            double bb = B[tb ? (size_t)j * ldb + k : (size_t)k * ldb + j];
+                            s += a * bb, mag += fabs(a * bb);
+                        }
+                        double c0 = C0[(size_t)i * ldc + j], got = C[(size_t)i * ldc + j];
+                        double want = j < N ? alpha * s + beta * c0 : c0; /* the padding is untouched */
+                        double tol = j < N ? (K + 2) * 0x1p-23 * (fabs(alpha) * mag + fabs(c0)) : 0;
+                        bad += !(fabs(got - want) <= tol);
+                    }
+                cases++;
+                free(A), free(B), free(C), free(C0);
+            }
+    T_CHECK(bad == 0, "gemm_f32 on %s%s: %d elements outside the bound over %d cases", name,
+            in_parallel ? " (in a parallel region)" : "", bad, cases);
+}
+
 int main(void) {
+    check_f32(GEMM_F32_OPENBLAS, "OpenBLAS", 0);
+    check_f32(GEMM_F32_ONEDNN, "oneDNN", 0);
+    check_f32(GEMM_F32_ONEDNN, "oneDNN", 1);
+    gemm_f32_use(GEMM_F32_AUTO);
+    printf("gemm_f32 backend here: %s\n", gemm_f32_backend_name());
     check_rounding();
     check_backend(GEMM_BF16_SGEMM, "sgemm");
     check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
@@ -159,5 +213,5 @@ int main(void) {
     check_linear();
     gemm_bf16_use(GEMM_BF16_AUTO);
     printf("gemm_bf16 backend here: %s\n", gemm_bf16_backend_name());
-    return t_summary("test_gemm_bf16");
+    return t_summary("test_gemm");
 }

@@ -1,0 +1,16 @@
+/* ops/onednn.h — oneDNN's matmul, for the GEMMs of ops/gemm.h (internal to ops/). */
+#ifndef GRPO_OPS_ONEDNN_H
+#define GRPO_OPS_ONEDNN_H
+
+#include <stddef.h>
+
+/* C[M,N] = alpha * op(A)·op(B) + beta * C: A and B fp32 (bf16 = 0) or bf16 values
+ * (bf16 = 1, uint16_t), C fp32, row-major with the given row strides. Outside
+ * parallel regions only; the primitive of each shape is made once and cached. */
+void onednn_gemm(int bf16, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, const void *B,
+                 int ldb, float beta, float *C, int ldc);
+/* Whether oneDNN has an fp32 (bf16 = 0) or bf16 matmul on this CPU; its
+ * implementation's name ("brg:avx512_core_bf16", "ref:any", ...) in impl[n]. */
+int onednn_impl(int bf16, char *impl, size_t n);
+
+#endif
