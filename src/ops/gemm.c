@@ -34,10 +34,9 @@ void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
         return;
     }
-    if (resolved() == GEMM_F32_ONEDNN && !omp_in_parallel()) {
-        onednn_gemm(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (resolved() == GEMM_F32_ONEDNN && !omp_in_parallel() &&
+        onednn_gemm(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
         return;
-    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
