@@ -179,7 +179,7 @@ static void check_f32(GemmF32Backend b, const char *name, int in_parallel) {
                 for (int i = 0; i < M; i++)
                     for (int j = 0; j < ldc; j++) {
                         double s = 0, mag = 0;
-                        for (int k = 0; k < K; k++) {
+                        for (int k = 0; k < K && j < N; k++) {
                             double a = A[ta ? (size_t)k * lda + i : (size_t)i * lda + k];
                             double bb = B[tb ? (size_t)j * ldb + k : (size_t)k * ldb + j];
                             s += a * bb, mag += fabs(a * bb);
