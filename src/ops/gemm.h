@@ -37,12 +37,12 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmB
                float beta, float *C, int ldc);
 
 /* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
- * not oneDNN's reference code (AVX512_BF16, AMX), else SGEMM. SGEMM: the operands
+ * not oneDNN's reference code (AVX512_BF16, AMX), else WIDEN. WIDEN: the operands
  * widened to fp32 and multiplied by gemm_f32 — a bf16 value and the product of two
  * are exact in fp32, so this is the same arithmetic, only the order of the sums
  * differs. ONEDNN_F32: oneDNN's matmul in fp32 on the widened operands, which runs
  * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. */
-typedef enum { GEMM_BF16_AUTO, GEMM_BF16_ONEDNN, GEMM_BF16_SGEMM, GEMM_BF16_ONEDNN_F32 } GemmBf16Backend;
+typedef enum { GEMM_BF16_AUTO, GEMM_BF16_ONEDNN, GEMM_BF16_WIDEN, GEMM_BF16_ONEDNN_F32 } GemmBf16Backend;
 /* Chooses the backend; 0, or -1 when it cannot run here (ONEDNN without a native bf16 matmul). */
 int gemm_bf16_use(GemmBf16Backend b);
 /* The backend AUTO resolves to, and oneDNN's implementation name when it is oneDNN

@@ -80,7 +80,7 @@ int gemm_bf16_use(GemmBf16Backend b) {
 
 static GemmBf16Backend resolved(void) {
     if (chosen != GEMM_BF16_AUTO) return chosen;
-    return gemm_bf16_native() ? GEMM_BF16_ONEDNN : GEMM_BF16_SGEMM;
+    return gemm_bf16_native() ? GEMM_BF16_ONEDNN : GEMM_BF16_WIDEN;
 }
 
 const char *gemm_bf16_backend_name(void) {

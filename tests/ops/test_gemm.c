@@ -12,7 +12,7 @@
  * |got - want| <= K · 2^-23 · Σ_k |a b| (+ the beta term's rounding). Skipping the
  * rounding of an fp32 operand (or rounding it the wrong way) moves the result by
  * about 2^-9 relative, far outside it. Every backend this CPU can run is checked:
- * sgemm on the widened operands, oneDNN's fp32 matmul on them (its layouts,
+ * gemm_f32 on the widened operands, oneDNN's fp32 matmul on them (its layouts,
  * scales, sum post-op and primitive cache), and oneDNN's bf16 matmul where the CPU
  * has one. */
 #include <stdlib.h>
@@ -126,10 +126,10 @@ static void check_cache(void) {
     T_CHECK(ok == 111, "%d of 111 cache cases right", ok);
 }
 
-/* matmul_*_bf16 on the sgemm backend equal matmul_* on the rounded operands bit for
+/* matmul_*_bf16 on the widening backend equal matmul_* on the rounded operands bit for
  * bit: the same gemm_f32 call on the same values (bias included). */
 static void check_linear(void) {
-    gemm_bf16_use(GEMM_BF16_SGEMM);
+    gemm_bf16_use(GEMM_BF16_WIDEN);
     int N = 9, I = 24, O = 11;
     float in[N * I], W[O * I], bias[O], dout[N * O], rin[N * I], rW[O * I], rdout[N * O];
     uint16_t W16[O * I];
@@ -203,7 +203,7 @@ int main(void) {
     gemm_f32_use(GEMM_F32_AUTO);
     printf("gemm_f32 backend here: %s\n", gemm_f32_backend_name());
     check_rounding();
-    check_backend(GEMM_BF16_SGEMM, "sgemm");
+    check_backend(GEMM_BF16_WIDEN, "widened");
     check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
     if (gemm_bf16_native())
         check_backend(GEMM_BF16_ONEDNN, "oneDNN bf16");
