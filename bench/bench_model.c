@@ -149,7 +149,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--train_only")) train_only = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--gemm")) gemm_f32_use(!strcmp(argv[i + 1], "onednn") ? GEMM_F32_ONEDNN : GEMM_F32_OPENBLAS);
+        if (!strcmp(argv[i], "--gemm")) {
+            if (strcmp(argv[i + 1], "onednn") && strcmp(argv[i + 1], "openblas")) {
+                fprintf(stderr, "bench_model: --gemm must be openblas or onednn (got %s)\n", argv[i + 1]);
+                return 2;
+            }
+            gemm_f32_use(!strcmp(argv[i + 1], "onednn") ? GEMM_F32_ONEDNN : GEMM_F32_OPENBLAS);
+        }
     }
     int train = iters > 0;
     double gf_peer = sgemm_gflops();

@@ -15,9 +15,9 @@ float64 reference: the log-prob error of grpo.c's bf16 compute must be at most
 1.5x autocast's, and its gradients at least as close (docs/reference-fixtures.md).
 
 The log-softmax runs on the logits as autocast returns them (bf16 from the LM
-head's matmul, widened to fp32 for the softmax, as TRL does for its log-probs
-before selective_log_softmax's bf16 path would round again): the error measured
-is that of the matmuls, which is what the comparison is about.
+head's matmul, widened to fp32 for the log-softmax — kinder to autocast than TRL,
+whose selective_log_softmax works on the bf16 logits): the error measured is that
+of the matmuls, which is what the comparison is about.
 
 Usage (Debian's torch lives in /usr/bin/python3):
     /usr/bin/python3 tools/make_bf16_reference.py [--out tests/fixtures]

@@ -16,7 +16,6 @@
 #include "dist/dist.h"
 #include "eval/evaluate.h"
 #include "grpo/trainer_internal.h"
-#include "ops/gemm.h"
 #include "train/adapters.h"
 
 /* ---- setup ---- */
@@ -144,16 +143,15 @@ static char *plan_text(const GrpoTrainer *t, long total_steps) {
            rbytes = t->have_ref ? (double)model_weight_bytes(&t->ref) : 0;
     double tbytes = sizeof(float) * trainable_floats(t), weights = pbytes + (t->have_lora ? 4 : 3) * tbytes;
     int B = c->train.per_device_train_batch_size, longest = t->longest_train;
-    char lora[400] = "", wtext[256];
+    char lora[400] = "", wtext[256], bf16[160];
     if (t->have_lora) {
         train_adapters_describe(&t->lora, lora, sizeof lora - 2);
         strcat(lora, "\n");
         snprintf(wtext, sizeof wtext, "frozen weights %.0f%s, adapters+grads+AdamW %.0f", pbytes / mb,
                  t->sess.pre.model.half ? " (layers in bf16)" : "", 4 * tbytes / mb);
     } else {
-        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f%s%s%s", weights / mb,
-                 t->sess.pre.model.params16 ? " (with a bf16 copy: products in bf16 on " : "",
-                 t->sess.pre.model.params16 ? gemm_bf16_backend_name() : "", t->sess.pre.model.params16 ? ")" : "");
+        model_bf16_describe(&t->sess.pre.model, bf16, sizeof bf16);
+        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f%s", weights / mb, bf16);
     }
     char *s = xmalloc(2560);
     snprintf(s, 2560,

@@ -3,11 +3,13 @@
  * layers together and owns the activation memory plan. */
 #include "model/transformer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
 #include "model/lora_layers.h"
+#include "ops/gemm.h"
 
 void model_create(Model *m, ModelConfig *cfg) {
     memset(m, 0, sizeof *m);
@@ -88,6 +90,13 @@ void model_sync_bf16(Model *m) {
     uint16_t *h = m->params16;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < m->table.total; i++) h[i] = f32_to_bf16(p[i]);
+}
+
+void model_bf16_describe(const Model *m, char *out, size_t n) {
+    if (m->params16)
+        snprintf(out, n, " (with a bf16 copy: products in bf16 on %s)", gemm_bf16_backend_name());
+    else if (n)
+        out[0] = 0;
 }
 
 /* The bf16 copy of a tensor of params (mixed precision), or NULL. */

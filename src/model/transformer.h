@@ -68,6 +68,9 @@ size_t model_weight_bytes(const Model *m);
  * (the training loop calls it after each optimizer step and after resuming). */
 void model_use_bf16_compute(Model *m);
 void model_sync_bf16(Model *m);
+/* For a plan line: " (with a bf16 copy: products in bf16 on BACKEND)", or "" without
+ * mixed precision. */
+void model_bf16_describe(const Model *m, char *out, size_t n);
 
 /* Saved tensors of one layer (shapes per token row; N rows). */
 typedef struct {

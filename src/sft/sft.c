@@ -18,7 +18,6 @@
 #include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/model_io.h"
-#include "ops/gemm.h"
 #include "tokenizer/tokenizer.h"
 #include "train/adapters.h"
 
@@ -265,7 +264,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         sft_config_groups(g);
         json_t *options = opts_to_json(g, SFT_CONFIG_N_GROUPS, c);
         char plan[1600], lora[400] = "", bf16_text[160];
-        snprintf(bf16_text, sizeof bf16_text, " with a bf16 copy: products in bf16 on %s", gemm_bf16_backend_name());
+        model_bf16_describe(&t.model, bf16_text, sizeof bf16_text);
         double mb = 1048576.0, P = (double)model_weight_bytes(&t.model), T = 4.0 * trainable_floats(&t);
         if (t.have_lora) {
             train_adapters_describe(&t.lora, lora, sizeof lora - 2);
@@ -277,7 +276,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
                  a->model_dir, config_param_count(&t.model.cfg) / 1e6, t.n_ex,
                  train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
                  a->per_device_train_batch_size, lora, (P + 3 * T + (t.have_lora ? T : 0) + t.acts.bytes) / mb,
-                 (P + (t.have_lora ? T : 0)) / mb, t.model.params16 ? bf16_text : "",
+                 (P + (t.have_lora ? T : 0)) / mb, bf16_text,
                  3 * T / mb, t.acts.bytes / mb);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
