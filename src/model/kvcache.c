@@ -181,9 +181,12 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
     }
     for (int l = 0; l < cfg->n_layers; l++) {
         const LayerView *w = &m->w.layers[l];
-        const LayerView16 *h = m->half ? &m->half->w16[l] : NULL; /* bf16 matrices, read directly */
+        /* bf16 matrices, read directly: a half model's, or the bf16 copy under mixed precision */
+        const LayerView16 *h = m->half ? &m->half->w16[l] : NULL;
 #define ROWWISE(out, in, W, bias, I, O)                                                                        \
-    (h ? matmul_forward_rowwise_bf16(out, in, h->W, bias, n, I, O) : matmul_forward_rowwise(out, in, w->W, bias, n, I, O))
+    (h             ? matmul_forward_rowwise_bf16(out, in, h->W, bias, n, I, O)                              \
+     : m->params16 ? matmul_forward_rowwise_bf16(out, in, model_bf16_of(m, w->W), bias, n, I, O)            \
+                   : matmul_forward_rowwise(out, in, w->W, bias, n, I, O))
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
         ROWWISE(s->qkv, s->h, wqkv, w->bqkv, C, QKV);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_QKV, s->qkv, QKV, s->h, n, s->lora_tmp);
@@ -228,6 +231,10 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         if (!want || want[r]) memcpy(s->hrows + (size_t)n_out++ * C, s->x + (size_t)r * C, sizeof(float) * C);
     if (n_out == 0) return 0;
     rmsnorm_forward(s->h, s->rstd, s->hrows, m->w.norm, n_out, C, C, C, cfg->rms_norm_eps);
-    matmul_forward_rowwise(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
+    if (m->params16)
+        matmul_forward_rowwise_bf16(logits_out, s->h, model_bf16_of(m, m->w.lm_head), NULL, n_out, C,
+                                    cfg->vocab_size);
+    else
+        matmul_forward_rowwise(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
     return n_out;
 }

@@ -36,6 +36,11 @@ typedef struct {
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
                float beta, float *C, int ldc);
 
+/* x[rows, cols] (leading dimension ld) rounded to bf16 once, for an operand that
+ * several products read (dout in both of a layer's backward products): an operand
+ * of bf16 values in a buffer of this module's, valid until the next call. */
+GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld);
+
 /* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
  * not oneDNN's reference code (AVX512_BF16, AMX), else WIDEN. WIDEN: the operands
  * widened to fp32 and multiplied by gemm_f32 — a bf16 value and the product of two

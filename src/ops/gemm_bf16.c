@@ -16,7 +16,7 @@
 static struct {
     void *p;
     size_t bytes;
-} bufs[2];
+} bufs[3]; /* gemm_bf16's two operands, and gemm_bf16_round's */
 
 static void *buf(int i, size_t bytes) {
     if (bufs[i].bytes < bytes) {
@@ -33,13 +33,10 @@ static const float *operand_f32(int slot, GemmBf16Operand x, int rows, int cols)
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
         float *o = out + (size_t)r * cols;
-        if (x.f) {
-            const float *in = x.f + (size_t)r * x.ld;
-            for (int c = 0; c < cols; c++) o[c] = bf16_round(in[c]);
-        } else {
-            const uint16_t *in = x.h + (size_t)r * x.ld;
-            for (int c = 0; c < cols; c++) o[c] = bf16_to_f32(in[c]);
-        }
+        if (x.f)
+            bf16_round_n(o, x.f + (size_t)r * x.ld, (size_t)cols);
+        else
+            bf16_to_f32_n(o, x.h + (size_t)r * x.ld, (size_t)cols);
     }
     return out;
 }
@@ -52,13 +49,14 @@ static const uint16_t *operand_bf16(int slot, GemmBf16Operand x, int rows, int c
     }
     uint16_t *out = buf(slot, sizeof(uint16_t) * (size_t)rows * cols);
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float *in = x.f + (size_t)r * x.ld;
-        uint16_t *o = out + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) o[c] = f32_to_bf16(in[c]);
-    }
+    for (int r = 0; r < rows; r++) f32_to_bf16_n(out + (size_t)r * cols, x.f + (size_t)r * x.ld, (size_t)cols);
     *ld = cols;
     return out;
+}
+
+GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld) {
+    int ldo;
+    return (GemmBf16Operand){.h = operand_bf16(2, (GemmBf16Operand){.f = x, .ld = ld}, rows, cols, &ldo), .ld = ldo};
 }
 
 /* ---- backend choice ---- */

@@ -39,7 +39,8 @@ void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const f
 
 void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
                           const uint16_t *W, int N, int I, int O) {
-    GemmBf16Operand d = {.f = dout, .ld = O};
+    /* both products read dout: rounded once */
+    GemmBf16Operand d = din && dW ? gemm_bf16_round(dout, N, O, O) : (GemmBf16Operand){.f = dout, .ld = O};
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 1.0f, din, I);
     if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.f = in, .ld = I}, 1.0f, dW, I);
     if (dbias) bias_backward(dbias, dout, N, O);

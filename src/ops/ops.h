@@ -48,21 +48,32 @@ static inline float bf16_to_f32(uint16_t h) {
 }
 /* fp32 -> bf16, rounded to nearest, ties to even (adding 0x7fff plus the lowest
  * kept bit; a carry out of the mantissa bumps the exponent, up to Inf, which is
- * right). A NaN stays a NaN. */
+ * right). A NaN stays a NaN: its upper payload bits, or the quiet bit when they are
+ * 0. Written without branches, so that the loops below vectorise. */
 static inline uint16_t f32_to_bf16(float f) {
     union {
         float f;
         uint32_t u;
     } v = {f};
-    uint32_t u = v.u;
-    if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN: its upper payload bits, or the quiet bit when they are 0 */
-        uint16_t h = (uint16_t)(u >> 16);
-        return (h & 0x7f) ? h : (uint16_t)(h | 0x40);
-    }
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    uint32_t u = v.u, h = u >> 16;
+    uint32_t rounded = (u + 0x7fffu + (h & 1)) >> 16, nan = (h & 0x7f) ? h : (h | 0x40);
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 /* x rounded to the nearest bf16 value, kept in fp32. */
 static inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+/* The same over n values (a pass over memory: one SIMD loop each). */
+static inline void f32_to_bf16_n(uint16_t *restrict dst, const float *restrict src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+}
+static inline void bf16_round_n(float *dst, const float *src, size_t n) { /* dst may be src */
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_round(src[i]);
+}
+static inline void bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
 
 /* Mixed precision (TRL's bf16: true): the same linear layers with bf16 operands.
  * in and dout are rounded to bf16 as the products read them, W is held in bf16,

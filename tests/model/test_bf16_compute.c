@@ -13,11 +13,17 @@
  *   - the products do run in bf16: the log-prob error is at least 20x fp32's;
  *   - the bf16 copy follows the weights only through model_sync_bf16;
  *   - checkpointing changes nothing, bit for bit, and the fused LM head
- *     (model_logprobs_train) gives the two-pass gradients bit for bit. */
+ *     (model_logprobs_train) gives the two-pass gradients bit for bit;
+ *   - decoding (model_decode: prefill, then one token a step) reads the bf16 copy
+ *     of every matrix, the LM head included: its logits follow the copy, not the
+ *     fp32 weights, until model_sync_bf16; they stay within 5e-2 max|logit| of
+ *     fp32's; and where the head is untied (llama), they equal bit for bit those
+ *     of an fp32 model whose matrices were rounded to bf16. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/safetensors.h"
+#include "model/kvcache.h"
 #include "model/model_io.h"
 #include "ops/gemm.h"
 #include "testutil.h"
@@ -187,10 +193,90 @@ static void check_fixture(const char *name) {
     model_free(&m);
 }
 
+/* Logits of T steps of one sequence: ids[0..P) prefilled in one call, then one token a call. */
+enum { DEC_P = 4, DEC_T = 9 };
+static float *decode_logits(Model *m, const int32_t *ids) {
+    int V = m->cfg.vocab_size, slots[DEC_T] = {0};
+    KVCache c;
+    DecodeState ds;
+    kv_cache_create(&c, &m->cfg, 1, DEC_T);
+    decode_state_create(&ds, &m->cfg, DEC_T, DEC_T);
+    float *out = malloc(sizeof(float) * DEC_T * V);
+    model_decode(m, &c, &ds, DEC_P, slots, ids, NULL, out);
+    for (int t = DEC_P; t < DEC_T; t++) model_decode(m, &c, &ds, 1, slots, ids + t, NULL, out + (size_t)t * V);
+    decode_state_free(&ds);
+    kv_cache_free(&c);
+    return out;
+}
+
+/* The matrices decoding reads from the bf16 copy: the layers' projections and an untied head. */
+static int decoded_in_bf16(const char *name) {
+    return strstr(name, "_proj.weight") || !strcmp(name, "lm_head.weight");
+}
+
+static void check_decode(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m, r;
+    if (model_load(&m, dir, &err) || model_load(&r, dir, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    /* off the bf16 grid (a fixture's weights may be bf16 values already), the same in both */
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        if (decoded_in_bf16(e->name))
+            for (size_t k = 0; k < e->numel; k++)
+                m.params[e->offset + k] = r.params[e->offset + k] *= 1.0f + 0x1p-10f * (float)(k % 7);
+    }
+    long n = (long)DEC_T * m.cfg.vocab_size;
+    int32_t ids[DEC_T];
+    for (int t = 0; t < DEC_T; t++) ids[t] = (int32_t)((t * 7919 + 13) % m.cfg.vocab_size);
+    float *l32 = decode_logits(&m, ids);
+    model_use_bf16_compute(&m);
+    float *l16 = decode_logits(&m, ids);
+    double mx = 0, diff = 0;
+    for (long i = 0; i < n; i++) mx = fmax(mx, fabs(l32[i])), diff = fmax(diff, fabs(l16[i] - l32[i]));
+    printf("  %s decode logits, bf16 copy against fp32: max difference %.3e (max |logit| %.3f)\n", name, diff, mx);
+    T_CHECK(diff > 0 && diff <= 5e-2 * mx, "%s: decoding from the bf16 copy moved logits by %.3e (max %.3f)", name,
+            diff, mx);
+
+    /* the rounded fp32 model: the same bits where every matrix read in bf16 is one of the copy's */
+    for (int i = 0; i < r.table.n; i++) {
+        const ParamEntry *e = &r.table.entries[i];
+        if (decoded_in_bf16(e->name)) bf16_round_n(r.params + e->offset, r.params + e->offset, e->numel);
+    }
+    if (!m.cfg.tie_word_embeddings) {
+        float *lr = decode_logits(&r, ids);
+        T_CHECK(!memcmp(lr, l16, sizeof(float) * n), "%s: decoding from the copy differs from the rounded weights",
+                name);
+        free(lr);
+    }
+
+    /* the copy is what decoding reads: changed matrices count once synced */
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        if (decoded_in_bf16(e->name))
+            for (size_t k = 0; k < e->numel; k++) m.params[e->offset + k] *= 1.25f;
+    }
+    float *stale = decode_logits(&m, ids);
+    model_sync_bf16(&m);
+    float *synced = decode_logits(&m, ids);
+    T_CHECK(!memcmp(stale, l16, sizeof(float) * n), "%s: decoding read the fp32 weights, not the copy", name);
+    T_CHECK(memcmp(synced, l16, sizeof(float) * n) != 0, "%s: model_sync_bf16 did not reach decoding", name);
+    free(l32), free(l16), free(stale), free(synced);
+    model_free(&m);
+    model_free(&r);
+}
+
 int main(void) {
     printf("gemm_bf16 backend: %s\n", gemm_bf16_backend_name());
     check_fixture("qwen2");
     check_fixture("llama");
     check_fixture("qwen3");
+    check_decode("qwen2");
+    check_decode("llama");
+    check_decode("qwen3");
     return t_summary("test_bf16_compute");
 }

@@ -45,6 +45,9 @@ static void check_rounding(void) {
     memcpy(&v, &u, 4);
     T_CHECK(f32_to_bf16(v) == 0x7f80, "FLT_MAX gave %04x", f32_to_bf16(v));
     T_CHECK(isnan(bf16_round(NAN)), "NaN lost");
+    uint32_t top_nan = 0x7fffffffu; /* rounding up would carry it into -0 */
+    memcpy(&v, &top_nan, 4);
+    T_CHECK(f32_to_bf16(v) == 0x7fff, "NaN 7fffffff gave %04x", f32_to_bf16(v));
     T_CHECK(bf16_round(-INFINITY) == -INFINITY && bf16_round(0.0f) == 0.0f, "Inf or 0 changed");
     T_CHECK(bf16_round(3.0f) == 3.0f && bf16_round(1.00390625f) == 1.0f, "exact or tie value wrong");
 }
@@ -126,6 +129,39 @@ static void check_cache(void) {
     T_CHECK(ok == 111, "%d of 111 cache cases right", ok);
 }
 
+/* The vector forms (f32_to_bf16_n, bf16_round_n, bf16_to_f32_n) and gemm_bf16_round
+ * give the scalar conversion's bits: NaNs (payload kept, or quieted), ties both ways,
+ * overflow to Inf, subnormals, on lengths that leave a vector tail; a strided operand. */
+static void check_vector_rounding(void) {
+    enum { N = 77 };
+    const uint32_t special[] = {0x7fc00000u, 0x7f800001u, 0xff810000u, 0x7f80ffffu, 0x3f808000u, 0x3f818000u,
+                                0x3f808001u, 0x7f7fffffu, 0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u,
+                                0x7f800000u, 0xff800000u, 0x80000000u};
+    float x[N], r[N], w[N];
+    uint16_t h[N];
+    for (int i = 0; i < N; i++) {
+        frand();
+        uint32_t u = i < (int)(sizeof special / sizeof special[0]) ? special[i] : (uint32_t)(seed >> 32);
+        memcpy(&x[i], &u, 4); /* any bits: NaNs, subnormals and Infs among them */
+    }
+    int bad = 0;
+    for (int n = 0; n <= N; n += 11) {
+        f32_to_bf16_n(h, x, (size_t)n);
+        bf16_round_n(r, x, (size_t)n);
+        bf16_to_f32_n(w, h, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            float want = bf16_round(x[i]);
+            bad += h[i] != f32_to_bf16(x[i]) || memcmp(&r[i], &want, 4) || memcmp(&w[i], &want, 4);
+        }
+    }
+    T_CHECK(bad == 0, "%d vector conversions differ from the scalar ones", bad);
+    GemmBf16Operand o = gemm_bf16_round(x + 3, 5, 13, 14); /* rows of 13 every 14 floats */
+    bad = o.ld != 13 || !o.h || o.f;
+    for (int i = 0; !bad && i < 5; i++)
+        for (int j = 0; j < 13; j++) bad += o.h[i * 13 + j] != f32_to_bf16(x[3 + i * 14 + j]);
+    T_CHECK(bad == 0, "gemm_bf16_round: %d values or the layout wrong", bad);
+}
+
 /* matmul_*_bf16 on the widening backend equal matmul_* on the rounded operands bit for
  * bit: the same gemm_f32 call on the same values (bias included). */
 static void check_linear(void) {
@@ -203,6 +239,7 @@ int main(void) {
     gemm_f32_use(GEMM_F32_AUTO);
     printf("gemm_f32 backend here: %s\n", gemm_f32_backend_name());
     check_rounding();
+    check_vector_rounding();
     check_backend(GEMM_BF16_WIDEN, "widened");
     check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
     if (gemm_bf16_native())
