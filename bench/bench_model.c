@@ -143,6 +143,16 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
 /* Decode seconds per step of G sequences after a 64-token prompt (see main). */
 static double decode_step_s(Model *m, int G, const int32_t *ids);
 
+/* Where the last pass's time went: its products (gemm_stats) and the rest. */
+static void products_line(double dt, int iters) {
+    GemmStats g = gemm_stats();
+    double s = g.seconds / iters, r = g.region_seconds / iters;
+    printf("  products %.3f s/step (%.0f%%) at %.1f GFLOP/s; in parallel regions (attention) %.3f thread-s at %.1f "
+           "GFLOP/s per thread; the rest %.3f s (%.0f%%)\n",
+           s, 100 * s / dt, g.gflop / g.seconds, r, g.region_seconds > 0 ? g.region_gflop / g.region_seconds : 0.0,
+           dt - s, 100 * (dt - s) / dt);
+}
+
 int main(int argc, char **argv) {
     int layers = 24, iters = 2, train_only = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -184,6 +194,7 @@ int main(int argc, char **argv) {
     params_view(&gv, &m.table, &m.cfg, gbuf);
     ModelGrads full = {&gv, NULL};
     if (train) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T); /* warm-up */
+    gemm_stats_reset();
     double t0 = time_now_s();
     for (int it = 0; it < iters; it++) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
     double dt = (time_now_s() - t0) / (iters > 0 ? iters : 1);
@@ -194,15 +205,18 @@ int main(int argc, char **argv) {
                    3.0 * 2.0 * B * (double)T * T * m.cfg.head_dim * m.cfg.n_heads * layers;
     if (train) printf("train fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of sgemm\n", dt, N / dt,
            flops / dt / 1e9, 100.0 * flops / dt / 1e9 / gf_peer);
+    if (train) products_line(dt, iters);
     if (train) { /* mixed precision (--bf16): the same pass with its products on gemm_bf16 */
         model_use_bf16_compute(&m);
         memset(gbuf, 0, sizeof(float) * m.table.total);
         fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
+        gemm_stats_reset();
         double t1 = time_now_s();
         for (int it = 0; it < iters; it++) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
         double dt16 = (time_now_s() - t1) / iters;
         printf("train bf16 fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.2fx fp32 (products on %s)\n", dt16, N / dt16,
                dt / dt16, gemm_bf16_backend_name());
+        products_line(dt16, iters);
         free(m.params16); /* decoding below reads the fp32 weights either way */
         m.params16 = NULL;
     }

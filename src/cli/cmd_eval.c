@@ -103,8 +103,8 @@ int cmd_eval(int argc, char **argv) {
                     (OptGroup){prompt_length_option, 1, A(max_prompt_length)}, GEN_OPTIONS_GROUP(A(gen)),
                     (OptGroup){seed_option, 1, A(gen.seed)}, (OptGroup){bf16_weights_option, 1, A(gen.frozen_bf16)}};
     int ng = sizeof g / sizeof g[0];
+    gen_opts_default(&a.gen); /* first: it clears GenOpts, the bf16 row's value included */
     opts_defaults(g, ng, &a);
-    gen_opts_default(&a.gen);
     a.gen.sampler.temperature = 0; /* eval is greedy unless asked otherwise */
     int rc = args_parse("eval", SYNOPSIS, argc, argv, g, ng, &a);
     if (rc) {
@@ -112,7 +112,8 @@ int cmd_eval(int argc, char **argv) {
         return rc == 1 ? 0 : rc;
     }
     const char *bad = sampler_opts_check(&a.gen.sampler);
-    if (!bad && a.gen.frozen_bf16 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
+    if (!bad && a.gen.frozen_bf16 > 0 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
+    a.gen.frozen_bf16 = bf16_weights_resolve(a.gen.frozen_bf16, !!a.adapter);
     GrpoErr err;
     if (bad || reward_args_check(&a.rewards, &err)) {
         fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);

@@ -64,14 +64,15 @@ int cmd_generate(int argc, char **argv) {
                     GEN_OPTIONS_GROUP(A(gen)), (OptGroup){seed_option, 1, A(gen.seed)},
                     (OptGroup){bf16_weights_option, 1, A(gen.frozen_bf16)}};
     int ng = sizeof g / sizeof g[0];
+    gen_opts_default(&a.gen); /* first: it clears GenOpts, the bf16 row's value included */
     opts_defaults(g, ng, &a);
-    gen_opts_default(&a.gen);
     int rc = args_parse("generate", "--model DIR (--prompt TEXT | --chat TEXT | --dataset FILE) [options]", argc, argv,
                         g, ng, &a);
     if (rc) return rc == 1 ? 0 : rc;
     a.gen.share_prefix = !a.no_shared_prefix;
     const char *bad = sampler_opts_check(&a.gen.sampler);
-    if (!bad && a.gen.frozen_bf16 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
+    if (!bad && a.gen.frozen_bf16 > 0 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
+    a.gen.frozen_bf16 = bf16_weights_resolve(a.gen.frozen_bf16, !!a.adapter);
     if (bad || (!!a.prompt + !!a.chat + !!a.dataset) != 1) {
         fprintf(stderr, "grpo generate: %s\n", bad ? bad : "exactly one of --prompt, --chat, --dataset is required");
         args_free();

@@ -79,7 +79,12 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
     double d;
     switch (o->type) {
     case OPT_BOOL:
-        if (opt_parse_bool(s, (int *)v)) return err_set(err, "%s takes true or false, not '%s'", o->name, s);
+        if ((o->flags & OPT_AUTO) && !strcasecmp(s, "auto")) {
+            *(int *)v = -1;
+            return 0;
+        }
+        if (opt_parse_bool(s, (int *)v))
+            return err_set(err, "%s takes true or false%s, not '%s'", o->name, o->flags & OPT_AUTO ? " or auto" : "", s);
         return 0;
     case OPT_INT: case OPT_LONG: case OPT_U64: case OPT_MIB:
         if (parse_long(s, &l)) return err_set(err, "%s expects an integer, not '%s'", o->name, s);
@@ -189,7 +194,7 @@ void opt_format(const OptSpec *o, const void *v, char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
     switch (o->type) {
-    case OPT_BOOL: snprintf(buf, cap, "%s", *(const int *)v ? "true" : "false"); break;
+    case OPT_BOOL: snprintf(buf, cap, "%s", *(const int *)v < 0 ? "auto" : *(const int *)v ? "true" : "false"); break;
     case OPT_INT: snprintf(buf, cap, "%d", *(const int *)v); break;
     case OPT_LONG: snprintf(buf, cap, "%ld", *(const long *)v); break;
     case OPT_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)v); break;
@@ -244,7 +249,7 @@ json_t *opts_to_json(const OptGroup *g, int ng, const void *obj) {
             const void *v = opt_value(o, obj, g[k].base);
             json_t *j = NULL;
             switch (o->type) {
-            case OPT_BOOL: j = json_boolean(*(const int *)v); break;
+            case OPT_BOOL: j = *(const int *)v < 0 ? json_string("auto") : json_boolean(*(const int *)v); break;
             case OPT_INT: case OPT_LONG: case OPT_MIB: j = json_integer((json_int_t)number(o, v)); break;
             case OPT_U64: j = json_integer((json_int_t)*(const uint64_t *)v); break;
             case OPT_F64: case OPT_F32: {

@@ -55,6 +55,7 @@ enum {
     OPT_DATA_PATH = 1 << 4, /* strings: a local dataset file (a directory: its dataset_train_split file);
                                a Hub id gets a hint to convert it */
     OPT_TEST_SPLIT = 1 << 5, /* with OPT_DATA_PATH: a directory gives its dataset_test_split file */
+    OPT_AUTO = 1 << 6,       /* bools: "auto" (-1) is a value too, which the library resolves where it reads it */
 };
 
 typedef struct {

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "ops/gemm.h"
+
 #define G(f) offsetof(GenOpts, f)
 
 const OptSpec gen_options[] = {
@@ -30,10 +32,13 @@ const OptSpec prompt_length_option[1] = {
 };
 
 const OptSpec bf16_weights_option[1] = {
-    {"bf16", OPT_BOOL, 0, 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"bf16", OPT_BOOL, 0, -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
      "hold the layers' weight matrices in bf16: half their memory, computation in fp32 (without AVX-512 decoding "
-     "reads them slower than fp32); not with --adapter"},
+     "reads them slower than fp32); not with --adapter; auto: true where this CPU has bf16 matrix instructions "
+     "(AVX512_BF16, AMX) and no --adapter is given"},
 };
+
+int bf16_weights_resolve(int value, int adapter) { return value >= 0 ? value : !adapter && gemm_bf16_native(); }
 
 void gen_opts_default(GenOpts *o) {
     memset(o, 0, sizeof *o);

@@ -19,5 +19,7 @@ extern const OptSpec prompt_length_option[1];
 /* The `bf16` row of the commands that only run a model (generate, eval, score): an
  * int flag, the model loaded with model_load_ex(half). */
 extern const OptSpec bf16_weights_option[1];
+/* Its value with auto (-1) resolved: true where this CPU has a bf16 matmul and no adapter is applied. */
+int bf16_weights_resolve(int value, int adapter);
 
 #endif

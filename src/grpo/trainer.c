@@ -57,7 +57,7 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     if (c->loss.beta != 0 && lora) {
         t->ref_is_base = 1;
     } else if (c->loss.beta != 0) {
-        if (model_load_ex(&t->ref, c->train.model_dir, c->train.bf16 && !c->sync_ref_model, err)) return -1;
+        if (model_load_ex(&t->ref, c->train.model_dir, training_args_bf16(&c->train) && !c->sync_ref_model, err)) return -1;
         t->have_ref = 1;
     }
     return 0;
@@ -143,15 +143,16 @@ static char *plan_text(const GrpoTrainer *t, long total_steps) {
            rbytes = t->have_ref ? (double)model_weight_bytes(&t->ref) : 0;
     double tbytes = sizeof(float) * trainable_floats(t), weights = pbytes + (t->have_lora ? 4 : 3) * tbytes;
     int B = c->train.per_device_train_batch_size, longest = t->longest_train;
-    char lora[400] = "", wtext[256], bf16[160];
+    char lora[400] = "", wtext[480], bf16[160];
+    const char *bf16_note = training_args_bf16_note(&c->train);
     if (t->have_lora) {
         train_adapters_describe(&t->lora, lora, sizeof lora - 2);
         strcat(lora, "\n");
-        snprintf(wtext, sizeof wtext, "frozen weights %.0f%s, adapters+grads+AdamW %.0f", pbytes / mb,
-                 t->sess.pre.model.half ? " (layers in bf16)" : "", 4 * tbytes / mb);
+        snprintf(wtext, sizeof wtext, "frozen weights %.0f%s, adapters+grads+AdamW %.0f%s", pbytes / mb,
+                 t->sess.pre.model.half ? " (layers in bf16)" : "", 4 * tbytes / mb, bf16_note);
     } else {
         model_bf16_describe(&t->sess.pre.model, bf16, sizeof bf16);
-        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f%s", weights / mb, bf16);
+        snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f%s%s", weights / mb, bf16, bf16_note);
     }
     char *s = xmalloc(2560);
     snprintf(s, 2560,

@@ -6,6 +6,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ops/onednn.h"
 
@@ -25,8 +26,42 @@ const char *gemm_f32_backend_name(void) {
     return name;
 }
 
+/* ---- gemm_stats ---- */
+
+static GemmStats stats;
+static _Thread_local int depth; /* > 0 inside a counted product */
+
+void gemm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
+GemmStats gemm_stats(void) { return stats; }
+
+double gemm_stats_enter(void) { return depth++ ? 0.0 : omp_get_wtime(); }
+
+void gemm_stats_leave(double t0, int M, int N, int K) {
+    if (--depth) return;
+    double s = omp_get_wtime() - t0, g = 2e-9 * M * N * K;
+    if (omp_in_parallel()) {
+#pragma omp atomic
+        stats.region_seconds += s;
+#pragma omp atomic
+        stats.region_gflop += g;
+    } else {
+        stats.seconds += s;
+        stats.gflop += g;
+    }
+}
+
+static void gemm_f32_run(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc);
+
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    double t0 = gemm_stats_enter();
+    gemm_f32_run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_stats_leave(t0, M, N, K);
+}
+
+static void gemm_f32_run(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         /* BLAS leaves C scaled by beta; make that explicit for K = 0. */

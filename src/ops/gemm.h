@@ -56,6 +56,20 @@ const char *gemm_bf16_backend_name(void);
 /* 1 when oneDNN has a native bf16 matmul on this CPU. */
 int gemm_bf16_native(void);
 
+/* Where a pass's time goes, for benchmarks: seconds in gemm_f32 and gemm_bf16 calls
+ * (conversions included) and their GFLOP, since gemm_stats_reset; calls made inside
+ * parallel regions (attention's per-head products) apart, their seconds summed over
+ * the threads. A product that runs another (gemm_bf16 on gemm_f32) counts once. */
+typedef struct {
+    double seconds, gflop;
+    double region_seconds, region_gflop;
+} GemmStats;
+void gemm_stats_reset(void);
+GemmStats gemm_stats(void);
+/* For the products' own files (ops/gemm*.c): around the body of a product. */
+double gemm_stats_enter(void);
+void gemm_stats_leave(double t0, int M, int N, int K);
+
 /* Number of threads the kernels may use (OpenMP and OpenBLAS alike). */
 void gemm_set_threads(int n);
 

@@ -91,8 +91,18 @@ const char *gemm_bf16_backend_name(void) {
     return name;
 }
 
+static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
+                          GemmBf16Operand B, float beta, float *C, int ldc);
+
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
                float beta, float *C, int ldc) {
+    double t0 = gemm_stats_enter();
+    gemm_bf16_run(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, ldc);
+    gemm_stats_leave(t0, M, N, K);
+}
+
+static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
+                          GemmBf16Operand B, float beta, float *C, int ldc) {
     CHECK((!A.f) != (!A.h) && (!B.f) != (!B.h) && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel());
     if (M <= 0 || N <= 0 || K <= 0) { /* nothing to multiply: gemm_f32 scales C by beta */
         gemm_f32(trans_a, trans_b, M, N, K, alpha, NULL, 1, NULL, 1, beta, C, ldc);

@@ -272,12 +272,12 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         }
         snprintf(plan, sizeof plan,
                  "%s (%.2f M parameters), %d examples, %ld steps of %d x %d examples; %smemory plan %.0f MB "
-                 "(weights %.0f%s, grads+AdamW %.0f, activations %.0f)",
+                 "(weights %.0f%s, grads+AdamW %.0f, activations %.0f%s)",
                  a->model_dir, config_param_count(&t.model.cfg) / 1e6, t.n_ex,
                  train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
                  a->per_device_train_batch_size, lora, (P + 3 * T + (t.have_lora ? T : 0) + t.acts.bytes) / mb,
                  (P + (t.have_lora ? T : 0)) / mb, bf16_text,
-                 3 * T / mb, t.acts.bytes / mb);
+                 3 * T / mb, t.acts.bytes / mb, training_args_bf16_note(a));
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
         TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}, &meta};

@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "ops/gemm.h"
+
 #define A(f) offsetof(TrainingArgs, f)
 #define BIG 1e300
 
@@ -34,9 +36,10 @@ const OptSpec training_args_options[] = {
     {"num_train_epochs", OPT_F64, A(num_train_epochs), 3, NULL, 0, BIG, NULL, NULL, 0, "passes over the data"},
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "recompute layers in backward"},
-    {"bf16", OPT_BOOL, A(bf16), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"bf16", OPT_BOOL, A(bf16), -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
      "mixed precision as TRL's bf16: the trained model's matrix products in bf16 (fp32 master weights, sums, "
-     "gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16"},
+     "gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16; auto: true "
+     "where this CPU has bf16 matrix instructions (AVX512_BF16, AMX), as TRL defaults to bf16, else false"},
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 64, NULL, 1, 1 << 20, NULL, NULL, 0,
      "LM-head rows computed at once"},
     {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD,
@@ -75,8 +78,15 @@ const OptSpec training_args_options[] = {
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
-int training_args_frozen_bf16(const TrainingArgs *a) { return a->bf16 && (a->use_peft || a->adapter); }
-int training_args_bf16_compute(const TrainingArgs *a) { return a->bf16 && !a->use_peft && !a->adapter; }
+int training_args_bf16(const TrainingArgs *a) { return a->bf16 < 0 ? gemm_bf16_native() : a->bf16; }
+int training_args_frozen_bf16(const TrainingArgs *a) { return training_args_bf16(a) && (a->use_peft || a->adapter); }
+int training_args_bf16_compute(const TrainingArgs *a) { return training_args_bf16(a) && !a->use_peft && !a->adapter; }
+const char *training_args_bf16_note(const TrainingArgs *a) {
+    if (a->bf16 >= 0) return "";
+    return gemm_bf16_native() ? "; bf16 by default on this CPU (--bf16 false: fp32 throughout)"
+                              : "; fp32 by default: this CPU has no bf16 matrix instructions (--bf16 true: bf16 "
+                                "products anyway, slower here)";
+}
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))

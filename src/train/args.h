@@ -32,7 +32,7 @@ typedef struct {
     double num_train_epochs;           /* 3 */
     uint64_t seed;                     /* 42 */
     int gradient_checkpointing;        /* 1 */
-    int bf16;                          /* 0; 1: trained weights' products in bf16, frozen models held in bf16 */
+    int bf16;                          /* 1: trained weights' products in bf16, frozen models held in bf16; 0; -1 auto */
     int logprob_chunk_rows;            /* LM-head rows per chunk (64) */
     int logging_steps;                 /* 10 */
     long save_steps;                   /* 500; 0 = never */
@@ -60,6 +60,10 @@ extern const int training_args_n_options;
 
 /* The rules between these options (their ranges are checked by opts_check over
  * the command's groups), with a message that names the options and values. */
+/* bf16, auto resolved: true where this CPU has a bf16 matmul (gemm_bf16_native). */
+int training_args_bf16(const TrainingArgs *a);
+/* For the plan line: what auto chose here and how to choose otherwise, or "" when bf16 was given. */
+const char *training_args_bf16_note(const TrainingArgs *a);
 /* bf16 and nothing trains the model's own weights (use_peft or an adapter): the
  * model is loaded with its layer matrices in bf16 (model_load_ex's half). */
 int training_args_frozen_bf16(const TrainingArgs *a);

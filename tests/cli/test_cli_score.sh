@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `grpo score` from outside: log-probs of the three reference fixtures match the
+# `grpo score` from outside: log-probs of the three reference fixtures (in fp32: --bf16 false) match the
 # float64 PyTorch logits (1e-5), batching does not change them, and each bad input
 # gives exit status 1 with a one-line error naming the file and the problem.
 set -u
@@ -7,10 +7,10 @@ set -u
 
 for fx in qwen2 llama qwen3; do
     python3 tests/cli/score_fixture.py make "tests/fixtures/$fx" > "$TMP/$fx.jsonl"
-    "$GRPO" score --model "tests/fixtures/$fx" --data "$TMP/$fx.jsonl" > "$TMP/$fx.out" 2>"$TMP/err" || fail "$fx: score failed: $(cat "$TMP/err")"
+    "$GRPO" score --model "tests/fixtures/$fx" --data "$TMP/$fx.jsonl" --bf16 false > "$TMP/$fx.out" 2>"$TMP/err" || fail "$fx: score failed: $(cat "$TMP/err")"
     python3 tests/cli/score_fixture.py check "tests/fixtures/$fx" "$TMP/$fx.out" || fail "$fx: logprobs differ from the reference"
     # one sequence per forward pass gives the same numbers
-    "$GRPO" score --model "tests/fixtures/$fx" --data - --batch_tokens 7 < "$TMP/$fx.jsonl" > "$TMP/$fx.one" || fail "$fx: batch_tokens 7"
+    "$GRPO" score --model "tests/fixtures/$fx" --data - --batch_tokens 7 --bf16 false < "$TMP/$fx.jsonl" > "$TMP/$fx.one" || fail "$fx: batch_tokens 7"
     python3 tests/cli/score_fixture.py check "tests/fixtures/$fx" "$TMP/$fx.one" || fail "$fx: unbatched logprobs differ"
 done
 
