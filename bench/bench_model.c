@@ -40,21 +40,30 @@ static ModelConfig qwen2_05b(int layers) {
     return c;
 }
 
-static double sgemm_gflops(void) {
+/* The rate of gemm_f32 (bf16 = 0) or of gemm_bf16 on bf16 operands (bf16 = 1) on the
+ * 768x4864x896 product of the training pass, over 2 s. */
+static double gemm_gflops(int bf16) {
     int M = 768, N = 4864, K = 896;
     float *A = xaligned(sizeof(float) * M * K), *B = xaligned(sizeof(float) * N * K),
           *C = xaligned(sizeof(float) * M * N);
     for (long i = 0; i < (long)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
     for (long i = 0; i < (long)N * K; i++) B[i] = (float)(i % 5) * 0.1f;
-    gemm_f32(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
-    double t0 = time_now_s();
-    int reps = 0;
-    while (time_now_s() - t0 < 2.0) {
-        gemm_f32(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+    uint16_t *A16 = xaligned(sizeof(uint16_t) * M * K), *B16 = xaligned(sizeof(uint16_t) * N * K);
+    f32_to_bf16_n(A16, A, (size_t)M * K);
+    f32_to_bf16_n(B16, B, (size_t)N * K);
+    double t0 = 0;
+    int reps = -1; /* the first run is a warm-up */
+    do {
+        if (reps == 0) t0 = time_now_s();
+        if (bf16)
+            gemm_bf16(0, 1, M, N, K, 1, (GemmBf16Operand){.h = A16, .ld = K}, (GemmBf16Operand){.h = B16, .ld = K}, 0,
+                      C, N);
+        else
+            gemm_f32(0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
         reps++;
-    }
+    } while (reps <= 0 || time_now_s() - t0 < 2.0);
     double dt = time_now_s() - t0;
-    free(A), free(B), free(C);
+    free(A), free(B), free(C), free(A16), free(B16);
     return 2.0 * M * N * K * reps / dt / 1e9;
 }
 
@@ -168,9 +177,11 @@ int main(int argc, char **argv) {
         }
     }
     int train = iters > 0;
-    double gf_peer = sgemm_gflops();
+    double gf_peer = gemm_gflops(0), gf16 = gemm_bf16_native() ? gemm_gflops(1) : 0;
     double bw = copy_gbps();
-    printf("peer: OpenBLAS sgemm %.1f GFLOP/s (768x4864x896), memcpy %.1f GB/s (read+write)\n", gf_peer, bw);
+    printf("limits: fp32 GEMM %.1f GFLOP/s (gemm_f32 on %s, 768x4864x896)", gf_peer, gemm_f32_backend_name());
+    if (gf16 > 0) printf(", bf16 GEMM %.1f GFLOP/s (%s)", gf16, gemm_bf16_backend_name());
+    printf(", memcpy %.1f GB/s (read+write)\n", bw);
 
     ModelConfig cfg = qwen2_05b(layers);
     Model m;
@@ -203,8 +214,9 @@ int main(int argc, char **argv) {
     double C = m.cfg.hidden_size, Pl = P - C * m.cfg.vocab_size; /* non-embedding */
     double flops = 6.0 * N * (Pl + C * m.cfg.vocab_size) +
                    3.0 * 2.0 * B * (double)T * T * m.cfg.head_dim * m.cfg.n_heads * layers;
-    if (train) printf("train fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of sgemm\n", dt, N / dt,
-           flops / dt / 1e9, 100.0 * flops / dt / 1e9 / gf_peer);
+    if (train)
+        printf("train fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of the fp32 GEMM\n", dt, N / dt,
+               flops / dt / 1e9, 100.0 * flops / dt / 1e9 / gf_peer);
     if (train) products_line(dt, iters);
     if (train) { /* mixed precision (--bf16): the same pass with its products on gemm_bf16 */
         model_use_bf16_compute(&m);
@@ -214,8 +226,11 @@ int main(int argc, char **argv) {
         double t1 = time_now_s();
         for (int it = 0; it < iters; it++) fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
         double dt16 = (time_now_s() - t1) / iters;
-        printf("train bf16 fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.2fx fp32 (products on %s)\n", dt16, N / dt16,
+        printf("train bf16 fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.2fx fp32 (products on %s)", dt16, N / dt16,
                dt / dt16, gemm_bf16_backend_name());
+        if (gf16 > 0)
+            printf("; %.1f GFLOP/s = %.0f%% of the bf16 GEMM", flops / dt16 / 1e9, 100.0 * flops / dt16 / 1e9 / gf16);
+        printf("\n");
         products_line(dt16, iters);
         free(m.params16); /* decoding below reads the fp32 weights either way */
         m.params16 = NULL;
@@ -254,7 +269,7 @@ int main(int argc, char **argv) {
         double per = (time_now_s() - s0) / (steps - 1);
         double bound = wbytes / (bw / 2 * 1e9); /* weights read once per step at copy (read) rate */
         double dflops = 2.0 * G * (Pl + C * m.cfg.vocab_size);
-        printf("decode G=%d: %.0f tokens/s, %.1f ms/step, %.1f GFLOP/s = %.0f%% of sgemm; bandwidth bound %.1f ms/step -> %.0f%% of bound\n",
+        printf("decode G=%d: %.0f tokens/s, %.1f ms/step, %.1f GFLOP/s = %.0f%% of the fp32 GEMM; bandwidth bound %.1f ms/step -> %.0f%% of bound\n",
                G, G / per, per * 1e3, dflops / per / 1e9, 100.0 * dflops / per / 1e9 / gf_peer, bound * 1e3,
                100.0 * bound / per);
         free(logits);

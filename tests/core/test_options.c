@@ -149,9 +149,35 @@ static void help_and_record(void) {
     T_CHECK(!strcmp(buf, "0.5"), "float format: %s", buf);
 }
 
+/* A bool with OPT_AUTO (bf16's row): "auto" is -1, shown and recorded as auto; a plain
+ * bool refuses "auto", and the auto one's error names the three values. */
+static void auto_bool(void) {
+    static const OptSpec row[] = {{"fast", OPT_BOOL, 0, -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO, "speed"}};
+    int v = 7;
+    OptGroup g = OPT_GROUP(row, 0);
+    opts_defaults(&g, 1, &v);
+    T_CHECK(v == -1, "auto default: %d", v);
+    char buf[200];
+    opt_help(&row[0], &v, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "speed (default auto)"), "auto help: %s", buf);
+    json_t *j = opts_to_json(&g, 1, &v);
+    T_CHECK(!strcmp(json_string_value(json_object_get(j, "fast")) ? json_string_value(json_object_get(j, "fast")) : "",
+                    "auto"), "auto recorded as \"auto\"");
+    json_decref(j);
+    GrpoErr err;
+    T_CHECK(!opt_set_text(&row[0], &v, "false", &err) && v == 0, "false");
+    T_CHECK(!opt_set_text(&row[0], &v, "AUTO", &err) && v == -1, "AUTO");
+    T_CHECK(opt_set_text(&row[0], &v, "maybe", &err) == -1 && strstr(err.msg, "fast takes true or false or auto, not 'maybe'"),
+            "%s", err.msg);
+    int plain = 0;
+    T_CHECK(opt_set_text(&rows[0], &plain, "auto", &err) == -1 && strstr(err.msg, "flag takes true or false, not 'auto'"),
+            "a plain bool took auto: %s", err.msg);
+}
+
 int main(void) {
     defaults_and_groups();
     parsing();
     help_and_record();
+    auto_bool();
     return t_summary("test_options");
 }

@@ -15,6 +15,8 @@
  * gemm_f32 on the widened operands, oneDNN's fp32 matmul on them (its layouts,
  * scales, sum post-op and primitive cache), and oneDNN's bf16 matmul where the CPU
  * has one. */
+#include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,6 +164,35 @@ static void check_vector_rounding(void) {
     T_CHECK(bad == 0, "gemm_bf16_round: %d values or the layout wrong", bad);
 }
 
+/* gemm_stats: one product's FLOPs, counted once when gemm_bf16 runs gemm_f32 inside,
+ * and apart when made inside a parallel region. */
+static void check_stats(void) {
+    enum { M = 5, N = 7, K = 9 };
+    float A[M * K], B[K * N], C[M * N];
+    for (int i = 0; i < M * K; i++) A[i] = frand();
+    for (int i = 0; i < K * N; i++) B[i] = frand();
+    gemm_bf16_use(GEMM_BF16_WIDEN);
+    gemm_stats_reset();
+    gemm_f32(0, 0, M, N, K, 1, A, K, B, N, 0, C, N);
+    gemm_bf16(0, 0, M, N, K, 1, (GemmBf16Operand){.f = A, .ld = K}, (GemmBf16Operand){.f = B, .ld = N}, 0, C, N);
+    int team = 0;
+#pragma omp parallel num_threads(2)
+    {
+        float Ct[M * N];
+#pragma omp single
+        team = omp_get_num_threads();
+        gemm_f32(0, 0, M, N, K, 1, A, K, B, N, 0, Ct, N);
+    }
+    GemmStats g = gemm_stats();
+    double one = 2e-9 * M * N * K;
+    T_CHECK(fabs(g.gflop - 2 * one) < 1e-15 && g.seconds > 0, "stats: %g GFLOP (want %g), %g s", g.gflop, 2 * one,
+            g.seconds);
+    T_CHECK(fabs(g.region_gflop - team * one) < 1e-15 && g.region_seconds > 0, "stats in parallel regions: %g GFLOP",
+            g.region_gflop);
+    gemm_stats_reset();
+    T_CHECK(gemm_stats().gflop == 0 && gemm_stats().region_seconds == 0, "reset");
+}
+
 /* matmul_*_bf16 on the widening backend equal matmul_* on the rounded operands bit for
  * bit: the same gemm_f32 call on the same values (bias included). */
 static void check_linear(void) {
@@ -240,6 +271,7 @@ int main(void) {
     printf("gemm_f32 backend here: %s\n", gemm_f32_backend_name());
     check_rounding();
     check_vector_rounding();
+    check_stats();
     check_backend(GEMM_BF16_WIDEN, "widened");
     check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
     if (gemm_bf16_native())
