@@ -84,7 +84,8 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
             return 0;
         }
         if (opt_parse_bool(s, (int *)v))
-            return err_set(err, "%s takes true or false%s, not '%s'", o->name, o->flags & OPT_AUTO ? " or auto" : "", s);
+            return err_set(err, "%s takes true or false%s, not '%s'", o->name, o->flags & OPT_AUTO ? " or auto" : "",
+                           s);
         return 0;
     case OPT_INT: case OPT_LONG: case OPT_U64: case OPT_MIB:
         if (parse_long(s, &l)) return err_set(err, "%s expects an integer, not '%s'", o->name, s);

@@ -57,7 +57,8 @@ static int load_inputs(GrpoTrainer *t, GrpoErr *err) {
     if (c->loss.beta != 0 && lora) {
         t->ref_is_base = 1;
     } else if (c->loss.beta != 0) {
-        if (model_load_ex(&t->ref, c->train.model_dir, training_args_bf16(&c->train) && !c->sync_ref_model, err)) return -1;
+        int ref_bf16 = training_args_bf16(&c->train) && !c->sync_ref_model; /* a frozen reference */
+        if (model_load_ex(&t->ref, c->train.model_dir, ref_bf16, err)) return -1;
         t->have_ref = 1;
     }
     return 0;
@@ -322,6 +323,7 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         OptGroup g[TRAIN_CONFIG_N_GROUPS];
         train_config_groups(g);
         json_t *options = opts_to_json(g, TRAIN_CONFIG_N_GROUPS, c);
+        json_object_set_new(options, "bf16", json_boolean(training_args_bf16(&tc->train))); /* what auto chose */
         char *plan = plan_text(t, train_loop_total_steps(&tc->train, algo.n_examples, algo.examples_per_step));
         ModelSaveMeta meta;
         gen_save_meta(&meta, t->sess.pre.tok, &t->sess.gen.opts);

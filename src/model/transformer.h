@@ -65,8 +65,9 @@ size_t model_weight_bytes(const Model *m);
  * bf16 as the products read them and every sum in fp32. Norms, RoPE, attention,
  * softmax, log-probs and the loss stay fp32. Decoding (model/kvcache.h) reads the
  * bf16 copy too, its activations in fp32 (matmul_forward_rowwise_bf16), so a step
- * streams half the weight bytes. model_sync_bf16 refreshes the copy: after every change of params
- * (the training loop calls it after each optimizer step and after resuming). */
+ * streams half the weight bytes. model_sync_bf16 refreshes the copy: after every
+ * change of params (the training loop calls it after each optimizer step and after
+ * resuming). */
 void model_use_bf16_compute(Model *m);
 void model_sync_bf16(Model *m);
 /* The bf16 copy of a tensor of params (w points into m->params), or NULL without one. */

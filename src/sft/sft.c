@@ -263,6 +263,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         OptGroup g[SFT_CONFIG_N_GROUPS];
         sft_config_groups(g);
         json_t *options = opts_to_json(g, SFT_CONFIG_N_GROUPS, c);
+        json_object_set_new(options, "bf16", json_boolean(training_args_bf16(a))); /* what auto chose */
         char plan[1600], lora[400] = "", bf16_text[160];
         model_bf16_describe(&t.model, bf16_text, sizeof bf16_text);
         double mb = 1048576.0, P = (double)model_weight_bytes(&t.model), T = 4.0 * trainable_floats(&t);

@@ -26,8 +26,11 @@ plan_says() { # LABEL FILE: the plan matches this CPU's default
             || fail "$1: no fp32-default note: $(head -3 "$2")"
     fi
 }
-"$GRPO" "${T[@]}" --output_dir "$TMP/a" 2>"$TMP/a.err" || fail "train: $(tail -2 "$TMP/a.err")"
+"$GRPO" "${T[@]}" --output_dir "$TMP/a" --save_steps 2 2>"$TMP/a.err" || fail "train: $(tail -2 "$TMP/a.err")"
 plan_says "train, no --bf16" "$TMP/a.err"
+want=$([ $native = 1 ] && echo true || echo false) # the checkpoint records what auto chose
+grep -q "\"bf16\": $want" "$TMP/a/checkpoint-2/trainer_state.json" \
+    || fail "trainer_state.json does not record bf16 $want: $(grep -o '"bf16": [a-z"]*' "$TMP/a/checkpoint-2/trainer_state.json")"
 if [ $native = 1 ]; then
     grep -q "products in bf16 on oneDNN" "$TMP/a.err" || fail "the default does not compute in bf16 here: $(head -3 "$TMP/a.err")"
 else

@@ -167,10 +167,12 @@ static void auto_bool(void) {
     GrpoErr err;
     T_CHECK(!opt_set_text(&row[0], &v, "false", &err) && v == 0, "false");
     T_CHECK(!opt_set_text(&row[0], &v, "AUTO", &err) && v == -1, "AUTO");
-    T_CHECK(opt_set_text(&row[0], &v, "maybe", &err) == -1 && strstr(err.msg, "fast takes true or false or auto, not 'maybe'"),
+    T_CHECK(opt_set_text(&row[0], &v, "maybe", &err) == -1 &&
+                strstr(err.msg, "fast takes true or false or auto, not 'maybe'"),
             "%s", err.msg);
     int plain = 0;
-    T_CHECK(opt_set_text(&rows[0], &plain, "auto", &err) == -1 && strstr(err.msg, "flag takes true or false, not 'auto'"),
+    T_CHECK(opt_set_text(&rows[0], &plain, "auto", &err) == -1 &&
+                strstr(err.msg, "flag takes true or false, not 'auto'"),
             "a plain bool took auto: %s", err.msg);
 }
 
