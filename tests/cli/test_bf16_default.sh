@@ -26,7 +26,7 @@ plan_says() { # LABEL FILE: the plan matches this CPU's default
             || fail "$1: no fp32-default note: $(head -3 "$2")"
     fi
 }
-"$GRPO" "${T[@]}" --output_dir "$TMP/a" --save_steps 2 2>"$TMP/a.err" || fail "train: $(tail -2 "$TMP/a.err")"
+"$GRPO" "${T[@]}" --output_dir "$TMP/a" --save_steps 1 2>"$TMP/a.err" || fail "train: $(tail -2 "$TMP/a.err")"
 plan_says "train, no --bf16" "$TMP/a.err"
 want=$([ $native = 1 ] && echo true || echo false) # the checkpoint records what auto chose
 grep -q "\"bf16\": $want" "$TMP/a/checkpoint-2/trainer_state.json" \
@@ -36,6 +36,19 @@ if [ $native = 1 ]; then
 else
     grep -q "products in bf16" "$TMP/a.err" && fail "the default computes in bf16 on a CPU without bf16 instructions"
 fi
+# a resume under the other precision says so (auto follows the CPU; a run may move between CPUs)
+other=$([ $native = 1 ] && echo false || echo true)
+mkdir -p "$TMP/r" && cp -r "$TMP/a/checkpoint-1" "$TMP/r/"
+"$GRPO" "${T[@]}" --output_dir "$TMP/r" --resume_from_checkpoint "$TMP/r/checkpoint-1" --bf16 $other 2>"$TMP/r.err" \
+    || fail "resume --bf16 $other: $(tail -2 "$TMP/r.err")"
+grep -q "the checkpoint was trained with bf16 $want, this run has bf16 $other" "$TMP/r.err" \
+    || fail "a resume under the other precision is not told: $(grep -i warn "$TMP/r.err")"
+rm -rf "$TMP/r" && mkdir -p "$TMP/r" && cp -r "$TMP/a/checkpoint-1" "$TMP/r/"
+"$GRPO" "${T[@]}" --output_dir "$TMP/r" --resume_from_checkpoint "$TMP/r/checkpoint-1" 2>"$TMP/r.err" \
+    || fail "resume: $(tail -2 "$TMP/r.err")"
+grep -q "trained with bf16" "$TMP/r.err" && fail "a resume under the same precision warns: $(cat "$TMP/r.err")"
+cmp -s "$TMP/a/model.safetensors" "$TMP/r/model.safetensors" || fail "the resume differs from the uninterrupted run"
+
 "$GRPO" "${T[@]}" --output_dir "$TMP/b" --bf16 auto 2>"$TMP/b.err" || fail "train --bf16 auto: $(tail -2 "$TMP/b.err")"
 plan_says "train --bf16 auto" "$TMP/b.err"
 cmp -s "$TMP/a/model.safetensors" "$TMP/b/model.safetensors" || fail "--bf16 auto trains otherwise than no flag"
