@@ -1,14 +1,17 @@
 /* bench/bench_model.c — speed of the core model on the Qwen2-0.5B shape (hidden 896,
  * 24 layers, 14 heads, 2 KV heads, intermediate 4864, vocab 151936, tied; random
  * weights), against this machine's own peers measured in the same run:
- *   - sgemm GFLOP/s of OpenBLAS on a training-shaped product   (peer for training)
+ *   - the GFLOP/s of gemm_f32, and of gemm_bf16 where the CPU has a bf16 matmul, on a
+ *     training-shaped product                                   (peers for training)
  *   - memcpy bandwidth                                          (peer for decoding)
  * and reports forward+backward tokens/s and GFLOP/s for 4 x 192 tokens, decode
  * tokens/s for 8 and 32 sequences, and peak RSS. The training pass runs twice: in
- * fp32, then in mixed precision (model_use_bf16_compute, the --bf16 of train/sft). Then one training step (forward,
+ * fp32, then in mixed precision (model_use_bf16_compute, the --bf16 of train/sft), each with
+ * where its time went (gemm_stats). Then one training step (forward,
  * backward, clipping, AdamW) of full fine-tuning against the same with LoRA adapters
  * (r 16, all linear layers, dropout 0.05; the base frozen), and decode with them.
  *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1] [--gemm openblas|onednn]
+ *                           [--logprob_chunk_rows R]
  *   (fewer layers, or the training line alone, for a quick look; gemm_f32's backend
  *   instead of the automatic choice) */
 #include <math.h>
@@ -120,7 +123,7 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     const ParamTable *tab = lo ? &lo->table : &m->table;
     float *params = lo ? lo->params : m->params;
     Activations a;
-    acts_create(&a, &m->cfg, N, 0, 64);
+    acts_create(&a, &m->cfg, N, 0, 256); /* logprob_chunk_rows: its default */
     if (lo) acts_reserve_lora(&a, &m->cfg, lo);
     uint64_t keys[4] = {1, 2, 3, 4};
     a.drop_keys = keys;
@@ -163,11 +166,12 @@ static void products_line(double dt, int iters) {
 }
 
 int main(int argc, char **argv) {
-    int layers = 24, iters = 2, train_only = 0;
+    int layers = 24, iters = 2, train_only = 0, chunk_rows = 256; /* --logprob_chunk_rows, its default */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--train_only")) train_only = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--logprob_chunk_rows")) chunk_rows = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--gemm")) {
             if (strcmp(argv[i + 1], "onednn") && strcmp(argv[i + 1], "openblas")) {
                 fprintf(stderr, "bench_model: --gemm must be openblas or onednn (got %s)\n", argv[i + 1]);
@@ -194,7 +198,7 @@ int main(int argc, char **argv) {
     /* ---- training: forward + backward, 4 x 192 tokens, every position a target ---- */
     int B = 4, T = 192, N = B * T;
     Activations a;
-    acts_create(&a, &m.cfg, N, 0, 64);
+    acts_create(&a, &m.cfg, N, 0, chunk_rows > 0 ? chunk_rows : 64);
     int32_t *ids = malloc(sizeof(int32_t) * N), *tg = malloc(sizeof(int32_t) * N);
     uint8_t *mask = malloc(N);
     float *lp = malloc(sizeof(float) * N);

@@ -33,7 +33,7 @@ typedef struct {
     uint64_t seed;                     /* 42 */
     int gradient_checkpointing;        /* 1 */
     int bf16;                          /* 1: products in bf16, frozen models held in bf16; 0; -1: auto */
-    int logprob_chunk_rows;            /* LM-head rows per chunk (64) */
+    int logprob_chunk_rows;            /* LM-head rows per chunk (256) */
     int logging_steps;                 /* 10 */
     long save_steps;                   /* 500; 0 = never */
     int save_total_limit;              /* 0 = keep all */
