@@ -27,5 +27,9 @@ void cli_setup_threads(void);
 #define BF16_ADAPTER_CONFLICT                                                                                    \
     "--bf16 holds the weights in bf16 and --adapter folds an adapter into fp32 weights: fold it first (grpo " \
     "merge) and pass the merged model, or drop --bf16"
+/* The bf16 row of generate, eval and score after parsing: auto resolved in place
+ * (bf16_weights_resolve); BF16_ADAPTER_CONFLICT when --bf16 true was given with an
+ * adapter, else NULL. */
+const char *cli_bf16_weights(int *bf16, int has_adapter);
 
 #endif

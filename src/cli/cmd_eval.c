@@ -112,8 +112,7 @@ int cmd_eval(int argc, char **argv) {
         return rc == 1 ? 0 : rc;
     }
     const char *bad = sampler_opts_check(&a.gen.sampler);
-    if (!bad && a.gen.frozen_bf16 > 0 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
-    a.gen.frozen_bf16 = bf16_weights_resolve(a.gen.frozen_bf16, !!a.adapter);
+    if (!bad) bad = cli_bf16_weights(&a.gen.frozen_bf16, !!a.adapter);
     GrpoErr err;
     if (bad || reward_args_check(&a.rewards, &err)) {
         fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);

@@ -71,8 +71,7 @@ int cmd_generate(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     a.gen.share_prefix = !a.no_shared_prefix;
     const char *bad = sampler_opts_check(&a.gen.sampler);
-    if (!bad && a.gen.frozen_bf16 > 0 && a.adapter) bad = BF16_ADAPTER_CONFLICT;
-    a.gen.frozen_bf16 = bf16_weights_resolve(a.gen.frozen_bf16, !!a.adapter);
+    if (!bad) bad = cli_bf16_weights(&a.gen.frozen_bf16, !!a.adapter);
     if (bad || (!!a.prompt + !!a.chat + !!a.dataset) != 1) {
         fprintf(stderr, "grpo generate: %s\n", bad ? bad : "exactly one of --prompt, --chat, --dataset is required");
         args_free();

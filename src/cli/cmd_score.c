@@ -144,12 +144,12 @@ int cmd_score(int argc, char **argv) {
     opts_defaults(g, 2, &sa);
     int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, g, 2, &sa);
     if (rc) return rc == 1 ? 0 : rc;
-    if (sa.bf16 > 0 && sa.adapter) {
-        fprintf(stderr, "grpo score: %s\n", BF16_ADAPTER_CONFLICT);
+    const char *bad = cli_bf16_weights(&sa.bf16, !!sa.adapter);
+    if (bad) {
+        fprintf(stderr, "grpo score: %s\n", bad);
         args_free();
         return 2;
     }
-    sa.bf16 = bf16_weights_resolve(sa.bf16, !!sa.adapter);
     const char *model_dir = sa.model_dir, *data = sa.data;
     long batch_tokens = sa.batch_tokens;
     double temperature = sa.temperature;

@@ -123,12 +123,13 @@ static int resume(Loop *lp, GrpoErr *err) {
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = text});
     }
     json_t *bf16 = json_object_get(json_object_get(st, "args"), "bf16");
-    if (!rc && json_is_boolean(bf16) && json_is_true(bf16) != training_args_bf16(L->args)) {
+    int was = json_is_true(bf16), now = training_args_bf16(L->args);
+    if (!rc && json_is_boolean(bf16) && was != now) {
+        const char *was_text = was ? "true" : "false";
         char text[300];
         snprintf(text, sizeof text, "the checkpoint was trained with bf16 %s, this run has bf16 %s (auto follows "
                  "the CPU): results will differ from an uninterrupted run; --bf16 %s continues as it was",
-                 json_is_true(bf16) ? "true" : "false", training_args_bf16(L->args) ? "true" : "false",
-                 json_is_true(bf16) ? "true" : "false");
+                 was_text, now ? "true" : "false", was_text);
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = text});
     }
     json_decref(st);
