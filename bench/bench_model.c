@@ -158,10 +158,13 @@ static double decode_step_s(Model *m, int G, const int32_t *ids);
 /* Where the last pass's time went: its products (gemm_stats) and the rest. */
 static void products_line(double dt, int iters) {
     GemmStats g = gemm_stats();
-    double s = g.seconds / iters, r = g.region_seconds / iters;
-    printf("  products %.3f s/step (%.0f%%) at %.1f GFLOP/s; in parallel regions (attention) %.3f thread-s at %.1f "
-           "GFLOP/s per thread; the rest %.3f s (%.0f%%)\n",
-           s, 100 * s / dt, g.gflop / g.seconds, r, g.region_seconds > 0 ? g.region_gflop / g.region_seconds : 0.0,
+    double s = g.seconds / iters, a = g.batch_seconds / iters;
+    printf("  products %.3f s/step (%.0f%%) at %.1f GFLOP/s, of which attention's %.3f s at %.1f GFLOP/s (%s); "
+           "the rest %.3f s (%.0f%%)\n",
+           s, 100 * s / dt, g.gflop / g.seconds, a, g.batch_seconds > 0 ? g.batch_gflop / g.batch_seconds : 0.0,
+           g.batch_openblas == 0                ? "batched on oneDNN"
+           : g.batch_openblas == g.batch_calls ? "per head on OpenBLAS: oneDNN has only reference code for them"
+                                                : "partly per head on OpenBLAS",
            dt - s, 100 * (dt - s) / dt);
 }
 

@@ -1,11 +1,18 @@
 /* ops/attention.c — causal grouped-query attention over a padded batch, for training
  * (all positions at once). Decoding against a KV cache lives in model/kvcache.c.
  *
- * Per (sequence, head) the scores S = Q K^T / sqrt(D) are formed with one GEMM into
- * a [T,T] scratch, masked and soft-maxed in place, and multiplied into V. Only the
- * log-sum-exp per query is kept for backward, which recomputes P — so the saved
- * state is O(T) per head, not O(T^2). Work is split over (sequence, kv head) so a
- * thread owns its dk/dv slices and no two threads write the same gradient. */
+ * Queries go in row blocks of R rows counted from position 0: block [r0, r1) meets
+ * keys 0 .. r1-1 only, since every later key is causally masked for all its rows,
+ * so about half of the T x T score matrix is never formed. Each product of a block
+ * is one batched GEMM over every (sequence, kv head, query head of the group)
+ * (gemm_f32_batch), the key/value head broadcast over its query heads. Scores are
+ * masked and soft-maxed in a scratch [B, H, rows, r1]. Only the log-sum-exp per
+ * query is kept for backward, which recomputes P.
+ *
+ * Sequences start at row 0 (model/batch.c pads on the right), so a sequence's rows
+ * fall in the same blocks however far its batch is padded; a longer T only adds
+ * keys its rows cannot see, whose probabilities are exact zeros. Its results then
+ * differ only by the GEMM's rounding at the other shape (test_ops_fd). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -14,6 +21,19 @@
 #include "core/check.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
+#include "ops/vec.h"
+
+static int row_block_override; /* attention_set_row_block; 0: chosen per call */
+
+void attention_set_row_block(int rows) { row_block_override = rows > 0 ? rows : 0; }
+
+/* R: 64 rows (a third of the scores skipped at T = 192), fewer where the batch's
+ * score scratch [B H, R, T] would pass 2^23 floats, never under 16. */
+static int row_block(int BH, int T) {
+    if (row_block_override) return row_block_override;
+    long r = (1L << 23) / ((long)BH * T);
+    return r >= 64 ? 64 : r >= 16 ? (int)(r & ~15L) : 16;
+}
 
 /* First real position of each sequence (T when none): query t has keys iff first <= t. */
 static int first_real(const uint8_t *m, int T) {
@@ -22,55 +42,90 @@ static int first_real(const uint8_t *m, int T) {
     return T;
 }
 
-/* S[T,T] holds raw scaled scores on entry; on exit P (zeros where masked).
- * Writes lse[T] (0 for rows without keys). */
-static void masked_softmax_rows(float *S, float *lse, const uint8_t *m, int T, int first) {
-    for (int t = 0; t < T; t++) {
-        float *row = S + (size_t)t * T;
-        if (t < first) {
-            memset(row, 0, sizeof(float) * T);
-            lse[t] = 0;
+/* The batch over (sequence, kv head, query head of its group) of a [T, ld] operand
+ * whose head h sits at column h D: query heads, or (bcast) the kv head of the group. */
+static void per_head(long s[3], int T, int ld, int G, int D, int bcast) {
+    s[0] = (long)T * ld;
+    s[1] = bcast ? D : (long)G * D;
+    s[2] = bcast ? 0 : D;
+}
+
+/* ...and of a scratch [B, Hkv, G, rows, cols], contiguous. */
+static void per_item(long s[3], int Hkv, int G, int rows, int cols) {
+    s[2] = (long)rows * cols;
+    s[1] = G * s[2];
+    s[0] = Hkv * s[1];
+}
+
+/* P for the rows [r0, r1) of every (sequence, head): row t of item bh holds scaled
+ * scores for keys 0 .. r1-1 on entry. In forward (lse_out) it is soft-maxed and
+ * lse written; in backward P = exp(score - lse[t]). Masked and later keys get 0,
+ * and so does every key of a row with none (left padding: t < first). */
+static void block_probs(float *S, float *lse_out, const float *lse_in, const uint8_t *mask, const int *first, int B,
+                        int H, int T, int r0, int r1) {
+    int rows = r1 - r0;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)B * H * rows; i++) {
+        long bh = i / rows;
+        int t = r0 + (int)(i % rows), b = (int)(bh / H);
+        const uint8_t *m = mask + (size_t)b * T;
+        float *row = S + i * r1;
+        int n = t + 1; /* keys 0 .. t */
+        if (t < first[b]) {
+            memset(row, 0, sizeof(float) * r1);
+            if (lse_out) lse_out[bh * T + t] = 0;
             continue;
         }
         float mx = -INFINITY;
-        for (int s = 0; s <= t; s++)
-            if (m[s] && row[s] > mx) mx = row[s];
-        double sum = 0;
-        for (int s = 0; s <= t; s++) {
-            float e = m[s] ? expf(row[s] - mx) : 0.0f;
-            row[s] = e;
-            sum += e;
+#pragma omp simd reduction(max : mx)
+        for (int s = 0; s < n; s++) {
+            float x = m[s] ? row[s] : -INFINITY;
+            row[s] = x;
+            mx = x > mx ? x : mx;
         }
-        float inv = (float)(1.0 / sum);
-        for (int s = 0; s <= t; s++) row[s] *= inv;
-        for (int s = t + 1; s < T; s++) row[s] = 0;
-        lse[t] = mx + (float)log(sum);
+        if (lse_in) mx = lse_in[bh * T + t];
+        double sum = vec_exp_sum(row, row, mx, 1.0f, n); /* masked: exp(-inf) = 0 */
+        if (lse_out) {
+            float inv = (float)(1.0 / sum);
+            for (int s = 0; s < n; s++) row[s] *= inv;
+            lse_out[bh * T + t] = mx + (float)log(sum);
+        }
+        if (r1 > n) memset(row + n, 0, sizeof(float) * (r1 - n));
     }
 }
 
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const uint8_t *mask, int B, int T, int H, int Hkv, int D,
                        int ldo, int ldq, int ldk, int ldv) {
-    int G = H / Hkv;
+    int G = H / Hkv, R = row_block(B * H, T);
     float scale = 1.0f / sqrtf((float)D);
-    int nthreads = omp_get_max_threads();
-    float *scratch = xaligned(sizeof(float) * (size_t)nthreads * T * T);
-    /* num_threads: the team never outnumbers the scratch areas */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (int bh = 0; bh < B * H; bh++) {
-        int b = bh / H, h = bh % H, g = h / G, tid = omp_get_thread_num();
-        CHECK(tid < nthreads);
-        float *S = scratch + (size_t)tid * T * T;
-        const uint8_t *m = mask + (size_t)b * T;
-        const float *Q = q + (size_t)b * T * ldq + (size_t)h * D;
-        const float *K = k + (size_t)b * T * ldk + (size_t)g * D;
-        const float *Vv = v + (size_t)b * T * ldv + (size_t)g * D;
-        float *O = out + (size_t)b * T * ldo + (size_t)h * D;
-        gemm_f32(0, 1, T, T, D, scale, Q, ldq, K, ldk, 0.0f, S, T);
-        masked_softmax_rows(S, lse + (size_t)bh * T, m, T, first_real(m, T));
-        gemm_f32(0, 0, T, D, T, 1.0f, S, T, Vv, ldv, 0.0f, O, ldo);
+    float *S = xaligned(sizeof(float) * (size_t)B * H * R * T);
+    int *first = xmalloc(sizeof(int) * B);
+    for (int b = 0; b < B; b++) first[b] = first_real(mask + (size_t)b * T, T);
+    GemmBatch qk = {.n = {B, Hkv, G}}, pv = {.n = {B, Hkv, G}};
+    per_head(qk.b, T, ldk, G, D, 1), per_head(pv.b, T, ldv, G, D, 1);
+    per_head(qk.a, T, ldq, G, D, 0), per_head(pv.c, T, ldo, G, D, 0);
+    for (int r0 = 0; r0 < T; r0 += R) {
+        int r1 = r0 + R < T ? r0 + R : T, rows = r1 - r0;
+        per_item(qk.c, Hkv, G, rows, r1), per_item(pv.a, Hkv, G, rows, r1);
+        /* S = Q K^T / sqrt(D); P = softmax; O = P V */
+        gemm_f32_batch(&qk, 0, 1, rows, r1, D, scale, q + (size_t)r0 * ldq, ldq, k, ldk, 0.0f, S, r1);
+        block_probs(S, lse, NULL, mask, first, B, H, T, r0, r1);
+        gemm_f32_batch(&pv, 0, 0, rows, D, r1, 1.0f, S, r1, v, ldv, 0.0f, out + (size_t)r0 * ldo, ldo);
     }
-    free(scratch);
+    free(first);
+    free(S);
+}
+
+/* dst[B, Hkv, G, rows, D] = the rows [r0, r0+rows) of x's heads, packed so that a
+ * kv group's (query head, row) pairs are one run of rows for its dk / dv product. */
+static void pack_heads(float *dst, const float *x, int ld, int B, int T, int H, int D, int r0, int rows) {
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)B * H * rows; i++) {
+        long bh = i / rows;
+        int t = r0 + (int)(i % rows), b = (int)(bh / H), h = (int)(bh % H);
+        memcpy(dst + i * D, x + ((size_t)b * T + t) * ld + (size_t)h * D, sizeof(float) * D);
+    }
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout,
@@ -78,54 +133,54 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *lse, const uint8_t *mask, int B, int T, int H, int Hkv,
                         int D, int lddq, int lddk, int lddv, int lddo, int ldq, int ldk,
                         int ldv, int ldo) {
-    int G = H / Hkv;
+    int G = H / Hkv, R = row_block(B * H, T);
     float scale = 1.0f / sqrtf((float)D);
-    int nthreads = omp_get_max_threads();
-    float *scratch = xaligned(sizeof(float) * (size_t)nthreads * (2 * (size_t)T * T + T));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (int bg = 0; bg < B * Hkv; bg++) {
-        int b = bg / Hkv, g = bg % Hkv, tid = omp_get_thread_num();
-        CHECK(tid < nthreads);
-        float *P = scratch + (size_t)tid * (2 * (size_t)T * T + T);
-        float *dP = P + (size_t)T * T, *rowdot = dP + (size_t)T * T;
-        const uint8_t *m = mask + (size_t)b * T;
-        int first = first_real(m, T);
-        const float *K = k + (size_t)b * T * ldk + (size_t)g * D;
-        const float *Vv = v + (size_t)b * T * ldv + (size_t)g * D;
-        float *dK = dk + (size_t)b * T * lddk + (size_t)g * D;
-        float *dV = dv + (size_t)b * T * lddv + (size_t)g * D;
-        for (int h = g * G; h < (g + 1) * G; h++) {
-            const float *Q = q + (size_t)b * T * ldq + (size_t)h * D;
-            const float *O = out + (size_t)b * T * ldo + (size_t)h * D;
-            const float *dO = dout + (size_t)b * T * lddo + (size_t)h * D;
-            float *dQ = dq + (size_t)b * T * lddq + (size_t)h * D;
-            const float *L = lse + ((size_t)b * H + h) * T;
-            /* P = exp(S - lse) on allowed entries */
-            gemm_f32(0, 1, T, T, D, scale, Q, ldq, K, ldk, 0.0f, P, T);
-            for (int t = 0; t < T; t++) {
-                float *row = P + (size_t)t * T;
-                if (t < first) {
-                    memset(row, 0, sizeof(float) * T);
-                    rowdot[t] = 0;
-                    continue;
-                }
-                for (int s = 0; s <= t; s++) row[s] = m[s] ? expf(row[s] - L[t]) : 0.0f;
-                for (int s = t + 1; s < T; s++) row[s] = 0;
-                double d = 0;
-                for (int j = 0; j < D; j++) d += (double)dO[(size_t)t * lddo + j] * O[(size_t)t * ldo + j];
-                rowdot[t] = (float)d;
-            }
-            /* dV += P^T dO ; dP = dO V^T ; dS = P (dP - rowdot) */
-            gemm_f32(1, 0, T, D, T, 1.0f, P, T, dO, lddo, 1.0f, dV, lddv);
-            gemm_f32(0, 1, T, T, D, 1.0f, dO, lddo, Vv, ldv, 0.0f, dP, T);
-            for (int t = 0; t < T; t++) {
-                float *pr = P + (size_t)t * T, *dr = dP + (size_t)t * T;
-                for (int s = 0; s < T; s++) dr[s] = pr[s] * (dr[s] - rowdot[t]);
-            }
-            /* dQ = dS K * scale ; dK += dS^T Q * scale */
-            gemm_f32(0, 0, T, D, T, scale, dP, T, K, ldk, 0.0f, dQ, lddq);
-            gemm_f32(1, 0, T, D, T, scale, dP, T, Q, ldq, 1.0f, dK, lddk);
-        }
+    size_t ns = (size_t)B * H * R * T, np = (size_t)B * H * R * D;
+    float *P = xaligned(sizeof(float) * (2 * ns + 2 * np + (size_t)B * H * T));
+    float *dP = P + ns, *qp = dP + ns, *dop = qp + np, *rowdot = dop + np;
+    int *first = xmalloc(sizeof(int) * B);
+    for (int b = 0; b < B; b++) first[b] = first_real(mask + (size_t)b * T, T);
+    /* rowdot[bh, t] = dO . O, the softmax's backward term of each row */
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)B * H * T; i++) {
+        int t = (int)(i % T), b = (int)(i / T / H), h = (int)(i / T % H);
+        const float *o = out + ((size_t)b * T + t) * ldo + (size_t)h * D;
+        const float *d = dout + ((size_t)b * T + t) * lddo + (size_t)h * D;
+        double s = 0;
+        for (int j = 0; j < D; j++) s += (double)d[j] * o[j];
+        rowdot[i] = (float)s;
     }
-    free(scratch);
+    GemmBatch qk = {.n = {B, Hkv, G}}, dov = {.n = {B, Hkv, G}}, dsk = {.n = {B, Hkv, G}}, grp = {.n = {B, Hkv, 1}};
+    per_head(qk.a, T, ldq, G, D, 0), per_head(qk.b, T, ldk, G, D, 1);
+    per_head(dov.a, T, lddo, G, D, 0), per_head(dov.b, T, ldv, G, D, 1);
+    per_head(dsk.b, T, ldk, G, D, 1), per_head(dsk.c, T, lddq, G, D, 0);
+    for (int r0 = 0; r0 < T; r0 += R) {
+        int r1 = r0 + R < T ? r0 + R : T, rows = r1 - r0;
+        per_item(qk.c, Hkv, G, rows, r1), per_item(dov.c, Hkv, G, rows, r1), per_item(dsk.a, Hkv, G, rows, r1);
+        /* P = exp(Q K^T / sqrt(D) - lse) ; dP = dO V^T ; dS = P (dP - rowdot) */
+        gemm_f32_batch(&qk, 0, 1, rows, r1, D, scale, q + (size_t)r0 * ldq, ldq, k, ldk, 0.0f, P, r1);
+        block_probs(P, NULL, lse, mask, first, B, H, T, r0, r1);
+        gemm_f32_batch(&dov, 0, 1, rows, r1, D, 1.0f, dout + (size_t)r0 * lddo, lddo, v, ldv, 0.0f, dP, r1);
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < (long)B * H * rows; i++) {
+            long bh = i / rows;
+            float rd = rowdot[bh * T + r0 + i % rows];
+            float *pr = P + i * r1, *dr = dP + i * r1;
+            for (int s = 0; s < r1; s++) dr[s] = pr[s] * (dr[s] - rd);
+        }
+        /* dQ = dS K / sqrt(D), the block's rows written */
+        gemm_f32_batch(&dsk, 0, 0, rows, D, r1, scale, dP, r1, k, ldk, 0.0f, dq + (size_t)r0 * lddq, lddq);
+        /* dV += P^T dO ; dK += dS^T Q / sqrt(D): per kv group, summed over its query
+         * heads and the block's rows at once (the packed [G rows, D] operands) */
+        pack_heads(qp, q, ldq, B, T, H, D, r0, rows);
+        pack_heads(dop, dout, lddo, B, T, H, D, r0, rows);
+        per_item(grp.a, Hkv, G, rows, r1), per_item(grp.b, Hkv, G, rows, D);
+        grp.a[2] = grp.b[2] = 0;
+        per_head(grp.c, T, lddv, 1, D, 1);
+        gemm_f32_batch(&grp, 1, 0, r1, D, G * rows, 1.0f, P, r1, dop, D, 1.0f, dv, lddv);
+        per_head(grp.c, T, lddk, 1, D, 1);
+        gemm_f32_batch(&grp, 1, 0, r1, D, G * rows, scale, dP, r1, qp, D, 1.0f, dk, lddk);
+    }
+    free(first);
+    free(P);
 }

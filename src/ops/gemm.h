@@ -1,10 +1,10 @@
 /* ops/gemm.h — the one GEMM interface every kernel calls.
  *
  * Row-major C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C, in fp32
- * (gemm_f32) or with bf16 operands (gemm_bf16). gemm_f32 runs on OpenBLAS's sgemm
- * or oneDNN's fp32 matmul (gemm_f32_use). Called inside an OpenMP parallel region
- * it is OpenBLAS (OpenMP flavour), single-threaded, which is what the per-head
- * attention loops want. */
+ * (gemm_f32, and gemm_f32_batch for many small ones) or with bf16 operands
+ * (gemm_bf16). gemm_f32 runs on OpenBLAS's sgemm or oneDNN's fp32 matmul
+ * (gemm_f32_use). Called inside an OpenMP parallel region it is OpenBLAS (OpenMP
+ * flavour), single-threaded. */
 #ifndef GRPO_OPS_GEMM_H
 #define GRPO_OPS_GEMM_H
 
@@ -12,6 +12,21 @@
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* A batch of fp32 products over up to three batch dims (n[i] = 1 where unused):
+ * product (i0, i1, i2) multiplies A + sum i_d a[d] and B + sum i_d b[d] into C + sum
+ * i_d c[d] (strides in elements). A stride of 0 in a or b broadcasts that operand
+ * over the dim (grouped-query attention: one key head for several query heads).
+ * The batch's products must not write the same C. One call, outside parallel
+ * regions: oneDNN's batched matmul, threaded over the batch; where oneDNN has only
+ * its reference code for the layout (or gemm_f32_use chose OpenBLAS), the products
+ * on the OpenMP threads, each on single-threaded OpenBLAS. */
+typedef struct {
+    int n[3];
+    long a[3], b[3], c[3];
+} GemmBatch;
+void gemm_f32_batch(const GemmBatch *bt, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* What runs gemm_f32 outside parallel regions. AUTO is oneDNN: 1.85x OpenBLAS's
  * sgemm on a training-shaped product on a 2-core Zen 4 (issue 14), even with it on
@@ -56,12 +71,16 @@ const char *gemm_bf16_backend_name(void);
 /* 1 when oneDNN has a native bf16 matmul on this CPU. */
 int gemm_bf16_native(void);
 
-/* Where a pass's time goes, for benchmarks: seconds in gemm_f32 and gemm_bf16 calls
- * (conversions included) and their GFLOP, since gemm_stats_reset; calls made inside
- * parallel regions (attention's per-head products) apart, their seconds summed over
- * the threads. A product that runs another (gemm_bf16 on gemm_f32) counts once. */
+/* Where a pass's time goes, for benchmarks: seconds in gemm_f32, gemm_f32_batch and
+ * gemm_bf16 calls (conversions included) and their GFLOP, since gemm_stats_reset;
+ * of these, the batched ones (attention's) also apart, with how many of them ran
+ * per product on OpenBLAS (no oneDNN matmul for their layout here). Calls made
+ * inside parallel regions apart, their seconds summed over the threads. A product
+ * that runs another (gemm_bf16 on gemm_f32) counts once. */
 typedef struct {
     double seconds, gflop;
+    double batch_seconds, batch_gflop;
+    long batch_calls, batch_openblas;
     double region_seconds, region_gflop;
 } GemmStats;
 void gemm_stats_reset(void);

@@ -30,7 +30,9 @@ typedef struct {
     dnnl_data_type_t dt;
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
-} PrimKey;
+    int nb[3], batched;         /* batch sizes (gemm.h's GemmBatch); batched = 0: a plain 2-D product */
+    long sa[3], sb[3], sc[3];   /* batch strides; 0 broadcasts that operand */
+} PrimKey; /* memset before filling: compared bytewise */
 
 typedef struct {
     PrimKey key;
@@ -40,8 +42,9 @@ typedef struct {
 } Prim;
 
 /* A training step uses a few dozen shapes (each linear layer forward and
- * backward, the LM head's chunks); past this many the oldest is replaced. */
-#define PRIM_CACHE 96
+ * backward, the LM head's chunks, attention's row blocks at each padded length);
+ * past this many the oldest is replaced. */
+#define PRIM_CACHE 256
 static Prim cache[PRIM_CACHE];
 static int cache_n, cache_next;
 
@@ -49,12 +52,31 @@ static int cache_n, cache_next;
  * output scale, beta as a sum post-op. Returns oneDNN's status (unimplemented
  * where this CPU has no such matmul); impl[n] gets the implementation's name. */
 static dnnl_status_t prim_create(Prim *p, const PrimKey *k, char *impl, size_t n) {
-    dnnl_dims_t ad = {k->M, k->K}, bd = {k->K, k->N}, cd = {k->M, k->N};
-    dnnl_dims_t as = {k->ta ? 1 : k->lda, k->ta ? k->lda : 1}, bs = {k->tb ? 1 : k->ldb, k->tb ? k->ldb : 1},
-                cs = {k->ldc, 1};
-    dnnl_must(dnnl_memory_desc_init_by_strides(&p->a_md, 2, ad, k->dt, as), "src desc");
-    dnnl_must(dnnl_memory_desc_init_by_strides(&p->b_md, 2, bd, k->dt, bs), "weights desc");
-    dnnl_must(dnnl_memory_desc_init_by_strides(&p->c_md, 2, cd, dnnl_f32, cs), "dst desc");
+    /* batched: three leading batch dims, an operand's of size 1 where it broadcasts */
+    int nd = k->batched ? 5 : 2, o = nd - 2;
+    dnnl_dims_t ad, bd, cd, as, bs, cs;
+    for (int i = 0; i < o; i++) {
+        ad[i] = k->sa[i] ? k->nb[i] : 1, bd[i] = k->sb[i] ? k->nb[i] : 1, cd[i] = k->nb[i];
+        as[i] = k->sa[i], bs[i] = k->sb[i], cs[i] = k->sc[i];
+    }
+    ad[o] = k->M, ad[o + 1] = k->K, bd[o] = k->K, bd[o + 1] = k->N, cd[o] = k->M, cd[o + 1] = k->N;
+    as[o] = k->ta ? 1 : k->lda, as[o + 1] = k->ta ? k->lda : 1;
+    bs[o] = k->tb ? 1 : k->ldb, bs[o + 1] = k->tb ? k->ldb : 1;
+    cs[o] = k->ldc, cs[o + 1] = 1;
+    /* a dim of size 1 takes the stride of a plain layout (oneDNN's optimised
+     * matmuls look for one; the stride is never stepped) */
+    dnnl_dim_t *dims[3] = {ad, bd, cd}, *strides[3] = {as, bs, cs};
+    for (int t = 0; t < 3; t++)
+        for (int i = o - 1; i >= 0; i--)
+            if (dims[t][i] == 1) {
+                dnnl_dim_t outer = 0;
+                for (int j = i + 1; j < nd; j++)
+                    if (strides[t][j] * dims[t][j] > outer) outer = strides[t][j] * dims[t][j];
+                strides[t][i] = outer;
+            }
+    dnnl_must(dnnl_memory_desc_init_by_strides(&p->a_md, nd, ad, k->dt, as), "src desc");
+    dnnl_must(dnnl_memory_desc_init_by_strides(&p->b_md, nd, bd, k->dt, bs), "weights desc");
+    dnnl_must(dnnl_memory_desc_init_by_strides(&p->c_md, nd, cd, dnnl_f32, cs), "dst desc");
     dnnl_matmul_desc_t md;
     dnnl_must(dnnl_matmul_desc_init(&md, &p->a_md, &p->b_md, NULL, &p->c_md), "matmul desc");
     dnnl_primitive_attr_t attr;
@@ -89,20 +111,23 @@ static const Prim *prim_get(const PrimKey *k) {
     } else {
         p = &cache[cache_next];
         cache_next = (cache_next + 1) % PRIM_CACHE;
-        dnnl_primitive_destroy(p->prim);
+        if (p->prim) dnnl_primitive_destroy(p->prim);
     }
     char impl[64];
-    dnnl_must(prim_create(p, k, impl, sizeof impl), "matmul primitive");
+    if (prim_create(p, k, impl, sizeof impl) != dnnl_success) { /* no such matmul here: the caller's fallback */
+        p->key = *k;
+        p->prim = NULL;
+        p->reference = 1;
+        return p;
+    }
     p->reference = !strncmp(impl, "ref", 3);
     return p;
 }
 
-int onednn_gemm(int bf16, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, const void *B,
-                int ldb, float beta, float *C, int ldc) {
+static int run(const PrimKey *k, const void *A, const void *B, float *C) {
     CHECK(!omp_in_parallel());
     dnnl_start();
-    PrimKey k = {bf16 ? dnnl_bf16 : dnnl_f32, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta}; /* 4-byte fields, no padding: compared bytewise */
-    const Prim *p = prim_get(&k);
+    const Prim *p = prim_get(k);
     if (p->reference) return -1;
     dnnl_memory_t ma, mb, mc;
     dnnl_must(dnnl_memory_create(&ma, &p->a_md, engine, (void *)A), "src memory");
@@ -117,10 +142,34 @@ int onednn_gemm(int bf16, int ta, int tb, int M, int N, int K, float alpha, cons
     return 0;
 }
 
+static PrimKey key(int bf16, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta, int ldc) {
+    PrimKey k;
+    memset(&k, 0, sizeof k);
+    k.dt = bf16 ? dnnl_bf16 : dnnl_f32;
+    k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
+    k.alpha = alpha, k.beta = beta;
+    return k;
+}
+
+int onednn_gemm(int bf16, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, const void *B,
+                int ldb, float beta, float *C, int ldc) {
+    PrimKey k = key(bf16, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    return run(&k, A, B, C);
+}
+
+int onednn_gemm_batch(const int nb[3], const long sa[3], const long sb[3], const long sc[3], int ta, int tb, int M,
+                      int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                      float *C, int ldc) {
+    PrimKey k = key(0, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    k.batched = 1;
+    for (int i = 0; i < 3; i++) k.nb[i] = nb[i], k.sa[i] = sa[i], k.sb[i] = sb[i], k.sc[i] = sc[i];
+    return run(&k, A, B, C);
+}
+
 int onednn_impl(int bf16, char *impl, size_t n) {
     dnnl_start();
     Prim p;
-    PrimKey k = {bf16 ? dnnl_bf16 : dnnl_f32, 0, 1, 256, 256, 256, 256, 256, 256, 1.0f, 0.0f};
+    PrimKey k = key(bf16, 0, 1, 256, 256, 256, 1.0f, 256, 256, 0.0f, 256);
     snprintf(impl, n, "none");
     if (prim_create(&p, &k, impl, n) != dnnl_success) return 0;
     dnnl_primitive_destroy(p.prim);

@@ -11,6 +11,12 @@
  * this product here (the caller multiplies another way). */
 int onednn_gemm(int bf16, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, const void *B,
                  int ldb, float beta, float *C, int ldc);
+/* The same in fp32 over a batch of products (gemm.h's gemm_f32_batch): batch index
+ * (i0, i1, i2) < nb reads A + sum i·sa, B + sum i·sb and writes C + sum i·sc (strides
+ * in elements; a 0 in sa or sb broadcasts that operand over the dim). */
+int onednn_gemm_batch(const int nb[3], const long sa[3], const long sb[3], const long sc[3], int ta, int tb, int M,
+                      int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                      float *C, int ldc);
 /* Whether oneDNN has an fp32 (bf16 = 0) or bf16 matmul on this CPU; its
  * implementation's name ("brg:avx512_core_bf16", "ref:any", ...) in impl[n]. */
 int onednn_impl(int bf16, char *impl, size_t n);

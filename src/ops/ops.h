@@ -136,6 +136,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *lse, const uint8_t *mask, int B, int T, int H, int Hkv,
                         int D, int lddq, int lddk, int lddv, int lddo, int ldq, int ldk,
                         int ldv, int ldo);
+/* Query rows per block (see ops/attention.c); 0 restores the automatic choice. For
+ * tests: small blocks at small T. */
+void attention_set_row_block(int rows);
 
 /* ---- log-probabilities of target tokens through the LM head (ops/logprob.c) ----
  * For each row n with targets[n] >= 0: z = (h[n] · W^T) * inv_temp,

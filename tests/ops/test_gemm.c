@@ -263,10 +263,69 @@ static void check_f32(GemmF32Backend b, const char *name, int in_parallel) {
             in_parallel ? " (in a parallel region)" : "", bad, cases);
 }
 
+/* gemm_f32_batch on backend b: a [2, 3, 2] batch whose A broadcasts over dim 2
+ * and B over dim 1 (grouped-query attention's shape), operands and C strided with
+ * gaps, each transpose, beta 0 and 1; every product against the double sum, the
+ * gaps untouched. Returns how many of the calls ran per product on OpenBLAS. */
+static long check_batch(GemmF32Backend b, const char *name) {
+    gemm_f32_use(b);
+    gemm_stats_reset();
+    int bad = 0, cases = 0;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int beta = 0; beta <= 1; beta++) {
+                int M = 6 + ta, N = 5 + tb, K = 13, n[3] = {2, 3, 2};
+                int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+                int lda = ac + 2, ldb = bc + 1, ldc = N + 3;
+                long sa[3] = {3L * ar * lda + 5, (long)ar * lda + 1, 0}, sb[3] = {2L * br * ldb + 7, 0, (long)br * ldb};
+                long sc[3] = {6L * M * ldc + 9, 2L * M * ldc + 2, (long)M * ldc + 1};
+                long na = 2 * sa[0], nb = 2 * sb[0], nc = 2 * sc[0];
+                float *A = malloc(sizeof(float) * na), *B = malloc(sizeof(float) * nb);
+                float *C = malloc(sizeof(float) * nc), *C0 = malloc(sizeof(float) * nc);
+                for (long i = 0; i < na; i++) A[i] = frand();
+                for (long i = 0; i < nb; i++) B[i] = frand();
+                for (long i = 0; i < nc; i++) C[i] = C0[i] = frand();
+                GemmBatch bt = {{n[0], n[1], n[2]}, {sa[0], sa[1], sa[2]}, {sb[0], sb[1], sb[2]}, {sc[0], sc[1], sc[2]}};
+                gemm_f32_batch(&bt, ta, tb, M, N, K, 0.5f, A, lda, B, ldb, (float)beta, C, ldc);
+                uint8_t *hit = calloc(nc, 1);
+                for (int i0 = 0; i0 < n[0]; i0++)
+                    for (int i1 = 0; i1 < n[1]; i1++)
+                        for (int i2 = 0; i2 < n[2]; i2++) {
+                            const float *a = A + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
+                            const float *bb = B + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
+                            long oc = i0 * sc[0] + i1 * sc[1] + i2 * sc[2];
+                            for (int i = 0; i < M; i++)
+                                for (int j = 0; j < N; j++) {
+                                    double sum = 0, mag = 0;
+                                    for (int k = 0; k < K; k++) {
+                                        double x = a[ta ? (size_t)k * lda + i : (size_t)i * lda + k];
+                                        double y = bb[tb ? (size_t)j * ldb + k : (size_t)k * ldb + j];
+                                        sum += x * y, mag += fabs(x * y);
+                                    }
+                                    long at = oc + (long)i * ldc + j;
+                                    double want = 0.5 * sum + beta * C0[at];
+                                    bad += !(fabs(C[at] - want) <= (K + 2) * 0x1p-23 * (mag + fabs(C0[at])));
+                                    hit[at] = 1;
+                                }
+                        }
+                for (long i = 0; i < nc; i++) bad += !hit[i] && C[i] != C0[i];
+                cases++;
+                free(A), free(B), free(C), free(C0), free(hit);
+            }
+    GemmStats g = gemm_stats();
+    T_CHECK(bad == 0, "gemm_f32_batch on %s: %d elements wrong over %d cases", name, bad, cases);
+    T_CHECK(g.batch_calls == cases && g.batch_gflop > 0 && fabs(g.batch_gflop - g.gflop) < 1e-12,
+            "gemm_f32_batch stats on %s: %ld calls, %g of %g GFLOP", name, g.batch_calls, g.batch_gflop, g.gflop);
+    return g.batch_openblas;
+}
+
 int main(void) {
     check_f32(GEMM_F32_OPENBLAS, "OpenBLAS", 0);
     check_f32(GEMM_F32_ONEDNN, "oneDNN", 0);
     check_f32(GEMM_F32_ONEDNN, "oneDNN", 1);
+    T_CHECK(check_batch(GEMM_F32_OPENBLAS, "OpenBLAS") == 8, "gemm_f32_batch on OpenBLAS ran on oneDNN");
+    long fallback = check_batch(GEMM_F32_ONEDNN, "oneDNN");
+    printf("gemm_f32_batch on oneDNN: %ld of 8 calls fell back to OpenBLAS\n", fallback);
     gemm_f32_use(GEMM_F32_AUTO);
     printf("gemm_f32 backend here: %s\n", gemm_f32_backend_name());
     check_rounding();

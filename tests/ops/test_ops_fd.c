@@ -535,6 +535,48 @@ static void test_attention(int B, int T, int H, int Hkv, int D, int fused, const
     free(c.out), free(c.lse), free(c.w), free(dgrad), free(p.d), free(p.f);
 }
 
+/* A sequence's attention does not depend on how far its batch is padded: the same
+ * 37 tokens alone (T 37) and right-padded beside a longer sequence (T 45) agree on
+ * their rows (out, lse, dq, and dk, dv of their keys) up to the GEMM's rounding at
+ * the other shape. The padding holds values that would show if a padded key
+ * leaked in. rows: the row block (0: automatic). */
+static void test_attention_padding(int rows) {
+    enum { L = 37, T2 = 45, H = 4, Hkv = 2, D = 8, W = (H + 2 * Hkv) * D };
+    attention_set_row_block(rows);
+    float *x[2], *o[2], *lse[2], *dO[2], *g[2];
+    uint8_t mask[2 * T2];
+    for (int i = 0; i < 2; i++) {
+        int B = i ? 2 : 1, T = i ? T2 : L;
+        x[i] = fnew((long)B * T * W), o[i] = fnew((long)B * T * H * D), dO[i] = fnew((long)B * T * H * D);
+        lse[i] = fnew((long)B * H * T), g[i] = fnew((long)B * T * W);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                int real = b == 1 || t < L; /* sequence 0 is the 37 tokens, padded in the batch */
+                mask[b * T + t] = (uint8_t)real;
+                for (int j = 0; j < W; j++)
+                    x[i][((long)b * T + t) * W + j] = real ? (float)sin(0.37 * (t + 1) * (j + 2) + 5.0 * b) : 9.0f;
+                for (int j = 0; j < H * D; j++)
+                    dO[i][((long)b * T + t) * H * D + j] = real ? (float)cos(0.23 * (t + 3) * (j + 1) + b) : 0.0f;
+            }
+        attention_forward(o[i], lse[i], x[i], x[i] + H * D, x[i] + (H + Hkv) * D, mask, B, T, H, Hkv, D, H * D, W, W,
+                          W);
+        memset(g[i], 0, sizeof(float) * B * T * W);
+        attention_backward(g[i], g[i] + H * D, g[i] + (H + Hkv) * D, dO[i], x[i], x[i] + H * D, x[i] + (H + Hkv) * D,
+                           o[i], lse[i], mask, B, T, H, Hkv, D, W, W, W, H * D, W, W, W, H * D);
+    }
+    int same = !memcmp(o[0], o[1], sizeof(float) * L * H * D) && !memcmp(g[0], g[1], sizeof(float) * L * W);
+    for (int h = 0; h < H; h++) same &= !memcmp(lse[0] + h * L, lse[1] + h * T2, sizeof(float) * L);
+    double d = 0, mx = 0; /* over out, lse, and the gradients */
+    for (long i = 0; i < L * H * D; i++) d = fmax(d, fabs(o[0][i] - o[1][i])), mx = fmax(mx, fabs(o[0][i]));
+    for (long i = 0; i < L * W; i++) d = fmax(d, fabs(g[0][i] - g[1][i])), mx = fmax(mx, fabs(g[0][i]));
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < L; t++)
+            d = fmax(d, fabs(lse[0][h * L + t] - lse[1][h * T2 + t])), mx = fmax(mx, fabs(lse[0][h * L + t]));
+    printf("  attention padded (row block %d): differs by %.3g of max %.3g\n", rows, d, mx);
+    T_CHECK(d <= 1e-6 * mx, "attention (row block %d): a sequence padded in its batch differs from it alone", rows);
+    for (int i = 0; i < 2; i++) free(x[i]), free(o[i]), free(lse[i]), free(dO[i]), free(g[i]);
+}
+
 /* ================================================================= logprob */
 
 typedef struct {
@@ -684,6 +726,19 @@ int main(void) {
     test_attention(2, 5, 4, 1, 12, 0, m2x5); /* GQA G=4, D=12, separate strided */
     test_attention(1, 7, 2, 2, 8, 0, m1x7);  /* MHA G=1 */
     test_attention(2, 5, 8, 2, 12, 1, m2x5); /* G=4, fused */
+    /* query row blocks smaller than T: several blocks, a short last one */
+    attention_set_row_block(2);
+    test_attention(3, 6, 4, 2, 8, 1, m3x6);
+    test_attention(2, 5, 4, 1, 12, 0, m2x5);
+    attention_set_row_block(3);
+    test_attention(1, 7, 2, 2, 8, 0, m1x7);
+    attention_set_row_block(16);
+    static uint8_t m2x37[2 * 37];
+    for (int t = 0; t < 37; t++) m2x37[t] = 1, m2x37[37 + t] = t < 29;
+    test_attention(2, 37, 4, 2, 8, 0, m2x37);
+    test_attention_padding(16);
+    test_attention_padding(0);
+    attention_set_row_block(0);
 
     test_logprob(7, 12, 29, 1.0f / 0.7f, 1);
     test_logprob(11, 40, 300, 1.0f, 0); /* fp32 only, a larger vocabulary */
