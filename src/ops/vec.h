@@ -82,6 +82,22 @@ static inline __m256 vec_exp_neg8(__m256 x) {
 }
 #endif
 
+/* The logistic sigmoid 1 / (1 + e^-x) from e^-|x| (vec_exp_neg: every build gives
+ * the same bits; NaN gives 1, so silu(NaN) = NaN). */
+static inline float vec_sigmoid(float x) {
+    float e = vec_exp_neg(-fabsf(x)), r = 1.0f / (1.0f + e);
+    return x < 0 ? e * r : r;
+}
+
+#ifdef __AVX2__
+static inline __m256 vec_sigmoid8(__m256 x) {
+    __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    __m256 e = vec_exp_neg8(_mm256_sub_ps(zero, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)));
+    __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    return _mm256_blendv_ps(r, _mm256_mul_ps(e, r), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+}
+#endif
+
 /* e[i] = exp((x[i] - shift) * scale) for x[i] <= shift, scale > 0 (e may be x);
  * returns their sum, taken in double over 8 lanes (lane i mod 8) added in a fixed
  * order: the same bits in every build. */

@@ -717,6 +717,7 @@ int main(void) {
     test_rope(2, 2, 1100, 2 * 1100 + 3); /* D past the model config's 1024: 550 pairs, 3 angle blocks */
 
     test_swiglu(4, 6);
+    test_swiglu(3, 21); /* eight at a time, and a tail */
 
     /* masks: left-padded (keyless first queries), right-padded, full, with a hole */
     static const uint8_t m3x6[3 * 6] = {0, 0, 1, 1, 1, 1, /**/ 1, 1, 1, 1, 0, 0, /**/ 1, 1, 1, 1, 1, 1};

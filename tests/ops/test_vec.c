@@ -56,8 +56,38 @@ static void test_sum(void) {
     }
 }
 
+/* vec_sigmoid against 1 / (1 + exp(-x)) in double, and vec_sigmoid8 against it bit
+ * for bit; NaN gives 1 in both, the infinities 0 and 1. */
+static void test_sigmoid(void) {
+    double worst = 0;
+    int same = 1, n = 0;
+    for (float x = -100.0f; x <= 100.0f; x += 0.0137f, n++) {
+        double want = 1.0 / (1.0 + exp(-(double)x)); /* under -87 e^x is flushed to 0, as expf's overflow did */
+        worst = fmax(worst, x > VEC_EXP_MIN ? fabs(vec_sigmoid(x) - want) / want : fabs(vec_sigmoid(x) - want) * 0x1p100);
+    }
+    T_CHECK(worst < 4 * 0x1p-24, "sigmoid: relative error %.3g over [-87, 100] (absolute x 2^100 below)", worst);
+    float specials[8] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 88.0f, -88.0f, -1e-30f};
+    T_CHECK(vec_sigmoid(NAN) == 1.0f && vec_sigmoid(INFINITY) == 1.0f && vec_sigmoid(-INFINITY) == 0.0f &&
+                vec_sigmoid(0.0f) == 0.5f,
+            "sigmoid of NaN, the infinities, 0");
+#ifdef __AVX2__
+    float out[8];
+    _mm256_storeu_ps(out, vec_sigmoid8(_mm256_loadu_ps(specials)));
+    for (int i = 0; i < 8; i++) same &= !memcmp(&out[i], &(float){vec_sigmoid(specials[i])}, 4);
+    for (float x = -90.0f; x <= 90.0f; x += 0.0371f * 8) {
+        float in[8];
+        for (int i = 0; i < 8; i++) in[i] = x + 0.0371f * i;
+        _mm256_storeu_ps(out, vec_sigmoid8(_mm256_loadu_ps(in)));
+        for (int i = 0; i < 8; i++) same &= out[i] == vec_sigmoid(in[i]);
+    }
+#endif
+    (void)specials;
+    T_CHECK(same, "vec_sigmoid8 differs from vec_sigmoid (%d values)", n);
+}
+
 int main(void) {
     test_accuracy();
     test_sum();
+    test_sigmoid();
     return t_summary("test_vec");
 }
