@@ -68,7 +68,7 @@ echo "limits: GEMM GFLOP/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 # (bench/torch_model.py, same thread count, the issue-14 malloc settings); decode of 8
 # and 32 sequences sharing a 64-token prompt against the fp32 GEMM rate and the
 # memory-bandwidth bound; peak RSS; and where each training pass's time goes (gemm_stats:
-# its products, attention's per-head products, the rest). Targets (2-core Zen 4): training
+# its products, attention's batched products among them, the rest). Targets (2-core Zen 4): training
 # >= 75 % of the fp32 GEMM, decode G=32 >= 60 % of it, decode G=8 >= 70 % of the bound;
 # training ahead of PyTorch fp32; in bf16 >= 65 % of the bf16 GEMM and >= 1.3x PyTorch bf16.
 model_bench() {

@@ -139,11 +139,7 @@ static void attend_row(const KVCache *c, int l, int slot, int own_idx, const flo
     for (int j = 0; j < G; j++) {
         float *sc = scores + (size_t)j * nk, mx = -INFINITY;
         for (int s = 0; s < nk; s++) mx = sc[s] > mx ? sc[s] : mx;
-        double sum = 0;
-        for (int s = 0; s < nk; s++) {
-            sc[s] = expf(sc[s] - mx);
-            sum += sc[s];
-        }
+        double sum = vec_exp_sum(sc, sc, mx, 1.0f, nk);
         float inv = (float)(1.0 / sum);
         for (int s = 0; s < nk; s++) sc[s] *= inv;
         memset(out + (size_t)j * D, 0, sizeof(float) * D);

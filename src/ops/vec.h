@@ -40,6 +40,11 @@ static inline void vec_axpy(float *y, float a, const float *x, int n) {
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
 #endif
+#ifdef __AVX2__
+    __m256 va8 = _mm256_set1_ps(a);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va8, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
     for (; i < n; i++) y[i] += a * x[i];
 }
 
