@@ -55,6 +55,10 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmB
  * several products read (dout in both of a layer's backward products): an operand
  * of bf16 values in a buffer of this module's, valid until the next call. */
 GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld);
+/* The same into x's own memory, where its fp32 values are not needed again (the LM
+ * head's dz, a rows x vocab scratch): each row's bf16 values in the first half of
+ * the row, so the operand's ld is 2 ld. No buffer; x holds bf16 until rewritten. */
+GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
 
 /* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
  * not oneDNN's reference code (AVX512_BF16, AMX), else WIDEN. WIDEN: the operands

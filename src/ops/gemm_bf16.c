@@ -59,6 +59,22 @@ GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld) {
     return (GemmBf16Operand){.h = operand_bf16(2, (GemmBf16Operand){.f = x, .ld = ld}, rows, cols, &ldo), .ld = ldo};
 }
 
+GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld) {
+    CHECK(!omp_in_parallel() && ld >= cols);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *row = x + (size_t)r * ld;
+        uint16_t tmp[512];
+        /* a piece's bf16 bytes land on floats of this piece or earlier ones, read already */
+        for (int c = 0; c < cols; c += 512) {
+            int n = cols - c < 512 ? cols - c : 512;
+            f32_to_bf16_n(tmp, row + c, (size_t)n);
+            memcpy((char *)row + sizeof(uint16_t) * c, tmp, sizeof(uint16_t) * n);
+        }
+    }
+    return (GemmBf16Operand){.h = (const uint16_t *)x, .ld = 2 * ld};
+}
+
 /* ---- backend choice ---- */
 
 static int native = -1;           /* gemm_bf16_native(), once known */

@@ -106,9 +106,8 @@ static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, 
         }
         z[targets[n]] += g * inv_temp;
     }
-    /* with W16, both products read dz: rounded once */
-    GemmBf16Operand dz16 =
-        W16 && dh && dW ? gemm_bf16_round(s->scratch, m, V, V) : (GemmBf16Operand){.f = s->scratch, .ld = V};
+    /* with W16, the products read dz rounded once, in the scratch itself */
+    GemmBf16Operand dz16 = W16 ? gemm_bf16_round_in_place(s->scratch, m, V, V) : (GemmBf16Operand){0};
     if (dh) {
         if (W16)
             gemm_bf16(0, 0, m, C, V, 1.0f, dz16, (GemmBf16Operand){.h = W16, .ld = C}, 0.0f, s->d_rows, C);

@@ -162,6 +162,16 @@ static void check_vector_rounding(void) {
     for (int i = 0; !bad && i < 5; i++)
         for (int j = 0; j < 13; j++) bad += o.h[i * 13 + j] != f32_to_bf16(x[3 + i * 14 + j]);
     T_CHECK(bad == 0, "gemm_bf16_round: %d values or the layout wrong", bad);
+    /* in place: rows of 1100 (three pieces of at most 512) every 1103 floats */
+    enum { R = 6, Cw = 1100, LD = 1103 };
+    float *y = malloc(sizeof(float) * R * LD), *y0 = malloc(sizeof(float) * R * LD);
+    for (int i = 0; i < R * LD; i++) y[i] = y0[i] = frand() * 3.0f;
+    GemmBf16Operand p = gemm_bf16_round_in_place(y, R, Cw, LD);
+    bad = p.ld != 2 * LD || p.h != (const uint16_t *)y || p.f;
+    for (int i = 0; !bad && i < R; i++)
+        for (int j = 0; j < Cw; j++) bad += p.h[(size_t)i * 2 * LD + j] != f32_to_bf16(y0[(size_t)i * LD + j]);
+    T_CHECK(bad == 0, "gemm_bf16_round_in_place: %d values or the layout wrong", bad);
+    free(y), free(y0);
 }
 
 /* gemm_stats: one product's FLOPs, counted once when gemm_bf16 runs gemm_f32 inside,
