@@ -1,6 +1,7 @@
-/* ops/gemm.c — gemm_f32 (see gemm.h): OpenBLAS's sgemm or oneDNN's fp32 matmul
- * (ops/onednn.c). Inside a parallel region (the per-head products of attention)
- * it is always OpenBLAS, which then runs single-threaded. */
+/* ops/gemm.c — gemm_f32 and gemm_f32_batch (see gemm.h): OpenBLAS's sgemm or
+ * oneDNN's fp32 matmul (ops/onednn.c). Inside a parallel region it is always
+ * OpenBLAS, which then runs single-threaded (gemm_f32_batch's fallback runs its
+ * products that way). */
 #include "ops/gemm.h"
 
 #include <cblas.h>
