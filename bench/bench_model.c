@@ -5,7 +5,8 @@
  *     training-shaped product                                   (peers for training)
  *   - memcpy bandwidth                                          (peer for decoding)
  * and reports forward+backward tokens/s and GFLOP/s for 4 x 192 tokens, decode
- * tokens/s for 8 and 32 sequences, and peak RSS. The training pass runs twice: in
+ * tokens/s for 8 and 32 sequences (from the fp32 weights, then from the bf16 copy that
+ * --bf16 generation reads), and peak RSS. The training pass runs twice: in
  * fp32, then in mixed precision (model_use_bf16_compute, the --bf16 of train/sft), each with
  * where its time went (gemm_stats). Then one training step (forward,
  * backward, clipping, AdamW) of full fine-tuning against the same with LoRA adapters
@@ -239,8 +240,6 @@ int main(int argc, char **argv) {
             printf("; %.1f GFLOP/s = %.0f%% of the bf16 GEMM", flops / dt16 / 1e9, 100.0 * flops / dt16 / 1e9 / gf16);
         printf("\n");
         products_line(dt16, iters);
-        free(m.params16); /* decoding below reads the fp32 weights either way */
-        m.params16 = NULL;
     }
     printf("activations %.2f GB (no checkpointing)\n", a.bytes / 1e9);
     acts_free(&a);
@@ -252,11 +251,15 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    /* ---- decode: G sequences sharing a 64-token prompt ---- */
-    double wbytes = (double)sizeof(float) * (Pl + C * m.cfg.vocab_size);
+    /* ---- decode: G sequences sharing a 64-token prompt, reading the fp32 weights, then
+     * the bf16 copy (what --bf16 generation reads: half the bytes) ---- */
+    if (!m.params16) model_use_bf16_compute(&m);
+    uint16_t *copy16 = m.params16;
     int prompt = 64, steps = 32;
-    for (int gi = 0; gi < 2; gi++) {
-        int G = gi == 0 ? 8 : 32;
+    for (int gi = 0; gi < 4; gi++) {
+        int G = gi % 2 == 0 ? 8 : 32, half = gi >= 2;
+        m.params16 = half ? copy16 : NULL;
+        double wbytes = (half ? 2.0 : 4.0) * (Pl + C * m.cfg.vocab_size);
         KVCache kv;
         DecodeState ds;
         kv_cache_create(&kv, &m.cfg, G + 1, prompt + steps + 8);
@@ -276,13 +279,15 @@ int main(int argc, char **argv) {
         double per = (time_now_s() - s0) / (steps - 1);
         double bound = wbytes / (bw / 2 * 1e9); /* weights read once per step at copy (read) rate */
         double dflops = 2.0 * G * (Pl + C * m.cfg.vocab_size);
-        printf("decode G=%d: %.0f tokens/s, %.1f ms/step, %.1f GFLOP/s = %.0f%% of the fp32 GEMM; bandwidth bound %.1f ms/step -> %.0f%% of bound\n",
-               G, G / per, per * 1e3, dflops / per / 1e9, 100.0 * dflops / per / 1e9 / gf_peer, bound * 1e3,
-               100.0 * bound / per);
+        printf("decode G=%d%s: %.0f tokens/s, %.1f ms/step, %.1f GFLOP/s = %.0f%% of the fp32 GEMM; bandwidth bound %.1f ms/step -> %.0f%% of bound\n",
+               G, half ? ", bf16 weights" : "", G / per, per * 1e3, dflops / per / 1e9,
+               100.0 * dflops / per / 1e9 / gf_peer, bound * 1e3, 100.0 * bound / per);
         free(logits);
         kv_cache_free(&kv);
         decode_state_free(&ds);
     }
+    m.params16 = NULL; /* LoRA below: fp32 weights */
+    free(copy16);
     /* ---- LoRA: the training step and decode, against full fine-tuning in this run ---- */
     {
         LoraSpec spec = {16, 32, 0.05, 0, (1u << LORA_N_MODULES) - 1};

@@ -30,13 +30,13 @@
     VT acc[R][NV];                                                                             \
     _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                       \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = ZERO();
-#define ACC_STEP(VT, LANES, NV, R, LOAD, SET1, FMA, k, WJ)                                     \
+#define ACC_STEP(VT, LANES, NV, R, LOAD, FMA, k, WJ)                                           \
     {                                                                                          \
         VT b[NV];                                                                              \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                   \
             b[v] = LOAD(xT + (size_t)(k) * (NV * LANES) + v * LANES);                          \
         _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                 \
-            VT sj = SET1(WJ);                                                                  \
+            VT sj = WJ;                                                                        \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[j][v] = FMA(sj, b[v], acc[j][v]); \
         }                                                                                      \
     }
@@ -53,49 +53,53 @@
                      int O, int o0, int r0, int nr) {                                           \
         const float *w = (const float *)Wv + (size_t)o0 * I;                                   \
         ACC_INIT(VT, NV, R, ZERO)                                                              \
-        for (int k = 0; k < I; k++) ACC_STEP(VT, LANES, NV, R, LOAD, SET1, FMA, k, w[(size_t)j * I + k]) \
+        for (int k = 0; k < I; k++) ACC_STEP(VT, LANES, NV, R, LOAD, FMA, k, SET1(w[(size_t)j * I + k])) \
         ACC_STORE(LANES, NV, R, STORE)                                                         \
     }
 
-/* bf16 weights: each weight row's next KB values are widened (exactly, 8 at a time)
- * into an L1-resident panel, then the same chain runs over the panel: the same bits
- * as KERNEL on the widened weights, with a broadcast from memory per weight as there
- * (a scalar widening per weight would cost more than the product at few rows). */
-enum { KB = 256 };
-static inline void widen_panel(float *dst, const uint16_t *src, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
-    }
-    for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
-}
-#define KERNEL16(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                        \
+/* bf16 weights, widened as they are broadcast: the 32-bit word holding values k-1 and
+ * k of a row (k >= 1), broadcast with its lower half cleared, is value k widened to
+ * fp32 in every lane (bf16 is the upper half of a float); value 0 is widened on its
+ * own. The chain is KERNEL's on the widened weights, so the same bits, at one
+ * AND per weight more than fp32 and half the bytes read. (Widening a panel of rows
+ * first and broadcasting from it cost a store and a load per weight: slower than
+ * fp32 weights when decoding, bandwidth-bound though that is.) */
+#define KERNEL16(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE, WIDEN_HI)                \
     static void NAME(float *out, const float *xT, const void *Wv, const float *bias, int I,     \
                      int O, int o0, int r0, int nr) {                                           \
         const uint16_t *w = (const uint16_t *)Wv + (size_t)o0 * I;                             \
-        float panel[R * KB] __attribute__((aligned(64)));                                      \
         ACC_INIT(VT, NV, R, ZERO)                                                              \
-        for (int k0 = 0; k0 < I; k0 += KB) {                                                   \
-            int kn = I - k0 < KB ? I - k0 : KB;                                                \
-            for (int j = 0; j < R; j++) widen_panel(panel + j * KB, w + (size_t)j * I + k0, kn); \
-            for (int k = 0; k < kn; k++) ACC_STEP(VT, LANES, NV, R, LOAD, SET1, FMA, k0 + k, panel[j * KB + k]) \
-        }                                                                                      \
+        ACC_STEP(VT, LANES, NV, R, LOAD, FMA, 0, SET1(bf16_to_f32(w[(size_t)j * I])))          \
+        for (int k = 1; k < I; k++) ACC_STEP(VT, LANES, NV, R, LOAD, FMA, k, WIDEN_HI(w + (size_t)j * I + k - 1)) \
         ACC_STORE(LANES, NV, R, STORE)                                                         \
     }
+/* bf16 value p[1] as fp32 in every lane, from the unaligned 32-bit word at p */
+static inline __m256 widen_hi8(const uint16_t *p) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return _mm256_and_ps(_mm256_castsi256_ps(_mm256_set1_epi32((int)u)),
+                         _mm256_castsi256_ps(_mm256_set1_epi32((int)0xffff0000u)));
+}
+#ifdef __AVX512F__
+static inline __m512 widen_hi16(const uint16_t *p) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_set1_epi32((int)u), _mm512_set1_epi32((int)0xffff0000u)));
+}
+#endif
 
 #ifdef __AVX512F__
 #define Z16(NAME, NV, R)                                                                       \
     KERNEL(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,         \
            _mm512_fmadd_ps, _mm512_store_ps)                                                   \
     KERNEL16(NAME##_h, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,   \
-             _mm512_fmadd_ps, _mm512_store_ps)
+             _mm512_fmadd_ps, _mm512_store_ps, widen_hi16)
 #endif
 #define Y8N(NAME, NV, R)                                                                       \
     KERNEL(NAME, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,          \
            _mm256_fmadd_ps, _mm256_store_ps)                                                   \
     KERNEL16(NAME##_h, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,    \
-             _mm256_fmadd_ps, _mm256_store_ps)
+             _mm256_fmadd_ps, _mm256_store_ps, widen_hi8)
 #define Y8(NAME, R) Y8N(NAME, 1, R)
 
 typedef void (*RowKernel)(float *, const float *, const void *, const float *, int, int, int, int, int);

@@ -6,7 +6,8 @@
  *  - the same bits as the scalar chain s = fmaf(w[k], x[k], s), k = 0..I-1, then + bias,
  *    which every build (AVX-512, AVX2, scalar) computes: machines agree;
  *  - bf16 weights (matmul_forward_rowwise_bf16): the same bits as the fp32 kernel on
- *    the weights widened to fp32. */
+ *    the weights widened to fp32, each value read from the unaligned 32-bit word that
+ *    ends with it (rows at odd offsets; I = 1, where value 0 is all of a row). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 #include "testutil.h"
 
 int main(void) {
-    int sizes[][2] = {{37, 29}, {64, 131}, {96, 13}, {600, 7}}; /* 600: bf16 panels of 256 + a tail */
+    int sizes[][2] = {{1, 5}, {2, 3}, {37, 29}, {64, 131}, {96, 13}, {600, 7}}; /* I = 1: bf16 value 0 alone; odd I: rows at odd offsets */
     int Ns[] = {1, 2, 5, 8, 9, 16, 17, 24, 25, 31, 32, 33, 48, 49, 64, 65, 130};
     Rng r;
     rng_init(&r, 7, 1);
