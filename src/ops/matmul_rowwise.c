@@ -10,7 +10,8 @@
  *    sequence's logits do not depend on which other sequences share the batch
  *    (generation must not depend on chunking).
  * With AVX2 + FMA (no AVX-512) the same kernels run on ymm registers, blocks of
- * 8..32 rows; without either, a scalar loop with the same chain (fmaf). All three give
+ * 8..24 rows, and past 24 rows panels of 16 (up to 4) that each few weight rows meet
+ * in turn; without either, a scalar loop with the same chain (fmaf). All three give
  * the same bits. */
 #include <math.h>
 #include <string.h>
@@ -104,15 +105,17 @@ static inline __m512 widen_hi16(const uint16_t *p) {
 
 typedef void (*RowKernel)(float *, const float *, const void *, const float *, int, int, int, int, int);
 
-/* A block width (input rows packed), its kernels over R weight rows and their one-row
- * tails, for fp32 weights and (_h) bf16 weights. */
+/* A block of input rows: P panels of `wide` rows each, packed apart, and the kernels
+ * over one panel: R weight rows and their one-row tail, for fp32 weights and (_h)
+ * bf16 weights. Each block of R weight rows meets every panel in turn, so a weight is
+ * read from memory once per block and from cache for the other panels. */
 typedef struct {
-    int wide, R;
+    int wide, P, R;
     RowKernel big, one, big_h, one_h;
 } RowBlock;
 
-/* a block: width, R, and its four kernels (fp32 and bf16 weights, R rows and one) */
-#define B(w, R, big, one) {w, R, big, one, big##_h, one##_h}
+/* a block: panel width, panels, R, and its four kernels (fp32 and bf16 weights, R rows and one) */
+#define B(w, P, R, big, one) {w, P, R, big, one, big##_h, one##_h}
 #ifdef __AVX512F__
 /* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4; 64: 3 — 12 accumulators each */
 Y8(k8_12, 12)
@@ -125,44 +128,49 @@ Z16(k48_4, 3, 4)
 Z16(k48_1, 3, 1)
 Z16(k64_3, 4, 3)
 Z16(k64_1, 4, 1)
-static const RowBlock BLOCKS[] = {B(8, 12, k8_12, k8_1),  B(16, 12, k16_12, k16_1), B(32, 6, k32_6, k32_1),
-                                  B(48, 4, k48_4, k48_1), B(64, 3, k64_3, k64_1)};
+static const RowBlock BLOCKS[] = {B(8, 1, 12, k8_12, k8_1),  B(16, 1, 12, k16_12, k16_1), B(32, 1, 6, k32_6, k32_1),
+                                  B(48, 1, 4, k48_4, k48_1), B(64, 1, 3, k64_3, k64_1)};
 #else
-/* 16 ymm registers: width 8: 12 weight rows; 16: 6; 24: 4; 32: 2 (accumulators + the
- * packed inputs + one broadcast fit without spilling) */
+/* 16 ymm registers: width 8: 12 weight rows; 16: 6; 24: 4 (12 accumulators + the packed
+ * inputs + one broadcast fit without spilling); past 24 rows, panels of 16 (a 32-wide
+ * kernel would hold only 2 weight rows, 8 accumulators: 25 % slower here) */
 Y8(k8_12, 12)
 Y8(k8_1, 1)
 Y8N(k16_6, 2, 6)
 Y8N(k16_1, 2, 1)
 Y8N(k24_4, 3, 4)
 Y8N(k24_1, 3, 1)
-Y8N(k32_2, 4, 2)
-Y8N(k32_1, 4, 1)
-static const RowBlock BLOCKS[] = {B(8, 12, k8_12, k8_1), B(16, 6, k16_6, k16_1), B(24, 4, k24_4, k24_1),
-                                  B(32, 2, k32_2, k32_1)};
+static const RowBlock BLOCKS[] = {B(8, 1, 12, k8_12, k8_1), B(16, 1, 6, k16_6, k16_1), B(24, 1, 4, k24_4, k24_1),
+                                  B(16, 2, 6, k16_6, k16_1), B(16, 3, 6, k16_6, k16_1), B(16, 4, 6, k16_6, k16_1)};
 #endif
 #undef B
 enum { N_BLOCKS = sizeof BLOCKS / sizeof BLOCKS[0] };
 
 static void rowwise(float *out, const float *in, const void *W, int half, const float *bias, int N, int I, int O) {
-    const int MAXW = BLOCKS[N_BLOCKS - 1].wide;
+    const int MAXW = BLOCKS[N_BLOCKS - 1].wide * BLOCKS[N_BLOCKS - 1].P;
     float *xT = xaligned(sizeof(float) * (size_t)I * MAXW);
     for (int r0 = 0; r0 < N; r0 += MAXW) {
         int nr = N - r0 < MAXW ? N - r0 : MAXW, b = 0;
-        while (BLOCKS[b].wide < nr) b++; /* the narrowest block that holds them */
+        while (BLOCKS[b].wide * BLOCKS[b].P < nr) b++; /* the narrowest block that holds them */
         const RowBlock *blk = &BLOCKS[b];
-        int wide = blk->wide, R = blk->R;
+        int wide = blk->wide, P = blk->P, R = blk->R;
         RowKernel big = half ? blk->big_h : blk->big, one = half ? blk->one_h : blk->one;
-        /* pack rows r0.. transposed: xT[k][r], zero-padded to the block width */
-        for (int k = 0; k < I; k++)
-            for (int r = 0; r < wide; r++)
-                xT[(size_t)k * wide + r] = r < nr ? in[(size_t)(r0 + r) * I + k] : 0.0f;
+        /* pack rows r0.. transposed, panel by panel: xT[p][k][r], zero-padded to the width */
+        for (int p = 0; p < P; p++)
+            for (int k = 0; k < I; k++)
+                for (int r = 0; r < wide; r++) {
+                    int row = p * wide + r;
+                    xT[((size_t)p * I + k) * wide + r] = row < nr ? in[(size_t)(r0 + row) * I + k] : 0.0f;
+                }
         int full = O / R;
 #pragma omp parallel for schedule(static)
-        for (int j = 0; j < full + (O % R); j++) {
-            if (j < full) big(out, xT, W, bias, I, O, j * R, r0, nr);
-            else one(out, xT, W, bias, I, O, full * R + (j - full), r0, nr);
-        }
+        for (int j = 0; j < full + (O % R); j++)
+            for (int p = 0; p < P && p * wide < nr; p++) {
+                const float *xp = xT + (size_t)p * I * wide;
+                int pr = nr - p * wide < wide ? nr - p * wide : wide;
+                if (j < full) big(out, xp, W, bias, I, O, j * R, r0 + p * wide, pr);
+                else one(out, xp, W, bias, I, O, full * R + (j - full), r0 + p * wide, pr);
+            }
     }
     free(xT);
 }

@@ -1,6 +1,7 @@
 /* tests/ops/test_rowwise.c — matmul_forward_rowwise, the decoding matmul:
  *  - batch invariance: row r of a batch of N rows is bit-identical to the same row
- *    computed alone, for N across every block width (1..8 ymm, 16/32/48/64 zmm, and
+ *    computed alone, for N across every block width (1..8 ymm, 16/32/48/64 zmm; with AVX2
+ *    8/16/24 and 2-4 panels of 16, the last one part full; and
  *    more than one 64-row block) and weight-row counts that leave remainders;
  *  - accuracy against a double-precision product (1e-5 relative to the row's scale);
  *  - the same bits as the scalar chain s = fmaf(w[k], x[k], s), k = 0..I-1, then + bias,
