@@ -149,8 +149,7 @@ static int temperature_only(const SamplerOpts *o, int V) {
 }
 
 static int32_t sample_temperature(const float *logits, int V, float temperature, double u, SamplerScratch *s) {
-    float mx = -INFINITY;
-    for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    float mx = vec_max(logits, V);
     double target = u * vec_exp_sum(s->e, logits, mx, 1.0f / temperature, V), cum = 0;
     int32_t last = 0;
     for (int v = 0; v < V; v++) {

@@ -137,8 +137,7 @@ static void attend_row(const KVCache *c, int l, int slot, int own_idx, const flo
         for (int j = 0; j < G; j++) scores[(size_t)j * nk + s] = vec_dot(q + (size_t)j * D, k, D) * scale;
     }
     for (int j = 0; j < G; j++) {
-        float *sc = scores + (size_t)j * nk, mx = -INFINITY;
-        for (int s = 0; s < nk; s++) mx = sc[s] > mx ? sc[s] : mx;
+        float *sc = scores + (size_t)j * nk, mx = vec_max(sc, nk);
         double sum = vec_exp_sum(sc, sc, mx, 1.0f, nk);
         float inv = (float)(1.0 / sum);
         for (int s = 0; s < nk; s++) sc[s] *= inv;

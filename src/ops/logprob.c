@@ -61,8 +61,7 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
 #pragma omp for schedule(static)
         for (int i = 0; i < m; i++) {
             const float *z = s->scratch + (size_t)i * V;
-            float mx = -INFINITY;
-            for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+            float mx = vec_max(z, V);
             double sum = vec_exp_sum(e, z, mx, 1.0f, V);
             double l = mx + log(sum);
             int n = idx[i];

@@ -32,6 +32,25 @@ static inline float vec_dot(const float *a, const float *b, int n) {
     return s;
 }
 
+/* The largest of x[0..n), from -inf, NaN values passed over: `x > m ? x : m` in each
+ * of 16 lanes, then over the lanes. Maximum is exact, so any order gives this value. */
+static inline float vec_max(const float *x, int n) {
+    float m = -INFINITY;
+    int i = 0;
+#ifdef __AVX2__
+    __m256 a = _mm256_set1_ps(-INFINITY), b = a;
+    for (; i + 16 <= n; i += 16) { /* vmaxps returns its second operand unless the first is larger */
+        a = _mm256_max_ps(_mm256_loadu_ps(x + i), a);
+        b = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), b);
+    }
+    float lane[8];
+    _mm256_storeu_ps(lane, _mm256_max_ps(a, b));
+    for (int j = 0; j < 8; j++) m = lane[j] > m ? lane[j] : m;
+#endif
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 /* y[n] += a * x[n] */
 static inline void vec_axpy(float *y, float a, const float *x, int n) {
     int i = 0;

@@ -2,7 +2,8 @@
  * every 64th float of [-87, 0] (at most 2 ulp of the float result), 0 below -87
  * and for NaN; vec_exp_sum's values bit-identical to the scalar vec_exp_neg (the
  * AVX2 path is the one this build runs where the CPU has it), and its sum equal to
- * the fixed 8-lane order spelled out here, for lengths that leave every tail. */
+ * the fixed 8-lane order spelled out here, for lengths that leave every tail;
+ * vec_max equal to the scalar max, NaN values passed over. */
 #include <stdlib.h>
 
 #include "ops/vec.h"
@@ -85,7 +86,32 @@ static void test_sigmoid(void) {
     T_CHECK(same, "vec_sigmoid8 differs from vec_sigmoid (%d values)", n);
 }
 
+/* vec_max: the value of the scalar `x > m ? x : m` from -inf, at lengths around the
+ * 16-wide vector steps, with NaN values anywhere (passed over) and every value NaN
+ * (-inf, as the scalar loop gives). */
+static void test_max(void) {
+    int ns[] = {0, 1, 7, 15, 16, 17, 31, 33, 100, 32000};
+    uint32_t st = 12345;
+    float *x = malloc(sizeof(float) * 32000);
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
+        for (int nan_every = 0; nan_every <= 3; nan_every++) {
+            int n = ns[t];
+            for (int i = 0; i < n; i++) {
+                st = st * 1664525u + 1013904223u;
+                x[i] = (float)((int32_t)st >> 8) * 0x1p-20f; /* about +-8000 */
+                if (nan_every == 3 || (nan_every && i % (nan_every * 5 + 2) == 0)) x[i] = NAN;
+            }
+            if (n > 40 && nan_every == 1) x[n - 3] = 1e30f; /* the largest in the scalar tail */
+            float want = -INFINITY;
+            for (int i = 0; i < n; i++) want = x[i] > want ? x[i] : want;
+            float got = vec_max(x, n);
+            T_CHECK(got == want, "vec_max n=%d nan_every=%d: %g, the scalar loop %g", n, nan_every, got, want);
+        }
+    free(x);
+}
+
 int main(void) {
+    test_max();
     test_accuracy();
     test_sum();
     test_sigmoid();
