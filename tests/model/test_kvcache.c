@@ -5,11 +5,13 @@
  *     forward of each sequence;
  *  3. a DecodeState made on one OpenMP thread, used with eight: the same logits, and
  *     no thread writes past the per-thread scores (ASan, and a CHECK in model_decode).
+ * The fixtures, and heads of 32 and 40 (random weights) for attention's vector paths.
  * Tolerance |got - want| <= 1e-5 max|want| + 1e-5 |want| (different summation order). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/init.h"
 #include "model/kvcache.h"
 #include "model/model_io.h"
 #include "testutil.h"
@@ -39,15 +41,8 @@ static int close_rows(const float *got, const float *want, long n) {
     return 1;
 }
 
-static void check(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    GrpoErr err;
-    Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+static void check_model(Model *mp, const char *name) {
+    Model m = *mp;
     int V = m.cfg.vocab_size, T = P + S;
     int32_t seq[G][P + S];
     unsigned r = 12345;
@@ -134,6 +129,41 @@ static void check(const char *name) {
     kv_cache_free(&c2);
     kv_cache_free(&c);
     decode_state_free(&ds);
+}
+
+static void check(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    check_model(&m, name);
+    model_free(&m);
+}
+
+/* The fixtures' heads are 8 and 12 wide; decode attention's vector paths take heads
+ * of a multiple of 8, their sums 32 columns at a time: heads of 32 and 40 (32 and a
+ * tail), on the qwen3 fixture's shape with random weights. */
+static void check_head_dim(int head_dim) {
+    GrpoErr err;
+    Model f;
+    if (model_load(&f, "tests/fixtures/qwen3", &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    ModelConfig cfg = f.cfg;
+    cfg.raw = NULL; /* f's, freed with it */
+    model_free(&f);
+    cfg.head_dim = head_dim;
+    Model m;
+    model_create(&m, &cfg);
+    model_init_random(&m, 7, 0.2f);
+    char name[32];
+    snprintf(name, sizeof name, "qwen3 head_dim %d", head_dim);
+    check_model(&m, name);
     model_free(&m);
 }
 
@@ -141,5 +171,7 @@ int main(void) {
     check("qwen2");
     check("llama");
     check("qwen3");
+    check_head_dim(32);
+    check_head_dim(40);
     return t_summary("test_kvcache");
 }
