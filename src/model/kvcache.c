@@ -61,8 +61,13 @@ int kv_cache_seq_len(const KVCache *c, int slot) {
     return c->parent_len[slot] + c->len[slot];
 }
 
+/* where position t of slot's layer l sits in c->k, and its value in c->v */
+static size_t kv_offset(const KVCache *c, int l, int slot, int t) {
+    return (((size_t)l * c->n_slots + slot) * c->cap + t) * c->kv_dim;
+}
+
 static float *kv_at(const KVCache *c, float *base, int l, int slot, int t) {
-    return base + (((size_t)l * c->n_slots + slot) * c->cap + t) * c->kv_dim;
+    return base + kv_offset(c, l, slot, t);
 }
 
 /* ---- scratch ---- */
@@ -89,7 +94,7 @@ static size_t decode_plan_floats(const DecodePlan *p) {
 size_t decode_state_bytes(const ModelConfig *cfg, int max_rows, int max_keys) {
     DecodePlan p = decode_plan(cfg, max_rows, max_keys, omp_get_max_threads());
     return sizeof(float) * decode_plan_floats(&p) + 2 * sizeof(int32_t) * max_rows +
-           sizeof(float *) * 2 * (size_t)max_keys * omp_get_max_threads();
+           sizeof(size_t) * (size_t)max_keys * omp_get_max_threads();
 }
 
 void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, int max_keys) {
@@ -115,7 +120,7 @@ void decode_state_create(DecodeState *s, const ModelConfig *cfg, int max_rows, i
 #undef TAKE
     s->pos = xmalloc(sizeof(int32_t) * max_rows);
     s->own = xmalloc(sizeof(int32_t) * max_rows);
-    s->kv_rows = xmalloc(sizeof(float *) * 2 * (size_t)max_keys * s->n_threads);
+    s->key_at = xmalloc(sizeof(size_t) * (size_t)max_keys * s->n_threads);
 }
 
 void decode_state_free(DecodeState *s) {
@@ -123,7 +128,7 @@ void decode_state_free(DecodeState *s) {
     free(s->arena);
     free(s->pos);
     free(s->own);
-    free(s->kv_rows);
+    free(s->key_at);
     memset(s, 0, sizeof *s);
 }
 
@@ -146,12 +151,12 @@ static inline __m128 dot4(const float *q, const float *k0, const float *k1, cons
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-/* out[0..32) = sum over s of p[s] v_s[0..32), the sums in registers */
-static inline void weighted_sum32(float *out, const float *p, const float *const *v, int nk, int off) {
+/* out[0..32) = sum over s of p[s] v[at[s]..+32), the sums in registers */
+static inline void weighted_sum32(float *out, const float *p, const float *v, const size_t *at, int nk) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int s = 0; s < nk; s++) {
         __m256 ps = _mm256_set1_ps(p[s]);
-        const float *vs = v[s] + off;
+        const float *vs = v + at[s];
         a0 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(vs), a0);
         a1 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(vs + 8), a1);
         a2 = _mm256_fmadd_ps(ps, _mm256_loadu_ps(vs + 16), a2);
@@ -162,13 +167,13 @@ static inline void weighted_sum32(float *out, const float *p, const float *const
 }
 #endif
 
-/* The scores of the G query heads q[G][D] against the nk keys k[s] (offset off),
- * scaled, into scores[G][nk]; then out[G][D] = softmax(scores) · v. With AVX2 and D a
+/* The scores of the G query heads q[G][D] against the nk keys k + at[s], scaled, into
+ * scores[G][nk]; then out[G][D] = softmax(scores) · (the values v + at[s]). With AVX2 and D a
  * multiple of 8, four keys at a time and the weighted sums of 32 columns in
  * registers (a chain per key and a load and store of out per key before: decoding
  * attention was a fifth of a small model's generation). Each row alone: the order
  * depends on its own length only, never on the other rows of the batch. */
-static void attend_group(const float *q, float *out, const float *const *k, const float *const *v, int nk, int off,
+static void attend_group(const float *q, float *out, const float *k, const float *v, const size_t *at, int nk,
                          int G, int D, float *scores) {
     float scale = 1.0f / sqrtf((float)D);
     int s0 = 0;
@@ -176,12 +181,12 @@ static void attend_group(const float *q, float *out, const float *const *k, cons
     if (D % 8 == 0)
         for (; s0 + 4 <= nk; s0 += 4)
             for (int j = 0; j < G; j++) {
-                __m128 d = dot4(q + (size_t)j * D, k[s0] + off, k[s0 + 1] + off, k[s0 + 2] + off, k[s0 + 3] + off, D);
+                __m128 d = dot4(q + (size_t)j * D, k + at[s0], k + at[s0 + 1], k + at[s0 + 2], k + at[s0 + 3], D);
                 _mm_storeu_ps(scores + (size_t)j * nk + s0, _mm_mul_ps(d, _mm_set1_ps(scale)));
             }
 #endif
     for (int s = s0; s < nk; s++)
-        for (int j = 0; j < G; j++) scores[(size_t)j * nk + s] = vec_dot(q + (size_t)j * D, k[s] + off, D) * scale;
+        for (int j = 0; j < G; j++) scores[(size_t)j * nk + s] = vec_dot(q + (size_t)j * D, k + at[s], D) * scale;
     for (int j = 0; j < G; j++) {
         float *sc = scores + (size_t)j * nk, mx = vec_max(sc, nk);
         double sum = vec_exp_sum(sc, sc, mx, 1.0f, nk);
@@ -190,24 +195,23 @@ static void attend_group(const float *q, float *out, const float *const *k, cons
         float *o = out + (size_t)j * D;
         int d0 = 0;
 #ifdef __AVX2__
-        for (; d0 + 32 <= D; d0 += 32) weighted_sum32(o + d0, sc, v, nk, off + d0);
+        for (; d0 + 32 <= D; d0 += 32) weighted_sum32(o + d0, sc, v + d0, at, nk);
 #endif
         if (d0 < D) {
             memset(o + d0, 0, sizeof(float) * (D - d0));
-            for (int s = 0; s < nk; s++) vec_axpy(o + d0, sc[s], v[s] + off + d0, D - d0);
+            for (int s = 0; s < nk; s++) vec_axpy(o + d0, sc[s], v + at[s] + d0, D - d0);
         }
     }
 }
 
+/* key_at: room for the offsets of the row's keys (kv_offset) */
 static void attend_row(const KVCache *c, int l, int slot, int own_idx, const float *q, float *out, int g, int G,
-                       int D, float *scores, const float **kp, const float **vp) {
+                       int D, float *scores, size_t *key_at) {
     int par = c->parent[slot], np = par >= 0 ? c->parent_len[slot] : 0;
     int nk = np + own_idx + 1;
-    for (int s = 0; s < nk; s++) {
-        kp[s] = s < np ? kv_at(c, c->k, l, par, s) : kv_at(c, c->k, l, slot, s - np);
-        vp[s] = s < np ? kv_at(c, c->v, l, par, s) : kv_at(c, c->v, l, slot, s - np);
-    }
-    attend_group(q, out, kp, vp, nk, g * D, G, D, scores);
+    for (int s = 0; s < nk; s++)
+        key_at[s] = s < np ? kv_offset(c, l, par, s) : kv_offset(c, l, slot, s - np);
+    attend_group(q, out, c->k + (size_t)g * D, c->v + (size_t)g * D, key_at, nk, G, D, scores);
 }
 
 int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
@@ -266,9 +270,9 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
             int r = rg / Hkv, g = rg % Hkv, tid = omp_get_thread_num();
             CHECK(tid < s->n_threads);
             float *sc = s->scores + (size_t)tid * G * s->max_keys;
-            const float **kp = s->kv_rows + (size_t)tid * 2 * s->max_keys;
             attend_row(c, l, slots[r], s->own[r], s->qk + (size_t)r * QK + (size_t)g * G * D,
-                       s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc, kp, kp + s->max_keys);
+                       s->att + (size_t)r * H * D + (size_t)g * G * D, g, G, D, sc,
+                       s->key_at + (size_t)tid * s->max_keys);
         }
         ROWWISE(s->tmp, s->att, wo, w->bo, H * D, C);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_O, s->tmp, C, s->att, n, s->lora_tmp);

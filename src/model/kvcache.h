@@ -37,7 +37,7 @@ int kv_cache_seq_len(const KVCache *c, int slot);
 typedef struct {
     int max_rows, max_keys, n_threads;
     float *x, *h, *qkv, *qk, *att, *tmp, *gu, *act, *rstd, *scores, *hrows;
-    const float **kv_rows; /* per thread: the addresses of a row's keys and values, 2 x max_keys */
+    size_t *key_at; /* per thread: a row's keys' offsets in the cache, max_keys */
     int32_t *pos, *own;
     float *arena;
     float *lora_tmp;                      /* adapters' scratch, grown on first use */

@@ -131,15 +131,18 @@ static void check_model(Model *mp, const char *name) {
     decode_state_free(&ds);
 }
 
-static void check(const char *name) {
+static int load_fixture(Model *m, const char *name) {
     char dir[128];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
     GrpoErr err;
+    int rc = model_load(m, dir, &err);
+    T_CHECK(rc == 0, "%s", err.msg);
+    return rc;
+}
+
+static void check(const char *name) {
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (load_fixture(&m, name)) return;
     check_model(&m, name);
     model_free(&m);
 }
@@ -148,12 +151,8 @@ static void check(const char *name) {
  * of a multiple of 8, their sums 32 columns at a time: heads of 32 and 40 (32 and a
  * tail), on the qwen3 fixture's shape with random weights. */
 static void check_head_dim(int head_dim) {
-    GrpoErr err;
     Model f;
-    if (model_load(&f, "tests/fixtures/qwen3", &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (load_fixture(&f, "qwen3")) return;
     ModelConfig cfg = f.cfg;
     cfg.raw = NULL; /* f's, freed with it */
     model_free(&f);
