@@ -8,6 +8,7 @@
 #ifndef GRPO_OPS_GEMM_H
 #define GRPO_OPS_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 void gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
@@ -47,9 +48,21 @@ typedef struct {
 
 /* C[M,N] = alpha * op(A)·op(B) + beta * C, the operands in bf16, their products
  * summed in fp32, C fp32; beta is 0 or 1. Call it outside parallel regions: it
- * keeps its conversion buffers between calls (they grow to the largest operand). */
+ * keeps its conversion buffers between calls. On oneDNN's bf16 matmul they grow to
+ * the largest operand given in fp32 (activations); where the operands are widened
+ * to fp32, to at most 4 Mi values each: a block of an operand at a time. */
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
                float beta, float *C, int ldc);
+
+/* C[M,N] = alpha * op(A)·op(B) + beta * C in fp32, with B's values held in bf16 (a
+ * frozen model's weights) and A fp32 read as it is: the arithmetic of gemm_f32 on
+ * B widened, which happens a block at a time (gemm_bf16's widened path), so B never
+ * exists in fp32 whole. beta is 0 or 1; outside parallel regions. */
+void gemm_f32_b16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const uint16_t *B, int ldb, float beta, float *C, int ldc);
+
+/* Bytes gemm_bf16's conversion buffers hold now (for memory plans and tests). */
+size_t gemm_bf16_buffer_bytes(void);
 
 /* x[rows, cols] (leading dimension ld) rounded to bf16 once, for an operand that
  * several products read (dout in both of a layer's backward products): an operand
@@ -62,9 +75,9 @@ GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
 
 /* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
  * not oneDNN's reference code (AVX512_BF16, AMX), else WIDEN. WIDEN: the operands
- * widened to fp32 and multiplied by gemm_f32 — a bf16 value and the product of two
- * are exact in fp32, so this is the same arithmetic, only the order of the sums
- * differs. ONEDNN_F32: oneDNN's matmul in fp32 on the widened operands, which runs
+ * widened to fp32 (in blocks of the operands) and multiplied by gemm_f32 — a bf16
+ * value and the product of two are exact in fp32, so this is the same arithmetic,
+ * only the order of the sums differs. ONEDNN_F32: oneDNN's matmul in fp32 on the widened operands, which runs
  * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. */
 typedef enum { GEMM_BF16_AUTO, GEMM_BF16_ONEDNN, GEMM_BF16_WIDEN, GEMM_BF16_ONEDNN_F32 } GemmBf16Backend;
 /* Chooses the backend; 0, or -1 when it cannot run here (ONEDNN without a native bf16 matmul). */

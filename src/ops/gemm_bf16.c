@@ -1,6 +1,8 @@
 /* ops/gemm_bf16.c — gemm_bf16 (see gemm.h): products of bf16 operands summed in
  * fp32, on oneDNN's bf16 matmul where this CPU has bf16 instructions (ops/onednn.c),
- * else on gemm_f32 over the widened operands. Not here: fp32 products (gemm.c). */
+ * else on gemm_f32 over the operands widened a block at a time; and gemm_f32_b16,
+ * fp32 products with a bf16-held operand, on that widened path. Not here: fp32
+ * products (gemm.c). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,19 +29,7 @@ static void *buf(int i, size_t bytes) {
     return bufs[i].p;
 }
 
-/* The operand's rows x cols as contiguous fp32 holding bf16 values. */
-static const float *operand_f32(int slot, GemmBf16Operand x, int rows, int cols) {
-    float *out = buf(slot, sizeof(float) * (size_t)rows * cols);
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        float *o = out + (size_t)r * cols;
-        if (x.f)
-            bf16_round_n(o, x.f + (size_t)r * x.ld, (size_t)cols);
-        else
-            bf16_to_f32_n(o, x.h + (size_t)r * x.ld, (size_t)cols);
-    }
-    return out;
-}
+size_t gemm_bf16_buffer_bytes(void) { return bufs[0].bytes + bufs[1].bytes + bufs[2].bytes; }
 
 /* The operand in bf16: h itself, or f rounded into a contiguous buffer (*ld set). */
 static const uint16_t *operand_bf16(int slot, GemmBf16Operand x, int rows, int cols, int *ld) {
@@ -110,6 +100,81 @@ const char *gemm_bf16_backend_name(void) {
 static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
                           GemmBf16Operand B, float beta, float *C, int ldc);
 
+/* ---- the widened path: fp32 products over blocks of the widened operands ----
+ * An operand is widened to fp32 a block at a time, at most BLOCK values, so that a
+ * large weight (the LM head: 545 MB in fp32 at Qwen2-0.5B) never exists in fp32
+ * whole. Where an operand fits in BLOCK values it is widened once; a K longer than
+ * KBLOCK is split and its blocks' products summed into C. The blocks depend on the
+ * shape alone, so results stay deterministic. */
+enum { BLOCK = 1 << 22, KBLOCK = 8192 };
+
+/* An operand: bf16 values h; fp32 values f rounded to bf16; or (exact) f read as is. */
+typedef struct {
+    const float *f;
+    const uint16_t *h;
+    int ld, exact;
+} Src;
+
+/* Rows [r0, r0 + nr) x cols [c0, c0 + nc) of x in fp32: x itself where exact, else
+ * widened into buffer slot (*ld set). */
+static const float *block_f32(int slot, Src x, int r0, int nr, int c0, int nc, int *ld) {
+    if (x.exact) {
+        *ld = x.ld;
+        return x.f + (size_t)r0 * x.ld + c0;
+    }
+    float *out = buf(slot, sizeof(float) * (size_t)nr * nc);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < nr; r++) {
+        size_t at = (size_t)(r0 + r) * x.ld + c0;
+        if (x.f)
+            bf16_round_n(out + (size_t)r * nc, x.f + at, (size_t)nc);
+        else
+            bf16_to_f32_n(out + (size_t)r * nc, x.h + at, (size_t)nc);
+    }
+    *ld = nc;
+    return out;
+}
+
+/* The length of n's pieces when n is split evenly into pieces of at most most
+ * (16 at least; a multiple of 16 unless n itself). */
+static int piece(int n, long most) {
+    if (most < 16) most = 16;
+    if (n <= most) return n;
+    long count = (n + most - 1) / most, p = ((n + count - 1) / count + 15) & ~15L;
+    return p < n ? (int)p : n;
+}
+
+static void product_f32(int on_onednn, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (!on_onednn || onednn_gemm(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        gemm_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void widened_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, Src A, Src B, float beta,
+                         float *C, int ldc, int on_onednn) {
+    int whole_a = A.exact || (long)M * K <= BLOCK, whole_b = B.exact || (long)K * N <= BLOCK;
+    int kb = whole_a && whole_b ? K : piece(K, KBLOCK);
+    int mb = whole_a ? M : piece(M, BLOCK / kb), nb = whole_b ? N : piece(N, BLOCK / kb);
+    int lda = 0, ldb = 0; /* a whole operand is widened once, its blocks are offsets into it */
+    const float *aw = whole_a ? block_f32(0, A, 0, trans_a ? K : M, 0, trans_a ? M : K, &lda) : NULL;
+    const float *bw = whole_b ? block_f32(1, B, 0, trans_b ? N : K, 0, trans_b ? K : N, &ldb) : NULL;
+    for (int n0 = 0; n0 < N; n0 += nb)
+        for (int k0 = 0; k0 < K; k0 += kb) {
+            int n = N - n0 < nb ? N - n0 : nb, k = K - k0 < kb ? K - k0 : kb;
+            const float *bp = whole_b  ? bw + (trans_b ? (size_t)n0 * ldb + k0 : (size_t)k0 * ldb + n0)
+                              : trans_b ? block_f32(1, B, n0, n, k0, k, &ldb)
+                                        : block_f32(1, B, k0, k, n0, n, &ldb);
+            for (int m0 = 0; m0 < M; m0 += mb) {
+                int m = M - m0 < mb ? M - m0 : mb;
+                const float *ap = whole_a  ? aw + (trans_a ? (size_t)k0 * lda + m0 : (size_t)m0 * lda + k0)
+                                  : trans_a ? block_f32(0, A, k0, k, m0, m, &lda)
+                                            : block_f32(0, A, m0, m, k0, k, &lda);
+                product_f32(on_onednn, trans_a, trans_b, m, n, k, alpha, ap, lda, bp, ldb, k0 ? 1.0f : beta,
+                            C + (size_t)m0 * ldc + n0, ldc);
+            }
+        }
+}
+
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
                float beta, float *C, int ldc) {
     double t0 = gemm_stats_enter();
@@ -131,7 +196,18 @@ static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float a
         const uint16_t *a = operand_bf16(0, A, a_rows, a_cols, &lda), *bb = operand_bf16(1, B, b_rows, b_cols, &ldb);
         if (onednn_gemm(1, trans_a, trans_b, M, N, K, alpha, a, lda, bb, ldb, beta, C, ldc) == 0) return;
     } /* else, or where oneDNN has only its reference code for this shape: the widened operands */
-    const float *a = operand_f32(0, A, a_rows, a_cols), *bb = operand_f32(1, B, b_rows, b_cols);
-    if (b != GEMM_BF16_ONEDNN_F32 || onednn_gemm(0, trans_a, trans_b, M, N, K, alpha, a, a_cols, bb, b_cols, beta, C, ldc))
-        gemm_f32(trans_a, trans_b, M, N, K, alpha, a, a_cols, bb, b_cols, beta, C, ldc);
+    widened_gemm(trans_a, trans_b, M, N, K, alpha, (Src){.f = A.f, .h = A.h, .ld = A.ld},
+                 (Src){.f = B.f, .h = B.h, .ld = B.ld}, beta, C, ldc, b == GEMM_BF16_ONEDNN_F32);
+}
+
+void gemm_f32_b16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const uint16_t *B, int ldb, float beta, float *C, int ldc) {
+    double t0 = gemm_stats_enter();
+    CHECK((beta == 0.0f || beta == 1.0f) && !omp_in_parallel());
+    if (M <= 0 || N <= 0 || K <= 0)
+        gemm_f32(trans_a, trans_b, M, N, K, alpha, NULL, 1, NULL, 1, beta, C, ldc);
+    else
+        widened_gemm(trans_a, trans_b, M, N, K, alpha, (Src){.f = A, .ld = lda, .exact = 1}, (Src){.h = B, .ld = ldb},
+                     beta, C, ldc, resolved() == GEMM_BF16_ONEDNN_F32);
+    gemm_stats_leave(t0, M, N, K);
 }

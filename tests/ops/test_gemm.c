@@ -57,6 +57,7 @@ static void check_rounding(void) {
 typedef struct {
     int ta, tb, M, N, K, pad_a, pad_b, pad_c, a_half, b_half;
     float alpha, beta;
+    int a_exact; /* gemm_f32_b16: A fp32 read as it is (b_half set) */
 } Case;
 
 /* Runs one case on the current backend; returns 1 when within the bound. */
@@ -71,7 +72,10 @@ static int run_case(const Case *c, const char *backend) {
     for (int i = 0; i < c->M * ldc; i++) C0[i] = C[i] = frand();
     GemmBf16Operand A = c->a_half ? (GemmBf16Operand){.h = ah, .ld = lda} : (GemmBf16Operand){.f = af, .ld = lda};
     GemmBf16Operand B = c->b_half ? (GemmBf16Operand){.h = bh, .ld = ldb} : (GemmBf16Operand){.f = bf, .ld = ldb};
-    gemm_bf16(c->ta, c->tb, c->M, c->N, c->K, c->alpha, A, B, c->beta, C, ldc);
+    if (c->a_exact)
+        gemm_f32_b16(c->ta, c->tb, c->M, c->N, c->K, c->alpha, af, lda, bh, ldb, c->beta, C, ldc);
+    else
+        gemm_bf16(c->ta, c->tb, c->M, c->N, c->K, c->alpha, A, B, c->beta, C, ldc);
     int ok = 1;
     for (int i = 0; i < c->M && ok; i++)
         for (int j = 0; j < c->N && ok; j++) {
@@ -79,7 +83,7 @@ static int run_case(const Case *c, const char *backend) {
             for (int k = 0; k < c->K; k++) {
                 size_t ia = c->ta ? (size_t)k * lda + i : (size_t)i * lda + k;
                 size_t ib = c->tb ? (size_t)j * ldb + k : (size_t)k * ldb + j;
-                double a = c->a_half ? bf16_to_f32(ah[ia]) : bf16_round(af[ia]);
+                double a = c->a_exact ? af[ia] : c->a_half ? bf16_to_f32(ah[ia]) : bf16_round(af[ia]);
                 double b = c->b_half ? bf16_to_f32(bh[ib]) : bf16_round(bf[ib]);
                 s += a * b;
                 mag += fabs(a * b);
@@ -107,14 +111,35 @@ static void check_backend(GemmBf16Backend b, const char *name) {
         for (int tb = 0; tb <= 1; tb++)
             for (int halves = 0; halves < 4; halves++) {
                 Case c = {ta, tb, 13 + halves, 17 + 3 * ta, 37 + 5 * tb, halves & 1 ? 3 : 0, halves & 2 ? 0 : 5,
-                          tb ? 2 : 0, halves & 1, halves >> 1, halves == 2 ? 0.7f : 1.0f, (float)(halves & 1)};
+                          tb ? 2 : 0, halves & 1, halves >> 1, halves == 2 ? 0.7f : 1.0f, (float)(halves & 1), 0};
                 n += run_case(&c, name);
             }
-    Case big = {0, 1, 33, 130, 300, 0, 0, 0, 0, 1, 1.0f, 1.0f}; /* longer sums: the fp32 bound must hold */
+    Case big = {0, 1, 33, 130, 300, 0, 0, 0, 0, 1, 1.0f, 1.0f, 0}; /* longer sums: the fp32 bound must hold */
     n += run_case(&big, name);
-    Case empty = {0, 0, 4, 5, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f}; /* K = 0: C = beta C */
+    Case empty = {0, 0, 4, 5, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f, 0}; /* K = 0: C = beta C */
     n += run_case(&empty, name);
     T_CHECK(n == 18, "%s: %d of 18 cases within the bound", name, n);
+}
+
+/* Operands past the widened path's block (4 Mi values): split along N, along M, and
+ * a K past 8192 split with its blocks summed into C (beta 0: the first block's
+ * product replaces C's values); gemm_f32_b16 likewise, A read unrounded. Where the
+ * backend is oneDNN's bf16 matmul only gemm_f32_b16 takes the widened path. */
+static void check_blocks(GemmBf16Backend b, const char *name) {
+    T_CHECK(gemm_bf16_use(b) == 0, "backend %s refused", name);
+    Case cases[] = {
+        {0, 1, 5, 70001, 64, 0, 3, 0, 0, 1, 1.0f, 1.0f, 0},     /* B 4.5 Mi values: two blocks of N */
+        {1, 0, 6, 220, 20011, 2, 0, 1, 0, 0, 0.5f, 0.0f, 0},    /* B 4.4 Mi: K in three blocks */
+        {0, 0, 4100, 9, 1100, 0, 0, 0, 1, 0, 1.0f, 1.0f, 0},    /* A 4.5 Mi: two blocks of M */
+        {1, 1, 4100, 9, 1100, 1, 0, 0, 0, 1, 1.0f, 0.0f, 0},    /* the same, A transposed */
+        {1, 1, 44, 44, 100000, 0, 0, 0, 0, 0, 1.0f, 1.0f, 0},   /* both 4.4 Mi: K split, A widened per block */
+        {0, 1, 3, 70001, 64, 0, 0, 0, 0, 1, 1.0f, 0.0f, 1},     /* gemm_f32_b16: the LM head's logits */
+        {0, 0, 3, 220, 20011, 0, 0, 0, 0, 1, 1.0f, 0.0f, 1},    /* gemm_f32_b16: E_p[W], K = vocab */
+        {1, 0, 9, 31, 17, 2, 1, 0, 0, 1, 1.0f, 1.0f, 1},        /* gemm_f32_b16, small, A transposed */
+    };
+    int n = 0, count = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < count; i++) n += run_case(&cases[i], name);
+    T_CHECK(n == count, "%s: %d of %d blocked cases within the bound", name, n, count);
 }
 
 /* More shapes than the primitive cache holds, then the first again: an evicted
@@ -123,10 +148,10 @@ static void check_cache(void) {
     gemm_bf16_use(GEMM_BF16_ONEDNN_F32);
     int ok = 0;
     for (int i = 0; i < 110; i++) {
-        Case c = {0, 1, 1 + i % 7, 2 + i, 3 + i % 5, 0, 0, 0, 0, 1, 1.0f, (float)(i & 1)};
+        Case c = {0, 1, 1 + i % 7, 2 + i, 3 + i % 5, 0, 0, 0, 0, 1, 1.0f, (float)(i & 1), 0};
         ok += run_case(&c, "oneDNN fp32 (cache)");
     }
-    Case first = {0, 1, 1, 2, 3, 0, 0, 0, 0, 1, 1.0f, 0.0f};
+    Case first = {0, 1, 1, 2, 3, 0, 0, 0, 0, 1, 1.0f, 0.0f, 0};
     ok += run_case(&first, "oneDNN fp32 (evicted shape)");
     T_CHECK(ok == 111, "%d of 111 cache cases right", ok);
 }
@@ -343,8 +368,15 @@ int main(void) {
     check_stats();
     check_backend(GEMM_BF16_WIDEN, "widened");
     check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
-    if (gemm_bf16_native())
+    check_blocks(GEMM_BF16_WIDEN, "widened");
+    /* the widened operands' buffers stayed at a block each (a whole operand: 6 Mi values) */
+    T_CHECK(gemm_bf16_buffer_bytes() <= 2 * sizeof(float) * (4 << 20), "widening buffers hold %zu bytes",
+            gemm_bf16_buffer_bytes());
+    check_blocks(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
+    if (gemm_bf16_native()) {
         check_backend(GEMM_BF16_ONEDNN, "oneDNN bf16");
+        check_blocks(GEMM_BF16_ONEDNN, "oneDNN bf16");
+    }
     else
         T_CHECK(gemm_bf16_use(GEMM_BF16_ONEDNN) == -1, "the native backend was accepted on a CPU without it");
     check_cache();
