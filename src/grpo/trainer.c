@@ -150,7 +150,7 @@ static char *plan_text(const GrpoTrainer *t, long total_steps) {
         train_adapters_describe(&t->lora, lora, sizeof lora - 2);
         strcat(lora, "\n");
         snprintf(wtext, sizeof wtext, "frozen weights %.0f%s, adapters+grads+AdamW %.0f%s", pbytes / mb,
-                 t->sess.pre.model.half ? " (layers in bf16)" : "", 4 * tbytes / mb, bf16_note);
+                 t->sess.pre.model.half ? " (in bf16)" : "", 4 * tbytes / mb, bf16_note);
     } else {
         model_bf16_describe(&t->sess.pre.model, bf16, sizeof bf16);
         snprintf(wtext, sizeof wtext, "weights+grads+AdamW %.0f%s%s", weights / mb, bf16, bf16_note);
@@ -166,7 +166,7 @@ static char *plan_text(const GrpoTrainer *t, long total_steps) {
              t->gen_batch, t->gen_batch / c->num_generations, c->num_generations, B, c->train.gradient_accumulation_steps,
              t->spg, t->need_old ? ", old log-probs recorded" : "",
              (weights + rbytes + t->acts.bytes + t->sess.gen.bytes) / mb, wtext, rbytes / mb,
-             t->ref_is_base ? " (the base, adapters off)" : "", t->have_ref && t->ref.half ? " (layers in bf16)" : "",
+             t->ref_is_base ? " (the base, adapters off)" : "", t->have_ref && t->ref.half ? " (in bf16)" : "",
              t->acts.bytes / mb, B,
              longest + c->gen.max_completion_length, c->train.gradient_checkpointing ? ", checkpointed" : "",
              t->sess.gen.bytes / mb, t->sess.gen.chunk);

@@ -230,7 +230,10 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         CHECK(s->pos[r] < s->max_keys);
         c->len[sl]++;
     }
-    embedding_forward(s->x, tokens, m->w.embed, n, C);
+    if (m->half)
+        embedding_forward_bf16(s->x, tokens, m->half->embed16, n, C);
+    else
+        embedding_forward(s->x, tokens, m->w.embed, n, C);
     const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
     size_t lora_need = lo ? lora_decode_scratch_floats(lo, cfg, n) : 0;
     if (lora_need > s->lora_tmp_floats) {
@@ -291,9 +294,9 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         if (!want || want[r]) memcpy(s->hrows + (size_t)n_out++ * C, s->x + (size_t)r * C, sizeof(float) * C);
     if (n_out == 0) return 0;
     rmsnorm_forward(s->h, s->rstd, s->hrows, m->w.norm, n_out, C, C, C, cfg->rms_norm_eps);
-    if (m->params16)
-        matmul_forward_rowwise_bf16(logits_out, s->h, model_bf16_of(m, m->w.lm_head), NULL, n_out, C,
-                                    cfg->vocab_size);
+    const uint16_t *head16 = m->half ? m->half->head16 : model_bf16_of(m, m->w.lm_head);
+    if (head16)
+        matmul_forward_rowwise_bf16(logits_out, s->h, head16, NULL, n_out, C, cfg->vocab_size);
     else
         matmul_forward_rowwise(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
     return n_out;

@@ -81,10 +81,12 @@ int params_find(const ParamTable *t, const char *name) {
     return -1;
 }
 
-static int is_layer_matrix(const char *name) {
+/* The weight matrices: the layers' projections, the embedding and the LM head. */
+static int is_matrix(const char *name) {
     static const char *m[] = {".q_proj.weight", ".k_proj.weight", ".v_proj.weight", ".o_proj.weight",
                               ".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"};
     size_t n = strlen(name);
+    if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight")) return 1;
     if (strncmp(name, "model.layers.", 13)) return 0;
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (n > strlen(m[i]) && !strcmp(name + n - strlen(m[i]), m[i])) return 1;
@@ -95,7 +97,7 @@ void params_hold_half(ParamTable *t) {
     t->total = t->total16 = 0;
     for (int i = 0; i < t->n; i++) {
         ParamEntry *e = &t->entries[i];
-        e->half = is_layer_matrix(e->name);
+        e->half = is_matrix(e->name);
         if (e->half) {
             e->offset = t->total16;
             t->total16 += e->numel;
@@ -112,12 +114,16 @@ static float *at(const ParamTable *t, float *base, const char *name) {
     return i < 0 || t->entries[i].half ? NULL : base + t->entries[i].offset;
 }
 
+const uint16_t *params_at16(const ParamTable *t, const uint16_t *base16, const char *name) {
+    int i = params_find(t, name);
+    return i < 0 || !t->entries[i].half ? NULL : base16 + t->entries[i].offset;
+}
+
 LayerView16 *params_view16(const ParamTable *t, const ModelConfig *c, const uint16_t *base16) {
     LayerView16 *v = xcalloc(c->n_layers, sizeof(LayerView16));
     char name[96];
     for (int l = 0; l < c->n_layers; l++) {
-#define AT16(suffix) \
-    (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), base16 + t->entries[params_find(t, name)].offset)
+#define AT16(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), params_at16(t, base16, name))
         v[l].wqkv = AT16("self_attn.q_proj.weight");
         v[l].wo = AT16("self_attn.o_proj.weight");
         v[l].wgu = AT16("mlp.gate_proj.weight");

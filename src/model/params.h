@@ -60,11 +60,14 @@ void params_free(ParamTable *t);
  * bytes, for the kernels) unless packed: then it follows with no gap. */
 void params_add(ParamTable *t, int *cap, const char *name, long long d0, long long d1, int packed);
 int params_find(const ParamTable *t, const char *name);   /* index or -1 */
-/* Moves the layers' projection matrices (q k v o gate up down) into a bf16 buffer
- * of t->total16 values, contiguous in table order (q|k|v and gate|up stay one
- * matrix each); the other tensors keep fp32 offsets, t->total shrinks. For models
- * whose weights nothing trains (model/transformer.h: model_create_half). */
+/* Moves the weight matrices (the layers' q k v o gate up down, the embedding and
+ * the LM head) into a bf16 buffer of t->total16 values, contiguous in table order
+ * (q|k|v and gate|up stay one matrix each); the other tensors (norms, biases) keep
+ * fp32 offsets, t->total shrinks. For models whose weights nothing trains
+ * (model/transformer.h: model_create_half). */
 void params_hold_half(ParamTable *t);
+/* The tensor name of a half table inside base16, or NULL where it is not held in bf16. */
+const uint16_t *params_at16(const ParamTable *t, const uint16_t *base16, const char *name);
 /* The layer matrices of a half table, inside base16 (t->total16 values). */
 typedef struct {
     const uint16_t *wqkv, *wo, *wgu, *wdown;

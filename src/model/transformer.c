@@ -36,46 +36,14 @@ void model_create_half(Model *m, ModelConfig *cfg) {
     h->params16 = xaligned(sizeof(uint16_t) * m->table.total16);
     memset(h->params16, 0, sizeof(uint16_t) * m->table.total16);
     h->w16 = params_view16(&m->table, &m->cfg, h->params16);
-    const ModelConfig *c = &m->cfg;
-    size_t C = c->hidden_size, F = c->intermediate_size, HD = (size_t)c->n_heads * c->head_dim,
-           QKV = HD + 2 * (size_t)c->n_kv_heads * c->head_dim;
-    size_t nqkv = h->numel[0] = QKV * C, no = h->numel[1] = C * HD, ngu = h->numel[2] = 2 * F * C,
-           ndown = h->numel[3] = C * F;
-    h->window_floats = nqkv + no + ngu + ndown + 48;
-    h->window = xaligned(sizeof(float) * h->window_floats);
-    h->layer = -1;
-    for (int l = 0; l < c->n_layers; l++) { /* every layer's matrices live in the window, 16-float aligned */
-        LayerView *lv = &m->w.layers[l];
-        lv->wqkv = h->window;
-        lv->wo = lv->wqkv + ((nqkv + 15) & ~(size_t)15);
-        lv->wgu = lv->wo + ((no + 15) & ~(size_t)15);
-        lv->wdown = lv->wgu + ((ngu + 15) & ~(size_t)15);
-    }
+    h->embed16 = params_at16(&m->table, h->params16, "model.embed_tokens.weight");
+    h->head16 = m->cfg.tie_word_embeddings ? h->embed16 : params_at16(&m->table, h->params16, "lm_head.weight");
     m->inv_freq = xmalloc(sizeof(float) * (m->cfg.head_dim / 2));
     config_rope_inv_freq(&m->cfg, m->inv_freq);
 }
 
-static void widen(float *out, const uint16_t *in, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i += 4096) /* 4096 at a time: the threads' shares */
-        bf16_to_f32_n(out + i, in + i, n - i < 4096 ? n - i : 4096);
-}
-
-const LayerView *model_layer(const Model *m, int l) {
-    ModelHalf *h = m->half;
-    const LayerView *lv = &m->w.layers[l];
-    if (!h || h->layer == l) return lv;
-    widen(lv->wqkv, h->w16[l].wqkv, h->numel[0]);
-    widen(lv->wo, h->w16[l].wo, h->numel[1]);
-    widen(lv->wgu, h->w16[l].wgu, h->numel[2]);
-    widen(lv->wdown, h->w16[l].wdown, h->numel[3]);
-    h->layer = l;
-    return lv;
-}
-
 size_t model_weight_bytes(const Model *m) {
     return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16 +
-           (m->half ? sizeof(float) * m->half->window_floats : 0) +
            (m->params16 ? sizeof(uint16_t) * m->table.total : 0);
 }
 
@@ -105,21 +73,12 @@ const uint16_t *model_bf16_of(const Model *m, const float *w) {
     return m->params16 ? m->params16 + (w - m->params) : NULL;
 }
 
-/* A linear layer of the model, in fp32 or (mixed precision) on bf16 operands. */
-static void linear_forward(const Model *m, float *out, const float *in, const float *W, const float *bias, int N,
-                           int I, int O) {
-    if (m->params16)
-        matmul_forward_bf16(out, in, model_bf16_of(m, W), bias, N, I, O);
-    else
-        matmul_forward(out, in, W, bias, N, I, O);
-}
-
-static void linear_backward(const Model *m, float *din, float *dW, float *dbias, const float *dout, const float *in,
-                            const float *W, int N, int I, int O) {
-    if (m->params16)
-        matmul_backward_bf16(din, dW, dbias, dout, in, model_bf16_of(m, W), N, I, O);
-    else
-        matmul_backward(din, dW, dbias, dout, in, W, N, I, O);
+/* A matrix of the model as its products read it: held in bf16 (a half model's, w16),
+ * the bf16 copy of w under mixed precision, or w in fp32. */
+static WeightMatrix weight(const Model *m, const float *w, const uint16_t *w16) {
+    if (m->half) return (WeightMatrix){.w16 = w16};
+    if (m->params16) return (WeightMatrix){.w16 = model_bf16_of(m, w), .bf16_products = 1};
+    return (WeightMatrix){.w = w};
 }
 
 void model_free(Model *m) {
@@ -127,7 +86,6 @@ void model_free(Model *m) {
     if (m->half) {
         free(m->half->params16);
         free(m->half->w16);
-        free(m->half->window);
         free(m->half);
     }
     params_view_free(&m->w);
@@ -300,14 +258,16 @@ static const LoraLayers *adapters(const Model *m, const Activations *a, int l, L
 static void layer_forward(const Model *m, const Activations *a, int l, LayerActs *L, const float *x_in,
                           float *x_out) {
     const ModelConfig *c = &m->cfg;
-    const LayerView *w = model_layer(m, l);
+    const LayerView *w = &m->w.layers[l];
+    const LayerView16 *w16 = m->half ? &m->half->w16[l] : NULL;
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
     const LoraLayers *lo = adapters(m, a, l, &lb);
+#define W(f) weight(m, w->f, w16 ? w16->f : NULL)
     rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
-    linear_forward(m, L->qkv, L->h1, w->wqkv, w->bqkv, N, C, QKV);
+    matmul_forward_weight(L->qkv, L->h1, W(wqkv), w->bqkv, N, C, QKV);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, L->h1, L->lora_u, &lb);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)
@@ -321,20 +281,21 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     rope_forward(L->qk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
     attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask,
                       a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV);
-    linear_forward(m, L->xmid, L->att, w->wo, w->bo, N, H * D, C);
+    matmul_forward_weight(L->xmid, L->att, W(wo), w->bo, N, H * D, C);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_O, L->xmid, C, L->att, L->lora_u, &lb);
     add_inplace(L->xmid, x_in, (size_t)N * C);
     rmsnorm_forward(L->h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
-    linear_forward(m, L->gu, L->h2, w->wgu, NULL, N, C, 2 * F);
+    matmul_forward_weight(L->gu, L->h2, W(wgu), NULL, N, C, 2 * F);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, L->gu, 2 * F, L->h2, L->lora_u, &lb);
     swiglu_forward(L->act, L->gu, N, F);
     if (x_out) {
-        linear_forward(m, x_out, L->act, w->wdown, NULL, N, F, C);
+        matmul_forward_weight(x_out, L->act, W(wdown), NULL, N, F, C);
         if (lo) lora_linear_forward(lo, c, l, LORA_LIN_DOWN, x_out, C, L->act, L->lora_u, &lb);
         add_inplace(x_out, L->xmid, (size_t)N * C);
     } else if (lo) {
         lora_linear_forward(lo, c, l, LORA_LIN_DOWN, NULL, C, L->act, L->lora_u, &lb);
     }
+#undef W
 }
 
 /* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients accumulate into g
@@ -342,25 +303,27 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
 static void layer_backward(const Model *m, Activations *a, int l, const LayerView *g, float *lg, const LayerActs *L,
                            const float *x_in) {
     const ModelConfig *c = &m->cfg;
-    const LayerView *w = model_layer(m, l);
+    const LayerView *w = &m->w.layers[l];
+    const LayerView16 *w16 = m->half ? &m->half->w16[l] : NULL;
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
     const LoraLayers *lo = lg ? adapters(m, a, l, &lb) : NULL;
 #define GW(f) (g ? g->f : NULL)
+#define W(f) weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
-    linear_backward(m, a->dact, GW(wdown), NULL, a->dx, L->act, w->wdown, N, F, C);
+    matmul_backward_weight(a->dact, GW(wdown), NULL, a->dx, L->act, W(wdown), N, F, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     swiglu_backward(a->dgu, a->dact, L->gu, N, F);
     memset(a->dh, 0, sizeof(float) * N * C);
-    linear_backward(m, a->dh, GW(wgu), NULL, a->dgu, L->h2, w->wgu, N, C, 2 * F);
+    matmul_backward_weight(a->dh, GW(wgu), NULL, a->dgu, L->h2, W(wgu), N, C, 2 * F);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */
     memset(a->datt, 0, sizeof(float) * N * H * D);
-    linear_backward(m, a->datt, GW(wo), GW(bo), a->dx, L->att, w->wo, N, H * D, C);
+    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, L->att, W(wo), N, H * D, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
@@ -379,10 +342,11 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
     memset(a->dh, 0, sizeof(float) * N * C);
-    linear_backward(m, a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, w->wqkv, N, C, QKV);
+    matmul_backward_weight(a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, W(wqkv), N, C, QKV);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
 #undef GW
+#undef W
 }
 
 /* ---- whole model ---- */
@@ -406,7 +370,10 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
         }
     }
     if (a->lora_mask_ready) memset(a->lora_mask_ready, 0, (size_t)c->n_layers * LORA_N_MODULES);
-    embedding_forward(a->x, a->ids, m->w.embed, N, C);
+    if (m->half)
+        embedding_forward_bf16(a->x, a->ids, m->half->embed16, N, C);
+    else
+        embedding_forward(a->x, a->ids, m->w.embed, N, C);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *L = &a->layers[a->checkpointing ? 0 : l];
         layer_forward(m, a, l, L, a->x + (size_t)l * N * C, a->x + (size_t)(l + 1) * N * C);
@@ -415,8 +382,10 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
                     c->rms_norm_eps);
 }
 
+static WeightMatrix lm_head(const Model *m) { return weight(m, m->w.lm_head, m->half ? m->half->head16 : NULL); }
+
 void model_logits(Model *m, Activations *a, float *logits) {
-    linear_forward(m, logits, a->hf, m->w.lm_head, NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
+    matmul_forward_weight(logits, a->hf, lm_head(m), NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
 }
 
 static void set_targets(const Model *m, Activations *a, const int32_t *targets, float inv_temp) {
@@ -432,8 +401,7 @@ void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_
     set_targets(m, a, targets, inv_temp);
     float *pw = a->train_pass && a->pw && m->lora && m->lora->enabled ? a->pw : NULL;
     a->pw_valid = pw != NULL;
-    logprob_forward(logprob, entropy, a->lse, pw, a->hf, m->w.lm_head, model_bf16_of(m, m->w.lm_head), a->targets, a->N,
-                    m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
+    logprob_forward(logprob, entropy, a->lse, pw, a->hf, lm_head(m), a->targets, a->N, m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
 
 void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, float inv_temp, float *logprob,
@@ -455,8 +423,7 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     a->pw_valid = 0;
     memset(a->dhf, 0, sizeof(float) * N * C);
     logprob_forward_backward(logprob, entropy, a->lse, a->head_dlp, a->dhf, grads->base->lm_head, grad, a->hf,
-                             m->w.lm_head, model_bf16_of(m, m->w.lm_head), a->targets, N, C, m->cfg.vocab_size,
-                             inv_temp, &a->lp);
+                             lm_head(m), a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp);
     a->head = HEAD_DONE;
 }
 
@@ -473,11 +440,10 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     if (a->head != HEAD_DONE) {
         memset(a->dhf, 0, sizeof(float) * N * C);
         if (!g && a->pw_valid && !dentropy) /* the head is frozen: its forward kept what the backward needs */
-            logprob_backward_frozen(a->dhf, dlogprob, a->pw, m->w.lm_head, a->targets, N, C, a->inv_temp);
+            logprob_backward_frozen(a->dhf, dlogprob, a->pw, lm_head(m), a->targets, N, C, a->inv_temp);
         else
-            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, m->w.lm_head,
-                             model_bf16_of(m, m->w.lm_head), a->targets, a->lse, N, C, c->vocab_size, a->inv_temp,
-                             &a->lp);
+            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, lm_head(m), a->targets,
+                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp);
     }
     a->head = HEAD_NONE;
     memset(a->dx, 0, sizeof(float) * N * C);

@@ -18,25 +18,22 @@
 
 struct LoraLayers;
 
-/* A model whose layer matrices are held in bf16 (model_create_half): nothing trains
- * them, so half their bytes suffice; computation stays fp32. */
+/* A model whose weight matrices are held in bf16 (model_create_half): nothing trains
+ * them, so half their bytes suffice; computation stays fp32 (WeightMatrix, ops/ops.h). */
 typedef struct {
     uint16_t *params16;    /* table.total16 values */
-    LayerView16 *w16;      /* [L] into params16: decoding reads them directly */
-    float *window;         /* one layer's four matrices widened to fp32, for training-shaped passes */
-    size_t window_floats;
-    size_t numel[4];       /* the four matrices' sizes: q|k|v, o, gate|up, down */
-    int layer;             /* the layer in window, or -1 */
+    LayerView16 *w16;      /* [L] into params16 */
+    const uint16_t *embed16, *head16; /* [V, C] into params16 (the same when tied) */
 } ModelHalf;
 
 typedef struct {
     ModelConfig cfg;
     ParamTable table;
     float *params;         /* table.total floats */
-    ModelView w;           /* with half: each layer's matrices point into half->window */
+    ModelView w;           /* with half: the matrices are NULL (in half) */
     float *inv_freq;       /* [D/2] RoPE inverse frequencies */
     struct LoraLayers *lora; /* NULL, or adapters applied while lora->enabled (borrowed; model/lora_layers.h) */
-    ModelHalf *half;       /* NULL, or the layer matrices in bf16 */
+    ModelHalf *half;       /* NULL, or the weight matrices in bf16 */
     uint16_t *params16;    /* NULL, or a bf16 copy of params (table.total values) for mixed precision */
 } Model;
 
@@ -48,14 +45,13 @@ typedef struct {
 
 /* Takes ownership of *cfg (its raw JSON). Parameters start at zero. */
 void model_create(Model *m, ModelConfig *cfg);
-/* The same with the layers' projection matrices held in bf16 (params_hold_half);
- * a layer's fp32 weights are widened into one shared window when a pass reaches it. */
+/* The same with the weight matrices held in bf16 (params_hold_half), never whole
+ * in fp32: decoding reads them as they are (matmul_forward_rowwise_bf16), the
+ * embedding widens the rows it looks up, and a training-shaped pass's products
+ * widen a block of a matrix at a time (gemm_f32_b16). */
 void model_create_half(Model *m, ModelConfig *cfg);
 void model_free(Model *m);
-/* Layer l's weights for a forward or backward pass (for a half model: widened into
- * the window now unless already there). */
-const LayerView *model_layer(const Model *m, int l);
-/* Bytes the weights take (fp32 and bf16 parts, a half model's window, the bf16 copy). */
+/* Bytes the weights take (fp32 and bf16 parts, the bf16 copy). */
 size_t model_weight_bytes(const Model *m);
 
 /* Mixed precision, as TRL's bf16: true on a model whose weights train: params stay

@@ -10,6 +10,11 @@ void embedding_forward(float *out, const int32_t *ids, const float *table, int N
         memcpy(out + (size_t)n * C, table + (size_t)ids[n] * C, sizeof(float) * C);
 }
 
+void embedding_forward_bf16(float *out, const int32_t *ids, const uint16_t *table, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) bf16_to_f32_n(out + (size_t)n * C, table + (size_t)ids[n] * C, (size_t)C);
+}
+
 /* Threads split the hidden dimension, so two tokens with the same id never race
  * and the summation order over n is fixed (deterministic). */
 void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N, int C) {

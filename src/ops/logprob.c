@@ -39,16 +39,27 @@ static void gather_rows(float *dst, const float *h, const int *idx, int m, int C
     for (int i = 0; i < m; i++) memcpy(dst + (size_t)i * C, h + (size_t)idx[i] * C, sizeof(float) * C);
 }
 
-/* The chunk's logits: z[i] = (h[idx[i]] · W^T) * inv_temp into s->scratch; with
- * W16 (mixed precision) the product of bf16 h and W16. */
-static void chunk_logits(LogprobScratch *s, const int *idx, int m, const float *h, const float *W,
-                         const uint16_t *W16, int C, int V, float inv_temp) {
-    gather_rows(s->h_rows, h, idx, m, C);
-    if (W16)
-        gemm_bf16(0, 1, m, V, C, inv_temp, (GemmBf16Operand){.f = s->h_rows, .ld = C},
-                  (GemmBf16Operand){.h = W16, .ld = C}, 0.0f, s->scratch, V);
+/* out[m, C] = x[m, V] · W (dz · W, p · W). x is bf16 already where W's products are. */
+static void times_head(float *out, const float *x, GemmBf16Operand x16, WeightMatrix W, int m, int C, int V) {
+    if (W.bf16_products)
+        gemm_bf16(0, 0, m, C, V, 1.0f, x16, (GemmBf16Operand){.h = W.w16, .ld = C}, 0.0f, out, C);
+    else if (W.w16)
+        gemm_f32_b16(0, 0, m, C, V, 1.0f, x, V, W.w16, C, 0.0f, out, C);
     else
-        gemm_f32(0, 1, m, V, C, inv_temp, s->h_rows, C, W, C, 0.0f, s->scratch, V);
+        gemm_f32(0, 0, m, C, V, 1.0f, x, V, W.w, C, 0.0f, out, C);
+}
+
+/* The chunk's logits: z[i] = (h[idx[i]] · W^T) * inv_temp into s->scratch. */
+static void chunk_logits(LogprobScratch *s, const int *idx, int m, const float *h, WeightMatrix W, int C, int V,
+                         float inv_temp) {
+    gather_rows(s->h_rows, h, idx, m, C);
+    if (W.bf16_products)
+        gemm_bf16(0, 1, m, V, C, inv_temp, (GemmBf16Operand){.f = s->h_rows, .ld = C},
+                  (GemmBf16Operand){.h = W.w16, .ld = C}, 0.0f, s->scratch, V);
+    else if (W.w16)
+        gemm_f32_b16(0, 1, m, V, C, inv_temp, s->h_rows, C, W.w16, C, 0.0f, s->scratch, V);
+    else
+        gemm_f32(0, 1, m, V, C, inv_temp, s->h_rows, C, W.w, C, 0.0f, s->scratch, V);
 }
 
 /* lse, logprob (and entropy) of the chunk's rows from their logits: e^(z - max) in
@@ -78,10 +89,11 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
 }
 
 /* The chunk's backward from its logits in s->scratch (overwritten with dz):
- * dh[idx] += dz · W, dW += dz^T · h (with W16, both products in bf16). */
+ * dh[idx] += dz · W, dW += dz^T · h (with bf16 products, both in bf16). */
 static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, float *dW, const float *dlogprob,
-                           const float *dentropy, const float *W, const uint16_t *W16, const int32_t *targets,
-                           const float *lse, int C, int V, float inv_temp) {
+                           const float *dentropy, WeightMatrix W, const int32_t *targets, const float *lse, int C,
+                           int V, float inv_temp) {
+    CHECK(!(dW && W.w16 && !W.bf16_products)); /* a head held in bf16 is frozen */
     /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
      * d(logits) = dz * inv_temp */
 #pragma omp parallel for schedule(static)
@@ -105,20 +117,17 @@ static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, 
         }
         z[targets[n]] += g * inv_temp;
     }
-    /* with W16, the products read dz rounded once, in the scratch itself */
-    GemmBf16Operand dz16 = W16 ? gemm_bf16_round_in_place(s->scratch, m, V, V) : (GemmBf16Operand){0};
+    /* with bf16 products, they read dz rounded once, in the scratch itself */
+    GemmBf16Operand dz16 = W.bf16_products ? gemm_bf16_round_in_place(s->scratch, m, V, V) : (GemmBf16Operand){0};
     if (dh) {
-        if (W16)
-            gemm_bf16(0, 0, m, C, V, 1.0f, dz16, (GemmBf16Operand){.h = W16, .ld = C}, 0.0f, s->d_rows, C);
-        else
-            gemm_f32(0, 0, m, C, V, 1.0f, s->scratch, V, W, C, 0.0f, s->d_rows, C);
+        times_head(s->d_rows, s->scratch, dz16, W, m, C, V);
         for (int i = 0; i < m; i++) {
             float *dst = dh + (size_t)idx[i] * C;
             const float *src = s->d_rows + (size_t)i * C;
             for (int c = 0; c < C; c++) dst[c] += src[c];
         }
     }
-    if (dW && W16)
+    if (dW && W.bf16_products)
         gemm_bf16(1, 0, V, C, m, 1.0f, dz16, (GemmBf16Operand){.f = s->h_rows, .ld = C}, 1.0f, dW, C);
     else if (dW)
         gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, 1.0f, dW, C);
@@ -132,15 +141,14 @@ static void zero_rows(float *logprob, float *entropy, float *lse, int N) {
     }
 }
 
-void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
-                     const float *W, const uint16_t *W16, const int32_t *targets, int N, int C, int V,
-                     float inv_temp, LogprobScratch *s) {
-    CHECK(!(pw && W16)); /* E_p[W] serves a frozen head, which is never mixed precision */
+void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h, WeightMatrix W,
+                     const int32_t *targets, int N, int C, int V, float inv_temp, LogprobScratch *s) {
+    CHECK(!(pw && W.bf16_products)); /* E_p[W] serves a frozen head, which is never mixed precision */
     int idx[s->chunk_rows];
     zero_rows(logprob, entropy, lse, N);
     int next = 0, m;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
-        chunk_logits(s, idx, m, h, W, W16, C, V, inv_temp);
+        chunk_logits(s, idx, m, h, W, C, V, inv_temp);
         chunk_stats(s, idx, m, V, targets, lse, logprob, entropy);
         if (pw) { /* p in place of the logits, then E_p[W] = p · W */
 #pragma omp parallel for schedule(static)
@@ -148,32 +156,39 @@ void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, cons
                 float *z = s->scratch + (size_t)i * V;
                 vec_exp_sum(z, z, lse[idx[i]], 1.0f, V);
             }
-            gemm_f32(0, 0, m, C, V, 1.0f, s->scratch, V, W, C, 0.0f, s->d_rows, C);
+            times_head(s->d_rows, s->scratch, (GemmBf16Operand){0}, W, m, C, V);
             for (int i = 0; i < m; i++) memcpy(pw + (size_t)idx[i] * C, s->d_rows + (size_t)i * C, sizeof(float) * C);
         }
     }
 }
 
-void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, const float *W,
+void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, WeightMatrix W,
                              const int32_t *targets, int N, int C, float inv_temp) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        if (targets[n] < 0) continue;
-        float g = dlogprob[n] * inv_temp;
-        const float *wt = W + (size_t)targets[n] * C, *e = pw + (size_t)n * C;
-        float *d = dh + (size_t)n * C;
-        for (int c = 0; c < C; c++) d[c] += g * (wt[c] - e[c]);
+    CHECK(!W.bf16_products);
+#pragma omp parallel
+    {
+        float *row = W.w16 ? xmalloc(sizeof(float) * C) : NULL; /* the target's row widened */
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            if (targets[n] < 0) continue;
+            float g = dlogprob[n] * inv_temp;
+            const float *wt = W.w16 ? row : W.w + (size_t)targets[n] * C, *e = pw + (size_t)n * C;
+            if (W.w16) bf16_to_f32_n(row, W.w16 + (size_t)targets[n] * C, (size_t)C);
+            float *d = dh + (size_t)n * C;
+            for (int c = 0; c < C; c++) d[c] += g * (wt[c] - e[c]);
+        }
+        free(row);
     }
 }
 
 void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
-                      const float *W, const uint16_t *W16, const int32_t *targets, const float *lse, int N, int C,
-                      int V, float inv_temp, LogprobScratch *s) {
+                      WeightMatrix W, const int32_t *targets, const float *lse, int N, int C, int V, float inv_temp,
+                      LogprobScratch *s) {
     int idx[s->chunk_rows];
     int next = 0, m;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
-        chunk_logits(s, idx, m, h, W, W16, C, V, inv_temp);
-        chunk_backward(s, idx, m, dh, dW, dlogprob, dentropy, W, W16, targets, lse, C, V, inv_temp);
+        chunk_logits(s, idx, m, h, W, C, V, inv_temp);
+        chunk_backward(s, idx, m, dh, dW, dlogprob, dentropy, W, targets, lse, C, V, inv_temp);
     }
 }
 
@@ -186,17 +201,16 @@ void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const fl
 }
 
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
-                              const LogprobGrad *grad, const float *h, const float *W, const uint16_t *W16,
-                              const int32_t *targets,
+                              const LogprobGrad *grad, const float *h, WeightMatrix W, const int32_t *targets,
                               int N, int C, int V, float inv_temp, LogprobScratch *s) {
     int idx[s->chunk_rows];
     zero_rows(logprob, entropy, lse, N);
     for (int n = 0; n < N; n++) dlogprob[n] = 0;
     int next = 0, m;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
-        chunk_logits(s, idx, m, h, W, W16, C, V, inv_temp);
+        chunk_logits(s, idx, m, h, W, C, V, inv_temp);
         chunk_stats(s, idx, m, V, targets, lse, logprob, entropy);
         logprob_grad_rows(grad, idx, m, logprob, dlogprob);
-        chunk_backward(s, idx, m, dh, dW, dlogprob, NULL, W, W16, targets, lse, C, V, inv_temp);
+        chunk_backward(s, idx, m, dh, dW, dlogprob, NULL, W, targets, lse, C, V, inv_temp);
     }
 }

@@ -1,5 +1,7 @@
 /* ops/matmul.c — linear layers y = x W^T + b, forward and backward, on gemm_f32,
- * and the same with bf16 operands on gemm_bf16 (mixed precision). */
+ * the same with bf16 operands on gemm_bf16 (mixed precision), and on a frozen W
+ * held in bf16 (gemm_f32_b16). */
+#include "core/check.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
@@ -44,4 +46,28 @@ void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 1.0f, din, I);
     if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.f = in, .ld = I}, 1.0f, dW, I);
     if (dbias) bias_backward(dbias, dout, N, O);
+}
+
+void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O) {
+    if (W.bf16_products) {
+        matmul_forward_bf16(out, in, W.w16, bias, N, I, O);
+    } else if (W.w16) {
+        if (bias) bias_rows(out, bias, N, O);
+        gemm_f32_b16(0, 1, N, O, I, 1.0f, in, I, W.w16, I, bias ? 1.0f : 0.0f, out, O);
+    } else {
+        matmul_forward(out, in, W.w, bias, N, I, O);
+    }
+}
+
+void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                            WeightMatrix W, int N, int I, int O) {
+    if (W.bf16_products) {
+        matmul_backward_bf16(din, dW, dbias, dout, in, W.w16, N, I, O);
+    } else if (W.w16) {
+        CHECK(!dW); /* held in bf16: frozen */
+        if (din) gemm_f32_b16(0, 0, N, I, O, 1.0f, dout, O, W.w16, I, 1.0f, din, I);
+        if (dbias) bias_backward(dbias, dout, N, O);
+    } else {
+        matmul_backward(din, dW, dbias, dout, in, W.w, N, I, O);
+    }
 }

@@ -86,10 +86,28 @@ void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);
 
+/* A weight matrix as the products read it: fp32 values w; or bf16 values w16 —
+ * with bf16_products, the mixed-precision copy of trained weights (the products
+ * run in bf16, their other operands rounded too: gemm_bf16); without, a frozen
+ * model's weights held in bf16, read exactly, the products in fp32 on them widened
+ * a block at a time (gemm_f32_b16: the arithmetic of fp32 on the widened values). */
+typedef struct {
+    const float *w;
+    const uint16_t *w16;
+    int bf16_products;
+} WeightMatrix;
+/* matmul_forward / matmul_backward (or their bf16 forms) on W as it is held; a
+ * frozen matrix has no dW. */
+void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O);
+void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                            WeightMatrix W, int N, int I, int O);
+
 /* ---- embedding (ops/embedding.c) ---- */
 
 /* out[N,C] = table[ids[n]] */
 void embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C);
+/* The same from a table of bf16 values (a frozen model's), widened exactly. */
+void embedding_forward_bf16(float *out, const int32_t *ids, const uint16_t *table, int N, int C);
 /* dtable[V,C] += scatter of dout[N,C] at ids (serial over n per row block: deterministic) */
 void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N, int C);
 
@@ -144,8 +162,11 @@ void attention_set_row_block(int rows);
  * For each row n with targets[n] >= 0: z = (h[n] · W^T) * inv_temp,
  *   logprob[n] = z[target] - logsumexp(z), entropy[n] = -Σ p log p.
  * Rows with targets[n] < 0 get 0. Logits are computed chunk_rows at a time into
- * scratch[chunk_rows, V], so [N, V] is never materialised. W16 (may be NULL): W's
- * bf16 copy; given, the head's products run in bf16 (mixed precision, gemm_bf16). */
+ * scratch[chunk_rows, V], so [N, V] is never materialised. */
+
+/* W[V,C] is the LM head (WeightMatrix: fp32, the mixed-precision copy, or a frozen
+ * head held in bf16). */
+
 typedef struct {
     int chunk_rows;        /* rows of logits computed at once */
     float *scratch;        /* [chunk_rows, V] */
@@ -160,19 +181,18 @@ void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C,
  * pw[N,C] (may be NULL): also E_p[W] = Σ_v p_v W[v] of each row with a target
  * (one more [rows x V] product), which is all a backward through a frozen head
  * needs (logprob_backward_frozen): no logits recomputed. */
-void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h,
-                     const float *W, const uint16_t *W16, const int32_t *targets, int N, int C, int V,
-                     float inv_temp, LogprobScratch *s);
+void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h, WeightMatrix W,
+                     const int32_t *targets, int N, int C, int V, float inv_temp, LogprobScratch *s);
 /* With W frozen and no entropy gradient: dh[n] += dlogprob[n] · inv_temp ·
  * (W[target[n]] - pw[n]) for rows with a target — the same as logprob_backward's
  * dh, from the forward's pw. */
-void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, const float *W,
+void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, WeightMatrix W,
                              const int32_t *targets, int N, int C, float inv_temp);
 /* dh[N,C] +=, dW[V,C] += from dlogprob[N] and dentropy[N] (the gradient with
  * respect to each row's entropy; NULL: none) */
 void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
-                      const float *W, const uint16_t *W16, const int32_t *targets, const float *lse, int N, int C,
-                      int V, float inv_temp, LogprobScratch *s);
+                      WeightMatrix W, const int32_t *targets, const float *lse, int N, int C, int V, float inv_temp,
+                      LogprobScratch *s);
 
 /* The gradient of a token-local objective: dlogprob[i] of the m rows rows[i], from
  * their log-probs logprob[i] alone (the rest of what it needs is in ctx). */
@@ -189,8 +209,7 @@ void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const fl
  * gradients (kept in dlogprob[N]), then dh[N,C] +=, dW[V,C] += (either may be
  * NULL). Bit-identical to the two calls with that dlogprob. */
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
-                              const LogprobGrad *grad, const float *h, const float *W, const uint16_t *W16,
-                              const int32_t *targets,
+                              const LogprobGrad *grad, const float *h, WeightMatrix W, const int32_t *targets,
                               int N, int C, int V, float inv_temp, LogprobScratch *s);
 
 #endif

@@ -30,8 +30,8 @@ L=("${T[@]}" --use_peft --lora_target_modules all-linear --lora_dropout 0.1 --be
 "$GRPO" "${L[@]}" --output_dir "$TMP/l32" --bf16 false 2>"$TMP/l32.err" || fail "lora fp32: $(tail -2 "$TMP/l32.err")"
 "$GRPO" "${L[@]}" --output_dir "$TMP/l16" --bf16 2>"$TMP/l16.err" || fail "lora bf16: $(tail -2 "$TMP/l16.err")"
 same "LoRA GRPO" "$TMP/l32" "$TMP/l16" adapter_model.safetensors
-grep -q "frozen weights [0-9]* (layers in bf16)" "$TMP/l16.err" || fail "the plan does not say the base is bf16: $(cat "$TMP/l16.err")"
-grep -q "layers in bf16" "$TMP/l32.err" && fail "with --bf16 false the plan says bf16"
+grep -q "frozen weights [0-9]* (in bf16)" "$TMP/l16.err" || fail "the plan does not say the base is bf16: $(cat "$TMP/l16.err")"
+grep -q "(in bf16)" "$TMP/l32.err" && fail "with --bf16 false the plan says bf16"
 
 # full fine-tuning with a KL reference: the reference in bf16, the policy's products in bf16
 F=("${T[@]}" --beta 0.2 --save_steps 1)

@@ -18,7 +18,17 @@
  *     of every matrix, the LM head included: its logits follow the copy, not the
  *     fp32 weights, until model_sync_bf16; they stay within 5e-2 max|logit| of
  *     fp32's; and where the head is untied (llama), they equal bit for bit those
- *     of an fp32 model whose matrices were rounded to bf16. */
+ *     of an fp32 model whose matrices were rounded to bf16.
+ * And a frozen model held in bf16 (model_load_ex half: every matrix, the embedding
+ * and the LM head included, in bf16; computation in fp32):
+ *   - its weights take 2 bytes per matrix value, 4 per other value (no fp32 copy
+ *     of any matrix, not even one layer's);
+ *   - log-probs and entropies, full logits and decoding's logits equal bit for bit
+ *     those of an fp32 model holding the same values (its matrices rounded);
+ *   - the head's kernels where the head passes the widening block (70001 x 64):
+ *     log-probs, entropies, E_p[W] and dh through the frozen head (from E_p[W], and
+ *     with an entropy gradient) match the fp32 head's within 1e-5 of the largest
+ *     value: the blocks' sums run in another order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,6 +280,110 @@ static void check_decode(const char *name) {
     model_free(&r);
 }
 
+/* Held in bf16 by a half model: the weight matrices, the embedding and the LM head. */
+static int held_in_bf16(const char *name) {
+    return strstr(name, "_proj.weight") || !strcmp(name, "lm_head.weight") ||
+           !strcmp(name, "model.embed_tokens.weight");
+}
+
+static void check_half(const char *name) {
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    GrpoErr err;
+    Model m, h;
+    StFile ref;
+    if (model_load(&m, dir, &err) || model_load_ex(&h, dir, 1, &err) || st_open(&ref, path, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    size_t matrix = 0, other = 0;
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        *(held_in_bf16(e->name) ? &matrix : &other) += e->numel;
+        if (held_in_bf16(e->name)) bf16_round_n(m.params + e->offset, m.params + e->offset, e->numel);
+    }
+    size_t bytes = model_weight_bytes(&h);
+    T_CHECK(bytes <= 2 * matrix + 4 * other + 64 * (size_t)m.table.n, "%s: held in bf16, the weights take %zu bytes",
+            name, bytes); /* + each fp32 tensor's alignment */
+    T_CHECK(!h.w.embed && !h.w.lm_head, "%s: the embedding or the head still has an fp32 copy", name);
+
+    Inputs in;
+    read_inputs(&in, &ref);
+    float *lp[2], *ent[2], *logits[2];
+    Model *pair[2] = {&m, &h};
+    long nl = (long)in.N * m.cfg.vocab_size;
+    for (int k = 0; k < 2; k++) {
+        Activations a;
+        acts_create(&a, &m.cfg, in.N, 0, 4);
+        model_forward(pair[k], &a, in.ids, in.mask, in.B, in.T);
+        lp[k] = malloc(sizeof(float) * in.N), ent[k] = malloc(sizeof(float) * in.N);
+        logits[k] = malloc(sizeof(float) * nl);
+        model_logprobs(pair[k], &a, in.targets, in.inv_temp, lp[k], ent[k]);
+        model_logits(pair[k], &a, logits[k]);
+        acts_free(&a);
+    }
+    T_CHECK(!memcmp(lp[0], lp[1], sizeof(float) * in.N) && !memcmp(ent[0], ent[1], sizeof(float) * in.N),
+            "%s: log-probs held in bf16 differ from the rounded fp32 model's", name);
+    T_CHECK(!memcmp(logits[0], logits[1], sizeof(float) * nl), "%s: logits held in bf16 differ", name);
+    int32_t ids[DEC_T];
+    for (int t = 0; t < DEC_T; t++) ids[t] = (int32_t)((t * 7919 + 13) % m.cfg.vocab_size);
+    float *d32 = decode_logits(&m, ids), *d16 = decode_logits(&h, ids);
+    T_CHECK(!memcmp(d32, d16, sizeof(float) * DEC_T * m.cfg.vocab_size), "%s: decoding held in bf16 differs", name);
+    for (int k = 0; k < 2; k++) free(lp[k]), free(ent[k]), free(logits[k]);
+    free(d32), free(d16);
+    free(in.ids), free(in.targets), free(in.mask), free(in.dlp), free(in.lp64);
+    st_close(&ref);
+    model_free(&m);
+    model_free(&h);
+}
+
+static double max_diff(const float *a, const float *b, long n, double *mx) {
+    double d = 0;
+    *mx = 0;
+    for (long i = 0; i < n; i++) d = fmax(d, fabs(a[i] - b[i])), *mx = fmax(*mx, fabs(b[i]));
+    return d;
+}
+
+/* A frozen head of 70001 x 64 in bf16 against the same values in fp32, through
+ * the log-prob kernels: every one of its products passes the widening block. */
+static void check_half_head(void) {
+    enum { N = 6, C = 64, V = 70001, CHUNK = 4 };
+    uint16_t *w16 = malloc(sizeof(uint16_t) * V * C);
+    float *w = malloc(sizeof(float) * V * C), *hs = malloc(sizeof(float) * N * C);
+    unsigned r = 99;
+    for (long i = 0; i < (long)V * C; i++) {
+        r = r * 1103515245u + 12345u;
+        w16[i] = f32_to_bf16(((float)(r >> 8) / 16777216.0f - 0.5f) * 0.5f);
+        w[i] = bf16_to_f32(w16[i]);
+    }
+    for (int i = 0; i < N * C; i++) r = r * 1103515245u + 12345u, hs[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+    int32_t targets[N] = {5, -1, 69999, 123, 0, 40000};
+    float dlp[N] = {0.5f, 0, -1.0f, 2.0f, 0.25f, -0.75f}, dent[N] = {0.1f, 0, 0.2f, -0.3f, 0, 0.05f};
+    WeightMatrix head[2] = {{.w = w}, {.w16 = w16}};
+    float *out[2][6];
+    for (int k = 0; k < 2; k++) {
+        LogprobScratch s;
+        float *base = xaligned(sizeof(float) * logprob_scratch_floats(CHUNK, C, V));
+        logprob_scratch_init(&s, base, CHUNK, C, V);
+        float *lp = out[k][0] = calloc(N, sizeof(float)), *ent = out[k][1] = calloc(N, sizeof(float));
+        float *lse = out[k][2] = calloc(N, sizeof(float)), *pw = out[k][3] = calloc(N * C, sizeof(float));
+        float *dh = out[k][4] = calloc(N * C, sizeof(float)), *dhe = out[k][5] = calloc(N * C, sizeof(float));
+        logprob_forward(lp, ent, lse, pw, hs, head[k], targets, N, C, V, 1.25f, &s);
+        logprob_backward_frozen(dh, dlp, pw, head[k], targets, N, C, 1.25f);
+        logprob_backward(dhe, NULL, dlp, dent, hs, head[k], targets, lse, N, C, V, 1.25f, &s);
+        free(base);
+    }
+    const char *what[6] = {"log-probs", "entropies", "lse", "E_p[W]", "dh from E_p[W]", "dh with dentropy"};
+    long len[6] = {N, N, N, N * C, N * C, N * C};
+    for (int j = 0; j < 6; j++) {
+        double mx, d = max_diff(out[1][j], out[0][j], len[j], &mx);
+        T_CHECK(mx > 0 && d <= 1e-5 * mx, "frozen head in bf16: %s differ by %.3e (max %.3e)", what[j], d, mx);
+        free(out[0][j]), free(out[1][j]);
+    }
+    free(w16), free(w), free(hs);
+}
+
 int main(void) {
     printf("gemm_bf16 backend: %s\n", gemm_bf16_backend_name());
     check_fixture("qwen2");
@@ -278,5 +392,9 @@ int main(void) {
     check_decode("qwen2");
     check_decode("llama");
     check_decode("qwen3");
+    check_half("qwen2");
+    check_half("llama");
+    check_half("qwen3");
+    check_half_head();
     return t_summary("test_bf16_compute");
 }

@@ -619,6 +619,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
             T_CHECK(c.logprob[n] == 0 && c.entropy[n] == 0, "ref logprob row %d without target", n);
     /* fp32, for chunk_rows 1, 3 and N */
     float *h = to_f(c.h, (long)N * C), *W = to_f(c.W, (long)V * C), *dlp = to_f(c.w, N), *dent = to_f(c.u, N);
+    WeightMatrix HW = {.w = W};
     float *lp0 = NULL, *ent0 = NULL, *dh0 = NULL, *dW0 = NULL;
     int chunks[3] = {N, 1, 3};
     for (int ci = 0; ci < 3; ci++) {
@@ -629,19 +630,19 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
         logprob_scratch_init(&s, base, chunk, C, V);
         float *lp = fnew(N), *ent = fnew(N), *lse = fnew(N);
         for (int n = 0; n < N; n++) lp[n] = ent[n] = lse[n] = GAP_SENTINEL;
-        logprob_forward(lp, ent, lse, NULL, h, W, NULL, targets, N, C, V, inv_temp, &s);
+        logprob_forward(lp, ent, lse, NULL, h, HW, targets, N, C, V, inv_temp, &s);
         cmp("logprob logprob", lp, c.logprob, N);
         cmp("logprob entropy", ent, c.entropy, N);
         cmp_rows("logprob lse (rows w/ target)", lse, 1, c.lse, 1, N, 1, valid);
         float *fdh = fnew((long)N * C), *fdW = fnew((long)V * C);
-        logprob_backward(fdh, fdW, dlp, dent, h, W, NULL, targets, lse, N, C, V, inv_temp, &s);
+        logprob_backward(fdh, fdW, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
         cmp("logprob dh (with dentropy)", fdh, dh, (long)N * C);
         cmp("logprob dW (with dentropy)", fdW, dW, (long)V * C);
         if (ci == 0) {
             lp0 = lp, ent0 = ent, dh0 = fdh, dW0 = fdW;
             /* entropy NULL */
             float *lp2 = fnew(N), *lse2 = fnew(N);
-            logprob_forward(lp2, NULL, lse2, NULL, h, W, NULL, targets, N, C, V, inv_temp, &s);
+            logprob_forward(lp2, NULL, lse2, NULL, h, HW, targets, N, C, V, inv_temp, &s);
             cmp("logprob logprob (entropy=NULL)", lp2, c.logprob, N);
             free(lp2), free(lse2);
             /* without dentropy: the log-probs' gradient alone */
@@ -649,14 +650,14 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
                 double *rdh = dnew((long)N * C), *rdW = dnew((long)V * C);
                 ref_logprob_backward(rdh, rdW, c.w, NULL, c.h, c.W, targets, c.lse, N, C, V, inv_temp);
                 float *gh = fnew((long)N * C), *gW = fnew((long)V * C);
-                logprob_backward(gh, gW, dlp, NULL, h, W, NULL, targets, lse, N, C, V, inv_temp, &s);
+                logprob_backward(gh, gW, dlp, NULL, h, HW, targets, lse, N, C, V, inv_temp, &s);
                 cmp("logprob dh (dentropy=NULL)", gh, rdh, (long)N * C);
                 cmp("logprob dW (dentropy=NULL)", gW, rdW, (long)V * C);
                 /* a frozen head: the forward's E_p[W] gives the same dh without logits in backward */
                 float *pw = fnew((long)N * C), *lp3 = fnew(N), *lse3 = fnew(N), *fh = fnew((long)N * C);
-                logprob_forward(lp3, NULL, lse3, pw, h, W, NULL, targets, N, C, V, inv_temp, &s);
+                logprob_forward(lp3, NULL, lse3, pw, h, HW, targets, N, C, V, inv_temp, &s);
                 cmp("logprob logprob (with pw)", lp3, c.logprob, N);
-                logprob_backward_frozen(fh, dlp, pw, W, targets, N, C, inv_temp);
+                logprob_backward_frozen(fh, dlp, pw, HW, targets, N, C, inv_temp);
                 cmp("logprob dh (frozen head, from pw)", fh, rdh, (long)N * C);
                 free(pw), free(lp3), free(lse3), free(fh);
                 free(rdh), free(rdW), free(gh), free(gW);
@@ -664,15 +665,15 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
             /* accumulation and NULL gradients */
             Prefill ph = prefill((long)N * C), pW = prefill((long)V * C);
             for (int rep = 0; rep < 2; rep++)
-                logprob_backward(ph.f, pW.f, dlp, dent, h, W, NULL, targets, lse, N, C, V, inv_temp, &s);
+                logprob_backward(ph.f, pW.f, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
             double *w1 = plus(ph.d, dh, (long)N * C, 2), *w2 = plus(pW.d, dW, (long)V * C, 2);
             cmp("logprob dh accumulates", ph.f, w1, (long)N * C);
             cmp("logprob dW accumulates", pW.f, w2, (long)V * C);
             float *g = fnew((long)V * C);
-            logprob_backward(NULL, g, dlp, dent, h, W, NULL, targets, lse, N, C, V, inv_temp, &s);
+            logprob_backward(NULL, g, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
             cmp("logprob dW (dh=NULL)", g, dW, (long)V * C);
             memset(g, 0, sizeof(float) * N * C);
-            logprob_backward(g, NULL, dlp, dent, h, W, NULL, targets, lse, N, C, V, inv_temp, &s);
+            logprob_backward(g, NULL, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
             cmp("logprob dh (dW=NULL)", g, dh, (long)N * C);
             free(g), free(ph.d), free(ph.f), free(pW.d), free(pW.f), free(w1), free(w2);
         } else {
