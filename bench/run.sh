@@ -174,8 +174,9 @@ generate_bench() {
 # checkpointing off) does the same step, in fp32 and under bf16 autocast; the Qwen2-0.5B row is repeated for grpo.c with checkpointing
 # off (marked *). Small shape: a warm-up step, then the timed step; Qwen2-0.5B: one cold
 # step each (minutes on 2 cores). Split: generation / scoring / training.
-# Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same --kv_cache_mb).
-# Targets: step >= 2x faster than PyTorch; RSS(G=64) / RSS(G=8) <= 1.1.
+# Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same --kv_cache_mb),
+# and of one step in fp32 and bf16 (bench/bf16_rss.sh: Qwen2-0.5B shape, beta 0 and 0.04).
+# Targets: step >= 2x faster than PyTorch; RSS(G=64) / RSS(G=8) <= 1.1; bf16 RSS <= fp32's.
 grpo_step_bench() {
     local tmp
     tmp=$(mktemp)
@@ -240,6 +241,13 @@ grpo_step_bench() {
         /^rss G=/ { print "  peak RSS, grpo train, small shape, micro-batch 4: " $0 }
         /^rss ratio=/ { split($2, kv, "="); printf "  RSS(G=64) / RSS(G=8) = %s (target <= 1.1 %s)\n", kv[2], kv[2] <= 1.1 ? "met" : "MISSED" }
         !/^rss/ { print "  " $0 }'
+    bench/bf16_rss.sh | awk '
+        /^bf16_rss / {
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            printf "  peak RSS of the step (Qwen2-0.5B shape, G = 8), beta %s: fp32 %.2f GB, bf16 %.2f GB, ratio %s (target <= 1 %s)\n",
+                   f["beta"], f["fp32_kb"] / 1e6, f["bf16_kb"] / 1e6, f["ratio"], f["ratio"] <= 1 ? "met" : "MISSED"
+        }
+        !/^bf16_rss/ { print "  " $0 }'
     rm -f "$tmp"
 }
 # ---- end GRPO step -----------------------------------------------------------------
