@@ -214,6 +214,15 @@ static void attend_row(const KVCache *c, int l, int slot, int own_idx, const flo
     attend_group(q, out, c->k + (size_t)g * D, c->v + (size_t)g * D, key_at, nk, G, D, scores);
 }
 
+/* A decoding product: bf16 matrices (a half model's, or the bf16 copy under mixed
+ * precision) read directly, their activations fp32. */
+static void rowwise(float *out, const float *in, WeightMatrix W, const float *bias, int n, int I, int O) {
+    if (W.w16)
+        matmul_forward_rowwise_bf16(out, in, W.w16, bias, n, I, O);
+    else
+        matmul_forward_rowwise(out, in, W.w, bias, n, I, O);
+}
+
 int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
                  const int32_t *tokens, const uint8_t *want, float *logits_out) {
     const ModelConfig *cfg = &m->cfg;
@@ -230,10 +239,7 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         CHECK(s->pos[r] < s->max_keys);
         c->len[sl]++;
     }
-    if (m->half)
-        embedding_forward_bf16(s->x, tokens, m->half->embed16, n, C);
-    else
-        embedding_forward(s->x, tokens, m->w.embed, n, C);
+    model_embed(m, s->x, tokens, n);
     const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
     size_t lora_need = lo ? lora_decode_scratch_floats(lo, cfg, n) : 0;
     if (lora_need > s->lora_tmp_floats) {
@@ -243,12 +249,8 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
     }
     for (int l = 0; l < cfg->n_layers; l++) {
         const LayerView *w = &m->w.layers[l];
-        /* bf16 matrices, read directly: a half model's, or the bf16 copy under mixed precision */
         const LayerView16 *h = m->half ? &m->half->w16[l] : NULL;
-#define ROWWISE(out, in, W, bias, I, O)                                                                        \
-    (h             ? matmul_forward_rowwise_bf16(out, in, h->W, bias, n, I, O)                              \
-     : m->params16 ? matmul_forward_rowwise_bf16(out, in, model_bf16_of(m, w->W), bias, n, I, O)            \
-                   : matmul_forward_rowwise(out, in, w->W, bias, n, I, O))
+#define ROWWISE(out, in, W, bias, I, O) rowwise(out, in, model_weight(m, w->W, h ? h->W : NULL), bias, n, I, O)
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
         ROWWISE(s->qkv, s->h, wqkv, w->bqkv, C, QKV);
         if (lo) lora_linear_decode(lo, cfg, l, LORA_LIN_QKV, s->qkv, QKV, s->h, n, s->lora_tmp);
@@ -294,10 +296,6 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         if (!want || want[r]) memcpy(s->hrows + (size_t)n_out++ * C, s->x + (size_t)r * C, sizeof(float) * C);
     if (n_out == 0) return 0;
     rmsnorm_forward(s->h, s->rstd, s->hrows, m->w.norm, n_out, C, C, C, cfg->rms_norm_eps);
-    const uint16_t *head16 = m->half ? m->half->head16 : model_bf16_of(m, m->w.lm_head);
-    if (head16)
-        matmul_forward_rowwise_bf16(logits_out, s->h, head16, NULL, n_out, C, cfg->vocab_size);
-    else
-        matmul_forward_rowwise(logits_out, s->h, m->w.lm_head, NULL, n_out, C, cfg->vocab_size);
+    rowwise(logits_out, s->h, model_lm_head(m), NULL, n_out, C, cfg->vocab_size);
     return n_out;
 }

@@ -73,12 +73,19 @@ const uint16_t *model_bf16_of(const Model *m, const float *w) {
     return m->params16 ? m->params16 + (w - m->params) : NULL;
 }
 
-/* A matrix of the model as its products read it: held in bf16 (a half model's, w16),
- * the bf16 copy of w under mixed precision, or w in fp32. */
-static WeightMatrix weight(const Model *m, const float *w, const uint16_t *w16) {
+WeightMatrix model_weight(const Model *m, const float *w, const uint16_t *w16) {
     if (m->half) return (WeightMatrix){.w16 = w16};
     if (m->params16) return (WeightMatrix){.w16 = model_bf16_of(m, w), .bf16_products = 1};
     return (WeightMatrix){.w = w};
+}
+
+WeightMatrix model_lm_head(const Model *m) { return model_weight(m, m->w.lm_head, m->half ? m->half->head16 : NULL); }
+
+void model_embed(const Model *m, float *out, const int32_t *ids, int N) {
+    if (m->half)
+        embedding_forward_bf16(out, ids, m->half->embed16, N, m->cfg.hidden_size);
+    else
+        embedding_forward(out, ids, m->w.embed, N, m->cfg.hidden_size);
 }
 
 void model_free(Model *m) {
@@ -265,7 +272,7 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
     const LoraLayers *lo = adapters(m, a, l, &lb);
-#define W(f) weight(m, w->f, w16 ? w16->f : NULL)
+#define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
     matmul_forward_weight(L->qkv, L->h1, W(wqkv), w->bqkv, N, C, QKV);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, L->h1, L->lora_u, &lb);
@@ -311,7 +318,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
     LoraBatch lb;
     const LoraLayers *lo = lg ? adapters(m, a, l, &lb) : NULL;
 #define GW(f) (g ? g->f : NULL)
-#define W(f) weight(m, w->f, w16 ? w16->f : NULL)
+#define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
     matmul_backward_weight(a->dact, GW(wdown), NULL, a->dx, L->act, W(wdown), N, F, C);
@@ -370,10 +377,7 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
         }
     }
     if (a->lora_mask_ready) memset(a->lora_mask_ready, 0, (size_t)c->n_layers * LORA_N_MODULES);
-    if (m->half)
-        embedding_forward_bf16(a->x, a->ids, m->half->embed16, N, C);
-    else
-        embedding_forward(a->x, a->ids, m->w.embed, N, C);
+    model_embed(m, a->x, a->ids, N);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs *L = &a->layers[a->checkpointing ? 0 : l];
         layer_forward(m, a, l, L, a->x + (size_t)l * N * C, a->x + (size_t)(l + 1) * N * C);
@@ -382,10 +386,8 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
                     c->rms_norm_eps);
 }
 
-static WeightMatrix lm_head(const Model *m) { return weight(m, m->w.lm_head, m->half ? m->half->head16 : NULL); }
-
 void model_logits(Model *m, Activations *a, float *logits) {
-    matmul_forward_weight(logits, a->hf, lm_head(m), NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
+    matmul_forward_weight(logits, a->hf, model_lm_head(m), NULL, a->N, m->cfg.hidden_size, m->cfg.vocab_size);
 }
 
 static void set_targets(const Model *m, Activations *a, const int32_t *targets, float inv_temp) {
@@ -401,7 +403,7 @@ void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_
     set_targets(m, a, targets, inv_temp);
     float *pw = a->train_pass && a->pw && m->lora && m->lora->enabled ? a->pw : NULL;
     a->pw_valid = pw != NULL;
-    logprob_forward(logprob, entropy, a->lse, pw, a->hf, lm_head(m), a->targets, a->N, m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
+    logprob_forward(logprob, entropy, a->lse, pw, a->hf, model_lm_head(m), a->targets, a->N, m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
 
 void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, float inv_temp, float *logprob,
@@ -423,7 +425,7 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     a->pw_valid = 0;
     memset(a->dhf, 0, sizeof(float) * N * C);
     logprob_forward_backward(logprob, entropy, a->lse, a->head_dlp, a->dhf, grads->base->lm_head, grad, a->hf,
-                             lm_head(m), a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp);
+                             model_lm_head(m), a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp);
     a->head = HEAD_DONE;
 }
 
@@ -440,9 +442,9 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     if (a->head != HEAD_DONE) {
         memset(a->dhf, 0, sizeof(float) * N * C);
         if (!g && a->pw_valid && !dentropy) /* the head is frozen: its forward kept what the backward needs */
-            logprob_backward_frozen(a->dhf, dlogprob, a->pw, lm_head(m), a->targets, N, C, a->inv_temp);
+            logprob_backward_frozen(a->dhf, dlogprob, a->pw, model_lm_head(m), a->targets, N, C, a->inv_temp);
         else
-            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, lm_head(m), a->targets,
+            logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, model_lm_head(m), a->targets,
                              a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp);
     }
     a->head = HEAD_NONE;

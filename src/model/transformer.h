@@ -68,6 +68,13 @@ void model_use_bf16_compute(Model *m);
 void model_sync_bf16(Model *m);
 /* The bf16 copy of a tensor of params (w points into m->params), or NULL without one. */
 const uint16_t *model_bf16_of(const Model *m, const float *w);
+/* A matrix of the model as its products read it: held in bf16 (a half model's:
+ * w16), the bf16 copy of w under mixed precision, or w in fp32. The one place that
+ * decides; model_lm_head: the LM head's. */
+WeightMatrix model_weight(const Model *m, const float *w, const uint16_t *w16);
+WeightMatrix model_lm_head(const Model *m);
+/* out[N, C] = the embeddings of ids (a half model's widened from bf16). */
+void model_embed(const Model *m, float *out, const int32_t *ids, int N);
 /* For a plan line: " (with a bf16 copy: products in bf16 on BACKEND)", or "" without
  * mixed precision. */
 void model_bf16_describe(const Model *m, char *out, size_t n);

@@ -162,11 +162,8 @@ void attention_set_row_block(int rows);
  * For each row n with targets[n] >= 0: z = (h[n] · W^T) * inv_temp,
  *   logprob[n] = z[target] - logsumexp(z), entropy[n] = -Σ p log p.
  * Rows with targets[n] < 0 get 0. Logits are computed chunk_rows at a time into
- * scratch[chunk_rows, V], so [N, V] is never materialised. */
-
-/* W[V,C] is the LM head (WeightMatrix: fp32, the mixed-precision copy, or a frozen
- * head held in bf16). */
-
+ * scratch[chunk_rows, V], so [N, V] is never materialised. W[V,C] is the LM head as
+ * a WeightMatrix: fp32, the mixed-precision copy, or a frozen head held in bf16. */
 typedef struct {
     int chunk_rows;        /* rows of logits computed at once */
     float *scratch;        /* [chunk_rows, V] */
