@@ -124,7 +124,7 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     const ParamTable *tab = lo ? &lo->table : &m->table;
     float *params = lo ? lo->params : m->params;
     Activations a;
-    acts_create(&a, &m->cfg, N, 0, 256); /* logprob_chunk_rows: its default */
+    acts_create(&a, &m->cfg, N, 0, 256, 0); /* logprob_chunk_rows: its default */
     if (lo) acts_reserve_lora(&a, &m->cfg, lo);
     uint64_t keys[4] = {1, 2, 3, 4};
     a.drop_keys = keys;
@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
     /* ---- training: forward + backward, 4 x 192 tokens, every position a target ---- */
     int B = 4, T = 192, N = B * T;
     Activations a;
-    acts_create(&a, &m.cfg, N, 0, chunk_rows > 0 ? chunk_rows : 64);
+    acts_create(&a, &m.cfg, N, 0, chunk_rows > 0 ? chunk_rows : 64, 0);
     int32_t *ids = malloc(sizeof(int32_t) * N), *tg = malloc(sizeof(int32_t) * N);
     uint8_t *mask = malloc(N);
     float *lp = malloc(sizeof(float) * N);
@@ -228,6 +228,10 @@ int main(int argc, char **argv) {
     if (train) products_line(dt, iters);
     if (train) { /* mixed precision (--bf16): the same pass with its products on gemm_bf16 */
         model_use_bf16_compute(&m);
+        size_t bytes32 = a.bytes;
+        acts_free(&a); /* the trainers' activations under mixed precision: the products' inputs in bf16 */
+        acts_create(&a, &m.cfg, N, 0, chunk_rows > 0 ? chunk_rows : 64, 1);
+        printf("activations %.2f GB in fp32, %.2f GB with bf16 inputs (no checkpointing)\n", bytes32 / 1e9, a.bytes / 1e9);
         memset(gbuf, 0, sizeof(float) * m.table.total);
         fwd_bwd(&m, &a, &full, ids, mask, tg, lp, B, T);
         gemm_stats_reset();
@@ -253,12 +257,14 @@ int main(int argc, char **argv) {
 
     /* ---- decode: G sequences sharing a 64-token prompt, reading the fp32 weights, then
      * the bf16 copy (what --bf16 generation reads: half the bytes) ---- */
-    if (!m.params16) model_use_bf16_compute(&m);
-    uint16_t *copy16 = m.params16;
     int prompt = 64, steps = 32;
     for (int gi = 0; gi < 4; gi++) {
         int G = gi % 2 == 0 ? 8 : 32, half = gi >= 2;
-        m.params16 = half ? copy16 : NULL;
+        if (half) {
+            if (!m.mixed) model_use_bf16_compute(&m);
+        } else {
+            model_use_fp32_compute(&m);
+        }
         double wbytes = (half ? 2.0 : 4.0) * (Pl + C * m.cfg.vocab_size);
         KVCache kv;
         DecodeState ds;
@@ -286,8 +292,7 @@ int main(int argc, char **argv) {
         kv_cache_free(&kv);
         decode_state_free(&ds);
     }
-    m.params16 = NULL; /* LoRA below: fp32 weights */
-    free(copy16);
+    model_use_fp32_compute(&m); /* LoRA below: fp32 weights */
     /* ---- LoRA: the training step and decode, against full fine-tuning in this run ---- */
     {
         LoraSpec spec = {16, 32, 0.05, 0, (1u << LORA_N_MODULES) - 1};

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/bf16_rss.sh — peak RSS of one GRPO step in fp32 and with --bf16 (mixed
-# precision: fp32 master weights, gradients and AdamW state, plus a bf16 copy of the
-# weights; a KL reference held in bf16), bench_grpo_step at the Qwen2-0.5B shape,
+# precision: fp32 master weights held as their bf16 values and low halves, fp32
+# gradients and AdamW state; a KL reference held in bf16), bench_grpo_step at the Qwen2-0.5B shape,
 # G = 8 (two micro-batches of 4), no warm-up, with beta 0 (no reference) and beta
 # 0.04. "Maximum resident set size" from /usr/bin/time -v. Issue 14's target: the
 # bf16 run's peak <= the fp32 run's.

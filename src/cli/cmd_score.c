@@ -162,7 +162,7 @@ int cmd_score(int argc, char **argv) {
         model_free(&m);
         return cli_fail("score", err.msg);
     }
-    double mb = 1048576.0, need = (double)acts_plan_bytes(&m.cfg, (int)batch_tokens, ckpt, 32);
+    double mb = 1048576.0, need = (double)acts_plan_bytes(&m.cfg, (int)batch_tokens, ckpt, 32, 0);
     double avail = (double)mem_available_bytes();
     if (need > avail) {
         model_free(&m);
@@ -171,7 +171,7 @@ int cmd_score(int argc, char **argv) {
         return cli_fail("score", err.msg);
     }
     Activations a;
-    acts_create(&a, &m.cfg, (int)batch_tokens, ckpt, 32);
+    acts_create(&a, &m.cfg, (int)batch_tokens, ckpt, 32, 0);
     ScoreStream st = {&m, &a, batch_tokens, (float)(1.0 / temperature), NULL, 0, 0, 0};
     rc = jsonl_read(data, score_row, &st, &err) < 0;
     if (!rc) flush_items(&st);

@@ -17,7 +17,7 @@ int pretrained_open(Pretrained *p, const char *dir, GenOpts *o, GrpoErr *err) {
 
 void pretrained_close(Pretrained *p) {
     tok_free(p->tok);
-    if (p->model.params) model_free(&p->model);
+    if (model_loaded(&p->model)) model_free(&p->model);
     memset(p, 0, sizeof *p);
 }
 

@@ -76,7 +76,8 @@ static int check_memory(const GrpoTrainer *t, int longest, GrpoErr *err) {
     long tokens = (long)c->train.per_device_train_batch_size * (longest + c->gen.max_completion_length);
     double mb = 1048576.0, acts = tokens > INT32_MAX ? INFINITY
                                  : (double)acts_plan_bytes(&t->sess.pre.model.cfg, (int)tokens,
-                                                           c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
+                                                           c->train.gradient_checkpointing, c->train.logprob_chunk_rows,
+                                                           t->sess.pre.model.mixed != NULL);
     if (t->have_lora && isfinite(acts))
         acts += (double)acts_lora_plan_bytes(&t->sess.pre.model.cfg, &t->lora, (int)tokens, c->train.gradient_checkpointing);
     double opt = 3.0 * sizeof(float) * trainable_floats(t), avail = (double)mem_available_bytes();
@@ -108,7 +109,7 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     int longest = t->longest_train = t->sess.gen.max_prompt;
     if (check_memory(t, longest, err)) return -1;
     acts_create(&t->acts, &t->sess.pre.model.cfg, B * (longest + c->gen.max_completion_length), c->train.gradient_checkpointing,
-                c->train.logprob_chunk_rows);
+                c->train.logprob_chunk_rows, t->sess.pre.model.mixed != NULL); /* mixed precision: inputs saved in bf16 */
     if (t->have_lora) acts_reserve_lora(&t->acts, &t->sess.pre.model.cfg, &t->lora);
     if (c->eval_strategy) { /* the eval prompts, through the same generator */
         if (dataset_load(&t->eval_data, c->eval_dataset, err)) return -1;
@@ -304,9 +305,15 @@ static void grpo_after_update(void *self, long step) {
     GrpoTrainer *t = self;
     if (!t->have_ref || !t->c.sync_ref_model || step % t->c.ref_model_sync_steps) return;
     float a = (float)t->c.ref_model_mixup_alpha;
-    size_t P = t->sess.pre.model.table.total;
+    const Model *pol = &t->sess.pre.model;
+    size_t P = pol->table.total;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < P; i++) t->ref.params[i] = a * t->sess.pre.model.params[i] + (1 - a) * t->ref.params[i];
+    for (size_t i0 = 0; i0 < P; i0 += 4096) { /* 4096 at a time: the policy's weights may be two halves */
+        float p[4096];
+        size_t n = P - i0 < 4096 ? P - i0 : 4096;
+        model_get_params(pol, i0, n, p);
+        for (size_t i = 0; i < n; i++) t->ref.params[i0 + i] = a * p[i] + (1 - a) * t->ref.params[i0 + i];
+    }
 }
 
 int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {

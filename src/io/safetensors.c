@@ -554,7 +554,7 @@ static int check_write(const char *path, const StWriteTensor *t, int n, GrpoErr 
             return err_set(err, "%s: tensor %d: invalid name '%s'", path, i, name);
         if ((unsigned)t[i].dtype >= ST_DTYPE_COUNT)
             return err_set(err, "%s: tensor '%s': invalid dtype %d", path, name, (int)t[i].dtype);
-        if (!t[i].raw && !(t[i].data && (t[i].dtype == ST_F32 || t[i].dtype == ST_F16 ||
+        if (!t[i].raw && !((t[i].data || t[i].fill) && (t[i].dtype == ST_F32 || t[i].dtype == ST_F16 ||
                                          t[i].dtype == ST_BF16)))
             return err_set(err, "%s: tensor '%s': no data for dtype %s (fp32 data converts to F32, "
                            "F16, BF16; other dtypes need raw bytes)", path, name,
@@ -616,12 +616,18 @@ static char *build_header(const StWriteTensor *t, int n, size_t *len) {
 static int write_tensor_data(FILE *fp, const StWriteTensor *t) {
     size_t n = wt_numel(t);
     if (t->raw) return fwrite(t->raw, 1, wt_bytes(t), fp) == wt_bytes(t) ? 0 : -1;
-    if (t->dtype == ST_F32) return fwrite(t->data, 4, n, fp) == n ? 0 : -1;
+    if (t->dtype == ST_F32 && !t->fill) return fwrite(t->data, 4, n, fp) == n ? 0 : -1;
+    float vals[4096];
     uint16_t buf[4096];
     for (size_t i = 0; i < n; i += 4096) {
         size_t m = n - i < 4096 ? n - i : 4096;
-        for (size_t j = 0; j < m; j++)
-            buf[j] = t->dtype == ST_BF16 ? st_f32_to_bf16(t->data[i + j]) : st_f32_to_f16(t->data[i + j]);
+        if (t->fill) t->fill(t->ctx, t->from + i, m, vals);
+        const float *x = t->fill ? vals : t->data + i;
+        if (t->dtype == ST_F32) {
+            if (fwrite(x, 4, m, fp) != m) return -1;
+            continue;
+        }
+        for (size_t j = 0; j < m; j++) buf[j] = t->dtype == ST_BF16 ? st_f32_to_bf16(x[j]) : st_f32_to_f16(x[j]);
         if (fwrite(buf, 2, m, fp) != m) return -1;
     }
     return 0;

@@ -82,7 +82,7 @@ void stset_close(StSet *s);
 /* Finds a tensor in any shard; *file gets the shard. NULL when absent. */
 const StTensor *stset_find(const StSet *s, const char *name, const StFile **file);
 
-/* Writing. Tensors are given as fp32 (or as raw bytes when raw != NULL) and
+/* Writing. Tensors are given as fp32 (data or fill), or as raw bytes, and
  * stored as `dtype`; F32 -> BF16/F16 rounds to nearest even, so a tensor read
  * from BF16/F16 and written back is bit-identical. */
 typedef struct {
@@ -90,8 +90,14 @@ typedef struct {
     StDtype dtype;           /* stored dtype: F32, F16, BF16 from data; any dtype from raw */
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    const float *data;       /* numel fp32 values, or NULL when raw is used */
+    const float *data;       /* numel fp32 values, or NULL when raw or fill is used */
     const void *raw;         /* numel * st_dtype_bytes(dtype) bytes already in dtype */
+    /* Or fp32 values made as they are written, a chunk at a time (weights that are
+     * not held as one fp32 buffer): fill(ctx, from + i, k, out) puts values
+     * [i, i + k) of the tensor in out[0 .. k). */
+    void (*fill)(const void *ctx, size_t at, size_t k, float *out);
+    const void *ctx;
+    size_t from;
 } StWriteTensor;
 
 /* Writes one file with tensors in the given order and {"format": "pt"} metadata.

@@ -249,7 +249,7 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
     }
     for (int l = 0; l < cfg->n_layers; l++) {
         const LayerView *w = &m->w.layers[l];
-        const LayerView16 *h = m->half ? &m->half->w16[l] : NULL;
+        const LayerView16 *h = model_layer16(m, l);
 #define ROWWISE(out, in, W, bias, I, O) rowwise(out, in, model_weight(m, w->W, h ? h->W : NULL), bias, n, I, O)
         rmsnorm_forward(s->h, s->rstd, s->x, w->ln1, n, C, C, C, cfg->rms_norm_eps);
         ROWWISE(s->qkv, s->h, wqkv, w->bqkv, C, QKV);

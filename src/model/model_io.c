@@ -151,6 +151,8 @@ int model_copy_side_files(const char *from, const char *to, int with_generation_
     return rc;
 }
 
+static void fill_params(const void *m, size_t at, size_t k, float *out) { model_get_params(m, at, k, out); }
+
 int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err) {
     CHECK(!m->half); /* a frozen model held in bf16 is never saved: its directory is where it came from */
     char *tmp = NULL;
@@ -164,7 +166,13 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
         wt[i].dtype = opts->dtype >= 0 ? opts->dtype : e->src_dtype;
         wt[i].ndim = e->ndim;
         for (int d = 0; d < e->ndim; d++) wt[i].shape[d] = e->shape[d];
-        wt[i].data = m->params + e->offset;
+        if (m->params) {
+            wt[i].data = m->params + e->offset;
+        } else { /* mixed precision: the fp32 values from their two halves */
+            wt[i].fill = fill_params;
+            wt[i].ctx = m;
+            wt[i].from = e->offset;
+        }
         if (++counts[wt[i].dtype] > counts[common]) common = wt[i].dtype;
     }
     /* config.json: as read, with torch_dtype naming the stored dtype */

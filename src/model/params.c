@@ -75,6 +75,12 @@ void params_free(ParamTable *t) {
     memset(t, 0, sizeof *t);
 }
 
+void params_copy(ParamTable *dst, const ParamTable *src) {
+    *dst = *src;
+    dst->entries = xmalloc(sizeof(ParamEntry) * (src->n ? src->n : 1));
+    memcpy(dst->entries, src->entries, sizeof(ParamEntry) * src->n);
+}
+
 int params_find(const ParamTable *t, const char *name) {
     for (int i = 0; i < t->n; i++)
         if (!strcmp(t->entries[i].name, name)) return i;

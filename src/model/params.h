@@ -55,6 +55,8 @@ typedef struct {
 
 void params_build(ParamTable *t, const ModelConfig *cfg);
 void params_free(ParamTable *t);
+/* dst: a copy of src with its own entries. */
+void params_copy(ParamTable *dst, const ParamTable *src);
 /* Appends an entry (d1 = 0: a vector) at t->total; *cap tracks the entries'
  * allocation (0 for a fresh table). The next entry starts 16-float aligned (64
  * bytes, for the kernels) unless packed: then it follows with no gap. */

@@ -43,58 +43,138 @@ void model_create_half(Model *m, ModelConfig *cfg) {
 }
 
 size_t model_weight_bytes(const Model *m) {
-    return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16 +
-           (m->params16 ? sizeof(uint16_t) * m->table.total : 0);
+    if (m->mixed) return sizeof(uint16_t) * 2 * m->table.total + sizeof(float) * m->mixed->vt.total;
+    return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16;
+}
+
+/* The matrix `name` inside the halves, or NULL where the model has none. */
+static const uint16_t *hi_at(const Model *m, const char *name) {
+    int i = params_find(&m->table, name);
+    return i < 0 ? NULL : m->mixed->hi + m->table.entries[i].offset;
 }
 
 void model_use_bf16_compute(Model *m) {
-    CHECK(!m->half); /* a half model's weights are bf16 already and never train */
-    if (!m->params16) m->params16 = xaligned(sizeof(uint16_t) * (m->table.total ? m->table.total : 1));
+    CHECK(!m->half && !m->mixed); /* a half model's weights are bf16 already and never train */
+    ModelMixed *x = m->mixed = xcalloc(1, sizeof *x);
+    size_t n = m->table.total ? m->table.total : 1;
+    x->hi = xaligned(sizeof(uint16_t) * n);
+    x->lo = xaligned(sizeof(uint16_t) * n);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->table.total; i += 4096) /* 4096 at a time: the threads' shares */
+        f32_split_n(x->hi + i, x->lo + i, m->params + i, m->table.total - i < 4096 ? m->table.total - i : 4096);
+    free(m->params);
+    m->params = NULL;
+    /* The norms and biases in fp32 where the forward reads them; the matrices from hi. */
+    params_copy(&x->vt, &m->table);
+    params_hold_half(&x->vt);
+    x->vectors = xaligned(sizeof(float) * (x->vt.total ? x->vt.total : 1));
+    memset(x->vectors, 0, sizeof(float) * x->vt.total);
+    params_view_free(&m->w);
+    params_view(&m->w, &x->vt, &m->cfg, x->vectors);
+    x->w16 = xcalloc(m->cfg.n_layers, sizeof(LayerView16));
+    char name[96];
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+#define AT16(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), hi_at(m, name))
+        x->w16[l] = (LayerView16){AT16("self_attn.q_proj.weight"), AT16("self_attn.o_proj.weight"),
+                                  AT16("mlp.gate_proj.weight"), AT16("mlp.down_proj.weight")};
+#undef AT16
+    }
+    x->embed16 = hi_at(m, "model.embed_tokens.weight");
+    x->head16 = m->cfg.tie_word_embeddings ? x->embed16 : hi_at(m, "lm_head.weight");
     model_sync_bf16(m);
 }
 
 void model_sync_bf16(Model *m) {
-    if (!m->params16) return;
-    const float *p = m->params;
-    uint16_t *h = m->params16;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->table.total; i += 4096) /* 4096 at a time: the threads' shares */
-        f32_to_bf16_n(h + i, p + i, m->table.total - i < 4096 ? m->table.total - i : 4096);
+    ModelMixed *x = m->mixed;
+    if (!x) return;
+    for (int i = 0; i < x->vt.n; i++) {
+        const ParamEntry *v = &x->vt.entries[i], *e = &m->table.entries[i]; /* the same tensor */
+        if (!v->half) f32_join_n(x->vectors + v->offset, x->hi + e->offset, x->lo + e->offset, e->numel);
+    }
+}
+
+static void mixed_free(ModelMixed *x) {
+    if (!x) return;
+    free(x->hi);
+    free(x->lo);
+    free(x->vectors);
+    free(x->w16);
+    params_free(&x->vt);
+    free(x);
+}
+
+void model_use_fp32_compute(Model *m) {
+    ModelMixed *x = m->mixed;
+    if (!x) return;
+    m->params = xaligned(sizeof(float) * (m->table.total ? m->table.total : 1));
+    model_get_params(m, 0, m->table.total, m->params);
+    m->mixed = NULL;
+    mixed_free(x);
+    params_view_free(&m->w);
+    params_view(&m->w, &m->table, &m->cfg, m->params);
+}
+
+void model_get_params(const Model *m, size_t i0, size_t n, float *out) {
+    CHECK(!m->half && i0 + n <= m->table.total);
+    if (!m->mixed) {
+        memcpy(out, m->params + i0, sizeof(float) * n);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i += 4096)
+        f32_join_n(out + i, m->mixed->hi + i0 + i, m->mixed->lo + i0 + i, n - i < 4096 ? n - i : 4096);
+}
+
+void model_set_params(Model *m, size_t i0, size_t n, const float *in) {
+    CHECK(!m->half && i0 + n <= m->table.total);
+    if (!m->mixed) {
+        memcpy(m->params + i0, in, sizeof(float) * n);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i += 4096)
+        f32_split_n(m->mixed->hi + i0 + i, m->mixed->lo + i0 + i, in + i, n - i < 4096 ? n - i : 4096);
+    model_sync_bf16(m);
 }
 
 void model_bf16_describe(const Model *m, char *out, size_t n) {
-    if (m->params16)
-        snprintf(out, n, " (with a bf16 copy: products in bf16 on %s)", gemm_bf16_backend_name());
+    if (m->mixed)
+        snprintf(out, n, " (held as bf16 values and low halves: products in bf16 on %s)", gemm_bf16_backend_name());
     else if (n)
         out[0] = 0;
 }
 
-const uint16_t *model_bf16_of(const Model *m, const float *w) {
-    return m->params16 ? m->params16 + (w - m->params) : NULL;
-}
-
 WeightMatrix model_weight(const Model *m, const float *w, const uint16_t *w16) {
     if (m->half) return (WeightMatrix){.w16 = w16};
-    if (m->params16) return (WeightMatrix){.w16 = model_bf16_of(m, w), .bf16_products = 1};
+    if (m->mixed) return (WeightMatrix){.w16 = w16, .bf16_products = 1};
     return (WeightMatrix){.w = w};
 }
 
-WeightMatrix model_lm_head(const Model *m) { return model_weight(m, m->w.lm_head, m->half ? m->half->head16 : NULL); }
+WeightMatrix model_lm_head(const Model *m) {
+    return model_weight(m, m->w.lm_head, m->half ? m->half->head16 : m->mixed ? m->mixed->head16 : NULL);
+}
+
+const LayerView16 *model_layer16(const Model *m, int l) {
+    return m->half ? &m->half->w16[l] : m->mixed ? &m->mixed->w16[l] : NULL;
+}
 
 void model_embed(const Model *m, float *out, const int32_t *ids, int N) {
+    int C = m->cfg.hidden_size;
     if (m->half)
-        embedding_forward_bf16(out, ids, m->half->embed16, N, m->cfg.hidden_size);
+        embedding_forward_bf16(out, ids, m->half->embed16, N, C);
+    else if (m->mixed) /* the fp32 rows, as an fp32 model's embedding reads them */
+        embedding_forward_split(out, ids, m->mixed->embed16, m->mixed->lo + (m->mixed->embed16 - m->mixed->hi), N, C);
     else
-        embedding_forward(out, ids, m->w.embed, N, m->cfg.hidden_size);
+        embedding_forward(out, ids, m->w.embed, N, C);
 }
 
 void model_free(Model *m) {
-    free(m->params16);
     if (m->half) {
         free(m->half->params16);
         free(m->half->w16);
         free(m->half);
     }
+    mixed_free(m->mixed);
     params_view_free(&m->w);
     params_free(&m->table);
     free(m->params);
@@ -109,46 +189,51 @@ typedef struct {
     size_t x, layer, final, back, lp;
 } Plan;
 
-static size_t layer_floats(const ModelConfig *c, size_t N) {
+/* Floats that n bf16 values take (whole floats, so the arena stays in floats). */
+static size_t halves(size_t n) { return (n + 1) / 2; }
+
+static size_t layer_floats(const ModelConfig *c, size_t N, int bf16) {
     size_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
     size_t qkv = (H + 2 * Hkv) * D, qk = (H + Hkv) * D;
-    return N * (1 + C + qkv + qk + (H + Hkv) + H * D + H + C + 1 + C + 2 * F + F);
+    size_t inputs = bf16 ? 2 * halves(N * C) + halves(N * F) : N * (C + C + F); /* h1, h2, act */
+    return N * (1 + qkv + qk + (H + Hkv) + H * D + H + C + 1 + 2 * F) + inputs;
 }
 
-static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows) {
+static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
     size_t N = max_tokens, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
     Plan p;
     p.x = (size_t)(c->n_layers + 1) * N * C;
-    p.layer = (ckpt ? 1 : (size_t)c->n_layers) * layer_floats(c, N);
+    p.layer = (ckpt ? 1 : (size_t)c->n_layers) * layer_floats(c, N, bf16);
     p.final = N * C + N + N;
     p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
     p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size);
     return p;
 }
 
-size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chunk_rows) {
+size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chunk_rows, int bf16) {
     /* Every term but the LM-head scratch is max_tokens x a size per token: with a
      * hostile config and a long micro-batch the product can pass 64 bits, so it
      * saturates at SIZE_MAX (never fits) instead of wrapping to a small plan. */
-    Plan one = plan(cfg, 1, ckpt, chunk_rows);
+    Plan one = plan(cfg, 1, ckpt, chunk_rows, 0); /* per token at most the fp32 plan's */
     size_t per_token = sizeof(float) * (one.x + one.layer + one.final + one.back) + 3 * sizeof(int32_t) + 1;
     size_t lp_bytes = sizeof(float) * one.lp;
     if (max_tokens > 0 && per_token > (SIZE_MAX / 2 - lp_bytes) / (size_t)max_tokens) return SIZE_MAX;
-    Plan p = plan(cfg, max_tokens, ckpt, chunk_rows);
+    Plan p = plan(cfg, max_tokens, ckpt, chunk_rows, bf16);
     size_t ints = (size_t)max_tokens * (3 * sizeof(int32_t) + 1);
     return sizeof(float) * (p.x + p.layer + p.final + p.back + p.lp) + ints;
 }
 
-void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows) {
+void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
     CHECK(max_tokens > 0 && chunk_rows > 0);
     memset(a, 0, sizeof *a);
     a->max_tokens = max_tokens;
     a->checkpointing = ckpt;
-    a->bytes = acts_plan_bytes(c, max_tokens, ckpt, chunk_rows);
+    a->bf16 = bf16;
+    a->bytes = acts_plan_bytes(c, max_tokens, ckpt, chunk_rows, bf16);
     CHECK(a->bytes != SIZE_MAX); /* callers compare the plan with the memory available first */
-    Plan p = plan(c, max_tokens, ckpt, chunk_rows);
+    Plan p = plan(c, max_tokens, ckpt, chunk_rows, bf16);
     size_t total = p.x + p.layer + p.final + p.back + p.lp;
     a->arena = xaligned(sizeof(float) * total);
     float *cur = a->arena;
@@ -162,7 +247,6 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     for (int l = 0; l < nl; l++) {
         LayerActs *L = &a->layers[l];
         L->rstd1 = TAKE(N);
-        L->h1 = TAKE(N * C);
         L->qkv = TAKE(N * QKV);
         L->qk = TAKE(N * QK);
         L->qk_rstd = TAKE(N * (H + Hkv));
@@ -170,9 +254,16 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
         L->lse = TAKE(N * H);
         L->xmid = TAKE(N * C);
         L->rstd2 = TAKE(N);
-        L->h2 = TAKE(N * C);
         L->gu = TAKE(N * 2 * F);
-        L->act = TAKE(N * F);
+        if (bf16) {
+            L->h1_16 = (uint16_t *)TAKE(halves(N * C));
+            L->h2_16 = (uint16_t *)TAKE(halves(N * C));
+            L->act16 = (uint16_t *)TAKE(halves(N * F));
+        } else {
+            L->h1 = TAKE(N * C);
+            L->h2 = TAKE(N * C);
+            L->act = TAKE(N * F);
+        }
     }
     a->hf = TAKE(N * C);
     a->rstdf = TAKE(N);
@@ -261,21 +352,53 @@ static const LoraLayers *adapters(const Model *m, const Activations *a, int l, L
     return lo;
 }
 
-/* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted). */
+/* A product's input as a layer saves it: in fp32 (x), or in bf16 (x16, bf16 activations). */
+static void product_forward(float *out, const float *x, const uint16_t *x16, WeightMatrix W, const float *bias, int N,
+                            int I, int O) {
+    if (x16)
+        matmul_forward_bf16_in16(out, x16, W.w16, bias, N, I, O);
+    else
+        matmul_forward_weight(out, x, W, bias, N, I, O);
+}
+
+static void product_backward(float *din, float *dW, float *dbias, const float *dout, const float *x, const uint16_t *x16,
+                             WeightMatrix W, int N, int I, int O) {
+    if (x16)
+        matmul_backward_bf16_in16(din, dW, dbias, dout, x16, W.w16, N, I, O);
+    else
+        matmul_backward_weight(din, dW, dbias, dout, x, W, N, I, O);
+}
+
+/* With bf16 activations: the fp32 input x[n] saved as bf16 in x16 — for a model whose
+ * products read bf16 (then the products read x16: the same values they would round x
+ * to) — or not at all (NULL: the products read x, from scratch; no backward follows). */
+static const uint16_t *save16(const Model *m, uint16_t *x16, const float *x, size_t n) {
+    if (!m->mixed) return NULL;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i += 4096) f32_to_bf16_n(x16 + i, x + i, n - i < 4096 ? n - i : 4096);
+    return x16;
+}
+
+/* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted).
+ * With bf16 activations h1, h2 and act are computed in the backward's scratch (dh,
+ * dact: free until a layer's backward starts) and saved in bf16 (save16). */
 static void layer_forward(const Model *m, const Activations *a, int l, LayerActs *L, const float *x_in,
                           float *x_out) {
     const ModelConfig *c = &m->cfg;
     const LayerView *w = &m->w.layers[l];
-    const LayerView16 *w16 = m->half ? &m->half->w16[l] : NULL;
+    const LayerView16 *w16 = model_layer16(m, l);
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
     const LoraLayers *lo = adapters(m, a, l, &lb);
+    CHECK(!lo || !a->bf16); /* adapters read h1, h2 and act in fp32 */
+    float *h1 = a->bf16 ? a->dh : L->h1, *h2 = a->bf16 ? a->dh : L->h2, *act = a->bf16 ? a->dact : L->act;
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
-    rmsnorm_forward(L->h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
-    matmul_forward_weight(L->qkv, L->h1, W(wqkv), w->bqkv, N, C, QKV);
-    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, L->h1, L->lora_u, &lb);
+    rmsnorm_forward(h1, L->rstd1, x_in, w->ln1, N, C, C, C, c->rms_norm_eps);
+    const uint16_t *h1_16 = a->bf16 ? save16(m, L->h1_16, h1, (size_t)N * C) : NULL;
+    product_forward(L->qkv, h1, h1_16, W(wqkv), w->bqkv, N, C, QKV);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_QKV, L->qkv, QKV, h1, L->lora_u, &lb);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)
             rmsnorm_forward(L->qk + h * D, L->qk_rstd + (size_t)h * N, L->qkv + h * D,
@@ -291,16 +414,18 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     matmul_forward_weight(L->xmid, L->att, W(wo), w->bo, N, H * D, C);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_O, L->xmid, C, L->att, L->lora_u, &lb);
     add_inplace(L->xmid, x_in, (size_t)N * C);
-    rmsnorm_forward(L->h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
-    matmul_forward_weight(L->gu, L->h2, W(wgu), NULL, N, C, 2 * F);
-    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, L->gu, 2 * F, L->h2, L->lora_u, &lb);
-    swiglu_forward(L->act, L->gu, N, F);
+    rmsnorm_forward(h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
+    const uint16_t *h2_16 = a->bf16 ? save16(m, L->h2_16, h2, (size_t)N * C) : NULL;
+    product_forward(L->gu, h2, h2_16, W(wgu), NULL, N, C, 2 * F);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, L->gu, 2 * F, h2, L->lora_u, &lb);
+    swiglu_forward(act, L->gu, N, F);
+    const uint16_t *act16 = a->bf16 ? save16(m, L->act16, act, (size_t)N * F) : NULL;
     if (x_out) {
-        matmul_forward_weight(x_out, L->act, W(wdown), NULL, N, F, C);
-        if (lo) lora_linear_forward(lo, c, l, LORA_LIN_DOWN, x_out, C, L->act, L->lora_u, &lb);
+        product_forward(x_out, act, act16, W(wdown), NULL, N, F, C);
+        if (lo) lora_linear_forward(lo, c, l, LORA_LIN_DOWN, x_out, C, act, L->lora_u, &lb);
         add_inplace(x_out, L->xmid, (size_t)N * C);
     } else if (lo) {
-        lora_linear_forward(lo, c, l, LORA_LIN_DOWN, NULL, C, L->act, L->lora_u, &lb);
+        lora_linear_forward(lo, c, l, LORA_LIN_DOWN, NULL, C, act, L->lora_u, &lb);
     }
 #undef W
 }
@@ -311,21 +436,22 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
                            const float *x_in) {
     const ModelConfig *c = &m->cfg;
     const LayerView *w = &m->w.layers[l];
-    const LayerView16 *w16 = m->half ? &m->half->w16[l] : NULL;
+    const LayerView16 *w16 = model_layer16(m, l);
     int N = a->N, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int H = c->n_heads, Hkv = c->n_kv_heads;
     int QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     LoraBatch lb;
     const LoraLayers *lo = lg ? adapters(m, a, l, &lb) : NULL;
+    CHECK(!a->bf16 || (m->mixed && !lo)); /* bf16 activations were saved for bf16 products */
 #define GW(f) (g ? g->f : NULL)
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
-    matmul_backward_weight(a->dact, GW(wdown), NULL, a->dx, L->act, W(wdown), N, F, C);
+    product_backward(a->dact, GW(wdown), NULL, a->dx, L->act, L->act16, W(wdown), N, F, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     swiglu_backward(a->dgu, a->dact, L->gu, N, F);
     memset(a->dh, 0, sizeof(float) * N * C);
-    matmul_backward_weight(a->dh, GW(wgu), NULL, a->dgu, L->h2, W(wgu), N, C, 2 * F);
+    product_backward(a->dh, GW(wgu), NULL, a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */
@@ -349,7 +475,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
     memset(a->dh, 0, sizeof(float) * N * C);
-    matmul_backward_weight(a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, W(wqkv), N, C, QKV);
+    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
 #undef GW

@@ -26,15 +26,28 @@ typedef struct {
     const uint16_t *embed16, *head16; /* [V, C] into params16 (the same when tied) */
 } ModelHalf;
 
+/* Mixed precision's weights (model_use_bf16_compute): every parameter's fp32 value
+ * held as two 16-bit halves (f32_split, ops/ops.h), in table order, so that the
+ * upper halves are the weights' bf16 copy and the two together the fp32 master
+ * weights, at 4 bytes a parameter where an fp32 buffer and a bf16 copy took 6. */
+typedef struct {
+    uint16_t *hi, *lo;     /* [table.total] */
+    ParamTable vt;         /* the table with the matrices moved out (params_hold_half): where vectors
+                              holds each norm and bias */
+    float *vectors;        /* [vt.total] the norms and biases in fp32 (the forward reads them) */
+    LayerView16 *w16;      /* [L] the layers' matrices, into hi */
+    const uint16_t *embed16, *head16; /* into hi */
+} ModelMixed;
+
 typedef struct {
     ModelConfig cfg;
     ParamTable table;
-    float *params;         /* table.total floats */
-    ModelView w;           /* with half: the matrices are NULL (in half) */
+    float *params;         /* table.total floats; NULL under mixed precision (mixed holds them) */
+    ModelView w;           /* with half or mixed: the matrices are NULL */
     float *inv_freq;       /* [D/2] RoPE inverse frequencies */
     struct LoraLayers *lora; /* NULL, or adapters applied while lora->enabled (borrowed; model/lora_layers.h) */
     ModelHalf *half;       /* NULL, or the weight matrices in bf16 */
-    uint16_t *params16;    /* NULL, or a bf16 copy of params (table.total values) for mixed precision */
+    ModelMixed *mixed;     /* NULL, or mixed precision's weights */
 } Model;
 
 /* Where model_backward puts gradients. */
@@ -51,35 +64,51 @@ void model_create(Model *m, ModelConfig *cfg);
  * widen a block of a matrix at a time (gemm_f32_b16). */
 void model_create_half(Model *m, ModelConfig *cfg);
 void model_free(Model *m);
-/* Bytes the weights take (fp32 and bf16 parts, the bf16 copy). */
+/* 1 when m holds a model (created, not yet freed): a zeroed Model holds none. */
+static inline int model_loaded(const Model *m) { return m->table.entries != NULL; }
+/* Bytes the weights take (fp32 and bf16 parts, or both halves). */
 size_t model_weight_bytes(const Model *m);
 
-/* Mixed precision, as TRL's bf16: true on a model whose weights train: params stay
- * the fp32 master weights (AdamW updates them), and the training passes' matrix
- * products — every linear layer, forward and both backward products, and the LM
- * head — run on gemm_bf16 over a bf16 copy of them, the activations rounded to
- * bf16 as the products read them and every sum in fp32. Norms, RoPE, attention,
- * softmax, log-probs and the loss stay fp32. Decoding (model/kvcache.h) reads the
- * bf16 copy too, its activations in fp32 (matmul_forward_rowwise_bf16), so a step
- * streams half the weight bytes. model_sync_bf16 refreshes the copy: after every
- * change of params (the training loop calls it after each optimizer step and after
- * resuming). */
+/* Mixed precision, as TRL's bf16: true on a model whose weights train: the
+ * training passes' matrix products — every linear layer, forward and both backward
+ * products, and the LM head — run on gemm_bf16 over the weights' bf16 values, the
+ * activations rounded to bf16 as the products read them and every sum in fp32.
+ * Norms, RoPE, attention, softmax, log-probs and the loss stay fp32, and so do the
+ * master weights that AdamW updates (adamw_step_split, optim/optim.h). Decoding
+ * (model/kvcache.h) reads the bf16 values too, its activations in fp32
+ * (matmul_forward_rowwise_bf16), so a step streams half the weight bytes.
+ * model_use_bf16_compute moves params into m->mixed (ModelMixed: two halves, the
+ * upper one the bf16 copy) and frees them: m->params is NULL from then on, and
+ * model_get_params / model_set_params read and write the weights. After the
+ * halves change, model_sync_bf16 refreshes the fp32 norms and biases the forward
+ * reads (the training loop calls it after each optimizer step and after resuming).
+ * The bf16 copy rounds ties away from zero, not to even as PyTorch's cast does:
+ * it differs from that cast only where a weight lies exactly halfway between two
+ * bf16 values, by one bf16 step. */
 void model_use_bf16_compute(Model *m);
 void model_sync_bf16(Model *m);
-/* The bf16 copy of a tensor of params (w points into m->params), or NULL without one. */
-const uint16_t *model_bf16_of(const Model *m, const float *w);
+/* Back to fp32 weights in m->params (the same values) and fp32 products. */
+void model_use_fp32_compute(Model *m);
+/* The fp32 values of params [i0, i0 + n) into out, from params or from the halves;
+ * model_set_params: from in (then model_sync_bf16 under mixed precision). */
+void model_get_params(const Model *m, size_t i0, size_t n, float *out);
+void model_set_params(Model *m, size_t i0, size_t n, const float *in);
 /* A matrix of the model as its products read it: held in bf16 (a half model's:
- * w16), the bf16 copy of w under mixed precision, or w in fp32. The one place that
- * decides; model_lm_head: the LM head's. */
+ * w16), its bf16 values under mixed precision (w16 too), or w in fp32. The one
+ * place that decides; model_lm_head: the LM head's; model_layer16: layer l's
+ * bf16 matrices, or NULL for an fp32 model. */
 WeightMatrix model_weight(const Model *m, const float *w, const uint16_t *w16);
 WeightMatrix model_lm_head(const Model *m);
+const LayerView16 *model_layer16(const Model *m, int l);
 /* out[N, C] = the embeddings of ids (a half model's widened from bf16). */
 void model_embed(const Model *m, float *out, const int32_t *ids, int N);
-/* For a plan line: " (with a bf16 copy: products in bf16 on BACKEND)", or "" without
+/* For a plan line: " (as bf16 and low halves: products in bf16 on BACKEND)", or "" without
  * mixed precision. */
 void model_bf16_describe(const Model *m, char *out, size_t n);
 
-/* Saved tensors of one layer (shapes per token row; N rows). */
+/* Saved tensors of one layer (shapes per token row; N rows). With bf16 activations
+ * (acts_create) the three that only products read are saved in bf16 instead: h1,
+ * h2 and act are NULL and h1_16, h2_16, act16 hold them (else NULL). */
 typedef struct {
     float *rstd1;   /* [N] */
     float *h1;      /* [N,C] normed layer input */
@@ -94,11 +123,13 @@ typedef struct {
     float *gu;      /* [N,2F] gate | up */
     float *act;     /* [N,F] silu(gate) * up */
     float *lora_u;  /* [LORA_N_MODULES, N, r] adapter activations, or NULL without adapters */
+    uint16_t *h1_16, *h2_16, *act16; /* [N,C], [N,C], [N,F] */
 } LayerActs;
 
 typedef struct {
     int max_tokens;        /* N capacity */
     int checkpointing;
+    int bf16;              /* the products' saved inputs in bf16 (LayerActs) */
     int B, T, N;           /* of the last forward */
     int32_t *ids, *pos, *targets;  /* [N] */
     uint8_t *mask;         /* [N] */
@@ -130,11 +161,17 @@ typedef struct {
 } Activations;
 
 /* Plans and allocates activations for micro-batches of up to max_tokens (B*T)
- * tokens; chunk_rows sets the LM-head chunk (logits rows computed at once). */
+ * tokens; chunk_rows sets the LM-head chunk (logits rows computed at once). bf16:
+ * for a model under mixed precision (model_use_bf16_compute), whose products read
+ * their inputs rounded to bf16: the inputs a backward's products read again (h1,
+ * h2, act) are saved in bf16, half their memory, the same results bit for bit.
+ * Such activations serve forwards of any model (one without bf16 products, a KL
+ * reference, saves nothing there: no backward follows), backwards only under mixed
+ * precision without adapters. */
 void acts_create(Activations *a, const ModelConfig *cfg, int max_tokens, int checkpointing,
-                 int chunk_rows);
+                 int chunk_rows, int bf16);
 void acts_free(Activations *a);
-size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int checkpointing, int chunk_rows);
+size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int checkpointing, int chunk_rows, int bf16);
 /* Adds the memory the adapters of lo need (their saved products and scratch);
  * required before a forward of a model with lora set. */
 void acts_reserve_lora(Activations *a, const ModelConfig *cfg, const struct LoraLayers *lo);

@@ -15,6 +15,14 @@ void embedding_forward_bf16(float *out, const int32_t *ids, const uint16_t *tabl
     for (int n = 0; n < N; n++) bf16_to_f32_n(out + (size_t)n * C, table + (size_t)ids[n] * C, (size_t)C);
 }
 
+void embedding_forward_split(float *out, const int32_t *ids, const uint16_t *hi, const uint16_t *lo, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        size_t at = (size_t)ids[n] * C;
+        f32_join_n(out + (size_t)n * C, hi + at, lo + at, (size_t)C);
+    }
+}
+
 /* Threads split the hidden dimension, so two tokens with the same id never race
  * and the summation order over n is fixed (deterministic). */
 void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N, int C) {

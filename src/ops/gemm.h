@@ -50,7 +50,7 @@ typedef struct {
  * summed in fp32, C fp32; beta is 0 or 1. Call it outside parallel regions: it
  * keeps its conversion buffers between calls. On oneDNN's bf16 matmul they grow to
  * the largest operand given in fp32 (activations); where the operands are widened
- * to fp32, to at most 4 Mi values each: a block of an operand at a time. */
+ * to fp32, to at most 2 Mi values each: a block of an operand at a time. */
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
                float beta, float *C, int ldc);
 
@@ -66,7 +66,9 @@ size_t gemm_bf16_buffer_bytes(void);
 
 /* x[rows, cols] (leading dimension ld) rounded to bf16 once, for an operand that
  * several products read (dout in both of a layer's backward products): an operand
- * of bf16 values in a buffer of this module's, valid until the next call. */
+ * of bf16 values in a buffer of this module's, valid until the next call; or, where
+ * gemm_bf16 widens its operands (no bf16 matmul here), x itself, which it rounds a
+ * block at a time as it widens it. */
 GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld);
 /* The same into x's own memory, where its fp32 values are not needed again (the LM
  * head's dz, a rows x vocab scratch): each row's bf16 values in the first half of

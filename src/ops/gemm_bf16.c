@@ -44,7 +44,11 @@ static const uint16_t *operand_bf16(int slot, GemmBf16Operand x, int rows, int c
     return out;
 }
 
+static GemmBf16Backend resolved(void);
+
 GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld) {
+    if (resolved() != GEMM_BF16_ONEDNN) /* widened: each block is rounded as it is widened */
+        return (GemmBf16Operand){.f = x, .ld = ld};
     int ldo;
     return (GemmBf16Operand){.h = operand_bf16(2, (GemmBf16Operand){.f = x, .ld = ld}, rows, cols, &ldo), .ld = ldo};
 }
@@ -106,7 +110,7 @@ static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float a
  * whole. Where an operand fits in BLOCK values it is widened once; a K longer than
  * KBLOCK is split and its blocks' products summed into C. The blocks depend on the
  * shape alone, so results stay deterministic. */
-enum { BLOCK = 1 << 22, KBLOCK = 8192 };
+enum { BLOCK = 1 << 21, KBLOCK = 8192 };
 
 /* An operand: bf16 values h; fp32 values f rounded to bf16; or (exact) f read as is. */
 typedef struct {

@@ -33,19 +33,37 @@ void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
     if (dbias) bias_backward(dbias, dout, N, O);
 }
 
-void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O) {
+static void forward_bf16(float *out, GemmBf16Operand in, const uint16_t *W, const float *bias, int N, int I, int O) {
     if (bias) bias_rows(out, bias, N, O);
-    gemm_bf16(0, 1, N, O, I, 1.0f, (GemmBf16Operand){.f = in, .ld = I}, (GemmBf16Operand){.h = W, .ld = I},
-              bias ? 1.0f : 0.0f, out, O);
+    gemm_bf16(0, 1, N, O, I, 1.0f, in, (GemmBf16Operand){.h = W, .ld = I}, bias ? 1.0f : 0.0f, out, O);
 }
 
-void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
+static void backward_bf16(float *din, float *dW, float *dbias, const float *dout, GemmBf16Operand in,
                           const uint16_t *W, int N, int I, int O) {
     /* both products read dout: rounded once */
     GemmBf16Operand d = din && dW ? gemm_bf16_round(dout, N, O, O) : (GemmBf16Operand){.f = dout, .ld = O};
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 1.0f, din, I);
-    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.f = in, .ld = I}, 1.0f, dW, I);
+    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, in, 1.0f, dW, I);
     if (dbias) bias_backward(dbias, dout, N, O);
+}
+
+void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O) {
+    forward_bf16(out, (GemmBf16Operand){.f = in, .ld = I}, W, bias, N, I, O);
+}
+
+void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                          const uint16_t *W, int N, int I, int O) {
+    backward_bf16(din, dW, dbias, dout, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O);
+}
+
+void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
+                              int O) {
+    forward_bf16(out, (GemmBf16Operand){.h = in, .ld = I}, W, bias, N, I, O);
+}
+
+void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
+                               const uint16_t *W, int N, int I, int O) {
+    backward_bf16(din, dW, dbias, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
 }
 
 void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O) {

@@ -75,6 +75,39 @@ static inline void bf16_to_f32_n(float *restrict dst, const uint16_t *restrict s
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
 }
 
+/* An fp32 value held as two 16-bit halves (mixed precision's master weights,
+ * model/transformer.h): hi is x rounded to the nearest bf16 value, ties away from
+ * zero, and so serves as x's bf16 copy; lo is the rest, (bits of x) - (hi << 16)
+ * as a signed 16-bit integer, and f32_join gives x back exactly. Ties go away from
+ * zero, not to even as f32_to_bf16 rounds: to even, an even hi would stand for
+ * 65537 values and an odd one for 65535, which 16 bits cannot tell apart. A NaN's
+ * hi is a NaN (quiet); f32_join gives a NaN back, its payload perhaps changed. */
+static inline void f32_split(float x, uint16_t *hi, uint16_t *lo) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {x};
+    uint32_t u = v.u, h = (u + 0x8000u) >> 16, nan = (u >> 16) | 0x40u;
+    h = (u & 0x7fffffffu) > 0x7f800000u ? nan : h;
+    *hi = (uint16_t)h;
+    *lo = (uint16_t)(u - (h << 16));
+}
+static inline float f32_join(uint16_t hi, uint16_t lo) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {((uint32_t)hi << 16) + (uint32_t)(int32_t)(int16_t)lo};
+    return v.f;
+}
+static inline void f32_split_n(uint16_t *restrict hi, uint16_t *restrict lo, const float *restrict x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) f32_split(x[i], hi + i, lo + i);
+}
+static inline void f32_join_n(float *restrict x, const uint16_t *restrict hi, const uint16_t *restrict lo, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = f32_join(hi[i], lo[i]);
+}
+
 /* Mixed precision (TRL's bf16: true): the same linear layers with bf16 operands.
  * in and dout are rounded to bf16 as the products read them, W is held in bf16,
  * the products accumulate in fp32 and every output is fp32 (ops/gemm.h:
@@ -82,6 +115,12 @@ static inline void bf16_to_f32_n(float *restrict dst, const uint16_t *restrict s
 void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O);
 void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
                           const uint16_t *W, int N, int I, int O);
+/* The same two with the input held in bf16 already (a saved activation, model/
+ * transformer.h: acts_create's bf16): the values they would round in to. */
+void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
+                              int O);
+void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
+                               const uint16_t *W, int N, int I, int O);
 /* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);
@@ -108,6 +147,8 @@ void matmul_backward_weight(float *din, float *dW, float *dbias, const float *do
 void embedding_forward(float *out, const int32_t *ids, const float *table, int N, int C);
 /* The same from a table of bf16 values (a frozen model's), widened exactly. */
 void embedding_forward_bf16(float *out, const int32_t *ids, const uint16_t *table, int N, int C);
+/* The same from a table held as two halves (f32_join): the fp32 rows exactly. */
+void embedding_forward_split(float *out, const int32_t *ids, const uint16_t *hi, const uint16_t *lo, int N, int C);
 /* dtable[V,C] += scatter of dout[N,C] at ids (serial over n per row block: deterministic) */
 void embedding_backward(float *dtable, const float *dout, const int32_t *ids, int N, int C);
 

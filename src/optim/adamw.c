@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "ops/ops.h"
 
 void adamw_config_default(AdamWConfig *c) {
     c->beta1 = 0.9;
@@ -35,33 +36,48 @@ void adamw_free(AdamW *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-void adamw_step(AdamW *opt, float *params, const float *grads, const uint8_t *decay_mask,
-                double lr, const AdamWConfig *c) {
+/* A step's scalars, computed once (in double, as torch computes them in Python floats). */
+typedef struct {
+    float step_size, bc2_sqrt, decay, one_minus_b1, b2, one_minus_b2, eps;
+    int use_decay;
+} StepConsts;
+
+static StepConsts step_begin(AdamW *opt, double lr, const AdamWConfig *c) {
     opt->step++;
-    /* Scalars in double, as torch computes them in Python floats. */
     const double bc1 = 1.0 - pow(c->beta1, (double)opt->step);
     const double bc2 = 1.0 - pow(c->beta2, (double)opt->step);
-    const float step_size = (float)(lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float decay = (float)(1.0 - lr * c->weight_decay);
-    const float one_minus_b1 = (float)(1.0 - c->beta1);
-    const float b2 = (float)c->beta2, one_minus_b2 = (float)(1.0 - c->beta2);
-    const float eps = (float)c->eps;
-    const int use_decay = c->weight_decay != 0.0;
-    float *m = opt->m, *v = opt->v;
+    return (StepConsts){(float)(lr / bc1), (float)sqrt(bc2), (float)(1.0 - lr * c->weight_decay),
+                        (float)(1.0 - c->beta1), (float)c->beta2, (float)(1.0 - c->beta2), (float)c->eps,
+                        c->weight_decay != 0.0};
+}
+
+/* Element i's update: its parameter p in, the updated one out. */
+static inline float update(const StepConsts *k, AdamW *opt, size_t i, float p, float g, const uint8_t *decay_mask) {
+    if (k->use_decay && (!decay_mask || decay_mask[i])) p *= k->decay;
+    float mi = opt->m[i] + k->one_minus_b1 * (g - opt->m[i]);
+    float vi = k->b2 * opt->v[i] + k->one_minus_b2 * g * g;
+    float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
+    p -= k->step_size * (mi / denom);
+    opt->m[i] = mi;
+    opt->v[i] = vi;
+    return p;
+}
+
+void adamw_step(AdamW *opt, float *params, const float *grads, const uint8_t *decay_mask,
+                double lr, const AdamWConfig *c) {
+    const StepConsts k = step_begin(opt, lr, c);
     const long long n = (long long)opt->n;
 #pragma omp parallel for schedule(static)
-    for (long long i = 0; i < n; i++) {
-        float p = params[i], g = grads[i];
-        if (use_decay && (!decay_mask || decay_mask[i])) p *= decay;
-        float mi = m[i] + one_minus_b1 * (g - m[i]);
-        float vi = b2 * v[i] + one_minus_b2 * g * g;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p -= step_size * (mi / denom);
-        m[i] = mi;
-        v[i] = vi;
-        params[i] = p;
-    }
+    for (long long i = 0; i < n; i++) params[i] = update(&k, opt, (size_t)i, params[i], grads[i], decay_mask);
+}
+
+void adamw_step_split(AdamW *opt, uint16_t *hi, uint16_t *lo, const float *grads, const uint8_t *decay_mask,
+                      double lr, const AdamWConfig *c) {
+    const StepConsts k = step_begin(opt, lr, c);
+    const long long n = (long long)opt->n;
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < n; i++)
+        f32_split(update(&k, opt, (size_t)i, f32_join(hi[i], lo[i]), grads[i], decay_mask), hi + i, lo + i);
 }
 
 /* Does the lower-cased name contain `pat` such that the character before is

@@ -59,6 +59,12 @@ void adamw_free(AdamW *opt);
 void adamw_step(AdamW *opt, float *params, const float *grads, const uint8_t *decay_mask,
                 double lr, const AdamWConfig *c);
 
+/* The same step on parameters held as two 16-bit halves (f32_split, ops/ops.h;
+ * mixed precision's master weights): each joined, updated as adamw_step updates
+ * it, and split again, so the values are adamw_step's bit for bit. */
+void adamw_step_split(AdamW *opt, uint16_t *hi, uint16_t *lo, const float *grads, const uint8_t *decay_mask,
+                      double lr, const AdamWConfig *c);
+
 /* 1 when transformers' Trainer applies weight decay to the parameter named
  * hf_name, else 0. Trainer.get_decay_parameter_names (transformers >= 4.50)
  * excludes parameters of nn.LayerNorm modules and every parameter whose

@@ -159,7 +159,7 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     double mb = 1048576.0, avail = (double)mem_available_bytes(), opt = 12.0 * trainable_floats(t);
     double acts = tokens > INT32_MAX ? INFINITY
                                      : (double)acts_plan_bytes(&t->model.cfg, (int)tokens, c->train.gradient_checkpointing,
-                                                               c->train.logprob_chunk_rows);
+                                                               c->train.logprob_chunk_rows, t->model.mixed != NULL);
     if (t->have_lora && isfinite(acts))
         acts += (double)acts_lora_plan_bytes(&t->model.cfg, &t->lora, (int)tokens, c->train.gradient_checkpointing);
     if (acts + opt > avail)
@@ -167,7 +167,7 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
                        "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
                        "or max_length", acts / mb, c->train.per_device_train_batch_size, longest, opt / mb, avail / mb);
     acts_create(&t->acts, &t->model.cfg, c->train.per_device_train_batch_size * longest,
-                c->train.gradient_checkpointing, c->train.logprob_chunk_rows);
+                c->train.gradient_checkpointing, c->train.logprob_chunk_rows, t->model.mixed != NULL);
     if (t->have_lora) acts_reserve_lora(&t->acts, &t->model.cfg, &t->lora);
     dataset_sampler_init(&t->order, t->n_ex, c->train.shuffle_dataset, c->train.seed);
     return 0;
@@ -179,7 +179,7 @@ static void sft_free(SftTrainer *t) {
     for (int i = 0; i < t->n_ex; i++) free(t->ex[i].ids);
     free(t->ex);
     tok_free(t->tok);
-    if (t->model.params) model_free(&t->model);
+    if (model_loaded(&t->model)) model_free(&t->model);
     if (t->have_lora > 0) lora_layers_free(&t->lora);
 }
 

@@ -283,7 +283,7 @@ static int read_weights(const char *dir, Model *model, GrpoErr *err) {
         model_free(&m);
         return err_set(err, "%s: the checkpoint's model does not match the model being trained", dir);
     }
-    memcpy(model->params, m.params, sizeof(float) * m.table.total);
+    model_set_params(model, 0, m.table.total, m.params); /* mixed precision: into its two halves */
     model_free(&m);
     return 0;
 }

@@ -31,7 +31,8 @@ typedef struct {
     char *out_dir;             /* output_dir with symlinks resolved */
     long total_steps;
     const ParamTable *table;   /* what is trained: the model's table, or its adapters' */
-    float *params;             /* [table->total] */
+    float *params;             /* [table->total], or NULL: the model's weights are held as two halves
+                                  (mixed precision, model/transformer.h: ModelMixed) */
     float *grads;              /* [table->total] */
     ModelView gview;           /* over grads, when the model's weights are trained */
     ModelGrads g;
@@ -166,8 +167,12 @@ static int train_step(Loop *lp, GrpoErr *err) {
     double lr = sched_lr(a->lr_scheduler_type, a->learning_rate, lp->step, warm, lp->total_steps);
     int finite = isfinite(out.loss) && isfinite(gnorm);
     if (finite) {
-        adamw_step(&lp->opt, lp->params, lp->grads, lp->decay_mask, lr, &a->adam);
-        model_sync_bf16(L->model); /* mixed precision: the bf16 copy follows the master weights */
+        if (lp->params) {
+            adamw_step(&lp->opt, lp->params, lp->grads, lp->decay_mask, lr, &a->adam);
+        } else {
+            adamw_step_split(&lp->opt, L->model->mixed->hi, L->model->mixed->lo, lp->grads, lp->decay_mask, lr, &a->adam);
+            model_sync_bf16(L->model); /* the fp32 norms and biases the forward reads follow */
+        }
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
@@ -291,11 +296,19 @@ static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
     return 0;
 }
 
-/* The trained weights' bits, hashed (64-bit FNV-1a over the 32-bit words), to compare processes. */
-static uint64_t weights_hash(const float *x, size_t n) {
+/* The trained weights' bits, hashed (64-bit FNV-1a over the 32-bit words, or both
+ * halves' 16-bit ones), to compare processes. */
+static uint64_t weights_hash(const Loop *lp) {
     uint64_t h = 1469598103934665603ULL;
-    const uint32_t *w = (const uint32_t *)x;
-    for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ULL;
+    size_t n = lp->table->total;
+    if (lp->params) {
+        const uint32_t *w = (const uint32_t *)lp->params;
+        for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ULL;
+        return h;
+    }
+    const ModelMixed *x = lp->L->model->mixed;
+    for (size_t i = 0; i < n; i++) h = (h ^ x->hi[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ x->lo[i]) * 1099511628211ULL;
     return h;
 }
 
@@ -303,7 +316,7 @@ static uint64_t weights_hash(const float *x, size_t n) {
 static int check_same_weights(Loop *lp, GrpoErr *err) {
     int N = dist_size();
     if (N == 1) return 0;
-    int64_t mine = (int64_t)weights_hash(lp->params, lp->table->total), *all = xmalloc(sizeof(int64_t) * N);
+    int64_t mine = (int64_t)weights_hash(lp), *all = xmalloc(sizeof(int64_t) * N);
     dist_gather_i64(all, &mine, 1);
     char ranks[200] = "";
     size_t k = 0;
@@ -398,7 +411,6 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
     int rc = dist_check(RANK0(prepare_output(&lp, err)), err); /* the others only read checkpoints from it */
     if (!rc && L->args->resume_from_checkpoint) rc = dist_check(resume(&lp, err), err);
-    if (!rc) model_sync_bf16(L->model); /* the weights may have been read from the checkpoint */
     if (!rc) rc = dist_check(RANK0(open_metrics(&lp, err)), err);
     if (!rc) rc = run_steps(&lp, err);
     if (!rc) rc = save_final(&lp, err);

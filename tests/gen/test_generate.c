@@ -75,7 +75,7 @@ static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt
         memcpy(ids + NP, c[i].ids, sizeof(int32_t) * c[i].n);
         memset(mask, 1, T);
         Activations a;
-        acts_create(&a, &m->cfg, T, 0, 4);
+        acts_create(&a, &m->cfg, T, 0, 4, 0);
         model_forward(m, &a, ids, mask, 1, T);
         float *logits = malloc(sizeof(float) * T * V);
         model_logits(m, &a, logits);

@@ -191,18 +191,18 @@ static void test_round_trip_all_dtypes(void) {
     uint8_t u8[3] = {0, 200, 255}, bl[4] = {0, 1, 1, 0};
     float half[4] = {1.0f, -0.5f, 65504.0f, 6.103515625e-05f}; /* exact in f16 and bf16? see below */
     StWriteTensor t[] = {
-        {"w.f32", ST_F32, 2, {2, 3}, f32, NULL},
-        {"w.f16", ST_F16, 1, {4}, half, NULL},
-        {"w.bf16", ST_BF16, 2, {2, 2}, half, NULL},
-        {"w.f64", ST_F64, 1, {3}, NULL, f64},
-        {"i.i64", ST_I64, 1, {3}, NULL, i64},
-        {"i.i32", ST_I32, 2, {2, 2}, NULL, i32},
-        {"i.i16", ST_I16, 1, {2}, NULL, i16},
-        {"i.i8", ST_I8, 1, {3}, NULL, i8},
-        {"i.u8", ST_U8, 1, {3}, NULL, u8},
-        {"i.bool", ST_BOOL, 1, {4}, NULL, bl},
-        {"scalar", ST_F32, 0, {0}, f32 + 2, NULL},
-        {"empty", ST_F32, 2, {0, 5}, f32, NULL},
+        {.name = "w.f32", .dtype = ST_F32, .ndim = 2, .shape = {2, 3}, .data = f32, .raw = NULL},
+        {.name = "w.f16", .dtype = ST_F16, .ndim = 1, .shape = {4}, .data = half, .raw = NULL},
+        {.name = "w.bf16", .dtype = ST_BF16, .ndim = 2, .shape = {2, 2}, .data = half, .raw = NULL},
+        {.name = "w.f64", .dtype = ST_F64, .ndim = 1, .shape = {3}, .data = NULL, .raw = f64},
+        {.name = "i.i64", .dtype = ST_I64, .ndim = 1, .shape = {3}, .data = NULL, .raw = i64},
+        {.name = "i.i32", .dtype = ST_I32, .ndim = 2, .shape = {2, 2}, .data = NULL, .raw = i32},
+        {.name = "i.i16", .dtype = ST_I16, .ndim = 1, .shape = {2}, .data = NULL, .raw = i16},
+        {.name = "i.i8", .dtype = ST_I8, .ndim = 1, .shape = {3}, .data = NULL, .raw = i8},
+        {.name = "i.u8", .dtype = ST_U8, .ndim = 1, .shape = {3}, .data = NULL, .raw = u8},
+        {.name = "i.bool", .dtype = ST_BOOL, .ndim = 1, .shape = {4}, .data = NULL, .raw = bl},
+        {.name = "scalar", .dtype = ST_F32, .ndim = 0, .shape = {0}, .data = f32 + 2, .raw = NULL},
+        {.name = "empty", .dtype = ST_F32, .ndim = 2, .shape = {0, 5}, .data = f32, .raw = NULL},
     };
     int n = (int)(sizeof t / sizeof t[0]);
     char *path = tpath("all.safetensors");
@@ -279,7 +279,7 @@ static void test_half_bit_round_trips(void) {
     StDtype dts[2] = {ST_BF16, ST_F16};
     for (int k = 0; k < 2; k++) {
         char *p1 = tpath("half1.safetensors"), *p2 = tpath("half2.safetensors");
-        StWriteTensor w = {"h", dts[k], 2, {256, 256}, NULL, bits};
+        StWriteTensor w = {.name = "h", .dtype = dts[k], .ndim = 2, .shape = {256, 256}, .raw = bits};
         GrpoErr err = {{0}};
         StFile f;
         int ok = st_write_file(p1, &w, 1, &err) == 0 && st_open(&f, p1, &err) == 0;
@@ -287,7 +287,7 @@ static void test_half_bit_round_trips(void) {
         if (!ok) continue;
         T_CHECK(st_read_f32(&f, &f.tensors[0], vals, &err) == 0, "%s", err.msg);
         st_close(&f);
-        StWriteTensor w2 = {"h", dts[k], 2, {256, 256}, vals, NULL};
+        StWriteTensor w2 = {.name = "h", .dtype = dts[k], .ndim = 2, .shape = {256, 256}, .data = vals};
         char *a, *b;
         size_t na, nb;
         ok = st_write_file(p2, &w2, 1, &err) == 0 && fs_read_file(p1, &a, &na, &err) == 0 &&
@@ -299,6 +299,39 @@ static void test_half_bit_round_trips(void) {
         free(p2);
     }
     free(bits);
+    free(vals);
+}
+
+/* fill: values made a chunk at a time (here: from an array, counting the calls). */
+static int g_fill_calls;
+static void fill_from(const void *ctx, size_t at, size_t k, float *out) {
+    g_fill_calls++;
+    memcpy(out, (const float *)ctx + at, sizeof(float) * k);
+}
+
+/* A tensor given by fill is written as the same values given as data would be, in
+ * every float dtype, past the writer's chunk (4096) and from an offset (from). */
+static void test_write_fill(void) {
+    enum { N = 3 * 4096 + 77, FROM = 5 };
+    float *vals = xmalloc(sizeof(float) * (N + FROM));
+    for (int i = 0; i < N + FROM; i++) vals[i] = (float)sin(i * 0.37) * (1 + i % 13) * 1.0001f;
+    StDtype dts[3] = {ST_F32, ST_BF16, ST_F16};
+    for (int k = 0; k < 3; k++) {
+        char *p1 = tpath("fill1.safetensors"), *p2 = tpath("fill2.safetensors");
+        StWriteTensor w1 = {.name = "w", .dtype = dts[k], .ndim = 1, .shape = {N}, .data = vals + FROM};
+        StWriteTensor w2 = {.name = "w", .dtype = dts[k], .ndim = 1, .shape = {N}, .fill = fill_from, .ctx = vals,
+                            .from = FROM};
+        GrpoErr err = {{0}};
+        char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        g_fill_calls = 0;
+        int ok = st_write_file(p1, &w1, 1, &err) == 0 && st_write_file(p2, &w2, 1, &err) == 0 &&
+                 fs_read_file(p1, &a, &na, &err) == 0 && fs_read_file(p2, &b, &nb, &err) == 0;
+        T_CHECK(ok, "%s", err.msg);
+        T_CHECK(ok && na == nb && !memcmp(a, b, na), "%s: fill and data write different files", st_dtype_name(dts[k]));
+        T_CHECK(g_fill_calls == 4, "%s: fill called %d times for 4 chunks", st_dtype_name(dts[k]), g_fill_calls);
+        free(a), free(b), free(p1), free(p2);
+    }
     free(vals);
 }
 
@@ -371,11 +404,11 @@ static void test_sharded(void) {
     fill(a, 100, 1), fill(b, 300, 2), fill(c, 50, 3), fill(d, 10, 4), fill(e, 200, 5);
     /* bytes: 400, 600 (bf16), 200, 40, 800; limit 1000 -> [a b] [c d] [e] */
     StWriteTensor t[] = {
-        {"model.embed_tokens.weight", ST_F32, 2, {10, 10}, a, NULL},
-        {"model.layers.0.mlp.up_proj.weight", ST_BF16, 2, {30, 10}, b, NULL},
-        {"lm_head.weight", ST_F32, 1, {50}, c, NULL},
-        {"model.norm.weight", ST_F32, 1, {10}, d, NULL},
-        {"model.layers.1.mlp.up_proj.weight", ST_F32, 2, {20, 10}, e, NULL},
+        {.name = "model.embed_tokens.weight", .dtype = ST_F32, .ndim = 2, .shape = {10, 10}, .data = a, .raw = NULL},
+        {.name = "model.layers.0.mlp.up_proj.weight", .dtype = ST_BF16, .ndim = 2, .shape = {30, 10}, .data = b, .raw = NULL},
+        {.name = "lm_head.weight", .dtype = ST_F32, .ndim = 1, .shape = {50}, .data = c, .raw = NULL},
+        {.name = "model.norm.weight", .dtype = ST_F32, .ndim = 1, .shape = {10}, .data = d, .raw = NULL},
+        {.name = "model.layers.1.mlp.up_proj.weight", .dtype = ST_F32, .ndim = 2, .shape = {20, 10}, .data = e, .raw = NULL},
     };
     const float *src[] = {a, b, c, d, e};
     char *dir = tpath("sharded");
@@ -472,30 +505,30 @@ static void test_write_errors(void) {
     float x[4] = {1, 2, 3, 4};
     GrpoErr err = {{0}};
     char *path = tpath("w.safetensors");
-    StWriteTensor dup[] = {{"a", ST_F32, 1, {4}, x, NULL}, {"a", ST_F32, 1, {4}, x, NULL}};
+    StWriteTensor dup[] = {{.name = "a", .dtype = ST_F32, .ndim = 1, .shape = {4}, .data = x, .raw = NULL}, {.name = "a", .dtype = ST_F32, .ndim = 1, .shape = {4}, .data = x, .raw = NULL}};
     T_CHECK(st_write_file(path, dup, 2, &err) == -1 && strstr(err.msg, "w.safetensors") &&
                 strstr(err.msg, "duplicate tensor name 'a'") && !fs_exists(path), "%s", err.msg);
-    StWriteTensor nodata = {"i", ST_I32, 1, {4}, x, NULL};
+    StWriteTensor nodata = {.name = "i", .dtype = ST_I32, .ndim = 1, .shape = {4}, .data = x, .raw = NULL};
     T_CHECK(st_write_file(path, &nodata, 1, &err) == -1 && strstr(err.msg, "tensor 'i'") &&
                 strstr(err.msg, "no data for dtype I32") && !fs_exists(path), "%s", err.msg);
-    StWriteTensor meta = {"__metadata__", ST_F32, 1, {4}, x, NULL};
+    StWriteTensor meta = {.name = "__metadata__", .dtype = ST_F32, .ndim = 1, .shape = {4}, .data = x, .raw = NULL};
     T_CHECK(st_write_file(path, &meta, 1, &err) == -1 && strstr(err.msg, "invalid name"), "%s",
             err.msg);
-    StWriteTensor neg = {"n", ST_F32, 1, {-4}, x, NULL};
+    StWriteTensor neg = {.name = "n", .dtype = ST_F32, .ndim = 1, .shape = {-4}, .data = x, .raw = NULL};
     T_CHECK(st_write_file(path, &neg, 1, &err) == -1 && strstr(err.msg, "invalid shape"), "%s",
             err.msg);
     T_CHECK(st_write_file("/nonexistent-dir/m.safetensors", dup, 1, &err) == -1 &&
                 strstr(err.msg, "/nonexistent-dir/m.safetensors.tmp: cannot create"), "%s", err.msg);
 
     /* An I/O failure part-way (file size limit) leaves the old file intact and no tmp. */
-    StWriteTensor small = {"a", ST_F32, 1, {4}, x, NULL};
+    StWriteTensor small = {.name = "a", .dtype = ST_F32, .ndim = 1, .shape = {4}, .data = x, .raw = NULL};
     T_CHECK(st_write_file(path, &small, 1, &err) == 0, "%s", err.msg);
     char *before = NULL, *after = NULL;
     size_t nb = 0, na = 0;
     fs_read_file(path, &before, &nb, &err);
     enum { BIG = 1 << 18 };
     float *big = xcalloc(BIG, sizeof *big);
-    StWriteTensor large = {"big", ST_F32, 1, {BIG}, big, NULL};
+    StWriteTensor large = {.name = "big", .dtype = ST_F32, .ndim = 1, .shape = {BIG}, .data = big, .raw = NULL};
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
     lim = old;
@@ -549,7 +582,7 @@ static void test_fixtures(void) {
         int readable = 1;
         for (int i = 0; i < f.n_tensors; i++) {
             const StTensor *t = &f.tensors[i];
-            w[i] = (StWriteTensor){t->name, t->dtype, t->ndim, {0}, NULL, f.data + t->begin};
+            w[i] = (StWriteTensor){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .raw = f.data + t->begin};
             memcpy(w[i].shape, t->shape, sizeof t->shape);
             double *d = xmalloc((size_t)(t->numel + 1) * sizeof *d);
             int64_t *iv = xmalloc((size_t)(t->numel + 1) * sizeof *iv);
@@ -583,6 +616,7 @@ int main(void) {
     test_bad_inputs();
     test_round_trip_all_dtypes();
     test_half_bit_round_trips();
+    test_write_fill();
     test_rounding_against_reference();
     test_sharded();
     test_write_errors();

@@ -100,7 +100,7 @@ static void check_model(const char *name) {
     PaddedBatch pb;
     if (open_fixture(name, &m, seqs, &pb)) return;
     Activations a;
-    acts_create(&a, &m.cfg, pb.S * pb.T, 0, 4);
+    acts_create(&a, &m.cfg, pb.S * pb.T, 0, 4, 0);
     int K = pb.offsets[pb.S];
     float inv_temp = 1.0f / 0.7f, logp[6], ent[6], logp2[6];
     padded_batch_logprobs(&m, &a, &pb, inv_temp, logp, ent);
@@ -154,7 +154,7 @@ static void check_fused_head(const char *name) {
     if (open_fixture(name, &m, seqs, &pb)) return;
     int N = pb.S * pb.T, K = pb.offsets[pb.S];
     Activations a;
-    acts_create(&a, &m.cfg, N, 1, 2);
+    acts_create(&a, &m.cfg, N, 1, 2, 0);
     float inv_temp = 1.0f / 0.7f, lp[2][6], en[2][6], dcsr[6], *dfull = xmalloc(sizeof(float) * N);
     float *g[2];
     ModelView gv[2];

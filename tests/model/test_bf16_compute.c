@@ -11,14 +11,19 @@
  *     >= autocast's where autocast's is lower (a k_proj bias, whose gradient
  *     nearly cancels: softmax ignores what adds the same score to every key);
  *   - the products do run in bf16: the log-prob error is at least 20x fp32's;
- *   - the bf16 copy follows the weights only through model_sync_bf16;
+ *   - the weights are held as two halves (4 bytes a weight, no fp32 buffer), their
+ *     fp32 values exactly; what is set (model_set_params) reaches the products, and
+ *     back in fp32 (model_use_fp32_compute) the model is the fp32 one bit for bit;
+ *   - the products' saved inputs in bf16 (acts_create's bf16) change nothing, bit
+ *     for bit, and save half their bytes; an fp32 model's forward on such
+ *     activations is the fp32 one;
  *   - checkpointing changes nothing, bit for bit, and the fused LM head
  *     (model_logprobs_train) gives the two-pass gradients bit for bit;
- *   - decoding (model_decode: prefill, then one token a step) reads the bf16 copy
- *     of every matrix, the LM head included: its logits follow the copy, not the
- *     fp32 weights, until model_sync_bf16; they stay within 5e-2 max|logit| of
- *     fp32's; and where the head is untied (llama), they equal bit for bit those
- *     of an fp32 model whose matrices were rounded to bf16.
+ *   - decoding (model_decode: prefill, then one token a step) reads the bf16 values
+ *     of every matrix, the LM head included: its logits stay within 5e-2 max|logit|
+ *     of fp32's and follow the weights set; where the head is untied (llama), they
+ *     equal bit for bit those of an fp32 model whose matrices were rounded to bf16
+ *     as the upper halves are (f32_split: to nearest, ties away from zero).
  * And a frozen model held in bf16 (model_load_ex half: every matrix, the embedding
  * and the LM head included, in bf16; computation in fp32):
  *   - its weights take 2 bytes per matrix value, 4 per other value (no fp32 copy
@@ -74,10 +79,11 @@ static void weights_grad(void *ctx, const int *rows, int m, const float *logprob
 }
 
 /* Log-probs and the gradient of Σ dlp · lp, by the two-pass path (fused = 0) or
- * the fused head (fused = 1). Returns the gradient buffer (table.total floats). */
-static float *run(Model *m, const Inputs *in, int ckpt, int fused, float *lp) {
+ * the fused head (fused = 1), on activations in fp32 or bf16 (acts16). Returns the
+ * gradient buffer (table.total floats). */
+static float *run(Model *m, const Inputs *in, int ckpt, int fused, int acts16, float *lp) {
     Activations a;
-    acts_create(&a, &m->cfg, in->N, ckpt, 4);
+    acts_create(&a, &m->cfg, in->N, ckpt, 4, acts16);
     model_forward(m, &a, in->ids, in->mask, in->B, in->T);
     float *g = calloc(m->table.total, sizeof(float));
     ModelView gv;
@@ -144,10 +150,37 @@ static void check_fixture(const char *name) {
     long n;
     double *ac_lp = read_f64(&ac, "logprobs", &n);
     float lp32[in.N], lp16[in.N], lp16b[in.N];
-    float *g32 = run(&m, &in, 1, 0, lp32);
+    float *g32 = run(&m, &in, 1, 0, 0, lp32);
+    /* bf16 activations serve a forward of a model without bf16 products (a KL reference):
+     * they save nothing there, and the log-probs are the fp32 activations' */
+    {
+        float lp_ref[in.N];
+        Activations a;
+        acts_create(&a, &m.cfg, in.N, 0, 4, 1);
+        model_forward(&m, &a, in.ids, in.mask, in.B, in.T);
+        model_logprobs(&m, &a, in.targets, in.inv_temp, lp_ref, NULL);
+        acts_free(&a);
+        T_CHECK(!memcmp(lp_ref, lp32, sizeof lp32), "%s: an fp32 forward on bf16 activations differs", name);
+    }
+    size_t P = m.table.total;
+    float *orig = malloc(sizeof(float) * P), *back = malloc(sizeof(float) * P);
+    memcpy(orig, m.params, sizeof(float) * P);
     model_use_bf16_compute(&m);
     float lp16f[in.N];
-    float *g16 = run(&m, &in, 1, 0, lp16), *g16b = run(&m, &in, 0, 0, lp16b), *g16f = run(&m, &in, 1, 1, lp16f);
+    float *g16 = run(&m, &in, 1, 0, 1, lp16), *g16b = run(&m, &in, 0, 0, 1, lp16b), *g16f = run(&m, &in, 1, 1, 1, lp16f);
+    /* the products' inputs saved in bf16: the results of saving them in fp32, bit for bit, in
+     * half their memory */
+    float lp16s[in.N], *g16s = run(&m, &in, 0, 0, 0, lp16s);
+    T_CHECK(!memcmp(lp16s, lp16, sizeof lp16) && !memcmp(g16s, g16, sizeof(float) * m.table.total),
+            "%s: bf16 activations change the results", name);
+    free(g16s);
+    {
+        const ModelConfig *c = &m.cfg;
+        size_t f32 = acts_plan_bytes(c, in.N, 0, 4, 0), b16 = acts_plan_bytes(c, in.N, 0, 4, 1),
+               inputs = sizeof(float) * c->n_layers * (size_t)in.N * (2 * c->hidden_size + c->intermediate_size);
+        T_CHECK(f32 - b16 >= inputs / 2 && f32 - b16 <= inputs / 2 + 12 * (size_t)c->n_layers,
+                "%s: bf16 activations save %zu bytes, not half of h1, h2 and act's %zu", name, f32 - b16, inputs);
+    }
 
     double e32 = lp_error(lp32, in.lp64, &in), e16 = lp_error(lp16, in.lp64, &in),
            eac = lp_error64(ac_lp, in.lp64, &in);
@@ -183,18 +216,32 @@ static void check_fixture(const char *name) {
     printf("  %s gradients: worst cosine %.6f, worst relative error / autocast's %.2f\n", name, worst_cos,
            worst_ratio);
 
-    /* the copy is what the products read: changed layer matrices count once synced */
+    /* the weights as two halves: 4 bytes a weight (+ the norms and biases' fp32 copy), no
+     * fp32 buffer; the master values exact; the products read the upper halves */
+    size_t vec = 0;
+    for (int i = 0; i < m.table.n; i++)
+        if (m.table.entries[i].ndim == 1) vec += m.table.entries[i].numel;
+    T_CHECK(!m.params && model_weight_bytes(&m) <= 4 * P + 4 * vec + 64 * (size_t)m.table.n,
+            "%s: mixed precision's weights take %zu bytes for %zu parameters", name, model_weight_bytes(&m), P);
+    model_get_params(&m, 0, P, back);
+    T_CHECK(!memcmp(back, orig, sizeof(float) * P), "%s: the master weights changed in their two halves", name);
     for (int i = 0; i < m.table.n; i++) {
         const ParamEntry *e = &m.table.entries[i];
-        if (strstr(e->name, "_proj.weight"))
-            for (size_t k = 0; k < e->numel; k++) m.params[e->offset + k] *= 1.25f;
+        if (strstr(e->name, "_proj.weight") || strstr(e->name, "norm.weight"))
+            for (size_t k = 0; k < e->numel; k++) back[e->offset + k] *= 1.25f;
     }
-    float lp_stale[in.N], lp_synced[in.N];
-    free(run(&m, &in, 1, 0, lp_stale));
-    model_sync_bf16(&m);
-    free(run(&m, &in, 1, 0, lp_synced));
-    T_CHECK(!memcmp(lp_stale, lp16, sizeof lp16), "%s: the products read the fp32 weights, not the copy", name);
-    T_CHECK(memcmp(lp_synced, lp16, sizeof lp16) != 0, "%s: model_sync_bf16 did not refresh the copy", name);
+    model_set_params(&m, 0, P, back);
+    float lp_moved[in.N], lp_again[in.N], lp_fp32[in.N];
+    free(run(&m, &in, 1, 0, 1, lp_moved));
+    model_set_params(&m, 0, P, orig);
+    free(run(&m, &in, 1, 0, 1, lp_again));
+    T_CHECK(memcmp(lp_moved, lp16, sizeof lp16) != 0, "%s: model_set_params did not reach the products", name);
+    T_CHECK(!memcmp(lp_again, lp16, sizeof lp16), "%s: setting the weights back did not give the same log-probs", name);
+    model_use_fp32_compute(&m);
+    free(run(&m, &in, 1, 0, 0, lp_fp32));
+    T_CHECK(m.params && !m.mixed && !memcmp(m.params, orig, sizeof(float) * P) && !memcmp(lp_fp32, lp32, sizeof lp32),
+            "%s: back in fp32, the weights or log-probs differ from the fp32 model's", name);
+    free(orig), free(back);
 
     free(g32), free(g16), free(g16b), free(g16f), free(ac_lp);
     free(in.ids), free(in.targets), free(in.mask), free(in.dlp), free(in.lp64);
@@ -252,10 +299,16 @@ static void check_decode(const char *name) {
     T_CHECK(diff > 0 && diff <= 5e-2 * mx, "%s: decoding from the bf16 copy moved logits by %.3e (max %.3f)", name,
             diff, mx);
 
-    /* the rounded fp32 model: the same bits where every matrix read in bf16 is one of the copy's */
+    /* the rounded fp32 model: the same bits where every matrix read in bf16 is the upper half
+     * of its weights (rounded to nearest, ties away from zero: f32_split) */
     for (int i = 0; i < r.table.n; i++) {
         const ParamEntry *e = &r.table.entries[i];
-        if (decoded_in_bf16(e->name)) bf16_round_n(r.params + e->offset, r.params + e->offset, e->numel);
+        if (decoded_in_bf16(e->name))
+            for (size_t k = 0; k < e->numel; k++) {
+                uint16_t hi, lo;
+                f32_split(r.params[e->offset + k], &hi, &lo);
+                r.params[e->offset + k] = bf16_to_f32(hi);
+            }
     }
     if (!m.cfg.tie_word_embeddings) {
         float *lr = decode_logits(&r, ids);
@@ -264,18 +317,20 @@ static void check_decode(const char *name) {
         free(lr);
     }
 
-    /* the copy is what decoding reads: changed matrices count once synced */
+    /* what decoding reads follows the weights set */
+    size_t P = m.table.total;
+    float *w = malloc(sizeof(float) * P);
+    model_get_params(&m, 0, P, w);
     for (int i = 0; i < m.table.n; i++) {
         const ParamEntry *e = &m.table.entries[i];
         if (decoded_in_bf16(e->name))
-            for (size_t k = 0; k < e->numel; k++) m.params[e->offset + k] *= 1.25f;
+            for (size_t k = 0; k < e->numel; k++) w[e->offset + k] *= 1.25f;
     }
-    float *stale = decode_logits(&m, ids);
-    model_sync_bf16(&m);
-    float *synced = decode_logits(&m, ids);
-    T_CHECK(!memcmp(stale, l16, sizeof(float) * n), "%s: decoding read the fp32 weights, not the copy", name);
-    T_CHECK(memcmp(synced, l16, sizeof(float) * n) != 0, "%s: model_sync_bf16 did not reach decoding", name);
-    free(l32), free(l16), free(stale), free(synced);
+    model_set_params(&m, 0, P, w);
+    float *moved = decode_logits(&m, ids);
+    T_CHECK(memcmp(moved, l16, sizeof(float) * n) != 0, "%s: model_set_params did not reach decoding", name);
+    free(w), free(moved);
+    free(l32), free(l16);
     model_free(&m);
     model_free(&r);
 }
@@ -315,7 +370,7 @@ static void check_half(const char *name) {
     long nl = (long)in.N * m.cfg.vocab_size;
     for (int k = 0; k < 2; k++) {
         Activations a;
-        acts_create(&a, &m.cfg, in.N, 0, 4);
+        acts_create(&a, &m.cfg, in.N, 0, 4, 0);
         model_forward(pair[k], &a, in.ids, in.mask, in.B, in.T);
         lp[k] = malloc(sizeof(float) * in.N), ent[k] = malloc(sizeof(float) * in.N);
         logits[k] = malloc(sizeof(float) * nl);

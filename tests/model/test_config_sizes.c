@@ -58,8 +58,8 @@ static void check_acts_saturate(void) {
         return;
     }
     /* about 12.9 GB per token x 2^31 tokens: past 2^64 */
-    T_CHECK(acts_plan_bytes(&c, INT32_MAX, 0, 32) == SIZE_MAX, "a plan past 64 bits must saturate");
-    size_t one = acts_plan_bytes(&c, 1, 0, 32), two = acts_plan_bytes(&c, 2, 0, 32);
+    T_CHECK(acts_plan_bytes(&c, INT32_MAX, 0, 32, 0) == SIZE_MAX, "a plan past 64 bits must saturate");
+    size_t one = acts_plan_bytes(&c, 1, 0, 32, 0), two = acts_plan_bytes(&c, 2, 0, 32, 0);
     T_CHECK(one > 12e9 && one < 14e9 && two > one, "one token %zu, two %zu bytes", one, two);
     config_free(&c);
 }

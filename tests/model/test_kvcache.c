@@ -22,7 +22,7 @@
 
 static void full_logits(Model *m, const int32_t *ids, int T, float *out) {
     Activations a;
-    acts_create(&a, &m->cfg, T, 0, 4);
+    acts_create(&a, &m->cfg, T, 0, 4, 0);
     uint8_t mask[T];
     memset(mask, 1, T);
     model_forward(m, &a, ids, mask, 1, T);

@@ -68,7 +68,7 @@ static void batch_free(Batch *b) { free(b->ids), free(b->targets), free(b->mask)
 static int recompute_head;
 static double run(Model *m, const Batch *b, int ckpt, const uint64_t *keys, float *lp, float *lg, float *base_g) {
     Activations a;
-    acts_create(&a, &m->cfg, b->N, ckpt, 4);
+    acts_create(&a, &m->cfg, b->N, ckpt, 4, 0);
     if (m->lora) acts_reserve_lora(&a, &m->cfg, m->lora);
     a.drop_keys = keys;
     a.train_pass = lg && !recompute_head;
@@ -156,7 +156,7 @@ static void check_reference(const char *cse, const char *model) {
         float *dec = malloc(sizeof(float) * T * V), *fwd = malloc(sizeof(float) * T * V);
         model_decode(&m, &kc, &ds, T, slots, b.ids, NULL, dec); /* row 0 of the batch is unpadded */
         Activations a;
-        acts_create(&a, &m.cfg, T, 0, 4);
+        acts_create(&a, &m.cfg, T, 0, 4, 0);
         acts_reserve_lora(&a, &m.cfg, &lo);
         uint8_t ones[T];
         memset(ones, 1, T);
@@ -284,7 +284,7 @@ static void check_decode_wide_heads(void) {
     float dec[T * V], fwd[T * V];
     model_decode(&m, &kc, &ds, T, slots, ids, NULL, dec);
     Activations a;
-    acts_create(&a, &m.cfg, T, 0, 4);
+    acts_create(&a, &m.cfg, T, 0, 4, 0);
     acts_reserve_lora(&a, &m.cfg, &lo);
     model_forward(&m, &a, ids, ones, 1, T);
     model_logits(&m, &a, fwd);

@@ -55,7 +55,7 @@ static void check_fixture(const char *name) {
     for (int ckpt = 0; ckpt <= 1; ckpt++) {
         for (int chunk = 1, ci = 0; chunk <= N; chunk += N - 1, ci++) {
             Activations a;
-            acts_create(&a, &m.cfg, N, ckpt, chunk);
+            acts_create(&a, &m.cfg, N, ckpt, chunk, 0);
             model_forward(&m, &a, ids, mask, B, T);
             float *logits = malloc(sizeof(float) * N * V), lp[N], ent[N];
             model_logits(&m, &a, logits);

@@ -54,6 +54,47 @@ static void check_rounding(void) {
     T_CHECK(bf16_round(3.0f) == 3.0f && bf16_round(1.00390625f) == 1.0f, "exact or tie value wrong");
 }
 
+/* f32_split / f32_join (mixed precision's master weights): for every upper half and
+ * a set of lower halves (the ties, their neighbours, the ends, some others): the
+ * join gives the value back bit for bit (a NaN as a NaN); hi is f32_to_bf16's
+ * rounding except at a tie, where it goes away from zero. */
+static void check_split(void) {
+    const uint32_t lows[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1234, 0x9abc, 0x4000, 0xc000};
+    long bad_join = 0, bad_hi = 0, bad_nan = 0, ties = 0;
+    for (uint32_t top = 0; top < 65536; top++)
+        for (size_t j = 0; j < sizeof lows / sizeof lows[0]; j++) {
+            uint32_t u = top << 16 | lows[j], back;
+            float x, y;
+            memcpy(&x, &u, 4);
+            uint16_t hi, lo;
+            f32_split(x, &hi, &lo);
+            y = f32_join(hi, lo);
+            memcpy(&back, &y, 4);
+            if (isnan(x)) {
+                bad_nan += !isnan(y) || !isnan(bf16_to_f32(hi));
+                continue;
+            }
+            bad_join += back != u;
+            uint16_t want = f32_to_bf16(x);
+            if (lows[j] == 0x8000) { /* a tie: away from zero, the upper neighbour in magnitude */
+                ties++;
+                want = (uint16_t)(top + 1);
+            }
+            bad_hi += hi != want;
+        }
+    T_CHECK(!bad_join, "f32_join(f32_split(x)) != x for %ld values", bad_join);
+    T_CHECK(!bad_hi, "f32_split's upper half is not x rounded (ties away from zero) for %ld values", bad_hi);
+    T_CHECK(!bad_nan, "f32_split lost a NaN %ld times", bad_nan);
+    T_CHECK(ties > 60000, "only %ld ties checked", ties);
+    /* the n-wide forms are the scalar ones */
+    float xs[37], ys[37];
+    uint16_t his[37], los[37];
+    for (int i = 0; i < 37; i++) xs[i] = frand() * 1e3f;
+    f32_split_n(his, los, xs, 37);
+    f32_join_n(ys, his, los, 37);
+    T_CHECK(!memcmp(xs, ys, sizeof xs), "f32_split_n / f32_join_n lose bits");
+}
+
 typedef struct {
     int ta, tb, M, N, K, pad_a, pad_b, pad_c, a_half, b_half;
     float alpha, beta;
@@ -121,16 +162,16 @@ static void check_backend(GemmBf16Backend b, const char *name) {
     T_CHECK(n == 18, "%s: %d of 18 cases within the bound", name, n);
 }
 
-/* Operands past the widened path's block (4 Mi values): split along N, along M, and
+/* Operands past the widened path's block (2 Mi values): split along N, along M, and
  * a K past 8192 split with its blocks summed into C (beta 0: the first block's
  * product replaces C's values); gemm_f32_b16 likewise, A read unrounded. Where the
  * backend is oneDNN's bf16 matmul only gemm_f32_b16 takes the widened path. */
 static void check_blocks(GemmBf16Backend b, const char *name) {
     T_CHECK(gemm_bf16_use(b) == 0, "backend %s refused", name);
     Case cases[] = {
-        {0, 1, 5, 70001, 64, 0, 3, 0, 0, 1, 1.0f, 1.0f, 0},     /* B 4.5 Mi values: two blocks of N */
+        {0, 1, 5, 70001, 64, 0, 3, 0, 0, 1, 1.0f, 1.0f, 0},     /* B 4.5 Mi values: three blocks of N */
         {1, 0, 6, 220, 20011, 2, 0, 1, 0, 0, 0.5f, 0.0f, 0},    /* B 4.4 Mi: K in three blocks */
-        {0, 0, 4100, 9, 1100, 0, 0, 0, 1, 0, 1.0f, 1.0f, 0},    /* A 4.5 Mi: two blocks of M */
+        {0, 0, 4100, 9, 1100, 0, 0, 0, 1, 0, 1.0f, 1.0f, 0},    /* A 4.5 Mi: three blocks of M */
         {1, 1, 4100, 9, 1100, 1, 0, 0, 0, 1, 1.0f, 0.0f, 0},    /* the same, A transposed */
         {1, 1, 44, 44, 100000, 0, 0, 0, 0, 0, 1.0f, 1.0f, 0},   /* both 4.4 Mi: K split, A widened per block */
         {0, 1, 3, 70001, 64, 0, 0, 0, 0, 1, 1.0f, 0.0f, 1},     /* gemm_f32_b16: the LM head's logits */
@@ -182,11 +223,22 @@ static void check_vector_rounding(void) {
         }
     }
     T_CHECK(bad == 0, "%d vector conversions differ from the scalar ones", bad);
-    GemmBf16Operand o = gemm_bf16_round(x + 3, 5, 13, 14); /* rows of 13 every 14 floats */
-    bad = o.ld != 13 || !o.h || o.f;
-    for (int i = 0; !bad && i < 5; i++)
-        for (int j = 0; j < 13; j++) bad += o.h[i * 13 + j] != f32_to_bf16(x[3 + i * 14 + j]);
-    T_CHECK(bad == 0, "gemm_bf16_round: %d values or the layout wrong", bad);
+    /* rows of 13 every 14 floats: rounded into a buffer for oneDNN's bf16 matmul; where
+     * the operands are widened, x itself (rounded as it is widened) */
+    for (int k = 0; k < 3; k++) {
+        GemmBf16Backend b = k == 0 ? GEMM_BF16_ONEDNN : k == 1 ? GEMM_BF16_WIDEN : GEMM_BF16_ONEDNN_F32;
+        if (gemm_bf16_use(b)) continue; /* no bf16 matmul on this CPU */
+        GemmBf16Operand o = gemm_bf16_round(x + 3, 5, 13, 14);
+        if (b == GEMM_BF16_ONEDNN) {
+            bad = o.ld != 13 || !o.h || o.f;
+            for (int i = 0; !bad && i < 5; i++)
+                for (int j = 0; j < 13; j++) bad += o.h[i * 13 + j] != f32_to_bf16(x[3 + i * 14 + j]);
+        } else {
+            bad = o.f != x + 3 || o.ld != 14 || o.h;
+        }
+        T_CHECK(bad == 0, "gemm_bf16_round (backend %d): %d values or the layout wrong", (int)b, bad);
+    }
+    gemm_bf16_use(GEMM_BF16_AUTO);
     /* in place: rows of 1100 (three pieces of at most 512) every 1103 floats */
     enum { R = 6, Cw = 1100, LD = 1103 };
     float *y = malloc(sizeof(float) * R * LD), *y0 = malloc(sizeof(float) * R * LD);
@@ -364,13 +416,14 @@ int main(void) {
     gemm_f32_use(GEMM_F32_AUTO);
     printf("gemm_f32 backend here: %s\n", gemm_f32_backend_name());
     check_rounding();
+    check_split();
     check_vector_rounding();
     check_stats();
     check_backend(GEMM_BF16_WIDEN, "widened");
     check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
     check_blocks(GEMM_BF16_WIDEN, "widened");
     /* the widened operands' buffers stayed at a block each (a whole operand: 6 Mi values) */
-    T_CHECK(gemm_bf16_buffer_bytes() <= 2 * sizeof(float) * (4 << 20), "widening buffers hold %zu bytes",
+    T_CHECK(gemm_bf16_buffer_bytes() <= 2 * sizeof(float) * (2 << 20), "widening buffers hold %zu bytes",
             gemm_bf16_buffer_bytes());
     check_blocks(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
     if (gemm_bf16_native()) {

@@ -14,6 +14,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "ops/ops.h"
 #include "optim/optim.h"
 #include "testutil.h"
 #include "grpo/fixture.h"
@@ -39,6 +40,12 @@ static void test_fixture(void) {
     adamw_config_default(&c);
     c.weight_decay = 0.1;
     adamw_init(&opt, (size_t)N);
+    /* the same steps on the weights held as two halves (mixed precision): the same bits */
+    AdamW opt_s;
+    adamw_init(&opt_s, (size_t)N);
+    uint16_t *hi = malloc(sizeof(uint16_t) * N), *lo = malloc(sizeof(uint16_t) * N);
+    float *joined = malloc(sizeof(float) * N);
+    f32_split_n(hi, lo, p, (size_t)N);
     long long warmup = sched_warmup_steps(0, 0.25, 10);
     T_CHECK(warmup == 3, "warmup %lld", warmup);
     for (int s = 0; s < steps; s++) {
@@ -48,6 +55,11 @@ static void test_fixture(void) {
         double lr = sched_lr(SCHED_LINEAR, 1e-3, s, warmup, 10);
         T_CHECK(t_close(lr, lrs[s], 0, 1e-15), "step %d lr %.17g want %.17g", s, lr, lrs[s]);
         adamw_step(&opt, p, g, mask, lr, &c);
+        adamw_step_split(&opt_s, hi, lo, g, mask, lr, &c);
+        f32_join_n(joined, hi, lo, (size_t)N);
+        T_CHECK(!memcmp(joined, p, sizeof(float) * N) && !memcmp(opt_s.m, opt.m, sizeof(float) * N) &&
+                    !memcmp(opt_s.v, opt.v, sizeof(float) * N),
+                "step %d: adamw_step_split differs from adamw_step", s);
         char what[64];
         snprintf(what, sizeof what, "adamw params after step %d", s);
         T_CLOSE_ARRAY(what, p, want + s * N, N, 1e-6, 1e-6);
@@ -55,6 +67,8 @@ static void test_fixture(void) {
     T_CHECK(opt.step == steps, "step count %lld", opt.step);
     T_CHECK(norms[1] < 1.0 && norms[0] > 1.0, "fixture exercises both clip branches");
     adamw_free(&opt);
+    adamw_free(&opt_s);
+    free(hi), free(lo), free(joined);
     free(p0), free(dec), free(grads), free(norms), free(lrs), free(want), free(p), free(g), free(mask);
     st_close(&f);
 }
