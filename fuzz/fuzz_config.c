@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     params_build(&table, &cfg);   /* one entry per tensor, aligned: at least the count */
     FUZZ_ASSERT(table.total >= (size_t)n);
     params_free(&table);
-    size_t one = acts_plan_bytes(&cfg, 1, 0, 32), most = acts_plan_bytes(&cfg, INT32_MAX, 0, 32);
+    size_t one = acts_plan_bytes(&cfg, 1, 0, 32, 0), most = acts_plan_bytes(&cfg, INT32_MAX, 0, 32, 0);
     FUZZ_ASSERT(one != SIZE_MAX && (most == SIZE_MAX || most >= one));
     (void)config_model_type_name(cfg.type);
     float *inv_freq = malloc((size_t)(cfg.head_dim / 2) * sizeof *inv_freq);
