@@ -51,33 +51,57 @@ static StepConsts step_begin(AdamW *opt, double lr, const AdamWConfig *c) {
                         c->weight_decay != 0.0};
 }
 
-/* Element i's update: its parameter p in, the updated one out. */
-static inline float update(const StepConsts *k, AdamW *opt, size_t i, float p, float g, const uint8_t *decay_mask) {
-    if (k->use_decay && (!decay_mask || decay_mask[i])) p *= k->decay;
-    float mi = opt->m[i] + k->one_minus_b1 * (g - opt->m[i]);
-    float vi = k->b2 * opt->v[i] + k->one_minus_b2 * g * g;
+/* Element i's update: its parameter p in, the updated one out; keep: the decay
+ * factor, 1 where the element does not decay (p * 1 is p, bit for bit). */
+static inline float update(const StepConsts *k, float *restrict m, float *restrict v, size_t i, float p, float g,
+                           float keep) {
+    p *= keep;
+    float mi = m[i] + k->one_minus_b1 * (g - m[i]);
+    float vi = k->b2 * v[i] + k->one_minus_b2 * g * g;
     float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
     p -= k->step_size * (mi / denom);
-    opt->m[i] = mi;
-    opt->v[i] = vi;
+    m[i] = mi;
+    v[i] = vi;
     return p;
 }
+
+/* The loop over every element, SIMD within each thread's share, once per form of
+ * the decay (none, every element, per the mask), so that the loop has no branch.
+ * BODY(keep) updates element i. */
+#define EACH_ELEMENT(k, n, mask, BODY)                                                                    \
+    do {                                                                                                  \
+        const float decay_ = (k).decay;                                                                   \
+        if (!(k).use_decay) {                                                                             \
+            _Pragma("omp parallel for simd schedule(static)") for (long long i = 0; i < (n); i++) BODY(1.0f); \
+        } else if (!(mask)) {                                                                             \
+            _Pragma("omp parallel for simd schedule(static)") for (long long i = 0; i < (n); i++) BODY(decay_); \
+        } else {                                                                                          \
+            _Pragma("omp parallel for simd schedule(static)") for (long long i = 0; i < (n); i++)        \
+                BODY((mask)[i] ? decay_ : 1.0f);                                                          \
+        }                                                                                                 \
+    } while (0)
 
 void adamw_step(AdamW *opt, float *params, const float *grads, const uint8_t *decay_mask,
                 double lr, const AdamWConfig *c) {
     const StepConsts k = step_begin(opt, lr, c);
     const long long n = (long long)opt->n;
-#pragma omp parallel for schedule(static)
-    for (long long i = 0; i < n; i++) params[i] = update(&k, opt, (size_t)i, params[i], grads[i], decay_mask);
+    float *restrict m = opt->m, *restrict v = opt->v, *restrict p = params;
+    const float *restrict g = grads;
+#define BODY(keep) p[i] = update(&k, m, v, (size_t)i, p[i], g[i], keep)
+    EACH_ELEMENT(k, n, decay_mask, BODY);
+#undef BODY
 }
 
 void adamw_step_split(AdamW *opt, uint16_t *hi, uint16_t *lo, const float *grads, const uint8_t *decay_mask,
                       double lr, const AdamWConfig *c) {
     const StepConsts k = step_begin(opt, lr, c);
     const long long n = (long long)opt->n;
-#pragma omp parallel for schedule(static)
-    for (long long i = 0; i < n; i++)
-        f32_split(update(&k, opt, (size_t)i, f32_join(hi[i], lo[i]), grads[i], decay_mask), hi + i, lo + i);
+    float *restrict m = opt->m, *restrict v = opt->v;
+    uint16_t *restrict h = hi, *restrict l = lo;
+    const float *restrict g = grads;
+#define BODY(keep) f32_split(update(&k, m, v, (size_t)i, f32_join(h[i], l[i]), g[i], keep), h + i, l + i)
+    EACH_ELEMENT(k, n, decay_mask, BODY);
+#undef BODY
 }
 
 /* Does the lower-cased name contain `pat` such that the character before is
