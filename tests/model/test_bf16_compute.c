@@ -225,6 +225,17 @@ static void check_fixture(const char *name) {
             "%s: mixed precision's weights take %zu bytes for %zu parameters", name, model_weight_bytes(&m), P);
     model_get_params(&m, 0, P, back);
     T_CHECK(!memcmp(back, orig, sizeof(float) * P), "%s: the master weights changed in their two halves", name);
+    /* the norms alone (fp32 beside the halves) follow model_set_params */
+    for (int i = 0; i < m.table.n; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        if (strstr(e->name, "norm.weight"))
+            for (size_t k = 0; k < e->numel; k++) back[e->offset + k] *= 1.25f;
+    }
+    model_set_params(&m, 0, P, back);
+    float lp_norms[in.N];
+    free(run(&m, &in, 1, 0, 1, lp_norms));
+    T_CHECK(memcmp(lp_norms, lp16, sizeof lp16) != 0, "%s: model_set_params did not reach the norms", name);
+    memcpy(back, orig, sizeof(float) * P);
     for (int i = 0; i < m.table.n; i++) {
         const ParamEntry *e = &m.table.entries[i];
         if (strstr(e->name, "_proj.weight") || strstr(e->name, "norm.weight"))
