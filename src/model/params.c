@@ -122,7 +122,7 @@ static float *at(const ParamTable *t, float *base, const char *name) {
 
 const uint16_t *params_at16(const ParamTable *t, const uint16_t *base16, const char *name) {
     int i = params_find(t, name);
-    return i < 0 || !t->entries[i].half ? NULL : base16 + t->entries[i].offset;
+    return i < 0 || (t->total16 && !t->entries[i].half) ? NULL : base16 + t->entries[i].offset;
 }
 
 LayerView16 *params_view16(const ParamTable *t, const ModelConfig *c, const uint16_t *base16) {

@@ -68,9 +68,12 @@ int params_find(const ParamTable *t, const char *name);   /* index or -1 */
  * fp32 offsets, t->total shrinks. For models whose weights nothing trains
  * (model/transformer.h: model_create_half). */
 void params_hold_half(ParamTable *t);
-/* The tensor name of a half table inside base16, or NULL where it is not held in bf16. */
+/* The tensor name inside base16, or NULL where it is not held in bf16: for a half
+ * table, its bf16 buffer (t->total16 values, the vectors not in it); for any other,
+ * a buffer of t->total bf16 values laid out as the fp32 one (mixed precision's
+ * upper halves, model/transformer.h). */
 const uint16_t *params_at16(const ParamTable *t, const uint16_t *base16, const char *name);
-/* The layer matrices of a half table, inside base16 (t->total16 values). */
+/* The layer matrices inside base16, found as params_at16 finds them. */
 typedef struct {
     const uint16_t *wqkv, *wo, *wgu, *wdown;
 } LayerView16;

@@ -47,12 +47,6 @@ size_t model_weight_bytes(const Model *m) {
     return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16;
 }
 
-/* The matrix `name` inside the halves, or NULL where the model has none. */
-static const uint16_t *hi_at(const Model *m, const char *name) {
-    int i = params_find(&m->table, name);
-    return i < 0 ? NULL : m->mixed->hi + m->table.entries[i].offset;
-}
-
 void model_use_bf16_compute(Model *m) {
     CHECK(!m->half && !m->mixed); /* a half model's weights are bf16 already and never train */
     ModelMixed *x = m->mixed = xcalloc(1, sizeof *x);
@@ -71,16 +65,9 @@ void model_use_bf16_compute(Model *m) {
     memset(x->vectors, 0, sizeof(float) * x->vt.total);
     params_view_free(&m->w);
     params_view(&m->w, &x->vt, &m->cfg, x->vectors);
-    x->w16 = xcalloc(m->cfg.n_layers, sizeof(LayerView16));
-    char name[96];
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-#define AT16(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), hi_at(m, name))
-        x->w16[l] = (LayerView16){AT16("self_attn.q_proj.weight"), AT16("self_attn.o_proj.weight"),
-                                  AT16("mlp.gate_proj.weight"), AT16("mlp.down_proj.weight")};
-#undef AT16
-    }
-    x->embed16 = hi_at(m, "model.embed_tokens.weight");
-    x->head16 = m->cfg.tie_word_embeddings ? x->embed16 : hi_at(m, "lm_head.weight");
+    x->w16 = params_view16(&m->table, &m->cfg, x->hi);
+    x->embed16 = params_at16(&m->table, x->hi, "model.embed_tokens.weight");
+    x->head16 = m->cfg.tie_word_embeddings ? x->embed16 : params_at16(&m->table, x->hi, "lm_head.weight");
     model_sync_bf16(m);
 }
 

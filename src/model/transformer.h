@@ -80,8 +80,9 @@ size_t model_weight_bytes(const Model *m);
  * model_use_bf16_compute moves params into m->mixed (ModelMixed: two halves, the
  * upper one the bf16 copy) and frees them: m->params is NULL from then on, and
  * model_get_params / model_set_params read and write the weights. After the
- * halves change, model_sync_bf16 refreshes the fp32 norms and biases the forward
- * reads (the training loop calls it after each optimizer step and after resuming).
+ * halves change otherwise (the training loop's optimizer step), model_sync_bf16
+ * refreshes the fp32 norms and biases the forward reads; model_set_params does so
+ * itself.
  * The bf16 copy rounds ties away from zero, not to even as PyTorch's cast does:
  * it differs from that cast only where a weight lies exactly halfway between two
  * bf16 values, by one bf16 step. */
@@ -102,7 +103,7 @@ WeightMatrix model_lm_head(const Model *m);
 const LayerView16 *model_layer16(const Model *m, int l);
 /* out[N, C] = the embeddings of ids (a half model's widened from bf16). */
 void model_embed(const Model *m, float *out, const int32_t *ids, int N);
-/* For a plan line: " (as bf16 and low halves: products in bf16 on BACKEND)", or "" without
+/* For a plan line: " (held as bf16 values and low halves: products in bf16 on BACKEND)", or "" without
  * mixed precision. */
 void model_bf16_describe(const Model *m, char *out, size_t n);
 
