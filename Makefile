@@ -34,7 +34,7 @@ BENCH_BIN:= $(BENCH_SRC:%.c=$(BUILD)/%)
 LIB      := $(BUILD)/libgrpo.a
 TESTREF  := $(BUILD)/libgrpo_testref.a
 
-.PHONY: all test asan bench clean deps tests-bin check demo FORCE
+.PHONY: all test test-isa asan bench clean deps tests-bin check demo FORCE
 all: $(BUILD)/grpo
 
 $(BUILD)/%.o: %.c
@@ -78,6 +78,21 @@ test: tests-bin
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
+# The same suite on the vector code the plain build leaves out, in its own tree: where
+# the CPU lacks AVX-512, the library's AVX-512 code (every `#ifdef __AVX512F__` /
+# `__AVX512VL__` branch: the decoding kernels, vec.h, the dropout draws), its intrinsics
+# computed by SIMDe (tests/zmm/emulate.h); where it has AVX-512, the AVX2 code
+# (-mno-avx512f). So both are tested on every machine.
+ISA_BUILD ?= build-isa
+test-isa:
+	@if echo | $(CC) $(ARCH) -dM -E - | grep -q __AVX512F__; then \
+	    echo "test-isa: the AVX2 code (this CPU has AVX-512: make test ran that)"; \
+	    $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) -mno-avx512f" test; \
+	else \
+	    echo "test-isa: the AVX-512 code, its intrinsics emulated (this CPU has none: make test ran the AVX2 code)"; \
+	    $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) -include tests/zmm/emulate.h" test; \
+	fi
+
 # The benchmarks' own dependencies (PyTorch, oneDNN) are installed before they are built.
 bench:
 	tools/install-deps.sh --bench
@@ -87,10 +102,11 @@ bench:
 deps:
 	tools/install-deps.sh
 
-# The README's two commands: the tests (with the fuzz smoke run and the sanitizer run)
-# and the demo.
+# The README's two commands: the tests (with the AVX-512 code's run, the fuzz smoke run
+# and the sanitizer run) and the demo.
 check: deps
 	$(MAKE) test
+	$(MAKE) test-isa
 	$(MAKE) fuzz-smoke
 	$(MAKE) asan
 
@@ -99,7 +115,7 @@ demo: deps
 	tools/demo.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(ISA_BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
 

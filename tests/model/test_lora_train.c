@@ -9,10 +9,13 @@
  *  - PEFT's initialisation (B = 0: the base model exactly; A within 1/sqrt(in));
  *  - decoding with the KV cache applies the adapters as the training forward does;
  *  - dropout: a sequence's masks follow its key and positions, not its batch; the
- *    backward uses the forward's masks (a directional derivative agrees). */
+ *    backward uses the forward's masks (a directional derivative agrees); the masks
+ *    are their documented draws and scale the adapters' input and its gradient as
+ *    defined, on widths that leave a tail past the vector steps. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "io/safetensors.h"
 #include "model/kvcache.h"
 #include "model/init.h"
@@ -298,7 +301,115 @@ static void check_decode_wide_heads(void) {
     model_free(&m);
 }
 
+/* The dropout masks and their use, against their definition: element j of row n of
+ * module mod's input is kept when bit j of rng_keep_bits(seed, site, 0, ...) is set,
+ * site = mix(mix(key of n's sequence, n's position), layer * LORA_N_MODULES + mod),
+ * a keep bit being a 16-bit draw >= round(p 65536); a kept element is scaled by
+ * 1 / (1 - p). Checked on every module of layer 1 of a model whose input widths (20,
+ * 36 and 60) leave 4 elements past the last 8 (the masking code's vector steps):
+ * the masks drawn; u = dropout(x) A^T (forward); dx += dropout'(s (dy B) A)
+ * (backward) within 1e-5 of float64; about 1 - p kept. */
+static void check_dropout_masks(void) {
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:b, s:i}", "model_type", "qwen3",
+                          "hidden_size", 20, "intermediate_size", 36, "num_hidden_layers", 2, "num_attention_heads", 3,
+                          "num_key_value_heads", 1, "head_dim", 20, "vocab_size", 40, "rms_norm_eps", 1e-6,
+                          "tie_word_embeddings", 1, "max_position_embeddings", 64);
+    ModelConfig cfg;
+    GrpoErr err;
+    T_CHECK(config_from_json(&cfg, j, "dropout", &err) == 0, "%s", err.msg);
+    json_decref(j);
+    const double p = 0.3;
+    LoraSpec spec = {4, 8, p, 0, (1u << LORA_N_MODULES) - 1};
+    LoraLayers lo;
+    const uint64_t seed = 99;
+    lora_layers_create(&lo, &cfg, &spec, seed);
+    for (size_t i = 0; i < lo.table.total; i++) lo.params[i] = 0.2f * sinf(0.7f * (float)i + 0.1f);
+    enum { B = 2, T = 7, N = B * T, L = 1 };
+    int32_t pos[N];
+    uint64_t keys[B] = {1234, 5678};
+    for (int n = 0; n < N; n++) pos[n] = n % T + 3;
+    size_t stride = lora_mask_bytes_per_token(&cfg);
+    int r = spec.r;
+    float *scratch = malloc(sizeof(float) * N * lora_scratch_floats_per_token(&lo, &cfg)), *du = malloc(sizeof(float) * N * r);
+    float *u = malloc(sizeof(float) * LORA_N_MODULES * N * r), *grads = calloc(lo.table.total, sizeof(float));
+    uint8_t *mask = calloc(N, stride), ready[LORA_N_MODULES] = {0};
+    LoraBatch b = {N, T, pos, keys, scratch, du, mask, ready};
+    const double keep_scale = 1.0 / (1.0 - p);
+    size_t off = 0, kept = 0, total = 0;
+    int masks_ok = 1, tails = 0;
+    double worst_u = 0, worst_dx = 0;
+    for (int mod = 0; mod < LORA_N_MODULES; mod++) {
+        LoraLinear lin;
+        int row0, out, in;
+        lora_module_geometry(&cfg, (LoraModule)mod, &lin, &row0, &out, &in);
+        size_t rb = ((size_t)in + 7) / 8;
+        tails += in % 8 != 0;
+        int ldy = 0; /* the fused linear's width: its modules' rows end to end */
+        for (int k = 0; k < LORA_N_MODULES; k++) {
+            LoraLinear kl;
+            int kr, ko, ki;
+            lora_module_geometry(&cfg, (LoraModule)k, &kl, &kr, &ko, &ki);
+            if (kl == lin && kr + ko > ldy) ldy = kr + ko;
+        }
+        float *x = malloc(sizeof(float) * N * in), *dx = malloc(sizeof(float) * N * in);
+        float *dy = malloc(sizeof(float) * N * ldy);
+        for (int i = 0; i < N * in; i++) x[i] = cosf(0.31f * (float)i + (float)mod), dx[i] = 0.5f * sinf((float)i);
+        for (int i = 0; i < N * ldy; i++) dy[i] = sinf(0.17f * (float)i - (float)mod);
+        float *dx0 = malloc(sizeof(float) * N * in);
+        memcpy(dx0, dx, sizeof(float) * N * in);
+        /* one module at a time: the others' entries hidden */
+        int saved[LORA_N_MODULES];
+        for (int k = 0; k < LORA_N_MODULES; k++) saved[k] = lo.entry[L][k], lo.entry[L][k] = k == mod ? saved[k] : -1;
+        lora_linear_forward(&lo, &cfg, L, lin, NULL, ldy, x, u, &b);
+        lora_linear_backward(&lo, &cfg, L, lin, dx, dy, ldy, x, u, grads, &b);
+        for (int k = 0; k < LORA_N_MODULES; k++) lo.entry[L][k] = saved[k];
+        const float *A = lo.params + lo.table.entries[saved[mod]].offset;
+        const float *Bm = lo.params + lo.table.entries[saved[mod] + 1].offset;
+        for (int n = 0; n < N; n++) {
+            uint8_t want[64];
+            uint64_t site = rng_mix(rng_mix(keys[n / T], (uint64_t)pos[n]), (uint64_t)L * LORA_N_MODULES + mod);
+            rng_keep_bits(seed, site, 0, rb, (uint32_t)lrint(p * 65536.0), want);
+            const uint8_t *got = mask + (size_t)n * stride + off;
+            masks_ok &= !memcmp(got, want, rb);
+            double dxs = 0;
+            for (int k = 0; k < r; k++) {
+                double s = 0, scale = 0;
+                for (int c = 0; c < in; c++) {
+                    double v = got[c >> 3] >> (c & 7) & 1 ? x[(size_t)n * in + c] * keep_scale : 0.0;
+                    s += A[(size_t)k * in + c] * v, scale += fabs(A[(size_t)k * in + c] * v);
+                }
+                worst_u = fmax(worst_u, fabs(u[((size_t)mod * N + n) * r + k] - s) / (scale + 1e-30));
+            }
+            for (int c = 0; c < in; c++) { /* dx[n, c] - dx0 = keep / (1 - p) * sum_k (s dy B)[n, k] A[k, c] */
+                int keep = got[c >> 3] >> (c & 7) & 1;
+                kept += keep, total++;
+                double s = 0, scale = 0;
+                for (int k = 0; k < r; k++) {
+                    double dun = 0;
+                    for (int o = 0; o < out; o++) dun += lo.scaling * dy[(size_t)n * ldy + row0 + o] * Bm[(size_t)o * r + k];
+                    s += dun * A[(size_t)k * in + c], scale += fabs(dun * A[(size_t)k * in + c]);
+                }
+                s = keep ? s * keep_scale : 0.0;
+                dxs = fmax(dxs, fabs((dx[(size_t)n * in + c] - dx0[(size_t)n * in + c]) - s) / (scale * keep_scale + 1e-30));
+            }
+            worst_dx = fmax(worst_dx, dxs);
+        }
+        off += rb;
+        free(x), free(dx), free(dx0), free(dy);
+    }
+    T_CHECK(tails == LORA_N_MODULES, "every module's input leaves a tail past the 8-wide steps");
+    T_CHECK(masks_ok, "the dropout masks are not rng_keep_bits' draws for their (key, position, layer, module)");
+    T_CHECK(worst_u <= 1e-5, "u = dropout(x) A^T: relative error %.3g", worst_u);
+    T_CHECK(worst_dx <= 1e-5, "dx through the dropout mask: relative error %.3g", worst_dx);
+    double frac = (double)kept / total;
+    T_CHECK(fabs(frac - (1 - p)) < 0.05, "kept %.3f of %zu elements, not about %.2f", frac, total, 1 - p);
+    free(scratch), free(du), free(u), free(grads), free(mask);
+    lora_layers_free(&lo);
+    config_free(&cfg);
+}
+
 int main(void) {
+    check_dropout_masks();
     check_decode_wide_heads();
     check_reference("qwen3_all", "qwen3");
     check_reference("qwen2_rslora", "qwen2");

@@ -3,7 +3,10 @@
  * and for NaN; vec_exp_sum's values bit-identical to the scalar vec_exp_neg (the
  * AVX2 path is the one this build runs where the CPU has it), and its sum equal to
  * the fixed 8-lane order spelled out here, for lengths that leave every tail;
- * vec_max equal to the scalar max, NaN values passed over. */
+ * vec_max equal to the scalar max, NaN values passed over; vec_dot in this build's
+ * summing order, bit for bit, and vec_axpy fused where its vectors reach. `make
+ * test-isa` runs these on the other build's code too (AVX-512, emulated where the CPU
+ * lacks it: tests/zmm/emulate.h). */
 #include <stdlib.h>
 
 #include "ops/vec.h"
@@ -110,7 +113,77 @@ static void test_max(void) {
     free(x);
 }
 
+/* vec_dot in the order this build sums, spelled out: with AVX-512, 16 lanes in two
+ * accumulators over steps of 32 (fused), a step of 16 into the first, the two added
+ * and reduced as gcc's _mm512_reduce_add_ps does (halves, quarters, then (0+2)+(1+3));
+ * otherwise 8 lanes (a * b rounded, then added: no contraction under -std=c11) added
+ * pairwise. Then the tail, one value at a time. */
+static float dot_in_order(const float *a, const float *b, int n) {
+    int i = 0;
+    float s;
+#ifdef __AVX512F__
+    float a0[16] = {0}, a1[16] = {0}, h[8], q[4];
+    for (; i + 32 <= n; i += 32)
+        for (int l = 0; l < 16; l++) {
+            a0[l] = fmaf(a[i + l], b[i + l], a0[l]);
+            a1[l] = fmaf(a[i + 16 + l], b[i + 16 + l], a1[l]);
+        }
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) a0[l] = fmaf(a[i + l], b[i + l], a0[l]);
+    for (int l = 0; l < 8; l++) h[l] = (a0[l + 8] + a1[l + 8]) + (a0[l] + a1[l]);
+    for (int l = 0; l < 4; l++) q[l] = h[l + 4] + h[l];
+    s = (q[0] + q[2]) + (q[1] + q[3]);
+#else
+    float acc[8] = {0};
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* vec_dot (decoding's attention scores) bit for bit in the order above, and within
+ * 1e-6 of the double-precision sum relative to sum |a b|; vec_axpy fused (fmaf) on the
+ * elements its vectors cover — with AVX2 or AVX-512, all but the last n mod 8 — and
+ * y + a x rounded on the rest: every length from 0 to 100, around the 8/16/32 steps. */
+static void test_dot_axpy(void) {
+    enum { MAXN = 100 };
+    float a[MAXN], b[MAXN], y[MAXN], y0[MAXN];
+    uint32_t st = 777;
+    for (int i = 0; i < MAXN; i++) {
+        st = st * 1664525u + 1013904223u;
+        a[i] = (float)((int32_t)st >> 8) * 0x1p-22f;
+        st = st * 1664525u + 1013904223u;
+        b[i] = (float)((int32_t)st >> 8) * 0x1p-21f;
+    }
+    int dot_same = 1, dot_close = 1, axpy_same = 1;
+    for (int n = 0; n <= MAXN; n++) {
+        float got = vec_dot(a, b, n);
+        double exact = 0, scale = 0;
+        for (int i = 0; i < n; i++) exact += (double)a[i] * b[i], scale += fabs((double)a[i] * b[i]);
+        dot_same &= got == dot_in_order(a, b, n);
+        dot_close &= fabs(got - exact) <= 1e-6 * scale;
+        float alpha = 0.37f + 0.01f * n;
+        for (int i = 0; i < n; i++) y[i] = y0[i] = b[(i * 7) % MAXN];
+        vec_axpy(y, alpha, a, n);
+#ifdef __AVX2__
+        int fused = n - n % 8;
+#else
+        int fused = 0;
+#endif
+        for (int i = 0; i < n; i++) {
+            float p = alpha * a[i];
+            axpy_same &= y[i] == (i < fused ? fmaf(alpha, a[i], y0[i]) : y0[i] + p);
+        }
+    }
+    T_CHECK(dot_same, "vec_dot does not sum in this build's order");
+    T_CHECK(dot_close, "vec_dot is not within 1e-6 of the double-precision sum");
+    T_CHECK(axpy_same, "vec_axpy differs from fmaf over the vectors' elements and y + a x on the tail");
+}
+
 int main(void) {
+    test_dot_axpy();
     test_max();
     test_accuracy();
     test_sum();
