@@ -80,8 +80,17 @@ GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
  * widened to fp32 (in blocks of the operands) and multiplied by gemm_f32 — a bf16
  * value and the product of two are exact in fp32, so this is the same arithmetic,
  * only the order of the sums differs. ONEDNN_F32: oneDNN's matmul in fp32 on the widened operands, which runs
- * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. */
-typedef enum { GEMM_BF16_AUTO, GEMM_BF16_ONEDNN, GEMM_BF16_WIDEN, GEMM_BF16_ONEDNN_F32 } GemmBf16Backend;
+ * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. ROUNDED: the operands
+ * rounded to bf16 into buffers as for oneDNN's bf16 matmul (gemm_bf16_round giving its buffer, valid
+ * until its next call), then multiplied as WIDEN multiplies them — WIDEN's bits, on any CPU: it
+ * tests the callers' side of the native path (which rounded operand is read when). */
+typedef enum {
+    GEMM_BF16_AUTO,
+    GEMM_BF16_ONEDNN,
+    GEMM_BF16_WIDEN,
+    GEMM_BF16_ONEDNN_F32,
+    GEMM_BF16_ROUNDED
+} GemmBf16Backend;
 /* Chooses the backend; 0, or -1 when it cannot run here (ONEDNN without a native bf16 matmul). */
 int gemm_bf16_use(GemmBf16Backend b);
 /* The backend AUTO resolves to, and oneDNN's implementation name when it is oneDNN

@@ -18,7 +18,7 @@
 static struct {
     void *p;
     size_t bytes;
-} bufs[3]; /* gemm_bf16's two operands, and gemm_bf16_round's */
+} bufs[5]; /* gemm_bf16's two operands, gemm_bf16_round's, and ROUNDED's two bf16 operands */
 
 static void *buf(int i, size_t bytes) {
     if (bufs[i].bytes < bytes) {
@@ -29,7 +29,11 @@ static void *buf(int i, size_t bytes) {
     return bufs[i].p;
 }
 
-size_t gemm_bf16_buffer_bytes(void) { return bufs[0].bytes + bufs[1].bytes + bufs[2].bytes; }
+size_t gemm_bf16_buffer_bytes(void) {
+    size_t n = 0;
+    for (int i = 0; i < 5; i++) n += bufs[i].bytes;
+    return n;
+}
 
 /* The operand in bf16: h itself, or f rounded into a contiguous buffer (*ld set). */
 static const uint16_t *operand_bf16(int slot, GemmBf16Operand x, int rows, int cols, int *ld) {
@@ -47,7 +51,8 @@ static const uint16_t *operand_bf16(int slot, GemmBf16Operand x, int rows, int c
 static GemmBf16Backend resolved(void);
 
 GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld) {
-    if (resolved() != GEMM_BF16_ONEDNN) /* widened: each block is rounded as it is widened */
+    GemmBf16Backend b = resolved();
+    if (b != GEMM_BF16_ONEDNN && b != GEMM_BF16_ROUNDED) /* widened: each block is rounded as it is widened */
         return (GemmBf16Operand){.f = x, .ld = ld};
     int ldo;
     return (GemmBf16Operand){.h = operand_bf16(2, (GemmBf16Operand){.f = x, .ld = ld}, rows, cols, &ldo), .ld = ldo};
@@ -96,6 +101,7 @@ const char *gemm_bf16_backend_name(void) {
     switch (resolved()) {
     case GEMM_BF16_ONEDNN: snprintf(name, sizeof name, "oneDNN %s", native_impl); break;
     case GEMM_BF16_ONEDNN_F32: snprintf(name, sizeof name, "oneDNN fp32 on bf16 values"); break;
+    case GEMM_BF16_ROUNDED: snprintf(name, sizeof name, "fp32 GEMM on bf16 operands rounded as for a bf16 matmul"); break;
     default: snprintf(name, sizeof name, "fp32 GEMM on bf16 values (no bf16 matmul on this CPU)"); break;
     }
     return name;
@@ -195,10 +201,16 @@ static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float a
     }
     int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K, b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
     GemmBf16Backend b = resolved();
-    if (b == GEMM_BF16_ONEDNN) {
-        int lda, ldb;
-        const uint16_t *a = operand_bf16(0, A, a_rows, a_cols, &lda), *bb = operand_bf16(1, B, b_rows, b_cols, &ldb);
-        if (onednn_gemm(1, trans_a, trans_b, M, N, K, alpha, a, lda, bb, ldb, beta, C, ldc) == 0) return;
+    if (b == GEMM_BF16_ONEDNN || b == GEMM_BF16_ROUNDED) { /* the operands in bf16 */
+        int lda, ldb, slot = b == GEMM_BF16_ONEDNN ? 0 : 3; /* ROUNDED: clear of the widening's slots */
+        const uint16_t *a = operand_bf16(slot, A, a_rows, a_cols, &lda),
+                       *bb = operand_bf16(slot + 1, B, b_rows, b_cols, &ldb);
+        if (b == GEMM_BF16_ROUNDED) { /* then multiplied as WIDEN multiplies them */
+            A = (GemmBf16Operand){.h = a, .ld = lda};
+            B = (GemmBf16Operand){.h = bb, .ld = ldb};
+        } else if (onednn_gemm(1, trans_a, trans_b, M, N, K, alpha, a, lda, bb, ldb, beta, C, ldc) == 0) {
+            return;
+        }
     } /* else, or where oneDNN has only its reference code for this shape: the widened operands */
     widened_gemm(trans_a, trans_b, M, N, K, alpha, (Src){.f = A.f, .h = A.h, .ld = A.ld},
                  (Src){.f = B.f, .h = B.h, .ld = B.ld}, beta, C, ldc, b == GEMM_BF16_ONEDNN_F32);

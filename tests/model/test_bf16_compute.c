@@ -19,6 +19,10 @@
  *     activations is the fp32 one;
  *   - checkpointing changes nothing, bit for bit, and the fused LM head
  *     (model_logprobs_train) gives the two-pass gradients bit for bit;
+ *   - the operands rounded into buffers as for oneDNN's bf16 matmul (gemm_bf16's
+ *     ROUNDED backend) give the widened path's log-probs and gradients bit for bit,
+ *     with and without checkpointing and the fused head: on any CPU, the callers'
+ *     side of the native path reads each rounded operand while it is still its own;
  *   - decoding (model_decode: prefill, then one token a step) reads the bf16 values
  *     of every matrix, the LM head included: its logits stay within 5e-2 max|logit|
  *     of fp32's and follow the weights set; where the head is untied (llama), they
@@ -193,6 +197,23 @@ static void check_fixture(const char *name) {
             "%s: checkpointing changes the bf16 results", name);
     T_CHECK(!memcmp(lp16, lp16f, sizeof lp16) && !memcmp(g16, g16f, sizeof(float) * m.table.total),
             "%s: the fused LM head differs from the two-pass one in bf16", name);
+    /* the native path's operand handling (every fp32 operand rounded into a buffer,
+     * gemm_bf16_round's reused between calls, the LM head's dz rounded in place), with
+     * the products taken as the widened path takes them: the widened path's bits, in
+     * every pass — any operand read after its buffer was reused would show */
+    for (int pass = 0; pass < 3; pass++) {
+        int ckpt = pass != 1, fused = pass == 2;
+        float lpw[in.N], lpr[in.N];
+        gemm_bf16_use(GEMM_BF16_WIDEN);
+        float *gw = run(&m, &in, ckpt, fused, 1, lpw);
+        gemm_bf16_use(GEMM_BF16_ROUNDED);
+        float *gr = run(&m, &in, ckpt, fused, 1, lpr);
+        gemm_bf16_use(GEMM_BF16_AUTO);
+        T_CHECK(!memcmp(lpw, lpr, sizeof lpw) && !memcmp(gw, gr, sizeof(float) * m.table.total),
+                "%s (checkpointing %d, fused head %d): operands rounded as for a bf16 matmul change the results", name,
+                ckpt, fused);
+        free(gw), free(gr);
+    }
 
     double worst_cos = 1, worst_ratio = 0;
     for (int i = 0; i < m.table.n; i++) {

@@ -13,8 +13,9 @@
  * rounding of an fp32 operand (or rounding it the wrong way) moves the result by
  * about 2^-9 relative, far outside it. Every backend this CPU can run is checked:
  * gemm_f32 on the widened operands, oneDNN's fp32 matmul on them (its layouts,
- * scales, sum post-op and primitive cache), and oneDNN's bf16 matmul where the CPU
- * has one. */
+ * scales, sum post-op and primitive cache), the operands rounded into buffers as for
+ * oneDNN's bf16 matmul (ROUNDED: WIDEN's bits, checked bit for bit), and oneDNN's bf16
+ * matmul where the CPU has one. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -101,6 +102,8 @@ typedef struct {
     int a_exact; /* gemm_f32_b16: A fp32 read as it is (b_half set) */
 } Case;
 
+static float **keep_C; /* when set, run_case leaves its C there (to be freed) */
+
 /* Runs one case on the current backend; returns 1 when within the bound. */
 static int run_case(const Case *c, const char *backend) {
     int ar = c->ta ? c->K : c->M, ac = c->ta ? c->M : c->K, br = c->tb ? c->N : c->K, bc = c->tb ? c->K : c->N;
@@ -141,6 +144,7 @@ static int run_case(const Case *c, const char *backend) {
     for (int i = 0; i < c->M && ok; i++) /* the padding between rows of C is untouched */
         for (int j = c->N; j < ldc; j++) ok &= C[(size_t)i * ldc + j] == C0[(size_t)i * ldc + j];
     T_CHECK(ok, "%s: C's padding was written", backend);
+    if (keep_C) *keep_C = C, C = NULL;
     free(af), free(bf), free(ah), free(bh), free(C), free(C0);
     return ok;
 }
@@ -181,6 +185,35 @@ static void check_blocks(GemmBf16Backend b, const char *name) {
     int n = 0, count = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < count; i++) n += run_case(&cases[i], name);
     T_CHECK(n == count, "%s: %d of %d blocked cases within the bound", name, n, count);
+}
+
+/* ROUNDED (the operands rounded into buffers as for a bf16 matmul) gives WIDEN's
+ * bits, on the small cases, the blocked ones and a K = 0 one: the same inputs (the
+ * generator's state replayed), C compared bit for bit. */
+static void check_rounded_is_widened(void) {
+    Case cases[] = {
+        {0, 1, 13, 17, 37, 0, 5, 2, 0, 0, 1.0f, 0.0f, 0}, {1, 0, 14, 20, 42, 3, 0, 0, 1, 0, 0.7f, 1.0f, 0},
+        {1, 1, 15, 20, 42, 0, 5, 2, 0, 1, 1.0f, 1.0f, 0}, {0, 1, 5, 70001, 64, 0, 3, 0, 0, 1, 1.0f, 1.0f, 0},
+        {1, 0, 6, 220, 20011, 2, 0, 1, 0, 0, 0.5f, 0.0f, 0}, {0, 0, 4100, 9, 1100, 0, 0, 0, 1, 0, 1.0f, 1.0f, 0},
+        {1, 1, 44, 44, 100000, 0, 0, 0, 0, 0, 1.0f, 1.0f, 0}, {0, 0, 4, 5, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f, 0},
+    };
+    int same = 0, count = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < count; i++) {
+        const Case *c = &cases[i];
+        uint64_t at = seed;
+        float *C[2];
+        for (int k = 0; k < 2; k++) {
+            gemm_bf16_use(k ? GEMM_BF16_ROUNDED : GEMM_BF16_WIDEN);
+            seed = at;
+            keep_C = &C[k];
+            run_case(c, k ? "rounded" : "widened");
+            keep_C = NULL;
+        }
+        same += !memcmp(C[0], C[1], sizeof(float) * c->M * (c->N + c->pad_c));
+        free(C[0]), free(C[1]);
+    }
+    T_CHECK(same == count, "ROUNDED gives WIDEN's bits in %d of %d cases", same, count);
+    gemm_bf16_use(GEMM_BF16_AUTO);
 }
 
 /* More shapes than the primitive cache holds, then the first again: an evicted
@@ -225,11 +258,12 @@ static void check_vector_rounding(void) {
     T_CHECK(bad == 0, "%d vector conversions differ from the scalar ones", bad);
     /* rows of 13 every 14 floats: rounded into a buffer for oneDNN's bf16 matmul; where
      * the operands are widened, x itself (rounded as it is widened) */
-    for (int k = 0; k < 3; k++) {
-        GemmBf16Backend b = k == 0 ? GEMM_BF16_ONEDNN : k == 1 ? GEMM_BF16_WIDEN : GEMM_BF16_ONEDNN_F32;
+    const GemmBf16Backend backends[] = {GEMM_BF16_ONEDNN, GEMM_BF16_WIDEN, GEMM_BF16_ONEDNN_F32, GEMM_BF16_ROUNDED};
+    for (int k = 0; k < 4; k++) {
+        GemmBf16Backend b = backends[k];
         if (gemm_bf16_use(b)) continue; /* no bf16 matmul on this CPU */
         GemmBf16Operand o = gemm_bf16_round(x + 3, 5, 13, 14);
-        if (b == GEMM_BF16_ONEDNN) {
+        if (b == GEMM_BF16_ONEDNN || b == GEMM_BF16_ROUNDED) {
             bad = o.ld != 13 || !o.h || o.f;
             for (int i = 0; !bad && i < 5; i++)
                 for (int j = 0; j < 13; j++) bad += o.h[i * 13 + j] != f32_to_bf16(x[3 + i * 14 + j]);
@@ -426,6 +460,9 @@ int main(void) {
     T_CHECK(gemm_bf16_buffer_bytes() <= 2 * sizeof(float) * (2 << 20), "widening buffers hold %zu bytes",
             gemm_bf16_buffer_bytes());
     check_blocks(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
+    check_backend(GEMM_BF16_ROUNDED, "rounded");
+    check_blocks(GEMM_BF16_ROUNDED, "rounded");
+    check_rounded_is_widened();
     if (gemm_bf16_native()) {
         check_backend(GEMM_BF16_ONEDNN, "oneDNN bf16");
         check_blocks(GEMM_BF16_ONEDNN, "oneDNN bf16");
