@@ -255,18 +255,24 @@ static void check_init_and_dropout(void) {
     model_free(&plain);
 }
 
+/* A 2-layer Qwen3 config of these widths (vocabulary 40, tied, 64 positions). */
+static void small_qwen3(ModelConfig *cfg, int hidden, int inter, int heads, int kv_heads, int head_dim) {
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:b, s:i}", "model_type", "qwen3",
+                          "hidden_size", hidden, "intermediate_size", inter, "num_hidden_layers", 2,
+                          "num_attention_heads", heads, "num_key_value_heads", kv_heads, "head_dim", head_dim,
+                          "vocab_size", 40, "rms_norm_eps", 1e-6, "tie_word_embeddings", 1,
+                          "max_position_embeddings", 64);
+    GrpoErr err;
+    T_CHECK(config_from_json(cfg, j, "small qwen3", &err) == 0, "%s", err.msg);
+    json_decref(j);
+}
+
 /* Decoding with adapters on every module of a model whose q projection (H D = 64)
  * is wider than both the hidden size (16) and the MLP (24): the decode scratch is
  * sized by the widest module, and the decoded logits equal the training forward's. */
 static void check_decode_wide_heads(void) {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:b, s:i}", "model_type", "qwen3",
-                          "hidden_size", 16, "intermediate_size", 24, "num_hidden_layers", 2, "num_attention_heads", 4,
-                          "num_key_value_heads", 2, "head_dim", 16, "vocab_size", 40, "rms_norm_eps", 1e-6,
-                          "tie_word_embeddings", 1, "max_position_embeddings", 64);
     ModelConfig cfg;
-    GrpoErr err;
-    T_CHECK(config_from_json(&cfg, j, "wide", &err) == 0, "%s", err.msg);
-    json_decref(j);
+    small_qwen3(&cfg, 16, 24, 4, 2, 16);
     Model m;
     model_create(&m, &cfg);
     model_init_random(&m, 3, 0.3f);
@@ -310,14 +316,8 @@ static void check_decode_wide_heads(void) {
  * the masks drawn; u = dropout(x) A^T (forward); dx += dropout'(s (dy B) A)
  * (backward) within 1e-5 of float64; about 1 - p kept. */
 static void check_dropout_masks(void) {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:b, s:i}", "model_type", "qwen3",
-                          "hidden_size", 20, "intermediate_size", 36, "num_hidden_layers", 2, "num_attention_heads", 3,
-                          "num_key_value_heads", 1, "head_dim", 20, "vocab_size", 40, "rms_norm_eps", 1e-6,
-                          "tie_word_embeddings", 1, "max_position_embeddings", 64);
     ModelConfig cfg;
-    GrpoErr err;
-    T_CHECK(config_from_json(&cfg, j, "dropout", &err) == 0, "%s", err.msg);
-    json_decref(j);
+    small_qwen3(&cfg, 20, 36, 3, 1, 20);
     const double p = 0.3;
     LoraSpec spec = {4, 8, p, 0, (1u << LORA_N_MODULES) - 1};
     LoraLayers lo;
