@@ -78,20 +78,24 @@ test: tests-bin
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-# The same suite on the vector code the plain build leaves out, in its own tree: where
-# the CPU lacks AVX-512, the library's AVX-512 code (every `#ifdef __AVX512F__` /
-# `__AVX512VL__` branch: the decoding kernels, vec.h, the dropout draws), its intrinsics
-# computed by SIMDe (tests/zmm/emulate.h); where it has AVX-512, the AVX2 code
-# (-mno-avx512f). So both are tested on every machine.
+# The same suite as on the other kind of machine, in its own tree. Where the CPU lacks
+# AVX-512: the library's AVX-512 code (every `#ifdef __AVX512F__` / `__AVX512VL__`
+# branch: the decoding kernels, vec.h, the dropout draws), its intrinsics computed by
+# SIMDe (tests/zmm/emulate.h); where it has AVX-512, the AVX2 code (-mno-avx512f). And
+# the other bf16 answer (GRPO_TEST_BF16_MATMUL, ops/gemm_bf16.c): where the CPU has no
+# bf16 matmul, as one with it (bf16 by default, the native path's operands, products
+# summed as the widened path sums them); where it has one, as one without. So each
+# machine runs both vector codes and both defaults.
 ISA_BUILD ?= build-isa
 test-isa:
-	@if echo | $(CC) $(ARCH) -dM -E - | grep -q __AVX512F__; then \
-	    echo "test-isa: the AVX2 code (this CPU has AVX-512: make test ran that)"; \
-	    $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) -mno-avx512f" test; \
+	@if grep -q -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo; then bf=0; else bf=1; fi; \
+	if echo | $(CC) $(ARCH) -dM -E - | grep -q __AVX512F__; then \
+	    isa="-mno-avx512f"; what="the AVX2 code"; \
 	else \
-	    echo "test-isa: the AVX-512 code, its intrinsics emulated (this CPU has none: make test ran the AVX2 code)"; \
-	    $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) -include tests/zmm/emulate.h" test; \
-	fi
+	    isa="-include tests/zmm/emulate.h"; what="the AVX-512 code, its intrinsics emulated"; \
+	fi; \
+	echo "test-isa: $$what; as a CPU $$([ $$bf = 1 ] && echo with || echo without) a bf16 matmul"; \
+	GRPO_TEST_BF16_MATMUL=$$bf $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) $$isa -DGRPO_TEST_BF16_MATMUL=$$bf" test
 
 # The benchmarks' own dependencies (PyTorch, oneDNN) are installed before they are built.
 bench:

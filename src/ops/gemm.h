@@ -83,7 +83,8 @@ GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
  * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. ROUNDED: the operands
  * rounded to bf16 into buffers as for oneDNN's bf16 matmul (gemm_bf16_round giving its buffer, valid
  * until its next call), then multiplied as WIDEN multiplies them — WIDEN's bits, on any CPU: it
- * tests the callers' side of the native path (which rounded operand is read when). */
+ * tests the callers' side of the native path (which rounded operand is read when). A build with
+ * GRPO_TEST_BF16_MATMUL=1 (make test-isa) runs it where AUTO and ONEDNN would run oneDNN's. */
 typedef enum {
     GEMM_BF16_AUTO,
     GEMM_BF16_ONEDNN,

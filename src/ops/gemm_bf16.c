@@ -80,7 +80,15 @@ static int native = -1;           /* gemm_bf16_native(), once known */
 static char native_impl[64];      /* oneDNN's name for its bf16 matmul here */
 static GemmBf16Backend chosen = GEMM_BF16_AUTO;
 
+/* A build for tests (make test-isa) may take this CPU for the other kind:
+ * GRPO_TEST_BF16_MATMUL=1, as one with a bf16 matmul (bf16 becomes the default; its
+ * products, AUTO's and ONEDNN's, run ROUNDED: the native path's operands, the widened
+ * path's sums); 0, as one without. */
 int gemm_bf16_native(void) {
+#ifdef GRPO_TEST_BF16_MATMUL
+    snprintf(native_impl, sizeof native_impl, "(emulated for tests)");
+    return GRPO_TEST_BF16_MATMUL;
+#endif
     if (native < 0) native = onednn_impl(1, native_impl, sizeof native_impl) && strncmp(native_impl, "ref", 3) != 0;
     return native;
 }
@@ -92,6 +100,9 @@ int gemm_bf16_use(GemmBf16Backend b) {
 }
 
 static GemmBf16Backend resolved(void) {
+#if GRPO_TEST_BF16_MATMUL == 1
+    if (chosen == GEMM_BF16_AUTO || chosen == GEMM_BF16_ONEDNN) return GEMM_BF16_ROUNDED;
+#endif
     if (chosen != GEMM_BF16_AUTO) return chosen;
     return gemm_bf16_native() ? GEMM_BF16_ONEDNN : GEMM_BF16_WIDEN;
 }
