@@ -106,8 +106,8 @@ bench:
 deps:
 	tools/install-deps.sh
 
-# The README's two commands: the tests (with the AVX-512 code's run, the fuzz smoke run
-# and the sanitizer run) and the demo.
+# The README's two commands: the tests (with the other kind of CPU's run, the fuzz
+# smoke run and the sanitizer run) and the demo.
 check: deps
 	$(MAKE) test
 	$(MAKE) test-isa
