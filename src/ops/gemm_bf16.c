@@ -31,7 +31,7 @@ static void *buf(int i, size_t bytes) {
 
 size_t gemm_bf16_buffer_bytes(void) {
     size_t n = 0;
-    for (int i = 0; i < 5; i++) n += bufs[i].bytes;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) n += bufs[i].bytes;
     return n;
 }
 

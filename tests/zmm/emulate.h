@@ -1,7 +1,7 @@
 /* tests/zmm/emulate.h — builds the AVX-512 code of the library on a CPU without it.
  *
- * Force-included (gcc -include) into every file of the `zmm-emulated` build (see the
- * Makefile's test-isa): the compiler's own intrinsics are declared first, then
+ * Force-included (gcc -include) into every file of `make test-isa`'s build where the
+ * CPU lacks AVX-512 (see the Makefile): the compiler's own intrinsics are declared first, then
  * SIMDe (Debian's libsimde-dev) is asked to define the AVX-512 F / VL / BW intrinsic
  * names as its portable versions, and the build is told it targets AVX-512 F and VL
  * — so every `#ifdef __AVX512F__` / `__AVX512VL__` branch of src/ is compiled and
