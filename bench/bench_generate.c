@@ -15,8 +15,10 @@
  * prints one line per case:
  *   gen impl=grpo shape=S G=N tokens=T seconds=X tokens_per_s=Y
  * With --bf16 each case is also run on the same weights rounded to bf16 and held so
- * (model_create_half: the layer matrices; decoding streams half their bytes), the two
- * alternated, impl=grpo-bf16.
+ * (model_create_half: the layer matrices; decoding streams half their bytes, its
+ * arithmetic fp32), impl=grpo-bf16; and on the fp32 model under mixed precision
+ * (model_use_bf16_compute: what train --bf16 generates with, products in bf16 on the
+ * bf16 copy, on AVX512_BF16 the vdpbf16ps kernel), impl=grpo-mixed; the three alternated.
  * With R > 1 the case is run R times and the best time is reported. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,23 +116,35 @@ static void run_shape(const Shape *s, int only_G, int reps, int bf16) {
     for (int t = 0; t < PROMPT_TOKENS; t++) prompt[t] = (int32_t)((t * 7919 + 13) % s->vocab);
     /* warm-up: touches the weights and starts the thread pool, as torch's peer does */
     time_group(&m, prompt, 2, 4, 99);
-    if (bf16) time_group(&h, prompt, 2, 4, 99);
+    if (bf16) {
+        time_group(&h, prompt, 2, 4, 99);
+        model_use_bf16_compute(&m);
+        time_group(&m, prompt, 2, 4, 99);
+        model_use_fp32_compute(&m);
+    }
     static const int Gs[] = {8, 32, 64};
     for (int gi = 0; gi < 3; gi++) {
         int G = Gs[gi];
         if (only_G > 0 && G != only_G) continue;
-        double best = 1e30, best16 = 1e30;
+        double best = 1e30, best16 = 1e30, bestmix = 1e30;
         for (int r = 0; r < reps; r++) { /* alternated: both see the same neighbours */
             double dt = time_group(&m, prompt, G, COMPLETION_TOKENS, 1 + r);
             best = dt < best ? dt : best;
-            if (bf16) dt = time_group(&h, prompt, G, COMPLETION_TOKENS, 1 + r), best16 = dt < best16 ? dt : best16;
+            if (!bf16) continue;
+            dt = time_group(&h, prompt, G, COMPLETION_TOKENS, 1 + r), best16 = dt < best16 ? dt : best16;
+            model_use_bf16_compute(&m);
+            dt = time_group(&m, prompt, G, COMPLETION_TOKENS, 1 + r), bestmix = dt < bestmix ? dt : bestmix;
+            model_use_fp32_compute(&m);
         }
         long tokens = (long)G * COMPLETION_TOKENS;
         printf("gen impl=grpo shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens, best,
                tokens / best);
-        if (bf16)
+        if (bf16) {
             printf("gen impl=grpo-bf16 shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens,
                    best16, tokens / best16);
+            printf("gen impl=grpo-mixed shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens,
+                   bestmix, tokens / bestmix);
+        }
         fflush(stdout);
     }
     model_free(&m);

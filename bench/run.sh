@@ -115,9 +115,11 @@ model_bench() {
 # completion tokens/s including the prefill, next to the same work in PyTorch (Debian's
 # python3-torch, as many threads as ours, KV cache, torch.multinomial), in fp32 and
 # under bf16 autocast (column "torch bf16"). Small shape: best of 3; Qwen2-0.5B: one
-# run per case (about 5 minutes for both on 2 cores). Last column: the same weights
-# rounded to bf16 and held so (--bf16 on frozen models: decoding streams half the
-# matrix bytes), alternated with the fp32 run.
+# run per case (about 7 minutes for both on 2 cores). Column "bf16-held": the same
+# weights rounded to bf16 and held so (--bf16 on frozen models and generate: decoding
+# streams half the matrix bytes, fp32 arithmetic); column "mixed": the model under
+# mixed precision (train --bf16's generation: products in bf16, as autocast's), with
+# its ratio to PyTorch bf16 autocast; the three alternated.
 # Targets: >= 2.5x PyTorch at G = 8, >= 2x at G = 32.
 generate_bench() {
     local tmp
@@ -147,17 +149,19 @@ generate_bench() {
         tps[f["impl"], key] = f["tokens_per_s"]
     }
     END {
-        printf "  %-11s %3s %12s %12s %7s  %-16s %14s %7s  %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target",
-               "torch bf16", "ratio", "grpo bf16-held tok/s"
+        printf "  %-11s %3s %12s %12s %7s  %-16s %14s %7s  %-22s %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target",
+               "torch bf16", "ratio", "grpo bf16-held tok/s", "grpo mixed tok/s (vs torch bf16)"
         for (i = 0; i < n; i++) {
             key = order[i]; split(key, p, " ")
             g = tps["grpo", key]; t = tps["torch", key]; h = tps["grpo-bf16", key]; tb = tps["torch-bf16", key]
+            mx = tps["grpo-mixed", key]
             tgt = p[2] == 8 ? 2.5 : p[2] == 32 ? 2.0 : 0
             ratio = (g != "" && t != "" && t > 0) ? sprintf("%.2fx", g / t) : "-"
             rb = (g != "" && tb != "" && tb > 0) ? sprintf("%.2fx", g / tb) : "-"
             mark = tgt == 0 ? "-" : sprintf(">= %.1fx %s", tgt, ratio == "-" ? "" : (g / t >= tgt ? "met" : "MISSED"))
-            printf "  %-11s %3d %12s %12s %7s  %-16s %14s %7s  %s\n", p[1], p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
-                   tb == "" ? "-" : tb, rb, h == "" ? "-" : sprintf("%s (%.2fx)", h, h / g)
+            printf "  %-11s %3d %12s %12s %7s  %-16s %14s %7s  %-22s %s\n", p[1], p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
+                   tb == "" ? "-" : tb, rb, h == "" ? "-" : sprintf("%s (%.2fx)", h, h / g),
+                   mx == "" ? "-" : sprintf("%s (%s)", mx, (tb != "" && tb > 0) ? sprintf("%.2fx", mx / tb) : "-")
         }
     }' "$tmp"
     rm -f "$tmp"

@@ -214,10 +214,12 @@ static void attend_row(const KVCache *c, int l, int slot, int own_idx, const flo
     attend_group(q, out, c->k + (size_t)g * D, c->v + (size_t)g * D, key_at, nk, G, D, scores);
 }
 
-/* A decoding product: bf16 matrices (a half model's, or the bf16 copy under mixed
- * precision) read directly, their activations fp32. */
+/* A decoding product: bf16 matrices read directly; a half model's against fp32
+ * activations, the bf16 copy under mixed precision in bf16 products as training's. */
 static void rowwise(float *out, const float *in, WeightMatrix W, const float *bias, int n, int I, int O) {
-    if (W.w16)
+    if (W.bf16_products)
+        matmul_forward_rowwise_bf16_products(out, in, W.w16, bias, n, I, O);
+    else if (W.w16)
         matmul_forward_rowwise_bf16(out, in, W.w16, bias, n, I, O);
     else
         matmul_forward_rowwise(out, in, W.w, bias, n, I, O);

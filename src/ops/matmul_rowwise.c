@@ -116,12 +116,54 @@ static inline __m512 widen_hi16(const uint16_t *p) {
 }
 #endif
 
+/* bf16 products (mixed precision's decode) with AVX512_BF16: the packed block holds
+ * each input row as 32-bit words, values 2i and 2i+1 rounded to bf16 (low half 2i);
+ * the weight word holding the same pair is broadcast against it, so a broadcast and
+ * one vdpbf16ps take two weights of a row against the block, where the widening
+ * kernels above spend two or three instructions per weight. (The broadcast embedded
+ * in the instruction, {1toN} by inline assembly, was no faster at 8 rows and half as
+ * fast at 32 on a Zen 5.) Every
+ * output element is the instruction's chain: acc += x[2i+1] w[2i+1], then
+ * acc += x[2i] w[2i], each product exact and each sum rounded to nearest even
+ * (denormal inputs and results flushed to zero), for i = 0.. in order; an odd last
+ * value pairs with zeros. The same in every lane and block: batch-invariant. */
+#if defined(__AVX512BF16__) && defined(__AVX512VL__)
+#define ROWWISE_DOT 1
+static inline uint32_t word_at(const uint16_t *p) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return u;
+}
+#define KERNEL_DOT(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1W, DP, STORE)                       \
+    static void NAME(float *out, const float *xT, const void *Wv, const float *bias, int I,     \
+                     int O, int o0, int r0, int nr) {                                           \
+        const uint16_t *w = (const uint16_t *)Wv + (size_t)o0 * I;                             \
+        int K2 = I / 2;                                                                        \
+        ACC_INIT(VT, NV, R, ZERO)                                                              \
+        for (int k = 0; k < K2; k++) ACC_STEP(VT, LANES, NV, R, LOAD, DP, k, SET1W(word_at(w + (size_t)j * I + 2 * k))) \
+        if (I & 1) ACC_STEP(VT, LANES, NV, R, LOAD, DP, K2, SET1W(w[(size_t)j * I + I - 1]))   \
+        ACC_STORE(LANES, NV, R, STORE)                                                         \
+    }
+#define SET1W512(u) _mm512_castsi512_ps(_mm512_set1_epi32((int)(u)))
+#define SET1W256(u) _mm256_castsi256_ps(_mm256_set1_epi32((int)(u)))
+#define DP512(s, b, a) _mm512_dpbf16_ps(a, (__m512bh)(b), (__m512bh)(s))
+#define DP256(s, b, a) _mm256_dpbf16_ps(a, (__m256bh)(b), (__m256bh)(s))
+#define D8(NAME, R)                                                                            \
+    KERNEL_DOT(NAME, __m256, 8, 1, R, _mm256_setzero_ps, _mm256_load_ps, SET1W256, DP256, _mm256_store_ps)
+#define D16(NAME, NV, R)                                                                       \
+    KERNEL_DOT(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, SET1W512, DP512, _mm512_store_ps)
+#else
+#define D8(NAME, R)
+#define D16(NAME, NV, R)
+#endif
+
 #ifdef __AVX512F__
 #define Z16(NAME, NV, R)                                                                       \
     KERNEL(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,         \
            _mm512_fmadd_ps, _mm512_store_ps)                                                   \
     KERNEL16(NAME##_h, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, _mm512_set1_ps,   \
-             _mm512_fmadd_ps, _mm512_store_ps, widen_hi16)
+             _mm512_fmadd_ps, _mm512_store_ps, widen_hi16)                                     \
+    D16(NAME##_d, NV, R)
 #endif
 #define Y8N(NAME, NV, R)                                                                       \
     KERNEL(NAME, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,          \
@@ -129,7 +171,7 @@ static inline __m512 widen_hi16(const uint16_t *p) {
     KERNEL16(NAME##_h, __m256, 8, NV, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,    \
              _mm256_fmadd_ps, _mm256_store_ps, widen_hi8)
 #ifdef __AVX512F__
-#define Y8(NAME, R) Y8N(NAME, 1, R)
+#define Y8(NAME, R) Y8N(NAME, 1, R) D8(NAME##_d, R)
 #else
 #define Y8(NAME, R)                                                                            \
     KERNEL(NAME, __m256, 8, 1, R, _mm256_setzero_ps, _mm256_load_ps, _mm256_set1_ps,           \
@@ -140,16 +182,22 @@ static inline __m512 widen_hi16(const uint16_t *p) {
 typedef void (*RowKernel)(float *, const float *, const void *, const float *, int, int, int, int, int);
 
 /* A block of input rows: P panels of `wide` rows each, packed apart, and the kernels
- * over one panel: R weight rows and their one-row tail, for fp32 weights and (_h)
- * bf16 weights. Each block of R weight rows meets every panel in turn, so a weight is
- * read from memory once per block and from cache for the other panels. */
+ * over one panel: R weight rows and their one-row tail, for fp32 weights, (_h)
+ * bf16 weights and (_d, with AVX512_BF16) bf16 products. Each block of R weight rows
+ * meets every panel in turn, so a weight is read from memory once per block and from
+ * cache for the other panels. */
 typedef struct {
     int wide, P, R;
-    RowKernel big, one, big_h, one_h;
+    RowKernel big, one, big_h, one_h, big_d, one_d;
 } RowBlock;
 
-/* a block: panel width, panels, R, and its four kernels (fp32 and bf16 weights, R rows and one) */
-#define B(w, P, R, big, one) {w, P, R, big, one, big##_h, one##_h}
+/* a block: panel width, panels, R, and its kernels (fp32 weights, bf16 weights, bf16
+ * products where built; R rows and one) */
+#ifdef ROWWISE_DOT
+#define B(w, P, R, big, one) {w, P, R, big, one, big##_h, one##_h, big##_d, one##_d}
+#else
+#define B(w, P, R, big, one) {w, P, R, big, one, big##_h, one##_h, NULL, NULL}
+#endif
 #ifdef __AVX512F__
 /* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4; 64: 3 — 12 accumulators each */
 Y8(k8_12, 12)
@@ -181,27 +229,57 @@ static const RowBlock BLOCKS[] = {B(8, 1, 10, k8_10, k8_1), B(16, 1, 6, k16_6, k
 #undef B
 enum { N_BLOCKS = sizeof BLOCKS / sizeof BLOCKS[0] };
 
-static void rowwise(float *out, const float *in, const void *W, int half, const float *bias, int N, int I, int O) {
+/* what a product reads: fp32 weights, bf16 weights (widened), or bf16 products (the
+ * inputs rounded to bf16 too) */
+enum { ROW_F32, ROW_W16, ROW_B16 };
+
+/* pack rows r0..r0+nr of in, transposed, panel by panel: xT[p][k][r], zero-padded to
+ * the width; for the bf16 products' dot kernels, k counts 32-bit words of two values.
+ * Split over k between the threads: at 32 rows it is millions of values a step. */
+static void pack(float *xT, const float *in, int mode, int dot, int I, int r0, int nr, int P, int wide) {
+    int K = dot ? (I + 1) / 2 : I;
+    for (int p = 0; p < P; p++) {
+        float *xp = xT + (size_t)p * K * wide;
+        const float *x = in + (size_t)(r0 + p * wide) * I;
+        int pr = nr - p * wide < wide ? (nr - p * wide > 0 ? nr - p * wide : 0) : wide;
+#pragma omp parallel for schedule(static) if ((long)K * wide >= 8192)
+        for (int k = 0; k < K; k++) {
+            float *d = xp + (size_t)k * wide;
+            if (dot) {
+                int two = 2 * k + 1 < I;
+                for (int r = 0; r < pr; r++) {
+                    const float *xr = x + (size_t)r * I + 2 * k;
+                    uint32_t u = f32_to_bf16(xr[0]) | (two ? (uint32_t)f32_to_bf16(xr[1]) << 16 : 0);
+                    memcpy(d + r, &u, 4);
+                }
+            } else if (mode == ROW_B16) {
+                for (int r = 0; r < pr; r++) d[r] = bf16_round(x[(size_t)r * I + k]);
+            } else {
+                for (int r = 0; r < pr; r++) d[r] = x[(size_t)r * I + k];
+            }
+            for (int r = pr; r < wide; r++) d[r] = 0.0f;
+        }
+    }
+}
+
+static void rowwise(float *out, const float *in, const void *W, int mode, const float *bias, int N, int I, int O) {
     const int MAXW = BLOCKS[N_BLOCKS - 1].wide * BLOCKS[N_BLOCKS - 1].P;
+    const int dot = mode == ROW_B16 && BLOCKS[0].big_d;
+    const int K = dot ? (I + 1) / 2 : I; /* packed steps per row */
     float *xT = xaligned(sizeof(float) * (size_t)I * MAXW);
     for (int r0 = 0; r0 < N; r0 += MAXW) {
         int nr = N - r0 < MAXW ? N - r0 : MAXW, b = 0;
         while (BLOCKS[b].wide * BLOCKS[b].P < nr) b++; /* the narrowest block that holds them */
         const RowBlock *blk = &BLOCKS[b];
         int wide = blk->wide, P = blk->P, R = blk->R;
-        RowKernel big = half ? blk->big_h : blk->big, one = half ? blk->one_h : blk->one;
-        /* pack rows r0.. transposed, panel by panel: xT[p][k][r], zero-padded to the width */
-        for (int p = 0; p < P; p++)
-            for (int k = 0; k < I; k++)
-                for (int r = 0; r < wide; r++) {
-                    int row = p * wide + r;
-                    xT[((size_t)p * I + k) * wide + r] = row < nr ? in[(size_t)(r0 + row) * I + k] : 0.0f;
-                }
+        RowKernel big = dot ? blk->big_d : mode == ROW_F32 ? blk->big : blk->big_h;
+        RowKernel one = dot ? blk->one_d : mode == ROW_F32 ? blk->one : blk->one_h;
+        pack(xT, in, mode, dot, I, r0, nr, P, wide);
         int full = O / R;
 #pragma omp parallel for schedule(static)
         for (int j = 0; j < full + (O % R); j++)
             for (int p = 0; p < P && p * wide < nr; p++) {
-                const float *xp = xT + (size_t)p * I * wide;
+                const float *xp = xT + (size_t)p * K * wide;
                 int pr = nr - p * wide < wide ? nr - p * wide : wide;
                 if (j < full) big(out, xp, W, bias, I, O, j * R, r0 + p * wide, pr);
                 else one(out, xp, W, bias, I, O, full * R + (j - full), r0 + p * wide, pr);
@@ -210,13 +288,22 @@ static void rowwise(float *out, const float *in, const void *W, int half, const 
     free(xT);
 }
 
+int matmul_rowwise_bf16_dot(void) {
+    return BLOCKS[0].big_d != NULL;
+}
+
 void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias, int N, int I, int O) {
-    rowwise(out, in, W, 0, bias, N, I, O);
+    rowwise(out, in, W, ROW_F32, bias, N, I, O);
 }
 
 void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I,
                                  int O) {
-    rowwise(out, in, W, 1, bias, N, I, O);
+    rowwise(out, in, W, ROW_W16, bias, N, I, O);
+}
+
+void matmul_forward_rowwise_bf16_products(float *out, const float *in, const uint16_t *W, const float *bias, int N,
+                                          int I, int O) {
+    rowwise(out, in, W, ROW_B16, bias, N, I, O);
 }
 
 #else
@@ -239,6 +326,21 @@ void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W,
         for (int r = 0; r < N; r++) {
             float s = 0;
             for (int k = 0; k < I; k++) s = fmaf(bf16_to_f32(W[(size_t)o * I + k]), in[(size_t)r * I + k], s);
+            out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
+        }
+}
+
+int matmul_rowwise_bf16_dot(void) {
+    return 0;
+}
+
+void matmul_forward_rowwise_bf16_products(float *out, const float *in, const uint16_t *W, const float *bias, int N,
+                                          int I, int O) {
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < O; o++)
+        for (int r = 0; r < N; r++) {
+            float s = 0;
+            for (int k = 0; k < I; k++) s = fmaf(bf16_to_f32(W[(size_t)o * I + k]), bf16_round(in[(size_t)r * I + k]), s);
             out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
         }
 }

@@ -38,6 +38,15 @@ void matmul_forward_rowwise(float *out, const float *in, const float *W, const f
  * as matmul_forward_rowwise on the widened W; half the bytes streamed. */
 void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I,
                                  int O);
+/* The same under mixed precision, W the bf16 copy: the products in bf16, in rounded
+ * to bf16 (nearest even) too, summed in fp32, as gemm_bf16's. Batch-invariant too.
+ * Where the build has AVX512_BF16 (matmul_rowwise_bf16_dot() is 1), each output
+ * element is vdpbf16ps's chain over pairs of values (acc += x[2i+1] w[2i+1], then
+ * + x[2i] w[2i], each sum rounded, denormals flushed; ops/matmul_rowwise.c); elsewhere
+ * matmul_forward_rowwise_bf16's chain on the rounded inputs. */
+void matmul_forward_rowwise_bf16_products(float *out, const float *in, const uint16_t *W, const float *bias, int N,
+                                          int I, int O);
+int matmul_rowwise_bf16_dot(void);
 /* bf16 -> fp32 is exact: the 16 bits are the float's upper half. */
 static inline float bf16_to_f32(uint16_t h) {
     union {

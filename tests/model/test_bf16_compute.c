@@ -331,8 +331,11 @@ static void check_decode(const char *name) {
     T_CHECK(diff > 0 && diff <= 5e-2 * mx, "%s: decoding from the bf16 copy moved logits by %.3e (max %.3f)", name,
             diff, mx);
 
-    /* the rounded fp32 model: the same bits where every matrix read in bf16 is the upper half
-     * of its weights (rounded to nearest, ties away from zero: f32_split) */
+    /* what decoding reads is the bf16 values alone, not the low halves: the model whose
+     * matrices read in bf16 are those values (the upper half of its weights, rounded to
+     * nearest, ties away from zero: f32_split), its low halves zero, decodes to the same
+     * bits under mixed precision (decoding's products are bf16 ones, their inputs rounded
+     * too: not fp32 on the rounded weights) */
     for (int i = 0; i < r.table.n; i++) {
         const ParamEntry *e = &r.table.entries[i];
         if (decoded_in_bf16(e->name))
@@ -343,6 +346,7 @@ static void check_decode(const char *name) {
             }
     }
     if (!m.cfg.tie_word_embeddings) {
+        model_use_bf16_compute(&r);
         float *lr = decode_logits(&r, ids);
         T_CHECK(!memcmp(lr, l16, sizeof(float) * n), "%s: decoding from the copy differs from the rounded weights",
                 name);

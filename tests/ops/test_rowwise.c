@@ -8,7 +8,13 @@
  *    which every build (AVX-512, AVX2, scalar) computes: machines agree;
  *  - bf16 weights (matmul_forward_rowwise_bf16): the same bits as the fp32 kernel on
  *    the weights widened to fp32, each value read from the unaligned 32-bit word that
- *    ends with it (rows at odd offsets; I = 1, where value 0 is all of a row). */
+ *    ends with it (rows at odd offsets; I = 1, where value 0 is all of a row);
+ *  - bf16 products (matmul_forward_rowwise_bf16_products, mixed precision's decode):
+ *    batch-invariant, within 1e-5 of the double-precision product of the rounded
+ *    inputs, and the bits of the chain it states: with AVX512_BF16, vdpbf16ps's
+ *    definition written out here (pairs, odd value first, denormals flushed; odd I
+ *    pairs the last value with zeros); elsewhere the fmaf chain on the rounded inputs. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,7 +24,28 @@
 #include "ops/ops.h"
 #include "testutil.h"
 
+/* a denormal to zero of its sign (vdpbf16ps flushes its inputs and results) */
+static float ftz(float v) {
+    return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
+}
+
+/* one output of matmul_forward_rowwise_bf16_products, as the build defines it */
+static float products_chain(const uint16_t *w, const float *x, int I, int dot) {
+    float acc = 0;
+    if (!dot) {
+        for (int k = 0; k < I; k++) acc = fmaf(bf16_to_f32(w[k]), bf16_round(x[k]), acc);
+        return acc;
+    }
+    for (int k = 0; k < I; k += 2) {
+        float x1 = k + 1 < I ? bf16_round(x[k + 1]) : 0.0f, w1 = k + 1 < I ? bf16_to_f32(w[k + 1]) : 0.0f;
+        acc = ftz(fmaf(ftz(x1), ftz(w1), acc));
+        acc = ftz(fmaf(ftz(bf16_round(x[k])), ftz(bf16_to_f32(w[k])), acc));
+    }
+    return acc;
+}
+
 int main(void) {
+    const int dot = matmul_rowwise_bf16_dot();
     int sizes[][2] = {{1, 5}, {2, 3}, {37, 29}, {64, 131}, {96, 13}, {600, 7}}; /* I = 1: bf16 value 0 alone; odd I: rows at odd offsets */
     int Ns[] = {1, 2, 5, 8, 9, 16, 17, 24, 25, 31, 32, 33, 48, 49, 64, 65, 130};
     Rng r;
@@ -64,6 +91,26 @@ int main(void) {
             matmul_forward_rowwise(y, x, Wr, bias, N, I, O);
             T_CHECK(!memcmp(y16, y, sizeof(float) * N * O), "I=%d O=%d N=%d: bf16 weights differ from their fp32 widening",
                     I, O, N);
+            matmul_forward_rowwise_bf16_products(y16, x, W16, bias, N, I, O);
+            invariant = accurate = chain = 1;
+            for (int n = 0; n < N; n++) {
+                const float *xn = x + (size_t)n * I;
+                matmul_forward_rowwise_bf16_products(one, xn, W16, bias, 1, I, O);
+                invariant &= memcmp(one, y16 + (size_t)n * O, sizeof(float) * O) == 0;
+                for (int o = 0; o < O; o++) {
+                    double s = bias[o], scale = fabs(bias[o]);
+                    for (int k = 0; k < I; k++) {
+                        double p = (double)Wr[(size_t)o * I + k] * bf16_round(xn[k]);
+                        s += p, scale += fabs(p);
+                    }
+                    accurate &= fabs(y16[(size_t)n * O + o] - s) <= 1e-5 * scale;
+                    chain &= y16[(size_t)n * O + o] == products_chain(W16 + (size_t)o * I, xn, I, dot) + bias[o];
+                }
+            }
+            T_CHECK(invariant, "I=%d O=%d N=%d: bf16 products: a row's result depends on the batch", I, O, N);
+            T_CHECK(accurate, "I=%d O=%d N=%d: bf16 products differ from the double-precision product", I, O, N);
+            T_CHECK(chain, "I=%d O=%d N=%d: bf16 products: not the bits of the %s chain", I, O, N,
+                    dot ? "vdpbf16ps" : "fmaf");
             free(W16), free(Wr), free(y16);
             free(x), free(y), free(one);
         }
