@@ -308,26 +308,29 @@ void matmul_forward_rowwise_bf16_products(float *out, const float *in, const uin
 
 #else
 
-void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
-                            int N, int I, int O) {
+/* the chain over fp32 weights W or bf16 weights W16, its inputs rounded to bf16 or not */
+static void scalar_rowwise(float *out, const float *in, const float *W, const uint16_t *W16, int round_in,
+                           const float *bias, int N, int I, int O) {
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < O; o++)
         for (int r = 0; r < N; r++) {
             float s = 0;
-            for (int k = 0; k < I; k++) s = fmaf(W[(size_t)o * I + k], in[(size_t)r * I + k], s);
+            for (int k = 0; k < I; k++) {
+                size_t wi = (size_t)o * I + k;
+                float x = in[(size_t)r * I + k];
+                s = fmaf(W ? W[wi] : bf16_to_f32(W16[wi]), round_in ? bf16_round(x) : x, s);
+            }
             out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
         }
 }
 
+void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias, int N, int I, int O) {
+    scalar_rowwise(out, in, W, NULL, 0, bias, N, I, O);
+}
+
 void matmul_forward_rowwise_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I,
                                  int O) {
-#pragma omp parallel for schedule(static)
-    for (int o = 0; o < O; o++)
-        for (int r = 0; r < N; r++) {
-            float s = 0;
-            for (int k = 0; k < I; k++) s = fmaf(bf16_to_f32(W[(size_t)o * I + k]), in[(size_t)r * I + k], s);
-            out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
-        }
+    scalar_rowwise(out, in, NULL, W, 0, bias, N, I, O);
 }
 
 int matmul_rowwise_bf16_dot(void) {
@@ -336,13 +339,7 @@ int matmul_rowwise_bf16_dot(void) {
 
 void matmul_forward_rowwise_bf16_products(float *out, const float *in, const uint16_t *W, const float *bias, int N,
                                           int I, int O) {
-#pragma omp parallel for schedule(static)
-    for (int o = 0; o < O; o++)
-        for (int r = 0; r < N; r++) {
-            float s = 0;
-            for (int k = 0; k < I; k++) s = fmaf(bf16_to_f32(W[(size_t)o * I + k]), bf16_round(in[(size_t)r * I + k]), s);
-            out[(size_t)r * O + o] = s + (bias ? bias[o] : 0.0f);
-        }
+    scalar_rowwise(out, in, NULL, W, 1, bias, N, I, O);
 }
 
 #endif
