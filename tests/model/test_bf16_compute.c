@@ -27,7 +27,9 @@
  *     of every matrix, the LM head included: its logits stay within 5e-2 max|logit|
  *     of fp32's and follow the weights set; where the head is untied (llama), they
  *     equal bit for bit those of an fp32 model whose matrices were rounded to bf16
- *     as the upper halves are (f32_split: to nearest, ties away from zero).
+ *     as the upper halves are (f32_split: to nearest, ties away from zero), and its
+ *     products are bf16 ones: within 2e-3 max|logit| of the mixed forward's logits
+ *     and at most an eighth as far from them as fp32 products on the same weights.
  * And a frozen model held in bf16 (model_load_ex half: every matrix, the embedding
  * and the LM head included, in bf16; computation in fp32):
  *   - its weights take 2 bytes per matrix value, 4 per other value (no fp32 copy
@@ -298,6 +300,19 @@ static float *decode_logits(Model *m, const int32_t *ids) {
     return out;
 }
 
+/* The training forward's logits of ids[0..T) as one sequence. */
+static float *forward_logits(Model *m, const int32_t *ids, int T) {
+    Activations a;
+    uint8_t mask[DEC_T];
+    memset(mask, 1, sizeof mask);
+    acts_create(&a, &m->cfg, T, 0, 4, 0);
+    model_forward(m, &a, ids, mask, 1, T);
+    float *out = malloc(sizeof(float) * T * m->cfg.vocab_size);
+    model_logits(m, &a, out);
+    acts_free(&a);
+    return out;
+}
+
 /* The matrices decoding reads from the bf16 copy: the layers' projections and an untied head. */
 static int decoded_in_bf16(const char *name) {
     return strstr(name, "_proj.weight") || !strcmp(name, "lm_head.weight");
@@ -346,6 +361,19 @@ static void check_decode(const char *name) {
             }
     }
     if (!m.cfg.tie_word_embeddings) {
+        /* decoding's products are bf16 ones, as the training forward's: its logits
+         * under mixed precision are the forward's but for the order of sums, far closer
+         * to them than fp32 products on the same bf16 weights (unrounded inputs) are */
+        float *lw = decode_logits(&r, ids), *lf = forward_logits(&m, ids, DEC_T);
+        double dm = 0, dw = 0, fm = 0;
+        for (long i = 0; i < n; i++)
+            fm = fmax(fm, fabs(lf[i])), dm = fmax(dm, fabs(l16[i] - lf[i])), dw = fmax(dw, fabs(lw[i] - lf[i]));
+        printf("  %s decode logits against the forward's, both mixed: max difference %.3e; fp32 products on the "
+               "bf16 weights: %.3e (max |logit| %.3f)\n", name, dm, dw, fm);
+        T_CHECK(dm <= 2e-3 * fm && dm * 8 <= dw, "%s: decoding under mixed precision is %.3e from the forward's logits, "
+                "fp32 products on its bf16 weights %.3e", name, dm, dw);
+        free(lw), free(lf);
+
         model_use_bf16_compute(&r);
         float *lr = decode_logits(&r, ids);
         T_CHECK(!memcmp(lr, l16, sizeof(float) * n), "%s: decoding from the copy differs from the rounded weights",
