@@ -348,9 +348,13 @@ static void product_forward(float *out, const float *x, const uint16_t *x16, Wei
         matmul_forward_weight(out, x, W, bias, N, I, O);
 }
 
-static void product_backward(float *din, float *dW, float *dbias, const float *dout, const float *x, const uint16_t *x16,
-                             WeightMatrix W, int N, int I, int O) {
-    if (x16)
+/* scratch: dout itself where the caller does not read it again (its memory then takes
+ * its bf16 values, matmul_backward_bf16_in16_scratch), else NULL */
+static void product_backward(float *din, float *dW, float *dbias, const float *dout, float *scratch, const float *x,
+                             const uint16_t *x16, WeightMatrix W, int N, int I, int O) {
+    if (x16 && scratch)
+        matmul_backward_bf16_in16_scratch(din, dW, dbias, scratch, x16, W.w16, N, I, O);
+    else if (x16)
         matmul_backward_bf16_in16(din, dW, dbias, dout, x16, W.w16, N, I, O);
     else
         matmul_backward_weight(din, dW, dbias, dout, x, W, N, I, O);
@@ -434,11 +438,11 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
     memset(a->dact, 0, sizeof(float) * N * F);
-    product_backward(a->dact, GW(wdown), NULL, a->dx, L->act, L->act16, W(wdown), N, F, C);
+    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, L->act, L->act16, W(wdown), N, F, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     swiglu_backward(a->dgu, a->dact, L->gu, N, F);
     memset(a->dh, 0, sizeof(float) * N * C);
-    product_backward(a->dh, GW(wgu), NULL, a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
+    product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */
@@ -462,7 +466,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
     memset(a->dh, 0, sizeof(float) * N * C);
-    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV);
+    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
 #undef GW

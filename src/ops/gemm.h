@@ -71,8 +71,10 @@ size_t gemm_bf16_buffer_bytes(void);
  * block at a time as it widens it. */
 GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld);
 /* The same into x's own memory, where its fp32 values are not needed again (the LM
- * head's dz, a rows x vocab scratch): each row's bf16 values in the first half of
- * the row, so the operand's ld is 2 ld. No buffer; x holds bf16 until rewritten. */
+ * head's dz, a rows x vocab scratch; a layer's dout, ops/matmul.c): the rows' bf16
+ * values packed from x's start, ld cols (an operand laid out as gemm_bf16_round's, so
+ * oneDNN's bf16 matmul sums it in the same order). No buffer; x holds bf16 until
+ * rewritten. */
 GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
 
 /* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is

@@ -60,18 +60,25 @@ GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld) {
 
 GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld) {
     CHECK(!omp_in_parallel() && ld >= cols);
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        float *row = x + (size_t)r * ld;
+    uint16_t *h = (uint16_t *)x;
+    /* row 0 over its own first half, a piece at a time: a piece's bf16 bytes land on
+     * floats of this piece or earlier ones, read already */
+    for (int c = 0; c < cols; c += 512) {
         uint16_t tmp[512];
-        /* a piece's bf16 bytes land on floats of this piece or earlier ones, read already */
-        for (int c = 0; c < cols; c += 512) {
-            int n = cols - c < 512 ? cols - c : 512;
-            f32_to_bf16_n(tmp, row + c, (size_t)n);
-            memcpy((char *)row + sizeof(uint16_t) * c, tmp, sizeof(uint16_t) * n);
-        }
+        int n = cols - c < 512 ? cols - c : 512;
+        f32_to_bf16_n(tmp, x + c, (size_t)n);
+        memcpy(h + c, tmp, sizeof(uint16_t) * n);
     }
-    return (GemmBf16Operand){.h = (const uint16_t *)x, .ld = 2 * ld};
+    /* then rows [a, 2a) for a = 1, 2, 4, ...: row r's bf16 bytes [2 r cols, 2 (r + 1) cols)
+     * end before its fp32 ones begin (4 r ld, r >= 1), and the wave's destinations,
+     * below 4 a cols, before any of its rows' or later rows' fp32 values: each wave's
+     * rows in parallel, never over values not yet read */
+    for (int a = 1; a < rows; a *= 2) {
+        int b = 2 * a < rows ? 2 * a : rows;
+#pragma omp parallel for schedule(static) if ((long)(b - a) * cols >= 65536)
+        for (int r = a; r < b; r++) f32_to_bf16_n(h + (size_t)r * cols, x + (size_t)r * ld, (size_t)cols);
+    }
+    return (GemmBf16Operand){.h = h, .ld = cols};
 }
 
 /* ---- backend choice ---- */

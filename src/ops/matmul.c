@@ -38,13 +38,17 @@ static void forward_bf16(float *out, GemmBf16Operand in, const uint16_t *W, cons
     gemm_bf16(0, 1, N, O, I, 1.0f, in, (GemmBf16Operand){.h = W, .ld = I}, bias ? 1.0f : 0.0f, out, O);
 }
 
-static void backward_bf16(float *din, float *dW, float *dbias, const float *dout, GemmBf16Operand in,
+/* scratch: dout is the caller's scratch (then dout == scratch), not read again */
+static void backward_bf16(float *din, float *dW, float *dbias, const float *dout, float *scratch, GemmBf16Operand in,
                           const uint16_t *W, int N, int I, int O) {
-    /* both products read dout: rounded once */
-    GemmBf16Operand d = din && dW ? gemm_bf16_round(dout, N, O, O) : (GemmBf16Operand){.f = dout, .ld = O};
+    if (dbias) bias_backward(dbias, dout, N, O);
+    /* both products read dout: rounded once, into dout itself where it is scratch (no
+     * buffer: a gate/up product's dout is the largest operand a layer's backward rounds) */
+    GemmBf16Operand d = !(din && dW) ? (GemmBf16Operand){.f = dout, .ld = O}
+                        : scratch    ? gemm_bf16_round_in_place(scratch, N, O, O)
+                                     : gemm_bf16_round(dout, N, O, O);
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 1.0f, din, I);
     if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, in, 1.0f, dW, I);
-    if (dbias) bias_backward(dbias, dout, N, O);
 }
 
 void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O) {
@@ -53,7 +57,7 @@ void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const f
 
 void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
                           const uint16_t *W, int N, int I, int O) {
-    backward_bf16(din, dW, dbias, dout, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O);
+    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O);
 }
 
 void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
@@ -63,7 +67,12 @@ void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W,
 
 void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
                                const uint16_t *W, int N, int I, int O) {
-    backward_bf16(din, dW, dbias, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
+    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
+}
+
+void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
+                                       const uint16_t *W, int N, int I, int O) {
+    backward_bf16(din, dW, dbias, dout, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
 }
 
 void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O) {

@@ -130,6 +130,11 @@ void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W,
                               int O);
 void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
                                const uint16_t *W, int N, int I, int O);
+/* The backward with dout the caller's scratch, not read again: where both products
+ * read it, its bf16 values are rounded into its own memory (gemm_bf16_round_in_place;
+ * its fp32 values lost) instead of a buffer. The same results bit for bit. */
+void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
+                                       const uint16_t *W, int N, int I, int O);
 /* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);

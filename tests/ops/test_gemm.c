@@ -273,14 +273,15 @@ static void check_vector_rounding(void) {
         T_CHECK(bad == 0, "gemm_bf16_round (backend %d): %d values or the layout wrong", (int)b, bad);
     }
     gemm_bf16_use(GEMM_BF16_AUTO);
-    /* in place: rows of 1100 (three pieces of at most 512) every 1103 floats */
-    enum { R = 6, Cw = 1100, LD = 1103 };
+    /* in place: rows of 1100 (row 0 in three pieces of at most 512) every 1103 floats,
+     * packed from the start; 200 rows: waves of 1, 2, .. 72 rows, the larger in parallel */
+    enum { R = 200, Cw = 1100, LD = 1103 };
     float *y = malloc(sizeof(float) * R * LD), *y0 = malloc(sizeof(float) * R * LD);
     for (int i = 0; i < R * LD; i++) y[i] = y0[i] = frand() * 3.0f;
     GemmBf16Operand p = gemm_bf16_round_in_place(y, R, Cw, LD);
-    bad = p.ld != 2 * LD || p.h != (const uint16_t *)y || p.f;
+    bad = p.ld != Cw || p.h != (const uint16_t *)y || p.f;
     for (int i = 0; !bad && i < R; i++)
-        for (int j = 0; j < Cw; j++) bad += p.h[(size_t)i * 2 * LD + j] != f32_to_bf16(y0[(size_t)i * LD + j]);
+        for (int j = 0; j < Cw; j++) bad += p.h[(size_t)i * Cw + j] != f32_to_bf16(y0[(size_t)i * LD + j]);
     T_CHECK(bad == 0, "gemm_bf16_round_in_place: %d values or the layout wrong", bad);
     free(y), free(y0);
 }
@@ -339,6 +340,39 @@ static void check_linear(void) {
     T_CHECK(!memcmp(din1, din2, sizeof din1), "matmul_backward_bf16: din differs");
     T_CHECK(!memcmp(dW1, dW2, sizeof dW1), "matmul_backward_bf16: dW differs");
     T_CHECK(!memcmp(db1, db2, sizeof db1), "matmul_backward_bf16: dbias differs");
+}
+
+/* matmul_backward_bf16_in16_scratch, dout rounded into its own memory, gives
+ * matmul_backward_bf16_in16's results bit for bit on backend b; on oneDNN's bf16 matmul
+ * it takes no buffer where the other rounds dout into one (run first: buffers empty). */
+static void check_backward_scratch(GemmBf16Backend b, const char *name) {
+    gemm_bf16_use(b);
+    int N = 33, I = 40, O = 2000;
+    float *dout = malloc(sizeof(float) * N * O), *scratch = malloc(sizeof(float) * N * O);
+    float *din[2], *dW[2], *db[2];
+    uint16_t *in16 = malloc(sizeof(uint16_t) * N * I), *W16 = malloc(sizeof(uint16_t) * O * I);
+    for (int i = 0; i < N * I; i++) in16[i] = f32_to_bf16(frand());
+    for (int i = 0; i < O * I; i++) W16[i] = f32_to_bf16(frand());
+    for (int i = 0; i < N * O; i++) dout[i] = scratch[i] = frand();
+    for (int k = 0; k < 2; k++) {
+        din[k] = malloc(sizeof(float) * N * I), dW[k] = malloc(sizeof(float) * O * I), db[k] = malloc(sizeof(float) * O);
+        for (int i = 0; i < N * I; i++) din[k][i] = 0.5f;
+        for (int i = 0; i < O * I; i++) dW[k][i] = -0.25f;
+        for (int i = 0; i < O; i++) db[k][i] = 1.0f;
+    }
+    size_t before = gemm_bf16_buffer_bytes();
+    matmul_backward_bf16_in16_scratch(din[0], dW[0], db[0], scratch, in16, W16, N, I, O);
+    size_t scratch_grew = gemm_bf16_buffer_bytes() - before;
+    matmul_backward_bf16_in16(din[1], dW[1], db[1], dout, in16, W16, N, I, O);
+    T_CHECK(!memcmp(din[0], din[1], sizeof(float) * N * I) && !memcmp(dW[0], dW[1], sizeof(float) * O * I) &&
+                !memcmp(db[0], db[1], sizeof(float) * O),
+            "%s: the backward rounding dout in place differs from the one with a buffer", name);
+    if (b == GEMM_BF16_ONEDNN)
+        T_CHECK(scratch_grew == 0 && gemm_bf16_buffer_bytes() >= before + sizeof(uint16_t) * N * O,
+                "%s: buffers grew by %zu bytes rounding dout in place, to %zu bytes with the buffer", name,
+                scratch_grew, gemm_bf16_buffer_bytes());
+    for (int k = 0; k < 2; k++) free(din[k]), free(dW[k]), free(db[k]);
+    free(dout), free(scratch), free(in16), free(W16);
 }
 
 /* gemm_f32 on backend b: every transpose, padded rows, alpha, beta, K = 0. */
@@ -441,6 +475,9 @@ static long check_batch(GemmF32Backend b, const char *name) {
 }
 
 int main(void) {
+    if (gemm_bf16_native()) check_backward_scratch(GEMM_BF16_ONEDNN, "oneDNN bf16");
+    check_backward_scratch(GEMM_BF16_ROUNDED, "rounded");
+    check_backward_scratch(GEMM_BF16_WIDEN, "widened");
     check_f32(GEMM_F32_OPENBLAS, "OpenBLAS", 0);
     check_f32(GEMM_F32_ONEDNN, "oneDNN", 0);
     check_f32(GEMM_F32_ONEDNN, "oneDNN", 1);
