@@ -3,8 +3,8 @@
  * Two reasons it exists beside OpenBLAS:
  *  - speed at 1..64 rows, where a decode step streams every weight once: the weight
  *    is read in place (no packing), W[o, k] is broadcast against a packed block of
- *    up to 64 input rows (8 rows in a ymm, or 16..64 in 1-4 zmm), 3 to 12 weight
- *    rows at a time, 12 accumulators; the next block of weight rows prefetched while
+ *    up to 48 input rows (8 rows in a ymm, or 16..48 in 1-3 zmm; 64 as two panels of
+ *    32), 4 to 12 weight rows at a time, 12 accumulators; the next block of weight rows prefetched while
  *    one is used, the outputs gathered in a tile and written a run at a time;
  *  - batch invariance: every output element is one sequential fused-multiply-add
  *    chain over k, whatever the number of rows or the block it falls in, so a
@@ -219,7 +219,9 @@ typedef struct {
 #define B(w, P, R, big, one) {w, P, R, big, one, big##_h, one##_h, NULL, NULL}
 #endif
 #ifdef __AVX512F__
-/* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4; 64: 3 — 12 accumulators each */
+/* width 8: 12 weight rows (ymm); 16: 12; 32: 6; 48: 4 — 12 accumulators each; 64 rows
+ * as two panels of 32 that each 6 weight rows meet in turn (a 64-wide kernel of 3
+ * weight rows read 256 bytes of inputs per 3 weights: 12-27 % slower on a Zen 5) */
 Y8(k8_12, 12)
 Y8(k8_1, 1)
 Z16(k16_12, 1, 12)
@@ -228,10 +230,8 @@ Z16(k32_6, 2, 6)
 Z16(k32_1, 2, 1)
 Z16(k48_4, 3, 4)
 Z16(k48_1, 3, 1)
-Z16(k64_3, 4, 3)
-Z16(k64_1, 4, 1)
 static const RowBlock BLOCKS[] = {B(8, 1, 12, k8_12, k8_1),  B(16, 1, 12, k16_12, k16_1), B(32, 1, 6, k32_6, k32_1),
-                                  B(48, 1, 4, k48_4, k48_1), B(64, 1, 3, k64_3, k64_1)};
+                                  B(48, 1, 4, k48_4, k48_1), B(32, 2, 6, k32_6, k32_1)};
 #else
 /* 16 ymm registers: width 8: 10 weight rows (bf16 weights in pairs hold two inputs and
  * a pair besides the accumulators); 16: 6; 24: 4 (12 accumulators + the packed inputs
