@@ -31,7 +31,9 @@
 void matmul_forward(float *out, const float *in, const float *W, const float *bias,
                     int N, int I, int O);
 /* The same product for few rows (decoding), batch-invariant: row n of out depends
- * only on row n of in, bit for bit, whatever N is (ops/matmul_rowwise.c). */
+ * only on row n of in, bit for bit, whatever N is (ops/matmul_rowwise.c). Call it
+ * outside parallel regions; it keeps its packed inputs (up to 64 x I floats) per
+ * calling thread between calls. */
 void matmul_forward_rowwise(float *out, const float *in, const float *W, const float *bias,
                             int N, int I, int O);
 /* The same with W held in bf16 (each weight widened exactly to fp32): the same bits
