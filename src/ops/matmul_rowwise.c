@@ -4,8 +4,9 @@
  *  - speed at 1..64 rows, where a decode step streams every weight once: the weight
  *    is read in place (no packing), W[o, k] is broadcast against a packed block of
  *    up to 48 input rows (8 rows in a ymm, or 16..48 in 1-3 zmm; 64 as two panels of
- *    32), 4 to 12 weight rows at a time, 12 accumulators; the next block of weight rows prefetched while
- *    one is used, the outputs gathered in a tile and written a run at a time;
+ *    32), 4 to 12 weight rows at a time, 12 accumulators; the next block of weight
+ *    rows prefetched while one is used, the outputs gathered in a tile and written a
+ *    run at a time;
  *  - batch invariance: every output element is one sequential fused-multiply-add
  *    chain over k, whatever the number of rows or the block it falls in, so a
  *    sequence's logits do not depend on which other sequences share the batch
@@ -287,7 +288,7 @@ static void pack(float *xT, const float *in, int mode, int dot, int I, int r0, i
  * Storing R outputs per input row straight into out touched 64 lines per kernel call;
  * where O's row stride maps those lines to few cache sets (O = 9728: 2 of L1's 64
  * sets) they were evicted between calls, and a product of 64 rows ran at half speed. */
-enum { CHUNK = 48 };
+enum { CHUNK = 48, TILE_ROWS = 64 }; /* a tile: CHUNK weight rows x up to 64 input rows */
 
 static void rowwise(float *out, const float *in, const void *W, int mode, const float *bias, int N, int I, int O) {
     const int MAXW = BLOCKS[N_BLOCKS - 1].wide * BLOCKS[N_BLOCKS - 1].P;
@@ -306,6 +307,7 @@ static void rowwise(float *out, const float *in, const void *W, int mode, const 
         while (BLOCKS[b].wide * BLOCKS[b].P < nr) b++; /* the narrowest block that holds them */
         const RowBlock *blk = &BLOCKS[b];
         int wide = blk->wide, P = blk->P, R = blk->R, ldt = P * wide;
+        CHECK(ldt <= TILE_ROWS && R <= CHUNK);
         RowKernel big = dot ? blk->big_d : mode == ROW_F32 ? blk->big : blk->big_h;
         RowKernel one = dot ? blk->one_d : mode == ROW_F32 ? blk->one : blk->one_h;
         pack(xT, in, mode, dot, I, r0, nr, P, wide);
@@ -314,7 +316,7 @@ static void rowwise(float *out, const float *in, const void *W, int mode, const 
         int full = O / R, n_blocks = full + O % R;
 #pragma omp parallel
         {
-            float t[CHUNK * 64] __attribute__((aligned(64)));
+            float t[CHUNK * TILE_ROWS] __attribute__((aligned(64)));
             int nt = omp_get_num_threads(), id = omp_get_thread_num();
             int jb = (int)((long)n_blocks * id / nt), je = (int)((long)n_blocks * (id + 1) / nt);
             for (int j = jb; j < je;) {
