@@ -147,21 +147,26 @@ static void check(const char *name) {
     model_free(&m);
 }
 
-/* The fixtures' heads are 8 and 12 wide; decode attention's vector paths take heads
- * of a multiple of 8, their sums 32 columns at a time: heads of 32 and 40 (32 and a
- * tail), on the qwen3 fixture's shape with random weights. */
-static void check_head_dim(int head_dim) {
+/* The fixtures' heads are 8 and 12 wide, 1 to 4 to a KV group. Decode attention's
+ * vector paths: with AVX2, heads of a multiple of 8, their sums 32 columns at a time
+ * (32, and 40 for a tail); with AVX-512, heads of a multiple of 16, up to 4 of a group
+ * at once, sums 64 columns then 16 at a time (64 with 7 heads a group: blocks of 4 and
+ * 3; 80 with 5: 64 and 16 columns, blocks of 4 and 1; 48 with 2). On the qwen3
+ * fixture's shape otherwise, random weights. */
+static void check_heads(int head_dim, int n_heads, int n_kv_heads) {
     Model f;
     if (load_fixture(&f, "qwen3")) return;
     ModelConfig cfg = f.cfg;
     cfg.raw = NULL; /* f's, freed with it */
     model_free(&f);
     cfg.head_dim = head_dim;
+    cfg.n_heads = n_heads;
+    cfg.n_kv_heads = n_kv_heads;
     Model m;
     model_create(&m, &cfg);
     model_init_random(&m, 7, 0.2f);
-    char name[32];
-    snprintf(name, sizeof name, "qwen3 head_dim %d", head_dim);
+    char name[64];
+    snprintf(name, sizeof name, "qwen3 head_dim %d, %d heads, %d KV heads", head_dim, n_heads, n_kv_heads);
     check_model(&m, name);
     model_free(&m);
 }
@@ -170,7 +175,10 @@ int main(void) {
     check("qwen2");
     check("llama");
     check("qwen3");
-    check_head_dim(32);
-    check_head_dim(40);
+    check_heads(32, 4, 2);
+    check_heads(40, 4, 2);
+    check_heads(64, 14, 2);
+    check_heads(80, 10, 2);
+    check_heads(48, 4, 2);
     return t_summary("test_kvcache");
 }
