@@ -4,11 +4,13 @@
  *  - speed at 1..64 rows, where a decode step streams every weight once: the weight
  *    is read in place (no packing), W[o, k] is broadcast against a packed block of
  *    up to 48 input rows (8 rows in a ymm, or 16..48 in 1-3 zmm; 64 as two panels of
- *    32), 4 to 12 weight rows at a time, 12 accumulators; the next block of weight
+ *    32), 4 to 12 weight rows at a time, 12 accumulators (bf16 products: four
+ *    weights against 8 rows a zmm, 12 to 24 accumulators); the next block of weight
  *    rows prefetched while one is used, the outputs gathered in a tile and written a
  *    run at a time;
  *  - batch invariance: every output element is one sequential fused-multiply-add
- *    chain over k, whatever the number of rows or the block it falls in, so a
+ *    chain over k (bf16 products: two vdpbf16ps chains, summed; see there),
+ *    whatever the number of rows or the block it falls in, so a
  *    sequence's logits do not depend on which other sequences share the batch
  *    (generation must not depend on chunking).
  * With AVX2 + FMA (no AVX-512) the same kernels run on ymm registers, blocks of
@@ -134,45 +136,77 @@ static inline __m512 widen_hi16(const uint16_t *p) {
 }
 #endif
 
-/* bf16 products (mixed precision's decode) with AVX512_BF16: the packed block holds
- * each input row as 32-bit words, values 2i and 2i+1 rounded to bf16 (low half 2i);
- * the weight word holding the same pair is broadcast against it, so a broadcast and
- * one vdpbf16ps take two weights of a row against the block, where the widening
- * kernels above spend two or three instructions per weight. (The broadcast embedded
- * in the instruction, {1toN} by inline assembly, was no faster at 8 rows and half as
- * fast at 32 on a Zen 5.) Every
- * output element is the instruction's chain: acc += x[2i+1] w[2i+1], then
- * acc += x[2i] w[2i], each product exact and each sum rounded to nearest even
- * (denormal inputs and results flushed to zero), for i = 0.. in order; an odd last
- * value pairs with zeros. The same in every lane and block: batch-invariant. */
+/* bf16 products (mixed precision's decode) with AVX512_BF16. An input row is packed as
+ * 32-bit words, values 2i and 2i+1 rounded to bf16 (low half 2i); a zmm holds 8 input
+ * rows, each as two lanes: words 2q and 2q+1 (lane pair r: row r). The 64-bit word of a
+ * weight row holding the same four values is broadcast against it, so one broadcast and
+ * one vdpbf16ps take four weights of a row against 8 rows: half the instructions of a
+ * lane per row (the 8-row kernel was issue-bound at about 30 GB/s of weights, hot or
+ * cold, on a Zen 5 that reads 50). Every output element is two chains, the instruction's
+ * in each lane: over the even words i = 0, 2, 4.. and over the odd words i = 1, 3, 5..,
+ * each step acc += x[2i+1] w[2i+1], then acc += x[2i] w[2i] (each product exact, each sum
+ * rounded to nearest even, denormal inputs and results flushed to zero); then the even
+ * chain plus the odd. An odd last word pairs with zeros, an odd last value too. The
+ * same in every block: batch-invariant. (In the kernel before this one, a word a lane,
+ * the broadcast embedded in the instruction, {1toN} by inline assembly, was no faster
+ * at 8 rows and half as fast at 32.) */
 #if defined(__AVX512BF16__) && defined(__AVX512VL__)
 #define ROWWISE_DOT 1
-static inline uint32_t word_at(const uint16_t *p) {
-    uint32_t u;
-    memcpy(&u, p, 4);
+/* the packed steps of a row of I values: words (I + 1) / 2, two words a step */
+static inline int dot_steps(int I) {
+    return ((I + 1) / 2 + 1) / 2;
+}
+static inline uint64_t dword_at(const uint16_t *p) {
+    uint64_t u;
+    memcpy(&u, p, 8);
     return u;
 }
-#define KERNEL_DOT(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1W, DP, STORE)                       \
+/* even-chain lanes of a then b, and odd-chain lanes, summed: row r of a (r < 8) and of
+ * b (8 + r) */
+static inline __m512 dot_fold(__m512 a, __m512 b) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, ev, b), _mm512_permutex2var_ps(a, od, b));
+}
+#define DOT_STEP(NV, R, q, WORDS)                                                              \
+    {                                                                                          \
+        __m512 b[NV];                                                                          \
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) b[v] = _mm512_load_ps(xT + (size_t)(q) * (NV * 16) + v * 16); \
+        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                 \
+            __m512bh sj = (__m512bh)_mm512_set1_epi64((long long)(WORDS));                    \
+            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++) acc[j][v] = _mm512_dpbf16_ps(acc[j][v], (__m512bh)b[v], sj); \
+        }                                                                                      \
+    }
+/* R weight rows x NV zmm of 8 input rows (a panel of 8 NV rows) */
+#define KERNEL_DOT(NAME, NV, R)                                                                \
     static void NAME(float *t, int ldt, const float *xT, const void *Wv, int I, int o0) {       \
         const uint16_t *w = (const uint16_t *)Wv + (size_t)o0 * I;                             \
-        int K2 = I / 2;                                                                        \
-        ACC_INIT(VT, NV, R, ZERO)                                                              \
-        for (int k0 = 0, c = 0; k0 < K2; k0 += 16, c++) { /* 16 pairs a line */                \
+        int Q = I / 4; /* whole steps: four values of a row each */                            \
+        ACC_INIT(__m512, NV, R, _mm512_setzero_ps)                                             \
+        for (int q0 = 0, c = 0; q0 < Q; q0 += 8, c++) { /* 8 steps a line */                   \
             PREFETCH_NEXT(w + (size_t)R * I, R, c)                                             \
-            for (int k = k0; k < (k0 + 16 < K2 ? k0 + 16 : K2); k++)                           \
-                ACC_STEP(VT, LANES, NV, R, LOAD, DP, k, SET1W(word_at(w + (size_t)j * I + 2 * k))) \
+            for (int q = q0; q < (q0 + 8 < Q ? q0 + 8 : Q); q++)                               \
+                DOT_STEP(NV, R, q, dword_at(w + (size_t)j * I + 4 * q))                        \
         }                                                                                      \
-        if (I & 1) ACC_STEP(VT, LANES, NV, R, LOAD, DP, K2, SET1W(w[(size_t)j * I + I - 1]))   \
-        ACC_STORE(LANES, NV, R, STORE)                                                         \
+        if (I % 4) /* one to three values left, zeros after them */                            \
+            DOT_STEP(NV, R, Q, dot_tail(w + (size_t)j * I + 4 * Q, I % 4))                     \
+        _Pragma("GCC unroll 16") for (int j = 0; j < R; j++) {                                 \
+            float *tj = t + (size_t)j * ldt;                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v + 1 < NV; v += 2)                        \
+                _mm512_store_ps(tj + v * 8, dot_fold(acc[j][v], acc[j][v + 1]));               \
+            if (NV & 1)                                                                        \
+                _mm256_store_ps(tj + (NV - 1) * 8,                                             \
+                                _mm512_castps512_ps256(dot_fold(acc[j][NV - 1], acc[j][NV - 1]))); \
+        }                                                                                      \
     }
-#define SET1W512(u) _mm512_castsi512_ps(_mm512_set1_epi32((int)(u)))
-#define SET1W256(u) _mm256_castsi256_ps(_mm256_set1_epi32((int)(u)))
-#define DP512(s, b, a) _mm512_dpbf16_ps(a, (__m512bh)(b), (__m512bh)(s))
-#define DP256(s, b, a) _mm256_dpbf16_ps(a, (__m256bh)(b), (__m256bh)(s))
-#define D8(NAME, R)                                                                            \
-    KERNEL_DOT(NAME, __m256, 8, 1, R, _mm256_setzero_ps, _mm256_load_ps, SET1W256, DP256, _mm256_store_ps)
-#define D16(NAME, NV, R)                                                                       \
-    KERNEL_DOT(NAME, __m512, 16, NV, R, _mm512_setzero_ps, _mm512_load_ps, SET1W512, DP512, _mm512_store_ps)
+/* the last n < 4 values at p as a step's 64-bit word, zeros after them */
+static inline uint64_t dot_tail(const uint16_t *p, int n) {
+    uint64_t u = 0;
+    memcpy(&u, p, 2 * (size_t)n);
+    return u;
+}
+#define D8(NAME, R) KERNEL_DOT(NAME, 1, R)
+#define D16(NAME, NV, R) KERNEL_DOT(NAME, 2 * (NV), R)
 #else
 #define D8(NAME, R)
 #define D16(NAME, NV, R)
@@ -255,25 +289,32 @@ enum { N_BLOCKS = sizeof BLOCKS / sizeof BLOCKS[0] };
 enum { ROW_F32, ROW_W16, ROW_B16 };
 
 /* pack rows r0..r0+nr of in, transposed, panel by panel: xT[p][k][r], zero-padded to
- * the width; for the bf16 products' dot kernels, k counts 32-bit words of two values.
- * Split over k between the threads: at 32 rows it is millions of values a step. */
-static void pack(float *xT, const float *in, int mode, int dot, int I, int r0, int nr, int P, int wide) {
-    int K = dot ? (I + 1) / 2 : I;
+ * the width; for the bf16 products' dot kernels xT[p][q][r][h], 32-bit words 2q + h of
+ * two values each (K = 2 dot_steps floats per row). Split over k between the threads: at
+ * 32 rows it is millions of values a step. */
+static void pack(float *xT, const float *in, int mode, int dot, int I, int K, int r0, int nr, int P, int wide) {
     for (int p = 0; p < P; p++) {
         float *xp = xT + (size_t)p * K * wide;
         const float *x = in + (size_t)(r0 + p * wide) * I;
         int pr = nr - p * wide < wide ? (nr - p * wide > 0 ? nr - p * wide : 0) : wide;
+        if (dot) { /* xp[q][r] = the 64-bit step q of row r (values 4q..4q+3, zeros past I) */
+            int steps = K / 2;
+#pragma omp parallel for schedule(static) if ((long)K * wide >= 8192)
+            for (int q0 = 0; q0 < steps; q0 += 64) {
+                int nq = steps - q0 < 64 ? steps - q0 : 64, i0 = 4 * q0, n = I - i0 < 4 * nq ? I - i0 : 4 * nq;
+                uint16_t row[256];
+                for (int r = 0; r < wide; r++) {
+                    if (r < pr) f32_to_bf16_n(row, x + (size_t)r * I + i0, n);
+                    memset(row + (r < pr ? n : 0), 0, sizeof(uint16_t) * (4 * nq - (r < pr ? n : 0)));
+                    for (int q = 0; q < nq; q++) memcpy(xp + ((size_t)(q0 + q) * wide + r) * 2, row + 4 * q, 8);
+                }
+            }
+            continue;
+        }
 #pragma omp parallel for schedule(static) if ((long)K * wide >= 8192)
         for (int k = 0; k < K; k++) {
             float *d = xp + (size_t)k * wide;
-            if (dot) {
-                int two = 2 * k + 1 < I;
-                for (int r = 0; r < pr; r++) {
-                    const float *xr = x + (size_t)r * I + 2 * k;
-                    uint32_t u = f32_to_bf16(xr[0]) | (two ? (uint32_t)f32_to_bf16(xr[1]) << 16 : 0);
-                    memcpy(d + r, &u, 4);
-                }
-            } else if (mode == ROW_B16) {
+            if (mode == ROW_B16) {
                 for (int r = 0; r < pr; r++) d[r] = bf16_round(x[(size_t)r * I + k]);
             } else {
                 for (int r = 0; r < pr; r++) d[r] = x[(size_t)r * I + k];
@@ -293,14 +334,19 @@ enum { CHUNK = 48, TILE_ROWS = 64 }; /* a tile: CHUNK weight rows x up to 64 inp
 static void rowwise(float *out, const float *in, const void *W, int mode, const float *bias, int N, int I, int O) {
     const int MAXW = BLOCKS[N_BLOCKS - 1].wide * BLOCKS[N_BLOCKS - 1].P;
     const int dot = mode == ROW_B16 && BLOCKS[0].big_d;
-    const int K = dot ? (I + 1) / 2 : I; /* packed steps per row */
+    /* packed floats per row and input */
+#ifdef ROWWISE_DOT
+    const int K = dot ? 2 * dot_steps(I) : I;
+#else
+    const int K = I;
+#endif
     /* the packed block, kept between calls (per calling thread): allocated per call, its
      * pages were mapped and faulted in anew at every product once glibc served it by
      * mmap, which took a third of decoding's time at 8 rows */
     static _Thread_local float *packed;
     static _Thread_local size_t packed_floats;
-    if (packed_floats < (size_t)I * MAXW)
-        free(packed), packed = xaligned(sizeof(float) * (packed_floats = (size_t)I * MAXW));
+    if (packed_floats < (size_t)K * MAXW)
+        free(packed), packed = xaligned(sizeof(float) * (packed_floats = (size_t)K * MAXW));
     float *xT = packed; /* the OpenMP threads below see the caller's */
     for (int r0 = 0; r0 < N; r0 += MAXW) {
         int nr = N - r0 < MAXW ? N - r0 : MAXW, b = 0;
@@ -310,7 +356,7 @@ static void rowwise(float *out, const float *in, const void *W, int mode, const 
         CHECK(ldt <= TILE_ROWS && R <= CHUNK);
         RowKernel big = dot ? blk->big_d : mode == ROW_F32 ? blk->big : blk->big_h;
         RowKernel one = dot ? blk->one_d : mode == ROW_F32 ? blk->one : blk->one_h;
-        pack(xT, in, mode, dot, I, r0, nr, P, wide);
+        pack(xT, in, mode, dot, I, K, r0, nr, P, wide);
         /* blocks: O / R of R weight rows, then the O % R left one by one; each thread a
          * contiguous range of them, as schedule(static) would give */
         int full = O / R, n_blocks = full + O % R;

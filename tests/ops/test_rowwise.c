@@ -13,7 +13,8 @@
  *    batch-invariant, within 1e-5 of the double-precision product of the rounded
  *    inputs, and the bits of the chain it states: with AVX512_BF16, vdpbf16ps's
  *    definition written out here (pairs, odd value first, denormals flushed; odd I
- *    pairs the last value with zeros); elsewhere the fmaf chain on the rounded inputs. */
+ *    pairs the last value with zeros), in two chains, over the even pairs and over
+ *    the odd, then their sum; elsewhere the fmaf chain on the rounded inputs. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -36,11 +37,14 @@ static float products_chain(const uint16_t *w, const float *x, int I, int dot) {
         for (int k = 0; k < I; k++) acc = fmaf(bf16_to_f32(w[k]), bf16_round(x[k]), acc);
         return acc;
     }
+    float chain[2] = {0, 0}; /* over the even and the odd words */
     for (int k = 0; k < I; k += 2) {
         float x1 = k + 1 < I ? bf16_round(x[k + 1]) : 0.0f, w1 = k + 1 < I ? bf16_to_f32(w[k + 1]) : 0.0f;
-        acc = ftz(fmaf(ftz(x1), ftz(w1), acc));
-        acc = ftz(fmaf(ftz(bf16_round(x[k])), ftz(bf16_to_f32(w[k])), acc));
+        float *a = &chain[(k / 2) % 2];
+        *a = ftz(fmaf(ftz(x1), ftz(w1), *a));
+        *a = ftz(fmaf(ftz(bf16_round(x[k])), ftz(bf16_to_f32(w[k])), *a));
     }
+    acc = chain[0] + chain[1];
     return acc;
 }
 
