@@ -238,10 +238,10 @@ static inline __attribute__((always_inline)) void weighted_sum_heads(float *out,
         for (int c = 0; c < nc; c++) _mm512_storeu_ps(out + (size_t)j * D + 16 * c, acc[j][c]);
 }
 
-/* attend_group's work for D a multiple of 16 (see there) */
-static void attend_group_zmm(const float *q, float *out, const float *k, const float *v, const size_t *at, int nk,
-                             int G, int D, float *scores) {
-    float scale = 1.0f / sqrtf((float)D);
+/* attend_group's scores for D a multiple of 16 (see there), keys 4 at a time: returns
+ * how many keys it scored */
+static int scores_zmm(const float *q, const float *k, const size_t *at, int nk, int G, int D, float scale,
+                      float *scores) {
     int s0 = 0;
     for (; s0 + 4 <= nk; s0 += 4)
         for (int j0 = 0; j0 < G; j0 += HB) {
@@ -254,13 +254,12 @@ static void attend_group_zmm(const float *q, float *out, const float *k, const f
             default: scores_heads_4keys(sc, nk, qj, k, at + s0, D, 4, scale); break;
             }
         }
-    for (int s = s0; s < nk; s++)
-        for (int j = 0; j < G; j++) scores[(size_t)j * nk + s] = vec_dot(q + (size_t)j * D, k + at[s], D) * scale;
-    for (int j = 0; j < G; j++) {
-        float *sc = scores + (size_t)j * nk, mx = vec_max(sc, nk);
-        float inv = (float)(1.0 / vec_exp_sum(sc, sc, mx, 1.0f, nk));
-        for (int s = 0; s < nk; s++) sc[s] *= inv;
-    }
+    return s0;
+}
+
+/* attend_group's weighted sums for D a multiple of 16 (see there) */
+static void weighted_sums_zmm(float *out, const float *v, const size_t *at, int nk, int G, int D,
+                              const float *scores) {
     for (int j0 = 0; j0 < G; j0 += HB) {
         int nj = G - j0 < HB ? G - j0 : HB;
         const float *p = scores + (size_t)j0 * nk;
@@ -288,35 +287,42 @@ static void attend_group_zmm(const float *q, float *out, const float *k, const f
  * multiple of 8, four keys at a time and the weighted sums of 32 columns in
  * registers (a chain per key and a load and store of out per key before: decoding
  * attention was a fifth of a small model's generation); with AVX-512 and D a multiple
- * of 16, attend_group_zmm, up to 4 heads a key (in a profile of bench_generate at
+ * of 16, scores_zmm and weighted_sums_zmm, up to 4 heads a key (in a profile of bench_generate at
  * G = 64, Qwen2-0.5B shape: 4.5 % of the samples with the AVX2 code, 2.7 % with this
  * one). Each row alone: the order
  * depends on its own length only, never on the other rows of the batch. */
 static void attend_group(const float *q, float *out, const float *k, const float *v, const size_t *at, int nk,
                          int G, int D, float *scores) {
-#ifdef __AVX512F__
-    if (D % 16 == 0) {
-        attend_group_zmm(q, out, k, v, at, nk, G, D, scores);
-        return;
-    }
-#endif
     float scale = 1.0f / sqrtf((float)D);
-    int s0 = 0;
+    int s0 = 0, zmm = 0; /* zmm: the AVX-512 path takes this row */
+#ifdef __AVX512F__
+    zmm = D % 16 == 0;
+    if (zmm) s0 = scores_zmm(q, k, at, nk, G, D, scale, scores);
+#endif
 #ifdef __AVX2__
-    if (D % 8 == 0)
+    if (!zmm && D % 8 == 0)
         for (; s0 + 4 <= nk; s0 += 4)
             for (int j = 0; j < G; j++) {
                 __m128 d = dot4(q + (size_t)j * D, k + at[s0], k + at[s0 + 1], k + at[s0 + 2], k + at[s0 + 3], D);
                 _mm_storeu_ps(scores + (size_t)j * nk + s0, _mm_mul_ps(d, _mm_set1_ps(scale)));
             }
 #endif
+    (void)zmm; /* read by the vector paths only */
     for (int s = s0; s < nk; s++)
         for (int j = 0; j < G; j++) scores[(size_t)j * nk + s] = vec_dot(q + (size_t)j * D, k + at[s], D) * scale;
     for (int j = 0; j < G; j++) {
         float *sc = scores + (size_t)j * nk, mx = vec_max(sc, nk);
-        double sum = vec_exp_sum(sc, sc, mx, 1.0f, nk);
-        float inv = (float)(1.0 / sum);
+        float inv = (float)(1.0 / vec_exp_sum(sc, sc, mx, 1.0f, nk));
         for (int s = 0; s < nk; s++) sc[s] *= inv;
+    }
+#ifdef __AVX512F__
+    if (zmm) {
+        weighted_sums_zmm(out, v, at, nk, G, D, scores);
+        return;
+    }
+#endif
+    for (int j = 0; j < G; j++) {
+        const float *sc = scores + (size_t)j * nk;
         float *o = out + (size_t)j * D;
         int d0 = 0;
 #ifdef __AVX2__
