@@ -156,7 +156,7 @@ static inline __m512 widen_hi16(const uint16_t *p) {
 static inline int dot_steps(int I) {
     return ((I + 1) / 2 + 1) / 2;
 }
-static inline uint64_t dword_at(const uint16_t *p) {
+static inline uint64_t qword_at(const uint16_t *p) {
     uint64_t u;
     memcpy(&u, p, 8);
     return u;
@@ -186,7 +186,7 @@ static inline __m512 dot_fold(__m512 a, __m512 b) {
         for (int q0 = 0, c = 0; q0 < Q; q0 += 8, c++) { /* 8 steps a line */                   \
             PREFETCH_NEXT(w + (size_t)R * I, R, c)                                             \
             for (int q = q0; q < (q0 + 8 < Q ? q0 + 8 : Q); q++)                               \
-                DOT_STEP(NV, R, q, dword_at(w + (size_t)j * I + 4 * q))                        \
+                DOT_STEP(NV, R, q, qword_at(w + (size_t)j * I + 4 * q))                        \
         }                                                                                      \
         if (I % 4) /* one to three values left, zeros after them */                            \
             DOT_STEP(NV, R, Q, dot_tail(w + (size_t)j * I + 4 * Q, I % 4))                     \
