@@ -437,16 +437,13 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 #define GW(f) (g ? g->f : NULL)
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
-    memset(a->dact, 0, sizeof(float) * N * F);
     product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, L->act, L->act16, W(wdown), N, F, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     swiglu_backward(a->dgu, a->dact, L->gu, N, F);
-    memset(a->dh, 0, sizeof(float) * N * C);
     product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */
-    memset(a->datt, 0, sizeof(float) * N * H * D);
     matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, L->att, W(wo), N, H * D, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
@@ -465,7 +462,6 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
         for (int n = 0; n < N; n++)
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
-    memset(a->dh, 0, sizeof(float) * N * C);
     product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);

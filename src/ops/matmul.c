@@ -28,7 +28,7 @@ void matmul_forward(float *out, const float *in, const float *W, const float *bi
 
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O) {
-    if (din) gemm_f32(0, 0, N, I, O, 1.0f, dout, O, W, I, 1.0f, din, I);
+    if (din) gemm_f32(0, 0, N, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
     if (dW) gemm_f32(1, 0, O, I, N, 1.0f, dout, O, in, I, 1.0f, dW, I);
     if (dbias) bias_backward(dbias, dout, N, O);
 }
@@ -47,7 +47,7 @@ static void backward_bf16(float *din, float *dW, float *dbias, const float *dout
     GemmBf16Operand d = !(din && dW) ? (GemmBf16Operand){.f = dout, .ld = O}
                         : scratch    ? gemm_bf16_round_in_place(scratch, N, O, O)
                                      : gemm_bf16_round(dout, N, O, O);
-    if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 1.0f, din, I);
+    if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 0.0f, din, I);
     if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, in, 1.0f, dW, I);
 }
 
@@ -92,7 +92,7 @@ void matmul_backward_weight(float *din, float *dW, float *dbias, const float *do
         matmul_backward_bf16(din, dW, dbias, dout, in, W.w16, N, I, O);
     } else if (W.w16) {
         CHECK(!dW); /* held in bf16: frozen */
-        if (din) gemm_f32_b16(0, 0, N, I, O, 1.0f, dout, O, W.w16, I, 1.0f, din, I);
+        if (din) gemm_f32_b16(0, 0, N, I, O, 1.0f, dout, O, W.w16, I, 0.0f, din, I);
         if (dbias) bias_backward(dbias, dout, N, O);
     } else {
         matmul_backward(din, dW, dbias, dout, in, W.w, N, I, O);

@@ -137,7 +137,9 @@ void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float 
  * its fp32 values lost) instead of a buffer. The same results bit for bit. */
 void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
                                        const uint16_t *W, int N, int I, int O);
-/* din[N,I] += dout·W;  dW[O,I] += dout^T·in;  dbias[O] += Σ_n dout */
+/* din[N,I] = dout·W (written over: its old values are not read, and a product
+ * with beta 0 runs faster than one summing into them);  dW[O,I] += dout^T·in;
+ * dbias[O] += Σ_n dout */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O);
 
