@@ -1,11 +1,13 @@
 /* ops/onednn.c — oneDNN's matmul (Debian's libdnnl-dev, the library PyTorch's CPU
- * bf16 autocast runs on) behind gemm_f32 and gemm_bf16: one engine and stream,
- * primitives cached per shape, run on our OpenMP pool (Debian's build uses
- * libgomp). Not thread-safe: called outside parallel regions only. */
+ * bf16 autocast runs on) behind gemm_f32 and gemm_bf16, and its reorder for the
+ * LM head's bf16 transpositions: one engine and stream, primitives cached per
+ * shape, run on our OpenMP pool (Debian's build uses libgomp). Not thread-safe:
+ * called outside parallel regions only. */
 #include "ops/onednn.h"
 
 #include <dnnl.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -174,4 +176,48 @@ int onednn_impl(int bf16, char *impl, size_t n) {
     if (prim_create(&p, &k, impl, n) != dnnl_success) return 0;
     dnnl_primitive_destroy(p.prim);
     return 1;
+}
+
+/* ---- transpositions of bf16 values, on oneDNN's reorder ----
+ * The LM head's chunks are of two shapes at most (full ones and the last), a few
+ * more across micro-batch sizes: the latest TRANSPOSES kept, the oldest replaced. */
+
+#define TRANSPOSES 4
+static struct {
+    int rows, cols;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t src_md, dst_md;
+} transposes[TRANSPOSES];
+static int transposes_next;
+
+int onednn_transpose_bf16(uint16_t *dst, const uint16_t *src, int rows, int cols) {
+    CHECK(!omp_in_parallel() && rows > 0 && cols > 0);
+    dnnl_start();
+    int t = 0;
+    while (t < TRANSPOSES && !(transposes[t].prim && transposes[t].rows == rows && transposes[t].cols == cols)) t++;
+    if (t == TRANSPOSES) {
+        t = transposes_next;
+        transposes_next = (transposes_next + 1) % TRANSPOSES;
+        if (transposes[t].prim) dnnl_primitive_destroy(transposes[t].prim);
+        transposes[t].prim = NULL;
+        dnnl_dims_t d = {rows, cols}, ss = {cols, 1}, ds = {1, rows};
+        dnnl_must(dnnl_memory_desc_init_by_strides(&transposes[t].src_md, 2, d, dnnl_bf16, ss), "reorder src desc");
+        dnnl_must(dnnl_memory_desc_init_by_strides(&transposes[t].dst_md, 2, d, dnnl_bf16, ds), "reorder dst desc");
+        dnnl_primitive_desc_t pd;
+        if (dnnl_reorder_primitive_desc_create(&pd, &transposes[t].src_md, engine, &transposes[t].dst_md, engine,
+                                               NULL) != dnnl_success)
+            return -1;
+        dnnl_must(dnnl_primitive_create(&transposes[t].prim, pd), "reorder");
+        dnnl_primitive_desc_destroy(pd);
+        transposes[t].rows = rows, transposes[t].cols = cols;
+    }
+    dnnl_memory_t ms, md;
+    dnnl_must(dnnl_memory_create(&ms, &transposes[t].src_md, engine, (void *)src), "reorder src memory");
+    dnnl_must(dnnl_memory_create(&md, &transposes[t].dst_md, engine, dst), "reorder dst memory");
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, ms}, {DNNL_ARG_TO, md}};
+    dnnl_must(dnnl_primitive_execute(transposes[t].prim, stream, 2, args), "reorder");
+    dnnl_must(dnnl_stream_wait(stream), "stream wait");
+    dnnl_memory_destroy(ms);
+    dnnl_memory_destroy(md);
+    return 0;
 }

@@ -3,6 +3,7 @@
 #define GRPO_OPS_ONEDNN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* C[M,N] = alpha * op(A)·op(B) + beta * C: A and B fp32 (bf16 = 0) or bf16 values
  * (bf16 = 1, uint16_t), C fp32, row-major with the given row strides. Outside
@@ -20,5 +21,9 @@ int onednn_gemm_batch(const int nb[3], const long sa[3], const long sb[3], const
 /* Whether oneDNN has an fp32 (bf16 = 0) or bf16 matmul on this CPU; its
  * implementation's name ("brg:avx512_core_bf16", "ref:any", ...) in impl[n]. */
 int onednn_impl(int bf16, char *impl, size_t n);
+
+/* dst[cols, rows] = src[rows, cols]^T, bf16 values, both contiguous. Outside
+ * parallel regions. -1 where oneDNN cannot (dst untouched). */
+int onednn_transpose_bf16(uint16_t *dst, const uint16_t *src, int rows, int cols);
 
 #endif

@@ -15,13 +15,15 @@
  * gemm_f32 on the widened operands, oneDNN's fp32 matmul on them (its layouts,
  * scales, sum post-op and primitive cache), the operands rounded into buffers as for
  * oneDNN's bf16 matmul (ROUNDED: WIDEN's bits, checked bit for bit), and oneDNN's bf16
- * matmul where the CPU has one. */
+ * matmul where the CPU has one. And onednn_transpose_bf16 (the LM head's dz^T for
+ * its weight gradient's product), bit for bit, its destination's bounds kept. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/gemm.h"
+#include "ops/onednn.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -474,6 +476,29 @@ static long check_batch(GemmF32Backend b, const char *name) {
     return g.batch_openblas;
 }
 
+/* onednn_transpose_bf16: dst[c][r] = src[r][c] bit for bit, on shapes with one row,
+ * one column, odd sizes and rows past 256 (and the cache of shapes: each twice, more
+ * shapes than it keeps); the uint16 after dst untouched. */
+static void check_transpose(void) {
+    int shapes[][2] = {{1, 1}, {1, 37}, {29, 1}, {3, 5}, {17, 1000}, {256, 300}, {300, 256}, {2, 65537}};
+    int n = sizeof shapes / sizeof shapes[0];
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            int R = shapes[i][0], C = shapes[i][1];
+            size_t sz = (size_t)R * C;
+            uint16_t *src = malloc(sizeof(uint16_t) * sz), *dst = malloc(sizeof(uint16_t) * (sz + 1));
+            for (size_t k = 0; k < sz; k++) src[k] = (uint16_t)(k * 2654435761u >> 13), dst[k] = 0xffff;
+            dst[sz] = 0x1234;
+            T_CHECK(onednn_transpose_bf16(dst, src, R, C) == 0, "transpose %dx%d: oneDNN has no reorder", R, C);
+            long bad = 0;
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) bad += dst[(size_t)c * R + r] != src[(size_t)r * C + c];
+            T_CHECK(bad == 0 && dst[sz] == 0x1234, "transpose %dx%d (pass %d): %ld values wrong, after dst %#x", R,
+                    C, pass, bad, dst[sz]);
+            free(src), free(dst);
+        }
+}
+
 int main(void) {
     if (gemm_bf16_native()) check_backward_scratch(GEMM_BF16_ONEDNN, "oneDNN bf16");
     check_backward_scratch(GEMM_BF16_ROUNDED, "rounded");
@@ -508,6 +533,7 @@ int main(void) {
         T_CHECK(gemm_bf16_use(GEMM_BF16_ONEDNN) == -1, "the native backend was accepted on a CPU without it");
     check_cache();
     check_linear();
+    check_transpose();
     gemm_bf16_use(GEMM_BF16_AUTO);
     printf("gemm_bf16 backend here: %s\n", gemm_bf16_backend_name());
     return t_summary("test_gemm");
