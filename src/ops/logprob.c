@@ -94,7 +94,8 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
 static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, float *dW, const float *dlogprob,
                            const float *dentropy, WeightMatrix W, const int32_t *targets, const float *lse, int C,
                            int V, float inv_temp) {
-    CHECK(!(dW && W.w16 && !W.bf16_products) && m <= s->chunk_rows); /* a head held in bf16 is frozen */
+    CHECK(!(dW && W.w16 && !W.bf16_products)); /* a head held in bf16 is frozen */
+    CHECK(m <= s->chunk_rows);                 /* the scratch's second half holds dz^T below */
     /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
      * d(logits) = dz * inv_temp */
 #pragma omp parallel for schedule(static)

@@ -34,6 +34,7 @@ typedef struct {
     float alpha, beta;
     int nb[3], batched;         /* batch sizes (gemm.h's GemmBatch); batched = 0: a plain 2-D product */
     long sa[3], sb[3], sc[3];   /* batch strides; 0 broadcasts that operand */
+    int transpose;              /* not a matmul: a reorder of [M, N] values into their transpose */
 } PrimKey; /* memset before filling: compared bytewise */
 
 typedef struct {
@@ -44,16 +45,39 @@ typedef struct {
 } Prim;
 
 /* A training step uses a few dozen shapes (each linear layer forward and
- * backward, the LM head's chunks, attention's row blocks at each padded length);
- * past this many the oldest is replaced. */
+ * backward, the LM head's chunks and their transpositions, attention's row blocks at
+ * each padded length); past this many the oldest is replaced. */
 #define PRIM_CACHE 256
 static Prim cache[PRIM_CACHE];
 static int cache_n, cache_next;
 
+/* p's primitive from its descriptor pd (destroyed), and its implementation's name in impl[n]. */
+static void prim_from_desc(Prim *p, const PrimKey *k, dnnl_primitive_desc_t pd, char *impl, size_t n) {
+    const char *name = "";
+    dnnl_must(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name), "impl info");
+    snprintf(impl, n, "%s", name);
+    dnnl_must(dnnl_primitive_create(&p->prim, pd), "primitive");
+    dnnl_primitive_desc_destroy(pd);
+    p->key = *k;
+}
+
+/* The reorder of k (transpose): [M, N] row-major values in a_md, their transpose in c_md. */
+static dnnl_status_t transpose_create(Prim *p, const PrimKey *k, char *impl, size_t n) {
+    dnnl_dims_t d = {k->M, k->N}, rows = {k->N, 1}, cols = {1, k->M};
+    dnnl_must(dnnl_memory_desc_init_by_strides(&p->a_md, 2, d, k->dt, rows), "reorder src desc");
+    dnnl_must(dnnl_memory_desc_init_by_strides(&p->c_md, 2, d, k->dt, cols), "reorder dst desc");
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, &p->a_md, engine, &p->c_md, engine, NULL);
+    if (st == dnnl_success) prim_from_desc(p, k, pd, impl, n);
+    return st;
+}
+
 /* The matmul descriptor of k: op(A) by strides, C fp32 row-major, alpha as the
- * output scale, beta as a sum post-op. Returns oneDNN's status (unimplemented
- * where this CPU has no such matmul); impl[n] gets the implementation's name. */
+ * output scale, beta as a sum post-op (or k's reorder: transpose_create). Returns
+ * oneDNN's status (unimplemented where this CPU has no such matmul); impl[n] gets
+ * the implementation's name. */
 static dnnl_status_t prim_create(Prim *p, const PrimKey *k, char *impl, size_t n) {
+    if (k->transpose) return transpose_create(p, k, impl, n);
     /* batched: three leading batch dims, an operand's of size 1 where it broadcasts */
     int nd = k->batched ? 5 : 2, o = nd - 2;
     dnnl_dims_t ad, bd, cd, as, bs, cs;
@@ -94,14 +118,8 @@ static dnnl_status_t prim_create(Prim *p, const PrimKey *k, char *impl, size_t n
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success) return st;
-    const char *name = "";
-    dnnl_must(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name), "impl info");
-    snprintf(impl, n, "%s", name);
-    dnnl_must(dnnl_primitive_create(&p->prim, pd), "primitive");
-    dnnl_primitive_desc_destroy(pd);
-    p->key = *k;
-    return dnnl_success;
+    if (st == dnnl_success) prim_from_desc(p, k, pd, impl, n);
+    return st;
 }
 
 static const Prim *prim_get(const PrimKey *k) {
@@ -126,20 +144,25 @@ static const Prim *prim_get(const PrimKey *k) {
     return p;
 }
 
-static int run(const PrimKey *k, const void *A, const void *B, float *C) {
+/* k's primitive on A, B into C (a reorder: A into C, no B). */
+static int run(const PrimKey *k, const void *A, const void *B, void *C) {
     CHECK(!omp_in_parallel());
     dnnl_start();
     const Prim *p = prim_get(k);
     if (p->reference) return -1;
-    dnnl_memory_t ma, mb, mc;
+    dnnl_memory_t ma, mb = NULL, mc;
     dnnl_must(dnnl_memory_create(&ma, &p->a_md, engine, (void *)A), "src memory");
-    dnnl_must(dnnl_memory_create(&mb, &p->b_md, engine, (void *)B), "weights memory");
+    if (!k->transpose) dnnl_must(dnnl_memory_create(&mb, &p->b_md, engine, (void *)B), "weights memory");
     dnnl_must(dnnl_memory_create(&mc, &p->c_md, engine, C), "dst memory");
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-    dnnl_must(dnnl_primitive_execute(p->prim, stream, 3, args), "matmul");
+    dnnl_exec_arg_t product[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}},
+                    reorder[2] = {{DNNL_ARG_FROM, ma}, {DNNL_ARG_TO, mc}};
+    if (k->transpose)
+        dnnl_must(dnnl_primitive_execute(p->prim, stream, 2, reorder), "reorder");
+    else
+        dnnl_must(dnnl_primitive_execute(p->prim, stream, 3, product), "matmul");
     dnnl_must(dnnl_stream_wait(stream), "stream wait");
     dnnl_memory_destroy(ma);
-    dnnl_memory_destroy(mb);
+    if (mb) dnnl_memory_destroy(mb);
     dnnl_memory_destroy(mc);
     return 0;
 }
@@ -178,46 +201,9 @@ int onednn_impl(int bf16, char *impl, size_t n) {
     return 1;
 }
 
-/* ---- transpositions of bf16 values, on oneDNN's reorder ----
- * The LM head's chunks are of two shapes at most (full ones and the last), a few
- * more across micro-batch sizes: the latest TRANSPOSES kept, the oldest replaced. */
-
-#define TRANSPOSES 4
-static struct {
-    int rows, cols;
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t src_md, dst_md;
-} transposes[TRANSPOSES];
-static int transposes_next;
-
 int onednn_transpose_bf16(uint16_t *dst, const uint16_t *src, int rows, int cols) {
-    CHECK(!omp_in_parallel() && rows > 0 && cols > 0);
-    dnnl_start();
-    int t = 0;
-    while (t < TRANSPOSES && !(transposes[t].prim && transposes[t].rows == rows && transposes[t].cols == cols)) t++;
-    if (t == TRANSPOSES) {
-        t = transposes_next;
-        transposes_next = (transposes_next + 1) % TRANSPOSES;
-        if (transposes[t].prim) dnnl_primitive_destroy(transposes[t].prim);
-        transposes[t].prim = NULL;
-        dnnl_dims_t d = {rows, cols}, ss = {cols, 1}, ds = {1, rows};
-        dnnl_must(dnnl_memory_desc_init_by_strides(&transposes[t].src_md, 2, d, dnnl_bf16, ss), "reorder src desc");
-        dnnl_must(dnnl_memory_desc_init_by_strides(&transposes[t].dst_md, 2, d, dnnl_bf16, ds), "reorder dst desc");
-        dnnl_primitive_desc_t pd;
-        if (dnnl_reorder_primitive_desc_create(&pd, &transposes[t].src_md, engine, &transposes[t].dst_md, engine,
-                                               NULL) != dnnl_success)
-            return -1;
-        dnnl_must(dnnl_primitive_create(&transposes[t].prim, pd), "reorder");
-        dnnl_primitive_desc_destroy(pd);
-        transposes[t].rows = rows, transposes[t].cols = cols;
-    }
-    dnnl_memory_t ms, md;
-    dnnl_must(dnnl_memory_create(&ms, &transposes[t].src_md, engine, (void *)src), "reorder src memory");
-    dnnl_must(dnnl_memory_create(&md, &transposes[t].dst_md, engine, dst), "reorder dst memory");
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, ms}, {DNNL_ARG_TO, md}};
-    dnnl_must(dnnl_primitive_execute(transposes[t].prim, stream, 2, args), "reorder");
-    dnnl_must(dnnl_stream_wait(stream), "stream wait");
-    dnnl_memory_destroy(ms);
-    dnnl_memory_destroy(md);
-    return 0;
+    CHECK(rows > 0 && cols > 0);
+    PrimKey k = key(1, 0, 0, rows, cols, 0, 1.0f, 0, 0, 0.0f, 0);
+    k.transpose = 1;
+    return run(&k, src, NULL, dst);
 }
