@@ -183,8 +183,8 @@ static size_t layer_floats(const ModelConfig *c, size_t N, int bf16) {
     size_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
     size_t qkv = (H + 2 * Hkv) * D, qk = (H + Hkv) * D;
-    size_t inputs = bf16 ? 2 * halves(N * C) + halves(N * F) : N * (C + C + F); /* h1, h2, act */
-    return N * (1 + qkv + qk + (H + Hkv) + H * D + H + C + 1 + 2 * F) + inputs;
+    size_t saved16 = bf16 ? 2 * halves(N * C) + halves(N * F) + halves(N * 2 * F) : N * (C + C + F + 2 * F); /* h1, h2, act, gu */
+    return N * (1 + qkv + qk + (H + Hkv) + H * D + H + C + 1) + saved16;
 }
 
 static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
@@ -195,7 +195,8 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows,
     p.layer = (ckpt ? 1 : (size_t)c->n_layers) * layer_floats(c, N, bf16);
     p.final = N * C + N + N;
     p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
-    p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size);
+    p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size,
+                                  bf16 ? logprob_dw_rows(chunk_rows, max_tokens) : 0);
     return p;
 }
 
@@ -203,9 +204,10 @@ size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chu
     /* Every term but the LM-head scratch is max_tokens x a size per token: with a
      * hostile config and a long micro-batch the product can pass 64 bits, so it
      * saturates at SIZE_MAX (never fits) instead of wrapping to a small plan. */
-    Plan one = plan(cfg, 1, ckpt, chunk_rows, 0); /* per token at most the fp32 plan's */
+    Plan one = plan(cfg, 1, ckpt, chunk_rows, 0); /* per token at most the fp32 plan's, */
     size_t per_token = sizeof(float) * (one.x + one.layer + one.final + one.back) + 3 * sizeof(int32_t) + 1;
-    size_t lp_bytes = sizeof(float) * one.lp;
+    per_token += sizeof(uint16_t) * ((size_t)cfg->vocab_size + cfg->hidden_size); /* + a bf16 head's dz^T and h */
+    size_t lp_bytes = sizeof(float) * logprob_scratch_floats(chunk_rows, cfg->hidden_size, cfg->vocab_size, 0);
     if (max_tokens > 0 && per_token > (SIZE_MAX / 2 - lp_bytes) / (size_t)max_tokens) return SIZE_MAX;
     Plan p = plan(cfg, max_tokens, ckpt, chunk_rows, bf16);
     size_t ints = (size_t)max_tokens * (3 * sizeof(int32_t) + 1);
@@ -241,15 +243,16 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
         L->lse = TAKE(N * H);
         L->xmid = TAKE(N * C);
         L->rstd2 = TAKE(N);
-        L->gu = TAKE(N * 2 * F);
         if (bf16) {
             L->h1_16 = (uint16_t *)TAKE(halves(N * C));
             L->h2_16 = (uint16_t *)TAKE(halves(N * C));
             L->act16 = (uint16_t *)TAKE(halves(N * F));
+            L->gu16 = (uint16_t *)TAKE(halves(N * 2 * F));
         } else {
             L->h1 = TAKE(N * C);
             L->h2 = TAKE(N * C);
             L->act = TAKE(N * F);
+            L->gu = TAKE(N * 2 * F);
         }
     }
     a->hf = TAKE(N * C);
@@ -266,7 +269,8 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->lp_buf = TAKE(p.lp);
 #undef TAKE
     CHECK((size_t)(cur - a->arena) == total);
-    logprob_scratch_init(&a->lp, a->lp_buf, chunk_rows, c->hidden_size, c->vocab_size);
+    logprob_scratch_init(&a->lp, a->lp_buf, chunk_rows, c->hidden_size, c->vocab_size,
+                         bf16 ? logprob_dw_rows(chunk_rows, max_tokens) : 0);
     a->ids = xmalloc(sizeof(int32_t) * N);
     a->pos = xmalloc(sizeof(int32_t) * N);
     a->targets = xmalloc(sizeof(int32_t) * N);
@@ -407,10 +411,16 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     add_inplace(L->xmid, x_in, (size_t)N * C);
     rmsnorm_forward(h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
     const uint16_t *h2_16 = a->bf16 ? save16(m, L->h2_16, h2, (size_t)N * C) : NULL;
-    product_forward(L->gu, h2, h2_16, W(wgu), NULL, N, C, 2 * F);
-    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, L->gu, 2 * F, h2, L->lora_u, &lb);
-    swiglu_forward(act, L->gu, N, F);
-    const uint16_t *act16 = a->bf16 ? save16(m, L->act16, act, (size_t)N * F) : NULL;
+    float *gu = a->bf16 ? a->dgu : L->gu; /* bf16: the fp32 values in scratch, gu16 keeps them */
+    product_forward(gu, h2, h2_16, W(wgu), NULL, N, C, 2 * F);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, gu, 2 * F, h2, L->lora_u, &lb);
+    const uint16_t *act16 = NULL;
+    if (a->bf16 && m->mixed) {
+        swiglu_forward_bf16(L->act16, L->gu16, gu, N, F);
+        act16 = L->act16;
+    } else {
+        swiglu_forward(act, gu, N, F);
+    }
     if (x_out) {
         product_forward(x_out, act, act16, W(wdown), NULL, N, F, C);
         if (lo) lora_linear_forward(lo, c, l, LORA_LIN_DOWN, x_out, C, act, L->lora_u, &lb);
@@ -439,8 +449,14 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
     /* MLP */
     product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, L->act, L->act16, W(wdown), N, F, C);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
-    swiglu_backward(a->dgu, a->dact, L->gu, N, F);
-    product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
+    if (a->bf16) { /* dgu written in bf16 into its scratch, the operand of both products */
+        uint16_t *dgu16 = (uint16_t *)a->dgu;
+        swiglu_backward_bf16(dgu16, a->dact, L->gu16, N, F);
+        matmul_backward_bf16_dout16(a->dh, GW(wgu), dgu16, L->h2_16, W(wgu).w16, N, C, 2 * F);
+    } else {
+        swiglu_backward(a->dgu, a->dact, L->gu, N, F);
+        product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
+    }
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
     /* attention */

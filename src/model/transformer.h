@@ -109,7 +109,9 @@ void model_bf16_describe(const Model *m, char *out, size_t n);
 
 /* Saved tensors of one layer (shapes per token row; N rows). With bf16 activations
  * (acts_create) the three that only products read are saved in bf16 instead: h1,
- * h2 and act are NULL and h1_16, h2_16, act16 hold them (else NULL). */
+ * h2 and act are NULL and h1_16, h2_16, act16 hold them (else NULL); and gu is
+ * NULL, gu16 holding its values rounded to bf16 for SwiGLU's backward (the bf16
+ * products then read its gradient in bf16 too, as autocast's). */
 typedef struct {
     float *rstd1;   /* [N] */
     float *h1;      /* [N,C] normed layer input */
@@ -124,7 +126,7 @@ typedef struct {
     float *gu;      /* [N,2F] gate | up */
     float *act;     /* [N,F] silu(gate) * up */
     float *lora_u;  /* [LORA_N_MODULES, N, r] adapter activations, or NULL without adapters */
-    uint16_t *h1_16, *h2_16, *act16; /* [N,C], [N,C], [N,F] */
+    uint16_t *h1_16, *h2_16, *act16, *gu16; /* [N,C], [N,C], [N,F], [N,2F] */
 } LayerActs;
 
 typedef struct {

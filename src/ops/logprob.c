@@ -15,15 +15,30 @@
 #include "ops/ops.h"
 #include "ops/vec.h"
 
-size_t logprob_scratch_floats(int chunk_rows, int C, int V) {
-    return (size_t)chunk_rows * V + 2 * (size_t)chunk_rows * C;
+int logprob_dw_rows(int chunk_rows, int max_rows) {
+    long r = (long)LOGPROB_DW_CHUNKS * chunk_rows;
+    return r < max_rows ? (int)r : max_rows;
 }
 
-void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V) {
+/* Floats that n bf16 values take. */
+static size_t halves(size_t n) { return (n + 1) / 2; }
+
+size_t logprob_scratch_floats(int chunk_rows, int C, int V, int dw_rows) {
+    return (size_t)chunk_rows * V + 2 * (size_t)chunk_rows * C + halves((size_t)dw_rows * V) +
+           halves((size_t)dw_rows * C);
+}
+
+void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V, int dw_rows) {
+    CHECK(chunk_rows > 0 && dw_rows >= 0);
     s->chunk_rows = chunk_rows;
     s->scratch = base;
     s->h_rows = base + (size_t)chunk_rows * V;
     s->d_rows = s->h_rows + (size_t)chunk_rows * C;
+    float *rest = s->d_rows + (size_t)chunk_rows * C;
+    s->dw_rows = dw_rows;
+    s->dw_n = 0;
+    s->dzT = dw_rows ? (uint16_t *)rest : NULL;
+    s->h16 = dw_rows ? (uint16_t *)(rest + halves((size_t)dw_rows * V)) : NULL;
 }
 
 /* Fills idx with the next up-to-chunk rows having a target, starting at *n. */
@@ -89,13 +104,22 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
     }
 }
 
+/* The rows gathered for a mixed-precision head's dW: their one product. */
+static void dw_flush(LogprobScratch *s, float *dW, int C, int V) {
+    if (s->dw_n)
+        gemm_bf16(0, 0, V, C, s->dw_n, 1.0f, (GemmBf16Operand){.h = s->dzT, .ld = s->dw_rows},
+                  (GemmBf16Operand){.h = s->h16, .ld = C}, 1.0f, dW, C);
+    s->dw_n = 0;
+}
+
 /* The chunk's backward from its logits in s->scratch (overwritten with dz):
- * dh[idx] += dz · W, dW += dz^T · h (with bf16 products, both in bf16). */
+ * dh[idx] += dz · W, dW += dz^T · h (with bf16 products, both in bf16; dW's gathered
+ * over chunks where s has room, dw_flush then adds them). */
 static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, float *dW, const float *dlogprob,
                            const float *dentropy, WeightMatrix W, const int32_t *targets, const float *lse, int C,
                            int V, float inv_temp) {
     CHECK(!(dW && W.w16 && !W.bf16_products)); /* a head held in bf16 is frozen */
-    CHECK(m <= s->chunk_rows);                 /* the scratch's second half holds dz^T below */
+    CHECK(m <= s->chunk_rows);
     /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
      * d(logits) = dz * inv_temp */
 #pragma omp parallel for schedule(static)
@@ -130,16 +154,17 @@ static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, 
         }
     }
     if (dW && W.bf16_products) {
-        /* dW's product reads dz^T: dz's bf16 values transposed into the scratch's second
-         * half, free now (m <= chunk_rows), a plain operand instead of a transposed one:
-         * 1.2-1.5x faster on oneDNN's bf16 matmul for the head's [vocab x hidden x rows]
-         * (issue 14), for the transposition's ~11 ms a 256-row chunk at Qwen2-0.5B */
-        uint16_t *dzT = (uint16_t *)s->scratch + (size_t)s->chunk_rows * V;
-        GemmBf16Operand h = {.f = s->h_rows, .ld = C};
-        if (onednn_transpose_bf16(dzT, dz16.h, m, V) == 0)
-            gemm_bf16(0, 0, V, C, m, 1.0f, (GemmBf16Operand){.h = dzT, .ld = m}, h, 1.0f, dW, C);
-        else
-            gemm_bf16(1, 0, V, C, m, 1.0f, dz16, h, 1.0f, dW, C);
+        /* dW's product reads dz^T, dz's bf16 values transposed into the gathered columns:
+         * a plain operand, 1.2-1.5x faster than a transposed one on oneDNN's bf16 matmul
+         * for the head's [vocab x hidden x rows] (issue 14); ~11 ms a 256-row chunk at
+         * Qwen2-0.5B. Without room or a reorder, this chunk's own product. */
+        if (s->dw_rows && s->dw_n + m > s->dw_rows) dw_flush(s, dW, C, V);
+        if (s->dw_rows >= m && onednn_transpose_bf16(s->dzT + s->dw_n, s->dw_rows, dz16.h, m, V) == 0) {
+            f32_to_bf16_n(s->h16 + (size_t)s->dw_n * C, s->h_rows, (size_t)m * C);
+            s->dw_n += m;
+        } else {
+            gemm_bf16(1, 0, V, C, m, 1.0f, dz16, (GemmBf16Operand){.f = s->h_rows, .ld = C}, 1.0f, dW, C);
+        }
     } else if (dW) {
         gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, 1.0f, dW, C);
     }
@@ -202,6 +227,7 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
         chunk_logits(s, idx, m, h, W, C, V, inv_temp);
         chunk_backward(s, idx, m, dh, dW, dlogprob, dentropy, W, targets, lse, C, V, inv_temp);
     }
+    if (dW) dw_flush(s, dW, C, V);
 }
 
 void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const float *logprob, float *dlogprob) {
@@ -225,4 +251,5 @@ void logprob_forward_backward(float *logprob, float *entropy, float *lse, float 
         logprob_grad_rows(grad, idx, m, logprob, dlogprob);
         chunk_backward(s, idx, m, dh, dW, dlogprob, NULL, W, targets, lse, C, V, inv_temp);
     }
+    if (dW) dw_flush(s, dW, C, V);
 }

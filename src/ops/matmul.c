@@ -75,6 +75,13 @@ void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, floa
     backward_bf16(din, dW, dbias, dout, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
 }
 
+void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, const uint16_t *in, const uint16_t *W,
+                                 int N, int I, int O) {
+    GemmBf16Operand d = {.h = dout16, .ld = O};
+    if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 0.0f, din, I);
+    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.h = in, .ld = I}, 1.0f, dW, I);
+}
+
 void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O) {
     if (W.bf16_products) {
         matmul_forward_bf16(out, in, W.w16, bias, N, I, O);

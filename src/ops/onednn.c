@@ -61,9 +61,10 @@ static void prim_from_desc(Prim *p, const PrimKey *k, dnnl_primitive_desc_t pd, 
     p->key = *k;
 }
 
-/* The reorder of k (transpose): [M, N] row-major values in a_md, their transpose in c_md. */
+/* The reorder of k (transpose): [M, N] row-major values in a_md, their transpose in
+ * c_md (N rows of leading dimension ldc). */
 static dnnl_status_t transpose_create(Prim *p, const PrimKey *k, char *impl, size_t n) {
-    dnnl_dims_t d = {k->M, k->N}, rows = {k->N, 1}, cols = {1, k->M};
+    dnnl_dims_t d = {k->M, k->N}, rows = {k->N, 1}, cols = {1, k->ldc};
     dnnl_must(dnnl_memory_desc_init_by_strides(&p->a_md, 2, d, k->dt, rows), "reorder src desc");
     dnnl_must(dnnl_memory_desc_init_by_strides(&p->c_md, 2, d, k->dt, cols), "reorder dst desc");
     dnnl_primitive_desc_t pd;
@@ -201,9 +202,9 @@ int onednn_impl(int bf16, char *impl, size_t n) {
     return 1;
 }
 
-int onednn_transpose_bf16(uint16_t *dst, const uint16_t *src, int rows, int cols) {
-    CHECK(rows > 0 && cols > 0);
-    PrimKey k = key(1, 0, 0, rows, cols, 0, 1.0f, 0, 0, 0.0f, 0);
+int onednn_transpose_bf16(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, int cols) {
+    CHECK(rows > 0 && cols > 0 && ld_dst >= rows);
+    PrimKey k = key(1, 0, 0, rows, cols, 0, 1.0f, 0, 0, 0.0f, ld_dst);
     k.transpose = 1;
     return run(&k, src, NULL, dst);
 }

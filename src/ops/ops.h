@@ -137,6 +137,9 @@ void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float 
  * its fp32 values lost) instead of a buffer. The same results bit for bit. */
 void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
                                        const uint16_t *W, int N, int I, int O);
+/* ... and with dout in bf16 too (written so by its producer: swiglu_backward_bf16); no bias. */
+void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, const uint16_t *in, const uint16_t *W,
+                                 int N, int I, int O);
 /* din[N,I] = dout·W (written over: its old values are not read, and a product
  * with beta 0 runs faster than one summing into them);  dW[O,I] += dout^T·in;
  * dbias[O] += Σ_n dout */
@@ -198,6 +201,11 @@ void rope_backward(float *dx, const int32_t *pos, const float *inv_freq, int N, 
 void swiglu_forward(float *out, const float *gu, int N, int F);
 /* dgu[N,2F] written; dout[N,F], gu[N,2F] */
 void swiglu_backward(float *dgu, const float *dout, const float *gu, int N, int F);
+/* Mixed precision's: out16[N,F] = swiglu_forward's values rounded to bf16 (nearest
+ * even), and gu16[N,2F] = gu rounded, what the backward keeps of it */
+void swiglu_forward_bf16(uint16_t *out16, uint16_t *gu16, const float *gu, int N, int F);
+/* dgu16[N,2F] written: swiglu_backward's values on gu16 widened, rounded to bf16 */
+void swiglu_backward_bf16(uint16_t *dgu16, const float *dout, const uint16_t *gu16, int N, int F);
 
 /* ---- causal grouped-query attention over padded batches (ops/attention.c) ----
  * q[B,T,H,D] (row stride ldq), k/v[B,T,Hkv,D] (ldk, ldv), out[B,T,H,D] (ldo).
@@ -228,10 +236,22 @@ typedef struct {
     float *scratch;        /* [chunk_rows, V] */
     float *h_rows;         /* [chunk_rows, C] gathered hidden rows */
     float *d_rows;         /* [chunk_rows, C] */
+    /* A mixed-precision head's weight gradient (dw_rows > 0): dz^T and h of up to
+     * dw_rows rows gathered in bf16, chunk after chunk, then one dW product over all
+     * of them (a product over 256 rows runs at ~3/4 the rate of one over 768:
+     * dW[V,C] is read and written once per product) */
+    int dw_rows, dw_n;     /* capacity, rows gathered */
+    uint16_t *dzT;         /* [V, dw_rows] */
+    uint16_t *h16;         /* [dw_rows, C] */
 } LogprobScratch;
 
-size_t logprob_scratch_floats(int chunk_rows, int C, int V);
-void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V);
+/* The dw_rows of a mixed-precision head: LOGPROB_DW_CHUNKS chunks, at most max_rows
+ * (no more can be gathered in one pass). The products' grouping, and so dW's bits,
+ * depend on chunk_rows alone. */
+#define LOGPROB_DW_CHUNKS 4
+int logprob_dw_rows(int chunk_rows, int max_rows);
+size_t logprob_scratch_floats(int chunk_rows, int C, int V, int dw_rows);
+void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V, int dw_rows);
 
 /* logprob[N], entropy[N] (may be NULL), lse[N] saved; h[N,C], W[V,C], targets[N].
  * pw[N,C] (may be NULL): also E_p[W] = Σ_v p_v W[v] of each row with a target

@@ -477,24 +477,30 @@ static long check_batch(GemmF32Backend b, const char *name) {
 }
 
 /* onednn_transpose_bf16: dst[c][r] = src[r][c] bit for bit, on shapes with one row,
- * one column, odd sizes and rows past 256 (and the cache of shapes: each twice, more
- * shapes than it keeps); the uint16 after dst untouched. */
+ * one column, odd sizes and rows past 256, dst's rows contiguous or ld apart (the
+ * LM head's columns of a wider dz^T); each shape twice (the cache); the gap after
+ * each dst row and the uint16 after dst untouched. */
 static void check_transpose(void) {
-    int shapes[][2] = {{1, 1}, {1, 37}, {29, 1}, {3, 5}, {17, 1000}, {256, 300}, {300, 256}, {2, 65537}};
+    int shapes[][3] = {{1, 1, 1},       {1, 37, 1},   {29, 1, 29},     {3, 5, 3},     {17, 1000, 17}, {256, 300, 256},
+                       {300, 256, 300}, {2, 65537, 2}, {3, 5, 7},       {1, 37, 4},    {17, 1000, 48}, {256, 300, 768}};
     int n = sizeof shapes / sizeof shapes[0];
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n; i++) {
-            int R = shapes[i][0], C = shapes[i][1];
-            size_t sz = (size_t)R * C;
-            uint16_t *src = malloc(sizeof(uint16_t) * sz), *dst = malloc(sizeof(uint16_t) * (sz + 1));
-            for (size_t k = 0; k < sz; k++) src[k] = (uint16_t)(k * 2654435761u >> 13), dst[k] = 0xffff;
-            dst[sz] = 0x1234;
-            T_CHECK(onednn_transpose_bf16(dst, src, R, C) == 0, "transpose %dx%d: oneDNN has no reorder", R, C);
-            long bad = 0;
-            for (int r = 0; r < R; r++)
-                for (int c = 0; c < C; c++) bad += dst[(size_t)c * R + r] != src[(size_t)r * C + c];
-            T_CHECK(bad == 0 && dst[sz] == 0x1234, "transpose %dx%d (pass %d): %ld values wrong, after dst %#x", R,
-                    C, pass, bad, dst[sz]);
+            int R = shapes[i][0], C = shapes[i][1], ld = shapes[i][2];
+            size_t sz = (size_t)R * C, dsz = (size_t)ld * C;
+            uint16_t *src = malloc(sizeof(uint16_t) * sz), *dst = malloc(sizeof(uint16_t) * (dsz + 1));
+            for (size_t k = 0; k < sz; k++) src[k] = (uint16_t)(k * 2654435761u >> 13);
+            for (size_t k = 0; k < dsz; k++) dst[k] = 0xffff;
+            dst[dsz] = 0x1234;
+            T_CHECK(onednn_transpose_bf16(dst, ld, src, R, C) == 0, "transpose %dx%d: oneDNN has no reorder", R, C);
+            long bad = 0, touched = 0;
+            for (int c = 0; c < C; c++) {
+                for (int r = 0; r < R; r++) bad += dst[(size_t)c * ld + r] != src[(size_t)r * C + c];
+                for (int r = R; r < ld; r++) touched += dst[(size_t)c * ld + r] != 0xffff; /* the gap between rows */
+            }
+            T_CHECK(bad == 0 && touched == 0 && dst[dsz] == 0x1234,
+                    "transpose %dx%d ld %d (pass %d): %ld values wrong, %ld past the rows written, after dst %#x", R, C,
+                    ld, pass, bad, touched, dst[dsz]);
             free(src), free(dst);
         }
 }

@@ -625,9 +625,9 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
     for (int ci = 0; ci < 3; ci++) {
         int chunk = chunks[ci];
         printf(" chunk_rows=%d\n", chunk);
-        float *base = xaligned(sizeof(float) * logprob_scratch_floats(chunk, C, V));
+        float *base = xaligned(sizeof(float) * logprob_scratch_floats(chunk, C, V, 0));
         LogprobScratch s;
-        logprob_scratch_init(&s, base, chunk, C, V);
+        logprob_scratch_init(&s, base, chunk, C, V, 0);
         float *lp = fnew(N), *ent = fnew(N), *lse = fnew(N);
         for (int n = 0; n < N; n++) lp[n] = ent[n] = lse[n] = GAP_SENTINEL;
         logprob_forward(lp, ent, lse, NULL, h, HW, targets, N, C, V, inv_temp, &s);
