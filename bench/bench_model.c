@@ -132,7 +132,8 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     float *g = xaligned(sizeof(float) * tab->total);
     ModelView gv;
     if (!lo) params_view(&gv, tab, &m->cfg, g);
-    ModelGrads grads = {lo ? NULL : &gv, lo ? g : NULL};
+    int fresh = 0;
+    ModelGrads grads = {lo ? NULL : &gv, lo ? g : NULL, lo ? NULL : &fresh};
     AdamW opt;
     AdamWConfig ac;
     adamw_config_default(&ac);
@@ -140,7 +141,10 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     double t0 = 0;
     for (int it = 0; it <= iters; it++) {
         if (it == 1) t0 = time_now_s();
-        memset(g, 0, sizeof(float) * tab->total);
+        if (lo) /* as train/loop.c: the adapters' gradients zeroed, the weights' written by the backward */
+            memset(g, 0, sizeof(float) * tab->total);
+        else
+            fresh = 1;
         a.train_pass = 1;
         fwd_bwd(m, &a, &grads, ids, mask, tg, lp, B, T);
         grad_clip_norm(g, tab->total, 1.0);
@@ -159,14 +163,17 @@ static double decode_step_s(Model *m, int G, const int32_t *ids);
 
 /* The fastest of iters passes after a warm-up, as the PyTorch peer (bench/torch_model.py)
  * times its own: this machine's neighbours move single passes by 10-30 %. Its seconds,
- * and its products' in *g (gemm_stats). */
+ * and its products' in *g (gemm_stats). Each pass is a step's first (grads->fresh set:
+ * the gradients written, not summed into), as the peer resets .grad before each. */
 static double best_pass_s(Model *m, Activations *a, const ModelGrads *grads, const int32_t *ids, const uint8_t *mask,
                           const int32_t *tg, float *lp, int iters, GemmStats *g) {
     int B = 4, T = 192;
+    *grads->fresh = 1;
     fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T); /* warm-up */
     double best = 1e30;
     for (int it = 0; it < iters; it++) {
         gemm_stats_reset();
+        *grads->fresh = 1;
         double t0 = time_now_s();
         fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T);
         double dt = time_now_s() - t0;
@@ -229,7 +236,8 @@ int main(int argc, char **argv) {
     memset(gbuf, 0, sizeof(float) * m.table.total);
     ModelView gv;
     params_view(&gv, &m.table, &m.cfg, gbuf);
-    ModelGrads full = {&gv, NULL};
+    int fresh = 0;
+    ModelGrads full = {&gv, NULL, &fresh};
     GemmStats g32 = {0}, g16 = {0};
     double dt = train ? best_pass_s(&m, &a, &full, ids, mask, tg, lp, iters, &g32) : 1;
     /* model FLOPs: 6 per parameter per token for every GEMM (LM head included), plus

@@ -355,13 +355,13 @@ static void product_forward(float *out, const float *x, const uint16_t *x16, Wei
 /* scratch: dout itself where the caller does not read it again (its memory then takes
  * its bf16 values, matmul_backward_bf16_in16_scratch), else NULL */
 static void product_backward(float *din, float *dW, float *dbias, const float *dout, float *scratch, const float *x,
-                             const uint16_t *x16, WeightMatrix W, int N, int I, int O) {
+                             const uint16_t *x16, WeightMatrix W, int N, int I, int O, int write_dw) {
     if (x16 && scratch)
-        matmul_backward_bf16_in16_scratch(din, dW, dbias, scratch, x16, W.w16, N, I, O);
+        matmul_backward_bf16_in16_scratch(din, dW, dbias, scratch, x16, W.w16, N, I, O, write_dw);
     else if (x16)
-        matmul_backward_bf16_in16(din, dW, dbias, dout, x16, W.w16, N, I, O);
+        matmul_backward_bf16_in16(din, dW, dbias, dout, x16, W.w16, N, I, O, write_dw);
     else
-        matmul_backward_weight(din, dW, dbias, dout, x, W, N, I, O);
+        matmul_backward_weight(din, dW, dbias, dout, x, W, N, I, O, write_dw);
 }
 
 /* With bf16 activations: the fp32 input x[n] saved as bf16 in x16 — for a model whose
@@ -432,9 +432,9 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
 }
 
 /* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients accumulate into g
- * (NULL: the base is frozen), the adapters' into lg. */
-static void layer_backward(const Model *m, Activations *a, int l, const LayerView *g, float *lg, const LayerActs *L,
-                           const float *x_in) {
+ * (NULL: the base is frozen; wr: written into it instead), the adapters' into lg. */
+static void layer_backward(const Model *m, Activations *a, int l, const LayerView *g, int wr, float *lg,
+                           const LayerActs *L, const float *x_in) {
     const ModelConfig *c = &m->cfg;
     const LayerView *w = &m->w.layers[l];
     const LayerView16 *w16 = model_layer16(m, l);
@@ -447,20 +447,21 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 #define GW(f) (g ? g->f : NULL)
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
-    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, L->act, L->act16, W(wdown), N, F, C);
+    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, L->act, L->act16, W(wdown), N, F, C, wr);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     if (a->bf16) { /* dgu written in bf16 into its scratch, the operand of both products */
         uint16_t *dgu16 = (uint16_t *)a->dgu;
         swiglu_backward_bf16(dgu16, a->dact, L->gu16, N, F);
-        matmul_backward_bf16_dout16(a->dh, GW(wgu), dgu16, L->h2_16, W(wgu).w16, N, C, 2 * F);
+        matmul_backward_bf16_dout16(a->dh, GW(wgu), dgu16, L->h2_16, W(wgu).w16, N, C, 2 * F, wr);
     } else {
         swiglu_backward(a->dgu, a->dact, L->gu, N, F);
-        product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F);
+        product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F,
+                         wr);
     }
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
-    rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C);
+    rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C, wr);
     /* attention */
-    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, L->att, W(wo), N, H * D, C);
+    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, L->att, W(wo), N, H * D, C, wr);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
@@ -472,15 +473,17 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
         for (int h = 0; h < H + Hkv; h++)
             rmsnorm_backward(a->dqkv + h * D, h < H ? GW(q_norm) : GW(k_norm), a->dqk + h * D,
                              L->qkv + h * D, L->qk_rstd + (size_t)h * N,
-                             h < H ? w->q_norm : w->k_norm, N, D, QKV, QK, QKV);
+                             h < H ? w->q_norm : w->k_norm, N, D, QKV, QK, QKV,
+                             wr && (h == 0 || h == H)); /* each norm's first head writes it */
     } else {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
-    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV);
+    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV,
+                     wr);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
-    rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C);
+    rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C, wr);
 #undef GW
 #undef W
 }
@@ -554,7 +557,8 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     a->pw_valid = 0;
     memset(a->dhf, 0, sizeof(float) * N * C);
     logprob_forward_backward(logprob, entropy, a->lse, a->head_dlp, a->dhf, grads->base->lm_head, grad, a->hf,
-                             model_lm_head(m), a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp);
+                             model_lm_head(m), a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp,
+                             grads->fresh && *grads->fresh); /* model_backward clears it */
     a->head = HEAD_DONE;
 }
 
@@ -564,6 +568,7 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     const ModelView *g = grads->base;
     float *lg = m->lora && m->lora->enabled ? grads->lora : NULL;
     CHECK(g || lg);
+    int wr = g && grads->fresh && *grads->fresh; /* base's gradients written, not summed into */
     if (!dlogprob) { /* model_logprobs_train gave the gradient */
         CHECK(a->head != HEAD_NONE && !dentropy);
         dlogprob = a->head_dlp;
@@ -574,17 +579,21 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
             logprob_backward_frozen(a->dhf, dlogprob, a->pw, model_lm_head(m), a->targets, N, C, a->inv_temp);
         else
             logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, model_lm_head(m), a->targets,
-                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp);
+                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp, wr);
     }
     a->head = HEAD_NONE;
     memset(a->dx, 0, sizeof(float) * N * C);
     rmsnorm_backward(a->dx, g ? g->norm : NULL, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
-                     C, C, C);
+                     C, C, C, wr);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = a->x + (size_t)l * N * C;
         LayerActs *la = &a->layers[a->checkpointing ? 0 : l];
         if (a->checkpointing) layer_forward(m, a, l, la, x_in, NULL);
-        layer_backward(m, a, l, g ? &g->layers[l] : NULL, lg, la, x_in);
+        layer_backward(m, a, l, g ? &g->layers[l] : NULL, wr, lg, la, x_in);
     }
-    if (g) embedding_backward(g->embed, a->dx, a->ids, N, C);
+    if (g) { /* a scatter: summed into; a tied table holds the head's gradient already */
+        if (wr && g->embed != g->lm_head) memset(g->embed, 0, sizeof(float) * (size_t)c->vocab_size * C);
+        embedding_backward(g->embed, a->dx, a->ids, N, C);
+    }
+    if (wr) *grads->fresh = 0;
 }

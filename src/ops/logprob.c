@@ -104,20 +104,35 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
     }
 }
 
+/* *beta: what dW's next product sums into it, 0 until one has written it (write_dw),
+ * then 1. */
+static float next_beta(float *beta) {
+    float b = *beta;
+    *beta = 1.0f;
+    return b;
+}
+
 /* The rows gathered for a mixed-precision head's dW: their one product. */
-static void dw_flush(LogprobScratch *s, float *dW, int C, int V) {
+static void dw_flush(LogprobScratch *s, float *dW, int C, int V, float *beta) {
     if (s->dw_n)
         gemm_bf16(0, 0, V, C, s->dw_n, 1.0f, (GemmBf16Operand){.h = s->dzT, .ld = s->dw_rows},
-                  (GemmBf16Operand){.h = s->h16, .ld = C}, 1.0f, dW, C);
+                  (GemmBf16Operand){.h = s->h16, .ld = C}, next_beta(beta), dW, C);
     s->dw_n = 0;
+}
+
+/* After the last chunk: the gathered rows' product; dW zeros if write_dw asked for
+ * it and no row had a target. */
+static void dw_finish(LogprobScratch *s, float *dW, int C, int V, float *beta) {
+    dw_flush(s, dW, C, V, beta);
+    if (*beta == 0.0f) memset(dW, 0, sizeof(float) * (size_t)V * C);
 }
 
 /* The chunk's backward from its logits in s->scratch (overwritten with dz):
  * dh[idx] += dz · W, dW += dz^T · h (with bf16 products, both in bf16; dW's gathered
  * over chunks where s has room, dw_flush then adds them). */
-static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, float *dW, const float *dlogprob,
-                           const float *dentropy, WeightMatrix W, const int32_t *targets, const float *lse, int C,
-                           int V, float inv_temp) {
+static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, float *dW, float *dw_beta,
+                           const float *dlogprob, const float *dentropy, WeightMatrix W, const int32_t *targets,
+                           const float *lse, int C, int V, float inv_temp) {
     CHECK(!(dW && W.w16 && !W.bf16_products)); /* a head held in bf16 is frozen */
     CHECK(m <= s->chunk_rows);
     /* dz = dlogprob * (onehot - p) + dentropy * dH/dz, dH/dz_v = -p_v (log p_v + H);
@@ -158,15 +173,16 @@ static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, 
          * a plain operand, 1.2-1.5x faster than a transposed one on oneDNN's bf16 matmul
          * for the head's [vocab x hidden x rows] (issue 14); ~11 ms a 256-row chunk at
          * Qwen2-0.5B. Without room or a reorder, this chunk's own product. */
-        if (s->dw_rows && s->dw_n + m > s->dw_rows) dw_flush(s, dW, C, V);
+        if (s->dw_rows && s->dw_n + m > s->dw_rows) dw_flush(s, dW, C, V, dw_beta);
         if (s->dw_rows >= m && onednn_transpose_bf16(s->dzT + s->dw_n, s->dw_rows, dz16.h, m, V) == 0) {
             f32_to_bf16_n(s->h16 + (size_t)s->dw_n * C, s->h_rows, (size_t)m * C);
             s->dw_n += m;
         } else {
-            gemm_bf16(1, 0, V, C, m, 1.0f, dz16, (GemmBf16Operand){.f = s->h_rows, .ld = C}, 1.0f, dW, C);
+            gemm_bf16(1, 0, V, C, m, 1.0f, dz16, (GemmBf16Operand){.f = s->h_rows, .ld = C}, next_beta(dw_beta), dW,
+                      C);
         }
     } else if (dW) {
-        gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, 1.0f, dW, C);
+        gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, next_beta(dw_beta), dW, C);
     }
 }
 
@@ -220,14 +236,15 @@ void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, 
 
 void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
                       WeightMatrix W, const int32_t *targets, const float *lse, int N, int C, int V, float inv_temp,
-                      LogprobScratch *s) {
+                      LogprobScratch *s, int write_dw) {
     int idx[s->chunk_rows];
     int next = 0, m;
+    float dw_beta = write_dw ? 0.0f : 1.0f;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
         chunk_logits(s, idx, m, h, W, C, V, inv_temp);
-        chunk_backward(s, idx, m, dh, dW, dlogprob, dentropy, W, targets, lse, C, V, inv_temp);
+        chunk_backward(s, idx, m, dh, dW, &dw_beta, dlogprob, dentropy, W, targets, lse, C, V, inv_temp);
     }
-    if (dW) dw_flush(s, dW, C, V);
+    if (dW) dw_finish(s, dW, C, V, &dw_beta);
 }
 
 void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const float *logprob, float *dlogprob) {
@@ -240,16 +257,17 @@ void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const fl
 
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
                               const LogprobGrad *grad, const float *h, WeightMatrix W, const int32_t *targets,
-                              int N, int C, int V, float inv_temp, LogprobScratch *s) {
+                              int N, int C, int V, float inv_temp, LogprobScratch *s, int write_dw) {
     int idx[s->chunk_rows];
     zero_rows(logprob, entropy, lse, N);
     for (int n = 0; n < N; n++) dlogprob[n] = 0;
     int next = 0, m;
+    float dw_beta = write_dw ? 0.0f : 1.0f;
     while ((m = next_chunk(idx, s->chunk_rows, targets, N, &next)) > 0) {
         chunk_logits(s, idx, m, h, W, C, V, inv_temp);
         chunk_stats(s, idx, m, V, targets, lse, logprob, entropy);
         logprob_grad_rows(grad, idx, m, logprob, dlogprob);
-        chunk_backward(s, idx, m, dh, dW, dlogprob, NULL, W, targets, lse, C, V, inv_temp);
+        chunk_backward(s, idx, m, dh, dW, &dw_beta, dlogprob, NULL, W, targets, lse, C, V, inv_temp);
     }
-    if (dW) dw_flush(s, dW, C, V);
+    if (dW) dw_finish(s, dW, C, V, &dw_beta);
 }

@@ -11,12 +11,12 @@ static void bias_rows(float *out, const float *bias, int N, int O) {
         for (int o = 0; o < O; o++) out[(size_t)n * O + o] = bias[o];
 }
 
-static void bias_backward(float *dbias, const float *dout, int N, int O) {
+static void bias_backward(float *dbias, const float *dout, int N, int O, int write) {
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < O; o++) {
         float s = 0;
         for (int n = 0; n < N; n++) s += dout[(size_t)n * O + o];
-        dbias[o] += s;
+        dbias[o] = write ? s : dbias[o] + s;
     }
 }
 
@@ -27,10 +27,10 @@ void matmul_forward(float *out, const float *in, const float *W, const float *bi
 }
 
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
-                     const float *in, const float *W, int N, int I, int O) {
+                     const float *in, const float *W, int N, int I, int O, int write_dw) {
     if (din) gemm_f32(0, 0, N, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
-    if (dW) gemm_f32(1, 0, O, I, N, 1.0f, dout, O, in, I, 1.0f, dW, I);
-    if (dbias) bias_backward(dbias, dout, N, O);
+    if (dW) gemm_f32(1, 0, O, I, N, 1.0f, dout, O, in, I, write_dw ? 0.0f : 1.0f, dW, I);
+    if (dbias) bias_backward(dbias, dout, N, O, write_dw);
 }
 
 static void forward_bf16(float *out, GemmBf16Operand in, const uint16_t *W, const float *bias, int N, int I, int O) {
@@ -40,15 +40,15 @@ static void forward_bf16(float *out, GemmBf16Operand in, const uint16_t *W, cons
 
 /* scratch: dout is the caller's scratch (then dout == scratch), not read again */
 static void backward_bf16(float *din, float *dW, float *dbias, const float *dout, float *scratch, GemmBf16Operand in,
-                          const uint16_t *W, int N, int I, int O) {
-    if (dbias) bias_backward(dbias, dout, N, O);
+                          const uint16_t *W, int N, int I, int O, int write_dw) {
+    if (dbias) bias_backward(dbias, dout, N, O, write_dw);
     /* both products read dout: rounded once, into dout itself where it is scratch (no
      * buffer: a gate/up product's dout is the largest operand a layer's backward rounds) */
     GemmBf16Operand d = !(din && dW) ? (GemmBf16Operand){.f = dout, .ld = O}
                         : scratch    ? gemm_bf16_round_in_place(scratch, N, O, O)
                                      : gemm_bf16_round(dout, N, O, O);
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 0.0f, din, I);
-    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, in, 1.0f, dW, I);
+    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, in, write_dw ? 0.0f : 1.0f, dW, I);
 }
 
 void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O) {
@@ -56,8 +56,8 @@ void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const f
 }
 
 void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
-                          const uint16_t *W, int N, int I, int O) {
-    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O);
+                          const uint16_t *W, int N, int I, int O, int write_dw) {
+    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O, write_dw);
 }
 
 void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
@@ -66,20 +66,20 @@ void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W,
 }
 
 void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
-                               const uint16_t *W, int N, int I, int O) {
-    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
+                               const uint16_t *W, int N, int I, int O, int write_dw) {
+    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O, write_dw);
 }
 
 void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
-                                       const uint16_t *W, int N, int I, int O) {
-    backward_bf16(din, dW, dbias, dout, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O);
+                                       const uint16_t *W, int N, int I, int O, int write_dw) {
+    backward_bf16(din, dW, dbias, dout, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O, write_dw);
 }
 
 void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, const uint16_t *in, const uint16_t *W,
-                                 int N, int I, int O) {
+                                 int N, int I, int O, int write_dw) {
     GemmBf16Operand d = {.h = dout16, .ld = O};
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 0.0f, din, I);
-    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.h = in, .ld = I}, 1.0f, dW, I);
+    if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, (GemmBf16Operand){.h = in, .ld = I}, write_dw ? 0.0f : 1.0f, dW, I);
 }
 
 void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O) {
@@ -94,14 +94,14 @@ void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const fl
 }
 
 void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, const float *in,
-                            WeightMatrix W, int N, int I, int O) {
+                            WeightMatrix W, int N, int I, int O, int write_dw) {
     if (W.bf16_products) {
-        matmul_backward_bf16(din, dW, dbias, dout, in, W.w16, N, I, O);
+        matmul_backward_bf16(din, dW, dbias, dout, in, W.w16, N, I, O, write_dw);
     } else if (W.w16) {
         CHECK(!dW); /* held in bf16: frozen */
         if (din) gemm_f32_b16(0, 0, N, I, O, 1.0f, dout, O, W.w16, I, 0.0f, din, I);
-        if (dbias) bias_backward(dbias, dout, N, O);
+        if (dbias) bias_backward(dbias, dout, N, O, write_dw);
     } else {
-        matmul_backward(din, dW, dbias, dout, in, W.w, N, I, O);
+        matmul_backward(din, dW, dbias, dout, in, W.w, N, I, O, write_dw);
     }
 }

@@ -125,26 +125,27 @@ static inline void f32_join_n(float *restrict x, const uint16_t *restrict hi, co
  * gemm_bf16). Same contracts as matmul_forward / matmul_backward. */
 void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O);
 void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
-                          const uint16_t *W, int N, int I, int O);
+                          const uint16_t *W, int N, int I, int O, int write_dw);
 /* The same two with the input held in bf16 already (a saved activation, model/
  * transformer.h: acts_create's bf16): the values they would round in to. */
 void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
                               int O);
 void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
-                               const uint16_t *W, int N, int I, int O);
+                               const uint16_t *W, int N, int I, int O, int write_dw);
 /* The backward with dout the caller's scratch, not read again: where both products
  * read it, its bf16 values are rounded into its own memory (gemm_bf16_round_in_place;
  * its fp32 values lost) instead of a buffer. The same results bit for bit. */
 void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
-                                       const uint16_t *W, int N, int I, int O);
+                                       const uint16_t *W, int N, int I, int O, int write_dw);
 /* ... and with dout in bf16 too (written so by its producer: swiglu_backward_bf16); no bias. */
 void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, const uint16_t *in, const uint16_t *W,
-                                 int N, int I, int O);
+                                 int N, int I, int O, int write_dw);
 /* din[N,I] = dout·W (written over: its old values are not read, and a product
  * with beta 0 runs faster than one summing into them);  dW[O,I] += dout^T·in;
- * dbias[O] += Σ_n dout */
+ * dbias[O] += Σ_n dout. write_dw: dW and dbias written over instead (the first
+ * backward into a step's gradients: model/transformer.h, ModelGrads.fresh). */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
-                     const float *in, const float *W, int N, int I, int O);
+                     const float *in, const float *W, int N, int I, int O, int write_dw);
 
 /* A weight matrix as the products read it: fp32 values w; or bf16 values w16 —
  * with bf16_products, the mixed-precision copy of trained weights (the products
@@ -160,7 +161,7 @@ typedef struct {
  * frozen matrix has no dW. */
 void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O);
 void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, const float *in,
-                            WeightMatrix W, int N, int I, int O);
+                            WeightMatrix W, int N, int I, int O, int write_dw);
 
 /* ---- embedding (ops/embedding.c) ---- */
 
@@ -178,10 +179,10 @@ void embedding_backward(float *dtable, const float *dout, const int32_t *ids, in
 /* out[N,C] (row stride ld_out), rstd[N] written; in[N,C] (row stride ld_in), w[C] */
 void rmsnorm_forward(float *out, float *rstd, const float *in, const float *w,
                      int N, int C, int ld_out, int ld_in, float eps);
-/* din[N,C] += ..., dw[C] += ...; dout[N,C], in[N,C], rstd[N] from forward */
+/* din[N,C] += ..., dw[C] += ... (write_dw: dw = ...); dout[N,C], in[N,C], rstd[N] from forward */
 void rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
                       const float *rstd, const float *w, int N, int C,
-                      int ld_din, int ld_dout, int ld_in);
+                      int ld_din, int ld_dout, int ld_in, int write_dw);
 
 /* ---- RoPE (ops/rope.c), Hugging Face's rotate_half convention ----
  * For pair (i, i + D/2), angle a = pos * inv_freq[i]:
@@ -265,10 +266,11 @@ void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, cons
 void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, WeightMatrix W,
                              const int32_t *targets, int N, int C, float inv_temp);
 /* dh[N,C] +=, dW[V,C] += from dlogprob[N] and dentropy[N] (the gradient with
- * respect to each row's entropy; NULL: none) */
+ * respect to each row's entropy; NULL: none). write_dw: dW = instead (zeros where
+ * no row has a target). */
 void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *dentropy, const float *h,
                       WeightMatrix W, const int32_t *targets, const float *lse, int N, int C, int V, float inv_temp,
-                      LogprobScratch *s);
+                      LogprobScratch *s, int write_dw);
 
 /* The gradient of a token-local objective: dlogprob[i] of the m rows rows[i], from
  * their log-probs logprob[i] alone (the rest of what it needs is in ctx). */
@@ -286,6 +288,6 @@ void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const fl
  * NULL). Bit-identical to the two calls with that dlogprob. */
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,
                               const LogprobGrad *grad, const float *h, WeightMatrix W, const int32_t *targets,
-                              int N, int C, int V, float inv_temp, LogprobScratch *s);
+                              int N, int C, int V, float inv_temp, LogprobScratch *s, int write_dw);
 
 #endif

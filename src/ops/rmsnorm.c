@@ -52,7 +52,7 @@ void rmsnorm_forward(float *out, float *rstd, const float *in, const float *w,
 /* With xhat = x * r:  dx = r * (g*w - xhat * mean(g*w*xhat)),  dw = Σ_n g * xhat. */
 void rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
                       const float *rstd, const float *w, int N, int C,
-                      int ld_din, int ld_dout, int ld_in) {
+                      int ld_din, int ld_dout, int ld_in, int write_dw) {
     if (din) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) {
@@ -75,7 +75,7 @@ void rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
 #pragma omp simd
                 for (int j = 0; j < nc; j++) s[j] += (double)g[j] * x[j] * r;
             }
-            for (int j = 0; j < nc; j++) dw[c0 + j] += (float)s[j];
+            for (int j = 0; j < nc; j++) dw[c0 + j] = write_dw ? (float)s[j] : dw[c0 + j] + (float)s[j];
         }
     }
 }

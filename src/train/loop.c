@@ -36,6 +36,7 @@ typedef struct {
     float *grads;              /* [table->total] */
     ModelView gview;           /* over grads, when the model's weights are trained */
     ModelGrads g;
+    int fresh;                 /* g.fresh's state: the step's first backward writes the gradients */
     AdamW opt;
     uint8_t *decay_mask;
     long step;                 /* optimizer steps done */
@@ -150,9 +151,13 @@ static int train_step(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = L->args;
     size_t P = lp->table->total;
     double t0 = time_now_s();
-    memset(lp->grads, 0, sizeof(float) * P);
+    if (lp->g.fresh) /* the step's first backward writes the weights' gradients: no pass over them here */
+        lp->fresh = 1;
+    else
+        memset(lp->grads, 0, sizeof(float) * P);
     TrainStepOut out = {0, 0};
     if (L->algo->step(L->algo->self, &lp->g, lp->step, &out, &lp->acc, err)) return -1;
+    if (lp->g.fresh && lp->fresh) memset(lp->grads, 0, sizeof(float) * P); /* no backward ran */
     if (dist_size() > 1) { /* the step over every process: gradients, loss and tokens summed in rank order */
         double t_sum = time_now_s();
         dist_sum_f32(lp->grads, P);
@@ -396,11 +401,12 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     lp.params = lo ? lo->params : L->model->params;
     size_t P = lp.table->total;
     lp.grads = xaligned(sizeof(float) * (P ? P : 1));
+    memset(lp.grads, 0, sizeof(float) * P); /* the gaps between tensors, which no backward writes, stay 0 */
     if (lo) {
-        lp.g = (ModelGrads){NULL, lp.grads};
+        lp.g = (ModelGrads){NULL, lp.grads, NULL};
     } else {
         params_view(&lp.gview, &L->model->table, &L->model->cfg, lp.grads);
-        lp.g = (ModelGrads){&lp.gview, NULL};
+        lp.g = (ModelGrads){&lp.gview, NULL, &lp.fresh};
     }
     adamw_init(&lp.opt, P);
     lp.decay_mask = xmalloc(P ? P : 1);

@@ -167,10 +167,10 @@ static void check_fused_head(const char *name) {
         padded_batch_logprobs(&m, &a, &pb, inv_temp, lp[0], en[0]);
         for (int j = 0; j < K; j++) dcsr[j] = grad_of(j, lp[0][j]);
         padded_batch_scatter(&pb, dcsr, dfull);
-        model_backward(&m, &a, &(ModelGrads){&gv[0], NULL}, dfull, NULL);
+        model_backward(&m, &a, &(ModelGrads){&gv[0], NULL, NULL}, dfull, NULL);
 
         int calls = 0;
-        ModelGrads fg = {&gv[1], NULL};
+        ModelGrads fg = {&gv[1], NULL, NULL};
         padded_batch_logprobs_train(&m, &a, &pb, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){grad_fn, &calls});
         T_CHECK(calls == 3, "%s: the gradient was asked for chunk by chunk (%d calls, want 3)", name, calls);
         model_backward(&m, &a, &fg, NULL, NULL);

@@ -85,16 +85,19 @@ static void weights_grad(void *ctx, const int *rows, int m, const float *logprob
 }
 
 /* Log-probs and the gradient of Σ dlp · lp, by the two-pass path (fused = 0) or
- * the fused head (fused = 1), on activations in fp32 or bf16 (acts16). Returns the
- * gradient buffer (table.total floats). */
-static float *run(Model *m, const Inputs *in, int ckpt, int fused, int acts16, float *lp) {
+ * the fused head (fused = 1), on activations in fp32 or bf16 (acts16), summed into
+ * zeros or (fresh) written over NaN. Returns the gradient buffer (table.total floats). */
+static float *run_fresh(Model *m, const Inputs *in, int ckpt, int fused, int acts16, float *lp, int fresh) {
     Activations a;
     acts_create(&a, &m->cfg, in->N, ckpt, 4, acts16);
     model_forward(m, &a, in->ids, in->mask, in->B, in->T);
     float *g = calloc(m->table.total, sizeof(float));
+    if (fresh)
+        for (int i = 0; i < m->table.n; i++)
+            for (size_t k = 0; k < m->table.entries[i].numel; k++) g[m->table.entries[i].offset + k] = NAN;
     ModelView gv;
     params_view(&gv, &m->table, &m->cfg, g);
-    ModelGrads grads = {&gv, NULL};
+    ModelGrads grads = {&gv, NULL, fresh ? &fresh : NULL};
     if (fused) {
         LogprobGrad lg = {weights_grad, in->dlp};
         model_logprobs_train(m, &a, in->targets, in->inv_temp, lp, NULL, &grads, &lg);
@@ -103,9 +106,14 @@ static float *run(Model *m, const Inputs *in, int ckpt, int fused, int acts16, f
         model_logprobs(m, &a, in->targets, in->inv_temp, lp, NULL);
         model_backward(m, &a, &grads, in->dlp, NULL);
     }
+    T_CHECK(!fresh, "model_backward left fresh set");
     params_view_free(&gv);
     acts_free(&a);
     return g;
+}
+
+static float *run(Model *m, const Inputs *in, int ckpt, int fused, int acts16, float *lp) {
+    return run_fresh(m, in, ckpt, fused, acts16, lp, 0);
 }
 
 static double lp_error(const float *lp, const double *want, const Inputs *in) {
@@ -219,6 +227,14 @@ static void check_fixture(const char *name) {
             "%s: checkpointing changes the bf16 results", name);
     T_CHECK(!memcmp(lp16, lp16f, sizeof lp16) && !memcmp(g16, g16f, sizeof(float) * m.table.total),
             "%s: the fused LM head differs from the two-pass one in bf16", name);
+    /* a step's first backward (ModelGrads.fresh) writes every gradient over NaN: the bits of
+     * summing into zeros, through either head */
+    for (int fused = 0; fused <= 1; fused++) {
+        float lpf[in.N], *gf = run_fresh(&m, &in, 1, fused, 1, lpf, 1);
+        T_CHECK(!memcmp(gf, g16, sizeof(float) * m.table.total), "%s (fused head %d): a fresh backward differs",
+                name, fused);
+        free(gf);
+    }
     /* the native path's operand handling (every fp32 operand rounded into a buffer,
      * gemm_bf16_round's reused between calls, the LM head's dz rounded in place), with
      * the products taken as the widened path takes them: the widened path's bits, in
@@ -510,7 +526,7 @@ static void check_half_head(void) {
         float *dh = out[k][4] = calloc(N * C, sizeof(float)), *dhe = out[k][5] = calloc(N * C, sizeof(float));
         logprob_forward(lp, ent, lse, pw, hs, head[k], targets, N, C, V, 1.25f, &s);
         logprob_backward_frozen(dh, dlp, pw, head[k], targets, N, C, 1.25f);
-        logprob_backward(dhe, NULL, dlp, dent, hs, head[k], targets, lse, N, C, V, 1.25f, &s);
+        logprob_backward(dhe, NULL, dlp, dent, hs, head[k], targets, lse, N, C, V, 1.25f, &s, 0);
         free(base);
     }
     const char *what[6] = {"log-probs", "entropies", "lse", "E_p[W]", "dh from E_p[W]", "dh with dentropy"};
@@ -550,7 +566,7 @@ static void check_head_gather(void) {
         float lp[N], lse[N], *dh = calloc(N * C, sizeof(float)), *dW = calloc((size_t)V * C, sizeof(float));
         for (long i = 0; i < (long)V * C; i++) dW[i] = 0.5f; /* summed into */
         logprob_forward(lp, NULL, lse, NULL, hs, W, targets, N, C, V, 1.25f, &s);
-        logprob_backward(dh, dW, dlp, NULL, hs, W, targets, lse, N, C, V, 1.25f, &s);
+        logprob_backward(dh, dW, dlp, NULL, hs, W, targets, lse, N, C, V, 1.25f, &s, 0);
         T_CHECK(s.dw_n == 0, "head gather (capacity %d): %d rows left ungathered", caps[k], s.dw_n);
         if (!k) {
             dh0 = dh, dW0 = dW;

@@ -79,7 +79,7 @@ static double run(Model *m, const Batch *b, int ckpt, const uint64_t *keys, floa
     model_logprobs(m, &a, b->targets, b->inv_temp, lp, NULL);
     ModelView gv;
     if (base_g) params_view(&gv, &m->table, &m->cfg, base_g);
-    if (lg || base_g) model_backward(m, &a, &(ModelGrads){base_g ? &gv : NULL, lg}, b->dlp, NULL);
+    if (lg || base_g) model_backward(m, &a, &(ModelGrads){base_g ? &gv : NULL, lg, NULL}, b->dlp, NULL);
     if (base_g) params_view_free(&gv);
     acts_free(&a);
     double loss = 0;

@@ -336,9 +336,9 @@ static void check_linear(void) {
     for (int i = 0; i < N * I; i++) din1[i] = din2[i] = 0.5f;
     for (int i = 0; i < O * I; i++) dW1[i] = dW2[i] = -0.25f;
     for (int i = 0; i < O; i++) db1[i] = db2[i] = 1.0f;
-    matmul_backward_bf16(din1, dW1, db1, dout, in, W16, N, I, O);
-    matmul_backward(din2, dW2, NULL, rdout, rin, rW, N, I, O);
-    matmul_backward(NULL, NULL, db2, dout, NULL, NULL, N, I, O); /* the bias gradient sums the fp32 dout */
+    matmul_backward_bf16(din1, dW1, db1, dout, in, W16, N, I, O, 0);
+    matmul_backward(din2, dW2, NULL, rdout, rin, rW, N, I, O, 0);
+    matmul_backward(NULL, NULL, db2, dout, NULL, NULL, N, I, O, 0); /* the bias gradient sums the fp32 dout */
     T_CHECK(!memcmp(din1, din2, sizeof din1), "matmul_backward_bf16: din differs");
     T_CHECK(!memcmp(dW1, dW2, sizeof dW1), "matmul_backward_bf16: dW differs");
     T_CHECK(!memcmp(db1, db2, sizeof db1), "matmul_backward_bf16: dbias differs");
@@ -363,9 +363,9 @@ static void check_backward_scratch(GemmBf16Backend b, const char *name) {
         for (int i = 0; i < O; i++) db[k][i] = 1.0f;
     }
     size_t before = gemm_bf16_buffer_bytes();
-    matmul_backward_bf16_in16_scratch(din[0], dW[0], db[0], scratch, in16, W16, N, I, O);
+    matmul_backward_bf16_in16_scratch(din[0], dW[0], db[0], scratch, in16, W16, N, I, O, 0);
     size_t scratch_grew = gemm_bf16_buffer_bytes() - before;
-    matmul_backward_bf16_in16(din[1], dW[1], db[1], dout, in16, W16, N, I, O);
+    matmul_backward_bf16_in16(din[1], dW[1], db[1], dout, in16, W16, N, I, O, 0);
     T_CHECK(!memcmp(din[0], din[1], sizeof(float) * N * I) && !memcmp(dW[0], dW[1], sizeof(float) * O * I) &&
                 !memcmp(db[0], db[1], sizeof(float) * O),
             "%s: the backward rounding dout in place differs from the one with a buffer", name);

@@ -210,23 +210,29 @@ static void test_matmul(int N, int I, int O, int with_bias, int do_fd) {
     cmp("matmul out", out, c.out, (long)N * O);
     Prefill pin = prefill((long)N * I), pW = prefill((long)O * I), pb = prefill(O);
     float *fdin = fnew((long)N * I), *fdW = fnew((long)O * I), *fdb = fnew(O);
-    matmul_backward(fdin, fdW, bias ? fdb : NULL, dout, in, W, N, I, O);
+    matmul_backward(fdin, fdW, bias ? fdb : NULL, dout, in, W, N, I, O, 0);
     cmp("matmul din", fdin, din, (long)N * I);
     cmp("matmul dW", fdW, dW, (long)O * I);
     if (bias) cmp("matmul dbias", fdb, db, O);
     for (int rep = 0; rep < 2; rep++)
-        matmul_backward(pin.f, pW.f, bias ? pb.f : NULL, dout, in, W, N, I, O);
+        matmul_backward(pin.f, pW.f, bias ? pb.f : NULL, dout, in, W, N, I, O, 0);
     /* din is written over (its prefill not read), dW and dbias accumulate */
     double *w2 = plus(pW.d, dW, (long)O * I, 2), *w3 = plus(pb.d, db, O, bias ? 2 : 0);
     cmp("matmul din written over", pin.f, din, (long)N * I);
     cmp("matmul dW accumulates", pW.f, w2, (long)O * I);
     cmp("matmul dbias accum/NULL", pb.f, w3, O);
+    /* write_dw: dW and dbias written over a NaN prefill (not read) */
+    for (long i = 0; i < (long)O * I; i++) pW.f[i] = NAN;
+    for (int o = 0; o < O; o++) pb.f[o] = NAN;
+    matmul_backward(pin.f, pW.f, bias ? pb.f : NULL, dout, in, W, N, I, O, 1);
+    cmp("matmul dW written (write_dw)", pW.f, dW, (long)O * I);
+    if (bias) cmp("matmul dbias written (write_dw)", pb.f, db, O);
     /* NULL din and dbias: only dW */
     memset(fdW, 0, sizeof(float) * O * I);
-    matmul_backward(NULL, fdW, NULL, dout, in, W, N, I, O);
+    matmul_backward(NULL, fdW, NULL, dout, in, W, N, I, O, 0);
     cmp("matmul dW (din=NULL)", fdW, dW, (long)O * I);
     for (long i = 0; i < (long)N * I; i++) fdin[i] = NAN; /* not read */
-    matmul_backward(fdin, NULL, NULL, dout, in, W, N, I, O);
+    matmul_backward(fdin, NULL, NULL, dout, in, W, N, I, O, 0);
     cmp("matmul din (dW=NULL)", fdin, din, (long)N * I);
     free(c.out), free(c.in), free(c.W), free(c.bias), free(c.w), free(din), free(dW), free(db);
     free(in), free(W), free(bias), free(dout), free(out), free(fdin), free(fdW), free(fdb);
@@ -316,20 +322,23 @@ static void test_rmsnorm(int N, int C, int ld_out, int ld_in, int ld_dout, int l
     for (int n = 0; n < N; n++)
         for (int j = C; j < ld_din; j++) pin.f[(long)n * ld_din + j] = GAP_SENTINEL;
     float *fdin = fnew((long)N * ld_din), *fdw = fnew(C);
-    rmsnorm_backward(fdin, fdw, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in);
+    rmsnorm_backward(fdin, fdw, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in, 0);
     cmp_rows("rmsnorm din", fdin, ld_din, din, ld_din, N, C, NULL);
     cmp("rmsnorm dw", fdw, dw, C);
     for (int rep = 0; rep < 2; rep++)
-        rmsnorm_backward(pin.f, pw.f, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in);
+        rmsnorm_backward(pin.f, pw.f, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in, 0);
     double *w1 = plus(pin.d, din, (long)N * ld_din, 2), *w2 = plus(pw.d, dw, C, 2);
     cmp_rows("rmsnorm din accumulates", pin.f, ld_din, w1, ld_din, N, C, NULL);
     cmp("rmsnorm dw accumulates", pw.f, w2, C);
+    for (int j = 0; j < C; j++) pw.f[j] = NAN; /* write_dw: not read */
+    rmsnorm_backward(NULL, pw.f, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in, 1);
+    cmp("rmsnorm dw written (write_dw)", pw.f, dw, C);
     check_gaps("rmsnorm din", pin.f, N, C, ld_din);
     memset(fdin, 0, sizeof(float) * N * ld_din);
-    rmsnorm_backward(fdin, NULL, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in);
+    rmsnorm_backward(fdin, NULL, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in, 0);
     cmp_rows("rmsnorm din (dw=NULL)", fdin, ld_din, din, ld_din, N, C, NULL);
     memset(fdw, 0, sizeof(float) * C);
-    rmsnorm_backward(NULL, fdw, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in);
+    rmsnorm_backward(NULL, fdw, fdout, in, rstd, w, N, C, ld_din, ld_dout, ld_in, 0);
     cmp("rmsnorm dw (din=NULL)", fdw, dw, C);
     free(c.out), free(c.rstd), free(c.in), free(c.w), free(c.wl), free(dout), free(din), free(dw);
     free(in), free(w), free(fdout), free(out), free(rstd), free(fdin), free(fdw);
@@ -635,7 +644,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
         cmp("logprob entropy", ent, c.entropy, N);
         cmp_rows("logprob lse (rows w/ target)", lse, 1, c.lse, 1, N, 1, valid);
         float *fdh = fnew((long)N * C), *fdW = fnew((long)V * C);
-        logprob_backward(fdh, fdW, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
+        logprob_backward(fdh, fdW, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s, 0);
         cmp("logprob dh (with dentropy)", fdh, dh, (long)N * C);
         cmp("logprob dW (with dentropy)", fdW, dW, (long)V * C);
         if (ci == 0) {
@@ -650,7 +659,7 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
                 double *rdh = dnew((long)N * C), *rdW = dnew((long)V * C);
                 ref_logprob_backward(rdh, rdW, c.w, NULL, c.h, c.W, targets, c.lse, N, C, V, inv_temp);
                 float *gh = fnew((long)N * C), *gW = fnew((long)V * C);
-                logprob_backward(gh, gW, dlp, NULL, h, HW, targets, lse, N, C, V, inv_temp, &s);
+                logprob_backward(gh, gW, dlp, NULL, h, HW, targets, lse, N, C, V, inv_temp, &s, 0);
                 cmp("logprob dh (dentropy=NULL)", gh, rdh, (long)N * C);
                 cmp("logprob dW (dentropy=NULL)", gW, rdW, (long)V * C);
                 /* a frozen head: the forward's E_p[W] gives the same dh without logits in backward */
@@ -665,15 +674,28 @@ static void test_logprob(int N, int C, int V, float inv_temp, int do_fd) {
             /* accumulation and NULL gradients */
             Prefill ph = prefill((long)N * C), pW = prefill((long)V * C);
             for (int rep = 0; rep < 2; rep++)
-                logprob_backward(ph.f, pW.f, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
+                logprob_backward(ph.f, pW.f, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s, 0);
             double *w1 = plus(ph.d, dh, (long)N * C, 2), *w2 = plus(pW.d, dW, (long)V * C, 2);
             cmp("logprob dh accumulates", ph.f, w1, (long)N * C);
             cmp("logprob dW accumulates", pW.f, w2, (long)V * C);
+            /* write_dw: dW written over a NaN prefill; zeros where no row has a target */
+            for (long i = 0; i < (long)V * C; i++) pW.f[i] = NAN;
+            logprob_backward(NULL, pW.f, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s, 1);
+            cmp("logprob dW written (write_dw)", pW.f, dW, (long)V * C);
+            {
+                int32_t none[N];
+                long bad = 0;
+                for (int n = 0; n < N; n++) none[n] = -1;
+                for (long i = 0; i < (long)V * C; i++) pW.f[i] = NAN;
+                logprob_backward(NULL, pW.f, dlp, dent, h, HW, none, lse, N, C, V, inv_temp, &s, 1);
+                for (long i = 0; i < (long)V * C; i++) bad += pW.f[i] != 0.0f;
+                T_CHECK(bad == 0, "logprob dW without targets (write_dw): %ld values not 0", bad);
+            }
             float *g = fnew((long)V * C);
-            logprob_backward(NULL, g, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
+            logprob_backward(NULL, g, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s, 0);
             cmp("logprob dW (dh=NULL)", g, dW, (long)V * C);
             memset(g, 0, sizeof(float) * N * C);
-            logprob_backward(g, NULL, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s);
+            logprob_backward(g, NULL, dlp, dent, h, HW, targets, lse, N, C, V, inv_temp, &s, 0);
             cmp("logprob dh (dW=NULL)", g, dh, (long)N * C);
             free(g), free(ph.d), free(ph.f), free(pW.d), free(pW.f), free(w1), free(w2);
         } else {
