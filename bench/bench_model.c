@@ -12,10 +12,11 @@
  * where its time went (gemm_stats). Then one training step (forward,
  * backward, clipping, AdamW) of full fine-tuning against the same with LoRA adapters
  * (r 16, all linear layers, dropout 0.05; the base frozen), and decode with them.
- *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1] [--gemm openblas|onednn]
- *                           [--logprob_chunk_rows R]
- *   (fewer layers, or the training line alone, for a quick look; gemm_f32's backend
- *   instead of the automatic choice) */
+ *   build/bench/bench_model [--layers L] [--iters N] [--train_only 1] [--bf16_only 1]
+ *                           [--gemm openblas|onednn] [--logprob_chunk_rows R]
+ *   (fewer layers, or the training lines alone, for a quick look — the bf16 pass
+ *   alone with --bf16_only, as bench/run.sh's alternating rounds against PyTorch
+ *   take it; gemm_f32's backend instead of the automatic choice) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,11 +196,12 @@ static void products_line(double dt, GemmStats g) {
 }
 
 int main(int argc, char **argv) {
-    int layers = 24, iters = 2, train_only = 0, chunk_rows = 256; /* --logprob_chunk_rows, its default */
+    int layers = 24, iters = 2, train_only = 0, bf16_only = 0, chunk_rows = 256; /* --logprob_chunk_rows, its default */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--train_only")) train_only = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--bf16_only")) bf16_only = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--logprob_chunk_rows")) chunk_rows = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--gemm")) {
             if (strcmp(argv[i + 1], "onednn") && strcmp(argv[i + 1], "openblas")) {
@@ -239,16 +241,18 @@ int main(int argc, char **argv) {
     int fresh = 0;
     ModelGrads full = {&gv, NULL, &fresh};
     GemmStats g32 = {0}, g16 = {0};
-    double dt = train ? best_pass_s(&m, &a, &full, ids, mask, tg, lp, iters, &g32) : 1;
+    int train32 = train && !bf16_only;
+    double dt = train32 ? best_pass_s(&m, &a, &full, ids, mask, tg, lp, iters, &g32) : 0;
     /* model FLOPs: 6 per parameter per token for every GEMM (LM head included), plus
      * causal attention's score and value products (2 * 2 * T^2/2 * D * H fwd, x3 with bwd) */
     double C = m.cfg.hidden_size, Pl = P - C * m.cfg.vocab_size; /* non-embedding */
     double flops = 6.0 * N * (Pl + C * m.cfg.vocab_size) +
                    3.0 * 2.0 * B * (double)T * T * m.cfg.head_dim * m.cfg.n_heads * layers;
-    if (train)
+    if (train32) {
         printf("train fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of the fp32 GEMM\n", dt, N / dt,
                flops / dt / 1e9, 100.0 * flops / dt / 1e9 / gf_peer);
-    if (train) products_line(dt, g32);
+        products_line(dt, g32);
+    }
     if (train) { /* mixed precision (--bf16): the same pass with its products on gemm_bf16 */
         model_use_bf16_compute(&m);
         size_t bytes32 = a.bytes;
@@ -257,8 +261,9 @@ int main(int argc, char **argv) {
         printf("activations %.2f GB in fp32, %.2f GB with bf16 inputs (no checkpointing)\n", bytes32 / 1e9, a.bytes / 1e9);
         memset(gbuf, 0, sizeof(float) * m.table.total);
         double dt16 = best_pass_s(&m, &a, &full, ids, mask, tg, lp, iters, &g16);
-        printf("train bf16 fwd+bwd 4x192: %.3f s/step, %.0f tokens/s, %.2fx fp32 (products on %s)", dt16, N / dt16,
-               dt / dt16, gemm_bf16_backend_name());
+        printf("train bf16 fwd+bwd 4x192: %.3f s/step, %.0f tokens/s", dt16, N / dt16);
+        if (dt > 0) printf(", %.2fx fp32", dt / dt16);
+        printf(" (products on %s)", gemm_bf16_backend_name());
         if (gf16 > 0)
             printf("; %.1f GFLOP/s = %.0f%% of the bf16 GEMM", flops / dt16 / 1e9, 100.0 * flops / dt16 / 1e9 / gf16);
         printf("\n");
