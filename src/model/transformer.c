@@ -187,6 +187,14 @@ static size_t layer_floats(const ModelConfig *c, size_t N, int bf16) {
     return N * (1 + qkv + qk + (H + Hkv) + H * D + H + C + 1) + saved16;
 }
 
+/* The LM head's gathered dz^T (LogprobScratch.dw_rows): with bf16 activations and no
+ * checkpointing, where the layers' gate/up outputs saved in bf16 free more than it
+ * takes (467 KB a token against 306 KB at Qwen2-0.5B); checkpointing keeps one layer's,
+ * and there it would be memory the user asked not to spend. */
+static int head_dw_rows(int max_tokens, int ckpt, int chunk_rows, int bf16) {
+    return bf16 && !ckpt ? logprob_dw_rows(chunk_rows, max_tokens) : 0;
+}
+
 static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
     size_t N = max_tokens, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
@@ -196,7 +204,7 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows,
     p.final = N * C + N + N;
     p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
     p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size,
-                                  bf16 ? logprob_dw_rows(chunk_rows, max_tokens) : 0);
+                                  head_dw_rows(max_tokens, ckpt, chunk_rows, bf16));
     return p;
 }
 
@@ -270,7 +278,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
 #undef TAKE
     CHECK((size_t)(cur - a->arena) == total);
     logprob_scratch_init(&a->lp, a->lp_buf, chunk_rows, c->hidden_size, c->vocab_size,
-                         bf16 ? logprob_dw_rows(chunk_rows, max_tokens) : 0);
+                         head_dw_rows(max_tokens, ckpt, chunk_rows, bf16));
     a->ids = xmalloc(sizeof(int32_t) * N);
     a->pos = xmalloc(sizeof(int32_t) * N);
     a->targets = xmalloc(sizeof(int32_t) * N);

@@ -248,7 +248,8 @@ typedef struct {
 
 /* The dw_rows of a mixed-precision head: LOGPROB_DW_CHUNKS chunks, at most max_rows
  * (no more can be gathered in one pass). The products' grouping, and so dW's bits,
- * depend on chunk_rows alone. */
+ * depend on chunk_rows alone (and on whether the caller gathers: model/transformer.c
+ * does without checkpointing). */
 #define LOGPROB_DW_CHUNKS 4
 int logprob_dw_rows(int chunk_rows, int max_rows);
 size_t logprob_scratch_floats(int chunk_rows, int C, int V, int dw_rows);
