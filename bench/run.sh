@@ -342,7 +342,7 @@ dist_bench() {
         printf "  %s process(es) x %s thread(s): step %.1f s (generation %.1f, training %.1f), %.0f tokens/s", p, f["threads"], f["step_s"], f["gen_s"], f["train_s"], tps[p]
         if (p > 1) {
             sent = 2 * (p - 1) / p * f["grad_bytes"]
-            printf "; all-reduce %.2f GB of gradient in %.2f s (%.2f GB/s sent per rank)", f["grad_bytes"] / 1e9, f["allreduce_s"], f["allreduce_s"] > 0 ? sent / f["allreduce_s"] / 1e9 : 0
+            printf "; all-reduce %.2f GB of gradient in %.2f s (%.2f GB/s sent per rank)", f["grad_bytes"] / 1e9, f["allreduce_s"], (f["allreduce_s"] > 0 ? sent / f["allreduce_s"] / 1e9 : 0)
         }
         printf "\n"
     }
