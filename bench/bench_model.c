@@ -107,11 +107,12 @@ static void mean_grad(void *ctx, const int *rows, int m, const float *logp, floa
     for (int i = 0; i < m; i++) dlogp[i] = 1.0f / *(const int *)ctx;
 }
 
-/* Forward, log-probs and backward of a micro-batch of B x T tokens into grads. */
+/* Forward, log-probs and backward of a micro-batch of B x T tokens into grads
+ * (keys: the adapters' dropout keys, or NULL). */
 static void fwd_bwd(Model *m, Activations *a, const ModelGrads *grads, const int32_t *ids, const uint8_t *mask,
-                    const int32_t *tg, float *lp, int B, int T) {
+                    const int32_t *tg, float *lp, int B, int T, const uint64_t *keys) {
     int N = B * T;
-    model_forward(m, a, ids, mask, B, T);
+    model_forward(m, a, ids, mask, B, T, &(ModelPass){.backward = 1, .drop_keys = keys});
     model_logprobs_train(m, a, tg, 1.0f, lp, NULL, grads, &(LogprobGrad){mean_grad, &N});
     model_backward(m, a, grads, NULL, NULL);
 }
@@ -129,7 +130,6 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     acts_create(&a, &m->cfg, N, 0, 256, 0); /* logprob_chunk_rows: its default */
     if (lo) acts_reserve_lora(&a, &m->cfg, lo);
     uint64_t keys[4] = {1, 2, 3, 4};
-    a.drop_keys = keys;
     float *g = xaligned(sizeof(float) * tab->total);
     ModelView gv;
     if (!lo) params_view(&gv, tab, &m->cfg, g);
@@ -146,8 +146,7 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
             memset(g, 0, sizeof(float) * tab->total);
         else
             fresh = 1;
-        a.train_pass = 1;
-        fwd_bwd(m, &a, &grads, ids, mask, tg, lp, B, T);
+        fwd_bwd(m, &a, &grads, ids, mask, tg, lp, B, T, keys);
         grad_clip_norm(g, tab->total, 1.0);
         adamw_step(&opt, params, g, NULL, 1e-7, &ac);
     }
@@ -170,13 +169,13 @@ static double best_pass_s(Model *m, Activations *a, const ModelGrads *grads, con
                           const int32_t *tg, float *lp, int iters, GemmStats *g) {
     int B = 4, T = 192;
     *grads->fresh = 1;
-    fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T); /* warm-up */
+    fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T, NULL); /* warm-up */
     double best = 1e30;
     for (int it = 0; it < iters; it++) {
         gemm_stats_reset();
         *grads->fresh = 1;
         double t0 = time_now_s();
-        fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T);
+        fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T, NULL);
         double dt = time_now_s() - t0;
         if (dt < best) best = dt, *g = gemm_stats();
     }

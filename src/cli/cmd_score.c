@@ -66,7 +66,7 @@ static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n,
     if (S) {
         padded_batch_build(&pb, seqs, S);
         lp = xmalloc(sizeof(float) * (pb.offsets[S] + 1));
-        padded_batch_logprobs(m, a, &pb, inv_temp, lp, NULL);
+        padded_batch_logprobs(m, a, &pb, NULL, inv_temp, lp, NULL);
     }
     for (int i = 0, k = 0; i < n; i++) {
         fputs("{\"logprobs\": [", stdout);

@@ -29,7 +29,8 @@ void micro_logprobs(const MicroPass *p, const CompletionRef *seqs, int S, const 
     PaddedBatch pb;
     build(&pb, seqs, S);
     CHECK(pb.offsets[S] == offsets[S]);
-    padded_batch_logprobs(p->model, p->acts, &pb, p->inv_temperature, logp, entropy);
+    padded_batch_logprobs(p->model, p->acts, &pb, &(ModelPass){.base_only = p->base_only}, p->inv_temperature, logp,
+                          entropy);
     padded_batch_free(&pb);
 }
 
@@ -92,8 +93,7 @@ double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossCo
     uint8_t *trunc = xmalloc(S);
     gather_inputs(seqs, S, off, adv, trunc, &old, &ref);
     uint64_t *keys = dropout_keys(p, seqs, S);
-    p->acts->drop_keys = keys;
-    p->acts->train_pass = 1;
+    ModelPass pass = {.backward = 1, .drop_keys = keys};
     const int fused = grpo_loss_token_local(loss);
     if (fused) {
         int *seq_of = xmalloc(sizeof(int) * (ntok + 1));
@@ -103,11 +103,11 @@ double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossCo
             for (int j = off[i]; j < off[i + 1]; j++) seq_of[j] = i;
         }
         TokenGrad tg = {loss, seq_of, w, adv, old, ref};
-        padded_batch_logprobs_train(p->model, p->acts, &pb, p->inv_temperature, logp, ent, grads,
+        padded_batch_logprobs_train(p->model, p->acts, &pb, &pass, p->inv_temperature, logp, ent, grads,
                                     &(LogprobGrad){token_grads, &tg});
         free(seq_of), free(w);
     } else {
-        padded_batch_logprobs(p->model, p->acts, &pb, p->inv_temperature, logp, ent);
+        padded_batch_logprobs(p->model, p->acts, &pb, &pass, p->inv_temperature, logp, ent);
     }
     /* the loss and its statistics; fused, the gradient it also gives was taken already */
     double *dent = loss->entropy_coef != 0.0 ? xcalloc(ntok + 1, sizeof(double)) : NULL;
@@ -127,8 +127,6 @@ double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossCo
         model_backward(p->model, p->acts, grads, dlp, dent_pad);
         free(dlp), free(dlp_csr), free(dent_pad);
     }
-    p->acts->drop_keys = NULL;
-    p->acts->train_pass = 0;
     free(keys);
     free(dent);
     padded_batch_free(&pb);

@@ -32,9 +32,9 @@ void rollout_free(Rollout *r) {
 
 /* Log-probs under m of the completions of r this process trains on (in index
  * order, micro-batches of the training size); then every process has all of them. */
-static float **all_logprobs(GrpoTrainer *t, Model *m, Rollout *r) {
+static float **all_logprobs(GrpoTrainer *t, Model *m, int base_only, Rollout *r) {
     int B = t->c.train.per_device_train_batch_size;
-    MicroPass pass = {m, &t->acts, 1.0f / t->c.gen.sampler.temperature, 0};
+    MicroPass pass = {m, &t->acts, 1.0f / t->c.gen.sampler.temperature, 0, base_only};
     float **out = xcalloc(r->n, sizeof(float *));
     int *mine = xmalloc(sizeof(int) * r->n), n_mine = 0;
     for (int i = 0; i < r->n; i++)
@@ -263,13 +263,10 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     double t2 = time_now_s();
     t->t_score += t2 - t1;
     /* the generating policy's and the reference's log-probs */
-    if (!rc && t->need_old) r->old_logp = all_logprobs(t, &t->sess.pre.model, r);
-    if (!rc && t->have_ref) r->ref_logp = all_logprobs(t, &t->ref, r);
-    if (!rc && t->ref_is_base) { /* TRL with PEFT: the reference is the base, adapters disabled */
-        t->lora.enabled = 0;
-        r->ref_logp = all_logprobs(t, &t->sess.pre.model, r);
-        t->lora.enabled = 1;
-    }
+    if (!rc && t->need_old) r->old_logp = all_logprobs(t, &t->sess.pre.model, 0, r);
+    if (!rc && t->have_ref) r->ref_logp = all_logprobs(t, &t->ref, 0, r);
+    if (!rc && t->ref_is_base) /* TRL with PEFT: the reference is the base, adapters disabled */
+        r->ref_logp = all_logprobs(t, &t->sess.pre.model, 1, r);
     t->t_ref += time_now_s() - t2;
     if (!rc && t->c.log_completions) { /* rank 0 writes every completion, in global order */
         if (t->rank == 0) rc = log_completions(t, r, err);

@@ -269,7 +269,7 @@ static int grpo_step(void *self, const ModelGrads *grads, long step, TrainStepOu
         trunc[s] = !r->comp[seqs[s].i].stopped;
     }
     double step_norm = c->loss.loss_type == GRPO_LOSS_BNPO ? 0 : grpo_loss_normalizer(&c->loss, off, trunc, S_all, GA);
-    MicroPass pass = {&t->sess.pre.model, &t->acts, 1.0f / c->gen.sampler.temperature, step};
+    MicroPass pass = {&t->sess.pre.model, &t->acts, 1.0f / c->gen.sampler.temperature, step, 0};
     GrpoLossStats st;
     memset(&st, 0, sizeof st);
     /* the entropy bonus's coefficient for this whole step: adaptive control

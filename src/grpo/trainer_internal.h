@@ -51,6 +51,7 @@ typedef struct {
     Activations *acts;
     float inv_temperature;
     long step;             /* the optimizer step being computed: keys the adapters' dropout */
+    int base_only;         /* log-probs of the base without the adapters (the KL reference of a LoRA run) */
 } MicroPass;
 
 typedef struct {

@@ -84,11 +84,12 @@ static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, fl
 
 /* The forward and log-probs of the batch, gathered CSR; with grad, through
  * model_logprobs_train. */
-static void batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
-                           float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
+static void batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+                           float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
+                           const LogprobGrad *grad) {
     int N = pb->S * pb->T;
     float *lp = xmalloc(sizeof(float) * N), *ent = entropy ? xmalloc(sizeof(float) * N) : NULL;
-    model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T);
+    model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T, pass);
     if (grad) {
         RowsToCsr r = {pb, grad};
         model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &(LogprobGrad){grad_by_csr, &r});
@@ -101,12 +102,13 @@ static void batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, floa
     free(ent);
 }
 
-void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
-                           float *entropy) {
-    batch_logprobs(m, a, pb, inv_temperature, logp, entropy, NULL, NULL);
+void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+                           float inv_temperature, float *logp, float *entropy) {
+    batch_logprobs(m, a, pb, pass, inv_temperature, logp, entropy, NULL, NULL);
 }
 
-void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature,
-                                 float *logp, float *entropy, const ModelGrads *grads, const LogprobGrad *grad) {
-    batch_logprobs(m, a, pb, inv_temperature, logp, entropy, grads, grad);
+void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+                                 float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
+                                 const LogprobGrad *grad) {
+    batch_logprobs(m, a, pb, pass, inv_temperature, logp, entropy, grads, grad);
 }

@@ -44,17 +44,18 @@ void padded_batch_free(PaddedBatch *pb);
 void padded_batch_gather(const PaddedBatch *pb, const float *full, float *csr);
 /* csr[offsets[S]] -> full[S*T], zero elsewhere */
 void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full);
-/* Forward of the batch through m (model_forward then model_logprobs with
- * inv_temperature) and the target log-probs (and entropies, if entropy != NULL)
+/* Forward of the batch through m (model_forward with pass, NULL for inference, then
+ * model_logprobs with inv_temperature) and the target log-probs (and entropies, if entropy != NULL)
  * gathered CSR into logp[offsets[S]] / entropy. Leaves the activations in a for
  * a model_backward, whose dlogprob is per position: padded_batch_scatter it.
  * Requires S*T <= the max_tokens a was planned for. */
-void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature, float *logp,
-                           float *entropy);
+void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+                           float inv_temperature, float *logp, float *entropy);
 /* The same, with the LM head's backward done alongside (model_logprobs_train): grad
  * gives the gradient of a token-local objective for targets named by CSR index
  * (rows[i] in [0, offsets[S])). Complete it with model_backward(m, a, grads, NULL, NULL). */
-void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, float inv_temperature,
-                                 float *logp, float *entropy, const ModelGrads *grads, const LogprobGrad *grad);
+void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+                                 float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
+                                 const LogprobGrad *grad);
 
 #endif

@@ -373,7 +373,7 @@ int model_decode(Model *m, KVCache *c, DecodeState *s, int n, const int *slots,
         c->len[sl]++;
     }
     model_embed(m, s->x, tokens, n);
-    const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
+    const LoraLayers *lo = m->lora;
     size_t lora_need = lo ? lora_decode_scratch_floats(lo, cfg, n) : 0;
     if (lora_need > s->lora_tmp_floats) {
         free(s->lora_tmp);

@@ -57,7 +57,6 @@ void lora_layers_create(LoraLayers *lo, const ModelConfig *cfg, const LoraSpec *
     lo->spec = *spec;
     lo->scaling = (float)(spec->use_rslora ? spec->alpha / sqrt(spec->r) : spec->alpha / spec->r);
     lo->n_layers = cfg->n_layers;
-    lo->enabled = 1;
     lo->dropout_seed = dropout_seed;
     lo->entry = xmalloc(sizeof *lo->entry * (size_t)cfg->n_layers);
     int cap = 0;

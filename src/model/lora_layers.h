@@ -54,7 +54,6 @@ typedef struct LoraLayers {
     ParamTable table;    /* lora_A then lora_B of each adapted (layer, module), PEFT's names */
     float *params;       /* table.total floats, 64-byte aligned */
     int (*entry)[LORA_N_MODULES]; /* [L][module]: table index of lora_A (B follows), or -1 */
-    int enabled;         /* 0: the base model alone (the KL reference) */
     uint64_t dropout_seed;
 } LoraLayers;
 

@@ -336,13 +336,16 @@ static void add_inplace(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* The adapters' view of the batch at layer l, or NULL when the model has none enabled. */
+/* The adapters the forward applies (none in a base_only pass). */
+static const LoraLayers *applied(const Model *m, const Activations *a) { return a->pass.base_only ? NULL : m->lora; }
+
+/* The adapters' view of the batch at layer l, or NULL when the pass applies none. */
 static const LoraLayers *adapters(const Model *m, const Activations *a, int l, LoraBatch *b) {
-    const LoraLayers *lo = m->lora && m->lora->enabled ? m->lora : NULL;
+    const LoraLayers *lo = applied(m, a);
     if (!lo) return NULL;
     CHECK(a->lora_arena); /* acts_reserve_lora */
     size_t width = lora_scratch_floats_per_token(lo, &m->cfg) - lo->spec.r;
-    *b = (LoraBatch){a->N, a->T, a->pos, a->lora_mask ? a->drop_keys : NULL, a->lora_scratch,
+    *b = (LoraBatch){a->N, a->T, a->pos, a->lora_mask ? a->pass.drop_keys : NULL, a->lora_scratch,
                      a->lora_scratch + (size_t)a->N * width, NULL, NULL};
     if (a->lora_mask) {
         b->mask = a->lora_mask + (size_t)l * a->N * lora_mask_bytes_per_token(&m->cfg);
@@ -498,10 +501,12 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 
 /* ---- whole model ---- */
 
-void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T) {
+void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T,
+                   const ModelPass *pass) {
     const ModelConfig *c = &m->cfg;
     CHECK(B > 0 && T > 0 && (long)B * T <= a->max_tokens);
     int N = B * T, C = c->hidden_size;
+    a->pass = pass ? *pass : (ModelPass){0};
     a->B = B;
     a->T = T;
     a->N = N;
@@ -541,7 +546,7 @@ static void set_targets(const Model *m, Activations *a, const int32_t *targets, 
 void model_logprobs(Model *m, Activations *a, const int32_t *targets, float inv_temp,
                     float *logprob, float *entropy) {
     set_targets(m, a, targets, inv_temp);
-    float *pw = a->train_pass && a->pw && m->lora && m->lora->enabled ? a->pw : NULL;
+    float *pw = a->pass.backward && a->pw && applied(m, a) ? a->pw : NULL;
     a->pw_valid = pw != NULL;
     logprob_forward(logprob, entropy, a->lse, pw, a->hf, model_lm_head(m), a->targets, a->N, m->cfg.hidden_size, m->cfg.vocab_size, inv_temp, &a->lp);
 }
@@ -574,7 +579,7 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     const ModelConfig *c = &m->cfg;
     int N = a->N, C = c->hidden_size, L = c->n_layers;
     const ModelView *g = grads->base;
-    float *lg = m->lora && m->lora->enabled ? grads->lora : NULL;
+    float *lg = applied(m, a) ? grads->lora : NULL;
     CHECK(g || lg);
     int wr = g && grads->fresh && *grads->fresh; /* base's gradients written, not summed into */
     if (!dlogprob) { /* model_logprobs_train gave the gradient */

@@ -45,7 +45,8 @@ typedef struct {
     float *params;         /* table.total floats; NULL under mixed precision (mixed holds them) */
     ModelView w;           /* with half or mixed: the matrices are NULL */
     float *inv_freq;       /* [D/2] RoPE inverse frequencies */
-    struct LoraLayers *lora; /* NULL, or adapters applied while lora->enabled (borrowed; model/lora_layers.h) */
+    struct LoraLayers *lora; /* NULL, or adapters applied in every pass but a ModelPass's base_only
+                                (borrowed; model/lora_layers.h) */
     ModelHalf *half;       /* NULL, or the weight matrices in bf16 */
     ModelMixed *mixed;     /* NULL, or mixed precision's weights */
 } Model;
@@ -112,6 +113,18 @@ void model_embed(const Model *m, float *out, const int32_t *ids, int N);
  * mixed precision. */
 void model_bf16_describe(const Model *m, char *out, size_t n);
 
+/* What a forward is for, said in its call (model_forward) and kept for the log-probs
+ * and the backward that follow it: nothing is set on the model or the activations
+ * before a pass and restored after it. A zeroed ModelPass (or NULL) is inference:
+ * the adapters applied, no dropout, no backward. */
+typedef struct {
+    int backward;              /* a backward follows (training): with adapters, the log-probs keep E_p[lm_head]
+                                  per row, so the backward through the frozen head recomputes no logits */
+    int base_only;             /* the model without its adapters (m->lora): the frozen base, the KL reference
+                                  of a LoRA run */
+    const uint64_t *drop_keys; /* [B] each sequence's adapter-dropout key (training), or NULL: no dropout */
+} ModelPass;
+
 /* Saved tensors of one layer (shapes per token row; N rows). With bf16 activations
  * (acts_create) the three that only products read are saved in bf16 instead: h1,
  * h2 and act are NULL and h1_16, h2_16, act16 hold them (else NULL); and gu is
@@ -156,10 +169,7 @@ typedef struct {
     float *lora_scratch;   /* [N, widest input + r] */
     uint8_t *lora_mask;    /* [L, N, lora_mask_bytes_per_token] adapter dropout masks (lora_dropout > 0) */
     uint8_t *lora_mask_ready; /* [L, LORA_N_MODULES] drawn in this forward */
-    const uint64_t *drop_keys; /* [B] per-sequence adapter dropout keys of the next forward/backward, or NULL */
-    int train_pass;        /* set by the caller: a backward follows this forward (with adapters, the
-                              log-probs then keep E_p[lm_head] per row, and the backward through the
-                              frozen head recomputes no logits) */
+    ModelPass pass;        /* the last forward's (model_forward): what its log-probs and backward are for */
     float *pw;             /* [N, C] those rows (acts_reserve_lora) */
     int pw_valid;          /* the last model_logprobs filled pw */
     enum { HEAD_NONE, HEAD_GRADIENT, HEAD_DONE } head; /* after model_logprobs_train: head_dlp holds the
@@ -187,8 +197,10 @@ size_t acts_lora_plan_bytes(const ModelConfig *cfg, const struct LoraLayers *lo,
 
 /* Forward to the final normed hidden states. ids[B,T], mask[B,T] (1 real, 0 pad);
  * positions are cumsum(mask) - 1 as Hugging Face computes them from the mask.
- * Requires B*T <= max_tokens and ids in [0, V). */
-void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T);
+ * pass: what the forward is for (NULL: inference). Requires B*T <= max_tokens and
+ * ids in [0, V). */
+void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T,
+                   const ModelPass *pass);
 /* After model_forward: logits[N,V] of every position (unscaled). For tests and
  * small vocabularies: materialises [N,V]. */
 void model_logits(Model *m, Activations *a, float *logits);
@@ -208,7 +220,7 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
 /* Accumulates into g the gradient of Σ_n dlogprob[n] · logprob[n] + dentropy[n] ·
  * entropy[n] (dentropy may be NULL): the base's weights into g->base unless it is
  * NULL (frozen: only input gradients flow through the base), the adapters' into
- * g->lora when m->lora is enabled. dlogprob NULL: after model_logprobs_train. */
+ * g->lora when the forward applied m->lora. dlogprob NULL: after model_logprobs_train. */
 void model_backward(Model *m, Activations *a, const ModelGrads *g, const float *dlogprob, const float *dentropy);
 
 #endif

@@ -200,18 +200,15 @@ static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b,
         seqs[i] = (BatchSeq){b[i]->ids, b[i]->n, NULL, 0, b[i]->loss_start};
         keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)t->step), (uint64_t)(b[i] - t->ex));
     }
-    t->acts.drop_keys = keys;
-    t->acts.train_pass = 1;
     PaddedBatch pb;
     padded_batch_build(&pb, seqs, S);
     int ntok = pb.offsets[S];
     float *lp = xmalloc(sizeof(float) * (ntok + 1));
-    padded_batch_logprobs_train(&t->model, &t->acts, &pb, 1.0f, lp, NULL, grads, &(LogprobGrad){nll_grads, &norm});
+    padded_batch_logprobs_train(&t->model, &t->acts, &pb, &(ModelPass){.backward = 1, .drop_keys = keys}, 1.0f, lp,
+                                NULL, grads, &(LogprobGrad){nll_grads, &norm});
     double nll = 0;
     for (int j = 0; j < ntok; j++) nll -= lp[j];
     model_backward(&t->model, &t->acts, grads, NULL, NULL);
-    t->acts.drop_keys = NULL;
-    t->acts.train_pass = 0;
     padded_batch_free(&pb);
     free(keys), free(seqs), free(lp);
     return nll;

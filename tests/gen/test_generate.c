@@ -76,7 +76,7 @@ static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt
         memset(mask, 1, T);
         Activations a;
         acts_create(&a, &m->cfg, T, 0, 4, 0);
-        model_forward(m, &a, ids, mask, 1, T);
+        model_forward(m, &a, ids, mask, 1, T, NULL);
         float *logits = malloc(sizeof(float) * T * V);
         model_logits(m, &a, logits);
         Rng r;

@@ -103,8 +103,8 @@ static void check_model(const char *name) {
     acts_create(&a, &m.cfg, pb.S * pb.T, 0, 4, 0);
     int K = pb.offsets[pb.S];
     float inv_temp = 1.0f / 0.7f, logp[6], ent[6], logp2[6];
-    padded_batch_logprobs(&m, &a, &pb, inv_temp, logp, ent);
-    padded_batch_logprobs(&m, &a, &pb, inv_temp, logp2, NULL);
+    padded_batch_logprobs(&m, &a, &pb, NULL, inv_temp, logp, ent);
+    padded_batch_logprobs(&m, &a, &pb, NULL, inv_temp, logp2, NULL);
     T_CHECK(!memcmp(logp, logp2, sizeof(float) * K), "%s: log-probs without entropies are the same", name);
     int finite = 1;
     for (int k = 0; k < K; k++) finite &= logp[k] < 0 && ent[k] > 0;
@@ -119,7 +119,7 @@ static void check_model(const char *name) {
         memcpy(ids, seqs[i].a, sizeof(int32_t) * seqs[i].na);
         if (seqs[i].nb) memcpy(ids + seqs[i].na, seqs[i].b, sizeof(int32_t) * seqs[i].nb);
         for (int t = 0; t < L; t++) mask[t] = 1, tg[t] = t + 1 >= ft && t + 1 < L ? ids[t + 1] : -1;
-        model_forward(&m, &a, ids, mask, 1, L);
+        model_forward(&m, &a, ids, mask, 1, L, NULL);
         model_logprobs(&m, &a, tg, inv_temp, lp, en);
         T_CHECK(pb.offsets[i + 1] - pb.offsets[i] == nt, "%s: sequence %d has %d targets", name, i, nt);
         double want_lp[8], want_en[8];
@@ -164,14 +164,14 @@ static void check_fused_head(const char *name) {
     }
     /* two passes into the same gradients: the second accumulates */
     for (int pass = 0; pass < 2; pass++) {
-        padded_batch_logprobs(&m, &a, &pb, inv_temp, lp[0], en[0]);
+        padded_batch_logprobs(&m, &a, &pb, NULL, inv_temp, lp[0], en[0]);
         for (int j = 0; j < K; j++) dcsr[j] = grad_of(j, lp[0][j]);
         padded_batch_scatter(&pb, dcsr, dfull);
         model_backward(&m, &a, &(ModelGrads){&gv[0], NULL, NULL}, dfull, NULL);
 
         int calls = 0;
         ModelGrads fg = {&gv[1], NULL, NULL};
-        padded_batch_logprobs_train(&m, &a, &pb, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){grad_fn, &calls});
+        padded_batch_logprobs_train(&m, &a, &pb, NULL, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){grad_fn, &calls});
         T_CHECK(calls == 3, "%s: the gradient was asked for chunk by chunk (%d calls, want 3)", name, calls);
         model_backward(&m, &a, &fg, NULL, NULL);
     }

@@ -90,7 +90,7 @@ static void weights_grad(void *ctx, const int *rows, int m, const float *logprob
 static float *run_fresh(Model *m, const Inputs *in, int ckpt, int fused, int acts16, float *lp, int fresh) {
     Activations a;
     acts_create(&a, &m->cfg, in->N, ckpt, 4, acts16);
-    model_forward(m, &a, in->ids, in->mask, in->B, in->T);
+    model_forward(m, &a, in->ids, in->mask, in->B, in->T, NULL);
     float *g = calloc(m->table.total, sizeof(float));
     if (fresh)
         for (int i = 0; i < m->table.n; i++)
@@ -171,7 +171,7 @@ static void check_fixture(const char *name) {
         float lp_ref[in.N];
         Activations a;
         acts_create(&a, &m.cfg, in.N, 0, 4, 1);
-        model_forward(&m, &a, in.ids, in.mask, in.B, in.T);
+        model_forward(&m, &a, in.ids, in.mask, in.B, in.T, NULL);
         model_logprobs(&m, &a, in.targets, in.inv_temp, lp_ref, NULL);
         acts_free(&a);
         T_CHECK(!memcmp(lp_ref, lp32, sizeof lp32), "%s: an fp32 forward on bf16 activations differs", name);
@@ -360,7 +360,7 @@ static float *forward_logits(Model *m, const int32_t *ids, int T) {
     uint8_t mask[DEC_T];
     memset(mask, 1, sizeof mask);
     acts_create(&a, &m->cfg, T, 0, 4, 0);
-    model_forward(m, &a, ids, mask, 1, T);
+    model_forward(m, &a, ids, mask, 1, T, NULL);
     float *out = malloc(sizeof(float) * T * m->cfg.vocab_size);
     model_logits(m, &a, out);
     acts_free(&a);
@@ -489,7 +489,7 @@ static void check_half(const char *name) {
     for (int k = 0; k < 2; k++) {
         Activations a;
         acts_create(&a, &m.cfg, in.N, 0, 4, 0);
-        model_forward(pair[k], &a, in.ids, in.mask, in.B, in.T);
+        model_forward(pair[k], &a, in.ids, in.mask, in.B, in.T, NULL);
         lp[k] = malloc(sizeof(float) * in.N), ent[k] = malloc(sizeof(float) * in.N);
         logits[k] = malloc(sizeof(float) * nl);
         model_logprobs(pair[k], &a, in.targets, in.inv_temp, lp[k], ent[k]);

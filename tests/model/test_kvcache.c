@@ -25,7 +25,7 @@ static void full_logits(Model *m, const int32_t *ids, int T, float *out) {
     acts_create(&a, &m->cfg, T, 0, 4, 0);
     uint8_t mask[T];
     memset(mask, 1, T);
-    model_forward(m, &a, ids, mask, 1, T);
+    model_forward(m, &a, ids, mask, 1, T, NULL);
     model_logits(m, &a, out);
     acts_free(&a);
 }

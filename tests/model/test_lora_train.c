@@ -68,14 +68,13 @@ static void batch_free(Batch *b) { free(b->ids), free(b->targets), free(b->mask)
 /* forward + log-probs (+ backward into lg when lg) of the batch; returns Σ dlp·lp.
  * With lg the forward is a training pass (the frozen head's backward from the
  * forward's E_p[W]) unless recompute_head. */
-static int recompute_head;
+static int recompute_head, base_only;
 static double run(Model *m, const Batch *b, int ckpt, const uint64_t *keys, float *lp, float *lg, float *base_g) {
     Activations a;
     acts_create(&a, &m->cfg, b->N, ckpt, 4, 0);
     if (m->lora) acts_reserve_lora(&a, &m->cfg, m->lora);
-    a.drop_keys = keys;
-    a.train_pass = lg && !recompute_head;
-    model_forward(m, &a, b->ids, b->mask, b->B, b->T);
+    model_forward(m, &a, b->ids, b->mask, b->B, b->T, 
+                  &(ModelPass){.backward = lg && !recompute_head, .base_only = base_only, .drop_keys = keys});
     model_logprobs(m, &a, b->targets, b->inv_temp, lp, NULL);
     ModelView gv;
     if (base_g) params_view(&gv, &m->table, &m->cfg, base_g);
@@ -136,9 +135,9 @@ static void check_reference(const char *cse, const char *model) {
     T_CHECK(model_load(&plain, dir, &err) == 0, "%s", err.msg);
     float lp_plain[b.N], lp_off[b.N];
     run(&plain, &b, 0, NULL, lp_plain, NULL, NULL);
-    lo.enabled = 0;
+    base_only = 1;
     run(&m, &b, 0, NULL, lp_off, NULL, NULL);
-    lo.enabled = 1;
+    base_only = 0;
     T_CHECK(!memcmp(lp_plain, lp_off, sizeof lp_off), "%s: adapters switched off are not the base model", cse);
     /* merged into the weights (grpo merge, --adapter): the same log-probs within fp32 rounding */
     snprintf(path, sizeof path, "tests/fixtures/lora_train/%s/adapter", cse);
@@ -163,7 +162,7 @@ static void check_reference(const char *cse, const char *model) {
         acts_reserve_lora(&a, &m.cfg, &lo);
         uint8_t ones[T];
         memset(ones, 1, T);
-        model_forward(&m, &a, b.ids, ones, 1, T);
+        model_forward(&m, &a, b.ids, ones, 1, T, NULL);
         model_logits(&m, &a, fwd);
         double mx = 0, d = 0;
         for (int i = 0; i < T * V; i++) mx = fmax(mx, fabs(fwd[i])), d = fmax(d, fabs(fwd[i] - dec[i]));
@@ -295,7 +294,7 @@ static void check_decode_wide_heads(void) {
     Activations a;
     acts_create(&a, &m.cfg, T, 0, 4, 0);
     acts_reserve_lora(&a, &m.cfg, &lo);
-    model_forward(&m, &a, ids, ones, 1, T);
+    model_forward(&m, &a, ids, ones, 1, T, NULL);
     model_logits(&m, &a, fwd);
     double mx = 0, d = 0;
     for (int i = 0; i < T * V; i++) mx = fmax(mx, fabs(fwd[i])), d = fmax(d, fabs(fwd[i] - dec[i]));

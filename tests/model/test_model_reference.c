@@ -56,7 +56,7 @@ static void check_fixture(const char *name) {
         for (int chunk = 1, ci = 0; chunk <= N; chunk += N - 1, ci++) {
             Activations a;
             acts_create(&a, &m.cfg, N, ckpt, chunk, 0);
-            model_forward(&m, &a, ids, mask, B, T);
+            model_forward(&m, &a, ids, mask, B, T, NULL);
             float *logits = malloc(sizeof(float) * N * V), lp[N], ent[N];
             model_logits(&m, &a, logits);
             /* pad positions are not compared: zero both sides */
