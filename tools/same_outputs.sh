@@ -231,7 +231,12 @@ scenario_mpi() {
         GRPO_THREADS=1 OMP_NUM_THREADS=1 \
             go "$1" "$2" mpi.bf16-$bf mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -- \
             "${COMMON[@]}" --per_device_train_batch_size 2 --bf16 $bf
-        RUNS+=(mpi.bf16-$bf)
+        # with a reference and old log-probs, which the processes compute a share of each
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+        GRPO_THREADS=1 OMP_NUM_THREADS=1 \
+            go "$1" "$2" mpi.bf16-$bf.ref mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -- \
+            "${COMMON[@]}" --per_device_train_batch_size 2 --bf16 $bf --beta 0.04 --num_iterations 2
+        RUNS+=(mpi.bf16-$bf mpi.bf16-$bf.ref)
     done
 }
 

@@ -129,14 +129,14 @@ int cmd_eval(int argc, char **argv) {
         args_free();
         return cli_fail("eval", err.msg);
     }
-    if (a.adapter && lora_apply_dir(&s.pre.model, a.adapter, &err)) {
+    if (a.adapter && lora_apply_dir(s.model, a.adapter, &err)) {
         gen_session_close(&s);
         reward_set_free(&rs);
         args_free();
         return cli_fail("eval", err.msg);
     }
     int n_ex = s.n, G = a.num_generations;
-    Tokenizer *tok = s.pre.tok;
+    Tokenizer *tok = s.tok;
     fprintf(stderr, "grpo eval: %d example(s) x %d completion(s), %s, %d reward function(s)\n", n_ex, G,
             a.gen.sampler.temperature == 0 ? "greedy" : "sampled", rs.n_funcs);
 

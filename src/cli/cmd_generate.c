@@ -86,14 +86,14 @@ int cmd_generate(int argc, char **argv) {
         args_free();
         return cli_fail("generate", err.msg);
     }
-    if (a.adapter && lora_apply_dir(&s.pre.model, a.adapter, &err)) {
+    if (a.adapter && lora_apply_dir(s.model, a.adapter, &err)) {
         gen_session_close(&s);
         args_free();
         return cli_fail("generate", err.msg);
     }
     int n_prompts = s.n, G = a.num_generations, json_out = a.json;
     Generator *gen = &s.gen;
-    Tokenizer *tok = s.pre.tok;
+    Tokenizer *tok = s.tok;
     fprintf(stderr, "grpo generate: %d prompt(s) x %d completions, decoding %d at a time (%.0f MB planned)\n",
             n_prompts, G, gen->chunk, gen->bytes / 1048576.0);
     Completion *out = xcalloc(G, sizeof(Completion));

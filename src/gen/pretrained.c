@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-int pretrained_open(Pretrained *p, const char *dir, GenOpts *o, GrpoErr *err) {
+int pretrained_open(Pretrained *p, const char *dir, int half, GenOpts *o, GrpoErr *err) {
     memset(p, 0, sizeof *p);
-    if (model_load_ex(&p->model, dir, o && o->frozen_bf16, err)) return -1;
+    if (model_load_ex(&p->model, dir, half, err)) return -1;
     int rc = tok_load(&p->tok, dir, err);
     if (!rc && o) {
         const TokSpecial *sp = tok_special(p->tok);
@@ -21,13 +21,20 @@ void pretrained_close(Pretrained *p) {
     memset(p, 0, sizeof *p);
 }
 
+int32_t pretrained_eos(const Pretrained *p) {
+    const TokSpecial *sp = tok_special(p->tok);
+    if (sp->eos >= 0) return sp->eos;
+    if (sp->n_eos > 0) return sp->eos_ids[0];
+    return p->model.cfg.n_eos ? p->model.cfg.eos_token_ids[0] : -1;
+}
+
 /* A prompt and its completion must fit the model's positions: past them RoPE
  * still runs (transformers only warns) but what comes out is not the model's.
  * Every prompt id must index the embedding: a tokenizer with more ids than
  * config.json's vocab_size would otherwise read past it (transformers fails
  * with an IndexError on that token). */
 static int check_prompts(const GenSession *s, const Dataset *data, int n, const GenOpts *o, GrpoErr *err) {
-    const ModelConfig *cfg = &s->pre.model.cfg;
+    const ModelConfig *cfg = &s->model->cfg;
     int P = cfg->max_position_embeddings, V = cfg->vocab_size;
     for (int i = 0; i < n; i++) {
         const DatasetExample *e = &data->ex[i];
@@ -39,7 +46,7 @@ static int check_prompts(const GenSession *s, const Dataset *data, int n, const 
         for (int k = 0; k < e->n_prompt_ids; k++)
             if (e->prompt_ids[k] < 0 || e->prompt_ids[k] >= V) {
                 size_t len = 0;
-                const char *t = tok_id_to_token(s->pre.tok, e->prompt_ids[k], &len);
+                const char *t = tok_id_to_token(s->tok, e->prompt_ids[k], &len);
                 char shown[48];   /* the token's text, control bytes as '?', for a one-line message */
                 size_t j = 0;
                 for (; t && j < len && j + 1 < sizeof shown; j++)
@@ -47,40 +54,58 @@ static int check_prompts(const GenSession *s, const Dataset *data, int n, const 
                 shown[j] = 0;
                 return err_set(err, "%s:%ld: the prompt's token %d ('%s') is outside the model's vocabulary "
                                "(config.json: vocab_size %d; the tokenizer has %d ids)", data->path, e->line,
-                               e->prompt_ids[k], shown, V, tok_vocab_size(s->pre.tok));
+                               e->prompt_ids[k], shown, V, tok_vocab_size(s->tok));
             }
     }
     return 0;
 }
 
-int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
-                     GrpoErr *err) {
-    memset(s, 0, sizeof *s);
+/* The rest of a session's setup once s->model and s->tok are set. */
+static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, int n, GrpoErr *err) {
     s->data = *data;
     memset(data, 0, sizeof *data);
     s->n = n > 0 && n < s->data.n ? n : s->data.n;
     int longest = 1;
-    int rc = pretrained_open(&s->pre, model_dir, o, err);
     json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
-    if (!rc) rc = dataset_tokenize(&s->data, s->pre.tok, max_prompt_length, kwargs, err);
+    int rc = dataset_tokenize(&s->data, s->tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
     if (!rc) rc = check_prompts(s, &s->data, s->n, o, err);
-    if (!rc) rc = gen_create(&s->gen, &s->pre.model, o, longest, err);
+    if (!rc) rc = gen_create(&s->gen, s->model, o, longest, err);
     if (rc) gen_session_close(s);
     return rc;
 }
 
+int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
+                     GrpoErr *err) {
+    memset(s, 0, sizeof *s);
+    if (pretrained_open(&s->own, model_dir, o->frozen_bf16, o, err)) {
+        dataset_free(data);
+        return -1;
+    }
+    s->model = &s->own.model;
+    s->tok = s->own.tok;
+    return session_start(s, data, o, max_prompt_length, n, err);
+}
+
+int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *data, const GenOpts *o,
+                       int max_prompt_length, int n, GrpoErr *err) {
+    memset(s, 0, sizeof *s);
+    s->model = model;
+    s->tok = tok;
+    return session_start(s, data, o, max_prompt_length, n, err);
+}
+
 int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, GrpoErr *err) {
     json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
-    int longest = 1, rc = dataset_tokenize(data, s->pre.tok, max_prompt_length, kwargs, err);
+    int longest = 1, rc = dataset_tokenize(data, s->tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(data, 0, &longest, err);
     if (!rc) rc = check_prompts(s, data, data->n, o, err);
     if (!rc && longest > s->gen.max_prompt) { /* plan the generator for the longer prompts */
         GenOpts go = s->gen.opts;
         gen_free(&s->gen);
-        rc = gen_create(&s->gen, &s->pre.model, &go, longest, err);
+        rc = gen_create(&s->gen, s->model, &go, longest, err);
     }
     return rc;
 }
@@ -88,7 +113,7 @@ int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_
 void gen_session_close(GenSession *s) {
     if (s->gen.m) gen_free(&s->gen);
     dataset_free(&s->data);
-    pretrained_close(&s->pre);
+    pretrained_close(&s->own);
     memset(s, 0, sizeof *s);
 }
 

@@ -16,8 +16,9 @@ typedef struct {
     Tokenizer *tok;
 } Pretrained;
 
-/* Loads dir. When o is not NULL, sets its eos ids. On error nothing is left to free. */
-int pretrained_open(Pretrained *p, const char *dir, GenOpts *o, GrpoErr *err);
+/* Loads dir (half: the layers' matrices held in bf16, model_load_ex). When o is not
+ * NULL, sets its eos ids. On error nothing is left to free. */
+int pretrained_open(Pretrained *p, const char *dir, int half, GenOpts *o, GrpoErr *err);
 /* Frees what pretrained_open loaded; safe on a zeroed Pretrained. */
 void pretrained_close(Pretrained *p);
 
@@ -29,21 +30,31 @@ void pretrained_close(Pretrained *p);
  * samples as training did. json_decref(meta->generation_config) when done. */
 void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o);
 
-/* What `grpo train`, `generate` and `eval` all set up: the model directory
- * opened, a prompt dataset tokenized for it (left-truncated to
- * max_prompt_length), and a generator planned for the longest of its first n
- * prompts (all when n <= 0). */
+/* The end-of-sequence id a training example is closed with: the tokenizer's eos
+ * token, else the first of its eos ids, else the model's (config.json), else -1. */
+int32_t pretrained_eos(const Pretrained *p);
+
+/* What `grpo train`, `generate` and `eval` all set up: a model and its tokenizer,
+ * a prompt dataset tokenized for it (left-truncated to max_prompt_length), and a
+ * generator planned for the longest of its first n prompts (all when n <= 0). */
 typedef struct {
-    Pretrained pre;
+    Pretrained own; /* what gen_session_open loaded (empty when the session borrows its model) */
+    Model *model;   /* the model generating: own.model, or a training run's */
+    Tokenizer *tok;
     Dataset data;
     Generator gen;
     int n;          /* prompts planned for */
 } GenSession;
 
-/* Takes ownership of *data (loaded by the caller). o's eos ids are set from the
- * model directory. On error nothing is left to free. */
+/* Opens model_dir (the weights held in bf16 when o->frozen_bf16). Takes ownership
+ * of *data (loaded by the caller). o's eos ids are set from the model directory. On
+ * error nothing is left to free. */
 int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
                      GrpoErr *err);
+/* The same over a model and tokenizer opened already (a training run's: borrowed,
+ * never freed here); o's eos ids are set by the caller. */
+int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *data, const GenOpts *o,
+                       int max_prompt_length, int n, GrpoErr *err);
 void gen_session_close(GenSession *s);
 
 /* Another prompt dataset for the same generator (training's eval_dataset):

@@ -1,22 +1,16 @@
-/* grpo/checkpoint.c — what a GRPO checkpoint adds to the training loop's: the
- * generation batch still being used (rollout.json: completions, rewards,
- * advantages, old/reference log-probs), the reference model
- * (ref_model.safetensors) and GRPO's position in trainer_state.json (generation
- * rounds, data position, random streams), so a resumed run equals one never
- * interrupted. */
+/* grpo/checkpoint.c — what a GRPO checkpoint adds to the training loop's (and
+ * the trainable model's reference): the generation batch still being used
+ * (rollout.json: completions, rewards, advantages, old/reference log-probs) and
+ * GRPO's position in trainer_state.json (generation rounds, data position, random
+ * streams), so a resumed run equals one never interrupted. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
-#include "train/checkpoint.h"
 
 /* ---- the rollout still in use ---- */
-
-static long state_step(const json_t *state) {
-    return (long)json_integer_value(json_object_get(state, "global_step"));
-}
 
 static json_t *floats_json(const float *x, int n) {
     json_t *a = json_array();
@@ -118,7 +112,7 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         int tmp[n];
         bad |= ints_from(ids, tmp, n);
         for (int k = 0; k < n; k++) {
-            bad |= tmp[k] < 0 || tmp[k] >= t->sess.pre.model.cfg.vocab_size; /* token ids index the embedding */
+            bad |= tmp[k] < 0 || tmp[k] >= train_model_config(t->tm)->vocab_size; /* ids index the embedding */
             r->comp[i].ids[k] = tmp[k];
         }
         json_t *tx = json_object_get(c, "text");
@@ -143,7 +137,6 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         rollout_free(r);
         return err_set(err, "%s: malformed or from another dataset", path);
     }
-    rollout_assign(t, r);
     *out = r;
     return 0;
 }
@@ -162,12 +155,7 @@ int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *er
                             json_pack("{s:f, s:o}", "entropy_coef", t->entropy_coef, "last_world_entropy",
                                       isfinite(t->last_world_entropy) ? json_real(t->last_world_entropy) : json_null()));
     int rc = 0;
-    if (t->have_ref && !t->ref.half) { /* a bf16 reference never moves: it is the model directory's */
-        char *p = fs_join(dir, "ref_model.safetensors");
-        rc = ckpt_write_params(p, &t->ref.table, t->ref.params, err);
-        free(p);
-    }
-    if (!rc && t->cur && t->cur->uses < t->spg * c->num_iterations) {
+    if (t->cur && t->cur->uses < t->spg * c->num_iterations) {
         json_t *ro = rollout_json(t->cur, t->rewards.n_funcs);
         char *p = fs_join(dir, "rollout.json");
         if (json_dump_file(ro, p, JSON_COMPACT)) rc = err_set(err, "%s: cannot write", p);
@@ -195,16 +183,12 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
         t->last_world_entropy = json_is_null(last) ? INFINITY : json_number_value(last);
     }
     int rc = 0;
-    char *p = fs_join(dir, "ref_model.safetensors");
-    if (t->have_ref && !t->ref.half && fs_exists(p)) rc = ckpt_read_params(p, &t->ref.table, t->ref.params, err);
-    free(p);
-    p = fs_join(dir, "rollout.json");
-    if (!rc && fs_exists(p)) {
+    char *p = fs_join(dir, "rollout.json");
+    if (fs_exists(p)) {
         json_t *ro = fs_load_json(p, 0, err);
         rc = ro ? rollout_from_json(t, ro, &t->cur, p, err) : -1;
         json_decref(ro);
     }
     free(p);
-    if (!rc && t->rank == 0) rc = ckpt_truncate_log(t->c.train.output_dir, "completions.jsonl", state_step(state), err);
     return rc;
 }

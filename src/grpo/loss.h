@@ -96,11 +96,11 @@ typedef struct {
     double entropy_bonus;         /* the entropy term subtracted from the loss (its sum over micro-batches) */
     double kept_entropy_sum;      /* entropy over the tokens the loss keeps (truncation and high-entropy masks) */
     double kept_tokens;           /* their count: adaptive entropy control's window */
-    long long tokens;             /* masked completion tokens: denominator of kl, entropy */
-    long long clip_count;         /* denominator of the clip sums: tokens, or sequences */
-    long long sequences;          /* sequences in the micro-batch */
-    long long entropy_kept;       /* tokens kept by the high-entropy mask */
-} GrpoLossStats;
+    double tokens;                /* masked completion tokens: denominator of kl, entropy */
+    double clip_count;            /* denominator of the clip sums: tokens, or sequences */
+    double sequences;             /* sequences in the micro-batch */
+    double entropy_kept;          /* tokens kept by the high-entropy mask */
+} GrpoLossStats; /* every field a double: a step sums them over micro-batches and processes as one vector */
 
 /* TRL's defaults, from grpo_loss_options (epsilon_high = epsilon). */
 void grpo_loss_config_default(GrpoLossConfig *c);

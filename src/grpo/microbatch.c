@@ -1,70 +1,68 @@
-/* grpo/microbatch.c — one micro-batch of completions through the model: the
- * padded batch (prompt + completion, right-padded; model/batch.h), the
- * temperature-scaled log-probs of the completion tokens, and for training the
- * loss, its gradient with respect to those log-probs (grpo/loss.c) and the
- * backward pass into the accumulated gradients. A token-local loss gives each
- * token's gradient as soon as its log-prob exists, and the LM head's backward
+/* grpo/microbatch.c — one micro-batch of completions: the trainable model's
+ * log-probs of their tokens (prompt + completion, the completion's tokens the
+ * targets), the loss (grpo/loss.c) and its gradient with respect to those
+ * log-probs, handed back to the model for the backward. A token-local loss gives
+ * each token's gradient as soon as its log-prob exists, and the LM head's backward
  * then shares its forward's logits. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
 #include "grpo/trainer_internal.h"
-#include "model/batch.h"
 
-static void build(PaddedBatch *pb, const CompletionRef *seqs, int S) {
-    BatchSeq *bs = xmalloc(sizeof(BatchSeq) * S);
+void micro_scratch_init(MicroScratch *ms, int B, int max_tokens) {
+    size_t T = (size_t)max_tokens + 1;
+    ms->seqs = xmalloc(sizeof(BatchSeq) * B);
+    ms->ids = xmalloc(sizeof(uint64_t) * B);
+    ms->off = xmalloc(sizeof(int) * (B + 1));
+    ms->adv = xmalloc(sizeof(double) * B);
+    ms->w = xmalloc(sizeof(double) * B);
+    ms->trunc = xmalloc(B);
+    float **f[] = {&ms->logp, &ms->ent, &ms->old, &ms->ref, &ms->dlp, &ms->dent};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = xmalloc(sizeof(float) * T);
+    ms->dlogp = xmalloc(sizeof(double) * T);
+    ms->dentropy = xmalloc(sizeof(double) * T);
+    ms->seq_of = xmalloc(sizeof(int) * T);
+}
+
+void micro_scratch_free(MicroScratch *ms) {
+    free(ms->seqs), free(ms->ids), free(ms->off), free(ms->adv), free(ms->w), free(ms->trunc);
+    free(ms->logp), free(ms->ent), free(ms->old), free(ms->ref), free(ms->dlp), free(ms->dent);
+    free(ms->dlogp), free(ms->dentropy), free(ms->seq_of);
+    memset(ms, 0, sizeof *ms);
+}
+
+void micro_batch_of(MicroScratch *ms, const CompletionRef *seqs, int S, TrainBatch *b, float inv_temperature) {
+    ms->off[0] = 0;
     for (int i = 0; i < S; i++) {
         const Rollout *r = seqs[i].r;
         const DatasetExample *ex = r->prompt[seqs[i].i / r->G];
         const Completion *c = &r->comp[seqs[i].i];
-        bs[i] = (BatchSeq){ex->prompt_ids, ex->n_prompt_ids, c->ids, c->n, ex->n_prompt_ids};
+        ms->seqs[i] = (BatchSeq){ex->prompt_ids, ex->n_prompt_ids, c->ids, c->n, ex->n_prompt_ids};
+        /* adapter dropout: one mask per completion and optimizer step, whichever micro-batch holds it */
+        ms->ids[i] = rng_mix((uint64_t)r->index, (uint64_t)seqs[i].i);
+        ms->off[i + 1] = ms->off[i] + c->n;
     }
-    padded_batch_build(pb, bs, S);
-    free(bs);
+    *b = (TrainBatch){ms->seqs, S, ms->ids, inv_temperature};
 }
 
-void micro_logprobs(const MicroPass *p, const CompletionRef *seqs, int S, const int *offsets, float *logp,
-                    float *entropy) {
-    PaddedBatch pb;
-    build(&pb, seqs, S);
-    CHECK(pb.offsets[S] == offsets[S]);
-    padded_batch_logprobs(p->model, p->acts, &pb, &(ModelPass){.base_only = p->base_only}, p->inv_temperature, logp,
-                          entropy);
-    padded_batch_free(&pb);
-}
-
-/* Gathers the completions' advantages, truncation flags and recorded log-probs. */
-static void gather_inputs(const CompletionRef *seqs, int S, const int *off, double *adv, uint8_t *trunc, float **old,
-                          float **ref) {
+/* The completions' advantages, truncation flags and recorded log-probs; *old and
+ * *ref NULL where the rollouts recorded none. */
+static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, float **old, float **ref) {
+    *old = seqs[0].r->old_logp ? ms->old : NULL;
+    *ref = seqs[0].r->ref_logp ? ms->ref : NULL;
     for (int i = 0; i < S; i++) {
         const Rollout *r = seqs[i].r;
-        int k = seqs[i].i, len = off[i + 1] - off[i];
-        adv[i] = r->adv[k];
-        trunc[i] = !r->comp[k].stopped;
-        if (r->old_logp) {
-            if (!*old) *old = xmalloc(sizeof(float) * off[S]);
-            memcpy(*old + off[i], r->old_logp[k], sizeof(float) * len);
-        }
-        if (r->ref_logp) {
-            if (!*ref) *ref = xmalloc(sizeof(float) * off[S]);
-            memcpy(*ref + off[i], r->ref_logp[k], sizeof(float) * len);
-        }
+        int k = seqs[i].i, len = ms->off[i + 1] - ms->off[i];
+        ms->adv[i] = r->adv[k];
+        ms->trunc[i] = !r->comp[k].stopped;
+        if (*old) memcpy(*old + ms->off[i], r->old_logp[k], sizeof(float) * len);
+        if (*ref) memcpy(*ref + ms->off[i], r->ref_logp[k], sizeof(float) * len);
     }
-}
-
-/* Adapter dropout keys: one per completion and optimizer step, whichever
- * micro-batch holds it. */
-static uint64_t *dropout_keys(const MicroPass *p, const CompletionRef *seqs, int S) {
-    uint64_t *k = xmalloc(sizeof(uint64_t) * S);
-    for (int i = 0; i < S; i++)
-        k[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)p->step), rng_mix((uint64_t)seqs[i].r->index,
-                                                                                     (uint64_t)seqs[i].i));
-    return k;
 }
 
 /* What a token's gradient needs when the loss is token-local: the LM head's
- * backward then runs alongside its forward (padded_batch_logprobs_train). */
+ * backward then runs alongside its forward. */
 typedef struct {
     const GrpoLossConfig *loss;
     const int *seq_of;      /* [ntok] each token's sequence */
@@ -81,55 +79,38 @@ static void token_grads(void *ctx, const int *js, int m, const float *logp, floa
     }
 }
 
-double micro_train(const MicroPass *p, const ModelGrads *grads, const GrpoLossConfig *loss, const CompletionRef *seqs,
-                   int S, double normalizer, GrpoLossStats *stats) {
-    PaddedBatch pb;
-    build(&pb, seqs, S);
-    const int *off = pb.offsets;
+double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss, const CompletionRef *seqs, int S,
+                   float inv_temperature, double normalizer, GrpoLossStats *stats) {
+    TrainBatch b;
+    micro_batch_of(ms, seqs, S, &b, inv_temperature);
+    const int *off = ms->off;
     int ntok = off[S];
-    float *logp = xmalloc(sizeof(float) * (ntok + 1)), *ent = xmalloc(sizeof(float) * (ntok + 1));
-    float *old = NULL, *ref = NULL;
-    double *adv = xmalloc(sizeof(double) * S), *dlogp = xcalloc(ntok + 1, sizeof(double));
-    uint8_t *trunc = xmalloc(S);
-    gather_inputs(seqs, S, off, adv, trunc, &old, &ref);
-    uint64_t *keys = dropout_keys(p, seqs, S);
-    ModelPass pass = {.backward = 1, .drop_keys = keys};
+    float *old, *ref;
+    gather_inputs(ms, seqs, S, &old, &ref);
+    memset(ms->dlogp, 0, sizeof(double) * ntok);
     const int fused = grpo_loss_token_local(loss);
     if (fused) {
-        int *seq_of = xmalloc(sizeof(int) * (ntok + 1));
-        double *w = xmalloc(sizeof(double) * S);
         for (int i = 0; i < S; i++) {
-            w[i] = grpo_loss_seq_weight(loss, trunc, i, off, normalizer);
-            for (int j = off[i]; j < off[i + 1]; j++) seq_of[j] = i;
+            ms->w[i] = grpo_loss_seq_weight(loss, ms->trunc, i, off, normalizer);
+            for (int j = off[i]; j < off[i + 1]; j++) ms->seq_of[j] = i;
         }
-        TokenGrad tg = {loss, seq_of, w, adv, old, ref};
-        padded_batch_logprobs_train(p->model, p->acts, &pb, &pass, p->inv_temperature, logp, ent, grads,
-                                    &(LogprobGrad){token_grads, &tg});
-        free(seq_of), free(w);
+        TokenGrad tg = {loss, ms->seq_of, ms->w, ms->adv, old, ref};
+        train_model_forward(tm, &b, ms->logp, ms->ent, &(LogprobGrad){token_grads, &tg});
     } else {
-        padded_batch_logprobs(p->model, p->acts, &pb, &pass, p->inv_temperature, logp, ent);
+        train_model_forward(tm, &b, ms->logp, ms->ent, NULL);
     }
     /* the loss and its statistics; fused, the gradient it also gives was taken already */
-    double *dent = loss->entropy_coef != 0.0 ? xcalloc(ntok + 1, sizeof(double)) : NULL;
-    double l = grpo_loss_accumulate(dlogp, dent, stats, logp, old, ref, ent, adv, trunc, off, S, normalizer, loss);
+    double *dent = NULL;
+    if (loss->entropy_coef != 0.0) memset(dent = ms->dentropy, 0, sizeof(double) * ntok);
+    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, ms->adv, ms->trunc, off, S,
+                                    normalizer, loss);
     if (fused) {
-        model_backward(p->model, p->acts, grads, NULL, NULL);
-    } else {
-        float *dlp_csr = xmalloc(sizeof(float) * (ntok + 1)), *dlp = xmalloc(sizeof(float) * pb.S * pb.T);
-        for (int j = 0; j < ntok; j++) dlp_csr[j] = (float)dlogp[j];
-        padded_batch_scatter(&pb, dlp_csr, dlp);
-        float *dent_pad = NULL;
-        if (dent) { /* the entropy bonus's gradient, laid out like dlogprob */
-            for (int j = 0; j < ntok; j++) dlp_csr[j] = (float)dent[j];
-            dent_pad = xmalloc(sizeof(float) * pb.S * pb.T);
-            padded_batch_scatter(&pb, dlp_csr, dent_pad);
-        }
-        model_backward(p->model, p->acts, grads, dlp, dent_pad);
-        free(dlp), free(dlp_csr), free(dent_pad);
+        train_model_backward(tm, NULL, NULL);
+        return l;
     }
-    free(keys);
-    free(dent);
-    padded_batch_free(&pb);
-    free(logp), free(ent), free(old), free(ref), free(adv), free(dlogp), free(trunc);
+    for (int j = 0; j < ntok; j++) ms->dlp[j] = (float)ms->dlogp[j];
+    if (dent) /* the entropy bonus's gradient, laid out like dlogprob */
+        for (int j = 0; j < ntok; j++) ms->dent[j] = (float)dent[j];
+    train_model_backward(tm, ms->dlp, dent ? ms->dent : NULL);
     return l;
 }

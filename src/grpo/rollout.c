@@ -10,9 +10,9 @@
 
 #include "core/rng.h"
 #include "core/timer.h"
-#include "dist/dist.h"
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
+#include "train/world.h"
 
 #define STREAM_GEN 0x67656e65726174ULL   /* "generat" */
 #define STREAM_SHUFFLE 0x73687566666c65ULL /* "shuffle" */
@@ -26,45 +26,49 @@ void rollout_free(Rollout *r) {
         if (r->ref_logp) free(r->ref_logp[i]);
     }
     free(r->example), free(r->prompt), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
-    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->order), free(r->gen_rank), free(r->train_rank);
+    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->order);
     free(r);
 }
 
-/* Log-probs under m of the completions of r this process trains on (in index
- * order, micro-batches of the training size); then every process has all of them. */
-static float **all_logprobs(GrpoTrainer *t, Model *m, int base_only, Rollout *r) {
-    int B = t->c.train.per_device_train_batch_size;
-    MicroPass pass = {m, &t->acts, 1.0f / t->c.gen.sampler.temperature, 0, base_only};
+/* Log-probs of every completion of r under the policy or the reference: those
+ * this process trains on (in index order, micro-batches of the training size);
+ * then every process has all of them. */
+static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
+    int B = t->c.train.per_device_train_batch_size, BN = B * train_world_size(), me = train_world_rank();
     float **out = xcalloc(r->n, sizeof(float *));
-    int *mine = xmalloc(sizeof(int) * r->n), n_mine = 0;
+    int *owner = xmalloc(sizeof(int) * r->n), *mine = xmalloc(sizeof(int) * r->n), n_mine = 0;
+    for (int q = 0; q < r->n; q++) owner[r->order[q]] = (q % BN) / B;
     for (int i = 0; i < r->n; i++)
-        if (r->train_rank[i] == t->rank) mine[n_mine++] = i;
+        if (owner[i] == me) mine[n_mine++] = i;
     CompletionRef *seqs = xmalloc(sizeof(CompletionRef) * B);
-    int *off = xmalloc(sizeof(int) * (B + 1));
     for (int k0 = 0; k0 < n_mine; k0 += B) {
         int S = n_mine - k0 < B ? n_mine - k0 : B;
-        off[0] = 0;
-        for (int i = 0; i < S; i++) {
-            seqs[i] = (CompletionRef){r, mine[k0 + i]};
-            off[i + 1] = off[i] + r->comp[mine[k0 + i]].n;
-        }
-        float *lp = xmalloc(sizeof(float) * (off[S] + 1));
-        micro_logprobs(&pass, seqs, S, off, lp, NULL);
+        for (int i = 0; i < S; i++) seqs[i] = (CompletionRef){r, mine[k0 + i]};
+        TrainBatch b;
+        micro_batch_of(&t->ms, seqs, S, &b, 1.0f / t->c.gen.sampler.temperature);
+        train_model_logprobs(t->tm, which, &b, t->ms.logp, NULL);
         for (int i = 0; i < S; i++) {
             int c = mine[k0 + i];
             out[c] = xmalloc(sizeof(float) * r->comp[c].n);
-            memcpy(out[c], lp + off[i], sizeof(float) * r->comp[c].n);
+            memcpy(out[c], t->ms.logp + t->ms.off[i], sizeof(float) * r->comp[c].n);
         }
-        free(lp);
     }
     int *len = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) len[i] = r->comp[i].n;
-    dist_share_items((void **)out, len, r->train_rank, r->n, sizeof(float), 0);
-    free(seqs), free(off), free(mine), free(len);
+    train_world_share_owned((void **)out, len, owner, r->n, sizeof(float), 0);
+    free(seqs), free(len), free(owner), free(mine);
     return out;
 }
 
-static int log_completions(GrpoTrainer *t, const Rollout *r, GrpoErr *err) {
+typedef struct {
+    GrpoTrainer *t;
+    const Rollout *r;
+} LogCompletions;
+
+/* completions.jsonl: every completion of the round, in order (on the process that writes files). */
+static int log_completions(void *ctx, GrpoErr *err) {
+    GrpoTrainer *t = ((LogCompletions *)ctx)->t;
+    const Rollout *r = ((LogCompletions *)ctx)->r;
     if (!t->completions_f) {
         char *p = fs_join(t->c.train.output_dir, "completions.jsonl");
         t->completions_f = fopen(p, t->resumed ? "a" : "w");
@@ -77,7 +81,7 @@ static int log_completions(GrpoTrainer *t, const Rollout *r, GrpoErr *err) {
     for (int i = 0; i < r->n; i++) {
         const DatasetExample *ex = r->prompt[i / r->G];
         json_t *o = json_object();
-        json_object_set_new(o, "step", json_integer(t->step + 1));
+        json_object_set_new(o, "step", json_integer(t->st.step + 1));
         json_object_set_new(o, "prompt", json_string(ex->prompt_text));
         json_object_set_new(o, "completion", json_string(r->text[i]));
         json_t *ids = json_array();
@@ -118,49 +122,30 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
     return r;
 }
 
-/* Which process generates and which trains on each completion: generation in
- * contiguous slices (a group may span processes), training by the shuffled order
- * (global micro-batch k is order[k B N .. (k+1) B N), rank j's share the j-th B). */
-/* The completions [*lo, *hi) of r that rank j generates and scores. */
-static void gen_slice(const Rollout *r, int j, int world, long *lo, long *hi) {
-    *lo = (long)r->n * j / world, *hi = (long)r->n * (j + 1) / world;
-}
-
-void rollout_assign(const GrpoTrainer *t, Rollout *r) {
-    int N = t->world, B = t->c.train.per_device_train_batch_size;
-    if (!r->gen_rank) r->gen_rank = xmalloc(sizeof(int) * r->n), r->train_rank = xmalloc(sizeof(int) * r->n);
-    for (int j = 0; j < N; j++) {
-        long lo, hi;
-        gen_slice(r, j, N, &lo, &hi);
-        for (long i = lo; i < hi; i++) r->gen_rank[i] = j;
-    }
-    for (int q = 0; q < r->n; q++) r->train_rank[r->order[q]] = (q % (B * N)) / B;
-}
-
 /* The round's prompts (dataset positions index*P ..) and this process's slice of
  * their completions, completion i of prompt position pos drawing from stream
  * (pos, i) whichever process draws it; then every process has them all. */
 static void generate(GrpoTrainer *t, Rollout *r) {
-    long lo, hi;
-    gen_slice(r, t->rank, t->world, &lo, &hi);
+    int lo, hi;
+    train_world_range(r->n, &lo, &hi);
     for (int p = 0; p < r->P; p++) {
         long pos = r->index * r->P + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
         const DatasetExample *ex = r->prompt[p] = &t->sess.data.ex[r->example[p]];
-        long a = (long)p * r->G > lo ? (long)p * r->G : lo, b = (long)(p + 1) * r->G < hi ? (long)(p + 1) * r->G : hi;
+        int a = p * r->G > lo ? p * r->G : lo, b = (p + 1) * r->G < hi ? (p + 1) * r->G : hi;
         if (a >= b) continue;
-        gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, (int)(a - (long)p * r->G), (int)(b - a),
+        gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, a - p * r->G, b - a,
                        rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a);
-        for (long i = a; i < b; i++) t->tokens += ex->n_prompt_ids + r->comp[i].n;
+        for (int i = a; i < b; i++) t->st.tokens += ex->n_prompt_ids + r->comp[i].n;
     }
-    if (t->world == 1) return;
+    if (train_world_size() == 1) return;
     void **ids = xmalloc(sizeof(void *) * r->n), **stop = xmalloc(sizeof(void *) * r->n);
     int *len = xmalloc(sizeof(int) * r->n), *one = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) ids[i] = r->comp[i].ids, len[i] = r->comp[i].n, stop[i] = &r->comp[i].stopped, one[i] = 1;
-    dist_share_items(ids, len, r->gen_rank, r->n, sizeof(int32_t), 1);
-    dist_share_items(stop, one, r->gen_rank, r->n, sizeof(int), 0);
+    train_world_share(ids, len, r->n, sizeof(int32_t), 1);
+    train_world_share(stop, one, r->n, sizeof(int), 0);
     for (int i = 0; i < r->n; i++)
-        if (r->gen_rank[i] != t->rank) {
+        if (i < lo || i >= hi) {
             r->comp[i].ids = ids[i], r->comp[i].n = len[i], r->comp[i].stopped = *(int *)stop[i];
             free(stop[i]);
         }
@@ -171,25 +156,24 @@ static void generate(GrpoTrainer *t, Rollout *r) {
  * any process stops every one), shares the scores, then the group-relative
  * advantages over whole groups. */
 static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) {
-    int F = t->rewards.n_funcs;
-    long lo, hi;
-    gen_slice(r, t->rank, t->world, &lo, &hi);
-    int cnt = (int)(hi - lo);
+    int F = t->rewards.n_funcs, lo, hi;
+    train_world_range(r->n, &lo, &hi);
+    int cnt = hi - lo;
     RewardItem *items = xcalloc(cnt ? cnt : 1, sizeof(RewardItem));
     int rc = 0;
     for (int i = 0; i < r->n && !rc; i++) {
         const DatasetExample *ex = r->prompt[i / r->G];
         size_t len = 0;
-        if (tok_decode_generated(t->sess.pre.tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
+        if (tok_decode_generated(t->sess.tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
         if (i >= lo && i < hi)
             items[i - lo] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
                                          ex->row, t->sess.data.path, ex->line};
     }
     double *mine = xmalloc(sizeof(double) * F * (cnt ? cnt : 1));
-    RewardBatch batch = {items, cnt, t->step};
+    RewardBatch batch = {items, cnt, t->st.step};
     if (!rc && cnt) rc = reward_set_compute(&t->rewards, &batch, mine, NULL, err);
     free(items);
-    if (t->world > 1) rc = dist_check(rc, err);
+    rc = train_world_check(rc, err); /* a reward failing on any process stops every one */
     if (!rc) { /* per_func[f][i]: each completion's F scores travel together */
         double **row = xmalloc(sizeof(double *) * r->n);
         int *len = xmalloc(sizeof(int) * r->n);
@@ -199,7 +183,7 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
             if (row[i])
                 for (int f = 0; f < F; f++) row[i][f] = mine[(size_t)f * cnt + (i - lo)];
         }
-        dist_share_items((void **)row, len, r->gen_rank, r->n, sizeof(double), 0);
+        train_world_share((void **)row, len, r->n, sizeof(double), 0);
         for (int i = 0; i < r->n; i++) {
             for (int f = 0; f < F; f++) r->per_func[(size_t)f * r->n + i] = row[i][f];
             free(row[i]);
@@ -214,16 +198,17 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
 
 /* The rollout's metrics, with TRL's names. */
 static void add_metrics(GrpoTrainer *t, const Rollout *r, const GrpoRewardStats *st) {
-    metric_add(t->metrics, "reward", st->reward_mean);
-    metric_add(t->metrics, "reward_std", st->reward_std);
+    MetricAcc *m = t->st.metrics;
+    metric_add(m, "reward", st->reward_mean);
+    metric_add(m, "reward_std", st->reward_std);
     char name[300];
     for (int f = 0; f < t->rewards.n_funcs; f++) {
         snprintf(name, sizeof name, "rewards/%s/mean", t->rewards.funcs[f]->name);
-        metric_add(t->metrics, name, st->func_mean[f]);
+        metric_add(m, name, st->func_mean[f]);
         snprintf(name, sizeof name, "rewards/%s/std", t->rewards.funcs[f]->name);
-        metric_add(t->metrics, name, st->func_std[f]);
+        metric_add(m, name, st->func_std[f]);
     }
-    metric_add(t->metrics, "frac_reward_zero_std", st->frac_reward_zero_std);
+    metric_add(m, "frac_reward_zero_std", st->frac_reward_zero_std);
     double sum = 0, mn = INFINITY, mx = 0, clipped = 0;
     for (int i = 0; i < r->n; i++) {
         int L = r->comp[i].n;
@@ -232,10 +217,10 @@ static void add_metrics(GrpoTrainer *t, const Rollout *r, const GrpoRewardStats 
         mx = L > mx ? L : mx;
         clipped += !r->comp[i].stopped;
     }
-    metric_add(t->metrics, "completions/mean_length", sum / r->n);
-    metric_add(t->metrics, "completions/min_length", mn);
-    metric_add(t->metrics, "completions/max_length", mx);
-    metric_add(t->metrics, "completions/clipped_ratio", clipped / r->n);
+    metric_add(m, "completions/mean_length", sum / r->n);
+    metric_add(m, "completions/min_length", mn);
+    metric_add(m, "completions/max_length", mx);
+    metric_add(m, "completions/clipped_ratio", clipped / r->n);
 }
 
 /* TRL shuffles the generation batch before splitting it into micro-batches. */
@@ -250,28 +235,22 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     int F = t->rewards.n_funcs;
     Rollout *r = rollout_alloc(t->rounds_made, t->gen_batch, t->c.num_generations, F);
     shuffle(&t->c, r);
-    rollout_assign(t, r);
     double t0 = time_now_s();
     generate(t, r);
     double t1 = time_now_s();
-    t->t_gen += t1 - t0;
+    t->st.t_gen += t1 - t0;
     double *fmean = xmalloc(sizeof(double) * F), *fstd = xmalloc(sizeof(double) * F);
     GrpoRewardStats st = {0, 0, 0, fmean, fstd};
     int rc = score(t, r, &st, err);
     if (!rc) add_metrics(t, r, &st);
     free(fmean), free(fstd);
     double t2 = time_now_s();
-    t->t_score += t2 - t1;
+    t->st.t_score += t2 - t1;
     /* the generating policy's and the reference's log-probs */
-    if (!rc && t->need_old) r->old_logp = all_logprobs(t, &t->sess.pre.model, 0, r);
-    if (!rc && t->have_ref) r->ref_logp = all_logprobs(t, &t->ref, 0, r);
-    if (!rc && t->ref_is_base) /* TRL with PEFT: the reference is the base, adapters disabled */
-        r->ref_logp = all_logprobs(t, &t->sess.pre.model, 1, r);
-    t->t_ref += time_now_s() - t2;
-    if (!rc && t->c.log_completions) { /* rank 0 writes every completion, in global order */
-        if (t->rank == 0) rc = log_completions(t, r, err);
-        if (t->world > 1) rc = dist_check(rc, err);
-    }
+    if (!rc && t->need_old) r->old_logp = all_logprobs(t, TRAIN_POLICY, r);
+    if (!rc && t->c.loss.beta != 0) r->ref_logp = all_logprobs(t, TRAIN_REFERENCE, r);
+    t->st.t_ref += time_now_s() - t2;
+    if (!rc && t->c.log_completions) rc = train_world_once(log_completions, &(LogCompletions){t, r}, err);
     if (rc) {
         rollout_free(r);
         return -1;

@@ -11,9 +11,24 @@
 
 #include "core/check.h"
 
-void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S) {
-    CHECK(S >= 1);
+void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens) {
+    CHECK(max_seqs >= 1 && max_tokens >= max_seqs);
     memset(pb, 0, sizeof *pb);
+    size_t N = (size_t)max_tokens;
+    pb->cap_seqs = max_seqs;
+    pb->cap_tokens = max_tokens;
+    pb->ids = xmalloc(sizeof(int32_t) * N);
+    pb->mask = xmalloc(N);
+    pb->targets = xmalloc(sizeof(int32_t) * N);
+    pb->offsets = xmalloc(sizeof(int) * (max_seqs + 1));
+    pb->row0 = xmalloc(sizeof(int) * max_seqs);
+    pb->full = xmalloc(sizeof(float) * N);
+    pb->full2 = xmalloc(sizeof(float) * N);
+    pb->js = xmalloc(sizeof(int) * N);
+}
+
+void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+    CHECK(S >= 1 && S <= pb->cap_seqs);
     int T = 1;
     for (int i = 0; i < S; i++) {
         const BatchSeq *q = &seqs[i];
@@ -22,15 +37,12 @@ void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S) {
         CHECK(q->first_target >= 1 && q->first_target <= len);
         T = len > T ? len : T;
     }
-    CHECK((long)S * T <= 0x7fffffffL);
+    CHECK((long)S * T <= pb->cap_tokens);
     int N = S * T;
     pb->S = S;
     pb->T = T;
-    pb->ids = xcalloc(N, sizeof(int32_t));
-    pb->mask = xcalloc(N, 1);
-    pb->targets = xmalloc(sizeof(int32_t) * N);
-    pb->offsets = xmalloc(sizeof(int) * (S + 1));
-    pb->row0 = xmalloc(sizeof(int) * S);
+    memset(pb->ids, 0, sizeof(int32_t) * N);
+    memset(pb->mask, 0, N);
     for (int n = 0; n < N; n++) pb->targets[n] = -1;
     pb->offsets[0] = 0;
     for (int i = 0; i < S; i++) {
@@ -47,8 +59,18 @@ void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S) {
     }
 }
 
+void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+    CHECK(S >= 1);
+    long T = 1;
+    for (int i = 0; i < S; i++) T = seqs[i].na + seqs[i].nb > T ? seqs[i].na + seqs[i].nb : T;
+    CHECK((long)S * T <= 0x7fffffffL);
+    padded_batch_reserve(pb, S, (int)(S * T));
+    padded_batch_fill(pb, seqs, S);
+}
+
 void padded_batch_free(PaddedBatch *pb) {
     free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
+    free(pb->full), free(pb->full2), free(pb->js);
     memset(pb, 0, sizeof *pb);
 }
 
@@ -73,22 +95,20 @@ typedef struct {
 
 static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
     const RowsToCsr *r = ctx;
-    int *js = xmalloc(sizeof(int) * (m + 1)); /* m: a chunk of the head, or every target of a frozen one */
+    int *js = r->pb->js; /* m: a chunk of the head, or every target of a frozen one */
     for (int i = 0; i < m; i++) {
         int b = rows[i] / r->pb->T;
         js[i] = r->pb->offsets[b] + rows[i] - r->pb->row0[b];
     }
     r->grad->fn(r->grad->ctx, js, m, logp, dlogp);
-    free(js);
 }
 
 /* The forward and log-probs of the batch, gathered CSR; with grad, through
  * model_logprobs_train. */
-static void batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+static void batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                            float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
                            const LogprobGrad *grad) {
-    int N = pb->S * pb->T;
-    float *lp = xmalloc(sizeof(float) * N), *ent = entropy ? xmalloc(sizeof(float) * N) : NULL;
+    float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
     model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T, pass);
     if (grad) {
         RowsToCsr r = {pb, grad};
@@ -98,16 +118,14 @@ static void batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, cons
     }
     padded_batch_gather(pb, lp, logp);
     if (entropy) padded_batch_gather(pb, ent, entropy);
-    free(lp);
-    free(ent);
 }
 
-void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+void padded_batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                            float inv_temperature, float *logp, float *entropy) {
     batch_logprobs(m, a, pb, pass, inv_temperature, logp, entropy, NULL, NULL);
 }
 
-void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+void padded_batch_logprobs_train(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                                  float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
                                  const LogprobGrad *grad) {
     batch_logprobs(m, a, pb, pass, inv_temperature, logp, entropy, grads, grad);

@@ -33,10 +33,19 @@ typedef struct {
     int32_t *targets;    /* [S*T] the id predicted at each position, -1 where none */
     int *offsets;        /* [S+1] CSR: sequence i's targets are entries offsets[i] .. offsets[i+1]-1 */
     int *row0;           /* [S] flat position predicting sequence i's first target */
+    int cap_seqs, cap_tokens; /* what the arrays hold (padded_batch_reserve) */
+    float *full, *full2; /* [cap_tokens] per-position scratch of the passes below (log-probs, entropies, or
+                            their gradients laid out for model_backward) */
+    int *js;             /* [cap_tokens] target indices handed to a LogprobGrad */
 } PaddedBatch;
 
-/* Builds the padded batch of seqs[S] (S >= 1); pb owns its arrays. A sequence
- * breaking the BatchSeq contract is a programmer error (CHECK). */
+/* Allocates pb's arrays for batches of up to max_seqs sequences and max_tokens
+ * padded positions (S*T), once: padded_batch_fill then reuses them. */
+void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens);
+/* Lays seqs[S] (S >= 1) out in pb's reserved arrays. A sequence breaking the
+ * BatchSeq contract, or a batch beyond the reservation, is a programmer error (CHECK). */
+void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S);
+/* padded_batch_reserve for exactly this batch, then padded_batch_fill. */
 void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S);
 /* Frees what pb owns and zeroes it. Safe on a zeroed PaddedBatch. */
 void padded_batch_free(PaddedBatch *pb);
@@ -47,14 +56,15 @@ void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full);
 /* Forward of the batch through m (model_forward with pass, NULL for inference, then
  * model_logprobs with inv_temperature) and the target log-probs (and entropies, if entropy != NULL)
  * gathered CSR into logp[offsets[S]] / entropy. Leaves the activations in a for
- * a model_backward, whose dlogprob is per position: padded_batch_scatter it.
- * Requires S*T <= the max_tokens a was planned for. */
-void padded_batch_logprobs(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+ * a model_backward, whose dlogprob is per position: padded_batch_scatter it (into
+ * pb->full, free again once the log-probs are gathered). Requires S*T <= the
+ * max_tokens a was planned for. */
+void padded_batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                            float inv_temperature, float *logp, float *entropy);
 /* The same, with the LM head's backward done alongside (model_logprobs_train): grad
  * gives the gradient of a token-local objective for targets named by CSR index
  * (rows[i] in [0, offsets[S])). Complete it with model_backward(m, a, grads, NULL, NULL). */
-void padded_batch_logprobs_train(Model *m, Activations *a, const PaddedBatch *pb, const ModelPass *pass,
+void padded_batch_logprobs_train(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                                  float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
                                  const LogprobGrad *grad);
 

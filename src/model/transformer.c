@@ -284,6 +284,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->targets = xmalloc(sizeof(int32_t) * N);
     a->mask = xmalloc(N);
     a->head_dlp = xmalloc(sizeof(float) * N);
+    a->rows = xmalloc(sizeof(int) * N);
 }
 
 /* Dropout masks are kept for every layer, checkpointed or not: drawn once in the
@@ -326,6 +327,7 @@ void acts_free(Activations *a) {
     free(a->targets);
     free(a->mask);
     free(a->head_dlp);
+    free(a->rows);
     memset(a, 0, sizeof *a);
 }
 
@@ -556,13 +558,12 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     int N = a->N, C = m->cfg.hidden_size;
     if (!grads->base) { /* a frozen head: model_logprobs keeps what its backward needs */
         model_logprobs(m, a, targets, inv_temp, logprob, entropy);
-        int *rows = xmalloc(sizeof(int) * N), k = 0;
+        int *rows = a->rows, k = 0;
         for (int n = 0; n < N; n++) {
             a->head_dlp[n] = 0;
             if (a->targets[n] >= 0) rows[k++] = n;
         }
         if (k) logprob_grad_rows(grad, rows, k, logprob, a->head_dlp);
-        free(rows);
         a->head = HEAD_GRADIENT;
         return;
     }

@@ -176,6 +176,7 @@ typedef struct {
                               log-probs' gradient, and (HEAD_DONE) dhf and the head's weight gradient
                               are already computed */
     float *head_dlp;       /* [N] */
+    int *rows;             /* [N] scratch: the rows holding a target */
 } Activations;
 
 /* Plans and allocates activations for micro-batches of up to max_tokens (B*T)

@@ -10,16 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/memory.h"
-#include "core/rng.h"
 #include "data/dataset.h"
-#include "dist/dist.h"
 #include "gen/pretrained.h"
 #include "io/jsonl.h"
-#include "model/batch.h"
-#include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
-#include "train/adapters.h"
+#include "train/model.h"
+#include "train/world.h"
 
 typedef struct {
     int32_t *ids;
@@ -29,17 +25,20 @@ typedef struct {
 
 typedef struct {
     const SftConfig *c;
-    Model model;
+    TrainModel *tm;
     Tokenizer *tok;
+    int vocab_size, max_positions;
     int32_t eos;
     SftExample *ex;
     int n_ex, cap_ex;
     DatasetSampler order;
-    Activations acts;
     long pos;           /* examples consumed since the start of training */
-    LoraLayers lora;    /* use_peft: the adapters trained on the frozen model */
-    int have_lora;
-    long step;          /* the optimizer step being computed (keys the adapters' dropout) */
+    /* the step in progress: its examples over every process, and their buffers */
+    SftExample **mb;    /* [GA x micro_size] */
+    BatchSeq *seqs;     /* [B] */
+    uint64_t *ids;      /* [B] */
+    float *logp;        /* [B x longest] */
+    double targets;     /* target tokens of the step: its normaliser */
 } SftTrainer;
 
 static const OptSpec sft_options[] = {
@@ -118,12 +117,11 @@ static int parse_example(json_t *o, long line, void *ctx, GrpoErr *err) {
     }
     int n = (int)ids.n < t->c->max_length ? (int)ids.n : t->c->max_length;
     for (int i = 0; i < n && !rc; i++)
-        if (ids.ids[i] >= t->model.cfg.vocab_size)
-            rc = err_set(err, "token id %d is beyond the model's vocab_size %d", ids.ids[i], t->model.cfg.vocab_size);
-    if (!rc && n > t->model.cfg.max_position_embeddings)
+        if (ids.ids[i] >= t->vocab_size)
+            rc = err_set(err, "token id %d is beyond the model's vocab_size %d", ids.ids[i], t->vocab_size);
+    if (!rc && n > t->max_positions)
         rc = err_set(err, "%d tokens (after truncation to max_length %d) are more than the model's "
-                     "max_position_embeddings (%d); lower max_length", n, t->c->max_length,
-                     t->model.cfg.max_position_embeddings);
+                     "max_position_embeddings (%d); lower max_length", n, t->c->max_length, t->max_positions);
     if (!rc && (start < 1 ? 1 : start) >= n)
         rc = err_set(err, "no token left to learn (%d tokens after truncation to max_length %d, loss starts at %d)", n,
                      t->c->max_length, start < 1 ? 1 : start);
@@ -136,51 +134,33 @@ static int parse_example(json_t *o, long line, void *ctx, GrpoErr *err) {
     return 0;
 }
 
-/* Floats of what the optimizer updates: the adapters, or every weight. */
-static double trainable_floats(const SftTrainer *t) {
-    return t->have_lora ? (double)t->lora.table.total : (double)t->model.table.total;
-}
-
 static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     t->c = c;
-    if (sft_config_check(c, err) ||
-        model_load_ex(&t->model, c->train.model_dir, training_args_frozen_bf16(&c->train), err))
+    if (sft_config_check(c, err) || !(t->tm = train_model_open(&c->train, &(TrainModelNeeds){0}, NULL, err)))
         return -1;
-    if (tok_load(&t->tok, c->train.model_dir, err)) return -1;
-    t->eos = tok_special(t->tok)->eos >= 0 ? tok_special(t->tok)->eos
-             : t->model.cfg.n_eos                ? t->model.cfg.eos_token_ids[0] : -1;
+    t->tok = train_model_tokenizer(t->tm);
+    t->eos = train_model_eos(t->tm);
+    t->vocab_size = train_model_config(t->tm)->vocab_size;
+    t->max_positions = train_model_config(t->tm)->max_position_embeddings;
     if (jsonl_read(c->train.dataset, parse_example, t, err) < 0) return -1;
     if (t->n_ex == 0) return err_set(err, "%s: no examples", c->train.dataset);
-    if ((t->have_lora = train_adapters_attach(&t->lora, &t->model, &c->train, err)) < 0) return -1;
-    if (training_args_bf16_compute(&c->train)) model_use_bf16_compute(&t->model);
-    int longest = 2;
+    int longest = 2, B = c->train.per_device_train_batch_size;
     for (int i = 0; i < t->n_ex; i++) longest = t->ex[i].n > longest ? t->ex[i].n : longest;
-    long tokens = (long)c->train.per_device_train_batch_size * longest;
-    double mb = 1048576.0, avail = (double)mem_available_bytes(), opt = 12.0 * trainable_floats(t);
-    double acts = tokens > INT32_MAX ? INFINITY
-                                     : (double)acts_plan_bytes(&t->model.cfg, (int)tokens, c->train.gradient_checkpointing,
-                                                               c->train.logprob_chunk_rows, t->model.mixed != NULL);
-    if (t->have_lora && isfinite(acts))
-        acts += (double)acts_lora_plan_bytes(&t->model.cfg, &t->lora, (int)tokens, c->train.gradient_checkpointing);
-    if (acts + opt > avail)
-        return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens) + "
-                       "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
-                       "or max_length", acts / mb, c->train.per_device_train_batch_size, longest, opt / mb, avail / mb);
-    acts_create(&t->acts, &t->model.cfg, c->train.per_device_train_batch_size * longest,
-                c->train.gradient_checkpointing, c->train.logprob_chunk_rows, t->model.mixed != NULL);
-    if (t->have_lora) acts_reserve_lora(&t->acts, &t->model.cfg, &t->lora);
+    if (train_model_plan(t->tm, B, longest, "max_length", err)) return -1;
     dataset_sampler_init(&t->order, t->n_ex, c->train.shuffle_dataset, c->train.seed);
+    t->mb = xmalloc(sizeof(SftExample *) * B * train_world_size() * c->train.gradient_accumulation_steps);
+    t->seqs = xmalloc(sizeof(BatchSeq) * B);
+    t->ids = xmalloc(sizeof(uint64_t) * B);
+    t->logp = xmalloc(sizeof(float) * B * longest);
     return 0;
 }
 
 static void sft_free(SftTrainer *t) {
-    if (t->acts.arena) acts_free(&t->acts);
     dataset_sampler_free(&t->order);
     for (int i = 0; i < t->n_ex; i++) free(t->ex[i].ids);
     free(t->ex);
-    tok_free(t->tok);
-    if (model_loaded(&t->model)) model_free(&t->model);
-    if (t->have_lora > 0) lora_layers_free(&t->lora);
+    train_model_close(t->tm);
+    free(t->mb), free(t->seqs), free(t->ids), free(t->logp);
 }
 
 /* ---- one optimizer step ---- */
@@ -191,48 +171,44 @@ static void nll_grads(void *ctx, const int *js, int m, const float *logp, float 
     for (int i = 0; i < m; i++) dlogp[i] = (float)(-1.0 / norm);
 }
 
-/* One micro-batch: forward, log-probs with the LM head's backward alongside,
- * the rest of the backward. Returns -sum logp. */
-static double micro_step(SftTrainer *t, const ModelGrads *grads, SftExample **b, int S, double norm) {
-    BatchSeq *seqs = xmalloc(sizeof(BatchSeq) * S);
-    uint64_t *keys = xmalloc(sizeof(uint64_t) * S); /* adapter dropout: per example and step */
-    for (int i = 0; i < S; i++) {
-        seqs[i] = (BatchSeq){b[i]->ids, b[i]->n, NULL, 0, b[i]->loss_start};
-        keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)t->step), (uint64_t)(b[i] - t->ex));
+/* The step's examples over every process, in order; its normaliser, the target
+ * tokens of them all. */
+static int sft_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, MetricAcc *m, GrpoErr *err) {
+    SftTrainer *t = self;
+    t->targets = 0;
+    for (int k = 0; k < s->micro_size * s->micro_batches; k++) {
+        t->mb[k] = &t->ex[dataset_sampler_index(&t->order, t->pos++)];
+        t->targets += t->mb[k]->n - t->mb[k]->loss_start;
     }
-    PaddedBatch pb;
-    padded_batch_build(&pb, seqs, S);
-    int ntok = pb.offsets[S];
-    float *lp = xmalloc(sizeof(float) * (ntok + 1));
-    padded_batch_logprobs_train(&t->model, &t->acts, &pb, &(ModelPass){.backward = 1, .drop_keys = keys}, 1.0f, lp,
-                                NULL, grads, &(LogprobGrad){nll_grads, &norm});
-    double nll = 0;
-    for (int j = 0; j < ntok; j++) nll -= lp[j];
-    model_backward(&t->model, &t->acts, grads, NULL, NULL);
-    padded_batch_free(&pb);
-    free(keys), free(seqs), free(lp);
-    return nll;
+    sums->loss_norm = t->targets;
+    return 0;
 }
 
-static int sft_step(void *self, const ModelGrads *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err) {
+/* A micro-batch's part: log-probs with the LM head's backward alongside, then the
+ * rest of the backward; its loss -sum logp. */
+static void sft_micro_batch(void *self, TrainModel *tm, const TrainStep *s, int k, int first, int count,
+                            TrainStepSums *sums) {
     SftTrainer *t = self;
-    t->step = step;
-    int B = t->c->train.per_device_train_batch_size, GA = t->c->train.gradient_accumulation_steps;
-    int BN = B * dist_size(), R = dist_rank(); /* global micro-batch k: examples k BN .. (k+1) BN, rank R's the R-th B */
-    SftExample **mb = xmalloc(sizeof(SftExample *) * BN * GA);
-    long targets = 0; /* over every process: the step's normaliser */
-    out->tokens = 0;
-    for (int k = 0; k < BN * GA; k++) {
-        mb[k] = &t->ex[dataset_sampler_index(&t->order, t->pos++)];
-        targets += mb[k]->n - mb[k]->loss_start;
-        if (k % BN / B == R) out->tokens += mb[k]->n;
+    SftExample **b = t->mb + first;
+    for (int i = 0; i < count; i++) {
+        t->seqs[i] = (BatchSeq){b[i]->ids, b[i]->n, NULL, 0, b[i]->loss_start};
+        t->ids[i] = (uint64_t)(b[i] - t->ex); /* adapter dropout: per example and step */
+        sums->tokens += b[i]->n;
     }
+    double norm = t->targets;
+    TrainBatch batch = {t->seqs, count, t->ids, 1.0f};
+    train_model_forward(tm, &batch, t->logp, NULL, &(LogprobGrad){nll_grads, &norm});
+    int ntok = 0;
+    for (int i = 0; i < count; i++) ntok += b[i]->n - b[i]->loss_start;
     double nll = 0;
-    for (int k = 0; k < GA; k++) nll += micro_step(t, grads, mb + k * BN + R * B, B, (double)targets);
-    free(mb);
-    out->loss = nll / targets;
+    for (int j = 0; j < ntok; j++) nll -= t->logp[j];
+    train_model_backward(tm, NULL, NULL);
+    sums->loss += nll;
+}
+
+static void sft_end_step(void *self, const TrainStep *s, const TrainStepSums *sums, MetricAcc *m) {
+    SftTrainer *t = self;
     metric_add(m, "epoch", (double)t->pos / t->n_ex);
-    return 0;
 }
 
 static int sft_save(void *self, const char *dir, json_t *state, GrpoErr *err) {
@@ -251,37 +227,24 @@ static int sft_load(void *self, const char *dir, const json_t *state, GrpoErr *e
 int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     SftTrainer t;
     memset(&t, 0, sizeof t);
-    int rc = dist_check(sft_setup(&t, c, err), err); /* inputs a process could not open stop every one */
+    int rc = train_world_check(sft_setup(&t, c, err), err); /* inputs a process could not open stop every one */
     if (!rc) {
         const TrainingArgs *a = &c->train;
-        TrainAlgo algo = {"sft", &t, t.n_ex,
-                          (long)a->per_device_train_batch_size * dist_size() * a->gradient_accumulation_steps,
-                          sft_step, NULL, sft_save, sft_load, NULL, 0};
+        char line[200];
+        snprintf(line, sizeof line, "micro-batch %d, %d accumulation steps", a->per_device_train_batch_size,
+                 a->gradient_accumulation_steps);
+        TrainAlgo algo = {.name = "sft", .self = &t, .n_examples = t.n_ex,
+                          .examples_per_step = (long)a->per_device_train_batch_size * train_world_size() *
+                                               a->gradient_accumulation_steps,
+                          .begin_step = sft_begin_step, .micro_batch = sft_micro_batch, .end_step = sft_end_step,
+                          .save = sft_save, .load = sft_load, .plan_line = line};
         OptGroup g[SFT_CONFIG_N_GROUPS];
         sft_config_groups(g);
-        json_t *options = opts_to_json(g, SFT_CONFIG_N_GROUPS, c);
-        json_object_set_new(options, "bf16", json_boolean(training_args_bf16(a))); /* what auto chose */
-        char plan[1600], lora[400] = "", bf16_text[160];
-        model_bf16_describe(&t.model, bf16_text, sizeof bf16_text);
-        double mb = 1048576.0, P = (double)model_weight_bytes(&t.model), T = 4.0 * trainable_floats(&t);
-        if (t.have_lora) {
-            train_adapters_describe(&t.lora, lora, sizeof lora - 2);
-            strcat(lora, "; ");
-        }
-        snprintf(plan, sizeof plan,
-                 "%s (%.2f M parameters), %d examples, %ld steps of %d x %d examples; %smemory plan %.0f MB "
-                 "(weights %.0f%s, grads+AdamW %.0f, activations %.0f%s)",
-                 a->model_dir, config_param_count(&t.model.cfg) / 1e6, t.n_ex,
-                 train_loop_total_steps(a, algo.n_examples, algo.examples_per_step), a->gradient_accumulation_steps,
-                 a->per_device_train_batch_size, lora, (P + 3 * T + (t.have_lora ? T : 0) + t.acts.bytes) / mb,
-                 (P + (t.have_lora ? T : 0)) / mb, bf16_text,
-                 3 * T / mb, t.acts.bytes / mb, training_args_bf16_note(a));
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
-        TrainLoop L = {a, &t.model, &algo, options, plan, hooks ? *hooks : (TrainHooks){0}, &meta};
+        TrainLoop L = {a, t.tm, &algo, g, SFT_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta};
         rc = train_loop_run(&L, err);
         json_decref((json_t *)meta.generation_config);
-        json_decref(options);
     }
     sft_free(&t);
     return rc;

@@ -3,7 +3,6 @@
 
 #include <stddef.h>
 
-#include "ops/gemm.h"
 
 #define A(f) offsetof(TrainingArgs, f)
 #define BIG 1e300
@@ -78,16 +77,6 @@ const OptSpec training_args_options[] = {
      "a PEFT LoRA adapter directory to continue training (implies use_peft; its r, alpha, dropout and targets)"},
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
-
-int training_args_bf16(const TrainingArgs *a) { return a->bf16 < 0 ? gemm_bf16_native() : a->bf16; }
-int training_args_frozen_bf16(const TrainingArgs *a) { return training_args_bf16(a) && (a->use_peft || a->adapter); }
-int training_args_bf16_compute(const TrainingArgs *a) { return training_args_bf16(a) && !a->use_peft && !a->adapter; }
-const char *training_args_bf16_note(const TrainingArgs *a) {
-    if (a->bf16 >= 0) return "";
-    return gemm_bf16_native() ? "; bf16 by default on this CPU (--bf16 false: fp32 throughout)"
-                              : "; fp32 by default: this CPU has no bf16 matrix instructions (--bf16 true: bf16 "
-                                "products anyway, slower here)";
-}
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))

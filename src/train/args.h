@@ -60,15 +60,6 @@ extern const int training_args_n_options;
 
 /* The rules between these options (their ranges are checked by opts_check over
  * the command's groups), with a message that names the options and values. */
-/* bf16, auto resolved: true where this CPU has a bf16 matmul (gemm_bf16_native). */
-int training_args_bf16(const TrainingArgs *a);
-/* For the plan line: what auto chose here and how to choose otherwise, or "" when bf16 was given. */
-const char *training_args_bf16_note(const TrainingArgs *a);
-/* bf16 and nothing trains the model's own weights (use_peft or an adapter): the
- * model is loaded with its layer matrices in bf16 (model_load_ex's half). */
-int training_args_frozen_bf16(const TrainingArgs *a);
-/* bf16 and the model's own weights train: mixed precision (model_use_bf16_compute). */
-int training_args_bf16_compute(const TrainingArgs *a);
 int training_args_check(const TrainingArgs *a, GrpoErr *err);
 
 #endif

@@ -17,8 +17,6 @@
 #include "dist/dist.h"
 #include "io/fsutil.h"
 #include "log/tensorboard.h"
-#include "model/lora.h"
-#include "model/model_io.h"
 #include "train/checkpoint.h"
 
 #define STATE_VERSION 2
@@ -30,15 +28,8 @@ typedef struct {
     const TrainLoop *L;
     char *out_dir;             /* output_dir with symlinks resolved */
     long total_steps;
-    const ParamTable *table;   /* what is trained: the model's table, or its adapters' */
-    float *params;             /* [table->total], or NULL: the model's weights are held as two halves
-                                  (mixed precision, model/transformer.h: ModelMixed) */
-    float *grads;              /* [table->total] */
-    ModelView gview;           /* over grads, when the model's weights are trained */
-    ModelGrads g;
-    int fresh;                 /* g.fresh's state: the step's first backward writes the gradients */
-    AdamW opt;
-    uint8_t *decay_mask;
+    TrainModel *tm;            /* what trains (L->model) */
+    json_t *options;           /* every option of the run, bf16 as resolved: recorded in checkpoints */
     long step;                 /* optimizer steps done */
     long num_tokens;
     int nonfinite_streak;
@@ -63,9 +54,11 @@ static void emit(const Loop *lp, TrainEvent e) {
 
 /* ---- checkpoints ---- */
 
-static int add_algo_state(void *ctx, const char *dir, json_t *state, GrpoErr *err) {
-    const TrainAlgo *a = ctx;
-    return a->save ? a->save(a->self, dir, state, err) : 0;
+/* What the model and the algorithm add to a checkpoint. */
+static int add_state(void *ctx, const char *dir, json_t *state, GrpoErr *err) {
+    const TrainLoop *L = ctx;
+    if (train_model_save_state(L->model, dir, err)) return -1;
+    return L->algo->save ? L->algo->save(L->algo->self, dir, state, err) : 0;
 }
 
 static int save_checkpoint(Loop *lp, GrpoErr *err) {
@@ -73,11 +66,11 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = L->args;
     json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:i, s:i, s:O}", "version", STATE_VERSION,
                               "algorithm", L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
-                              (json_int_t)lp->total_steps, "adam_step", (json_int_t)lp->opt.step, "nonfinite_streak",
-                              lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens, "threads",
-                              omp_get_max_threads(), "world_size", dist_size(), "args", L->options);
-    CkptWrite w = {lp->out_dir, lp->step, L->model, a->model_dir, &lp->opt, state, add_algo_state, (void *)L->algo,
-                   a->save_total_limit, L->save_meta};
+                              (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
+                              "nonfinite_streak", lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens,
+                              "threads", omp_get_max_threads(), "world_size", dist_size(), "args", lp->options);
+    CkptWrite w = {lp->out_dir, lp->step, train_model_weights(lp->tm), a->model_dir, train_model_optimizer(lp->tm),
+                   state, add_state, (void *)L, a->save_total_limit, L->save_meta};
     char *path = NULL;
     int rc = dist_check(RANK0(ckpt_write(&w, &path, err)), err);
     json_decref(state);
@@ -90,7 +83,7 @@ static int resume(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     char *dir = ckpt_resolve(lp->out_dir, L->args->resume_from_checkpoint, err);
     json_t *st = NULL;
-    int rc = dir ? ckpt_read(dir, L->model, &lp->opt, &st, err) : -1;
+    int rc = dir ? ckpt_read(dir, train_model_weights(lp->tm), train_model_optimizer(lp->tm), &st, err) : -1;
     json_int_t step = 0, astep = 0, tokens = 0;
     int version = 0;
     const char *algo = "";
@@ -110,11 +103,13 @@ static int resume(Loop *lp, GrpoErr *err) {
                      dist_size(), saved_world);
     if (!rc) {
         lp->step = step;
-        lp->opt.step = astep;
+        train_model_optimizer(lp->tm)->step = astep;
         lp->num_tokens = tokens;
-        if (L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
+        rc = train_model_load_state(lp->tm, dir, err);
+        if (!rc && L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
     }
     if (!rc) rc = RANK0(ckpt_truncate_log(lp->out_dir, "metrics.jsonl", lp->step, err));
+    if (!rc && L->algo->log_file) rc = RANK0(ckpt_truncate_log(lp->out_dir, L->algo->log_file, lp->step, err));
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_RESUMED, .path = dir});
     json_t *threads = json_object_get(st, "threads");
     if (!rc && json_is_integer(threads) && json_integer_value(threads) != omp_get_max_threads()) {
@@ -125,7 +120,7 @@ static int resume(Loop *lp, GrpoErr *err) {
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = text});
     }
     json_t *bf16 = json_object_get(json_object_get(st, "args"), "bf16");
-    int was = json_is_true(bf16), now = training_args_bf16(L->args);
+    int was = json_is_true(bf16), now = train_model_bf16(lp->tm);
     if (!rc && json_is_boolean(bf16) && was != now) {
         const char *was_text = was ? "true" : "false";
         char text[300];
@@ -146,38 +141,48 @@ static int metrics_failed(const Loop *lp, GrpoErr *err) {
                    strerror(errno));
 }
 
+/* The step's micro-batches: this process's part of each global one, into sums. */
+static int step_micro_batches(Loop *lp, TrainStepSums *sums, GrpoErr *err) {
+    const TrainAlgo *algo = lp->L->algo;
+    const TrainingArgs *a = lp->L->args;
+    int B = a->per_device_train_batch_size, N = dist_size(), GA = a->gradient_accumulation_steps;
+    TrainStep s = {lp->step, GA, B * N, GA * N};
+    train_model_begin_step(lp->tm, lp->step);
+    if (algo->begin_step(algo->self, &s, sums, &lp->acc, err)) return -1;
+    for (int k = 0; k < GA; k++) algo->micro_batch(algo->self, lp->tm, &s, k, k * B * N + dist_rank() * B, B, sums);
+    size_t P;
+    float *grads = train_model_gradient(lp->tm, &P);
+    double t_sum = time_now_s();
+    if (sums->loss_norm != 0) sums->loss /= sums->loss_norm;
+    if (N > 1) { /* the step over every process: gradients, loss, tokens and statistics summed in rank order */
+        dist_sum_f32(grads, P);
+        double v[2 + TRAIN_MAX_STATS] = {sums->loss, (double)sums->tokens};
+        memcpy(v + 2, sums->stats, sizeof(double) * algo->n_stats);
+        dist_sum_f64(v, 2 + algo->n_stats);
+        sums->loss = v[0], sums->tokens = (long)v[1];
+        memcpy(sums->stats, v + 2, sizeof(double) * algo->n_stats);
+    }
+    t_sum = time_now_s() - t_sum;
+    algo->end_step(algo->self, &s, sums, &lp->acc);
+    if (N > 1) metric_add(&lp->acc, "step_time/allreduce", t_sum);
+    return 0;
+}
+
 static int train_step(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     const TrainingArgs *a = L->args;
-    size_t P = lp->table->total;
     double t0 = time_now_s();
-    if (lp->g.fresh) /* the step's first backward writes the weights' gradients: no pass over them here */
-        lp->fresh = 1;
-    else
-        memset(lp->grads, 0, sizeof(float) * P);
-    TrainStepOut out = {0, 0};
-    if (L->algo->step(L->algo->self, &lp->g, lp->step, &out, &lp->acc, err)) return -1;
-    if (lp->g.fresh && lp->fresh) memset(lp->grads, 0, sizeof(float) * P); /* no backward ran */
-    if (dist_size() > 1) { /* the step over every process: gradients, loss and tokens summed in rank order */
-        double t_sum = time_now_s();
-        dist_sum_f32(lp->grads, P);
-        double v[2] = {out.loss, (double)out.tokens};
-        dist_sum_f64(v, 2);
-        out.loss = v[0], out.tokens = (long)v[1];
-        metric_add(&lp->acc, "step_time/allreduce", time_now_s() - t_sum);
-    }
+    TrainStepSums out = {.loss_norm = 0};
+    if (step_micro_batches(lp, &out, err)) return -1;
+    size_t P;
+    float *grads = train_model_gradient(lp->tm, &P);
     lp->num_tokens += out.tokens;
-    double gnorm = grad_clip_norm(lp->grads, P, a->max_grad_norm);
+    double gnorm = grad_clip_norm(grads, P, a->max_grad_norm);
     long long warm = sched_warmup_steps(a->warmup_steps, a->warmup_ratio, lp->total_steps);
     double lr = sched_lr(a->lr_scheduler_type, a->learning_rate, lp->step, warm, lp->total_steps);
     int finite = isfinite(out.loss) && isfinite(gnorm);
     if (finite) {
-        if (lp->params) {
-            adamw_step(&lp->opt, lp->params, lp->grads, lp->decay_mask, lr, &a->adam);
-        } else {
-            adamw_step_split(&lp->opt, L->model->mixed->hi, L->model->mixed->lo, lp->grads, lp->decay_mask, lr, &a->adam);
-            model_sync_bf16(L->model); /* the fp32 norms and biases the forward reads follow */
-        }
+        train_model_update(lp->tm, lr, &a->adam);
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
@@ -301,27 +306,11 @@ static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
     return 0;
 }
 
-/* The trained weights' bits, hashed (64-bit FNV-1a over the 32-bit words, or both
- * halves' 16-bit ones), to compare processes. */
-static uint64_t weights_hash(const Loop *lp) {
-    uint64_t h = 1469598103934665603ULL;
-    size_t n = lp->table->total;
-    if (lp->params) {
-        const uint32_t *w = (const uint32_t *)lp->params;
-        for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ULL;
-        return h;
-    }
-    const ModelMixed *x = lp->L->model->mixed;
-    for (size_t i = 0; i < n; i++) h = (h ^ x->hi[i]) * 1099511628211ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ x->lo[i]) * 1099511628211ULL;
-    return h;
-}
-
 /* Every process must hold the same weights; a mismatch stops the run naming the ranks. */
 static int check_same_weights(Loop *lp, GrpoErr *err) {
     int N = dist_size();
     if (N == 1) return 0;
-    int64_t mine = (int64_t)weights_hash(lp), *all = xmalloc(sizeof(int64_t) * N);
+    int64_t mine = (int64_t)train_model_hash(lp->tm), *all = xmalloc(sizeof(int64_t) * N);
     dist_gather_i64(all, &mine, 1);
     char ranks[200] = "";
     size_t k = 0;
@@ -371,48 +360,43 @@ static int run_steps(Loop *lp, GrpoErr *err) {
     return 0;
 }
 
-static int write_final(Loop *lp, GrpoErr *err) {
-    const TrainingArgs *a = lp->L->args;
-    if (lp->L->model->lora) {
-        LoraSaveOpts lso = {a->model_dir, a->model_dir};
-        return lora_layers_save(lp->L->model->lora, lp->out_dir, &lso, err);
-    }
-    ModelSaveOpts so;
-    model_save_opts_default(&so);
-    so.copy_from = a->model_dir;
-    so.meta = lp->L->save_meta;
-    return model_save(lp->L->model, lp->out_dir, &so, err);
+static int save_final(Loop *lp, GrpoErr *err) {
+    if (dist_check(RANK0(train_model_save(lp->tm, lp->out_dir, lp->L->args->model_dir, lp->L->save_meta, err)), err))
+        return -1;
+    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir,
+                          .text = train_model_has_adapters(lp->tm) ? "LoRA adapter" : NULL});
+    return 0;
 }
 
-static int save_final(Loop *lp, GrpoErr *err) {
-    if (dist_check(RANK0(write_final(lp, err)), err)) return -1;
-    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir,
-                          .text = lp->L->model->lora ? "LoRA adapter" : NULL});
-    return 0;
+/* The start-up plan: the model, the data, the steps; the adapters; the algorithm's
+ * batches; and the memory, the model's and the algorithm's. */
+static char *plan_text(const Loop *lp) {
+    const TrainLoop *L = lp->L;
+    char adapters[480], memory[1024];
+    train_model_describe(lp->tm, adapters, sizeof adapters, memory, sizeof memory);
+    double mb = 1048576.0, total = train_model_bytes(lp->tm) + L->algo->plan_bytes;
+    size_t n = 4096;
+    char *s = xmalloc(n);
+    snprintf(s, n, "%s (%.3g M parameters), %ld examples, %ld steps\n%s%s\nmemory plan %.0f MB: %s%s",
+             L->args->model_dir, config_param_count(train_model_config(lp->tm)) / 1e6, L->algo->n_examples,
+             lp->total_steps, adapters, L->algo->plan_line ? L->algo->plan_line : "", total / mb, memory,
+             L->algo->plan_memory ? L->algo->plan_memory : "");
+    return s;
 }
 
 int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     Loop lp;
     memset(&lp, 0, sizeof lp);
     lp.L = L;
+    lp.tm = L->model;
     lp.total_steps = train_loop_total_steps(L->args, L->algo->n_examples, L->algo->examples_per_step);
-    LoraLayers *lo = L->model->lora;
-    lp.table = lo ? &lo->table : &L->model->table;
-    lp.params = lo ? lo->params : L->model->params;
-    size_t P = lp.table->total;
-    lp.grads = xaligned(sizeof(float) * (P ? P : 1));
-    memset(lp.grads, 0, sizeof(float) * P); /* the gaps between tensors, which no backward writes, stay 0 */
-    if (lo) {
-        lp.g = (ModelGrads){NULL, lp.grads, NULL};
-    } else {
-        params_view(&lp.gview, &L->model->table, &L->model->cfg, lp.grads);
-        lp.g = (ModelGrads){&lp.gview, NULL, &lp.fresh};
-    }
-    adamw_init(&lp.opt, P);
-    lp.decay_mask = xmalloc(P ? P : 1);
-    adamw_decay_mask_build(lp.decay_mask, lp.table);
+    CHECK(L->algo->n_stats <= TRAIN_MAX_STATS);
+    lp.options = opts_to_json(L->groups, L->n_groups, L->config);
+    json_object_set_new(lp.options, "bf16", json_boolean(train_model_bf16(lp.tm))); /* what auto chose */
     metric_acc_init(&lp.acc);
-    if (L->plan) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = L->plan});
+    char *plan = plan_text(&lp);
+    emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = plan});
+    free(plan);
     lp.out_dir = realpath(L->args->output_dir, NULL); /* symlinks resolved, when it exists */
     if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
     int rc = dist_check(RANK0(prepare_output(&lp, err)), err); /* the others only read checkpoints from it */
@@ -424,9 +408,6 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     tb_close(&lp.tb);
     free(lp.out_dir);
     metric_acc_free(&lp.acc);
-    free(lp.decay_mask);
-    adamw_free(&lp.opt);
-    if (!lo) params_view_free(&lp.gview);
-    free(lp.grads);
+    json_decref(lp.options);
     return rc;
 }

@@ -4,10 +4,13 @@
  * `nonfinite` event, stop after max_nonfinite_steps in a row), metrics.jsonl and
  * its cadence, checkpoints and their cadence, resuming, and the final save.
  *
- * An algorithm (GRPO, SFT, ...) plugs in with a TrainAlgo: how one optimizer
- * step's gradient is computed — its micro-batches and what each contributes,
- * accumulated into the loop's gradient buffer — plus, optionally, what happens
- * after each update and the state it adds to a checkpoint.
+ * An algorithm (GRPO, SFT, ...) plugs in with a TrainAlgo: what one optimizer
+ * step's micro-batches hold, and for each micro-batch its loss and the gradient
+ * with respect to its log-probs, through the trainable model (train/model.h) —
+ * plus, optionally, what happens after each update and the state it adds to a
+ * checkpoint. The loop hands each process its part of every global micro-batch
+ * and sums gradients, losses and statistics over the processes; an algorithm has
+ * no rank of its own (train/world.h).
  *
  * The loop does not print: it reports events through a callback, and the
  * caller (cli/) decides what a person sees. */
@@ -20,24 +23,47 @@
 #include "core/check.h"
 #include "log/metrics.h"
 #include "model/model_io.h"
-#include "model/transformer.h"
 #include "train/args.h"
+#include "train/model.h"
 
-/* What one optimizer step's gradient computation reports back. */
+/* One optimizer step as an algorithm sees it. Its gradient is a sum over
+ * micro_batches global micro-batches of micro_size sequences each, every process
+ * training on its part of each; `shares` is how many such parts the step sums
+ * (micro_batches x processes). */
 typedef struct {
-    double loss;        /* the step's loss, as the algorithm defines it (logged as `loss`) */
-    long tokens;        /* tokens processed in this step (num_tokens, tokens/s) */
-} TrainStepOut;
+    long step;          /* 0-based */
+    int micro_batches;  /* gradient_accumulation_steps */
+    int micro_size;     /* sequences in a global micro-batch: per_device_train_batch_size x processes */
+    int shares;
+} TrainStep;
+
+#define TRAIN_MAX_STATS 16
+
+/* What a step's micro-batches sum, on each process; the loop then sums it over the
+ * processes (in process order) before end_step. */
+typedef struct {
+    double loss;        /* the micro-batches' loss contributions */
+    double loss_norm;   /* begin_step may set it: the step's loss is loss / loss_norm (1 unless set) */
+    long tokens;        /* tokens processed (num_tokens, tokens/s) */
+    double stats[TRAIN_MAX_STATS]; /* the algorithm's own sums (n_stats of them) */
+} TrainStepSums;
 
 typedef struct {
     const char *name;   /* "grpo", "sft": recorded in trainer_state.json, checked on resume */
     void *self;
     long n_examples;    /* examples in the data (the epoch length) */
     long examples_per_step; /* examples one optimizer step consumes (>= 1) */
-    /* Accumulates the gradient of optimizer step `step` (0-based) into grads
-     * (zeroed by the loop; backward adds) and adds the algorithm's metrics to m.
-     * Returns 0, or -1 with err (the run stops). */
-    int (*step)(void *self, const ModelGrads *grads, long step, TrainStepOut *out, MetricAcc *m, GrpoErr *err);
+    int n_stats;        /* <= TRAIN_MAX_STATS */
+    /* Prepares step s: what its micro-batches hold (over every process), and the
+     * algorithm's metrics of that. Returns 0, or -1 with err (the run stops). */
+    int (*begin_step)(void *self, const TrainStep *s, TrainStepSums *sums, MetricAcc *m, GrpoErr *err);
+    /* This process's part of global micro-batch k: its sequences first ..
+     * first + count - 1 of the step (over every process, in the algorithm's
+     * order). Their loss, its gradient through tm (train/model.h), into sums. */
+    void (*micro_batch)(void *self, TrainModel *tm, const TrainStep *s, int k, int first, int count,
+                        TrainStepSums *sums);
+    /* After the micro-batches, with sums over every process: the step's metrics. */
+    void (*end_step)(void *self, const TrainStep *s, const TrainStepSums *sums, MetricAcc *m);
     /* NULL, or called after optimizer step `step` (1-based) was applied or skipped. */
     void (*after_update)(void *self, long step);
     /* NULL, or adds the algorithm's fields to the checkpoint's trainer_state.json
@@ -49,6 +75,12 @@ typedef struct {
      * eval_* metrics to m; called every eval_steps steps and after the last. */
     int (*evaluate)(void *self, long step, MetricAcc *m, GrpoErr *err);
     long eval_steps;    /* with evaluate: steps between evaluations (> 0) */
+    const char *log_file; /* NULL, or a JSON-lines file of the algorithm's in output_dir, cut back with
+                             metrics.jsonl to the checkpoint's step on resume */
+    /* The plan: the algorithm's line of it, its memory beyond the model's and what it is */
+    const char *plan_line;
+    double plan_bytes;
+    const char *plan_memory; /* ", generation 947 (256 completions at a time)", or "" */
 } TrainAlgo;
 
 typedef enum {
@@ -89,10 +121,11 @@ typedef struct {
 
 typedef struct {
     const TrainingArgs *args;
-    Model *model;           /* the model trained: its parameters, or with model->lora its adapters alone */
+    TrainModel *model;      /* what trains (train/model.h) */
     const TrainAlgo *algo;
-    const json_t *options;  /* every option of the run, recorded in checkpoints (borrowed) */
-    const char *plan;       /* NULL, or the PLAN event's text */
+    const OptGroup *groups; /* the run's options, recorded in checkpoints (bf16 as resolved) */
+    int n_groups;
+    const void *config;     /* the struct they are placed in */
     TrainHooks hooks;
     const ModelSaveMeta *save_meta; /* what the saved directories add to the model's files, or NULL */
 } TrainLoop;

@@ -243,7 +243,7 @@ int main(void) {
         grpo_token_means(&me, &mk, b.ent, b.logp, b.ref, b.truncated, b.offsets, b.S, 1);
         T_CHECK(fabs(me - st.entropy_sum / st.tokens) <= 1e-12 * fabs(me), "mean entropy %g", me);
         T_CHECK(fabs(mk - st.kl_sum / st.tokens) <= 1e-12 * fabs(mk), "mean kl %g", mk);
-        T_CHECK(st.tokens == b.offsets[b.S] - 20 && st.sequences == 12 && st.clip_count == st.tokens, "counts %lld",
+        T_CHECK(st.tokens == b.offsets[b.S] - 20 && st.sequences == 12 && st.clip_count == st.tokens, "counts %g",
                 st.tokens);
         grpo_token_means(&me, &mk, NULL, b.logp, NULL, b.truncated, b.offsets, b.S, 1);
         T_CHECK(isnan(me) && isnan(mk), "NULL inputs give NAN");

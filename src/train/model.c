@@ -1,0 +1,327 @@
+/* train/model.c — the trainable model (model.h): setup and its plan, the passes an
+ * algorithm asks for, and what the training loop asks of it. Not here: the
+ * transformer's forward and backward (model/transformer.c), the adapters' own
+ * arithmetic (model/lora_layers.c), AdamW (optim/). */
+#include "train/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/memory.h"
+#include "core/rng.h"
+#include "gen/pretrained.h"
+#include "io/fsutil.h"
+#include "model/lora.h"
+#include "ops/gemm.h"
+#include "train/adapters.h"
+#include "train/checkpoint.h"
+
+typedef enum { REF_NONE, REF_MODEL, REF_BASE } RefKind;
+
+struct TrainModel {
+    const TrainingArgs *args;
+    Pretrained pre;          /* the policy and its tokenizer */
+    int bf16;                /* mixed precision, resolved once */
+    LoraLayers lora;
+    int adapters;            /* lora trains; the policy's own weights are frozen */
+    RefKind ref_kind;
+    Model ref;               /* REF_MODEL */
+    /* planned by train_model_plan */
+    int max_seqs, max_len;
+    Activations acts;
+    const ParamTable *table; /* what the optimizer updates: the model's table or the adapters' */
+    float *grads;            /* [table->total] */
+    ModelView gview;         /* over grads, when the model's own weights train */
+    ModelGrads g;
+    int fresh;               /* g.fresh's state: the step's first backward writes the gradients */
+    AdamW opt;
+    uint8_t *decay_mask;
+    long step;               /* the optimizer step being computed (keys the adapters' dropout) */
+    PaddedBatch pb;          /* the batch of the pass in progress */
+    uint64_t *keys;          /* [max_seqs] its sequences' dropout keys */
+};
+
+/* ---- setup ---- */
+
+/* The policy's own weights train: full fine-tuning, in fp32 or mixed precision. */
+static int full_tuning(const TrainModel *tm) { return !tm->adapters; }
+
+TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs, GenOpts *gen, GrpoErr *err) {
+    TrainModel *tm = xcalloc(1, sizeof *tm);
+    tm->args = a;
+    tm->bf16 = a->bf16 < 0 ? gemm_bf16_native() : a->bf16;
+    int adapters = a->use_peft || a->adapter;
+    /* weights nothing trains are held in bf16 under bf16: the base under LoRA, the reference */
+    int rc = pretrained_open(&tm->pre, a->model_dir, tm->bf16 && adapters, gen, err);
+    if (!rc) {
+        tm->adapters = train_adapters_attach(&tm->lora, &tm->pre.model, a, err);
+        rc = tm->adapters < 0 ? -1 : 0;
+    }
+    if (!rc && tm->bf16 && full_tuning(tm)) model_use_bf16_compute(&tm->pre.model);
+    if (!rc && needs->reference && tm->adapters) {
+        tm->ref_kind = REF_BASE;
+    } else if (!rc && needs->reference) {
+        rc = model_load_ex(&tm->ref, a->model_dir, tm->bf16 && !needs->reference_moves, err);
+        if (!rc) tm->ref_kind = REF_MODEL;
+    }
+    if (rc) {
+        if (tm->adapters < 0) tm->adapters = 0;
+        train_model_close(tm);
+        return NULL;
+    }
+    return tm;
+}
+
+/* Floats of what the optimizer updates: the adapters, or every weight. */
+static size_t trainable_floats(const TrainModel *tm) {
+    return tm->adapters ? tm->lora.table.total : tm->pre.model.table.total;
+}
+
+static double activation_bytes(const TrainModel *tm, long tokens) {
+    const TrainingArgs *a = tm->args;
+    const ModelConfig *cfg = &tm->pre.model.cfg;
+    if (tokens > INT32_MAX) return INFINITY;
+    double acts = (double)acts_plan_bytes(cfg, (int)tokens, a->gradient_checkpointing, a->logprob_chunk_rows,
+                                          tm->pre.model.mixed != NULL);
+    if (tm->adapters && isfinite(acts))
+        acts += (double)acts_lora_plan_bytes(cfg, &tm->lora, (int)tokens, a->gradient_checkpointing);
+    return acts;
+}
+
+int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *length_option, GrpoErr *err) {
+    const TrainingArgs *a = tm->args;
+    long tokens = (long)max_seqs * max_len;
+    double mb = 1048576.0, acts = activation_bytes(tm, tokens), avail = (double)mem_available_bytes();
+    double opt = 3.0 * sizeof(float) * (double)trainable_floats(tm); /* gradients, AdamW's m and v */
+    if (acts + opt > avail)
+        return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens%s) + "
+                       "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
+                       "or %s%s", acts / mb, max_seqs, max_len, a->gradient_checkpointing ? ", checkpointed" : "",
+                       opt / mb, avail / mb, length_option,
+                       a->gradient_checkpointing ? "" : ", or set gradient_checkpointing true");
+    Model *m = &tm->pre.model;
+    tm->max_seqs = max_seqs, tm->max_len = max_len;
+    /* mixed precision: the products' inputs saved in bf16 */
+    acts_create(&tm->acts, &m->cfg, (int)tokens, a->gradient_checkpointing, a->logprob_chunk_rows, m->mixed != NULL);
+    if (tm->adapters) acts_reserve_lora(&tm->acts, &m->cfg, &tm->lora);
+    tm->table = tm->adapters ? &tm->lora.table : &m->table;
+    size_t P = tm->table->total;
+    tm->grads = xaligned(sizeof(float) * (P ? P : 1));
+    memset(tm->grads, 0, sizeof(float) * P); /* the gaps between tensors, which no backward writes, stay 0 */
+    if (tm->adapters) {
+        tm->g = (ModelGrads){NULL, tm->grads, NULL};
+    } else {
+        params_view(&tm->gview, &m->table, &m->cfg, tm->grads);
+        tm->g = (ModelGrads){&tm->gview, NULL, &tm->fresh};
+    }
+    adamw_init(&tm->opt, P);
+    tm->decay_mask = xmalloc(P ? P : 1);
+    adamw_decay_mask_build(tm->decay_mask, tm->table);
+    padded_batch_reserve(&tm->pb, max_seqs, (int)tokens);
+    tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
+    return 0;
+}
+
+void train_model_close(TrainModel *tm) {
+    if (!tm) return;
+    if (tm->grads) {
+        acts_free(&tm->acts);
+        if (full_tuning(tm)) params_view_free(&tm->gview);
+        free(tm->grads);
+        adamw_free(&tm->opt);
+        free(tm->decay_mask);
+        padded_batch_free(&tm->pb);
+        free(tm->keys);
+    }
+    if (tm->ref_kind == REF_MODEL) model_free(&tm->ref);
+    if (tm->adapters) lora_layers_free(&tm->lora);
+    pretrained_close(&tm->pre);
+    free(tm);
+}
+
+Model *train_model_policy(TrainModel *tm) { return &tm->pre.model; }
+Tokenizer *train_model_tokenizer(TrainModel *tm) { return tm->pre.tok; }
+const ModelConfig *train_model_config(const TrainModel *tm) { return &tm->pre.model.cfg; }
+int32_t train_model_eos(const TrainModel *tm) { return pretrained_eos(&tm->pre); }
+int train_model_bf16(const TrainModel *tm) { return tm->bf16; }
+int train_model_has_adapters(const TrainModel *tm) { return tm->adapters; }
+
+/* Bytes of the weights (what trains: its fp32 values, then gradients and AdamW's m
+ * and v) and of the reference. */
+static double weight_bytes(const TrainModel *tm) {
+    double t = sizeof(float) * (double)trainable_floats(tm);
+    return (double)model_weight_bytes(&tm->pre.model) + (tm->adapters ? 4 : 3) * t;
+}
+
+static double reference_bytes(const TrainModel *tm) {
+    return tm->ref_kind == REF_MODEL ? (double)model_weight_bytes(&tm->ref) : 0;
+}
+
+double train_model_bytes(const TrainModel *tm) { return weight_bytes(tm) + reference_bytes(tm) + tm->acts.bytes; }
+
+/* What auto chose here and how to choose otherwise, or "" when bf16 was given. */
+static const char *bf16_note(const TrainModel *tm) {
+    if (tm->args->bf16 >= 0) return "";
+    return tm->bf16 ? "; bf16 by default on this CPU (--bf16 false: fp32 throughout)"
+                    : "; fp32 by default: this CPU has no bf16 matrix instructions (--bf16 true: bf16 products "
+                      "anyway, slower here)";
+}
+
+void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, char *memory, size_t nm) {
+    const TrainingArgs *a = tm->args;
+    const Model *m = &tm->pre.model;
+    double mb = 1048576.0;
+    char weights[400], bf16[160];
+    if (na) adapters_line[0] = 0;
+    if (tm->adapters) {
+        train_adapters_describe(&tm->lora, adapters_line, na - 1);
+        strcat(adapters_line, "\n");
+        snprintf(weights, sizeof weights, "frozen weights %.0f%s, adapters+grads+AdamW %.0f%s",
+                 model_weight_bytes(m) / mb, m->half ? " (in bf16)" : "",
+                 4.0 * sizeof(float) * trainable_floats(tm) / mb, bf16_note(tm));
+    } else {
+        model_bf16_describe(m, bf16, sizeof bf16);
+        snprintf(weights, sizeof weights, "weights+grads+AdamW %.0f%s%s", weight_bytes(tm) / mb, bf16, bf16_note(tm));
+    }
+    char ref[200] = "";
+    if (tm->ref_kind != REF_NONE)
+        snprintf(ref, sizeof ref, ", reference %.0f%s%s", reference_bytes(tm) / mb,
+                 tm->ref_kind == REF_BASE ? " (the base, adapters off)" : "",
+                 tm->ref_kind == REF_MODEL && tm->ref.half ? " (in bf16)" : "");
+    snprintf(memory, nm, "%s%s, activations %.0f (micro-batch of %d x %d tokens%s)", weights, ref, tm->acts.bytes / mb,
+             tm->max_seqs, tm->max_len, a->gradient_checkpointing ? ", checkpointed" : "");
+}
+
+/* ---- passes ---- */
+
+/* Lays the batch out; the adapters' dropout keys of a training pass. */
+static void prepare(TrainModel *tm, const TrainBatch *b, int training) {
+    padded_batch_fill(&tm->pb, b->seqs, b->S);
+    if (training && b->ids)
+        for (int i = 0; i < b->S; i++)
+            tm->keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)tm->step), b->ids[i]);
+}
+
+void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy) {
+    prepare(tm, b, 0);
+    Model *m = &tm->pre.model;
+    ModelPass pass = {0};
+    if (which == TRAIN_REFERENCE) {
+        CHECK(tm->ref_kind != REF_NONE);
+        if (tm->ref_kind == REF_MODEL) m = &tm->ref;
+        else pass.base_only = 1; /* TRL with PEFT: the reference is the base, adapters disabled */
+    }
+    padded_batch_logprobs(m, &tm->acts, &tm->pb, &pass, b->inv_temperature, logp, entropy);
+}
+
+void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float *entropy, const LogprobGrad *grad) {
+    prepare(tm, b, 1);
+    ModelPass pass = {.backward = 1, .drop_keys = b->ids ? tm->keys : NULL};
+    if (grad)
+        padded_batch_logprobs_train(&tm->pre.model, &tm->acts, &tm->pb, &pass, b->inv_temperature, logp, entropy,
+                                    &tm->g, grad);
+    else
+        padded_batch_logprobs(&tm->pre.model, &tm->acts, &tm->pb, &pass, b->inv_temperature, logp, entropy);
+}
+
+void train_model_backward(TrainModel *tm, const float *dlogp, const float *dentropy) {
+    float *dlp = NULL, *dent = NULL;
+    if (dlogp) { /* laid out per position, in the batch's scratch (its log-probs were gathered) */
+        padded_batch_scatter(&tm->pb, dlogp, dlp = tm->pb.full);
+        if (dentropy) padded_batch_scatter(&tm->pb, dentropy, dent = tm->pb.full2);
+    }
+    model_backward(&tm->pre.model, &tm->acts, &tm->g, dlp, dent);
+}
+
+/* ---- for the training loop ---- */
+
+void train_model_begin_step(TrainModel *tm, long step) {
+    tm->step = step;
+    if (tm->g.fresh) /* the step's first backward writes the weights' gradients: no pass over them here */
+        tm->fresh = 1;
+    else
+        memset(tm->grads, 0, sizeof(float) * tm->table->total);
+}
+
+float *train_model_gradient(TrainModel *tm, size_t *n) {
+    if (tm->g.fresh && tm->fresh) memset(tm->grads, 0, sizeof(float) * tm->table->total); /* no backward ran */
+    *n = tm->table->total;
+    return tm->grads;
+}
+
+void train_model_update(TrainModel *tm, double lr, const AdamWConfig *c) {
+    Model *m = &tm->pre.model;
+    if (tm->adapters) {
+        adamw_step(&tm->opt, tm->lora.params, tm->grads, tm->decay_mask, lr, c);
+    } else if (m->params) {
+        adamw_step(&tm->opt, m->params, tm->grads, tm->decay_mask, lr, c);
+    } else { /* mixed precision: the master weights are two halves */
+        adamw_step_split(&tm->opt, m->mixed->hi, m->mixed->lo, tm->grads, tm->decay_mask, lr, c);
+        model_sync_bf16(m); /* the fp32 norms and biases the forward reads follow */
+    }
+}
+
+uint64_t train_model_hash(const TrainModel *tm) {
+    uint64_t h = 1469598103934665603ULL;
+    size_t n = tm->table->total;
+    const float *w = tm->adapters ? tm->lora.params : tm->pre.model.params;
+    if (w) {
+        const uint32_t *u = (const uint32_t *)w;
+        for (size_t i = 0; i < n; i++) h = (h ^ u[i]) * 1099511628211ULL;
+        return h;
+    }
+    const ModelMixed *x = tm->pre.model.mixed;
+    for (size_t i = 0; i < n; i++) h = (h ^ x->hi[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ x->lo[i]) * 1099511628211ULL;
+    return h;
+}
+
+void train_model_mix_reference(TrainModel *tm, double alpha) {
+    CHECK(tm->ref_kind == REF_MODEL && tm->ref.params && !tm->ref.half);
+    float a = (float)alpha, *ref = tm->ref.params;
+    const Model *pol = &tm->pre.model;
+    size_t P = pol->table.total;
+#pragma omp parallel for schedule(static)
+    for (size_t i0 = 0; i0 < P; i0 += 4096) { /* 4096 at a time: the policy's weights may be two halves */
+        float p[4096];
+        size_t n = P - i0 < 4096 ? P - i0 : 4096;
+        model_get_params(pol, i0, n, p);
+        for (size_t i = 0; i < n; i++) ref[i0 + i] = a * p[i] + (1 - a) * ref[i0 + i];
+    }
+}
+
+Model *train_model_weights(TrainModel *tm) { return &tm->pre.model; }
+AdamW *train_model_optimizer(TrainModel *tm) { return &tm->opt; }
+
+/* A bf16 reference never moves: it is the model directory's, and no checkpoint holds it. */
+static int reference_saved(const TrainModel *tm) { return tm->ref_kind == REF_MODEL && !tm->ref.half; }
+
+int train_model_save_state(const TrainModel *tm, const char *dir, GrpoErr *err) {
+    if (!reference_saved(tm)) return 0;
+    char *p = fs_join(dir, "ref_model.safetensors");
+    int rc = ckpt_write_params(p, &tm->ref.table, tm->ref.params, err);
+    free(p);
+    return rc;
+}
+
+int train_model_load_state(TrainModel *tm, const char *dir, GrpoErr *err) {
+    char *p = fs_join(dir, "ref_model.safetensors");
+    int rc = reference_saved(tm) && fs_exists(p) ? ckpt_read_params(p, &tm->ref.table, tm->ref.params, err) : 0;
+    free(p);
+    return rc;
+}
+
+int train_model_save(TrainModel *tm, const char *out_dir, const char *copy_from, const ModelSaveMeta *meta,
+                     GrpoErr *err) {
+    if (tm->adapters) {
+        LoraSaveOpts lso = {copy_from, copy_from};
+        return lora_layers_save(&tm->lora, out_dir, &lso, err);
+    }
+    ModelSaveOpts so;
+    model_save_opts_default(&so);
+    so.copy_from = copy_from;
+    so.meta = meta;
+    return model_save(&tm->pre.model, out_dir, &so, err);
+}
