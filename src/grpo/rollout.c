@@ -30,33 +30,30 @@ void rollout_free(Rollout *r) {
     free(r);
 }
 
-/* Log-probs of every completion of r under the policy or the reference: those
- * this process trains on (in index order, micro-batches of the training size);
- * then every process has all of them. */
+/* Log-probs of every completion of r under the policy or the reference: this
+ * process's range of them, in micro-batches of the training size; then every
+ * process has all of them. */
 static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
-    int B = t->c.train.per_device_train_batch_size, BN = B * train_world_size(), me = train_world_rank();
+    int B = t->c.train.per_device_train_batch_size, lo, hi;
     float **out = xcalloc(r->n, sizeof(float *));
-    int *owner = xmalloc(sizeof(int) * r->n), *mine = xmalloc(sizeof(int) * r->n), n_mine = 0;
-    for (int q = 0; q < r->n; q++) owner[r->order[q]] = (q % BN) / B;
-    for (int i = 0; i < r->n; i++)
-        if (owner[i] == me) mine[n_mine++] = i;
+    train_world_range(r->n, &lo, &hi);
     CompletionRef *seqs = xmalloc(sizeof(CompletionRef) * B);
-    for (int k0 = 0; k0 < n_mine; k0 += B) {
-        int S = n_mine - k0 < B ? n_mine - k0 : B;
-        for (int i = 0; i < S; i++) seqs[i] = (CompletionRef){r, mine[k0 + i]};
+    for (int k0 = lo; k0 < hi; k0 += B) {
+        int S = hi - k0 < B ? hi - k0 : B;
+        for (int i = 0; i < S; i++) seqs[i] = (CompletionRef){r, k0 + i};
         TrainBatch b;
         micro_batch_of(&t->ms, seqs, S, &b, 1.0f / t->c.gen.sampler.temperature);
         train_model_logprobs(t->tm, which, &b, t->ms.logp, NULL);
         for (int i = 0; i < S; i++) {
-            int c = mine[k0 + i];
+            int c = k0 + i;
             out[c] = xmalloc(sizeof(float) * r->comp[c].n);
             memcpy(out[c], t->ms.logp + t->ms.off[i], sizeof(float) * r->comp[c].n);
         }
     }
     int *len = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) len[i] = r->comp[i].n;
-    train_world_share_owned((void **)out, len, owner, r->n, sizeof(float), 0);
-    free(seqs), free(len), free(owner), free(mine);
+    train_world_share((void **)out, len, r->n, sizeof(float), 0);
+    free(seqs), free(len);
     return out;
 }
 

@@ -28,12 +28,6 @@ void train_world_share(void **items, int *len, int n, size_t elem, int with_len)
     free(owner);
 }
 
-void train_world_share_owned(void **items, int *len, const int *owner, int n, size_t elem, int with_len) {
-    if (dist_size() > 1) dist_share_items(items, len, owner, n, elem, with_len);
-}
-
-int train_world_rank(void) { return dist_rank(); }
-
 int train_world_check(int rc, GrpoErr *err) { return dist_size() > 1 ? dist_check(rc, err) : rc; }
 
 int train_world_once(int (*fn)(void *ctx, GrpoErr *err), void *ctx, GrpoErr *err) {

@@ -27,10 +27,6 @@ void train_world_range(int n, int *lo, int *hi);
  * only to the process that computed item i. Received items are malloc'd. */
 void train_world_share(void **items, int *len, int n, size_t elem, int with_len);
 
-/* The same with item i computed by process owner[i]; rank: this process's. */
-void train_world_share_owned(void **items, int *len, const int *owner, int n, size_t elem, int with_len);
-int train_world_rank(void);
-
 /* rc of every process: when any failed, each gets -1 and the same err (the first
  * failing process's message). Returns 0 when none failed. */
 int train_world_check(int rc, GrpoErr *err);
