@@ -67,7 +67,7 @@ void train_config_default(TrainConfig *c) {
 /* The batch rules of TRL's GRPOConfig.__post_init__: the generation batch is
  * global, per_device_train_batch_size x processes x steps_per_generation. */
 static int check_batch(const TrainConfig *c, GrpoErr *err) {
-    int B = c->train.per_device_train_batch_size, G = c->num_generations, N = train_world_size();
+    int B = c->train.per_device_train_batch_size, G = c->num_generations, N = train_world_size(train_world_processes());
     if (c->steps_per_generation > 0 && c->generation_batch_size > 0)
         return err_set(err, "generation_batch_size (%d) and steps_per_generation (%d) cannot both be set: "
                        "generation_batch_size = per_device_train_batch_size x processes x steps_per_generation",

@@ -36,7 +36,7 @@ void rollout_free(Rollout *r) {
 static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
     int B = t->c.train.per_device_train_batch_size, lo, hi;
     float **out = xcalloc(r->n, sizeof(float *));
-    train_world_range(r->n, &lo, &hi);
+    train_world_range(t->world, r->n, &lo, &hi);
     CompletionRef *seqs = xmalloc(sizeof(CompletionRef) * B);
     for (int k0 = lo; k0 < hi; k0 += B) {
         int S = hi - k0 < B ? hi - k0 : B;
@@ -52,7 +52,7 @@ static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
     }
     int *len = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) len[i] = r->comp[i].n;
-    train_world_share((void **)out, len, r->n, sizeof(float), 0);
+    train_world_share(t->world, (void **)out, len, r->n, sizeof(float), 0);
     free(seqs), free(len);
     return out;
 }
@@ -124,7 +124,7 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
  * (pos, i) whichever process draws it; then every process has them all. */
 static void generate(GrpoTrainer *t, Rollout *r) {
     int lo, hi;
-    train_world_range(r->n, &lo, &hi);
+    train_world_range(t->world, r->n, &lo, &hi);
     for (int p = 0; p < r->P; p++) {
         long pos = r->index * r->P + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
@@ -135,12 +135,12 @@ static void generate(GrpoTrainer *t, Rollout *r) {
                        rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a);
         for (int i = a; i < b; i++) t->st.tokens += ex->n_prompt_ids + r->comp[i].n;
     }
-    if (train_world_size() == 1) return;
+    if (train_world_size(t->world) == 1) return;
     void **ids = xmalloc(sizeof(void *) * r->n), **stop = xmalloc(sizeof(void *) * r->n);
     int *len = xmalloc(sizeof(int) * r->n), *one = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) ids[i] = r->comp[i].ids, len[i] = r->comp[i].n, stop[i] = &r->comp[i].stopped, one[i] = 1;
-    train_world_share(ids, len, r->n, sizeof(int32_t), 1);
-    train_world_share(stop, one, r->n, sizeof(int), 0);
+    train_world_share(t->world, ids, len, r->n, sizeof(int32_t), 1);
+    train_world_share(t->world, stop, one, r->n, sizeof(int), 0);
     for (int i = 0; i < r->n; i++)
         if (i < lo || i >= hi) {
             r->comp[i].ids = ids[i], r->comp[i].n = len[i], r->comp[i].stopped = *(int *)stop[i];
@@ -154,7 +154,7 @@ static void generate(GrpoTrainer *t, Rollout *r) {
  * advantages over whole groups. */
 static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) {
     int F = t->rewards.n_funcs, lo, hi;
-    train_world_range(r->n, &lo, &hi);
+    train_world_range(t->world, r->n, &lo, &hi);
     int cnt = hi - lo;
     RewardItem *items = xcalloc(cnt ? cnt : 1, sizeof(RewardItem));
     int rc = 0;
@@ -170,7 +170,7 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
     RewardBatch batch = {items, cnt, t->st.step};
     if (!rc && cnt) rc = reward_set_compute(&t->rewards, &batch, mine, NULL, err);
     free(items);
-    rc = train_world_check(rc, err); /* a reward failing on any process stops every one */
+    rc = train_world_check(t->world, rc, err); /* a reward failing on any process stops every one */
     if (!rc) { /* per_func[f][i]: each completion's F scores travel together */
         double **row = xmalloc(sizeof(double *) * r->n);
         int *len = xmalloc(sizeof(int) * r->n);
@@ -180,7 +180,7 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
             if (row[i])
                 for (int f = 0; f < F; f++) row[i][f] = mine[(size_t)f * cnt + (i - lo)];
         }
-        train_world_share((void **)row, len, r->n, sizeof(double), 0);
+        train_world_share(t->world, (void **)row, len, r->n, sizeof(double), 0);
         for (int i = 0; i < r->n; i++) {
             for (int f = 0; f < F; f++) r->per_func[(size_t)f * r->n + i] = row[i][f];
             free(row[i]);
@@ -247,7 +247,7 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     if (!rc && t->need_old) r->old_logp = all_logprobs(t, TRAIN_POLICY, r);
     if (!rc && t->c.loss.beta != 0) r->ref_logp = all_logprobs(t, TRAIN_REFERENCE, r);
     t->st.t_ref += time_now_s() - t2;
-    if (!rc && t->c.log_completions) rc = train_world_once(log_completions, &(LogCompletions){t, r}, err);
+    if (!rc && t->c.log_completions) rc = train_world_once(t->world, log_completions, &(LogCompletions){t, r}, err);
     if (rc) {
         rollout_free(r);
         return -1;

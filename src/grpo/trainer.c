@@ -42,7 +42,8 @@ static void resolve(TrainConfig *c) {
 /* The batch sizes of TRL's GRPOConfig, and the step's buffers. */
 static void plan_batches(GrpoTrainer *t) {
     const TrainConfig *c = &t->c;
-    int B = c->train.per_device_train_batch_size, GA = c->train.gradient_accumulation_steps, N = train_world_size();
+    int B = c->train.per_device_train_batch_size, GA = c->train.gradient_accumulation_steps;
+    int N = train_world_size(t->world);
     t->spg = c->generation_batch_size > 0 ? c->generation_batch_size / (B * N)
              : c->steps_per_generation > 0 ? c->steps_per_generation : GA;
     t->gen_batch = B * N * t->spg; /* global, as TRL's */
@@ -65,6 +66,7 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     t->c = *c;
     resolve(&t->c);
     c = &t->c;
+    t->world = train_world_processes();
     plan_batches(t);
     t->entropy_coef = c->loss.entropy_coef;
     t->last_world_entropy = INFINITY; /* no bonus in the first step of adaptive control, as TRL */
@@ -236,11 +238,12 @@ static void grpo_after_update(void *self, long step) {
 
 int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     GrpoTrainer *t = xcalloc(1, sizeof *t);
-    int rc = train_world_check(trainer_setup(t, c, err), err); /* inputs a process could not open stop every one */
+    /* inputs a process could not open stop every one */
+    int rc = train_world_check(train_world_processes(), trainer_setup(t, c, err), err);
     if (!rc) {
         const TrainConfig *tc = &t->c;
         int B = tc->train.per_device_train_batch_size, GA = tc->train.gradient_accumulation_steps;
-        long prompts_per_step = (long)B * train_world_size() * GA / ((long)tc->num_generations * tc->num_iterations);
+        long prompts_per_step = (long)B * train_world_size(t->world) * GA / ((long)tc->num_generations * tc->num_iterations);
         char line[400], memory[200];
         snprintf(line, sizeof line, "generation batch %d = %d prompts x %d completions; micro-batch %d, %d "
                  "accumulation steps, %d micro-batches per generation%s", t->gen_batch,
@@ -260,7 +263,8 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         train_config_groups(g);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t->sess.tok, &t->sess.gen.opts);
-        TrainLoop L = {&tc->train, t->tm, &algo, g, TRAIN_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta};
+        TrainLoop L = {&tc->train, t->tm, &algo, g, TRAIN_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta,
+                       t->world};
         rc = train_loop_run(&L, err);
         json_decref((json_t *)meta.generation_config);
     }

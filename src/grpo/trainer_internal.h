@@ -16,6 +16,7 @@
 #include "reward/reward.h"
 #include "tokenizer/tokenizer.h"
 #include "train/model.h"
+#include "train/world.h"
 
 /* One generation round: P prompts x G completions, scored, with advantages and
  * (when needed) the log-probs of the generating policy and of the reference. */
@@ -78,6 +79,7 @@ typedef struct {
     int spg;               /* steps_per_generation: global micro-batches per round */
     int gen_batch;         /* completions per round, over all processes (B x processes x spg) */
     int need_old;          /* old log-probs are recorded at generation time */
+    const TrainWorld *world; /* the run's processes: a rollout's work is spread over them (train/world.h) */
     TrainModel *tm;        /* the policy, its adapters, the reference (train/model.h) */
     GenSession sess;       /* the generator over the policy, the tokenized prompts */
     int longest_train;     /* longest training prompt (the activations are planned for it) */

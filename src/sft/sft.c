@@ -148,7 +148,8 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     for (int i = 0; i < t->n_ex; i++) longest = t->ex[i].n > longest ? t->ex[i].n : longest;
     if (train_model_plan(t->tm, B, longest, "max_length", err)) return -1;
     dataset_sampler_init(&t->order, t->n_ex, c->train.shuffle_dataset, c->train.seed);
-    t->mb = xmalloc(sizeof(SftExample *) * B * train_world_size() * c->train.gradient_accumulation_steps);
+    t->mb = xmalloc(sizeof(SftExample *) * B * train_world_size(train_world_processes()) *
+                    c->train.gradient_accumulation_steps);
     t->seqs = xmalloc(sizeof(BatchSeq) * B);
     t->ids = xmalloc(sizeof(uint64_t) * B);
     t->logp = xmalloc(sizeof(float) * B * longest);
@@ -227,14 +228,15 @@ static int sft_load(void *self, const char *dir, const json_t *state, GrpoErr *e
 int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
     SftTrainer t;
     memset(&t, 0, sizeof t);
-    int rc = train_world_check(sft_setup(&t, c, err), err); /* inputs a process could not open stop every one */
+    const TrainWorld *w = train_world_processes();
+    int rc = train_world_check(w, sft_setup(&t, c, err), err); /* inputs a process could not open stop every one */
     if (!rc) {
         const TrainingArgs *a = &c->train;
         char line[200];
         snprintf(line, sizeof line, "micro-batch %d, %d accumulation steps", a->per_device_train_batch_size,
                  a->gradient_accumulation_steps);
         TrainAlgo algo = {.name = "sft", .self = &t, .n_examples = t.n_ex,
-                          .examples_per_step = (long)a->per_device_train_batch_size * train_world_size() *
+                          .examples_per_step = (long)a->per_device_train_batch_size * train_world_size(w) *
                                                a->gradient_accumulation_steps,
                           .begin_step = sft_begin_step, .micro_batch = sft_micro_batch, .end_step = sft_end_step,
                           .save = sft_save, .load = sft_load, .plan_line = line};
@@ -242,7 +244,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         sft_config_groups(g);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
-        TrainLoop L = {a, t.tm, &algo, g, SFT_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta};
+        TrainLoop L = {a, t.tm, &algo, g, SFT_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta, w};
         rc = train_loop_run(&L, err);
         json_decref((json_t *)meta.generation_config);
     }

@@ -14,21 +14,23 @@
 #include <unistd.h>
 
 #include "core/timer.h"
-#include "dist/dist.h"
 #include "io/fsutil.h"
 #include "log/tensorboard.h"
 #include "train/checkpoint.h"
+#include "train/world.h"
 
 #define STATE_VERSION 2
 
 /* Rank 0 alone writes files and reports; every rank learns how it went. */
-#define RANK0(expr) (dist_rank() == 0 ? (expr) : 0)
+#define RANK0_OF(l, expr) (train_world_writes((l)->world) ? (expr) : 0)
+#define RANK0(expr) RANK0_OF(lp, expr)
 
 typedef struct {
     const TrainLoop *L;
     char *out_dir;             /* output_dir with symlinks resolved */
     long total_steps;
     TrainModel *tm;            /* what trains (L->model) */
+    const TrainWorld *world;   /* L->world, or the run's processes */
     json_t *options;           /* every option of the run, bf16 as resolved: recorded in checkpoints */
     long step;                 /* optimizer steps done */
     long num_tokens;
@@ -46,7 +48,7 @@ long train_loop_total_steps(const TrainingArgs *a, long n_examples, long example
 
 static void emit(const Loop *lp, TrainEvent e) {
     const TrainHooks *h = &lp->L->hooks;
-    if (!h->on_event || lp->L->args->quiet || dist_rank() != 0) return;
+    if (!h->on_event || lp->L->args->quiet || !train_world_writes(lp->world)) return;
     e.step = e.step ? e.step : lp->step;
     e.total_steps = lp->total_steps;
     h->on_event(&e, h->event_ctx);
@@ -68,11 +70,11 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
                               "algorithm", L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
                               "nonfinite_streak", lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens,
-                              "threads", omp_get_max_threads(), "world_size", dist_size(), "args", lp->options);
+                              "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
     CkptWrite w = {lp->out_dir, lp->step, train_model_weights(lp->tm), a->model_dir, train_model_optimizer(lp->tm),
                    state, add_state, (void *)L, a->save_total_limit, L->save_meta};
     char *path = NULL;
-    int rc = dist_check(RANK0(ckpt_write(&w, &path, err)), err);
+    int rc = train_world_check(lp->world, RANK0(ckpt_write(&w, &path, err)), err);
     json_decref(state);
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_CHECKPOINT, .path = path});
     free(path);
@@ -97,10 +99,11 @@ static int resume(Loop *lp, GrpoErr *err) {
         rc = err_set(err, "%s: a checkpoint of the %s trainer; this run is %s", dir, algo, L->algo->name);
     json_t *world = json_object_get(st, "world_size");
     int saved_world = json_is_integer(world) ? (int)json_integer_value(world) : 1;
-    if (!rc && saved_world != dist_size())
+    int world_size = train_world_size(lp->world);
+    if (!rc && saved_world != world_size)
         rc = err_set(err, "%s: written by a run of %d process(es), this one has %d: resume with the same number "
                      "(mpirun -np %d) — the completions each process draws and trains on follow it", dir, saved_world,
-                     dist_size(), saved_world);
+                     world_size, saved_world);
     if (!rc) {
         lp->step = step;
         train_model_optimizer(lp->tm)->step = astep;
@@ -145,20 +148,21 @@ static int metrics_failed(const Loop *lp, GrpoErr *err) {
 static int step_micro_batches(Loop *lp, TrainStepSums *sums, GrpoErr *err) {
     const TrainAlgo *algo = lp->L->algo;
     const TrainingArgs *a = lp->L->args;
-    int B = a->per_device_train_batch_size, N = dist_size(), GA = a->gradient_accumulation_steps;
-    TrainStep s = {lp->step, GA, B * N, GA * N};
+    const TrainWorld *w = lp->world;
+    int B = a->per_device_train_batch_size, N = train_world_size(w), GA = a->gradient_accumulation_steps;
+    TrainStep s = {lp->step, GA, B * N, GA * N, w};
     train_model_begin_step(lp->tm, lp->step);
     if (algo->begin_step(algo->self, &s, sums, &lp->acc, err)) return -1;
-    for (int k = 0; k < GA; k++) algo->micro_batch(algo->self, lp->tm, &s, k, k * B * N + dist_rank() * B, B, sums);
+    for (int k = 0; k < GA; k++) algo->micro_batch(algo->self, lp->tm, &s, k, k * B * N + w->rank(w) * B, B, sums);
     size_t P;
     float *grads = train_model_gradient(lp->tm, &P);
     double t_sum = time_now_s();
     if (sums->loss_norm != 0) sums->loss /= sums->loss_norm;
     if (N > 1) { /* the step over every process: gradients, loss, tokens and statistics summed in rank order */
-        dist_sum_f32(grads, P);
+        w->sum_f32(w, grads, P);
         double v[2 + TRAIN_MAX_STATS] = {sums->loss, (double)sums->tokens};
         memcpy(v + 2, sums->stats, sizeof(double) * algo->n_stats);
-        dist_sum_f64(v, 2 + algo->n_stats);
+        w->sum_f64(w, v, 2 + algo->n_stats);
         sums->loss = v[0], sums->tokens = (long)v[1];
         memcpy(sums->stats, v + 2, sizeof(double) * algo->n_stats);
     }
@@ -187,7 +191,7 @@ static int train_step(Loop *lp, GrpoErr *err) {
     } else {
         lp->nonfinite_streak++;
         int rc = RANK0(metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm)) ? metrics_failed(lp, err) : 0;
-        if (dist_check(rc, err)) return -1;
+        if (train_world_check(lp->world, rc, err)) return -1;
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step + 1});
     }
     lp->step++;
@@ -200,7 +204,7 @@ static int train_step(Loop *lp, GrpoErr *err) {
     if (!finite && lp->nonfinite_streak >= a->max_nonfinite_steps) { /* alike on every rank */
         err_set(err, "the loss or gradient was NaN/Inf in %d consecutive steps (last: step %ld); stopping. "
                 "Lower learning_rate or check the data and reward functions", lp->nonfinite_streak, lp->step);
-        return dist_check(-1, err);
+        return train_world_check(lp->world, -1, err);
     }
     return 0;
 }
@@ -297,7 +301,7 @@ static int stop_here(Loop *lp, int saved, GrpoErr *err) {
 
 /* Rank 0's files for a logging step (or an evaluation): TensorBoard and metrics.jsonl. */
 static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
-    if (dist_rank() != 0) {
+    if (!train_world_writes(lp->world)) {
         metric_reset(acc);
         return 0;
     }
@@ -308,10 +312,11 @@ static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
 
 /* Every process must hold the same weights; a mismatch stops the run naming the ranks. */
 static int check_same_weights(Loop *lp, GrpoErr *err) {
-    int N = dist_size();
+    const TrainWorld *w = lp->world;
+    int N = train_world_size(w);
     if (N == 1) return 0;
     int64_t mine = (int64_t)train_model_hash(lp->tm), *all = xmalloc(sizeof(int64_t) * N);
-    dist_gather_i64(all, &mine, 1);
+    w->gather_i64(w, all, &mine, 1);
     char ranks[200] = "";
     size_t k = 0;
     for (int j = 1; j < N && k + 12 < sizeof ranks; j++)
@@ -320,13 +325,13 @@ static int check_same_weights(Loop *lp, GrpoErr *err) {
     if (!k) return 0;
     err_set(err, "after step %ld the weights of rank(s) %s differ from rank 0's (checksums compared at each logging "
             "step); stopping: the processes no longer train the same model", lp->step, ranks);
-    return dist_check(-1, err);
+    return train_world_check(w, -1, err);
 }
 
 /* A stop requested on any process stops them all after the same step. */
 static int stop_requested(const Loop *lp) {
     double v = lp->L->hooks.stop && *lp->L->hooks.stop;
-    dist_sum_f64(&v, 1);
+    lp->world->sum_f64(lp->world, &v, 1);
     return v > 0;
 }
 
@@ -343,7 +348,8 @@ static int run_steps(Loop *lp, GrpoErr *err) {
                               .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),
                               .eta_s = el / (lp->step - step0) * (lp->total_steps - lp->step), .elapsed_s = el,
                               .logged = logged});
-        if (logged && (check_same_weights(lp, err) || dist_check(write_logs(lp, &lp->acc, err), err))) return -1;
+        if (logged && (check_same_weights(lp, err) || train_world_check(lp->world, write_logs(lp, &lp->acc, err), err)))
+            return -1;
         if (lp->L->algo->evaluate && (lp->step % lp->L->algo->eval_steps == 0 || lp->step == lp->total_steps)) {
             /* its own metrics.jsonl line, as TRL logs an evaluation; rank 0 evaluates */
             MetricAcc eacc;
@@ -351,7 +357,7 @@ static int run_steps(Loop *lp, GrpoErr *err) {
             int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, lp->step, &eacc, err));
             if (!rc) rc = write_logs(lp, &eacc, err);
             metric_acc_free(&eacc);
-            if (dist_check(rc, err)) return -1;
+            if (train_world_check(lp->world, rc, err)) return -1;
         }
         int saved = a->save_steps > 0 && lp->step % a->save_steps == 0;
         if (saved && save_checkpoint(lp, err)) return -1;
@@ -361,8 +367,8 @@ static int run_steps(Loop *lp, GrpoErr *err) {
 }
 
 static int save_final(Loop *lp, GrpoErr *err) {
-    if (dist_check(RANK0(train_model_save(lp->tm, lp->out_dir, lp->L->args->model_dir, lp->L->save_meta, err)), err))
-        return -1;
+    int rc = RANK0(train_model_save(lp->tm, lp->out_dir, lp->L->args->model_dir, lp->L->save_meta, err));
+    if (train_world_check(lp->world, rc, err)) return -1;
     emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir,
                           .text = train_model_has_adapters(lp->tm) ? "LoRA adapter" : NULL});
     return 0;
@@ -389,6 +395,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     memset(&lp, 0, sizeof lp);
     lp.L = L;
     lp.tm = L->model;
+    lp.world = L->world ? L->world : train_world_processes();
     lp.total_steps = train_loop_total_steps(L->args, L->algo->n_examples, L->algo->examples_per_step);
     CHECK(L->algo->n_stats <= TRAIN_MAX_STATS);
     lp.options = opts_to_json(L->groups, L->n_groups, L->config);
@@ -399,9 +406,9 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     free(plan);
     lp.out_dir = realpath(L->args->output_dir, NULL); /* symlinks resolved, when it exists */
     if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
-    int rc = dist_check(RANK0(prepare_output(&lp, err)), err); /* the others only read checkpoints from it */
-    if (!rc && L->args->resume_from_checkpoint) rc = dist_check(resume(&lp, err), err);
-    if (!rc) rc = dist_check(RANK0(open_metrics(&lp, err)), err);
+    int rc = train_world_check(lp.world, RANK0_OF(&lp, prepare_output(&lp, err)), err); /* the others only read it */
+    if (!rc && L->args->resume_from_checkpoint) rc = train_world_check(lp.world, resume(&lp, err), err);
+    if (!rc) rc = train_world_check(lp.world, RANK0_OF(&lp, open_metrics(&lp, err)), err);
     if (!rc) rc = run_steps(&lp, err);
     if (!rc) rc = save_final(&lp, err);
     if (lp.metrics_f) fclose(lp.metrics_f);

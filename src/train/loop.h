@@ -25,6 +25,7 @@
 #include "model/model_io.h"
 #include "train/args.h"
 #include "train/model.h"
+#include "train/world.h"
 
 /* One optimizer step as an algorithm sees it. Its gradient is a sum over
  * micro_batches global micro-batches of micro_size sequences each, every process
@@ -35,6 +36,7 @@ typedef struct {
     int micro_batches;  /* gradient_accumulation_steps */
     int micro_size;     /* sequences in a global micro-batch: per_device_train_batch_size x processes */
     int shares;
+    const TrainWorld *world; /* the run's processes, for the algorithm's own shared data (train/world.h) */
 } TrainStep;
 
 #define TRAIN_MAX_STATS 16
@@ -128,6 +130,7 @@ typedef struct {
     const void *config;     /* the struct they are placed in */
     TrainHooks hooks;
     const ModelSaveMeta *save_meta; /* what the saved directories add to the model's files, or NULL */
+    const TrainWorld *world; /* NULL: the run's processes (train_world_processes) */
 } TrainLoop;
 
 /* train_loop_run's result when it stopped on request (err says where to resume). */
