@@ -242,6 +242,7 @@ enum { SLOT_BYTES = 4 << 20 };
 
 typedef struct {
     pthread_barrier_t bar;
+    size_t n;             /* rank 0's weights: their count */
     int rc[2];
     char msg[2][sizeof(((GrpoErr *)0)->msg)];
     unsigned char slot[2][SLOT_BYTES];
@@ -330,8 +331,8 @@ static int fake_check(const TrainWorld *w, int rc, GrpoErr *err) {
 /* Runs a on two forked processes; each reports its final weights' hash and rc, and
  * rank 0 its weights, through shared memory. */
 static void run_world_of_two(const TrainingArgs *a, Result *r0, uint64_t hash[2], double stats[MAX_STEPS][2]) {
-    Shared *sh = mmap(NULL, sizeof(Shared) + 2 * sizeof(uint64_t) + sizeof(double) * MAX_STEPS * 2 +
-                                (1 << 20), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    size_t bytes = sizeof(Shared) + 2 * sizeof(uint64_t) + sizeof(double) * MAX_STEPS * 2 + (1 << 20);
+    Shared *sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     T_CHECK(sh != MAP_FAILED, "mmap");
     uint64_t *hashes = (uint64_t *)(sh + 1);
     double *st = (double *)(hashes + 2);
@@ -356,7 +357,7 @@ static void run_world_of_two(const TrainingArgs *a, Result *r0, uint64_t hash[2]
             if (rank == 0) {
                 memcpy(st, t.stats, sizeof t.stats);
                 memcpy(w0, r.w, sizeof(float) * r.n);
-                sh->rc[0] = r.rc;
+                sh->n = r.n;
             }
             _exit(r.rc ? 3 : 0);
         }
@@ -370,9 +371,10 @@ static void run_world_of_two(const TrainingArgs *a, Result *r0, uint64_t hash[2]
     T_CHECK(ok, "a process of the world of two failed");
     hash[0] = hashes[0], hash[1] = hashes[1];
     memcpy(stats, st, sizeof(double) * MAX_STEPS * 2);
+    r0->n = sh->n;
     r0->w = xmalloc(sizeof(float) * r0->n);
     memcpy(r0->w, w0, sizeof(float) * r0->n);
-    munmap(sh, sizeof(Shared));
+    munmap(sh, bytes);
 }
 
 int main(void) {
@@ -390,14 +392,6 @@ int main(void) {
     uint64_t hash[2];
     double stats2[MAX_STEPS][2];
     args_for(&a, out2, 2, 2, 3);
-    two.n = 0;
-    { /* the weights' count, from the model's table */
-        GrpoErr err;
-        Model m;
-        T_CHECK(model_load(&m, model_dir, &err) == 0, "%s", err.msg);
-        two.n = m.table.total;
-        model_free(&m);
-    }
     run_world_of_two(&a, &two, hash, stats2);
     T_CHECK(hash[0] == hash[1], "world of two: the processes' weights differ");
 
