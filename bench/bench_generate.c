@@ -96,7 +96,7 @@ static double time_group(Model *m, const int32_t *prompt, int G, int n_tokens, u
 /* src's weights, the layer matrices rounded to bf16 and held so. */
 static void make_half(Model *h, const Model *src, const Shape *s) {
     ModelConfig cfg = shape_config(s);
-    model_create_half(h, &cfg);
+    model_create_half(h, &cfg, WEIGHTS_BF16_HELD);
     for (int i = 0; i < h->table.n; i++) {
         const ParamEntry *e = &h->table.entries[i], *se = &src->table.entries[i];
         const float *x = src->params + se->offset;

@@ -497,12 +497,6 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
     return 0;
 }
 
-const char *cli_bf16_weights(int *bf16, int has_adapter) {
-    if (*bf16 > 0 && has_adapter) return BF16_ADAPTER_CONFLICT;
-    *bf16 = bf16_weights_resolve(*bf16, has_adapter);
-    return NULL;
-}
-
 int cli_fail(const char *cmd, const char *msg) {
     fprintf(stderr, "grpo %s: %s\n", cmd, msg);
     return 1;

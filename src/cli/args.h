@@ -22,14 +22,4 @@ int cli_fail(const char *cmd, const char *msg);
  * OMP_NUM_THREADS; default: all cores). */
 void cli_setup_threads(void);
 
-/* generate, eval and score refuse --bf16 with --adapter: folding an adapter in
- * (lora_apply_dir) writes fp32 weights, which a bf16-held model does not have. */
-#define BF16_ADAPTER_CONFLICT                                                                                    \
-    "--bf16 holds the weights in bf16 and --adapter folds an adapter into fp32 weights: fold it first (grpo " \
-    "merge) and pass the merged model, or drop --bf16"
-/* The bf16 row of generate, eval and score after parsing: auto resolved in place
- * (bf16_weights_resolve); BF16_ADAPTER_CONFLICT when --bf16 true was given with an
- * adapter, else NULL. */
-const char *cli_bf16_weights(int *bf16, int has_adapter);
-
 #endif

@@ -80,6 +80,7 @@ typedef struct {
     int num_generations, max_prompt_length, max_examples, json;
     double pass_threshold;
     GenOpts gen;
+    Bf16Options bf16;
 } EvalArgs;
 
 #define A(f) offsetof(EvalArgs, f)
@@ -101,9 +102,9 @@ int cmd_eval(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     OptGroup g[] = {OPT_GROUP(eval_options, 0), REWARD_OPTIONS_GROUP(A(rewards)),
                     (OptGroup){prompt_length_option, 1, A(max_prompt_length)}, GEN_OPTIONS_GROUP(A(gen)),
-                    (OptGroup){seed_option, 1, A(gen.seed)}, (OptGroup){bf16_weights_option, 1, A(gen.frozen_bf16)}};
+                    (OptGroup){seed_option, 1, A(gen.seed)}, BF16_OPTIONS_GROUP(A(bf16))};
     int ng = sizeof g / sizeof g[0];
-    gen_opts_default(&a.gen); /* first: it clears GenOpts, the bf16 row's value included */
+    gen_opts_default(&a.gen); /* first: it clears GenOpts */
     opts_defaults(g, ng, &a);
     a.gen.sampler.temperature = 0; /* eval is greedy unless asked otherwise */
     int rc = args_parse("eval", SYNOPSIS, argc, argv, g, ng, &a);
@@ -112,7 +113,7 @@ int cmd_eval(int argc, char **argv) {
         return rc == 1 ? 0 : rc;
     }
     const char *bad = sampler_opts_check(&a.gen.sampler);
-    if (!bad) bad = cli_bf16_weights(&a.gen.frozen_bf16, !!a.adapter);
+    if (!bad) bad = bf16_options_form(&a.bf16, !!a.adapter, &a.gen.weights);
     GrpoErr err;
     if (bad || reward_args_check(&a.rewards, &err)) {
         fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);

@@ -29,6 +29,7 @@ typedef struct {
     const char *model_dir, *prompt, *chat, *dataset, *adapter;
     int max_prompts, num_generations, max_prompt_length, no_shared_prefix, json;
     GenOpts gen;
+    Bf16Options bf16;
 } GenerateArgs;
 
 #define A(f) offsetof(GenerateArgs, f)
@@ -62,16 +63,16 @@ int cmd_generate(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     OptGroup g[] = {OPT_GROUP(generate_options, 0), (OptGroup){prompt_length_option, 1, A(max_prompt_length)},
                     GEN_OPTIONS_GROUP(A(gen)), (OptGroup){seed_option, 1, A(gen.seed)},
-                    (OptGroup){bf16_weights_option, 1, A(gen.frozen_bf16)}};
+                    BF16_OPTIONS_GROUP(A(bf16))};
     int ng = sizeof g / sizeof g[0];
-    gen_opts_default(&a.gen); /* first: it clears GenOpts, the bf16 row's value included */
+    gen_opts_default(&a.gen); /* first: it clears GenOpts */
     opts_defaults(g, ng, &a);
     int rc = args_parse("generate", "--model DIR (--prompt TEXT | --chat TEXT | --dataset FILE) [options]", argc, argv,
                         g, ng, &a);
     if (rc) return rc == 1 ? 0 : rc;
     a.gen.share_prefix = !a.no_shared_prefix;
     const char *bad = sampler_opts_check(&a.gen.sampler);
-    if (!bad) bad = cli_bf16_weights(&a.gen.frozen_bf16, !!a.adapter);
+    if (!bad) bad = bf16_options_form(&a.bf16, !!a.adapter, &a.gen.weights);
     if (bad || (!!a.prompt + !!a.chat + !!a.dataset) != 1) {
         fprintf(stderr, "grpo generate: %s\n", bad ? bad : "exactly one of --prompt, --chat, --dataset is required");
         args_free();

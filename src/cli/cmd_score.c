@@ -122,7 +122,7 @@ typedef struct {
     double temperature;
     long batch_tokens;
     int gradient_checkpointing;
-    int bf16;
+    Bf16Options bf16;
 } ScoreArgs;
 
 #define A(f) offsetof(ScoreArgs, f)
@@ -140,11 +140,12 @@ static const OptSpec score_options[] = {
 
 int cmd_score(int argc, char **argv) {
     ScoreArgs sa;
-    OptGroup g[] = {OPT_GROUP(score_options, 0), (OptGroup){bf16_weights_option, 1, A(bf16)}};
+    OptGroup g[] = {OPT_GROUP(score_options, 0), BF16_OPTIONS_GROUP(A(bf16))};
     opts_defaults(g, 2, &sa);
     int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, g, 2, &sa);
     if (rc) return rc == 1 ? 0 : rc;
-    const char *bad = cli_bf16_weights(&sa.bf16, !!sa.adapter);
+    int form;
+    const char *bad = bf16_options_form(&sa.bf16, !!sa.adapter, &form);
     if (bad) {
         fprintf(stderr, "grpo score: %s\n", bad);
         args_free();
@@ -157,7 +158,7 @@ int cmd_score(int argc, char **argv) {
     cli_setup_threads();
     GrpoErr err;
     Model m;
-    if (model_load_ex(&m, model_dir, sa.bf16, &err)) return cli_fail("score", err.msg);
+    if (model_load_ex(&m, model_dir, (WeightForm)form, &err)) return cli_fail("score", err.msg);
     if (sa.adapter && lora_apply_dir(&m, sa.adapter, &err)) {
         model_free(&m);
         return cli_fail("score", err.msg);

@@ -32,8 +32,8 @@ typedef struct {
     int32_t eos_ids[GEN_MAX_EOS];
     const char *chat_template_kwargs; /* a JSON object's text or NULL: more chat template variables
                                          for the prompts (gen/pretrained.c renders them) */
-    int frozen_bf16;             /* the model is loaded with its layer matrices in bf16 (nothing trains
-                                    its weights: model_load_ex's half); not an option of its own */
+    int weights;                 /* the WeightForm the model is loaded in (model/transformer.h): nothing trains
+                                    it; set from the bf16 options, not an option of its own */
 } GenOpts;
 
 /* The declared defaults (gen/options.c: gen_options, seed_option), prefix shared. */

@@ -31,14 +31,26 @@ const OptSpec prompt_length_option[1] = {
     {"max_prompt_length", OPT_INT, 0, 512, NULL, 1, 1 << 20, NULL, NULL, 0, "prompt tokens kept, from the right"},
 };
 
-const OptSpec bf16_weights_option[1] = {
-    {"bf16", OPT_BOOL, 0, -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
-     "hold the layers' weight matrices in bf16: half their memory, computation in fp32 (without AVX-512 decoding "
-     "reads them slower than fp32); not with --adapter; auto: true where this CPU has bf16 matrix instructions "
-     "(AVX512_BF16, AMX) and no --adapter is given"},
+const OptSpec bf16_options[2] = {
+    {"bf16", OPT_BOOL, offsetof(Bf16Options, bf16), -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
+     "bf16 as TRL's and train's: every matrix product in bf16 with fp32 sums, the weight matrices held in bf16 "
+     "(as model.to(torch.bfloat16)); not with --adapter; auto: true where this CPU has bf16 matrix instructions "
+     "(AVX512_BF16, AMX), no --adapter is given and --bf16_held is not"},
+    {"bf16_held", OPT_BOOL, offsetof(Bf16Options, held), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "hold the weight matrices in bf16 but compute in fp32: half their memory, and fp32's results for a model "
+     "stored in bf16 (without AVX-512 decoding reads them slower than fp32); not with --adapter or --bf16 true"},
 };
 
-int bf16_weights_resolve(int value, int adapter) { return value >= 0 ? value : !adapter && gemm_bf16_native(); }
+const char *bf16_options_form(const Bf16Options *o, int adapter, int *form) {
+    if (o->bf16 > 0 && o->held > 0)
+        return "--bf16 (products in bf16) and --bf16_held (fp32 products on weights held in bf16) exclude each other";
+    if ((o->bf16 > 0 || o->held > 0) && adapter)
+        return "--bf16 and --bf16_held hold the weights in bf16 and --adapter folds an adapter into fp32 weights: "
+               "fold it first (grpo merge) and pass the merged model, or drop the bf16 option";
+    int bf16 = o->bf16 >= 0 ? o->bf16 : !adapter && o->held <= 0 && gemm_bf16_native();
+    *form = bf16 ? WEIGHTS_BF16 : o->held > 0 ? WEIGHTS_BF16_HELD : WEIGHTS_FP32;
+    return NULL;
+}
 
 void gen_opts_default(GenOpts *o) {
     memset(o, 0, sizeof *o);

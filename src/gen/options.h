@@ -7,6 +7,7 @@
 
 #include "core/options.h"
 #include "gen/generate.h"
+#include "model/transformer.h"
 
 extern const OptSpec gen_options[];
 extern const int gen_n_options;
@@ -16,10 +17,20 @@ extern const int gen_n_options;
  * command keeps it. */
 extern const OptSpec prompt_length_option[1];
 
-/* The `bf16` row of the commands that only run a model (generate, eval, score): an
- * int flag, the model loaded with model_load_ex(half). */
-extern const OptSpec bf16_weights_option[1];
-/* Its value with auto (-1) resolved: true where this CPU has a bf16 matmul and no adapter is applied. */
-int bf16_weights_resolve(int value, int adapter);
+/* The precision rows of the commands that only run a model (generate, eval, score),
+ * placed in a Bf16Options: bf16, as train's and TRL's (every matrix product in bf16
+ * with fp32 sums, the matrices held in bf16; auto), and bf16_held (the matrices held
+ * in bf16, their products in fp32: half the memory, fp32's results on a model stored
+ * in bf16). Their values are -1 (auto), 0 or 1. */
+typedef struct {
+    int bf16;
+    int held;
+} Bf16Options;
+extern const OptSpec bf16_options[2];
+#define BF16_OPTIONS_GROUP(base) ((OptGroup){bf16_options, 2, (base)})
+/* The WeightForm (model/transformer.h) the rows choose, auto resolved: bf16 where
+ * this CPU has bf16 matrix instructions, unless an adapter is folded in (adapter) or
+ * bf16_held is set. NULL, or why the choice cannot be run (a usage error). */
+const char *bf16_options_form(const Bf16Options *o, int adapter, int *form);
 
 #endif

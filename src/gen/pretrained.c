@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-int pretrained_open(Pretrained *p, const char *dir, int half, GenOpts *o, GrpoErr *err) {
+int pretrained_open(Pretrained *p, const char *dir, WeightForm form, GenOpts *o, GrpoErr *err) {
     memset(p, 0, sizeof *p);
-    if (model_load_ex(&p->model, dir, half, err)) return -1;
+    if (model_load_ex(&p->model, dir, form, err)) return -1;
     int rc = tok_load(&p->tok, dir, err);
     if (!rc && o) {
         const TokSpecial *sp = tok_special(p->tok);
@@ -79,7 +79,7 @@ static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max
 int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
                      GrpoErr *err) {
     memset(s, 0, sizeof *s);
-    if (pretrained_open(&s->own, model_dir, o->frozen_bf16, o, err)) {
+    if (pretrained_open(&s->own, model_dir, (WeightForm)o->weights, o, err)) {
         dataset_free(data);
         return -1;
     }

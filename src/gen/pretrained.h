@@ -16,9 +16,9 @@ typedef struct {
     Tokenizer *tok;
 } Pretrained;
 
-/* Loads dir (half: the layers' matrices held in bf16, model_load_ex). When o is not
- * NULL, sets its eos ids. On error nothing is left to free. */
-int pretrained_open(Pretrained *p, const char *dir, int half, GenOpts *o, GrpoErr *err);
+/* Loads dir, its matrices in form (model_load_ex). When o is not NULL, sets its eos
+ * ids. On error nothing is left to free. */
+int pretrained_open(Pretrained *p, const char *dir, WeightForm form, GenOpts *o, GrpoErr *err);
 /* Frees what pretrained_open loaded; safe on a zeroed Pretrained. */
 void pretrained_close(Pretrained *p);
 
@@ -46,7 +46,7 @@ typedef struct {
     int n;          /* prompts planned for */
 } GenSession;
 
-/* Opens model_dir (the weights held in bf16 when o->frozen_bf16). Takes ownership
+/* Opens model_dir (its matrices in form o->weights). Takes ownership
  * of *data (loaded by the caller). o's eos ids are set from the model directory. On
  * error nothing is left to free. */
 int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,

@@ -48,9 +48,9 @@ static int check_tensors(const ParamTable *table, const ModelConfig *cfg, const 
     return 0;
 }
 
-int model_load(Model *m, const char *dir, GrpoErr *err) { return model_load_ex(m, dir, 0, err); }
+int model_load(Model *m, const char *dir, GrpoErr *err) { return model_load_ex(m, dir, WEIGHTS_FP32, err); }
 
-int model_load_ex(Model *m, const char *dir, int half, GrpoErr *err) {
+int model_load_ex(Model *m, const char *dir, WeightForm form, GrpoErr *err) {
     ModelConfig cfg;
     if (config_load(&cfg, dir, err)) return -1;
     char *cpath = fs_join(dir, "config.json");
@@ -71,7 +71,7 @@ int model_load_ex(Model *m, const char *dir, int half, GrpoErr *err) {
     params_free(&table);
     free(where);
     if (rc) config_free(&cfg);
-    else if (half) model_create_half(m, &cfg); /* the same table again, in the same order */
+    else if (form != WEIGHTS_FP32) model_create_half(m, &cfg, form); /* the same table again, in the same order */
     else model_create(m, &cfg);
     for (int i = 0; !rc && i < m->table.n; i++) {
         ParamEntry *e = &m->table.entries[i];

@@ -15,9 +15,10 @@
 #include "model/transformer.h"
 
 int model_load(Model *m, const char *dir, GrpoErr *err);
-/* half: the layers' projection matrices held in bf16 (model_create_half; a frozen
- * model), read straight from the file's tensors, never as a whole fp32 copy. */
-int model_load_ex(Model *m, const char *dir, int half, GrpoErr *err);
+/* A model nothing trains, in form (transformer.h): the bf16 forms hold the matrices
+ * in bf16 (model_create_half), read straight from the file's tensors, never as a
+ * whole fp32 copy. */
+int model_load_ex(Model *m, const char *dir, WeightForm form, GrpoErr *err);
 
 /* What save_pretrained writes beside the weights that a source directory may
  * lack: the special ids in config.json, and a generation_config.json. */

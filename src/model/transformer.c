@@ -23,7 +23,8 @@ void model_create(Model *m, ModelConfig *cfg) {
     config_rope_inv_freq(&m->cfg, m->inv_freq);
 }
 
-void model_create_half(Model *m, ModelConfig *cfg) {
+void model_create_half(Model *m, ModelConfig *cfg, WeightForm form) {
+    CHECK(form == WEIGHTS_BF16 || form == WEIGHTS_BF16_HELD);
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     cfg->raw = NULL;
@@ -33,6 +34,7 @@ void model_create_half(Model *m, ModelConfig *cfg) {
     memset(m->params, 0, sizeof(float) * m->table.total);
     params_view(&m->w, &m->table, &m->cfg, m->params);
     ModelHalf *h = m->half = xcalloc(1, sizeof *h);
+    h->products16 = form == WEIGHTS_BF16;
     h->params16 = xaligned(sizeof(uint16_t) * m->table.total16);
     memset(h->params16, 0, sizeof(uint16_t) * m->table.total16);
     h->w16 = params_view16(&m->table, &m->cfg, h->params16);
@@ -132,7 +134,7 @@ void model_bf16_describe(const Model *m, char *out, size_t n) {
 }
 
 WeightMatrix model_weight(const Model *m, const float *w, const uint16_t *w16) {
-    if (m->half) return (WeightMatrix){.w16 = w16};
+    if (m->half) return (WeightMatrix){.w16 = w16, .bf16_products = m->half->products16};
     if (m->mixed) return (WeightMatrix){.w16 = w16, .bf16_products = 1};
     return (WeightMatrix){.w = w};
 }

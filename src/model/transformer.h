@@ -18,9 +18,20 @@
 
 struct LoraLayers;
 
+/* How a model that nothing trains holds its weight matrices (model_load_ex). */
+typedef enum {
+    WEIGHTS_FP32,      /* in fp32 */
+    WEIGHTS_BF16,      /* in bf16, and every product of them in bf16 (fp32 sums): bf16 as TRL means it, and as
+                          a model cast with model.to(torch.bfloat16) computes */
+    WEIGHTS_BF16_HELD, /* in bf16, widened for fp32 products: half the memory, fp32's results for a model stored
+                          in bf16 (--bf16_held) */
+} WeightForm;
+
 /* A model whose weight matrices are held in bf16 (model_create_half): nothing trains
- * them, so half their bytes suffice; computation stays fp32 (WeightMatrix, ops/ops.h). */
+ * them, so half their bytes suffice; their products in bf16 or, widened, in fp32
+ * (WeightMatrix, ops/ops.h). */
 typedef struct {
+    int products16;        /* WEIGHTS_BF16: the products in bf16; else fp32 on the widened values */
     uint16_t *params16;    /* table.total16 values */
     LayerView16 *w16;      /* [L] into params16 */
     const uint16_t *embed16, *head16; /* [V, C] into params16 (the same when tied) */
@@ -65,10 +76,13 @@ typedef struct {
 /* Takes ownership of *cfg (its raw JSON). Parameters start at zero. */
 void model_create(Model *m, ModelConfig *cfg);
 /* The same with the weight matrices held in bf16 (params_hold_half), never whole
- * in fp32: decoding reads them as they are (matmul_forward_rowwise_bf16), the
- * embedding widens the rows it looks up, and a training-shaped pass's products
- * widen a block of a matrix at a time (gemm_f32_b16). */
-void model_create_half(Model *m, ModelConfig *cfg);
+ * in fp32; form WEIGHTS_BF16 or WEIGHTS_BF16_HELD. The embedding widens the rows
+ * it looks up. WEIGHTS_BF16: every product in bf16, as mixed precision's (decoding:
+ * matmul_forward_rowwise_bf16_products; training-shaped passes: gemm_bf16).
+ * WEIGHTS_BF16_HELD: fp32 products, decoding reading the matrices as they are
+ * (matmul_forward_rowwise_bf16), a training-shaped pass's products widening a
+ * block of a matrix at a time (gemm_f32_b16). */
+void model_create_half(Model *m, ModelConfig *cfg, WeightForm form);
 void model_free(Model *m);
 /* 1 when m holds a model (created, not yet freed): a zeroed Model holds none. */
 static inline int model_loaded(const Model *m) { return m->table.entries != NULL; }

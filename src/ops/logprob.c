@@ -201,7 +201,6 @@ static void zero_rows(float *logprob, float *entropy, float *lse, int N) {
 
 void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, const float *h, WeightMatrix W,
                      const int32_t *targets, int N, int C, int V, float inv_temp, LogprobScratch *s) {
-    CHECK(!(pw && W.bf16_products)); /* E_p[W] serves a frozen head, which is never mixed precision */
     int idx[s->chunk_rows];
     zero_rows(logprob, entropy, lse, N);
     int next = 0, m;
@@ -214,7 +213,7 @@ void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, cons
                 float *z = s->scratch + (size_t)i * V;
                 vec_exp_sum(z, z, lse[idx[i]], 1.0f, V);
             }
-            times_head(s->d_rows, s->scratch, (GemmBf16Operand){0}, W, m, C, V);
+            times_head(s->d_rows, s->scratch, (GemmBf16Operand){.f = s->scratch, .ld = V}, W, m, C, V);
             for (int i = 0; i < m; i++) memcpy(pw + (size_t)idx[i] * C, s->d_rows + (size_t)i * C, sizeof(float) * C);
         }
     }
@@ -222,7 +221,6 @@ void logprob_forward(float *logprob, float *entropy, float *lse, float *pw, cons
 
 void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, WeightMatrix W,
                              const int32_t *targets, int N, int C, float inv_temp) {
-    CHECK(!W.bf16_products);
 #pragma omp parallel
     {
         float *row = W.w16 ? xmalloc(sizeof(float) * C) : NULL; /* the target's row widened */

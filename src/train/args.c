@@ -36,9 +36,9 @@ const OptSpec training_args_options[] = {
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "recompute layers in backward"},
     {"bf16", OPT_BOOL, A(bf16), -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
-     "mixed precision as TRL's bf16: the trained model's matrix products in bf16 (fp32 master weights, sums, "
-     "gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16; auto: true "
-     "where this CPU has bf16 matrix instructions (AVX512_BF16, AMX), as TRL defaults to bf16, else false"},
+     "bf16 as TRL's: every matrix product in bf16 with fp32 sums — the trained model's on fp32 master weights "
+     "(fp32 gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16; auto: "
+     "true where this CPU has bf16 matrix instructions (AVX512_BF16, AMX), as TRL defaults to bf16, else false"},
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 256, NULL, 1, 1 << 20, NULL, NULL, 0,
      "LM-head rows computed at once: a rows x vocab fp32 scratch (256 rows of a 152k vocab: 155 MB); fewer "
      "rows take less memory and more passes over the head's weight gradient"},

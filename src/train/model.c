@@ -53,8 +53,10 @@ TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs
     tm->args = a;
     tm->bf16 = a->bf16 < 0 ? gemm_bf16_native() : a->bf16;
     int adapters = a->use_peft || a->adapter;
-    /* weights nothing trains are held in bf16 under bf16: the base under LoRA, the reference */
-    int rc = pretrained_open(&tm->pre, a->model_dir, tm->bf16 && adapters, gen, err);
+    /* weights nothing trains are held in bf16 under bf16, their products in bf16: the base under LoRA, the
+     * reference */
+    WeightForm frozen = tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32;
+    int rc = pretrained_open(&tm->pre, a->model_dir, adapters ? frozen : WEIGHTS_FP32, gen, err);
     if (!rc) {
         tm->adapters = train_adapters_attach(&tm->lora, &tm->pre.model, a, err);
         rc = tm->adapters < 0 ? -1 : 0;
@@ -63,7 +65,7 @@ TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs
     if (!rc && needs->reference && tm->adapters) {
         tm->ref_kind = REF_BASE;
     } else if (!rc && needs->reference) {
-        rc = model_load_ex(&tm->ref, a->model_dir, tm->bf16 && !needs->reference_moves, err);
+        rc = model_load_ex(&tm->ref, a->model_dir, needs->reference_moves ? WEIGHTS_FP32 : frozen, err);
         if (!rc) tm->ref_kind = REF_MODEL;
     }
     if (rc) {

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# --bf16: frozen weights (the KL reference; the base under use_peft) held in bf16,
-# and the trained model's products in bf16 (mixed precision, full fine-tuning).
-# On a model whose weights are bf16 already (grpo init --dtype bfloat16), holding them
-# in bf16 loses nothing, so every result must equal the fp32-held run bit for bit:
-# completions (decoding reads the bf16 matrices directly), adapters after LoRA GRPO
-# with a KL reference (training-shaped passes widen each layer into fp32), LoRA SFT;
-# generate, eval and score with --bf16 give the fp32-held output, and refuse --adapter.
+# --bf16 means one thing on every command, TRL's: matrix products in bf16 with fp32
+# sums. Frozen weights (the KL reference; the base under use_peft) are then held in
+# bf16 and their products are bf16 ones too, as the trained model's (mixed
+# precision, full fine-tuning) are; generate, eval and score --bf16 likewise.
+# --bf16_held keeps the old way for the commands that only run a model: the matrices
+# held in bf16, their products fp32.
+# On a model whose weights are bf16 already (grpo init --dtype bfloat16):
+#  - LoRA GRPO with a KL reference and LoRA SFT under --bf16 train otherwise than
+#    under --bf16 false (the base's products in bf16), and the plan says the base is
+#    held in bf16;
+#  - full fine-tuning with --bf16: its reference is held in bf16, omitted from the
+#    checkpoints (it never moves), and a resume equals the uninterrupted run;
+#  - score --bf16 gives log-probs within bf16's rounding of fp32's, not equal to them;
+#    generate, eval and score --bf16_held give --bf16 false's output bit for bit;
+#  - --bf16 or --bf16_held with --adapter, and both at once, are refused.
 # The fp32 runs say --bf16 false: its default, auto, is true on CPUs with bf16
-# instructions (test_bf16_default.sh). Full fine-tuning with --bf16 computes in bf16: other weights than fp32's, which the
-# plan says; a resume equals the uninterrupted run (the checkpoint omits the
-# reference: it never moves); full SFT with --bf16 likewise differs and says so.
+# instructions (test_bf16_default.sh).
 set -u
 . "$ROOT/tests/cli/lib.sh"
 sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
@@ -20,16 +26,20 @@ T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 "form
    --per_device_train_batch_size 2 --gradient_accumulation_steps 2 --max_completion_length 8 --max_steps 3
    --learning_rate 1e-3 --adam_epsilon 1e-2 --logging_steps 1 --log_completions true --seed 2)
 
-same() { # LABEL DIR_FP32 DIR_BF16 WEIGHTS_FILE
-    cmp -s "$2/$4" "$3/$4" || fail "$1: $4 differs between fp32- and bf16-held frozen weights"
+same() { # LABEL DIR_A DIR_B WEIGHTS_FILE
+    cmp -s "$2/$4" "$3/$4" || fail "$1: $4 differs"
     [ ! -f "$2/completions.jsonl" ] || cmp -s "$2/completions.jsonl" "$3/completions.jsonl" || fail "$1: completions differ"
+}
+differs() { # LABEL DIR_FP32 DIR_BF16 WEIGHTS_FILE: the bf16 products were taken
+    cmp -s "$2/$4" "$3/$4" && fail "$1: $4 under --bf16 equals fp32's: the frozen weights' products are not bf16"
+    grep -q '"loss": [-0-9]' "$3/metrics.jsonl" || fail "$1: no finite loss under --bf16"
 }
 
 # LoRA GRPO, beta > 0: the base (and the reference: the base with adapters off) in bf16
 L=("${T[@]}" --use_peft --lora_target_modules all-linear --lora_dropout 0.1 --beta 0.1)
 "$GRPO" "${L[@]}" --output_dir "$TMP/l32" --bf16 false 2>"$TMP/l32.err" || fail "lora fp32: $(tail -2 "$TMP/l32.err")"
 "$GRPO" "${L[@]}" --output_dir "$TMP/l16" --bf16 2>"$TMP/l16.err" || fail "lora bf16: $(tail -2 "$TMP/l16.err")"
-same "LoRA GRPO" "$TMP/l32" "$TMP/l16" adapter_model.safetensors
+differs "LoRA GRPO" "$TMP/l32" "$TMP/l16" adapter_model.safetensors
 grep -q "frozen weights [0-9]* (in bf16)" "$TMP/l16.err" || fail "the plan does not say the base is bf16: $(cat "$TMP/l16.err")"
 grep -q "(in bf16)" "$TMP/l32.err" && fail "with --bf16 false the plan says bf16"
 
@@ -54,34 +64,49 @@ S=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2
    --use_peft --lora_target_modules all-linear --quiet)
 "$GRPO" "${S[@]}" --output_dir "$TMP/s32" --bf16 false 2>"$TMP/s.err" || fail "sft fp32: $(tail -2 "$TMP/s.err")"
 "$GRPO" "${S[@]}" --output_dir "$TMP/s16" --bf16 2>"$TMP/s.err" || fail "sft bf16: $(tail -2 "$TMP/s.err")"
-same "LoRA SFT" "$TMP/s32" "$TMP/s16" adapter_model.safetensors
+differs "LoRA SFT" "$TMP/s32" "$TMP/s16" adapter_model.safetensors
 S=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 3 --learning_rate 1e-2)
 "$GRPO" "${S[@]}" --output_dir "$TMP/sf32" --quiet --bf16 false 2>"$TMP/s.err" || fail "full sft fp32: $(tail -2 "$TMP/s.err")"
 "$GRPO" "${S[@]}" --output_dir "$TMP/sf16" --bf16 2>"$TMP/s.err" || fail "full sft bf16: $(tail -2 "$TMP/s.err")"
 cmp -s "$TMP/sf32/model.safetensors" "$TMP/sf16/model.safetensors" && fail "full sft bf16: the same weights as fp32"
 grep -q "products in bf16" "$TMP/s.err" || fail "sft's plan does not say the products run in bf16: $(head -3 "$TMP/s.err")"
 
-# generate, eval and score with --bf16: the same output on the bf16 model; --adapter refused
+# generate, eval and score: --bf16_held gives fp32's output on the bf16 model, --bf16 computes in bf16
 Gn=(generate --model "$TMP/m" --dataset "$TMP/d.jsonl" --num_generations 3 --max_completion_length 8 --json)
-"$GRPO" "${Gn[@]}" --bf16 false >"$TMP/g32.jsonl" 2>/dev/null && "$GRPO" "${Gn[@]}" --bf16 >"$TMP/g16.jsonl" 2>"$TMP/g.err" \
-    || fail "generate --bf16: $(tail -2 "$TMP/g.err")"
-[ -s "$TMP/g32.jsonl" ] && cmp -s "$TMP/g32.jsonl" "$TMP/g16.jsonl" || fail "generate: completions differ with --bf16"
+"$GRPO" "${Gn[@]}" --bf16 false >"$TMP/g32.jsonl" 2>/dev/null && "$GRPO" "${Gn[@]}" --bf16_held >"$TMP/g16.jsonl" \
+    2>"$TMP/g.err" || fail "generate --bf16_held: $(tail -2 "$TMP/g.err")"
+[ -s "$TMP/g32.jsonl" ] && cmp -s "$TMP/g32.jsonl" "$TMP/g16.jsonl" || fail "generate: completions differ with --bf16_held"
+"$GRPO" "${Gn[@]}" --bf16 true >"$TMP/gb.jsonl" 2>"$TMP/g.err" && [ -s "$TMP/gb.jsonl" ] || fail "generate --bf16: $(cat "$TMP/g.err")"
 E=(eval --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 --max_completion_length 8 --json)
-"$GRPO" "${E[@]}" --bf16 false >"$TMP/e32.json" 2>/dev/null && "$GRPO" "${E[@]}" --bf16 >"$TMP/e16.json" 2>"$TMP/e.err" \
-    || fail "eval --bf16: $(tail -2 "$TMP/e.err")"
-[ -s "$TMP/e32.json" ] && cmp -s "$TMP/e32.json" "$TMP/e16.json" || fail "eval: the report differs with --bf16"
+"$GRPO" "${E[@]}" --bf16 false >"$TMP/e32.json" 2>/dev/null && "$GRPO" "${E[@]}" --bf16_held >"$TMP/e16.json" 2>"$TMP/e.err" \
+    || fail "eval --bf16_held: $(tail -2 "$TMP/e.err")"
+[ -s "$TMP/e32.json" ] && cmp -s "$TMP/e32.json" "$TMP/e16.json" || fail "eval: the report differs with --bf16_held"
 printf '%s\n' '{"prompt_ids": [97, 98], "completion_ids": [99, 100, 101]}' '{"prompt_ids": [102], "completion_ids": [103]}' \
     > "$TMP/sc.jsonl"
 "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16 false >"$TMP/sc32" 2>/dev/null \
-    && "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16 >"$TMP/sc16" 2>"$TMP/sc.err" \
-    || fail "score --bf16: $(tail -2 "$TMP/sc.err")"
-[ "$(wc -l < "$TMP/sc32")" -eq 2 ] && cmp -s "$TMP/sc32" "$TMP/sc16" || fail "score: log-probs differ with --bf16"
+    && "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16_held >"$TMP/sc16" 2>"$TMP/sc.err" \
+    && "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16 true >"$TMP/scb" 2>>"$TMP/sc.err" \
+    || fail "score --bf16 / --bf16_held: $(tail -2 "$TMP/sc.err")"
+[ "$(wc -l < "$TMP/sc32")" -eq 2 ] && cmp -s "$TMP/sc32" "$TMP/sc16" || fail "score: log-probs differ with --bf16_held"
+python3 - "$TMP/sc32" "$TMP/scb" <<'PY' || fail "score --bf16: not bf16 products within bf16's rounding of fp32's"
+import json, sys
+a = [json.loads(l)["logprobs"] for l in open(sys.argv[1])]
+b = [json.loads(l)["logprobs"] for l in open(sys.argv[2])]
+d = [abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)]
+assert len(d) == 4 and 0 < max(d) < 0.05, d
+PY
 for c in "generate --prompt ab" "eval --dataset $TMP/d.jsonl --reward_funcs length:5" "score --data $TMP/sc.jsonl"; do
+    for flag in --bf16 --bf16_held; do
+        # shellcheck disable=SC2086
+        "$GRPO" $c --model "$TMP/m" $flag --adapter "$TMP/l16" >/dev/null 2>"$TMP/c.err"
+        rc=$?
+        [ $rc -eq 2 ] && grep -q -- "hold the weights in bf16 and --adapter folds" "$TMP/c.err" \
+            || fail "${c%% *} $flag --adapter: exit $rc, $(cat "$TMP/c.err")"
+    done
     # shellcheck disable=SC2086
-    "$GRPO" $c --model "$TMP/m" --bf16 --adapter "$TMP/l16" >/dev/null 2>"$TMP/c.err"
+    "$GRPO" $c --model "$TMP/m" --bf16 true --bf16_held true >/dev/null 2>"$TMP/c.err"
     rc=$?
-    [ $rc -eq 2 ] && grep -q -- "--bf16 holds the weights in bf16 and --adapter" "$TMP/c.err" \
-        || fail "${c%% *} --bf16 --adapter: exit $rc, $(cat "$TMP/c.err")"
+    [ $rc -eq 2 ] && grep -q -- "exclude each other" "$TMP/c.err" || fail "${c%% *} --bf16 --bf16_held: exit $rc, $(cat "$TMP/c.err")"
 done
 
 # an fp32 model held in bf16 is rounded: it runs, and (being another model) trains otherwise

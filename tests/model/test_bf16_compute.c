@@ -30,8 +30,14 @@
  *     as the upper halves are (f32_split: to nearest, ties away from zero), and its
  *     products are bf16 ones: within 2e-3 max|logit| of the mixed forward's logits
  *     and at most an eighth as far from them as fp32 products on the same weights.
- * And a frozen model held in bf16 (model_load_ex half: every matrix, the embedding
- * and the LM head included, in bf16; computation in fp32):
+ * A frozen model in bf16 (WEIGHTS_BF16: every matrix, the embedding and the LM head
+ * included, held in bf16, its products in bf16 — bf16 as a frozen reference, a LoRA
+ * base and generate/eval/score --bf16 compute):
+ *   - on weights that are bf16 values already, its log-probs, entropies and decoding
+ *     logits equal bit for bit those of the mixed-precision model of the same
+ *     weights, whose products are checked above against autocast's.
+ * And a frozen model held in bf16 with fp32 products (WEIGHTS_BF16_HELD, --bf16_held:
+ * every matrix, the embedding and the LM head included, in bf16; computation in fp32):
  *   - its weights take 2 bytes per matrix value, 4 per other value (no fp32 copy
  *     of any matrix, not even one layer's);
  *   - log-probs and entropies, full logits and decoding's logits equal bit for bit
@@ -466,7 +472,7 @@ static void check_half(const char *name) {
     GrpoErr err;
     Model m, h;
     StFile ref;
-    if (model_load(&m, dir, &err) || model_load_ex(&h, dir, 1, &err) || st_open(&ref, path, &err)) {
+    if (model_load(&m, dir, &err) || model_load_ex(&h, dir, WEIGHTS_BF16_HELD, &err) || st_open(&ref, path, &err)) {
         T_CHECK(0, "%s", err.msg);
         return;
     }
@@ -505,6 +511,52 @@ static void check_half(const char *name) {
     T_CHECK(!memcmp(d32, d16, sizeof(float) * DEC_T * m.cfg.vocab_size), "%s: decoding held in bf16 differs", name);
     for (int k = 0; k < 2; k++) free(lp[k]), free(ent[k]), free(logits[k]);
     free(d32), free(d16);
+    free(in.ids), free(in.targets), free(in.mask), free(in.dlp), free(in.lp64);
+    st_close(&ref);
+    model_free(&m);
+    model_free(&h);
+}
+
+/* WEIGHTS_BF16 against mixed precision on the same bf16 values: the same products. */
+static void check_half_products(const char *name) {
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    GrpoErr err;
+    Model m, h;
+    StFile ref;
+    if (model_load(&m, dir, &err) || model_load_ex(&h, dir, WEIGHTS_BF16, &err) || st_open(&ref, path, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    for (int i = 0; i < m.table.n; i++) { /* the matrices' values bf16 in both */
+        const ParamEntry *e = &m.table.entries[i], *he = &h.table.entries[i];
+        if (!held_in_bf16(e->name)) continue;
+        bf16_round_n(m.params + e->offset, m.params + e->offset, e->numel);
+        for (size_t k = 0; k < e->numel; k++) h.half->params16[he->offset + k] = f32_to_bf16(m.params[e->offset + k]);
+    }
+    model_use_bf16_compute(&m);
+    Inputs in;
+    read_inputs(&in, &ref);
+    float *lp[2], *ent[2];
+    Model *pair[2] = {&m, &h};
+    for (int k = 0; k < 2; k++) {
+        Activations a;
+        acts_create(&a, &m.cfg, in.N, 0, 4, 0);
+        model_forward(pair[k], &a, in.ids, in.mask, in.B, in.T, NULL);
+        lp[k] = malloc(sizeof(float) * in.N), ent[k] = malloc(sizeof(float) * in.N);
+        model_logprobs(pair[k], &a, in.targets, in.inv_temp, lp[k], ent[k]);
+        acts_free(&a);
+    }
+    T_CHECK(!memcmp(lp[0], lp[1], sizeof(float) * in.N) && !memcmp(ent[0], ent[1], sizeof(float) * in.N),
+            "%s: log-probs of the bf16 model differ from mixed precision's on the same values", name);
+    int32_t ids[DEC_T];
+    for (int t = 0; t < DEC_T; t++) ids[t] = (int32_t)((t * 7919 + 13) % m.cfg.vocab_size);
+    float *dm = decode_logits(&m, ids), *dh = decode_logits(&h, ids);
+    T_CHECK(!memcmp(dm, dh, sizeof(float) * DEC_T * m.cfg.vocab_size),
+            "%s: decoding the bf16 model differs from mixed precision's", name);
+    for (int k = 0; k < 2; k++) free(lp[k]), free(ent[k]);
+    free(dm), free(dh);
     free(in.ids), free(in.targets), free(in.mask), free(in.dlp), free(in.lp64);
     st_close(&ref);
     model_free(&m);
@@ -615,6 +667,9 @@ int main(void) {
     check_half("qwen2");
     check_half("llama");
     check_half("qwen3");
+    check_half_products("qwen2");
+    check_half_products("llama");
+    check_half_products("qwen3");
     check_half_head();
     return t_summary("test_bf16_compute");
 }
