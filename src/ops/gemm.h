@@ -77,6 +77,12 @@ GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld);
  * rewritten. */
 GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
 
+/* dst[cols, rows] = src[rows, cols]^T, 16-bit values moved as they are (bf16 NaNs and
+ * subnormals included), src contiguous, dst's rows ld_dst >= rows apart (the columns
+ * past rows untouched): the LM head's dz^T, a plain operand for its weight gradient's
+ * product. Outside parallel regions. */
+void bf16_transpose(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, int cols);
+
 /* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
  * not oneDNN's reference code (AVX512_BF16, AMX), else WIDEN. WIDEN: the operands
  * widened to fp32 (in blocks of the operands) and multiplied by gemm_f32 — a bf16

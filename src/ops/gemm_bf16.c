@@ -3,6 +3,7 @@
  * else on gemm_f32 over the operands widened a block at a time; and gemm_f32_b16,
  * fp32 products with a bf16-held operand, on that widened path. Not here: fp32
  * products (gemm.c). */
+#include <emmintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,46 @@ GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld) {
         for (int r = a; r < b; r++) f32_to_bf16_n(h + (size_t)r * cols, x + (size_t)r * ld, (size_t)cols);
     }
     return (GemmBf16Operand){.h = h, .ld = cols};
+}
+
+/* 8 x 8 values: rows src[0..8) (ld apart) into columns of dst (ldd apart), by three
+ * rounds of interleaving (SSE2, every x86-64 CPU). */
+static void transpose8(uint16_t *dst, int ldd, const uint16_t *src, long ld) {
+    __m128i r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * ld));
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            r[4 * i + 2 * j] = _mm_unpacklo_epi32(t[4 * i + j], t[4 * i + j + 2]);
+            r[4 * i + 2 * j + 1] = _mm_unpackhi_epi32(t[4 * i + j], t[4 * i + j + 2]);
+        }
+    for (int j = 0; j < 4; j++) {
+        _mm_storeu_si128((__m128i *)(dst + (2 * j) * ldd), _mm_unpacklo_epi64(r[j], r[j + 4]));
+        _mm_storeu_si128((__m128i *)(dst + (2 * j + 1) * ldd), _mm_unpackhi_epi64(r[j], r[j + 4]));
+    }
+}
+
+/* In tiles of 64 x 64 values (8 KB of each side, in L1), a block of columns a thread;
+ * whole 8 x 8 blocks interleaved in registers, the edges value by value. */
+void bf16_transpose(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, int cols) {
+    CHECK(rows > 0 && cols > 0 && ld_dst >= rows && !omp_in_parallel());
+    enum { TILE = 64 };
+#pragma omp parallel for schedule(static) if ((long)rows * cols >= 65536)
+    for (int c0 = 0; c0 < cols; c0 += TILE)
+        for (int r0 = 0; r0 < rows; r0 += TILE) {
+            int c1 = c0 + TILE < cols ? c0 + TILE : cols, r1 = r0 + TILE < rows ? r0 + TILE : rows;
+            int c8 = c0 + (c1 - c0) / 8 * 8, r8 = r0 + (r1 - r0) / 8 * 8;
+            for (int r = r0; r < r8; r += 8)
+                for (int c = c0; c < c8; c += 8)
+                    transpose8(dst + (size_t)c * ld_dst + r, ld_dst, src + (size_t)r * cols + c, cols);
+            for (int c = c0; c < c1; c++) { /* the edges: columns past c8, rows past r8 */
+                uint16_t *d = dst + (size_t)c * ld_dst;
+                for (int r = c < c8 ? r8 : r0; r < r1; r++) d[r] = src[(size_t)r * cols + c];
+            }
+        }
 }
 
 /* ---- backend choice ---- */

@@ -11,7 +11,6 @@
 
 #include "core/check.h"
 #include "ops/gemm.h"
-#include "ops/onednn.h"
 #include "ops/ops.h"
 #include "ops/vec.h"
 
@@ -174,17 +173,18 @@ static void chunk_backward(LogprobScratch *s, const int *idx, int m, float *dh, 
          * for the head's [vocab x hidden x rows] (issue 14); ~11 ms a 256-row chunk at
          * Qwen2-0.5B. Without a gather buffer (dw_rows 0: checkpointing), this chunk's own
          * product on dz^T in the scratch's second half, free once dz is in bf16 (m <=
-         * chunk_rows); without a reorder, on dz transposed. */
+         * chunk_rows). */
         GemmBf16Operand h = {.f = s->h_rows, .ld = C};
         uint16_t *own = (uint16_t *)s->scratch + (size_t)s->chunk_rows * V;
         if (s->dw_rows && s->dw_n + m > s->dw_rows) dw_flush(s, dW, C, V, dw_beta);
-        if (s->dw_rows >= m && onednn_transpose_bf16(s->dzT + s->dw_n, s->dw_rows, dz16.h, m, V) == 0) {
+        if (s->dw_rows >= m) {
+            bf16_transpose(s->dzT + s->dw_n, s->dw_rows, dz16.h, m, V);
             f32_to_bf16_n(s->h16 + (size_t)s->dw_n * C, s->h_rows, (size_t)m * C);
             s->dw_n += m;
-        } else if (!s->dw_rows && onednn_transpose_bf16(own, m, dz16.h, m, V) == 0) {
-            gemm_bf16(0, 0, V, C, m, 1.0f, (GemmBf16Operand){.h = own, .ld = m}, h, next_beta(dw_beta), dW, C);
         } else {
-            gemm_bf16(1, 0, V, C, m, 1.0f, dz16, h, next_beta(dw_beta), dW, C);
+            CHECK(!s->dw_rows);
+            bf16_transpose(own, m, dz16.h, m, V);
+            gemm_bf16(0, 0, V, C, m, 1.0f, (GemmBf16Operand){.h = own, .ld = m}, h, next_beta(dw_beta), dW, C);
         }
     } else if (dW) {
         gemm_f32(1, 0, V, C, m, 1.0f, s->scratch, V, s->h_rows, C, next_beta(dw_beta), dW, C);

@@ -1,8 +1,7 @@
 /* ops/onednn.c — oneDNN's matmul (Debian's libdnnl-dev, the library PyTorch's CPU
- * bf16 autocast runs on) behind gemm_f32 and gemm_bf16, and its reorder for the
- * LM head's bf16 transpositions: one engine and stream, primitives cached per
- * shape, run on our OpenMP pool (Debian's build uses libgomp). Not thread-safe:
- * called outside parallel regions only. */
+ * bf16 autocast runs on) behind gemm_f32 and gemm_bf16: one engine and stream,
+ * primitives cached per shape, run on our OpenMP pool (Debian's build uses
+ * libgomp). Not thread-safe: called outside parallel regions only. */
 #include "ops/onednn.h"
 
 #include <dnnl.h>
@@ -34,7 +33,6 @@ typedef struct {
     float alpha, beta;
     int nb[3], batched;         /* batch sizes (gemm.h's GemmBatch); batched = 0: a plain 2-D product */
     long sa[3], sb[3], sc[3];   /* batch strides; 0 broadcasts that operand */
-    int transpose;              /* not a matmul: a reorder of [M, N] values into their transpose */
 } PrimKey; /* memset before filling: compared bytewise */
 
 typedef struct {
@@ -61,24 +59,11 @@ static void prim_from_desc(Prim *p, const PrimKey *k, dnnl_primitive_desc_t pd, 
     p->key = *k;
 }
 
-/* The reorder of k (transpose): [M, N] row-major values in a_md, their transpose in
- * c_md (N rows of leading dimension ldc). */
-static dnnl_status_t transpose_create(Prim *p, const PrimKey *k, char *impl, size_t n) {
-    dnnl_dims_t d = {k->M, k->N}, rows = {k->N, 1}, cols = {1, k->ldc};
-    dnnl_must(dnnl_memory_desc_init_by_strides(&p->a_md, 2, d, k->dt, rows), "reorder src desc");
-    dnnl_must(dnnl_memory_desc_init_by_strides(&p->c_md, 2, d, k->dt, cols), "reorder dst desc");
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, &p->a_md, engine, &p->c_md, engine, NULL);
-    if (st == dnnl_success) prim_from_desc(p, k, pd, impl, n);
-    return st;
-}
-
 /* The matmul descriptor of k: op(A) by strides, C fp32 row-major, alpha as the
- * output scale, beta as a sum post-op (or k's reorder: transpose_create). Returns
+ * output scale, beta as a sum post-op. Returns
  * oneDNN's status (unimplemented where this CPU has no such matmul); impl[n] gets
  * the implementation's name. */
 static dnnl_status_t prim_create(Prim *p, const PrimKey *k, char *impl, size_t n) {
-    if (k->transpose) return transpose_create(p, k, impl, n);
     /* batched: three leading batch dims, an operand's of size 1 where it broadcasts */
     int nd = k->batched ? 5 : 2, o = nd - 2;
     dnnl_dims_t ad, bd, cd, as, bs, cs;
@@ -145,7 +130,7 @@ static const Prim *prim_get(const PrimKey *k) {
     return p;
 }
 
-/* k's primitive on A, B into C (a reorder: A into C, no B). */
+/* k's primitive on A, B into C. */
 static int run(const PrimKey *k, const void *A, const void *B, void *C) {
     CHECK(!omp_in_parallel());
     dnnl_start();
@@ -153,17 +138,13 @@ static int run(const PrimKey *k, const void *A, const void *B, void *C) {
     if (p->reference) return -1;
     dnnl_memory_t ma, mb = NULL, mc;
     dnnl_must(dnnl_memory_create(&ma, &p->a_md, engine, (void *)A), "src memory");
-    if (!k->transpose) dnnl_must(dnnl_memory_create(&mb, &p->b_md, engine, (void *)B), "weights memory");
+    dnnl_must(dnnl_memory_create(&mb, &p->b_md, engine, (void *)B), "weights memory");
     dnnl_must(dnnl_memory_create(&mc, &p->c_md, engine, C), "dst memory");
-    dnnl_exec_arg_t product[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}},
-                    reorder[2] = {{DNNL_ARG_FROM, ma}, {DNNL_ARG_TO, mc}};
-    if (k->transpose)
-        dnnl_must(dnnl_primitive_execute(p->prim, stream, 2, reorder), "reorder");
-    else
-        dnnl_must(dnnl_primitive_execute(p->prim, stream, 3, product), "matmul");
+    dnnl_exec_arg_t product[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+    dnnl_must(dnnl_primitive_execute(p->prim, stream, 3, product), "matmul");
     dnnl_must(dnnl_stream_wait(stream), "stream wait");
     dnnl_memory_destroy(ma);
-    if (mb) dnnl_memory_destroy(mb);
+    dnnl_memory_destroy(mb);
     dnnl_memory_destroy(mc);
     return 0;
 }
@@ -202,9 +183,3 @@ int onednn_impl(int bf16, char *impl, size_t n) {
     return 1;
 }
 
-int onednn_transpose_bf16(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, int cols) {
-    CHECK(rows > 0 && cols > 0 && ld_dst >= rows);
-    PrimKey k = key(1, 0, 0, rows, cols, 0, 1.0f, 0, 0, 0.0f, ld_dst);
-    k.transpose = 1;
-    return run(&k, src, NULL, dst);
-}

@@ -22,10 +22,4 @@ int onednn_gemm_batch(const int nb[3], const long sa[3], const long sb[3], const
  * implementation's name ("brg:avx512_core_bf16", "ref:any", ...) in impl[n]. */
 int onednn_impl(int bf16, char *impl, size_t n);
 
-/* dst[cols, rows] = src[rows, cols]^T, bf16 values, src contiguous, dst's rows
- * ld_dst >= rows apart (the columns past rows untouched), on oneDNN's reorder
- * (cached per shape with the matmuls). Outside parallel regions. -1 where oneDNN
- * has only its reference code for it (dst untouched). */
-int onednn_transpose_bf16(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, int cols);
-
 #endif
