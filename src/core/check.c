@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 int err_set(GrpoErr *err, const char *fmt, ...) {
@@ -70,9 +71,21 @@ char *xstrdup_at(const char *s, const char *file, int line) {
     return p;
 }
 
+/* Buffers of 8 MiB and more (weights, gradients, AdamW's state, activations) start
+ * on a 2 MiB boundary and ask for transparent huge pages: their first touch then
+ * faults a 2 MiB page at a time, not 4 KiB (512x fewer faults, the kernel's
+ * clearing of the pages left: an 8.5 GB run's setup spent most of its system time
+ * faulting them). */
+enum { HUGE_BYTES = 8 << 20, HUGE_ALIGN = 2 << 20 };
+
 void *xaligned_at(size_t bytes, const char *file, int line) {
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    int huge = rounded >= HUGE_BYTES;
+    if (huge) rounded = (rounded + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    void *p = aligned_alloc(huge ? HUGE_ALIGN : 64, rounded ? rounded : 64);
     if (!p) die_at(file, line, "out of memory allocating %zu aligned bytes", bytes);
+#ifdef MADV_HUGEPAGE
+    if (huge) madvise(p, rounded, MADV_HUGEPAGE); /* advice only: where it is refused, 4 KiB pages */
+#endif
     return p;
 }

@@ -369,7 +369,7 @@ ST_DEFINE_LOAD(ld_f64, double)
  * its own buffer, and without this the mapped file would stay resident beside it
  * (peak RSS = weights twice). The pages stay in the page cache; reading the
  * tensor again faults them back in. */
-static void release_pages(const StFile *f, const StTensor *t) {
+void st_release(const StFile *f, const StTensor *t) {
     if (!f->map) return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = ((uintptr_t)(f->data + t->begin) + page - 1) & ~(page - 1);
@@ -385,7 +385,7 @@ static void release_pages(const StFile *f, const StTensor *t) {
         int64_t n = t->numel;                                                                          \
         if (t->dtype == OWN) {                                                                         \
             memcpy(out, p, (size_t)n * sizeof(T));                                                     \
-            release_pages(f, t);                                                                       \
+            st_release(f, t);                                                                       \
             return 0;                                                                                  \
         }                                                                                              \
         switch (t->dtype) {                                                                            \
@@ -397,11 +397,26 @@ static void release_pages(const StFile *f, const StTensor *t) {
             return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path, \
                            t->name, st_dtype_name(t->dtype));                                          \
         }                                                                                              \
-        release_pages(f, t);                                                                           \
+        st_release(f, t);                                                                           \
         return 0;                                                                                      \
     }
 ST_DEFINE_READ_FLOAT(st_read_f32, float, ST_F32)
 ST_DEFINE_READ_FLOAT(st_read_f64, double, ST_F64)
+
+int st_read_f32_range(const StFile *f, const StTensor *t, int64_t i0, int64_t n, float *out, GrpoErr *err) {
+    CHECK(i0 >= 0 && n >= 0 && i0 + n <= t->numel);
+    const uint8_t *p = f->data + t->begin;
+    switch (t->dtype) {
+    case ST_F32: memcpy(out, p + (size_t)i0 * 4, (size_t)n * 4); break;
+    case ST_F16: for (int64_t i = 0; i < n; i++) out[i] = st_f16_to_f32(ld_u16(p, i0 + i)); break;
+    case ST_BF16: for (int64_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(ld_u16(p, i0 + i)); break;
+    case ST_F64: for (int64_t i = 0; i < n; i++) out[i] = (float)ld_f64(p, i0 + i); break;
+    default:
+        return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path, t->name,
+                       st_dtype_name(t->dtype));
+    }
+    return 0;
+}
 
 int st_read_bf16(const StFile *f, const StTensor *t, uint16_t *out, GrpoErr *err) {
     const uint8_t *p = f->data + t->begin;
@@ -415,7 +430,7 @@ int st_read_bf16(const StFile *f, const StTensor *t, uint16_t *out, GrpoErr *err
         return err_set(err, "%s: tensor '%s': dtype %s cannot be read as floating point", f->path, t->name,
                        st_dtype_name(t->dtype));
     }
-    release_pages(f, t);
+    st_release(f, t);
     return 0;
 }
 

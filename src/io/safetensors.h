@@ -66,6 +66,12 @@ int st_read_f32(const StFile *f, const StTensor *t, float *out, GrpoErr *err);
 int st_read_f64(const StFile *f, const StTensor *t, double *out, GrpoErr *err);
 /* Into bf16: a copy for BF16, rounded to nearest (ties to even) from F32/F16/F64. */
 int st_read_bf16(const StFile *f, const StTensor *t, uint16_t *out, GrpoErr *err);
+/* Elements [i0, i0 + n) of t as fp32 (st_read_f32's conversions), its pages kept
+ * mapped: st_release(f, t) after the last range. */
+int st_read_f32_range(const StFile *f, const StTensor *t, int64_t i0, int64_t n, float *out, GrpoErr *err);
+/* Drops t's whole pages of the read-only map from the resident set (the readers
+ * above do it after a whole tensor): they stay in the page cache. */
+void st_release(const StFile *f, const StTensor *t);
 /* Integer tensors (I64/I32/I16/I8/U8/BOOL) into int64; out-of-range is not possible. */
 int st_read_i64(const StFile *f, const StTensor *t, int64_t *out, GrpoErr *err);
 

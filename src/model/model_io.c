@@ -50,6 +50,19 @@ static int check_tensors(const ParamTable *table, const ModelConfig *cfg, const 
 
 int model_load(Model *m, const char *dir, GrpoErr *err) { return model_load_ex(m, dir, WEIGHTS_FP32, err); }
 
+/* A tensor's fp32 values into mixed precision's two halves at offset, a chunk at a
+ * time (the same split model_use_bf16_compute makes of a whole fp32 buffer). */
+enum { SPLIT_CHUNK = 1 << 16 };
+static int read_split(const StFile *f, const StTensor *t, ModelMixed *x, size_t offset, float *chunk, GrpoErr *err) {
+    for (int64_t i = 0; i < t->numel; i += SPLIT_CHUNK) {
+        int64_t n = t->numel - i < SPLIT_CHUNK ? t->numel - i : SPLIT_CHUNK;
+        if (st_read_f32_range(f, t, i, n, chunk, err)) return -1;
+        f32_split_n(x->hi + offset + i, x->lo + offset + i, chunk, (size_t)n);
+    }
+    st_release(f, t);
+    return 0;
+}
+
 int model_load_ex(Model *m, const char *dir, WeightForm form, GrpoErr *err) {
     ModelConfig cfg;
     if (config_load(&cfg, dir, err)) return -1;
@@ -71,15 +84,20 @@ int model_load_ex(Model *m, const char *dir, WeightForm form, GrpoErr *err) {
     params_free(&table);
     free(where);
     if (rc) config_free(&cfg);
-    else if (form != WEIGHTS_FP32) model_create_half(m, &cfg, form); /* the same table again, in the same order */
+    else if (form == WEIGHTS_MIXED) model_create_mixed(m, &cfg); /* the same table again, in the same order */
+    else if (form != WEIGHTS_FP32) model_create_half(m, &cfg, form);
     else model_create(m, &cfg);
+    float *chunk = form == WEIGHTS_MIXED ? xmalloc(sizeof(float) * SPLIT_CHUNK) : NULL;
     for (int i = 0; !rc && i < m->table.n; i++) {
         ParamEntry *e = &m->table.entries[i];
-        rc = e->half ? st_read_bf16(files[i], tensors[i], m->half->params16 + e->offset, err)
-                     : st_read_f32(files[i], tensors[i], m->params + e->offset, err);
+        rc = m->mixed ? read_split(files[i], tensors[i], m->mixed, e->offset, chunk, err)
+             : e->half ? st_read_bf16(files[i], tensors[i], m->half->params16 + e->offset, err)
+                       : st_read_f32(files[i], tensors[i], m->params + e->offset, err);
         e->src_dtype = tensors[i]->dtype;
         if (rc) model_free(m);
     }
+    if (!rc && m->mixed) model_sync_bf16(m); /* the fp32 norms and biases the forward reads */
+    free(chunk);
     free(tensors);
     free(files);
     stset_close(&set);

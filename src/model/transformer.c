@@ -49,18 +49,13 @@ size_t model_weight_bytes(const Model *m) {
     return sizeof(float) * m->table.total + sizeof(uint16_t) * m->table.total16;
 }
 
-void model_use_bf16_compute(Model *m) {
-    CHECK(!m->half && !m->mixed); /* a half model's weights are bf16 already and never train */
+/* m's ModelMixed with zero halves (the table's gaps stay zero), and the views over it:
+ * the norms and biases in fp32 where the forward reads them, the matrices from hi. */
+static ModelMixed *mixed_create(Model *m) {
     ModelMixed *x = m->mixed = xcalloc(1, sizeof *x);
     size_t n = m->table.total ? m->table.total : 1;
     x->hi = xaligned(sizeof(uint16_t) * n);
     x->lo = xaligned(sizeof(uint16_t) * n);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->table.total; i += 4096) /* 4096 at a time: the threads' shares */
-        f32_split_n(x->hi + i, x->lo + i, m->params + i, m->table.total - i < 4096 ? m->table.total - i : 4096);
-    free(m->params);
-    m->params = NULL;
-    /* The norms and biases in fp32 where the forward reads them; the matrices from hi. */
     params_copy(&x->vt, &m->table);
     params_hold_half(&x->vt);
     x->vectors = xaligned(sizeof(float) * (x->vt.total ? x->vt.total : 1));
@@ -70,6 +65,29 @@ void model_use_bf16_compute(Model *m) {
     x->w16 = params_view16(&m->table, &m->cfg, x->hi);
     x->embed16 = params_at16(&m->table, x->hi, "model.embed_tokens.weight");
     x->head16 = m->cfg.tie_word_embeddings ? x->embed16 : params_at16(&m->table, x->hi, "lm_head.weight");
+    return x;
+}
+
+void model_create_mixed(Model *m, ModelConfig *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    cfg->raw = NULL;
+    params_build(&m->table, &m->cfg);
+    ModelMixed *x = mixed_create(m);
+    memset(x->hi, 0, sizeof(uint16_t) * m->table.total);
+    memset(x->lo, 0, sizeof(uint16_t) * m->table.total);
+    m->inv_freq = xmalloc(sizeof(float) * (m->cfg.head_dim / 2));
+    config_rope_inv_freq(&m->cfg, m->inv_freq);
+}
+
+void model_use_bf16_compute(Model *m) {
+    CHECK(!m->half && !m->mixed); /* a half model's weights are bf16 already and never train */
+    ModelMixed *x = mixed_create(m);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->table.total; i += 4096) /* 4096 at a time: the threads' shares */
+        f32_split_n(x->hi + i, x->lo + i, m->params + i, m->table.total - i < 4096 ? m->table.total - i : 4096);
+    free(m->params);
+    m->params = NULL;
     model_sync_bf16(m);
 }
 
@@ -175,7 +193,7 @@ void model_free(Model *m) {
 /* ---- memory plan ---- */
 
 typedef struct {
-    size_t x, layer, final, back, lp;
+    size_t x, layer, final, back, lp, att;
 } Plan;
 
 /* Floats that n bf16 values take (whole floats, so the arena stays in floats). */
@@ -207,6 +225,7 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows,
     p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
     p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size,
                                   head_dw_rows(max_tokens, ckpt, chunk_rows, bf16));
+    p.att = attention_scratch_floats(max_tokens, (int)H, (int)D);
     return p;
 }
 
@@ -215,13 +234,13 @@ size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chu
      * hostile config and a long micro-batch the product can pass 64 bits, so it
      * saturates at SIZE_MAX (never fits) instead of wrapping to a small plan. */
     Plan one = plan(cfg, 1, ckpt, chunk_rows, 0); /* per token at most the fp32 plan's, */
-    size_t per_token = sizeof(float) * (one.x + one.layer + one.final + one.back) + 3 * sizeof(int32_t) + 1;
+    size_t per_token = sizeof(float) * (one.x + one.layer + one.final + one.back + one.att) + 3 * sizeof(int32_t) + 1;
     per_token += sizeof(uint16_t) * ((size_t)cfg->vocab_size + cfg->hidden_size); /* + a bf16 head's dz^T and h */
     size_t lp_bytes = sizeof(float) * logprob_scratch_floats(chunk_rows, cfg->hidden_size, cfg->vocab_size, 0);
     if (max_tokens > 0 && per_token > (SIZE_MAX / 2 - lp_bytes) / (size_t)max_tokens) return SIZE_MAX;
     Plan p = plan(cfg, max_tokens, ckpt, chunk_rows, bf16);
     size_t ints = (size_t)max_tokens * (3 * sizeof(int32_t) + 1);
-    return sizeof(float) * (p.x + p.layer + p.final + p.back + p.lp) + ints;
+    return sizeof(float) * (p.x + p.layer + p.final + p.back + p.lp + p.att) + ints;
 }
 
 void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
@@ -233,7 +252,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->bytes = acts_plan_bytes(c, max_tokens, ckpt, chunk_rows, bf16);
     CHECK(a->bytes != SIZE_MAX); /* callers compare the plan with the memory available first */
     Plan p = plan(c, max_tokens, ckpt, chunk_rows, bf16);
-    size_t total = p.x + p.layer + p.final + p.back + p.lp;
+    size_t total = p.x + p.layer + p.final + p.back + p.lp + p.att;
     a->arena = xaligned(sizeof(float) * total);
     float *cur = a->arena;
 #define TAKE(n) (cur += (n), cur - (n))
@@ -277,6 +296,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->dact = TAKE(N * F);
     a->dhf = TAKE(N * C);
     a->lp_buf = TAKE(p.lp);
+    a->att_scratch = TAKE(p.att);
 #undef TAKE
     CHECK((size_t)(cur - a->arena) == total);
     logprob_scratch_init(&a->lp, a->lp_buf, chunk_rows, c->hidden_size, c->vocab_size,
@@ -420,7 +440,7 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     }
     rope_forward(L->qk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
     attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask,
-                      a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV);
+                      a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV, a->att_scratch);
     matmul_forward_weight(L->xmid, L->att, W(wo), w->bo, N, H * D, C);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_O, L->xmid, C, L->att, L->lora_u, &lb);
     add_inplace(L->xmid, x_in, (size_t)N * C);
@@ -482,7 +502,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
     attention_backward(a->dqk, a->dqk + H * D, a->dqkv + (H + Hkv) * D, a->datt, L->qk,
                        L->qk + H * D, L->qkv + (H + Hkv) * D, L->att, L->lse, a->mask, a->B,
-                       a->T, H, Hkv, D, QK, QK, QKV, H * D, QK, QK, QKV, H * D);
+                       a->T, H, Hkv, D, QK, QK, QKV, H * D, QK, QK, QKV, H * D, a->att_scratch);
     rope_backward(a->dqk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)

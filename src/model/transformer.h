@@ -25,6 +25,7 @@ typedef enum {
                           a model cast with model.to(torch.bfloat16) computes */
     WEIGHTS_BF16_HELD, /* in bf16, widened for fp32 products: half the memory, fp32's results for a model stored
                           in bf16 (--bf16_held) */
+    WEIGHTS_MIXED,     /* a model that trains under mixed precision (model_use_bf16_compute), loaded so */
 } WeightForm;
 
 /* A model whose weight matrices are held in bf16 (model_create_half): nothing trains
@@ -107,6 +108,9 @@ size_t model_weight_bytes(const Model *m);
  * it differs from that cast only where a weight lies exactly halfway between two
  * bf16 values, by one bf16 step. */
 void model_use_bf16_compute(Model *m);
+/* model_create's model under mixed precision straight away: its fp32 parameters never
+ * exist as one buffer (model_load_ex reads a tensor at a time into the halves). */
+void model_create_mixed(Model *m, ModelConfig *cfg);
 void model_sync_bf16(Model *m);
 /* Back to fp32 weights in m->params (the same values) and fp32 products. */
 void model_use_fp32_compute(Model *m);
@@ -177,6 +181,7 @@ typedef struct {
     float *dx, *dh, *dqkv, *dqk, *datt, *dgu, *dact, *dhf;
     float *lp_buf;
     LogprobScratch lp;
+    float *att_scratch;    /* attention's (attention_scratch_floats) */
     size_t bytes;          /* total allocated, for the memory plan printout */
     float *arena;
     float *lora_arena;     /* adapters' saved activations and scratch (acts_reserve_lora) */

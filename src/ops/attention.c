@@ -23,16 +23,26 @@
 #include "ops/ops.h"
 #include "ops/vec.h"
 
+enum { MAX_ROWS = 64 };          /* a row block's rows at most */
 static int row_block_override; /* attention_set_row_block; 0: chosen per call */
 
-void attention_set_row_block(int rows) { row_block_override = rows > 0 ? rows : 0; }
+void attention_set_row_block(int rows) { row_block_override = rows > 0 ? (rows < MAX_ROWS ? rows : MAX_ROWS) : 0; }
 
 /* R: 64 rows (a third of the scores skipped at T = 192), fewer where the batch's
- * score scratch [B H, R, T] would pass 2^23 floats, never under 16. */
+ * score scratch [B H, R, T] would pass 2^23 floats, never under 16; never more than T
+ * (one block then holds every row). */
 static int row_block(int BH, int T) {
-    if (row_block_override) return row_block_override;
     long r = (1L << 23) / ((long)BH * T);
-    return r >= 64 ? 64 : r >= 16 ? (int)(r & ~15L) : 16;
+    int R = row_block_override ? row_block_override : r >= MAX_ROWS ? MAX_ROWS : r >= 16 ? (int)(r & ~15L) : 16;
+    return R < T ? R : T;
+}
+
+/* The scratch of a batch: the scores [B H, R, T] (twice in backward, with dP), the
+ * packed heads [B H, R, D] (twice in backward), rowdot [B H, T], and B ints. With
+ * R <= min(64, T): at most N H 64, N H D and N H floats for N = B T tokens. */
+size_t attention_scratch_floats(int N, int H, int D) {
+    size_t n = (size_t)N, h = (size_t)H;
+    return 2 * n * h * MAX_ROWS + 2 * n * h * D + n * h + n;
 }
 
 /* First real position of each sequence (T when none): query t has keys iff first <= t. */
@@ -96,11 +106,11 @@ static void block_probs(float *S, float *lse_out, const float *lse_in, const uin
 
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const uint8_t *mask, int B, int T, int H, int Hkv, int D,
-                       int ldo, int ldq, int ldk, int ldv) {
+                       int ldo, int ldq, int ldk, int ldv, float *scratch) {
     int G = H / Hkv, R = row_block(B * H, T);
     float scale = 1.0f / sqrtf((float)D);
-    float *S = xaligned(sizeof(float) * (size_t)B * H * R * T);
-    int *first = xmalloc(sizeof(int) * B);
+    float *S = scratch;
+    int *first = (int *)(S + (size_t)B * H * R * T);
     for (int b = 0; b < B; b++) first[b] = first_real(mask + (size_t)b * T, T);
     GemmBatch qk = {.n = {B, Hkv, G}}, pv = {.n = {B, Hkv, G}};
     per_head(qk.b, T, ldk, G, D, 1), per_head(pv.b, T, ldv, G, D, 1);
@@ -113,8 +123,6 @@ void attention_forward(float *out, float *lse, const float *q, const float *k, c
         block_probs(S, lse, NULL, mask, first, B, H, T, r0, r1);
         gemm_f32_batch(&pv, 0, 0, rows, D, r1, 1.0f, S, r1, v, ldv, 0.0f, out + (size_t)r0 * ldo, ldo);
     }
-    free(first);
-    free(S);
 }
 
 /* dst[B, Hkv, G, rows, D] = the rows [r0, r0+rows) of x's heads, packed so that a
@@ -132,13 +140,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *q, const float *k, const float *v, const float *out,
                         const float *lse, const uint8_t *mask, int B, int T, int H, int Hkv,
                         int D, int lddq, int lddk, int lddv, int lddo, int ldq, int ldk,
-                        int ldv, int ldo) {
+                        int ldv, int ldo, float *scratch) {
     int G = H / Hkv, R = row_block(B * H, T);
     float scale = 1.0f / sqrtf((float)D);
     size_t ns = (size_t)B * H * R * T, np = (size_t)B * H * R * D;
-    float *P = xaligned(sizeof(float) * (2 * ns + 2 * np + (size_t)B * H * T));
+    float *P = scratch;
     float *dP = P + ns, *qp = dP + ns, *dop = qp + np, *rowdot = dop + np;
-    int *first = xmalloc(sizeof(int) * B);
+    int *first = (int *)(rowdot + (size_t)B * H * T);
     for (int b = 0; b < B; b++) first[b] = first_real(mask + (size_t)b * T, T);
     /* rowdot[bh, t] = dO . O, the softmax's backward term of each row */
 #pragma omp parallel for schedule(static)
@@ -181,6 +189,4 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
         per_head(grp.c, T, lddk, 1, D, 1);
         gemm_f32_batch(&grp, 1, 0, r1, D, G * rows, scale, dP, r1, qp, D, 1.0f, dk, lddk);
     }
-    free(first);
-    free(P);
 }

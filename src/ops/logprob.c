@@ -6,6 +6,7 @@
  * (the forward's E_p[W] per row); and when the objective's gradient is known row
  * by row (logprob_forward_backward) forward and backward share one set of logits. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ static size_t halves(size_t n) { return (n + 1) / 2; }
 
 size_t logprob_scratch_floats(int chunk_rows, int C, int V, int dw_rows) {
     return (size_t)chunk_rows * V + 2 * (size_t)chunk_rows * C + halves((size_t)dw_rows * V) +
-           halves((size_t)dw_rows * C);
+           halves((size_t)dw_rows * C) + (size_t)omp_get_max_threads() * V;
 }
 
 void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V, int dw_rows) {
@@ -38,6 +39,8 @@ void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C,
     s->dw_n = 0;
     s->dzT = dw_rows ? (uint16_t *)rest : NULL;
     s->h16 = dw_rows ? (uint16_t *)(rest + halves((size_t)dw_rows * V)) : NULL;
+    s->threads = omp_get_max_threads();
+    s->exp_rows = rest + halves((size_t)dw_rows * V) + halves((size_t)dw_rows * C);
 }
 
 /* Fills idx with the next up-to-chunk rows having a target, starting at *n. */
@@ -81,9 +84,9 @@ static void chunk_logits(LogprobScratch *s, const int *idx, int m, const float *
  * float (ops/vec.h), its sums in double. */
 static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, const int32_t *targets, float *lse,
                         float *logprob, float *entropy) {
-#pragma omp parallel
+#pragma omp parallel num_threads(s->threads)
     {
-        float *e = xmalloc(sizeof(float) * V);
+        float *e = s->exp_rows + (size_t)omp_get_thread_num() * V;
 #pragma omp for schedule(static)
         for (int i = 0; i < m; i++) {
             const float *z = s->scratch + (size_t)i * V;
@@ -99,7 +102,6 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
                 entropy[n] = (float)(log(sum) - zsum / sum);
             }
         }
-        free(e);
     }
 }
 

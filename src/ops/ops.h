@@ -215,15 +215,18 @@ void swiglu_backward_bf16(uint16_t *dgu16, const float *dout, const uint16_t *gu
  * lse[B,H,T]: log-sum-exp of the scaled scores, saved for backward. */
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                        const uint8_t *mask, int B, int T, int H, int Hkv, int D,
-                       int ldo, int ldq, int ldk, int ldv);
+                       int ldo, int ldq, int ldk, int ldv, float *scratch);
 /* dq WRITTEN; dk, dv ACCUMULATED; dout, out, lse from forward */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *q, const float *k, const float *v, const float *out,
                         const float *lse, const uint8_t *mask, int B, int T, int H, int Hkv,
                         int D, int lddq, int lddk, int lddv, int lddo, int ldq, int ldk,
-                        int ldv, int ldo);
-/* Query rows per block (see ops/attention.c); 0 restores the automatic choice. For
- * tests: small blocks at small T. */
+                        int ldv, int ldo, float *scratch);
+/* Floats of the scratch both take, for any batch of at most N = B*T tokens (a row
+ * block's scores; the backward's packed heads): the caller's, planned once. */
+size_t attention_scratch_floats(int N, int H, int D);
+/* Query rows per block (see ops/attention.c), at most 64; 0 restores the automatic
+ * choice. For tests: small blocks at small T. */
 void attention_set_row_block(int rows);
 
 /* ---- log-probabilities of target tokens through the LM head (ops/logprob.c) ----
@@ -244,6 +247,8 @@ typedef struct {
     int dw_rows, dw_n;     /* capacity, rows gathered */
     uint16_t *dzT;         /* [V, dw_rows] */
     uint16_t *h16;         /* [dw_rows, C] */
+    int threads;           /* the threads a chunk's statistics run on (the OpenMP maximum at init) */
+    float *exp_rows;       /* [threads, V] a row's exponentials, per thread */
 } LogprobScratch;
 
 /* The dw_rows of a mixed-precision head: LOGPROB_DW_CHUNKS chunks, at most max_rows

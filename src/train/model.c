@@ -55,13 +55,12 @@ TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs
     int adapters = a->use_peft || a->adapter;
     /* weights nothing trains are held in bf16 under bf16, their products in bf16: the base under LoRA, the
      * reference */
-    WeightForm frozen = tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32;
-    int rc = pretrained_open(&tm->pre, a->model_dir, adapters ? frozen : WEIGHTS_FP32, gen, err);
+    WeightForm frozen = tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32, trained = tm->bf16 ? WEIGHTS_MIXED : WEIGHTS_FP32;
+    int rc = pretrained_open(&tm->pre, a->model_dir, adapters ? frozen : trained, gen, err);
     if (!rc) {
         tm->adapters = train_adapters_attach(&tm->lora, &tm->pre.model, a, err);
         rc = tm->adapters < 0 ? -1 : 0;
     }
-    if (!rc && tm->bf16 && full_tuning(tm)) model_use_bf16_compute(&tm->pre.model);
     if (!rc && needs->reference && tm->adapters) {
         tm->ref_kind = REF_BASE;
     } else if (!rc && needs->reference) {

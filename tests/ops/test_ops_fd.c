@@ -432,6 +432,16 @@ static double attn_loss(void *p) {
 
 /* fused: q, k, v live in one [N, (H + 2 Hkv) D (+ pad)] row, and so do dq, dk, dv.
  * Otherwise each is its own buffer with a padded row stride. */
+/* Attention's scratch for a batch of N tokens (attention_scratch_floats), kept and
+ * grown here: the model plans it once, these tests call with many shapes. */
+static float *att_scratch(int N, int H, int D) {
+    static float *buf;
+    static size_t have;
+    size_t n = attention_scratch_floats(N, H, D);
+    if (n > have) free(buf), buf = malloc(sizeof(float) * n), have = n;
+    return buf;
+}
+
 static void test_attention(int B, int T, int H, int Hkv, int D, int fused, const uint8_t *mask) {
     int N = B * T, HD = H * D, KD = Hkv * D;
     int ldq, ldk, ldv, ldo = HD + 3;
@@ -488,7 +498,7 @@ static void test_attention(int B, int T, int H, int Hkv, int D, int fused, const
         fdo[i] = (i % ldo) < HD ? (float)c.w[i] : NAN;
         out[i] = GAP_SENTINEL;
     }
-    attention_forward(out, lse, fq, fk, fv, mask, B, T, H, Hkv, D, ldo, ldq, ldk, ldv);
+    attention_forward(out, lse, fq, fk, fv, mask, B, T, H, Hkv, D, ldo, ldq, ldk, ldv, att_scratch(B * T, H, D));
     cmp_rows("attention out", out, ldo, c.out, ldo, N, HD, NULL);
     check_gaps("attention out", out, N, HD, ldo);
     cmp_rows("attention lse (rows w/ keys)", lse, 1, c.lse, 1, B * H * T, 1, has_key);
@@ -503,7 +513,7 @@ static void test_attention(int B, int T, int H, int Hkv, int D, int fused, const
                 for (int j = ldgap; j < ldq; j++) g[(long)n * ldq + j] = GAP_SENTINEL;
             for (int rep = 0; rep < 1 + pass; rep++)
                 attention_backward(g, g + HD, g + HD + KD, fdo, fq, fk, fv, out, lse, mask, B, T, H,
-                                   Hkv, D, ldq, ldk, ldv, ldo, ldq, ldk, ldv, ldo);
+                                   Hkv, D, ldq, ldk, ldv, ldo, ldq, ldk, ldv, ldo, att_scratch(B * T, H, D));
             double *wk = pass ? plus(p.d + HD, dk, ngrad - HD, 2) : NULL;
             double *wv = pass ? plus(p.d + HD + KD, dv, ngrad - HD - KD, 2) : NULL;
             cmp_rows(pass ? "attention dq (written)" : "attention dq", g, ldq, dq, ldq, N, HD, NULL);
@@ -524,7 +534,7 @@ static void test_attention(int B, int T, int H, int Hkv, int D, int fused, const
             }
             for (int rep = 0; rep < 1 + pass; rep++)
                 attention_backward(gq, gk, gv, fdo, fq, fk, fv, out, lse, mask, B, T, H, Hkv, D,
-                                   ldq, ldk, ldv, ldo, ldq, ldk, ldv, ldo);
+                                   ldq, ldk, ldv, ldo, ldq, ldk, ldv, ldo, att_scratch(B * T, H, D));
             double *wk = pass ? plus(p.d + nq, dk, nk, 2) : NULL;
             double *wv = pass ? plus(p.d + nq + nk, dv, nv, 2) : NULL;
             cmp_rows(pass ? "attention dq (written)" : "attention dq", gq, ldq, dq, ldq, N, HD, NULL);
@@ -568,10 +578,11 @@ static void test_attention_padding(int rows) {
                     dO[i][((long)b * T + t) * H * D + j] = real ? (float)cos(0.23 * (t + 3) * (j + 1) + b) : 0.0f;
             }
         attention_forward(o[i], lse[i], x[i], x[i] + H * D, x[i] + (H + Hkv) * D, mask, B, T, H, Hkv, D, H * D, W, W,
-                          W);
+                          W, att_scratch(B * T, H, D));
         memset(g[i], 0, sizeof(float) * B * T * W);
         attention_backward(g[i], g[i] + H * D, g[i] + (H + Hkv) * D, dO[i], x[i], x[i] + H * D, x[i] + (H + Hkv) * D,
-                           o[i], lse[i], mask, B, T, H, Hkv, D, W, W, W, H * D, W, W, W, H * D);
+                           o[i], lse[i], mask, B, T, H, Hkv, D, W, W, W, H * D, W, W, W, H * D,
+                           att_scratch(B * T, H, D));
     }
     int same = !memcmp(o[0], o[1], sizeof(float) * L * H * D) && !memcmp(g[0], g[1], sizeof(float) * L * W);
     for (int h = 0; h < H; h++) same &= !memcmp(lse[0] + h * L, lse[1] + h * T2, sizeof(float) * L);
