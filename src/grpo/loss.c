@@ -229,133 +229,157 @@ double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float l
     return ref_logp ? kl_term(c, w, logp, *ref_logp, g, &loss, &kl) : g;
 }
 
+/* get_high_entropy_mask: threshold = quantile(entropies of this micro-batch's
+ * masked tokens, 1 - top_entropy_quantile); keep entropy >= threshold. INFINITY
+ * (no token kept) when no token is masked in. */
+static double entropy_threshold(const GrpoLossConfig *c, const float *entropy, const uint8_t *truncated,
+                                const int *offsets, int S, int *have) {
+    long long k = 0;
+    for (int i = 0; i < S; i++)
+        if (!seq_masked(c, truncated, i)) k += offsets[i + 1] - offsets[i];
+    *have = k > 0;
+    if (k == 0) return INFINITY;
+    double *vals = xmalloc((size_t)k * sizeof(double));
+    long long j = 0;
+    for (int i = 0; i < S; i++)
+        if (!seq_masked(c, truncated, i))
+            for (int t = offsets[i]; t < offsets[i + 1]; t++) vals[j++] = entropy[t];
+    qsort(vals, (size_t)k, sizeof(double), cmp_double);
+    double threshold = quantile_sorted(vals, (int)k, 1.0 - c->top_entropy_quantile);
+    free(vals);
+    return threshold;
+}
+
+/* What one micro-batch's loss reads, and where it writes. */
+typedef struct {
+    const GrpoLossConfig *c;
+    const float *logp, *old_logp, *ref_logp, *entropy;
+    const uint8_t *truncated;
+    const int *offsets;
+    double normalizer;
+    int use_emask, have_threshold;
+    double threshold;
+    double *dlogp, loss;   /* loss: the running sum, token after token */
+    GrpoLossStats *stats;
+} LossPass;
+
+/* 1 when token t is kept by the high-entropy mask (every token without it). */
+static double kept(const LossPass *q, int t) {
+    return (!q->use_emask || (q->have_threshold && (double)q->entropy[t] >= q->threshold)) ? 1.0 : 0.0;
+}
+
+/* Sequence i's tokens: the loss, dlogp, the statistics. */
+static void sequence_loss(LossPass *q, int i, double A) {
+    const GrpoLossConfig *c = q->c;
+    GrpoLossStats *stats = q->stats;
+    const float *logp = q->logp, *old_logp = q->old_logp;
+    const int seq_level = c->is_level == GRPO_IS_SEQUENCE;
+    const int cispo = c->loss_type == GRPO_LOSS_CISPO, vespo = c->loss_type == GRPO_LOSS_VESPO;
+    const int t0 = q->offsets[i], t1 = q->offsets[i + 1];
+    const int len = seq_masked(c, q->truncated, i) ? 0 : t1 - t0;
+    /* a masked sequence's mask is all zeros: TRL's phi sees a ratio of 1 */
+    const double phi = vespo ? vespo_phi(c, logp, old_logp, t0, len ? t1 : t0, A) : 0.0;
+    if (stats) {
+        stats->sequences++;
+        stats->vespo_phi_sum += phi;
+    }
+    if (len == 0) {
+        /* Fully masked: contributes nothing; at sequence level TRL's clip
+         * metrics still average over it with ratio exp(0/1) = 1. */
+        if (stats && seq_level) {
+            stats->clip_count++;
+            clip_stats(stats, c, 1.0, A);
+        }
+        return;
+    }
+    const double w = grpo_loss_seq_weight(c, q->truncated, i, q->offsets, q->normalizer);
+    double r_seq = 1.0;
+    if (seq_level) {
+        double s = 0.0;
+        if (old_logp)
+            for (int t = t0; t < t1; t++) s += (double)logp[t] - (double)old_logp[t];
+        r_seq = exp(s / len);
+        if (stats) {
+            stats->clip_count++;
+            clip_stats(stats, c, r_seq, A);
+        }
+    }
+    double dl_dr_seq_total = 0.0; /* sequence level: sum_t w e_t dl/dr */
+    for (int t = t0; t < t1; t++) {
+        const double e = kept(q, t);
+        const double r = seq_level ? r_seq : token_ratio(logp[t], old_logp ? &old_logp[t] : NULL);
+        if (stats) {
+            stats->tokens++;
+            stats->entropy_kept += e != 0.0;
+            if (q->entropy) stats->entropy_sum += q->entropy[t], stats->kept_entropy_sum += e * q->entropy[t];
+            stats->kept_tokens += e;
+            if (!seq_level) {
+                stats->clip_count++;
+                clip_stats(stats, c, r, A);
+            }
+        }
+        double g = 0.0;
+        if (vespo) {
+            q->loss += w * e * (-phi * A * (double)logp[t]); /* phi detached */
+            g += w * e * (-phi * A);
+        } else if (seq_level && !cispo) {
+            double l, dl_dr;
+            surrogate(c, r, A, &l, &dl_dr);
+            q->loss += w * e * l;
+            dl_dr_seq_total += w * e * dl_dr;
+        } else {
+            g = token_term(c, w, e, A, r, logp[t], &q->loss);
+        }
+        if (q->ref_logp) {
+            double kl;
+            g = kl_term(c, w, logp[t], q->ref_logp[t], g, &q->loss, &kl);
+            if (stats) stats->kl_sum += kl;
+        }
+        q->dlogp[t] += g;
+    }
+    if (seq_level && !cispo && !vespo) {
+        /* r = exp(mean_t(logp_t - old_t)): dr/dlogp_t = r / len for every token */
+        const double gt = dl_dr_seq_total * r_seq / len;
+        for (int t = t0; t < t1; t++) q->dlogp[t] += gt;
+    }
+}
+
+/* TRL's entropy bonus: minus coef x the mean entropy of the kept tokens
+ * (truncation and high-entropy masks), the mean over the step's tokens for
+ * the token-normalised losses (dapo, cispo, vespo: the same normaliser),
+ * else this micro-batch's mean over gradient_accumulation_steps. */
+static void entropy_bonus(LossPass *q, double *dentropy, int S) {
+    const GrpoLossConfig *c = q->c;
+    CHECK(q->entropy && dentropy);
+    double n_kept = 0.0, sum = 0.0;
+    for (int i = 0; i < S; i++)
+        for (int t = q->offsets[i]; !seq_masked(c, q->truncated, i) && t < q->offsets[i + 1]; t++) {
+            const double e = kept(q, t);
+            n_kept += e, sum += e * q->entropy[t];
+        }
+    const int token_norm = c->loss_type == GRPO_LOSS_DAPO || c->loss_type == GRPO_LOSS_CISPO ||
+                           c->loss_type == GRPO_LOSS_VESPO;
+    const double denom = token_norm ? q->normalizer : (n_kept > 1.0 ? n_kept : 1.0) * c->grad_accum_steps;
+    q->loss -= c->entropy_coef * sum / denom;
+    if (q->stats) q->stats->entropy_bonus += c->entropy_coef * sum / denom;
+    for (int i = 0; i < S; i++)
+        for (int t = q->offsets[i]; !seq_masked(c, q->truncated, i) && t < q->offsets[i + 1]; t++)
+            dentropy[t] -= c->entropy_coef * kept(q, t) / denom;
+}
+
 double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
                             const double *advantages, const uint8_t *truncated, const int *offsets,
                             int S, double normalizer, const GrpoLossConfig *c) {
     CHECK(normalizer > 0);
     CHECK(c->beta == 0.0 || ref_logp);
-    const int use_emask = c->top_entropy_quantile < 1.0;
-    CHECK(!use_emask || entropy);
-    const int seq_level = c->is_level == GRPO_IS_SEQUENCE;
-    const int cispo = c->loss_type == GRPO_LOSS_CISPO, vespo = c->loss_type == GRPO_LOSS_VESPO;
-
-    /* get_high_entropy_mask: threshold = quantile(entropies of this micro-batch's
-     * masked tokens, 1 - top_entropy_quantile); keep entropy >= threshold. */
-    double threshold = INFINITY;
-    int have_threshold = 0;
-    if (use_emask) {
-        long long k = 0;
-        for (int i = 0; i < S; i++)
-            if (!seq_masked(c, truncated, i)) k += offsets[i + 1] - offsets[i];
-        if (k > 0) {
-            double *vals = xmalloc((size_t)k * sizeof(double));
-            long long j = 0;
-            for (int i = 0; i < S; i++)
-                if (!seq_masked(c, truncated, i))
-                    for (int t = offsets[i]; t < offsets[i + 1]; t++) vals[j++] = entropy[t];
-            qsort(vals, (size_t)k, sizeof(double), cmp_double);
-            threshold = quantile_sorted(vals, (int)k, 1.0 - c->top_entropy_quantile);
-            have_threshold = 1;
-            free(vals);
-        }
-    }
-
-    double loss = 0.0;
-    for (int i = 0; i < S; i++) {
-        const int t0 = offsets[i], t1 = offsets[i + 1];
-        const int len = seq_masked(c, truncated, i) ? 0 : t1 - t0;
-        const double A = advantages[i];
-        /* a masked sequence's mask is all zeros: TRL's phi sees a ratio of 1 */
-        const double phi = vespo ? vespo_phi(c, logp, old_logp, t0, len ? t1 : t0, A) : 0.0;
-        if (stats) {
-            stats->sequences++;
-            stats->vespo_phi_sum += phi;
-        }
-        if (len == 0) {
-            /* Fully masked: contributes nothing; at sequence level TRL's clip
-             * metrics still average over it with ratio exp(0/1) = 1. */
-            if (stats && seq_level) {
-                stats->clip_count++;
-                clip_stats(stats, c, 1.0, A);
-            }
-            continue;
-        }
-        const double w = grpo_loss_seq_weight(c, truncated, i, offsets, normalizer);
-
-        double r_seq = 1.0;
-        if (seq_level) {
-            double s = 0.0;
-            if (old_logp)
-                for (int t = t0; t < t1; t++) s += (double)logp[t] - (double)old_logp[t];
-            r_seq = exp(s / len);
-            if (stats) {
-                stats->clip_count++;
-                clip_stats(stats, c, r_seq, A);
-            }
-        }
-        double dl_dr_seq_total = 0.0;   /* sequence level: sum_t w e_t dl/dr */
-        for (int t = t0; t < t1; t++) {
-            const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
-            const double r = seq_level ? r_seq : token_ratio(logp[t], old_logp ? &old_logp[t] : NULL);
-            if (stats) {
-                stats->tokens++;
-                stats->entropy_kept += e != 0.0;
-                if (entropy) stats->entropy_sum += entropy[t], stats->kept_entropy_sum += e * entropy[t];
-                stats->kept_tokens += e;
-                if (!seq_level) {
-                    stats->clip_count++;
-                    clip_stats(stats, c, r, A);
-                }
-            }
-            double g = 0.0;
-            if (vespo) {
-                loss += w * e * (-phi * A * (double)logp[t]);   /* phi detached */
-                g += w * e * (-phi * A);
-            } else if (seq_level && !cispo) {
-                double l, dl_dr;
-                surrogate(c, r, A, &l, &dl_dr);
-                loss += w * e * l;
-                dl_dr_seq_total += w * e * dl_dr;
-            } else {
-                g = token_term(c, w, e, A, r, logp[t], &loss);
-            }
-            if (ref_logp) {
-                double kl;
-                g = kl_term(c, w, logp[t], ref_logp[t], g, &loss, &kl);
-                if (stats) stats->kl_sum += kl;
-            }
-            dlogp[t] += g;
-        }
-        if (seq_level && !cispo && !vespo) {
-            /* r = exp(mean_t(logp_t - old_t)): dr/dlogp_t = r / len for every token */
-            const double gt = dl_dr_seq_total * r_seq / len;
-            for (int t = t0; t < t1; t++) dlogp[t] += gt;
-        }
-    }
-    if (c->entropy_coef != 0.0) {
-        /* TRL's entropy bonus: minus coef x the mean entropy of the kept tokens
-         * (truncation and high-entropy masks), the mean over the step's tokens for
-         * the token-normalised losses (dapo, cispo, vespo: the same normaliser),
-         * else this micro-batch's mean over gradient_accumulation_steps */
-        CHECK(entropy && dentropy);
-        double kept = 0.0, sum = 0.0;
-        for (int i = 0; i < S; i++)
-            for (int t = offsets[i]; !seq_masked(c, truncated, i) && t < offsets[i + 1]; t++) {
-                const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
-                kept += e, sum += e * entropy[t];
-            }
-        const int token_norm = c->loss_type == GRPO_LOSS_DAPO || cispo || vespo;
-        const double denom = token_norm ? normalizer : (kept > 1.0 ? kept : 1.0) * c->grad_accum_steps;
-        loss -= c->entropy_coef * sum / denom;
-        if (stats) stats->entropy_bonus += c->entropy_coef * sum / denom;
-        for (int i = 0; i < S; i++)
-            for (int t = offsets[i]; !seq_masked(c, truncated, i) && t < offsets[i + 1]; t++) {
-                const double e = (!use_emask || (have_threshold && (double)entropy[t] >= threshold)) ? 1.0 : 0.0;
-                dentropy[t] -= c->entropy_coef * e / denom;
-            }
-    }
-    return loss;
+    LossPass q = {c, logp, old_logp, ref_logp, entropy, truncated, offsets, normalizer,
+                  c->top_entropy_quantile < 1.0, 0, INFINITY, dlogp, 0.0, stats};
+    CHECK(!q.use_emask || entropy);
+    if (q.use_emask) q.threshold = entropy_threshold(c, entropy, truncated, offsets, S, &q.have_threshold);
+    for (int i = 0; i < S; i++) sequence_loss(&q, i, advantages[i]);
+    if (c->entropy_coef != 0.0) entropy_bonus(&q, dentropy, S);
+    return q.loss;
 }
 
 void grpo_token_means(double *mean_entropy, double *mean_kl, const float *entropy,

@@ -609,6 +609,89 @@ static int block(P *p, JStmt ***list, int *n, const char *const *stops) {
     return k;
 }
 
+/* {% if %} ... {% elif %} ... {% else %} ... {% endif %}: the keyword read, s->line set. */
+static int if_stmt(P *p, JStmt *s) {
+    s->kind = JS_IF;
+    JStmt *cur_if = s;
+    if (!(s->expr = expr(p)) || at_end(p)) return -1;
+    p->si++;
+    static const char *const if_stops[] = {"elif", "else", "endif", NULL};
+    for (;;) {
+        int k = block(p, &cur_if->body, &cur_if->n_body, if_stops);
+        if (k < 0) return -1;
+        if (k == 0) { /* elif: a nested if in the else branch */
+            JStmt *e = jar_alloc(p->ar, sizeof *e);
+            e->kind = JS_IF;
+            e->line = p->segs[p->si].line;
+            if (!(e->expr = expr(p)) || at_end(p)) return -1;
+            p->si++;
+            stmt_list_push(p, &cur_if->orelse, &cur_if->n_orelse, e);
+            cur_if = e;
+            continue;
+        }
+        if (k == 1) {
+            if (at_end(p)) return -1;
+            p->si++;
+            static const char *const end_if[] = {"endif", NULL};
+            if (block(p, &cur_if->orelse, &cur_if->n_orelse, end_if) < 0) return -1;
+        }
+        if (at_end(p)) return -1;
+        p->si++;
+        return 0;
+    }
+}
+
+/* {% for x[, y] in seq [if cond] %} ... [{% else %} ...] {% endfor %}. */
+static int for_stmt(P *p, JStmt *s) {
+    s->kind = JS_FOR;
+    if (cur(p)->k != T_NAME) return fail(p, s->line, "for: expected a loop variable");
+    s->var = cur(p)->s;
+    p->ti++;
+    if (is_op(p, ",")) {
+        p->ti++;
+        if (cur(p)->k != T_NAME) return fail(p, s->line, "for: expected a second loop variable");
+        s->var2 = cur(p)->s;
+        p->ti++;
+    }
+    if (!is_name(p, "in")) return fail(p, s->line, "for: expected 'in'");
+    p->ti++;
+    if (!(s->expr = or_expr(p))) return -1;
+    if (is_name(p, "if")) { p->ti++; if (!(s->filter = or_expr(p))) return -1; }
+    if (at_end(p)) return -1;
+    p->si++;
+    static const char *const for_stops[] = {"else", "endfor", NULL};
+    int k = block(p, &s->body, &s->n_body, for_stops);
+    if (k < 0) return -1;
+    if (k == 0) {
+        if (at_end(p)) return -1;
+        p->si++;
+        static const char *const end_for[] = {"endfor", NULL};
+        if (block(p, &s->orelse, &s->n_orelse, end_for) < 0) return -1;
+    }
+    if (at_end(p)) return -1;
+    p->si++;
+    return 0;
+}
+
+/* {% set name[.attr] = value %}. */
+static int set_stmt(P *p, JStmt *s) {
+    s->kind = JS_SET;
+    if (cur(p)->k != T_NAME) return fail(p, s->line, "set: expected a name");
+    s->var = cur(p)->s;
+    p->ti++;
+    if (is_op(p, ".")) {
+        p->ti++;
+        if (cur(p)->k != T_NAME) return fail(p, s->line, "set: expected an attribute name");
+        s->attr = cur(p)->s;
+        p->ti++;
+    }
+    if (!is_op(p, "=")) return fail(p, s->line, "set: only `set name = value` is supported");
+    p->ti++;
+    if (!(s->expr = expr(p)) || at_end(p)) return -1;
+    p->si++;
+    return 0;
+}
+
 static int block_at(P *p, JStmt ***list, int *n, const char *const *stops) {
     while (p->si < p->n_segs) {
         Seg *sg = &p->segs[p->si];
@@ -635,87 +718,23 @@ static int block_at(P *p, JStmt ***list, int *n, const char *const *stops) {
         if (cur(p)->k != T_NAME) return fail(p, sg->line, "expected a statement keyword");
         for (int k = 0; stops && stops[k]; k++)
             if (is_name(p, stops[k])) { p->ti++; return k; }
+        int rc;
         if (is_name(p, "if")) {
             p->ti++;
-            s->kind = JS_IF;
-            JStmt *cur_if = s;
-            if (!(s->expr = expr(p)) || at_end(p)) return -1;
-            p->si++;
-            static const char *const if_stops[] = {"elif", "else", "endif", NULL};
-            for (;;) {
-                int k = block(p, &cur_if->body, &cur_if->n_body, if_stops);
-                if (k < 0) return -1;
-                if (k == 0) { /* elif: a nested if in the else branch */
-                    JStmt *e = jar_alloc(p->ar, sizeof *e);
-                    e->kind = JS_IF;
-                    e->line = p->segs[p->si].line;
-                    if (!(e->expr = expr(p)) || at_end(p)) return -1;
-                    p->si++;
-                    stmt_list_push(p, &cur_if->orelse, &cur_if->n_orelse, e);
-                    cur_if = e;
-                    continue;
-                }
-                if (k == 1) {
-                    if (at_end(p)) return -1;
-                    p->si++;
-                    static const char *const end_if[] = {"endif", NULL};
-                    if (block(p, &cur_if->orelse, &cur_if->n_orelse, end_if) < 0) return -1;
-                }
-                if (at_end(p)) return -1;
-                p->si++;
-                break;
-            }
+            rc = if_stmt(p, s);
         } else if (is_name(p, "for")) {
             p->ti++;
-            s->kind = JS_FOR;
-            if (cur(p)->k != T_NAME) return fail(p, s->line, "for: expected a loop variable");
-            s->var = cur(p)->s;
-            p->ti++;
-            if (is_op(p, ",")) {
-                p->ti++;
-                if (cur(p)->k != T_NAME) return fail(p, s->line, "for: expected a second loop variable");
-                s->var2 = cur(p)->s;
-                p->ti++;
-            }
-            if (!is_name(p, "in")) return fail(p, s->line, "for: expected 'in'");
-            p->ti++;
-            if (!(s->expr = or_expr(p))) return -1;
-            if (is_name(p, "if")) { p->ti++; if (!(s->filter = or_expr(p))) return -1; }
-            if (at_end(p)) return -1;
-            p->si++;
-            static const char *const for_stops[] = {"else", "endfor", NULL};
-            int k = block(p, &s->body, &s->n_body, for_stops);
-            if (k < 0) return -1;
-            if (k == 0) {
-                if (at_end(p)) return -1;
-                p->si++;
-                static const char *const end_for[] = {"endfor", NULL};
-                if (block(p, &s->orelse, &s->n_orelse, end_for) < 0) return -1;
-            }
-            if (at_end(p)) return -1;
-            p->si++;
+            rc = for_stmt(p, s);
         } else if (is_name(p, "set")) {
             p->ti++;
-            s->kind = JS_SET;
-            if (cur(p)->k != T_NAME) return fail(p, s->line, "set: expected a name");
-            s->var = cur(p)->s;
-            p->ti++;
-            if (is_op(p, ".")) {
-                p->ti++;
-                if (cur(p)->k != T_NAME) return fail(p, s->line, "set: expected an attribute name");
-                s->attr = cur(p)->s;
-                p->ti++;
-            }
-            if (!is_op(p, "=")) return fail(p, s->line, "set: only `set name = value` is supported");
-            p->ti++;
-            if (!(s->expr = expr(p)) || at_end(p)) return -1;
-            p->si++;
+            rc = set_stmt(p, s);
         } else {
             char m[160];
             snprintf(m, sizeof m, "unsupported statement '%.*s' (supported: if/elif/else, for, set)",
                      (int)cur(p)->s.n, cur(p)->s.p);
             return fail(p, sg->line, m);
         }
+        if (rc) return -1;
         stmt_list_push(p, list, n, s);
     }
     if (stops) {
