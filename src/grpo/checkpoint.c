@@ -9,20 +9,9 @@
 
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
+#include "io/json_numbers.h"
 
 /* ---- the rollout still in use ---- */
-
-static json_t *floats_json(const float *x, int n) {
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(x[i]));
-    return a;
-}
-
-static json_t *doubles_json(const double *x, int n) {
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(a, isnan(x[i]) ? json_null() : json_real(x[i]));
-    return a;
-}
 
 static json_t *rollout_json(const Rollout *r, int F) {
     json_t *o = json_pack("{s:I, s:i, s:i, s:i, s:i}", "index", (json_int_t)r->index, "n", r->n, "P", r->P, "G", r->G,
@@ -34,44 +23,17 @@ static json_t *rollout_json(const Rollout *r, int F) {
         json_t *ids = json_array();
         for (int k = 0; k < r->comp[i].n; k++) json_array_append_new(ids, json_integer(r->comp[i].ids[k]));
         json_t *c = json_pack("{s:o, s:b, s:s}", "ids", ids, "stopped", r->comp[i].stopped, "text", r->text[i]);
-        if (r->old_logp) json_object_set_new(c, "old_logp", floats_json(r->old_logp[i], r->comp[i].n));
-        if (r->ref_logp) json_object_set_new(c, "ref_logp", floats_json(r->ref_logp[i], r->comp[i].n));
+        if (r->old_logp) json_object_set_new(c, "old_logp", json_from_floats(r->old_logp[i], r->comp[i].n));
+        if (r->ref_logp) json_object_set_new(c, "ref_logp", json_from_floats(r->ref_logp[i], r->comp[i].n));
         json_array_append_new(comps, c);
     }
     json_object_set_new(o, "example", ex);
     json_object_set_new(o, "order", ord);
     json_object_set_new(o, "completions", comps);
-    json_object_set_new(o, "per_func", doubles_json(r->per_func, F * r->n));
-    json_object_set_new(o, "rewards", doubles_json(r->rewards, r->n));
-    json_object_set_new(o, "advantages", doubles_json(r->adv, r->n));
+    json_object_set_new(o, "per_func", json_from_doubles(r->per_func, F * r->n));
+    json_object_set_new(o, "rewards", json_from_doubles(r->rewards, r->n));
+    json_object_set_new(o, "advantages", json_from_doubles(r->adv, r->n));
     return o;
-}
-
-static int ints_from(json_t *a, int *out, int n) {
-    if (!json_is_array(a) || (int)json_array_size(a) != n) return -1;
-    for (int i = 0; i < n; i++) {
-        if (!json_is_integer(json_array_get(a, i))) return -1;
-        out[i] = (int)json_integer_value(json_array_get(a, i));
-    }
-    return 0;
-}
-
-static int doubles_from(json_t *a, double *out, int n) {
-    if (!json_is_array(a) || (int)json_array_size(a) != n) return -1;
-    for (int i = 0; i < n; i++) {
-        json_t *v = json_array_get(a, i);
-        if (json_is_null(v)) out[i] = NAN;
-        else if (json_is_number(v)) out[i] = json_number_value(v);
-        else return -1;
-    }
-    return 0;
-}
-
-static float *floats_from(json_t *a, int n) {
-    if (!json_is_array(a) || (int)json_array_size(a) != n) return NULL;
-    float *x = xmalloc(sizeof(float) * (n ? n : 1));
-    for (int i = 0; i < n; i++) x[i] = (float)json_number_value(json_array_get(a, i));
-    return x;
 }
 
 static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const char *path, GrpoErr *err) {
@@ -93,11 +55,11 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
     r->rewards = xmalloc(sizeof(double) * r->n);
     r->adv = xmalloc(sizeof(double) * r->n);
     json_t *comps = json_object_get(o, "completions");
-    int bad = ints_from(json_object_get(o, "example"), r->example, r->P) ||
-              ints_from(json_object_get(o, "order"), r->order, r->n) ||
-              doubles_from(json_object_get(o, "per_func"), r->per_func, F * r->n) ||
-              doubles_from(json_object_get(o, "rewards"), r->rewards, r->n) ||
-              doubles_from(json_object_get(o, "advantages"), r->adv, r->n) || !json_is_array(comps) ||
+    int bad = json_to_ints(json_object_get(o, "example"), r->example, r->P) ||
+              json_to_ints(json_object_get(o, "order"), r->order, r->n) ||
+              json_to_doubles(json_object_get(o, "per_func"), r->per_func, F * r->n) ||
+              json_to_doubles(json_object_get(o, "rewards"), r->rewards, r->n) ||
+              json_to_doubles(json_object_get(o, "advantages"), r->adv, r->n) || !json_is_array(comps) ||
               (int)json_array_size(comps) != r->n;
     for (int i = 0; i < r->n && !bad; i++) {
         json_t *c = json_array_get(comps, i), *ids = json_object_get(c, "ids");
@@ -110,7 +72,7 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         r->comp[i].n = n;
         r->comp[i].stopped = json_is_true(json_object_get(c, "stopped"));
         int tmp[n];
-        bad |= ints_from(ids, tmp, n);
+        bad |= json_to_ints(ids, tmp, n);
         for (int k = 0; k < n; k++) {
             bad |= tmp[k] < 0 || tmp[k] >= train_model_config(t->tm)->vocab_size; /* ids index the embedding */
             r->comp[i].ids[k] = tmp[k];
@@ -120,11 +82,11 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         json_t *old = json_object_get(c, "old_logp"), *ref = json_object_get(c, "ref_logp");
         if (old) {
             if (!r->old_logp) r->old_logp = xcalloc(r->n, sizeof(float *));
-            bad |= !(r->old_logp[i] = floats_from(old, n));
+            bad |= !(r->old_logp[i] = json_to_floats(old, n));
         }
         if (ref) {
             if (!r->ref_logp) r->ref_logp = xcalloc(r->n, sizeof(float *));
-            bad |= !(r->ref_logp[i] = floats_from(ref, n));
+            bad |= !(r->ref_logp[i] = json_to_floats(ref, n));
         }
     }
     for (int i = 0; i < r->n && !bad; i++) bad |= r->order[i] < 0 || r->order[i] >= r->n;

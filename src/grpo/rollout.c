@@ -12,6 +12,7 @@
 #include "core/timer.h"
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
+#include "log/completions.h"
 #include "train/world.h"
 
 #define STREAM_GEN 0x67656e65726174ULL   /* "generat" */
@@ -75,27 +76,13 @@ static int log_completions(void *ctx, GrpoErr *err) {
     }
     FILE *f = t->completions_f;
     int F = t->rewards.n_funcs;
-    for (int i = 0; i < r->n; i++) {
-        const DatasetExample *ex = r->prompt[i / r->G];
-        json_t *o = json_object();
-        json_object_set_new(o, "step", json_integer(t->st.step + 1));
-        json_object_set_new(o, "prompt", json_string(ex->prompt_text));
-        json_object_set_new(o, "completion", json_string(r->text[i]));
-        json_t *ids = json_array();
-        for (int k = 0; k < r->comp[i].n; k++) json_array_append_new(ids, json_integer(r->comp[i].ids[k]));
-        json_object_set_new(o, "completion_ids", ids);
-        json_t *rw = json_object();
-        for (int fi = 0; fi < F; fi++) {
-            double v = r->per_func[(size_t)fi * r->n + i];
-            json_object_set_new(rw, t->rewards.funcs[fi]->name, isnan(v) ? json_null() : json_real(v));
-        }
-        json_object_set_new(o, "rewards", rw);
-        json_object_set_new(o, "reward", json_real(r->rewards[i]));
-        json_object_set_new(o, "advantage", json_real(r->adv[i]));
-        json_dumpf(o, f, JSON_COMPACT);
-        fputc('\n', f);
-        json_decref(o);
-    }
+    const char **names = xmalloc(sizeof(char *) * (F ? F : 1));
+    for (int fi = 0; fi < F; fi++) names[fi] = t->rewards.funcs[fi]->name;
+    for (int i = 0; i < r->n; i++)
+        completion_record_write(f, &(CompletionRecord){t->st.step + 1, r->prompt[i / r->G]->prompt_text, r->text[i],
+                                                        r->comp[i].ids, r->comp[i].n, names, r->per_func + i, r->n,
+                                                        F, r->rewards[i], r->adv[i]});
+    free(names);
     if (fflush(f) || ferror(f))
         return err_set(err, "%s/completions.jsonl: write failed: %s; stopping (the checkpoints are untouched)",
                        t->c.train.output_dir, strerror(errno));

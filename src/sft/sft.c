@@ -11,26 +11,16 @@
 #include <string.h>
 
 #include "data/dataset.h"
+#include "data/sft_data.h"
 #include "gen/pretrained.h"
-#include "io/jsonl.h"
-#include "tokenizer/tokenizer.h"
 #include "train/model.h"
 #include "train/world.h"
-
-typedef struct {
-    int32_t *ids;
-    int n;
-    int loss_start;     /* tokens at index >= loss_start are predicted */
-} SftExample;
 
 typedef struct {
     const SftConfig *c;
     TrainModel *tm;
     Tokenizer *tok;
-    int vocab_size, max_positions;
-    int32_t eos;
-    SftExample *ex;
-    int n_ex, cap_ex;
+    SftData data;
     DatasetSampler order;
     long pos;           /* examples consumed since the start of training */
     /* the step in progress: its examples over every process, and their buffers */
@@ -68,86 +58,18 @@ int sft_config_check(const SftConfig *c, GrpoErr *err) {
     return opts_check(g, SFT_CONFIG_N_GROUPS, c, err) || training_args_check(&c->train, err) ? -1 : 0;
 }
 
-/* ---- examples ---- */
-
-static int encode_append(Tokenizer *tok, const char *text, TokIds *ids, GrpoErr *err) {
-    return tok_encode(tok, text, strlen(text), 0, ids, err);
-}
-
-static int encode_messages(Tokenizer *tok, json_t *messages, TokIds *ids, GrpoErr *err) {
-    size_t n = json_array_size(messages);
-    TokMessage *msgs = xcalloc(n, sizeof *msgs);
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        json_t *m = json_array_get(messages, i);
-        json_t *r = json_object_get(m, "role"), *ct = json_object_get(m, "content");
-        if (!json_is_string(r) || !json_is_string(ct))
-            rc = err_set(err, "messages[%zu] needs string 'role' and 'content'", i);
-        else msgs[i] = (TokMessage){json_string_value(r), json_string_value(ct)};
-    }
-    char *rendered = NULL;
-    if (!rc) rc = tok_chat_render(tok, msgs, (int)n, 0, NULL, &rendered, err);
-    if (!rc) rc = encode_append(tok, rendered, ids, err);
-    free(rendered);
-    free(msgs);
-    return rc;
-}
-
-/* One JSON line into an example (the reader adds file:line to errors). */
-static int parse_example(json_t *o, long line, void *ctx, GrpoErr *err) {
-    SftTrainer *t = ctx;
-    TokIds ids = {0};
-    int rc = 0, start = 0;
-    json_t *text = json_object_get(o, "text"), *prompt = json_object_get(o, "prompt"),
-           *completion = json_object_get(o, "completion"), *messages = json_object_get(o, "messages");
-    if (json_is_string(text)) {
-        rc = encode_append(t->tok, json_string_value(text), &ids, err);
-    } else if (json_is_string(prompt) && json_is_string(completion)) {
-        rc = encode_append(t->tok, json_string_value(prompt), &ids, err);
-        start = t->c->completion_only_loss ? (int)ids.n : 0;
-        if (!rc) rc = encode_append(t->tok, json_string_value(completion), &ids, err);
-    } else if (json_is_array(messages) && json_array_size(messages) > 0) {
-        rc = encode_messages(t->tok, messages, &ids, err);
-    } else {
-        rc = err_set(err, "expected a 'text' string, 'prompt' and 'completion' strings, or a 'messages' list");
-    }
-    if (!rc && !json_is_array(messages) && t->eos >= 0) {
-        if (ids.n == ids.cap) ids.ids = xrealloc(ids.ids, sizeof(int32_t) * (ids.cap = ids.cap * 2 + 1));
-        ids.ids[ids.n++] = t->eos;
-    }
-    int n = (int)ids.n < t->c->max_length ? (int)ids.n : t->c->max_length;
-    for (int i = 0; i < n && !rc; i++)
-        if (ids.ids[i] >= t->vocab_size)
-            rc = err_set(err, "token id %d is beyond the model's vocab_size %d", ids.ids[i], t->vocab_size);
-    if (!rc && n > t->max_positions)
-        rc = err_set(err, "%d tokens (after truncation to max_length %d) are more than the model's "
-                     "max_position_embeddings (%d); lower max_length", n, t->c->max_length, t->max_positions);
-    if (!rc && (start < 1 ? 1 : start) >= n)
-        rc = err_set(err, "no token left to learn (%d tokens after truncation to max_length %d, loss starts at %d)", n,
-                     t->c->max_length, start < 1 ? 1 : start);
-    if (rc) {
-        tok_ids_free(&ids);
-        return -1;
-    }
-    if (t->n_ex == t->cap_ex) t->ex = xrealloc(t->ex, sizeof(SftExample) * (t->cap_ex = t->cap_ex * 2 + 16));
-    t->ex[t->n_ex++] = (SftExample){ids.ids, n, start < 1 ? 1 : start};
-    return 0;
-}
-
 static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     t->c = c;
     if (sft_config_check(c, err) || !(t->tm = train_model_open(&c->train, &(TrainModelNeeds){0}, NULL, err)))
         return -1;
     t->tok = train_model_tokenizer(t->tm);
-    t->eos = train_model_eos(t->tm);
-    t->vocab_size = train_model_config(t->tm)->vocab_size;
-    t->max_positions = train_model_config(t->tm)->max_position_embeddings;
-    if (jsonl_read(c->train.dataset, parse_example, t, err) < 0) return -1;
-    if (t->n_ex == 0) return err_set(err, "%s: no examples", c->train.dataset);
-    int longest = 2, B = c->train.per_device_train_batch_size;
-    for (int i = 0; i < t->n_ex; i++) longest = t->ex[i].n > longest ? t->ex[i].n : longest;
+    const ModelConfig *mc = train_model_config(t->tm);
+    SftFormat f = {t->tok, train_model_eos(t->tm), mc->vocab_size, mc->max_position_embeddings, c->max_length,
+                   c->completion_only_loss};
+    if (sft_data_load(&t->data, c->train.dataset, &f, err)) return -1;
+    int B = c->train.per_device_train_batch_size, longest = t->data.longest;
     if (train_model_plan(t->tm, B, longest, "max_length", err)) return -1;
-    dataset_sampler_init(&t->order, t->n_ex, c->train.shuffle_dataset, c->train.seed);
+    dataset_sampler_init(&t->order, t->data.n, c->train.shuffle_dataset, c->train.seed);
     t->mb = xmalloc(sizeof(SftExample *) * B * train_world_size(train_world_processes()) *
                     c->train.gradient_accumulation_steps);
     t->seqs = xmalloc(sizeof(BatchSeq) * B);
@@ -158,8 +80,7 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
 
 static void sft_free(SftTrainer *t) {
     dataset_sampler_free(&t->order);
-    for (int i = 0; i < t->n_ex; i++) free(t->ex[i].ids);
-    free(t->ex);
+    sft_data_free(&t->data);
     train_model_close(t->tm);
     free(t->mb), free(t->seqs), free(t->ids), free(t->logp);
 }
@@ -178,7 +99,7 @@ static int sft_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, M
     SftTrainer *t = self;
     t->targets = 0;
     for (int k = 0; k < s->micro_size * s->micro_batches; k++) {
-        t->mb[k] = &t->ex[dataset_sampler_index(&t->order, t->pos++)];
+        t->mb[k] = &t->data.ex[dataset_sampler_index(&t->order, t->pos++)];
         t->targets += t->mb[k]->n - t->mb[k]->loss_start;
     }
     sums->loss_norm = t->targets;
@@ -193,7 +114,7 @@ static void sft_micro_batch(void *self, TrainModel *tm, const TrainStep *s, int 
     SftExample **b = t->mb + first;
     for (int i = 0; i < count; i++) {
         t->seqs[i] = (BatchSeq){b[i]->ids, b[i]->n, NULL, 0, b[i]->loss_start};
-        t->ids[i] = (uint64_t)(b[i] - t->ex); /* adapter dropout: per example and step */
+        t->ids[i] = (uint64_t)(b[i] - t->data.ex); /* adapter dropout: per example and step */
         sums->tokens += b[i]->n;
     }
     double norm = t->targets;
@@ -209,7 +130,7 @@ static void sft_micro_batch(void *self, TrainModel *tm, const TrainStep *s, int 
 
 static void sft_end_step(void *self, const TrainStep *s, const TrainStepSums *sums, MetricAcc *m) {
     SftTrainer *t = self;
-    metric_add(m, "epoch", (double)t->pos / t->n_ex);
+    metric_add(m, "epoch", (double)t->pos / t->data.n);
 }
 
 static int sft_save(void *self, const char *dir, json_t *state, GrpoErr *err) {
@@ -235,7 +156,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         char line[200];
         snprintf(line, sizeof line, "micro-batch %d, %d accumulation steps", a->per_device_train_batch_size,
                  a->gradient_accumulation_steps);
-        TrainAlgo algo = {.name = "sft", .self = &t, .n_examples = t.n_ex,
+        TrainAlgo algo = {.name = "sft", .self = &t, .n_examples = t.data.n,
                           .examples_per_step = (long)a->per_device_train_batch_size * train_world_size(w) *
                                                a->gradient_accumulation_steps,
                           .begin_step = sft_begin_step, .micro_batch = sft_micro_batch, .end_step = sft_end_step,

@@ -1,10 +1,6 @@
 /* sft/sft.h — supervised fine-tuning / pre-training with next-token cross-entropy,
  * the way TRL users run SFTTrainer before GRPO, on the training loop
- * (train/loop.h). JSON lines with
- *   {"text": ...}                       language modelling: every token is a target
- *   {"prompt": ..., "completion": ...}  loss on the completion only (completion_only_loss)
- *   {"messages": [{role, content}...]}  the conversation rendered by the chat template
- * (an eos token is appended to text and completions). The loss of an optimizer step
+ * (train/loop.h), over the dataset formats of data/sft_data.h. The loss of an optimizer step
  * is the mean over every target token of its gradient_accumulation_steps
  * micro-batches, computed exactly across micro-batches as in the GRPO trainer. */
 #ifndef GRPO_SFT_SFT_H

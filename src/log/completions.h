@@ -1,0 +1,27 @@
+/* log/completions.h — completions.jsonl, the record of what a GRPO run sampled
+ * (log_completions, as TRL's completions table): one JSON object per completion,
+ *   {"step", "prompt", "completion", "completion_ids", "rewards": {NAME: value or
+ *    null}, "reward", "advantage"}
+ * appended in the order the completions were drawn. */
+#ifndef GRPO_LOG_COMPLETIONS_H
+#define GRPO_LOG_COMPLETIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    long step;                    /* the optimizer step it trains (1-based) */
+    const char *prompt, *completion;
+    const int32_t *ids;           /* [n] the completion's tokens */
+    int n;
+    const char *const *reward_names; /* [n_rewards] */
+    const double *rewards;        /* [n_rewards] each function's reward (NaN: null), stride apart */
+    long stride;
+    int n_rewards;
+    double reward, advantage;
+} CompletionRecord;
+
+/* One line for r into f. */
+void completion_record_write(FILE *f, const CompletionRecord *r);
+
+#endif
