@@ -225,7 +225,7 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows,
     p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
     p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size,
                                   head_dw_rows(max_tokens, ckpt, chunk_rows, bf16));
-    p.att = attention_scratch_floats(max_tokens, (int)H, (int)D);
+    p.att = attention_scratch_floats(max_tokens, (int)H, (int)D) + 16; /* + its start on 64 bytes */
     return p;
 }
 
@@ -296,7 +296,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->dact = TAKE(N * F);
     a->dhf = TAKE(N * C);
     a->lp_buf = TAKE(p.lp);
-    a->att_scratch = TAKE(p.att);
+    a->att_scratch = (float *)(((uintptr_t)TAKE(p.att) + 63) & ~(uintptr_t)63);
 #undef TAKE
     CHECK((size_t)(cur - a->arena) == total);
     logprob_scratch_init(&a->lp, a->lp_buf, chunk_rows, c->hidden_size, c->vocab_size,

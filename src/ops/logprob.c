@@ -7,6 +7,7 @@
  * by row (logprob_forward_backward) forward and backward share one set of logits. */
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,7 @@ static size_t halves(size_t n) { return (n + 1) / 2; }
 
 size_t logprob_scratch_floats(int chunk_rows, int C, int V, int dw_rows) {
     return (size_t)chunk_rows * V + 2 * (size_t)chunk_rows * C + halves((size_t)dw_rows * V) +
-           halves((size_t)dw_rows * C) + (size_t)omp_get_max_threads() * V;
+           halves((size_t)dw_rows * C) + (size_t)omp_get_max_threads() * (V + 16) + 16;
 }
 
 void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C, int V, int dw_rows) {
@@ -40,7 +41,9 @@ void logprob_scratch_init(LogprobScratch *s, float *base, int chunk_rows, int C,
     s->dzT = dw_rows ? (uint16_t *)rest : NULL;
     s->h16 = dw_rows ? (uint16_t *)(rest + halves((size_t)dw_rows * V)) : NULL;
     s->threads = omp_get_max_threads();
-    s->exp_rows = rest + halves((size_t)dw_rows * V) + halves((size_t)dw_rows * C);
+    float *exp_rows = rest + halves((size_t)dw_rows * V) + halves((size_t)dw_rows * C);
+    s->exp_rows = (float *)(((uintptr_t)exp_rows + 63) & ~(uintptr_t)63); /* each thread's row on 64 bytes */
+    s->exp_stride = ((size_t)V + 15) & ~(size_t)15;
 }
 
 /* Fills idx with the next up-to-chunk rows having a target, starting at *n. */
@@ -86,7 +89,7 @@ static void chunk_stats(const LogprobScratch *s, const int *idx, int m, int V, c
                         float *logprob, float *entropy) {
 #pragma omp parallel num_threads(s->threads)
     {
-        float *e = s->exp_rows + (size_t)omp_get_thread_num() * V;
+        float *e = s->exp_rows + (size_t)omp_get_thread_num() * s->exp_stride;
 #pragma omp for schedule(static)
         for (int i = 0; i < m; i++) {
             const float *z = s->scratch + (size_t)i * V;

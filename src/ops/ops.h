@@ -248,7 +248,8 @@ typedef struct {
     uint16_t *dzT;         /* [V, dw_rows] */
     uint16_t *h16;         /* [dw_rows, C] */
     int threads;           /* the threads a chunk's statistics run on (the OpenMP maximum at init) */
-    float *exp_rows;       /* [threads, V] a row's exponentials, per thread */
+    float *exp_rows;       /* [threads, exp_stride] a row's exponentials, per thread, 64-byte aligned */
+    size_t exp_stride;
 } LogprobScratch;
 
 /* The dw_rows of a mixed-precision head: LOGPROB_DW_CHUNKS chunks, at most max_rows
