@@ -1,8 +1,8 @@
 /* train/adapters.h — the trainable LoRA adapters of a run: fresh ones with
  * PEFT's initialisation (use_peft, lora_* options) or an adapter directory to
- * continue (--adapter), attached to the model the training loop trains. With
- * adapters attached the loop optimises them alone and saves them in PEFT's
- * layout; the base stays frozen. */
+ * continue (--adapter), attached by the trainable model (train/model.c), which
+ * then optimises them alone and saves them in PEFT's layout; the base stays
+ * frozen. */
 #ifndef GRPO_TRAIN_ADAPTERS_H
 #define GRPO_TRAIN_ADAPTERS_H
 
