@@ -465,17 +465,23 @@ static int held_in_bf16(const char *name) {
            !strcmp(name, "model.embed_tokens.weight");
 }
 
-static void check_half(const char *name) {
+/* Fixture name's model in fp32 (m) and in form (h), and its reference inputs. */
+static int open_pair(const char *name, WeightForm form, Model *m, Model *h, StFile *ref) {
     char dir[256], path[300];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
     GrpoErr err;
+    if (model_load(m, dir, &err) || model_load_ex(h, dir, form, &err) || st_open(ref, path, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void check_half(const char *name) {
     Model m, h;
     StFile ref;
-    if (model_load(&m, dir, &err) || model_load_ex(&h, dir, WEIGHTS_BF16_HELD, &err) || st_open(&ref, path, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (open_pair(name, WEIGHTS_BF16_HELD, &m, &h, &ref)) return;
     size_t matrix = 0, other = 0;
     for (int i = 0; i < m.table.n; i++) {
         const ParamEntry *e = &m.table.entries[i];
@@ -519,16 +525,9 @@ static void check_half(const char *name) {
 
 /* WEIGHTS_BF16 against mixed precision on the same bf16 values: the same products. */
 static void check_half_products(const char *name) {
-    char dir[256], path[300];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
-    GrpoErr err;
     Model m, h;
     StFile ref;
-    if (model_load(&m, dir, &err) || model_load_ex(&h, dir, WEIGHTS_BF16, &err) || st_open(&ref, path, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (open_pair(name, WEIGHTS_BF16, &m, &h, &ref)) return;
     for (int i = 0; i < m.table.n; i++) { /* the matrices' values bf16 in both */
         const ParamEntry *e = &m.table.entries[i], *he = &h.table.entries[i];
         if (!held_in_bf16(e->name)) continue;
