@@ -21,11 +21,15 @@ void pretrained_close(Pretrained *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* The tokenizer's eos: its eos token, else the first of its eos ids, else -1. */
+static int32_t tokenizer_eos(const Tokenizer *tok) {
+    const TokSpecial *sp = tok_special(tok);
+    return sp->eos >= 0 ? sp->eos : sp->n_eos > 0 ? sp->eos_ids[0] : -1;
+}
+
 int32_t pretrained_eos(const Pretrained *p) {
-    const TokSpecial *sp = tok_special(p->tok);
-    if (sp->eos >= 0) return sp->eos;
-    if (sp->n_eos > 0) return sp->eos_ids[0];
-    return p->model.cfg.n_eos ? p->model.cfg.eos_token_ids[0] : -1;
+    int32_t eos = tokenizer_eos(p->tok);
+    return eos >= 0 ? eos : p->model.cfg.n_eos ? p->model.cfg.eos_token_ids[0] : -1;
 }
 
 /* A prompt and its completion must fit the model's positions: past them RoPE
@@ -127,7 +131,7 @@ static json_t *json_f32(float x) {
 void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o) {
     const TokSpecial *sp = tok_special(tok);
     meta->bos = sp->bos;
-    meta->eos = sp->eos >= 0 ? sp->eos : sp->n_eos > 0 ? sp->eos_ids[0] : -1;
+    meta->eos = tokenizer_eos(tok);
     meta->pad = sp->pad >= 0 ? sp->pad : meta->eos;
     json_t *g = json_object();
     if (meta->bos >= 0) json_object_set_new(g, "bos_token_id", json_integer(meta->bos));

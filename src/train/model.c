@@ -247,7 +247,10 @@ void train_model_begin_step(TrainModel *tm, long step) {
 }
 
 float *train_model_gradient(TrainModel *tm, size_t *n) {
-    if (tm->g.fresh && tm->fresh) memset(tm->grads, 0, sizeof(float) * tm->table->total); /* no backward ran */
+    if (tm->g.fresh && tm->fresh) { /* no backward ran: zeros, once (a later call must not undo a sum over processes) */
+        memset(tm->grads, 0, sizeof(float) * tm->table->total);
+        tm->fresh = 0;
+    }
     *n = tm->table->total;
     return tm->grads;
 }
