@@ -1,7 +1,9 @@
 # grpo.c build. `make` builds build/grpo; `make test`, `make asan`, `make bench`.
 # Objects go under $(BUILD)/; every src/*/*.c is part of libgrpo except src/cli/.
 # Tests are tests/**/test_*.c, each linked against libgrpo into its own binary, with
-# libgrpo_testref (tests/ref/: float64 references only tests use; not shipped).
+# libgrpo_testref (tests/ref/: float64 references only tests use; not shipped) and
+# the tests' machine (tests/machine/: a bf16 matmul on any CPU, through the bf16
+# GEMM's seam).
 
 CC      ?= gcc
 BUILD   ?= build
@@ -23,6 +25,10 @@ LDFLAGS = -fopenmp $(SAN)
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c tests/*/test_*.c))
+MACHINE_OBJ := $(BUILD)/tests/machine/bf16_matmul.o
+# make test-isa sets it (0 or 1): every binary it builds, build/grpo included, starts
+# as a machine without (0) or with (1) a bf16 matmul (tests/machine/bf16_matmul.c).
+TEST_BF16_MATMUL ?=
 TESTREF_SRC := $(sort $(wildcard tests/ref/*.c))
 BENCH_SRC:= $(sort $(wildcard bench/bench_*.c))
 
@@ -57,12 +63,14 @@ $(TESTREF): $(TESTREF_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/grpo: $(CLI_OBJ) $(LIB)
+$(MACHINE_OBJ): CFLAGS += -Itests $(if $(TEST_BF16_MATMUL),-DTEST_BF16_MATMUL=$(TEST_BF16_MATMUL))
+
+$(BUILD)/grpo: $(CLI_OBJ) $(if $(TEST_BF16_MATMUL),$(MACHINE_OBJ)) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(TESTREF)
+$(BUILD)/tests/%: tests/%.c $(MACHINE_OBJ) $(LIB) $(TESTREF)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(TESTREF) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(MACHINE_OBJ) $(TESTREF) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -82,10 +90,10 @@ asan:
 # AVX-512: the library's AVX-512 code (every `#ifdef __AVX512F__` / `__AVX512VL__`
 # branch: the decoding kernels, vec.h, the dropout draws), its intrinsics computed by
 # SIMDe (tests/zmm/emulate.h); where it has AVX-512, the AVX2 code (-mno-avx512f). And
-# the other bf16 answer (GRPO_TEST_BF16_MATMUL, ops/gemm_bf16.c): where the CPU has no
-# bf16 matmul, as one with it (bf16 by default, the native path's operands, products
-# summed as the widened path sums them); where it has one, as one without. So each
-# machine runs both vector codes and both defaults.
+# the other bf16 answer (TEST_BF16_MATMUL, tests/machine/bf16_matmul.c, through the
+# bf16 GEMM's seam): where the CPU has no bf16 matmul, as one with it (bf16 by default,
+# the native path's operands, products summed as the widened path sums them); where it
+# has one, as one without. So each machine runs both vector codes and both defaults.
 ISA_BUILD ?= build-isa
 test-isa:
 	@if grep -q -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo; then bf=0; else bf=1; fi; \
@@ -95,7 +103,7 @@ test-isa:
 	    isa="-include tests/zmm/emulate.h"; what="the AVX-512 code, its intrinsics emulated"; \
 	fi; \
 	echo "test-isa: $$what; as a CPU $$([ $$bf = 1 ] && echo with || echo without) a bf16 matmul"; \
-	GRPO_TEST_BF16_MATMUL=$$bf $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) $$isa -DGRPO_TEST_BF16_MATMUL=$$bf" test
+	GRPO_TEST_BF16_MATMUL=$$bf $(MAKE) BUILD=$(ISA_BUILD) ARCH="$(ARCH) $$isa" TEST_BF16_MATMUL=$$bf test
 
 # The benchmarks' own dependencies (PyTorch, oneDNN) are installed before they are built.
 bench:
@@ -121,7 +129,7 @@ demo: deps
 clean:
 	rm -rf build build-asan $(ISA_BUILD)
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(MACHINE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
 
 # ---- Fuzzing (docs/fuzzing.md): libFuzzer targets fuzz/fuzz_*.c, built with clang and
 # ASan+UBSan in their own tree $(FUZZ_BUILD)/ (libgrpo and src/cli/args.c recompiled there),

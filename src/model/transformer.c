@@ -222,7 +222,7 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows,
     p.x = (size_t)(c->n_layers + 1) * N * C;
     p.layer = (ckpt ? 1 : (size_t)c->n_layers) * layer_floats(c, N, bf16);
     p.final = N * C + N + N;
-    p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C);
+    p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C) + halves(N * C);
     p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size,
                                   head_dw_rows(max_tokens, ckpt, chunk_rows, bf16));
     p.att = attention_scratch_floats(max_tokens, (int)H, (int)D) + 16; /* + its start on 64 bytes */
@@ -295,6 +295,7 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     a->dgu = TAKE(N * 2 * F);
     a->dact = TAKE(N * F);
     a->dhf = TAKE(N * C);
+    a->dx16 = (uint16_t *)TAKE(halves(N * C));
     a->lp_buf = TAKE(p.lp);
     a->att_scratch = (float *)(((uintptr_t)TAKE(p.att) + 63) & ~(uintptr_t)63);
 #undef TAKE
@@ -388,15 +389,16 @@ static void product_forward(float *out, const float *x, const uint16_t *x16, Wei
 }
 
 /* scratch: dout itself where the caller does not read it again (its memory then takes
- * its bf16 values, matmul_backward_bf16_in16_scratch), else NULL */
-static void product_backward(float *din, float *dW, float *dbias, const float *dout, float *scratch, const float *x,
-                             const uint16_t *x16, WeightMatrix W, int N, int I, int O, int write_dw) {
-    if (x16 && scratch)
-        matmul_backward_bf16_in16_scratch(din, dW, dbias, scratch, x16, W.w16, N, I, O, write_dw);
+ * its bf16 values in bf16 products, matmul_backward_bf16_scratch), else NULL and
+ * dout16 takes them */
+static void product_backward(float *din, float *dW, float *dbias, const float *dout, float *scratch, uint16_t *dout16,
+                             const float *x, const uint16_t *x16, WeightMatrix W, int N, int I, int O, int write_dw) {
+    if ((x16 || W.bf16_products) && scratch)
+        matmul_backward_bf16_scratch(din, dW, dbias, scratch, x16 ? NULL : x, x16, W.w16, N, I, O, write_dw);
     else if (x16)
-        matmul_backward_bf16_in16(din, dW, dbias, dout, x16, W.w16, N, I, O, write_dw);
+        matmul_backward_bf16_in16(din, dW, dbias, dout, dout16, x16, W.w16, N, I, O, write_dw);
     else
-        matmul_backward_weight(din, dW, dbias, dout, x, W, N, I, O, write_dw);
+        matmul_backward_weight(din, dW, dbias, dout, dout16, x, W, N, I, O, write_dw);
 }
 
 /* With bf16 activations: the fp32 input x[n] saved as bf16 in x16 — for a model whose
@@ -482,7 +484,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 #define GW(f) (g ? g->f : NULL)
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
-    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, L->act, L->act16, W(wdown), N, F, C, wr);
+    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, a->dx16, L->act, L->act16, W(wdown), N, F, C, wr);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
     if (a->bf16) { /* dgu written in bf16 into its scratch, the operand of both products */
         uint16_t *dgu16 = (uint16_t *)a->dgu;
@@ -490,13 +492,13 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
         matmul_backward_bf16_dout16(a->dh, GW(wgu), dgu16, L->h2_16, W(wgu).w16, N, C, 2 * F, wr);
     } else {
         swiglu_backward(a->dgu, a->dact, L->gu, N, F);
-        product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, L->h2, L->h2_16, W(wgu), N, C, 2 * F,
+        product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, NULL, L->h2, L->h2_16, W(wgu), N, C, 2 * F,
                          wr);
     }
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C, wr);
     /* attention */
-    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, L->att, W(wo), N, H * D, C, wr);
+    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, a->dx16, L->att, W(wo), N, H * D, C, wr);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
@@ -515,7 +517,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
         for (int n = 0; n < N; n++)
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
-    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, L->h1, L->h1_16, W(wqkv), N, C, QKV,
+    product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, NULL, L->h1, L->h1_16, W(wqkv), N, C, QKV,
                      wr);
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
     rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C, wr);

@@ -179,6 +179,7 @@ typedef struct {
     float *lse;            /* [N] of the LM head */
     /* backward scratch */
     float *dx, *dh, *dqkv, *dqk, *datt, *dgu, *dact, *dhf;
+    uint16_t *dx16;        /* [N,C] dx in bf16 where both backward products of wdown or wo read it */
     float *lp_buf;
     LogprobScratch lp;
     float *att_scratch;    /* attention's (attention_scratch_floats) */

@@ -61,20 +61,21 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmB
 void gemm_f32_b16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
-/* Bytes gemm_bf16's conversion buffers hold now (for memory plans and tests). */
+/* Bytes gemm_bf16's conversion buffers hold now (for memory plans and tests): the
+ * operands it is given in fp32, rounded for the length of one call, and the widened
+ * path's blocks. None outlives a call as an operand. */
 size_t gemm_bf16_buffer_bytes(void);
 
 /* x[rows, cols] (leading dimension ld) rounded to bf16 once, for an operand that
- * several products read (dout in both of a layer's backward products): an operand
- * of bf16 values in a buffer of this module's, valid until the next call; or, where
- * gemm_bf16 widens its operands (no bf16 matmul here), x itself, which it rounds a
- * block at a time as it widens it. */
-GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld);
+ * several products read (dout in both of a layer's backward products): an operand of
+ * bf16 values in dst, the caller's rows x cols values (ld cols); or, where gemm_bf16
+ * widens its operands (no bf16 matmul here), x itself, which it rounds a block at a
+ * time as it widens it (dst untouched). */
+GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld, uint16_t *dst);
 /* The same into x's own memory, where its fp32 values are not needed again (the LM
  * head's dz, a rows x vocab scratch; a layer's dout, ops/matmul.c): the rows' bf16
  * values packed from x's start, ld cols (an operand laid out as gemm_bf16_round's, so
- * oneDNN's bf16 matmul sums it in the same order). No buffer; x holds bf16 until
- * rewritten. */
+ * oneDNN's bf16 matmul sums it in the same order). x holds bf16 until rewritten. */
 GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
 
 /* dst[cols, rows] = src[rows, cols]^T, 16-bit values moved as they are (bf16 NaNs and
@@ -83,30 +84,40 @@ GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld);
  * product. Outside parallel regions. */
 void bf16_transpose(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, int cols);
 
-/* What runs gemm_bf16. AUTO: oneDNN's bf16 matmul where this CPU has one that is
- * not oneDNN's reference code (AVX512_BF16, AMX), else WIDEN. WIDEN: the operands
+/* What runs gemm_bf16. AUTO: the bf16 matmul where this CPU has one (oneDNN's, where
+ * it is not oneDNN's reference code: AVX512_BF16, AMX), else WIDEN. ONEDNN: that bf16
+ * matmul, the operands given in fp32 rounded to bf16 first. WIDEN: the operands
  * widened to fp32 (in blocks of the operands) and multiplied by gemm_f32 — a bf16
  * value and the product of two are exact in fp32, so this is the same arithmetic,
- * only the order of the sums differs. ONEDNN_F32: oneDNN's matmul in fp32 on the widened operands, which runs
- * the oneDNN path (layouts, scales, the primitive cache) on any CPU, for tests. ROUNDED: the operands
- * rounded to bf16 into buffers as for oneDNN's bf16 matmul (gemm_bf16_round giving its buffer, valid
- * until its next call), then multiplied as WIDEN multiplies them — WIDEN's bits, on any CPU: it
- * tests the callers' side of the native path (which rounded operand is read when). A build with
- * GRPO_TEST_BF16_MATMUL=1 (make test-isa) runs it where AUTO and ONEDNN would run oneDNN's. */
-typedef enum {
-    GEMM_BF16_AUTO,
-    GEMM_BF16_ONEDNN,
-    GEMM_BF16_WIDEN,
-    GEMM_BF16_ONEDNN_F32,
-    GEMM_BF16_ROUNDED
-} GemmBf16Backend;
-/* Chooses the backend; 0, or -1 when it cannot run here (ONEDNN without a native bf16 matmul). */
+ * only the order of the sums differs. */
+typedef enum { GEMM_BF16_AUTO, GEMM_BF16_ONEDNN, GEMM_BF16_WIDEN } GemmBf16Backend;
+/* Chooses the backend; 0, or -1 when it cannot run here (ONEDNN without a bf16 matmul). */
 int gemm_bf16_use(GemmBf16Backend b);
-/* The backend AUTO resolves to, and oneDNN's implementation name when it is oneDNN
+/* The backend AUTO resolves to, and the bf16 matmul's name when it is one
  * ("SGEMM (no bf16 matmul on this CPU)", "oneDNN brg:avx512_core_amx", ...). */
 const char *gemm_bf16_backend_name(void);
-/* 1 when oneDNN has a native bf16 matmul on this CPU. */
+/* 1 when this CPU has a bf16 matmul (or a test says so: gemm_bf16_set_matmul). */
 int gemm_bf16_native(void);
+
+/* The widened path's product of gemm_bf16, whatever the backend (its bits on every
+ * CPU; tests/support/bf16_matmul.c multiplies with it). Outside parallel regions. */
+void gemm_bf16_widened(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
+                       GemmBf16Operand B, float beta, float *C, int ldc);
+
+/* ---- the tests' seam: which bf16 matmul this CPU has ----
+ * A product of bf16 operands (contiguous rows, ld in elements), 0 when it computed
+ * C, else -1 (gemm_bf16 then takes the widened path for it). */
+typedef int (*GemmBf16MatmulFn)(int trans_a, int trans_b, int M, int N, int K, float alpha, const uint16_t *A,
+                                int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc);
+typedef struct {
+    int present;        /* -1: this CPU's own answer (oneDNN's); 0: no bf16 matmul; 1: fn */
+    GemmBf16MatmulFn fn;
+    const char *name;   /* gemm_bf16_backend_name's, when present is 1 */
+} GemmBf16Matmul;
+/* Takes this CPU as one with the bf16 matmul m (or without one, or as it is) and
+ * returns the previous choice. Only tests call it (tests/support/bf16_matmul.h: a
+ * machine of the other kind, `make test-isa`); outside parallel regions. */
+GemmBf16Matmul gemm_bf16_set_matmul(GemmBf16Matmul m);
 
 /* Where a pass's time goes, for benchmarks: seconds in gemm_f32, gemm_f32_batch and
  * gemm_bf16 calls (conversions included) and their GFLOP, since gemm_stats_reset;

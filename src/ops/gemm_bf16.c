@@ -19,7 +19,7 @@
 static struct {
     void *p;
     size_t bytes;
-} bufs[5]; /* gemm_bf16's two operands, gemm_bf16_round's, and ROUNDED's two bf16 operands */
+} bufs[4]; /* the widened path's blocks of A and B (0, 1); A and B given in fp32, rounded for the bf16 matmul (2, 3) */
 
 static void *buf(int i, size_t bytes) {
     if (bufs[i].bytes < bytes) {
@@ -36,27 +36,32 @@ size_t gemm_bf16_buffer_bytes(void) {
     return n;
 }
 
-/* The operand in bf16: h itself, or f rounded into a contiguous buffer (*ld set). */
+/* x[rows, cols] (ld apart) rounded into out, rows cols apart. */
+static void round_rows(uint16_t *out, const float *x, int rows, int cols, int ld) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) f32_to_bf16_n(out + (size_t)r * cols, x + (size_t)r * ld, (size_t)cols);
+}
+
+/* The operand in bf16: h itself, or f rounded into buffer slot for this call (*ld set). */
 static const uint16_t *operand_bf16(int slot, GemmBf16Operand x, int rows, int cols, int *ld) {
     if (x.h) {
         *ld = x.ld;
         return x.h;
     }
     uint16_t *out = buf(slot, sizeof(uint16_t) * (size_t)rows * cols);
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) f32_to_bf16_n(out + (size_t)r * cols, x.f + (size_t)r * x.ld, (size_t)cols);
+    round_rows(out, x.f, rows, cols, x.ld);
     *ld = cols;
     return out;
 }
 
 static GemmBf16Backend resolved(void);
 
-GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld) {
-    GemmBf16Backend b = resolved();
-    if (b != GEMM_BF16_ONEDNN && b != GEMM_BF16_ROUNDED) /* widened: each block is rounded as it is widened */
+GemmBf16Operand gemm_bf16_round(const float *x, int rows, int cols, int ld, uint16_t *dst) {
+    if (resolved() != GEMM_BF16_ONEDNN) /* widened: each block is rounded as it is widened */
         return (GemmBf16Operand){.f = x, .ld = ld};
-    int ldo;
-    return (GemmBf16Operand){.h = operand_bf16(2, (GemmBf16Operand){.f = x, .ld = ld}, rows, cols, &ldo), .ld = ldo};
+    CHECK(dst && !omp_in_parallel());
+    round_rows(dst, x, rows, cols, ld);
+    return (GemmBf16Operand){.h = dst, .ld = cols};
 }
 
 GemmBf16Operand gemm_bf16_round_in_place(float *x, int rows, int cols, int ld) {
@@ -124,21 +129,22 @@ void bf16_transpose(uint16_t *dst, int ld_dst, const uint16_t *src, int rows, in
 
 /* ---- backend choice ---- */
 
-static int native = -1;           /* gemm_bf16_native(), once known */
-static char native_impl[64];      /* oneDNN's name for its bf16 matmul here */
+static int native = -1;           /* oneDNN has a bf16 matmul here, once known */
+static char native_impl[64];      /* oneDNN's name for it */
 static GemmBf16Backend chosen = GEMM_BF16_AUTO;
+static GemmBf16Matmul seam = {-1, NULL, NULL}; /* gemm_bf16_set_matmul's */
 
-/* A build for tests (make test-isa) may take this CPU for the other kind:
- * GRPO_TEST_BF16_MATMUL=1, as one with a bf16 matmul (bf16 becomes the default; its
- * products, AUTO's and ONEDNN's, run ROUNDED: the native path's operands, the widened
- * path's sums); 0, as one without. */
 int gemm_bf16_native(void) {
-#ifdef GRPO_TEST_BF16_MATMUL
-    snprintf(native_impl, sizeof native_impl, "(emulated for tests)");
-    return GRPO_TEST_BF16_MATMUL;
-#endif
+    if (seam.present >= 0) return seam.present;
     if (native < 0) native = onednn_impl(1, native_impl, sizeof native_impl) && strncmp(native_impl, "ref", 3) != 0;
     return native;
+}
+
+GemmBf16Matmul gemm_bf16_set_matmul(GemmBf16Matmul m) {
+    CHECK(m.present < 1 || m.fn);
+    GemmBf16Matmul was = seam;
+    seam = m;
+    return was;
 }
 
 int gemm_bf16_use(GemmBf16Backend b) {
@@ -148,26 +154,28 @@ int gemm_bf16_use(GemmBf16Backend b) {
 }
 
 static GemmBf16Backend resolved(void) {
-#if GRPO_TEST_BF16_MATMUL == 1
-    if (chosen == GEMM_BF16_AUTO || chosen == GEMM_BF16_ONEDNN) return GEMM_BF16_ROUNDED;
-#endif
+    if (chosen == GEMM_BF16_ONEDNN && !gemm_bf16_native()) return GEMM_BF16_WIDEN; /* the seam changed since */
     if (chosen != GEMM_BF16_AUTO) return chosen;
     return gemm_bf16_native() ? GEMM_BF16_ONEDNN : GEMM_BF16_WIDEN;
 }
 
 const char *gemm_bf16_backend_name(void) {
     static char name[96];
-    switch (resolved()) {
-    case GEMM_BF16_ONEDNN: snprintf(name, sizeof name, "oneDNN %s", native_impl); break;
-    case GEMM_BF16_ONEDNN_F32: snprintf(name, sizeof name, "oneDNN fp32 on bf16 values"); break;
-    case GEMM_BF16_ROUNDED: snprintf(name, sizeof name, "fp32 GEMM on bf16 operands rounded as for a bf16 matmul"); break;
-    default: snprintf(name, sizeof name, "fp32 GEMM on bf16 values (no bf16 matmul on this CPU)"); break;
-    }
+    if (resolved() == GEMM_BF16_WIDEN)
+        snprintf(name, sizeof name, "fp32 GEMM on bf16 values (no bf16 matmul on this CPU)");
+    else if (seam.present == 1)
+        snprintf(name, sizeof name, "%s", seam.name ? seam.name : "a bf16 matmul of the tests'");
+    else
+        snprintf(name, sizeof name, "oneDNN %s", native_impl);
     return name;
 }
 
-static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
-                          GemmBf16Operand B, float beta, float *C, int ldc);
+/* The bf16 matmul: 0, or -1 where it has no code for this shape (oneDNN's reference code). */
+static int matmul_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                       const uint16_t *B, int ldb, float beta, float *C, int ldc) {
+    if (seam.present == 1) return seam.fn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return onednn_gemm(1, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 /* ---- the widened path: fp32 products over blocks of the widened operands ----
  * An operand is widened to fp32 a block at a time, at most BLOCK values, so that a
@@ -213,14 +221,8 @@ static int piece(int n, long most) {
     return p < n ? (int)p : n;
 }
 
-static void product_f32(int on_onednn, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (!on_onednn || onednn_gemm(0, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
-        gemm_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 static void widened_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, Src A, Src B, float beta,
-                         float *C, int ldc, int on_onednn) {
+                         float *C, int ldc) {
     int whole_a = A.exact || (long)M * K <= BLOCK, whole_b = B.exact || (long)K * N <= BLOCK;
     int kb = whole_a && whole_b ? K : piece(K, KBLOCK);
     int mb = whole_a ? M : piece(M, BLOCK / kb), nb = whole_b ? N : piece(N, BLOCK / kb);
@@ -238,10 +240,35 @@ static void widened_gemm(int trans_a, int trans_b, int M, int N, int K, float al
                 const float *ap = whole_a  ? aw + (trans_a ? (size_t)k0 * lda + m0 : (size_t)m0 * lda + k0)
                                   : trans_a ? block_f32(0, A, k0, k, m0, m, &lda)
                                             : block_f32(0, A, m0, m, k0, k, &lda);
-                product_f32(on_onednn, trans_a, trans_b, m, n, k, alpha, ap, lda, bp, ldb, k0 ? 1.0f : beta,
-                            C + (size_t)m0 * ldc + n0, ldc);
+                gemm_f32(trans_a, trans_b, m, n, k, alpha, ap, lda, bp, ldb, k0 ? 1.0f : beta,
+                         C + (size_t)m0 * ldc + n0, ldc);
             }
         }
+}
+
+void gemm_bf16_widened(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
+                       GemmBf16Operand B, float beta, float *C, int ldc) {
+    CHECK((!A.f) != (!A.h) && (!B.f) != (!B.h) && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel());
+    if (M <= 0 || N <= 0 || K <= 0) /* nothing to multiply: gemm_f32 scales C by beta */
+        gemm_f32(trans_a, trans_b, M, N, K, alpha, NULL, 1, NULL, 1, beta, C, ldc);
+    else
+        widened_gemm(trans_a, trans_b, M, N, K, alpha, (Src){.f = A.f, .h = A.h, .ld = A.ld},
+                     (Src){.f = B.f, .h = B.h, .ld = B.ld}, beta, C, ldc);
+}
+
+/* On the bf16 matmul, the operands in bf16 (slots clear of the widened path's, which
+ * a test's matmul may take); else, or where it has only reference code for the
+ * shape, on the widened operands. */
+static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
+                          GemmBf16Operand B, float beta, float *C, int ldc) {
+    if (resolved() == GEMM_BF16_ONEDNN && M > 0 && N > 0 && K > 0) {
+        CHECK((!A.f) != (!A.h) && (!B.f) != (!B.h) && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel());
+        int lda, ldb;
+        const uint16_t *a = operand_bf16(2, A, trans_a ? K : M, trans_a ? M : K, &lda),
+                       *b = operand_bf16(3, B, trans_b ? N : K, trans_b ? K : N, &ldb);
+        if (matmul_bf16(trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc) == 0) return;
+    }
+    gemm_bf16_widened(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, ldc);
 }
 
 void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A, GemmBf16Operand B,
@@ -249,30 +276,6 @@ void gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmB
     double t0 = gemm_stats_enter();
     gemm_bf16_run(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, ldc);
     gemm_stats_leave(t0, M, N, K);
-}
-
-static void gemm_bf16_run(int trans_a, int trans_b, int M, int N, int K, float alpha, GemmBf16Operand A,
-                          GemmBf16Operand B, float beta, float *C, int ldc) {
-    CHECK((!A.f) != (!A.h) && (!B.f) != (!B.h) && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel());
-    if (M <= 0 || N <= 0 || K <= 0) { /* nothing to multiply: gemm_f32 scales C by beta */
-        gemm_f32(trans_a, trans_b, M, N, K, alpha, NULL, 1, NULL, 1, beta, C, ldc);
-        return;
-    }
-    int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K, b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    GemmBf16Backend b = resolved();
-    if (b == GEMM_BF16_ONEDNN || b == GEMM_BF16_ROUNDED) { /* the operands in bf16 */
-        int lda, ldb, slot = b == GEMM_BF16_ONEDNN ? 0 : 3; /* ROUNDED: clear of the widening's slots */
-        const uint16_t *a = operand_bf16(slot, A, a_rows, a_cols, &lda),
-                       *bb = operand_bf16(slot + 1, B, b_rows, b_cols, &ldb);
-        if (b == GEMM_BF16_ROUNDED) { /* then multiplied as WIDEN multiplies them */
-            A = (GemmBf16Operand){.h = a, .ld = lda};
-            B = (GemmBf16Operand){.h = bb, .ld = ldb};
-        } else if (onednn_gemm(1, trans_a, trans_b, M, N, K, alpha, a, lda, bb, ldb, beta, C, ldc) == 0) {
-            return;
-        }
-    } /* else, or where oneDNN has only its reference code for this shape: the widened operands */
-    widened_gemm(trans_a, trans_b, M, N, K, alpha, (Src){.f = A.f, .h = A.h, .ld = A.ld},
-                 (Src){.f = B.f, .h = B.h, .ld = B.ld}, beta, C, ldc, b == GEMM_BF16_ONEDNN_F32);
 }
 
 void gemm_f32_b16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -283,6 +286,6 @@ void gemm_f32_b16(int trans_a, int trans_b, int M, int N, int K, float alpha, co
         gemm_f32(trans_a, trans_b, M, N, K, alpha, NULL, 1, NULL, 1, beta, C, ldc);
     else
         widened_gemm(trans_a, trans_b, M, N, K, alpha, (Src){.f = A, .ld = lda, .exact = 1}, (Src){.h = B, .ld = ldb},
-                     beta, C, ldc, resolved() == GEMM_BF16_ONEDNN_F32);
+                     beta, C, ldc);
     gemm_stats_leave(t0, M, N, K);
 }

@@ -38,15 +38,16 @@ static void forward_bf16(float *out, GemmBf16Operand in, const uint16_t *W, cons
     gemm_bf16(0, 1, N, O, I, 1.0f, in, (GemmBf16Operand){.h = W, .ld = I}, bias ? 1.0f : 0.0f, out, O);
 }
 
-/* scratch: dout is the caller's scratch (then dout == scratch), not read again */
-static void backward_bf16(float *din, float *dW, float *dbias, const float *dout, float *scratch, GemmBf16Operand in,
-                          const uint16_t *W, int N, int I, int O, int write_dw) {
+/* scratch: dout is the caller's scratch (then dout == scratch), not read again; else
+ * dout16 takes dout's bf16 values */
+static void backward_bf16(float *din, float *dW, float *dbias, const float *dout, float *scratch, uint16_t *dout16,
+                          GemmBf16Operand in, const uint16_t *W, int N, int I, int O, int write_dw) {
     if (dbias) bias_backward(dbias, dout, N, O, write_dw);
-    /* both products read dout: rounded once, into dout itself where it is scratch (no
-     * buffer: a gate/up product's dout is the largest operand a layer's backward rounds) */
+    /* both products read dout: rounded once, into dout itself where it is scratch (a
+     * gate/up product's dout is the largest operand a layer's backward rounds) */
     GemmBf16Operand d = !(din && dW) ? (GemmBf16Operand){.f = dout, .ld = O}
                         : scratch    ? gemm_bf16_round_in_place(scratch, N, O, O)
-                                     : gemm_bf16_round(dout, N, O, O);
+                                     : gemm_bf16_round(dout, N, O, O, dout16);
     if (din) gemm_bf16(0, 0, N, I, O, 1.0f, d, (GemmBf16Operand){.h = W, .ld = I}, 0.0f, din, I);
     if (dW) gemm_bf16(1, 0, O, I, N, 1.0f, d, in, write_dw ? 0.0f : 1.0f, dW, I);
 }
@@ -55,9 +56,9 @@ void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const f
     forward_bf16(out, (GemmBf16Operand){.f = in, .ld = I}, W, bias, N, I, O);
 }
 
-void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
+void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, uint16_t *dout16, const float *in,
                           const uint16_t *W, int N, int I, int O, int write_dw) {
-    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O, write_dw);
+    backward_bf16(din, dW, dbias, dout, NULL, dout16, (GemmBf16Operand){.f = in, .ld = I}, W, N, I, O, write_dw);
 }
 
 void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
@@ -65,14 +66,16 @@ void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W,
     forward_bf16(out, (GemmBf16Operand){.h = in, .ld = I}, W, bias, N, I, O);
 }
 
-void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
-                               const uint16_t *W, int N, int I, int O, int write_dw) {
-    backward_bf16(din, dW, dbias, dout, NULL, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O, write_dw);
+void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, uint16_t *dout16,
+                               const uint16_t *in, const uint16_t *W, int N, int I, int O, int write_dw) {
+    backward_bf16(din, dW, dbias, dout, NULL, dout16, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O, write_dw);
 }
 
-void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
-                                       const uint16_t *W, int N, int I, int O, int write_dw) {
-    backward_bf16(din, dW, dbias, dout, dout, (GemmBf16Operand){.h = in, .ld = I}, W, N, I, O, write_dw);
+void matmul_backward_bf16_scratch(float *din, float *dW, float *dbias, float *dout, const float *in,
+                                  const uint16_t *in16, const uint16_t *W, int N, int I, int O, int write_dw) {
+    CHECK(!in != !in16);
+    backward_bf16(din, dW, dbias, dout, dout, NULL, (GemmBf16Operand){.f = in, .h = in16, .ld = I}, W, N, I, O,
+                  write_dw);
 }
 
 void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, const uint16_t *in, const uint16_t *W,
@@ -93,10 +96,10 @@ void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const fl
     }
 }
 
-void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, const float *in,
+void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, uint16_t *dout16, const float *in,
                             WeightMatrix W, int N, int I, int O, int write_dw) {
     if (W.bf16_products) {
-        matmul_backward_bf16(din, dW, dbias, dout, in, W.w16, N, I, O, write_dw);
+        matmul_backward_bf16(din, dW, dbias, dout, dout16, in, W.w16, N, I, O, write_dw);
     } else if (W.w16) {
         CHECK(!dW); /* held in bf16: frozen */
         if (din) gemm_f32_b16(0, 0, N, I, O, 1.0f, dout, O, W.w16, I, 0.0f, din, I);

@@ -122,21 +122,24 @@ static inline void f32_join_n(float *restrict x, const uint16_t *restrict hi, co
 /* Mixed precision (TRL's bf16: true): the same linear layers with bf16 operands.
  * in and dout are rounded to bf16 as the products read them, W is held in bf16,
  * the products accumulate in fp32 and every output is fp32 (ops/gemm.h:
- * gemm_bf16). Same contracts as matmul_forward / matmul_backward. */
+ * gemm_bf16). Same contracts as matmul_forward / matmul_backward; dout16 is the
+ * caller's memory for dout's N x O bf16 values, which both products read (rounded
+ * once: gemm_bf16_round), where there are two. */
 void matmul_forward_bf16(float *out, const float *in, const uint16_t *W, const float *bias, int N, int I, int O);
-void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, const float *in,
+void matmul_backward_bf16(float *din, float *dW, float *dbias, const float *dout, uint16_t *dout16, const float *in,
                           const uint16_t *W, int N, int I, int O, int write_dw);
 /* The same two with the input held in bf16 already (a saved activation, model/
  * transformer.h: acts_create's bf16): the values they would round in to. */
 void matmul_forward_bf16_in16(float *out, const uint16_t *in, const uint16_t *W, const float *bias, int N, int I,
                               int O);
-void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, const uint16_t *in,
-                               const uint16_t *W, int N, int I, int O, int write_dw);
+void matmul_backward_bf16_in16(float *din, float *dW, float *dbias, const float *dout, uint16_t *dout16,
+                               const uint16_t *in, const uint16_t *W, int N, int I, int O, int write_dw);
 /* The backward with dout the caller's scratch, not read again: where both products
  * read it, its bf16 values are rounded into its own memory (gemm_bf16_round_in_place;
- * its fp32 values lost) instead of a buffer. The same results bit for bit. */
-void matmul_backward_bf16_in16_scratch(float *din, float *dW, float *dbias, float *dout, const uint16_t *in,
-                                       const uint16_t *W, int N, int I, int O, int write_dw);
+ * its fp32 values lost) instead of dout16. The same results bit for bit. The input
+ * in fp32 (in) or held in bf16 (in16), the other NULL. */
+void matmul_backward_bf16_scratch(float *din, float *dW, float *dbias, float *dout, const float *in,
+                                  const uint16_t *in16, const uint16_t *W, int N, int I, int O, int write_dw);
 /* ... and with dout in bf16 too (written so by its producer: swiglu_backward_bf16); no bias. */
 void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, const uint16_t *in, const uint16_t *W,
                                  int N, int I, int O, int write_dw);
@@ -158,9 +161,9 @@ typedef struct {
     int bf16_products;
 } WeightMatrix;
 /* matmul_forward / matmul_backward (or their bf16 forms) on W as it is held; a
- * frozen matrix has no dW. */
+ * frozen matrix has no dW; dout16 as matmul_backward_bf16's (read with bf16_products only). */
 void matmul_forward_weight(float *out, const float *in, WeightMatrix W, const float *bias, int N, int I, int O);
-void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, const float *in,
+void matmul_backward_weight(float *din, float *dW, float *dbias, const float *dout, uint16_t *dout16, const float *in,
                             WeightMatrix W, int N, int I, int O, int write_dw);
 
 /* ---- embedding (ops/embedding.c) ---- */

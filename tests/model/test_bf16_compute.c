@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "machine/bf16_matmul.h"
 #include "io/safetensors.h"
 #include "model/kvcache.h"
 #include "model/model_io.h"
@@ -260,16 +261,18 @@ static void check_fixture(const char *name) {
         free(gf);
     }
     /* the native path's operand handling (every fp32 operand rounded into a buffer,
-     * gemm_bf16_round's reused between calls, the LM head's dz rounded in place), with
-     * the products taken as the widened path takes them: the widened path's bits, in
-     * every pass — any operand read after its buffer was reused would show */
+     * dx rounded into the activations' dx16, the LM head's dz rounded in place), on the
+     * tests' emulated bf16 matmul (tests/machine): the widened path's bits, in every
+     * pass — any operand read after its memory was reused would show */
     for (int pass = 0; pass < 3; pass++) {
         int ckpt = pass != 1, fused = pass == 2;
         float lpw[in.N], lpr[in.N];
         gemm_bf16_use(GEMM_BF16_WIDEN);
         float *gw = run(&m, &in, ckpt, fused, 1, lpw);
-        gemm_bf16_use(GEMM_BF16_ROUNDED);
+        GemmBf16Matmul was = test_bf16_machine(1);
+        gemm_bf16_use(GEMM_BF16_ONEDNN);
         float *gr = run(&m, &in, ckpt, fused, 1, lpr);
+        gemm_bf16_set_matmul(was);
         gemm_bf16_use(GEMM_BF16_AUTO);
         T_CHECK(!memcmp(lpw, lpr, sizeof lpw) && !memcmp(gw, gr, sizeof(float) * m.table.total),
                 "%s (checkpointing %d, fused head %d): operands rounded as for a bf16 matmul change the results", name,

@@ -11,23 +11,44 @@
  * of two are exact in fp32, so the only error left is fp32 summation: the bound is
  * |got - want| <= K · 2^-23 · Σ_k |a b| (+ the beta term's rounding). Skipping the
  * rounding of an fp32 operand (or rounding it the wrong way) moves the result by
- * about 2^-9 relative, far outside it. Every backend this CPU can run is checked:
- * gemm_f32 on the widened operands, oneDNN's fp32 matmul on them (its layouts,
- * scales, sum post-op and primitive cache), the operands rounded into buffers as for
- * oneDNN's bf16 matmul (ROUNDED: WIDEN's bits, checked bit for bit), and oneDNN's bf16
- * matmul where the CPU has one. And bf16_transpose (the LM head's dz^T for
- * its weight gradient's product), bit for bit, its destination's bounds kept. */
+ * about 2^-9 relative, far outside it. Every way this CPU can run is checked: the
+ * widened operands on oneDNN's fp32 matmul (its layouts, scales, sum post-op and
+ * primitive cache) and on OpenBLAS, the native path on the tests' emulated bf16 matmul
+ * (tests/machine: the operands rounded into buffers, widened sums — the widened
+ * path's bits, checked bit for bit), and the machine's own bf16 matmul where it has
+ * one. And bf16_transpose (the LM head's dz^T for its weight gradient's product), bit
+ * for bit, its destination's bounds kept. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "machine/bf16_matmul.h"
 #include "ops/gemm.h"
 #include "ops/onednn.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
 static uint64_t seed = 7;
+
+/* The ways gemm_bf16 runs: the widened path on gemm_f32's oneDNN fp32 matmul or on
+ * OpenBLAS; the native path on the tests' emulated bf16 matmul; or on this machine's
+ * own (as make test-isa may have set it: tests/machine). */
+typedef enum { WIDEN_ONEDNN, WIDEN_OPENBLAS, EMULATED, NATIVE } Way;
+static GemmBf16Matmul machine; /* the machine's, as main found it */
+
+/* 0, or -1 where the way cannot run here (NATIVE without a bf16 matmul). */
+static int use_way(Way w) {
+    gemm_f32_use(w == WIDEN_OPENBLAS ? GEMM_F32_OPENBLAS : GEMM_F32_AUTO);
+    gemm_bf16_set_matmul(w == EMULATED ? test_bf16_matmul : machine);
+    return gemm_bf16_use(w == WIDEN_ONEDNN || w == WIDEN_OPENBLAS ? GEMM_BF16_WIDEN : GEMM_BF16_ONEDNN);
+}
+
+static void use_auto(void) {
+    gemm_f32_use(GEMM_F32_AUTO);
+    gemm_bf16_set_matmul(machine);
+    gemm_bf16_use(GEMM_BF16_AUTO);
+}
 
 static float frand(void) {
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -151,8 +172,8 @@ static int run_case(const Case *c, const char *backend) {
     return ok;
 }
 
-static void check_backend(GemmBf16Backend b, const char *name) {
-    T_CHECK(gemm_bf16_use(b) == 0, "backend %s refused", name);
+static void check_backend(Way w, const char *name) {
+    T_CHECK(use_way(w) == 0, "backend %s refused", name);
     int n = 0;
     for (int ta = 0; ta <= 1; ta++)
         for (int tb = 0; tb <= 1; tb++)
@@ -172,8 +193,8 @@ static void check_backend(GemmBf16Backend b, const char *name) {
  * a K past 8192 split with its blocks summed into C (beta 0: the first block's
  * product replaces C's values); gemm_f32_b16 likewise, A read unrounded. Where the
  * backend is oneDNN's bf16 matmul only gemm_f32_b16 takes the widened path. */
-static void check_blocks(GemmBf16Backend b, const char *name) {
-    T_CHECK(gemm_bf16_use(b) == 0, "backend %s refused", name);
+static void check_blocks(Way w, const char *name) {
+    T_CHECK(use_way(w) == 0, "backend %s refused", name);
     Case cases[] = {
         {0, 1, 5, 70001, 64, 0, 3, 0, 0, 1, 1.0f, 1.0f, 0},     /* B 4.5 Mi values: three blocks of N */
         {1, 0, 6, 220, 20011, 2, 0, 1, 0, 0, 0.5f, 0.0f, 0},    /* B 4.4 Mi: K in three blocks */
@@ -189,8 +210,8 @@ static void check_blocks(GemmBf16Backend b, const char *name) {
     T_CHECK(n == count, "%s: %d of %d blocked cases within the bound", name, n, count);
 }
 
-/* ROUNDED (the operands rounded into buffers as for a bf16 matmul) gives WIDEN's
- * bits, on the small cases, the blocked ones and a K = 0 one: the same inputs (the
+/* The emulated bf16 matmul (the operands rounded into buffers as for a bf16 matmul)
+ * gives the widened path's bits, on the small cases, the blocked ones and a K = 0 one: the same inputs (the
  * generator's state replayed), C compared bit for bit. */
 static void check_rounded_is_widened(void) {
     Case cases[] = {
@@ -205,7 +226,7 @@ static void check_rounded_is_widened(void) {
         uint64_t at = seed;
         float *C[2];
         for (int k = 0; k < 2; k++) {
-            gemm_bf16_use(k ? GEMM_BF16_ROUNDED : GEMM_BF16_WIDEN);
+            use_way(k ? EMULATED : WIDEN_ONEDNN);
             seed = at;
             keep_C = &C[k];
             run_case(c, k ? "rounded" : "widened");
@@ -214,14 +235,14 @@ static void check_rounded_is_widened(void) {
         same += !memcmp(C[0], C[1], sizeof(float) * c->M * (c->N + c->pad_c));
         free(C[0]), free(C[1]);
     }
-    T_CHECK(same == count, "ROUNDED gives WIDEN's bits in %d of %d cases", same, count);
-    gemm_bf16_use(GEMM_BF16_AUTO);
+    T_CHECK(same == count, "the emulated bf16 matmul gives the widened bits in %d of %d cases", same, count);
+    use_auto();
 }
 
 /* More shapes than the primitive cache holds, then the first again: an evicted
  * primitive is made anew, and a cached one must belong to its own shape. */
 static void check_cache(void) {
-    gemm_bf16_use(GEMM_BF16_ONEDNN_F32);
+    use_way(WIDEN_ONEDNN);
     int ok = 0;
     for (int i = 0; i < 110; i++) {
         Case c = {0, 1, 1 + i % 7, 2 + i, 3 + i % 5, 0, 0, 0, 0, 1, 1.0f, (float)(i & 1), 0};
@@ -258,23 +279,25 @@ static void check_vector_rounding(void) {
         }
     }
     T_CHECK(bad == 0, "%d vector conversions differ from the scalar ones", bad);
-    /* rows of 13 every 14 floats: rounded into a buffer for oneDNN's bf16 matmul; where
-     * the operands are widened, x itself (rounded as it is widened) */
-    const GemmBf16Backend backends[] = {GEMM_BF16_ONEDNN, GEMM_BF16_WIDEN, GEMM_BF16_ONEDNN_F32, GEMM_BF16_ROUNDED};
-    for (int k = 0; k < 4; k++) {
-        GemmBf16Backend b = backends[k];
-        if (gemm_bf16_use(b)) continue; /* no bf16 matmul on this CPU */
-        GemmBf16Operand o = gemm_bf16_round(x + 3, 5, 13, 14);
-        if (b == GEMM_BF16_ONEDNN || b == GEMM_BF16_ROUNDED) {
-            bad = o.ld != 13 || !o.h || o.f;
+    /* rows of 13 every 14 floats: rounded into the caller's 5 x 13 values for a bf16
+     * matmul (the value after them untouched); where the operands are widened, x itself
+     * (rounded as it is widened), dst untouched */
+    for (Way w = WIDEN_ONEDNN; w <= NATIVE; w++) {
+        if (use_way(w)) continue; /* no bf16 matmul on this CPU */
+        uint16_t dst[5 * 13 + 1];
+        for (int i = 0; i <= 5 * 13; i++) dst[i] = 0xabcd;
+        GemmBf16Operand o = gemm_bf16_round(x + 3, 5, 13, 14, dst);
+        if (w == EMULATED || w == NATIVE) {
+            bad = o.ld != 13 || o.h != dst || o.f || dst[5 * 13] != 0xabcd;
             for (int i = 0; !bad && i < 5; i++)
                 for (int j = 0; j < 13; j++) bad += o.h[i * 13 + j] != f32_to_bf16(x[3 + i * 14 + j]);
         } else {
             bad = o.f != x + 3 || o.ld != 14 || o.h;
+            for (int i = 0; i <= 5 * 13; i++) bad += dst[i] != 0xabcd;
         }
-        T_CHECK(bad == 0, "gemm_bf16_round (backend %d): %d values or the layout wrong", (int)b, bad);
+        T_CHECK(bad == 0, "gemm_bf16_round (way %d): %d values or the layout wrong", (int)w, bad);
     }
-    gemm_bf16_use(GEMM_BF16_AUTO);
+    use_auto();
     /* in place: rows of 1100 (row 0 in three pieces of at most 512) every 1103 floats,
      * packed from the start; 200 rows: waves of 1, 2, .. 72 rows, the larger in parallel */
     enum { R = 200, Cw = 1100, LD = 1103 };
@@ -295,7 +318,7 @@ static void check_stats(void) {
     float A[M * K], B[K * N], C[M * N];
     for (int i = 0; i < M * K; i++) A[i] = frand();
     for (int i = 0; i < K * N; i++) B[i] = frand();
-    gemm_bf16_use(GEMM_BF16_WIDEN);
+    use_way(WIDEN_ONEDNN);
     gemm_stats_reset();
     gemm_f32(0, 0, M, N, K, 1, A, K, B, N, 0, C, N);
     gemm_bf16(0, 0, M, N, K, 1, (GemmBf16Operand){.f = A, .ld = K}, (GemmBf16Operand){.f = B, .ld = N}, 0, C, N);
@@ -320,7 +343,7 @@ static void check_stats(void) {
 /* matmul_*_bf16 on the widening backend equal matmul_* on the rounded operands bit for
  * bit: the same gemm_f32 call on the same values (bias included). */
 static void check_linear(void) {
-    gemm_bf16_use(GEMM_BF16_WIDEN);
+    use_way(WIDEN_ONEDNN);
     int N = 9, I = 24, O = 11;
     float in[N * I], W[O * I], bias[O], dout[N * O], rin[N * I], rW[O * I], rdout[N * O];
     uint16_t W16[O * I];
@@ -336,7 +359,8 @@ static void check_linear(void) {
     for (int i = 0; i < N * I; i++) din1[i] = din2[i] = 0.5f;
     for (int i = 0; i < O * I; i++) dW1[i] = dW2[i] = -0.25f;
     for (int i = 0; i < O; i++) db1[i] = db2[i] = 1.0f;
-    matmul_backward_bf16(din1, dW1, db1, dout, in, W16, N, I, O, 0);
+    uint16_t dout16[N * O];
+    matmul_backward_bf16(din1, dW1, db1, dout, dout16, in, W16, N, I, O, 0);
     matmul_backward(din2, dW2, NULL, rdout, rin, rW, N, I, O, 0);
     matmul_backward(NULL, NULL, db2, dout, NULL, NULL, N, I, O, 0); /* the bias gradient sums the fp32 dout */
     T_CHECK(!memcmp(din1, din2, sizeof din1), "matmul_backward_bf16: din differs");
@@ -344,37 +368,42 @@ static void check_linear(void) {
     T_CHECK(!memcmp(db1, db2, sizeof db1), "matmul_backward_bf16: dbias differs");
 }
 
-/* matmul_backward_bf16_in16_scratch, dout rounded into its own memory, gives
- * matmul_backward_bf16_in16's results bit for bit on backend b; on oneDNN's bf16 matmul
- * it takes no buffer where the other rounds dout into one (run first: buffers empty). */
-static void check_backward_scratch(GemmBf16Backend b, const char *name) {
-    gemm_bf16_use(b);
+/* matmul_backward_bf16_scratch, dout rounded into its own memory, gives
+ * matmul_backward_bf16_in16's results bit for bit (dout rounded into the caller's
+ * dout16) on way w, and both give those of the two with the input in fp32 (holding
+ * the same bf16 values); on a bf16 matmul the two with the input in bf16 take no
+ * buffer of gemm_bf16's (every operand is bf16 already; run first: buffers empty). */
+static void check_backward_scratch(Way w, const char *name) {
+    use_way(w);
     int N = 33, I = 40, O = 2000;
-    float *dout = malloc(sizeof(float) * N * O), *scratch = malloc(sizeof(float) * N * O);
-    float *din[2], *dW[2], *db[2];
+    float *dout = malloc(sizeof(float) * N * O), *scratch[2] = {malloc(sizeof(float) * N * O), malloc(sizeof(float) * N * O)};
+    float *in = malloc(sizeof(float) * N * I);
+    uint16_t *dout16 = malloc(sizeof(uint16_t) * N * O);
+    float *din[4], *dW[4], *db[4];
     uint16_t *in16 = malloc(sizeof(uint16_t) * N * I), *W16 = malloc(sizeof(uint16_t) * O * I);
-    for (int i = 0; i < N * I; i++) in16[i] = f32_to_bf16(frand());
+    for (int i = 0; i < N * I; i++) in16[i] = f32_to_bf16(frand()), in[i] = bf16_to_f32(in16[i]);
     for (int i = 0; i < O * I; i++) W16[i] = f32_to_bf16(frand());
-    for (int i = 0; i < N * O; i++) dout[i] = scratch[i] = frand();
-    for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < N * O; i++) dout[i] = scratch[0][i] = scratch[1][i] = frand();
+    for (int k = 0; k < 4; k++) {
         din[k] = malloc(sizeof(float) * N * I), dW[k] = malloc(sizeof(float) * O * I), db[k] = malloc(sizeof(float) * O);
         for (int i = 0; i < N * I; i++) din[k][i] = 0.5f;
         for (int i = 0; i < O * I; i++) dW[k][i] = -0.25f;
         for (int i = 0; i < O; i++) db[k][i] = 1.0f;
     }
     size_t before = gemm_bf16_buffer_bytes();
-    matmul_backward_bf16_in16_scratch(din[0], dW[0], db[0], scratch, in16, W16, N, I, O, 0);
-    size_t scratch_grew = gemm_bf16_buffer_bytes() - before;
-    matmul_backward_bf16_in16(din[1], dW[1], db[1], dout, in16, W16, N, I, O, 0);
-    T_CHECK(!memcmp(din[0], din[1], sizeof(float) * N * I) && !memcmp(dW[0], dW[1], sizeof(float) * O * I) &&
-                !memcmp(db[0], db[1], sizeof(float) * O),
-            "%s: the backward rounding dout in place differs from the one with a buffer", name);
-    if (b == GEMM_BF16_ONEDNN && !strncmp(gemm_bf16_backend_name(), "oneDNN ", 7)) /* not the emulation's widening */
-        T_CHECK(scratch_grew == 0 && gemm_bf16_buffer_bytes() >= before + sizeof(uint16_t) * N * O,
-                "%s: buffers grew by %zu bytes rounding dout in place, to %zu bytes with the buffer", name,
-                scratch_grew, gemm_bf16_buffer_bytes());
-    for (int k = 0; k < 2; k++) free(din[k]), free(dW[k]), free(db[k]);
-    free(dout), free(scratch), free(in16), free(W16);
+    matmul_backward_bf16_scratch(din[0], dW[0], db[0], scratch[0], NULL, in16, W16, N, I, O, 0);
+    matmul_backward_bf16_in16(din[1], dW[1], db[1], dout, dout16, in16, W16, N, I, O, 0);
+    size_t grew = gemm_bf16_buffer_bytes() - before;
+    matmul_backward_bf16_scratch(din[2], dW[2], db[2], scratch[1], in, NULL, W16, N, I, O, 0);
+    matmul_backward_bf16(din[3], dW[3], db[3], dout, dout16, in, W16, N, I, O, 0);
+    for (int k = 1; k < 4; k++)
+        T_CHECK(!memcmp(din[0], din[k], sizeof(float) * N * I) && !memcmp(dW[0], dW[k], sizeof(float) * O * I) &&
+                    !memcmp(db[0], db[k], sizeof(float) * O),
+                "%s: backward %d (in place / into dout16; input in bf16 / in fp32) differs from the first", name, k);
+    if (w == NATIVE && machine.present != 1) /* not an emulation's widening */
+        T_CHECK(grew == 0, "%s: gemm_bf16's buffers grew by %zu bytes", name, grew);
+    for (int k = 0; k < 4; k++) free(din[k]), free(dW[k]), free(db[k]);
+    free(dout), free(scratch[0]), free(scratch[1]), free(in), free(dout16), free(in16), free(W16);
 }
 
 /* gemm_f32 on backend b: every transpose, padded rows, alpha, beta, K = 0. */
@@ -507,9 +536,11 @@ static void check_transpose(void) {
 }
 
 int main(void) {
-    if (gemm_bf16_native()) check_backward_scratch(GEMM_BF16_ONEDNN, "oneDNN bf16");
-    check_backward_scratch(GEMM_BF16_ROUNDED, "rounded");
-    check_backward_scratch(GEMM_BF16_WIDEN, "widened");
+    machine = gemm_bf16_set_matmul((GemmBf16Matmul){-1, NULL, NULL});
+    gemm_bf16_set_matmul(machine);
+    if (gemm_bf16_native()) check_backward_scratch(NATIVE, "bf16 matmul");
+    check_backward_scratch(EMULATED, "emulated");
+    check_backward_scratch(WIDEN_ONEDNN, "widened");
     check_f32(GEMM_F32_OPENBLAS, "OpenBLAS", 0);
     check_f32(GEMM_F32_ONEDNN, "oneDNN", 0);
     check_f32(GEMM_F32_ONEDNN, "oneDNN", 1);
@@ -522,26 +553,26 @@ int main(void) {
     check_split();
     check_vector_rounding();
     check_stats();
-    check_backend(GEMM_BF16_WIDEN, "widened");
-    check_backend(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
-    check_blocks(GEMM_BF16_WIDEN, "widened");
+    check_backend(WIDEN_ONEDNN, "widened on oneDNN fp32");
+    check_backend(WIDEN_OPENBLAS, "widened on OpenBLAS");
+    check_blocks(WIDEN_ONEDNN, "widened on oneDNN fp32");
     /* the widened operands' buffers stayed at a block each (a whole operand: 6 Mi values) */
     T_CHECK(gemm_bf16_buffer_bytes() <= 2 * sizeof(float) * (2 << 20), "widening buffers hold %zu bytes",
             gemm_bf16_buffer_bytes());
-    check_blocks(GEMM_BF16_ONEDNN_F32, "oneDNN fp32");
-    check_backend(GEMM_BF16_ROUNDED, "rounded");
-    check_blocks(GEMM_BF16_ROUNDED, "rounded");
+    check_blocks(WIDEN_OPENBLAS, "widened on OpenBLAS");
+    check_backend(EMULATED, "emulated bf16 matmul");
+    check_blocks(EMULATED, "emulated bf16 matmul");
     check_rounded_is_widened();
     if (gemm_bf16_native()) {
-        check_backend(GEMM_BF16_ONEDNN, "oneDNN bf16");
-        check_blocks(GEMM_BF16_ONEDNN, "oneDNN bf16");
+        check_backend(NATIVE, "bf16 matmul");
+        check_blocks(NATIVE, "bf16 matmul");
+    } else {
+        T_CHECK(use_way(NATIVE) == -1, "the native backend was accepted on a CPU without it");
     }
-    else
-        T_CHECK(gemm_bf16_use(GEMM_BF16_ONEDNN) == -1, "the native backend was accepted on a CPU without it");
     check_cache();
     check_linear();
     check_transpose();
-    gemm_bf16_use(GEMM_BF16_AUTO);
+    use_auto();
     printf("gemm_bf16 backend here: %s\n", gemm_bf16_backend_name());
     return t_summary("test_gemm");
 }
