@@ -4,6 +4,7 @@
  * completion token given everything before it (likelihood evaluation, and the
  * contract that tests the forward pass from outside). Lines are batched up to
  * --batch_tokens padded tokens per forward. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +72,11 @@ static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n,
     for (int i = 0, k = 0; i < n; i++) {
         fputs("{\"logprobs\": [", stdout);
         if (items[i].n) {
-            for (int j = pb.offsets[k]; j < pb.offsets[k + 1]; j++)
-                printf("%s%.8g", j > pb.offsets[k] ? ", " : "", lp[j]);
+            for (int j = pb.offsets[k]; j < pb.offsets[k + 1]; j++) {
+                fputs(j > pb.offsets[k] ? ", " : "", stdout);
+                if (isfinite(lp[j])) printf("%.8g", lp[j]);
+                else fputs("null", stdout); /* JSON has no NaN or Inf */
+            }
             k++;
         }
         fputs("]}\n", stdout);

@@ -134,7 +134,7 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
 }
 
 static int out_of_range(const OptSpec *o, double x) {
-    return o->min <= o->max && !(x >= o->min && x <= o->max);
+    return o->min <= o->max && !(x >= o->min && (o->flags & OPT_OPEN_MAX ? x < o->max : x <= o->max));
 }
 
 static double number(const OptSpec *o, const void *v) {
@@ -157,8 +157,8 @@ static int is_number(const OptSpec *o) {
 static void range_text(const OptSpec *o, char *buf, size_t cap) {
     if (o->max >= 1e300) snprintf(buf, cap, o->min == 1e-300 ? "> 0" : ">= %.15g", o->min);
     else if (o->min <= -1e300) snprintf(buf, cap, "<= %.15g", o->max);
-    else snprintf(buf, cap, o->min == 1e-300 ? "in (0, %.15g]" : "in [%.15g, %.15g]", o->min == 1e-300 ? o->max : o->min,
-                  o->max);
+    else if (o->min == 1e-300) snprintf(buf, cap, "in (0, %.15g%c", o->max, o->flags & OPT_OPEN_MAX ? ')' : ']');
+    else snprintf(buf, cap, "in [%.15g, %.15g%c", o->min, o->max, o->flags & OPT_OPEN_MAX ? ')' : ']');
 }
 
 int opts_check(const OptGroup *g, int ng, const void *obj, GrpoErr *err) {

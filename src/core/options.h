@@ -56,6 +56,9 @@ enum {
                                a Hub id gets a hint to convert it */
     OPT_TEST_SPLIT = 1 << 5, /* with OPT_DATA_PATH: a directory gives its dataset_test_split file */
     OPT_AUTO = 1 << 6,       /* bools: "auto" (-1) is a value too, which the library resolves where it reads it */
+    OPT_INPUT = 1 << 7,      /* strings: a file or directory the command reads (as OPT_MODEL_PATH, OPT_DATA_PATH
+                                and OPT_CONFIG are): an output directory may not be, hold or lie inside it */
+    OPT_OPEN_MAX = 1 << 8,   /* numbers: max itself is outside the range, [min, max) (Adam's betas) */
 };
 
 typedef struct {

@@ -271,3 +271,52 @@ int fs_commit_dir(const char *tmp, const char *final_dir, GrpoErr *err) {
     if (rmdir(tmp) != 0) return err_set(err, "%s: cannot remove: %s", tmp, strerror(errno));
     return 0;
 }
+
+char *fs_canonical(const char *path) {
+    char *abs;
+    if (path[0] == '/') {
+        abs = xstrdup(path);
+    } else {
+        char *cwd = getcwd(NULL, 0);
+        abs = fs_join(cwd ? cwd : "/", path);
+        free(cwd);
+    }
+    /* the longest prefix that exists, resolved; the rest folded onto it */
+    size_t cut = strlen(abs);
+    char *real = NULL;
+    while (!real) {
+        char keep = abs[cut];
+        abs[cut] = 0;
+        real = realpath(cut ? abs : "/", NULL);
+        abs[cut] = keep;
+        if (real || cut == 0) break;
+        while (cut > 0 && abs[cut - 1] != '/') cut--; /* drop the last component */
+        while (cut > 0 && abs[cut - 1] == '/') cut--;
+    }
+    size_t n = strlen(abs) + (real ? strlen(real) : 1) + 2, len;
+    char *out = xmalloc(n);
+    snprintf(out, n, "%s", real ? real : "/");
+    free(real);
+    len = strlen(out);
+    for (char *p = abs + cut; *p;) {
+        while (*p == '/') p++;
+        size_t k = strcspn(p, "/");
+        if (k == 0 || (k == 1 && p[0] == '.')) {
+        } else if (k == 2 && p[0] == '.' && p[1] == '.') {
+            while (len > 1 && out[len - 1] != '/') len--;
+            if (len > 1) len--;
+            out[len] = 0;
+        } else {
+            len += (size_t)snprintf(out + len, n - len, "%s%.*s", len > 1 ? "/" : "", (int)k, p);
+        }
+        p += k;
+    }
+    free(abs);
+    return out;
+}
+
+int fs_within(const char *inner, const char *outer) {
+    size_t n = strlen(outer);
+    if (n == 1 && outer[0] == '/') return inner[0] == '/';
+    return !strncmp(inner, outer, n) && (inner[n] == 0 || inner[n] == '/');
+}

@@ -43,6 +43,12 @@ int fs_tmpdir_for(const char *final_dir, char **tmp, GrpoErr *err);
  * subfolders keeps them); tmp is removed afterwards. */
 int fs_commit_dir(const char *tmp, const char *final_dir, GrpoErr *err);
 
+/* path as an absolute path (malloc'd): symlinks resolved along the part of it that
+ * exists, "." and ".." folded in the rest — where a directory not made yet will be. */
+char *fs_canonical(const char *path);
+/* 1 when canonical path inner is outer or lies inside it (both from fs_canonical). */
+int fs_within(const char *inner, const char *outer);
+
 /* path join into a malloc'd string. */
 char *fs_join(const char *dir, const char *name);
 

@@ -22,8 +22,8 @@ const OptSpec training_args_options[] = {
      "micro-batches per optimizer step"},
     {"shuffle_dataset", OPT_BOOL, A(shuffle_dataset), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0, "shuffle the examples each epoch"},
     {"learning_rate", OPT_F64, A(learning_rate), 1e-6, NULL, 0, BIG, NULL, NULL, 0, "AdamW learning rate"},
-    {"adam_beta1", OPT_F64, A(adam.beta1), 0.9, NULL, 0, 1, NULL, NULL, 0, "AdamW beta1"},
-    {"adam_beta2", OPT_F64, A(adam.beta2), 0.999, NULL, 0, 1, NULL, NULL, 0, "AdamW beta2"},
+    {"adam_beta1", OPT_F64, A(adam.beta1), 0.9, NULL, 0, 1, NULL, NULL, OPT_OPEN_MAX, "AdamW beta1"},
+    {"adam_beta2", OPT_F64, A(adam.beta2), 0.999, NULL, 0, 1, NULL, NULL, OPT_OPEN_MAX, "AdamW beta2"},
     {"adam_epsilon", OPT_F64, A(adam.eps), 1e-8, NULL, 0, BIG, NULL, NULL, 0, "AdamW epsilon"},
     {"weight_decay", OPT_F64, A(adam.weight_decay), 0, NULL, 0, BIG, NULL, NULL, 0, "decoupled weight decay"},
     {"lr_scheduler_type", OPT_ENUM, A(lr_scheduler_type), SCHED_LINEAR, NULL, OPT_NO_RANGE, sched_names, NULL, 0,
@@ -73,7 +73,7 @@ const OptSpec training_args_options[] = {
      "(default q_proj v_proj)"},
     {"use_rslora", OPT_BOOL, A(use_rslora), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "rank-stabilised LoRA: scale by lora_alpha / sqrt(lora_r)"},
-    {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_INPUT,
      "a PEFT LoRA adapter directory to continue training (implies use_peft; its r, alpha, dropout and targets)"},
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];

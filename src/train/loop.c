@@ -15,6 +15,7 @@
 
 #include "core/timer.h"
 #include "io/fsutil.h"
+#include "io/run_lock.h"
 #include "log/tensorboard.h"
 #include "train/checkpoint.h"
 #include "train/world.h"
@@ -28,6 +29,7 @@
 typedef struct {
     const TrainLoop *L;
     char *out_dir;             /* output_dir with symlinks resolved */
+    RunLock lock;              /* on out_dir, for the run (the process that writes files) */
     long total_steps;
     TrainModel *tm;            /* what trains (L->model) */
     const TrainWorld *world;   /* L->world, or the run's processes */
@@ -211,11 +213,48 @@ static int train_step(Loop *lp, GrpoErr *err) {
 
 /* ---- the run ---- */
 
-/* output_dir (lp->out_dir) cleaned of this program's dead temporary directories,
- * and (for a new run) checked for an earlier run's files. */
+/* output_dir may not be an input, hold one or lie inside one (resolved through
+ * symlinks): every option that names an input (OPT_MODEL_PATH, OPT_DATA_PATH,
+ * OPT_INPUT, OPT_CONFIG) and exists; the checkpoint resumed from lies inside it as a
+ * rule, but output_dir may not lie inside the checkpoint. */
+static int check_inputs(const Loop *lp, GrpoErr *err) {
+    const TrainLoop *L = lp->L;
+    char *out = fs_canonical(lp->out_dir);
+    int rc = 0;
+    for (int gi = 0; gi < L->n_groups && !rc; gi++)
+        for (int k = 0; k < L->groups[gi].n && !rc; k++) {
+            const OptSpec *o = &L->groups[gi].specs[k];
+            int input = o->type == OPT_CONFIG ||
+                        (o->type == OPT_STR && o->flags & (OPT_MODEL_PATH | OPT_DATA_PATH | OPT_INPUT));
+            const char *v = input ? *(const char *const *)((const char *)L->config + L->groups[gi].base + o->offset)
+                                  : NULL;
+            if (!v || !fs_exists(v)) continue;
+            char *in = fs_canonical(v);
+            if (fs_within(out, in) || fs_within(in, out))
+                rc = err_set(err, "output_dir %s %s the %s given (%s): the run would write over it; choose another "
+                             "--output_dir", L->args->output_dir,
+                             !strcmp(out, in) ? "is" : fs_within(out, in) ? "lies inside" : "holds", o->name, v);
+            free(in);
+        }
+    const char *ck = L->args->resume_from_checkpoint;
+    if (!rc && ck && strcmp(ck, "latest") && fs_exists(ck)) {
+        char *in = fs_canonical(ck);
+        if (fs_within(out, in))
+            rc = err_set(err, "output_dir %s %s the checkpoint resumed from (%s): choose another --output_dir",
+                         L->args->output_dir, !strcmp(out, in) ? "is" : "lies inside", ck);
+        free(in);
+    }
+    free(out);
+    return rc;
+}
+
+/* output_dir (lp->out_dir) checked against the inputs, locked for this run
+ * (io/run_lock.h), cleaned of this program's dead temporary directories, and (for a
+ * new run) checked for an earlier run's files. */
 static int prepare_output(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
-    if (fs_exists(lp->out_dir)) ckpt_remove_leftovers(lp->out_dir);
+    if (check_inputs(lp, err) || run_lock_take(&lp->lock, lp->out_dir, err)) return -1;
+    ckpt_remove_leftovers(lp->out_dir);
     if (!a->resume_from_checkpoint && ckpt_prepare_output_dir(lp->out_dir, a->overwrite_output_dir, err)) return -1;
     return 0;
 }
@@ -393,6 +432,7 @@ static char *plan_text(const Loop *lp) {
 int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     Loop lp;
     memset(&lp, 0, sizeof lp);
+    lp.lock.fd = -1;
     lp.L = L;
     lp.tm = L->model;
     lp.world = L->world ? L->world : train_world_processes();
@@ -413,6 +453,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     if (!rc) rc = save_final(&lp, err);
     if (lp.metrics_f) fclose(lp.metrics_f);
     tb_close(&lp.tb);
+    run_lock_release(&lp.lock);
     free(lp.out_dir);
     metric_acc_free(&lp.acc);
     json_decref(lp.options);

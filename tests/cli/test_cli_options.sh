@@ -47,6 +47,10 @@ T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --rew
 expect_error 2 "per_device_train_batch_size must be in \[1, 1048576\] (got 100000000)" "$GRPO" "${T[@]}" \
     --per_device_train_batch_size 100000000
 expect_error 2 "top_k must be >= 0 (got -1)" "$GRPO" "${T[@]}" --top_k -1
+# Adam's betas in [0, 1): 1 would divide by 1 - beta^t = 0 (a NaN model)
+expect_error 2 "adam_beta1 must be in \[0, 1) (got 1)" "$GRPO" "${T[@]}" --adam_beta1 1
+expect_error 2 "adam_beta2 must be in \[0, 1) (got 1)" "$GRPO" "${T[@]}" --adam_beta2 1.0
+"$GRPO" train --help 2>&1 | grep -q "AdamW beta2 (default 0.999; in \[0, 1))" || fail "--help does not give beta2's range as [0, 1)"
 expect_error 2 "seed expects an integer, not 'x'" "$GRPO" "${T[@]}" --seed x
 expect_error 2 "reward_weights: 'heavy' is not a number" "$GRPO" "${T[@]}" --reward_weights heavy
 printf 'scale_rewards: sometimes\n' > "$TMP/bad.yaml"
