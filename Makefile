@@ -32,7 +32,14 @@ TEST_BF16_MATMUL ?=
 TESTREF_SRC := $(sort $(wildcard tests/ref/*.c))
 BENCH_SRC:= $(sort $(wildcard bench/bench_*.c))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The GPU kernels (src/gpu/kernels/*.cu), compiled to PTX by clang without a CUDA toolkit
+# and embedded in the library as data (gpu_kernels_ptx): every build compiles every
+# GPU line; the driver, where there is one, compiles the PTX for its GPU at run time.
+GPU_CC   ?= clang
+GPU_PTX_FLAGS = -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib \
+                -Xclang -target-feature -Xclang +ptx70 -O2 -ffp-contract=off -Wall -Werror -Wno-unknown-cuda-version
+GPU_PTX_OBJ := $(BUILD)/gpu/kernels_ptx.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_PTX_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 TESTREF_OBJ := $(TESTREF_SRC:%.c=$(BUILD)/%.o)
@@ -56,6 +63,14 @@ $(BUILD)/libgrpo.objs: FORCE
 $(LIB): $(LIB_OBJ) $(BUILD)/libgrpo.objs
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $(LIB_OBJ)
+
+$(BUILD)/gpu/kernels.ptx: src/gpu/kernels/all.cu $(wildcard src/gpu/kernels/*.cu src/gpu/kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(GPU_CC) $(GPU_PTX_FLAGS) -S $< -o $@
+
+$(GPU_PTX_OBJ): $(BUILD)/gpu/kernels.ptx
+	printf '.section .rodata\n.globl gpu_kernels_ptx\n.type gpu_kernels_ptx, @object\n.balign 16\ngpu_kernels_ptx:\n.incbin "%s"\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' $< \
+	    | $(CC) -c -x assembler - -o $@
 
 $(TESTREF_OBJ): CFLAGS += -Itests
 
@@ -145,7 +160,7 @@ FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
                -Isrc -I$(OPENBLAS_INC) -I$(MPI_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"'
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(GPU_PTX_OBJ)
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%)
 
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-clean fuzz-repro

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages grpo.c needs to build and test, when missing
-# (libsimde-dev: `make test-isa` runs the AVX-512 code on CPUs without it).
+# (libsimde-dev: `make test-isa` runs the AVX-512 code on CPUs without it; clang: the
+# GPU kernels are compiled to PTX on every machine, src/gpu/kernels/).
 # As root it runs apt-get; otherwise it prints the exact command to run.
 #   tools/install-deps.sh          build + test dependencies
 #   tools/install-deps.sh --bench  also PyTorch (Debian's python3-torch), the
@@ -9,9 +10,9 @@
 #                                  (libclang-rt-dev), its OpenMP runtime (libomp-dev)
 #                                  and llvm-symbolizer (llvm), for `make fuzz`
 set -eu
-pkgs="gcc make libopenblas-openmp-dev libdnnl-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev libsimde-dev libopenmpi-dev openmpi-bin python3 python3-protobuf nodejs npm"
+pkgs="gcc make clang libopenblas-openmp-dev libdnnl-dev libjansson-dev libonig-dev libutf8proc-dev libyaml-dev libsimde-dev libopenmpi-dev openmpi-bin python3 python3-protobuf nodejs npm"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs python3-torch python3-numpy"
-[ "${1:-}" = "--fuzz" ] && pkgs="$pkgs clang libclang-rt-dev libomp-dev llvm"
+[ "${1:-}" = "--fuzz" ] && pkgs="$pkgs libclang-rt-dev libomp-dev llvm"
 missing=""
 for p in $pkgs; do
     # node and npm may come from elsewhere (e.g. a newer Node.js): accept them on PATH

@@ -36,19 +36,19 @@ void adamw_free(AdamW *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-/* A step's scalars, computed once (in double, as torch computes them in Python floats). */
-typedef struct {
-    float step_size, bc2_sqrt, decay, one_minus_b1, b2, one_minus_b2, eps;
-    int use_decay;
-} StepConsts;
+AdamWStep adamw_step_scalars(long long step, double lr, const AdamWConfig *c) {
+    const double bc1 = 1.0 - pow(c->beta1, (double)step);
+    const double bc2 = 1.0 - pow(c->beta2, (double)step);
+    return (AdamWStep){(float)(lr / bc1), (float)sqrt(bc2), (float)(1.0 - lr * c->weight_decay),
+                       (float)(1.0 - c->beta1), (float)c->beta2, (float)(1.0 - c->beta2), (float)c->eps,
+                       c->weight_decay != 0.0};
+}
+
+typedef AdamWStep StepConsts;
 
 static StepConsts step_begin(AdamW *opt, double lr, const AdamWConfig *c) {
     opt->step++;
-    const double bc1 = 1.0 - pow(c->beta1, (double)opt->step);
-    const double bc2 = 1.0 - pow(c->beta2, (double)opt->step);
-    return (StepConsts){(float)(lr / bc1), (float)sqrt(bc2), (float)(1.0 - lr * c->weight_decay),
-                        (float)(1.0 - c->beta1), (float)c->beta2, (float)(1.0 - c->beta2), (float)c->eps,
-                        c->weight_decay != 0.0};
+    return adamw_step_scalars(opt->step, lr, c);
 }
 
 /* Element i's update: its parameter p in, the updated one out; keep: the decay

@@ -59,6 +59,17 @@ void adamw_free(AdamW *opt);
 void adamw_step(AdamW *opt, float *params, const float *grads, const uint8_t *decay_mask,
                 double lr, const AdamWConfig *c);
 
+/* A step's scalars, computed once in double (as torch computes them in Python floats)
+ * and rounded to fp32; step is the step being taken (1 for the first). The element
+ * update is, in fp32 in this order:  p *= keep (decay, or 1);  m' = m + one_minus_b1
+ * (g - m);  v' = b2 v + one_minus_b2 g g;  p -= step_size (m' / (sqrt(v') / bc2_sqrt
+ * + eps)). adamw_step and the GPU's (gpu/kernels/adamw.cu) both run it. */
+typedef struct {
+    float step_size, bc2_sqrt, decay, one_minus_b1, b2, one_minus_b2, eps;
+    int use_decay;
+} AdamWStep;
+AdamWStep adamw_step_scalars(long long step, double lr, const AdamWConfig *c);
+
 /* The same step on parameters held as two 16-bit halves (f32_split, ops/ops.h;
  * mixed precision's master weights): each joined, updated as adamw_step updates
  * it, and split again, so the values are adamw_step's bit for bit. */

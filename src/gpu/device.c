@@ -1,0 +1,121 @@
+/* gpu/device.c — see device.h. */
+#include "gpu/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const gpu_kernel_names[GPU_N_KERNELS] = {
+    [GPU_K_RMSNORM_FORWARD] = "rmsnorm_forward",
+    [GPU_K_RMSNORM_BACKWARD_INPUT] = "rmsnorm_backward_input",
+    [GPU_K_RMSNORM_BACKWARD_WEIGHT] = "rmsnorm_backward_weight",
+    [GPU_K_SWIGLU_FORWARD] = "swiglu_forward",
+    [GPU_K_SWIGLU_BACKWARD] = "swiglu_backward",
+    [GPU_K_ADAMW_STEP] = "adamw_step",
+};
+
+const char *gpu_ptx_missing_kernel(void) {
+    for (int k = 0; k < GPU_N_KERNELS; k++) {
+        char entry[96];
+        snprintf(entry, sizeof entry, ".entry %s(", gpu_kernel_names[k]);
+        if (!strstr(gpu_kernels_ptx, entry)) return gpu_kernel_names[k];
+    }
+    return NULL;
+}
+
+/* r as the call's result: 0, or -1 with err "what: the driver's text". */
+static int check(GpuDevice *d, CUresult r, const char *what, GrpoErr *err) {
+    return r == CUDA_SUCCESS ? 0 : err_set(err, "GPU: %s: %s", what, cuda_error_text(&d->api, r));
+}
+
+/* The PTX loaded as a module (the driver's JIT log in err when it refuses it) and
+ * every kernel found in it. */
+static int load_kernels(GpuDevice *d, GrpoErr *err) {
+    char log[2048] = "";
+    int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, (void *)(size_t)sizeof log};
+    CUresult r = d->api.ModuleLoadDataEx(&d->mod, gpu_kernels_ptx, 2, options, values);
+    if (r != CUDA_SUCCESS) {
+        log[sizeof log - 1] = 0;
+        for (char *p = log; *p; p++)
+            if (*p == '\n') *p = ' ';
+        return err_set(err, "GPU: the kernels' PTX was refused: %s%s%s", cuda_error_text(&d->api, r), *log ? ": " : "",
+                       log);
+    }
+    for (int k = 0; k < GPU_N_KERNELS; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "kernel %s", gpu_kernel_names[k]);
+        if (check(d, d->api.ModuleGetFunction(&d->fn[k], d->mod, gpu_kernel_names[k]), what, err)) return -1;
+    }
+    return 0;
+}
+
+int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) {
+    memset(d, 0, sizeof *d);
+    if (cuda_api_open(&d->api, why, n)) return 0;
+    int count = 0;
+    CUresult r = d->api.Init(0);
+    if (r == CUDA_SUCCESS) r = d->api.DeviceGetCount(&count);
+    if (r != CUDA_SUCCESS || count == 0) {
+        snprintf(why, n, "the NVIDIA driver reports no usable GPU (%s)",
+                 r == CUDA_SUCCESS ? "no device" : cuda_error_text(&d->api, r));
+        cuda_api_close(&d->api);
+        return 0;
+    }
+    if (check(d, d->api.DeviceGet(&d->dev, 0), "device 0", err) ||
+        check(d, d->api.DeviceGetName(d->name, sizeof d->name, d->dev), "its name", err) ||
+        check(d, d->api.DeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev),
+              "its compute capability", err) ||
+        check(d, d->api.DeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev),
+              "its compute capability", err) ||
+        check(d, d->api.DeviceGetAttribute(&d->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev),
+              "its multiprocessors", err) ||
+        check(d, d->api.DeviceTotalMem(&d->total_bytes, d->dev), "its memory", err)) {
+        cuda_api_close(&d->api);
+        return -1;
+    }
+    if (d->cc_major < 8) { /* the kernels are PTX for sm_80 (bf16 mma) */
+        snprintf(why, n, "%s has compute capability %d.%d; grpo needs 8.0 or newer", d->name, d->cc_major, d->cc_minor);
+        cuda_api_close(&d->api);
+        return 0;
+    }
+    if (check(d, d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev), "its context", err) ||
+        check(d, d->api.CtxSetCurrent(d->ctx), "its context", err) || load_kernels(d, err)) {
+        gpu_close(d);
+        return -1;
+    }
+    return 1;
+}
+
+void gpu_close(GpuDevice *d) {
+    if (d->mod) d->api.ModuleUnload(d->mod);
+    if (d->ctx) d->api.DevicePrimaryCtxRelease(d->dev);
+    cuda_api_close(&d->api);
+    memset(d, 0, sizeof *d);
+}
+
+int gpu_alloc(GpuDevice *d, CUdeviceptr *p, size_t bytes, GrpoErr *err) {
+    char what[64];
+    snprintf(what, sizeof what, "allocating %zu bytes", bytes);
+    *p = 0;
+    return check(d, d->api.MemAlloc(p, bytes ? bytes : 1), what, err);
+}
+
+void gpu_free(GpuDevice *d, CUdeviceptr p) {
+    if (p) d->api.MemFree(p);
+}
+
+int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoErr *err) {
+    return bytes ? check(d, d->api.MemcpyHtoD(dst, src, bytes), "copy to the GPU", err) : 0;
+}
+
+int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err) {
+    return bytes ? check(d, d->api.MemcpyDtoH(dst, src, bytes), "copy from the GPU", err) : 0;
+}
+
+int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **args, GrpoErr *err) {
+    if (grid == 0) return 0;
+    return check(d, d->api.LaunchKernel(d->fn[k], grid, 1, 1, block, 1, 1, 0, NULL, args, NULL), gpu_kernel_names[k],
+                 err);
+}
+
+int gpu_sync(GpuDevice *d, GrpoErr *err) { return check(d, d->api.CtxSynchronize(), "synchronize", err); }

@@ -1,0 +1,62 @@
+/* gpu/device.h — one NVIDIA GPU, driven through the driver API (gpu/cuda.h): the
+ * device and its primary context, the kernels (gpu/kernels/, compiled to PTX by
+ * clang at build time and embedded in the program; the driver compiles the PTX for
+ * the GPU it finds), device memory and launches.
+ *
+ * A machine without a usable GPU (no driver, no device, one older than compute
+ * capability 8.0) is not an error: gpu_open says so and the program runs on the
+ * CPU. Every call returns 0, or -1 with err naming the driver's error. */
+#ifndef GRPO_GPU_DEVICE_H
+#define GRPO_GPU_DEVICE_H
+
+#include <stddef.h>
+
+#include "core/check.h"
+#include "gpu/cuda.h"
+
+typedef enum {
+    GPU_K_RMSNORM_FORWARD,
+    GPU_K_RMSNORM_BACKWARD_INPUT,
+    GPU_K_RMSNORM_BACKWARD_WEIGHT,
+    GPU_K_SWIGLU_FORWARD,
+    GPU_K_SWIGLU_BACKWARD,
+    GPU_K_ADAMW_STEP,
+    GPU_N_KERNELS
+} GpuKernel;
+
+/* The kernels' names in the PTX, by GpuKernel. */
+extern const char *const gpu_kernel_names[GPU_N_KERNELS];
+/* The embedded PTX of gpu/kernels/all.cu, NUL-terminated (the build's kernels_ptx.o). */
+extern const char gpu_kernels_ptx[];
+
+typedef struct {
+    CudaApi api;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn[GPU_N_KERNELS];
+    char name[128];
+    int cc_major, cc_minor, sms;
+    size_t total_bytes;
+} GpuDevice;
+
+/* Opens the first GPU: 1 with d ready; 0 where there is none to use here (why[n]
+ * says why: no driver, no device, compute capability below 8.0); -1 with err where
+ * one is there but cannot be set up (the PTX refused: the driver's log in err). */
+int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err);
+void gpu_close(GpuDevice *d);
+
+int gpu_alloc(GpuDevice *d, CUdeviceptr *p, size_t bytes, GrpoErr *err);
+void gpu_free(GpuDevice *d, CUdeviceptr p);
+int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoErr *err);
+int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err);
+/* Kernel k on a grid x 1 x 1 of blocks of block x 1 x 1 threads, args as cuLaunchKernel's. */
+int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **args, GrpoErr *err);
+/* Waits for the launches so far; a fault in one of them is reported here. */
+int gpu_sync(GpuDevice *d, GrpoErr *err);
+
+/* The first kernel of the table the embedded PTX does not define (".entry NAME("),
+ * or NULL: the table and the kernels' sources agree (checked on every machine). */
+const char *gpu_ptx_missing_kernel(void);
+
+#endif

@@ -1,0 +1,5 @@
+/* gpu/kernels/all.cu — every kernel, one PTX module (gpu/device.c loads it; the
+ * build embeds it: Makefile, $(BUILD)/gpu/kernels.ptx). */
+#include "rmsnorm.cu"
+#include "swiglu.cu"
+#include "adamw.cu"
