@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include "cli/trl_keys.h"
+#include "core/text.h"
 #include "gen/options.h"
 #include "io/fsutil.h"
 #include "io/hf_cache.h"
@@ -242,6 +243,89 @@ static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *d
     return rc;
 }
 
+/* The first node under n (n included) with a tag YAML's core schema does not have
+ * (`!!python/object:...`, `!custom`): what PyYAML's safe_load refuses. NULL: none. */
+static yaml_node_t *foreign_tag(yaml_document_t *doc, yaml_node_t *n, int depth) {
+    static const char *const core[] = {YAML_STR_TAG, YAML_INT_TAG, YAML_FLOAT_TAG, YAML_BOOL_TAG, YAML_NULL_TAG,
+                                       YAML_SEQ_TAG, YAML_MAP_TAG, NULL};
+    if (!n || depth > 64) return NULL;
+    int ok = 0;
+    for (int i = 0; core[i] && !ok; i++) ok = n->tag && !strcmp((const char *)n->tag, core[i]);
+    if (!ok) return n;
+    yaml_node_t *bad = NULL;
+    if (n->type == YAML_SEQUENCE_NODE)
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top && !bad; it++)
+            bad = foreign_tag(doc, yaml_document_get_node(doc, *it), depth + 1);
+    if (n->type == YAML_MAPPING_NODE)
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top && !bad; p++)
+            if (!(bad = foreign_tag(doc, yaml_document_get_node(doc, p->key), depth + 1)))
+                bad = foreign_tag(doc, yaml_document_get_node(doc, p->value), depth + 1);
+    return bad;
+}
+
+/* A --config file is one YAML document, a mapping of option names, each option
+ * once (under any of its names: model and model_name_or_path are one option), with
+ * the core schema's tags only: anything else is refused with FILE:LINE (and the
+ * first place, for a repeat), as transformers' HfArgumentParser would refuse it or
+ * PyYAML's safe_load would. */
+static int yaml_strict(const char *cmd, const char *path, yaml_parser_t *parser, yaml_document_t *doc,
+                       const OptGroup *g, int ng) {
+    char shown[200], tag[200];
+    yaml_node_t *root = yaml_document_get_root_node(doc), *bad = foreign_tag(doc, root, 0);
+    if (bad) {
+        const char *t = bad->tag ? (const char *)bad->tag : "?", *core = "tag:yaml.org,2002:";
+        int short_form = !strncmp(t, core, strlen(core)); /* shown as written: !!python/object:... */
+        fprintf(stderr, "grpo %s: %s:%zu: the YAML tag '%s%s' is not supported (plain values, lists and mappings "
+                "only)\n", cmd, path, bad->start_mark.line + 1, short_form ? "!!" : "",
+                text_escaped(tag, sizeof tag, short_form ? t + strlen(core) : t, 80));
+        return 2;
+    }
+    yaml_document_t next;
+    if (!yaml_parser_load(parser, &next)) {
+        fprintf(stderr, "grpo %s: %s:%zu: invalid YAML: %s\n", cmd, path, parser->problem_mark.line + 1,
+                parser->problem ? parser->problem : "?");
+        return 2;
+    }
+    yaml_node_t *second = yaml_document_get_root_node(&next);
+    size_t line = second ? second->start_mark.line + 1 : 0;
+    yaml_document_delete(&next);
+    if (second) {
+        fprintf(stderr, "grpo %s: %s:%zu: a second YAML document; a --config file is one mapping of options\n", cmd,
+                path, line);
+        return 2;
+    }
+    if (!root || root->type != YAML_MAPPING_NODE) return 0;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        if (k->type != YAML_SCALAR_NODE) continue;
+        const char *key = (const char *)k->data.scalar.value;
+        size_t b;
+        const OptSpec *o = opts_find(g, ng, key, strlen(key), &b);
+        const TrlKey *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
+        if (t && t->kind == TRL_ALIAS) o = opts_find(g, ng, t->target, strlen(t->target), &b);
+        for (yaml_node_pair_t *q = root->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *k2 = yaml_document_get_node(doc, q->key);
+            if (k2->type != YAML_SCALAR_NODE) continue;
+            const char *key2 = (const char *)k2->data.scalar.value;
+            const OptSpec *o2 = opts_find(g, ng, key2, strlen(key2), &b);
+            const TrlKey *t2 = o2 ? NULL : trl_key_find(cmd, key2, strlen(key2));
+            if (t2 && t2->kind == TRL_ALIAS) o2 = opts_find(g, ng, t2->target, strlen(t2->target), &b);
+            if (strcmp(key, key2) && !(o && o == o2)) continue;
+            char first[200];
+            text_escaped(shown, sizeof shown, key, 80);
+            text_escaped(first, sizeof first, key2, 80);
+            if (!strcmp(key, key2))
+                fprintf(stderr, "grpo %s: %s:%zu: '%s' is given twice (first at line %zu); give each option once\n",
+                        cmd, path, k->start_mark.line + 1, shown, k2->start_mark.line + 1);
+            else
+                fprintf(stderr, "grpo %s: %s:%zu: '%s' is the option %s, given already as '%s' at line %zu; give it "
+                        "once\n", cmd, path, k->start_mark.line + 1, shown, o->name, first, k2->start_mark.line + 1);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* Applies a YAML mapping file to the options. */
 static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int ng, void *obj) {
     GrpoErr err;
@@ -262,8 +346,8 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         return 2;
     }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    int rc = 0;
-    if (root && root->type != YAML_MAPPING_NODE) {
+    int rc = yaml_strict(cmd, path, &parser, &doc, g, ng);
+    if (!rc && root && root->type != YAML_MAPPING_NODE) {
         fprintf(stderr, "grpo %s: %s: expected a mapping of option names to values\n", cmd, path);
         rc = 2;
     }

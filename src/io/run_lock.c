@@ -15,25 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "io/fsutil.h"
 
 /* The holder's line, as it wrote it (escaped: the file is not ours to trust). */
 static void holder_of(int fd, char *out, size_t n) {
     char buf[200];
     ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
-    if (got <= 0) {
-        snprintf(out, n, "a process that has not said who it is yet");
-        return;
-    }
-    buf[got] = 0;
+    buf[got > 0 ? got : 0] = 0;
     buf[strcspn(buf, "\n")] = 0;
-    size_t k = 0;
-    for (char *p = buf; *p && k + 5 < n; p++) {
-        unsigned char c = (unsigned char)*p;
-        k += c >= 0x20 && c < 0x7f ? (size_t)snprintf(out + k, n - k, "%c", c)
-                                   : (size_t)snprintf(out + k, n - k, "\\x%02x", c);
-    }
-    out[k] = 0;
+    if (got <= 0) snprintf(out, n, "a process that has not said who it is yet");
+    else text_escaped(out, n, buf, 120);
 }
 
 int run_lock_take(RunLock *l, const char *dir, GrpoErr *err) {

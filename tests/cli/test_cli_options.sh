@@ -55,6 +55,19 @@ expect_error 2 "seed expects an integer, not 'x'" "$GRPO" "${T[@]}" --seed x
 expect_error 2 "reward_weights: 'heavy' is not a number" "$GRPO" "${T[@]}" --reward_weights heavy
 printf 'scale_rewards: sometimes\n' > "$TMP/bad.yaml"
 expect_error 2 "bad.yaml:1: scale_rewards 'sometimes' is not one of group, batch or none" "$GRPO" "${T[@]}" --config "$TMP/bad.yaml"
+# a --config file is one mapping, each option once under any of its names, core YAML tags only
+printf 'learning_rate: 1.0e-5\nseed: 3\nlearning_rate: 1.0e3\n' > "$TMP/dup.yaml"
+expect_error 2 "dup.yaml:3: 'learning_rate' is given twice (first at line 1)" "$GRPO" "${T[@]}" --config "$TMP/dup.yaml"
+printf 'model: %s\nmodel_name_or_path: /elsewhere\n' "$TMP/m" > "$TMP/alias.yaml"
+expect_error 2 "alias.yaml:2: 'model_name_or_path' is the option model, given already as 'model' at line 1" \
+    "$GRPO" "${T[@]}" --config "$TMP/alias.yaml"
+printf 'seed: 3\n---\nlearning_rate: 5\n' > "$TMP/two.yaml"
+expect_error 2 "two.yaml:3: a second YAML document" "$GRPO" "${T[@]}" --config "$TMP/two.yaml"
+printf 'seed: !!python/object:os.system 1\n' > "$TMP/tag.yaml"
+expect_error 2 "tag.yaml:1: the YAML tag '!!python/object:os.system' is not supported" "$GRPO" "${T[@]}" --config "$TMP/tag.yaml"
+printf 'seed: 3\n"lea\\x1brning_rate": 1\n"lea\\x1brning_rate": 2\n' > "$TMP/esc.yaml"
+expect_error 2 "esc.yaml:3: 'lea\\\\x1brning_rate' is given twice" "$GRPO" "${T[@]}" --config "$TMP/esc.yaml"
+grep -q "$(printf '\033')" "$TMP/expect.err" && fail "an escape character reached the message raw"
 # TRL's Python spelling of booleans is accepted where TRL's configs use it
 printf 'scale_rewards: False\nlog_completions: True\nmax_steps: 1\nnum_generations: 2\nper_device_train_batch_size: 2\nmax_completion_length: 4\n' > "$TMP/py.yaml"
 "$GRPO" "${T[@]}" --config "$TMP/py.yaml" --output_dir "$TMP/py" --save_steps 1 || fail "scale_rewards: False"
