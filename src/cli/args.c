@@ -263,6 +263,19 @@ static yaml_node_t *foreign_tag(yaml_document_t *doc, yaml_node_t *n, int depth)
     return bad;
 }
 
+/* A --config key: the option it sets (or the key itself), as written, where. */
+typedef struct {
+    const char *id, *key;
+    size_t line;
+    int index;
+} KeyAt;
+
+static int key_order(const void *a, const void *b) {
+    const KeyAt *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
 /* A --config file is one YAML document, a mapping of option names, each option
  * once (under any of its names: model and model_name_or_path are one option), with
  * the core schema's tags only: anything else is refused with FILE:LINE (and the
@@ -295,35 +308,40 @@ static int yaml_strict(const char *cmd, const char *path, yaml_parser_t *parser,
         return 2;
     }
     if (!root || root->type != YAML_MAPPING_NODE) return 0;
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key);
-        if (k->type != YAML_SCALAR_NODE) continue;
-        const char *key = (const char *)k->data.scalar.value;
+    /* each key under the option it sets (or as written, when it sets none), sorted:
+     * a repeat is two neighbours; the one reported is the first repeat in the file */
+    int n = (int)(root->data.mapping.pairs.top - root->data.mapping.pairs.start), k = 0;
+    KeyAt *keys = xmalloc(sizeof(KeyAt) * (n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *kn = yaml_document_get_node(doc, root->data.mapping.pairs.start[i].key);
+        if (kn->type != YAML_SCALAR_NODE) continue;
+        const char *key = (const char *)kn->data.scalar.value;
         size_t b;
         const OptSpec *o = opts_find(g, ng, key, strlen(key), &b);
         const TrlKey *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
         if (t && t->kind == TRL_ALIAS) o = opts_find(g, ng, t->target, strlen(t->target), &b);
-        for (yaml_node_pair_t *q = root->data.mapping.pairs.start; q < p; q++) {
-            yaml_node_t *k2 = yaml_document_get_node(doc, q->key);
-            if (k2->type != YAML_SCALAR_NODE) continue;
-            const char *key2 = (const char *)k2->data.scalar.value;
-            const OptSpec *o2 = opts_find(g, ng, key2, strlen(key2), &b);
-            const TrlKey *t2 = o2 ? NULL : trl_key_find(cmd, key2, strlen(key2));
-            if (t2 && t2->kind == TRL_ALIAS) o2 = opts_find(g, ng, t2->target, strlen(t2->target), &b);
-            if (strcmp(key, key2) && !(o && o == o2)) continue;
-            char first[200];
-            text_escaped(shown, sizeof shown, key, 80);
-            text_escaped(first, sizeof first, key2, 80);
-            if (!strcmp(key, key2))
-                fprintf(stderr, "grpo %s: %s:%zu: '%s' is given twice (first at line %zu); give each option once\n",
-                        cmd, path, k->start_mark.line + 1, shown, k2->start_mark.line + 1);
-            else
-                fprintf(stderr, "grpo %s: %s:%zu: '%s' is the option %s, given already as '%s' at line %zu; give it "
-                        "once\n", cmd, path, k->start_mark.line + 1, shown, o->name, first, k2->start_mark.line + 1);
-            return 2;
-        }
+        keys[k++] = (KeyAt){o ? o->name : key, key, kn->start_mark.line + 1, i};
     }
-    return 0;
+    qsort(keys, (size_t)k, sizeof(KeyAt), key_order);
+    const KeyAt *first = NULL, *again = NULL;
+    for (int i = 1; i < k; i++)
+        if (!strcmp(keys[i].id, keys[i - 1].id) && (!again || keys[i].index < again->index))
+            first = &keys[i - 1], again = &keys[i]; /* the earliest second place: i - 1 is the first */
+    int rc = 0;
+    if (again) {
+        char first_key[200];
+        text_escaped(shown, sizeof shown, again->key, 80);
+        text_escaped(first_key, sizeof first_key, first->key, 80);
+        if (!strcmp(again->key, first->key))
+            fprintf(stderr, "grpo %s: %s:%zu: '%s' is given twice (first at line %zu); give each option once\n", cmd, path,
+                    again->line, shown, first->line);
+        else
+            fprintf(stderr, "grpo %s: %s:%zu: '%s' is the option %s, given already as '%s' at line %zu; give it once\n",
+                    cmd, path, again->line, shown, again->id, first_key, first->line);
+        rc = 2;
+    }
+    free(keys);
+    return rc;
 }
 
 /* Applies a YAML mapping file to the options. */

@@ -50,6 +50,31 @@ static int check_tensors(const ParamTable *table, const ModelConfig *cfg, const 
 
 int model_load(Model *m, const char *dir, GrpoErr *err) { return model_load_ex(m, dir, WEIGHTS_FP32, err); }
 
+/* Entry e as loaded, every value finite: fp32 values, or the upper halves (bf16
+ * values; mixed precision's carry the exponent) — a NaN or an Inf has every exponent
+ * bit set. The first one found is named with its tensor and index. */
+static int check_finite(const Model *m, const ParamEntry *e, const char *path, GrpoErr *err) {
+    size_t bad = e->numel;
+    if (m->params && !e->half) {
+        const uint32_t *u = (const uint32_t *)(m->params + e->offset);
+        uint32_t all = 0;
+#pragma omp parallel for simd reduction(| : all) schedule(static)
+        for (size_t i = 0; i < e->numel; i++) all |= (u[i] & 0x7f800000u) == 0x7f800000u;
+        for (size_t i = 0; all && i < e->numel && bad == e->numel; i++)
+            if ((u[i] & 0x7f800000u) == 0x7f800000u) bad = i;
+    } else {
+        const uint16_t *h = m->mixed ? m->mixed->hi + e->offset : m->half->params16 + e->offset;
+        uint32_t all = 0;
+#pragma omp parallel for simd reduction(| : all) schedule(static)
+        for (size_t i = 0; i < e->numel; i++) all |= (h[i] & 0x7f80u) == 0x7f80u;
+        for (size_t i = 0; all && i < e->numel && bad == e->numel; i++)
+            if ((h[i] & 0x7f80u) == 0x7f80u) bad = i;
+    }
+    if (bad == e->numel) return 0;
+    return err_set(err, "%s: tensor '%s' holds a NaN or Inf (value %zu of %zu): the weights are damaged", path, e->name,
+                   bad, e->numel);
+}
+
 /* A tensor's fp32 values into mixed precision's two halves at offset, a chunk at a
  * time (the same split model_use_bf16_compute makes of a whole fp32 buffer). */
 enum { SPLIT_CHUNK = 1 << 16 };
@@ -94,6 +119,7 @@ int model_load_ex(Model *m, const char *dir, WeightForm form, GrpoErr *err) {
              : e->half ? st_read_bf16(files[i], tensors[i], m->half->params16 + e->offset, err)
                        : st_read_f32(files[i], tensors[i], m->params + e->offset, err);
         e->src_dtype = tensors[i]->dtype;
+        if (!rc) rc = check_finite(m, e, files[i]->path, err);
         if (rc) model_free(m);
     }
     if (!rc && m->mixed) model_sync_bf16(m); /* the fp32 norms and biases the forward reads */

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,16 @@ static int write_table(const char *path, const ParamTable *tab, const char *cons
     return rc;
 }
 
+/* A state tensor as read: every value finite, and (second moments) none negative:
+ * a NaN, an Inf or a negative exp_avg_sq would train to NaN from the first step. */
+static int check_values(const float *x, size_t n, int nonnegative, const char *path, const char *name, GrpoErr *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (nonnegative && x[i] < 0))
+            return err_set(err, "%s: tensor '%s' holds %s (value %zu of %zu): the optimizer state is damaged", path, name,
+                           isfinite(x[i]) ? "a negative second moment" : "a NaN or Inf", i, n);
+    return 0;
+}
+
 static int read_table(const char *path, const ParamTable *tab, const char *const *prefix, float *const *bufs,
                       int nb, GrpoErr *err) {
     StFile f;
@@ -52,9 +63,18 @@ static int read_table(const char *path, const ParamTable *tab, const char *const
             const ParamEntry *e = &tab->entries[i];
             snprintf(name, sizeof name, "%s%s", prefix[b], e->name);
             const StTensor *t = st_find(&f, name);
-            if (!t) rc = err_set(err, "%s: missing tensor '%s'", path, name);
-            else if ((size_t)t->numel != e->numel) rc = err_set(err, "%s: tensor '%s' has %lld values, expected %zu", path, name, (long long)t->numel, e->numel);
-            else rc = st_read_f32(&f, t, bufs[b] + e->offset, err);
+            int same = t && t->ndim == e->ndim;
+            for (int d = 0; same && d < e->ndim; d++) same = t->shape[d] == e->shape[d];
+            if (!t) {
+                rc = err_set(err, "%s: missing tensor '%s'", path, name);
+            } else if (!same) {
+                char got[160], want[64];
+                int64_t ws[2] = {e->shape[0], e->shape[1]};
+                rc = err_set(err, "%s: tensor '%s' has shape %s, expected %s", path, name,
+                             st_shape_str(got, sizeof got, t->ndim, t->shape), st_shape_str(want, sizeof want, e->ndim, ws));
+            } else if (!(rc = st_read_f32(&f, t, bufs[b] + e->offset, err))) {
+                rc = check_values(bufs[b] + e->offset, e->numel, !strncmp(prefix[b], "exp_avg_sq.", 11), path, name, err);
+            }
         }
     st_close(&f);
     return rc;

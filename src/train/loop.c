@@ -97,6 +97,17 @@ static int resume(Loop *lp, GrpoErr *err) {
                 version != STATE_VERSION))
         rc = err_set(err, "%s/trainer_state.json: malformed (expected version %d with algorithm, global_step, "
                      "adam_step, nonfinite_streak, num_tokens)", dir, STATE_VERSION);
+    const char *base = dir ? strrchr(dir, '/') : NULL;
+    base = base ? base + 1 : dir;
+    char *end = NULL;
+    long named = base && !strncmp(base, "checkpoint-", 11) ? strtol(base + 11, &end, 10) : -1;
+    if (!rc && (step < 0 || astep < 0 || astep > step || lp->nonfinite_streak < 0 || tokens < 0))
+        rc = err_set(err, "%s/trainer_state.json: global_step %lld, adam_step %lld, nonfinite_streak %d, num_tokens %lld: "
+                     "expected 0 <= adam_step <= global_step, none negative", dir, (long long)step, (long long)astep,
+                     lp->nonfinite_streak, (long long)tokens);
+    if (!rc && end && !*end && named != step)
+        rc = err_set(err, "%s/trainer_state.json: global_step %lld, but the directory is checkpoint-%ld", dir,
+                     (long long)step, named);
     if (!rc && strcmp(algo, L->algo->name))
         rc = err_set(err, "%s: a checkpoint of the %s trainer; this run is %s", dir, algo, L->algo->name);
     json_t *world = json_object_get(st, "world_size");

@@ -54,7 +54,7 @@ if /usr/bin/python3 -c "import google.protobuf" 2>/dev/null; then
         "$TMP/tb.json" || fail "eval scalars in TensorBoard"
 fi
 # TRL's keys
-printf 'eval_strategy: steps\neval_dataset: %s\nevaluation_strategy: steps\nper_device_eval_batch_size: 4\n' "$TMP/ev.jsonl" > "$TMP/e.yaml"
+printf 'evaluation_strategy: steps\neval_dataset: %s\nper_device_eval_batch_size: 4\n' "$TMP/ev.jsonl" > "$TMP/e.yaml"
 "$GRPO" "${R[@]}" --output_dir "$TMP/y" --config "$TMP/e.yaml" 2>"$TMP/y.err" || fail "TRL eval keys: $(cat "$TMP/y.err")"
 grep -q eval_reward "$TMP/y/metrics.jsonl" || fail "eval from YAML"
 # bad input
