@@ -14,33 +14,47 @@
 const char *const grpo_scale_rewards_names[] = {"group", "batch", "none", NULL};
 const char *const grpo_aggregation_names[] = {"sum_then_normalize", "normalize_then_sum", NULL};
 
-/* torch.mean / torch.std (Bessel) of the k values x[0..k). */
-static double mean_of(const double *x, int k) {
+/* The statistics below are taken of x / u, u a power of two: 1, so that they are
+ * the plain formulas bit for bit, unless the values pass 2^500, where their sums
+ * or squared deviations could overflow (finite rewards of 1e308 would give an
+ * infinite std and advantages of 0: no learning, no word). Then u is the largest
+ * magnitude's power of two, exact to divide by, and every result is in units of u. */
+static double unit_of(const double *x, size_t k) {
+    double m = 0;
+    for (size_t i = 0; i < k; i++)
+        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+    int e;
+    frexp(m, &e);
+    return m > 0x1p500 ? ldexp(1.0, e - 1) : 1.0; /* m / u in [1, 2) */
+}
+
+/* torch.mean / torch.std (Bessel) of the k values x[0..k), in units of u. */
+static double mean_of(const double *x, int k, double u) {
     double s = 0;
-    for (int i = 0; i < k; i++) s += x[i];
+    for (int i = 0; i < k; i++) s += x[i] / u;
     return s / k;
 }
-static double std_of(const double *x, int k) {
+static double std_of(const double *x, int k, double u) {
     if (k < 2) return NAN;
-    double mu = mean_of(x, k), s = 0;
-    for (int i = 0; i < k; i++) s += (x[i] - mu) * (x[i] - mu);
+    double mu = mean_of(x, k, u), s = 0;
+    for (int i = 0; i < k; i++) s += (x[i] / u - mu) * (x[i] / u - mu);
     return sqrt(s / (k - 1));
 }
 
 /* torch.nanmean and TRL's nanstd (nanmean of squared deviations times
- * count / (count - 1)): NaN for no values, NaN for one value (0 * inf). */
-static double nanmean_of(const double *x, int k) {
+ * count / (count - 1)): NaN for no values, NaN for one value (0 * inf); in units of u. */
+static double nanmean_of(const double *x, int k, double u) {
     double s = 0;
     int c = 0;
     for (int i = 0; i < k; i++)
-        if (!isnan(x[i])) s += x[i], c++;
+        if (!isnan(x[i])) s += x[i] / u, c++;
     return c ? s / c : NAN;
 }
-static double nanstd_of(const double *x, int k) {
-    double mu = nanmean_of(x, k), s = 0;
+static double nanstd_of(const double *x, int k, double u) {
+    double mu = nanmean_of(x, k, u), s = 0;
     int c = 0;
     for (int i = 0; i < k; i++)
-        if (!isnan(x[i])) s += (x[i] - mu) * (x[i] - mu), c++;
+        if (!isnan(x[i])) s += (x[i] / u - mu) * (x[i] / u - mu), c++;
     if (c < 2) return NAN;
     return sqrt(s / c * ((double)c / (c - 1)));
 }
@@ -65,16 +79,18 @@ void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
             }
             r[i] = s;
         }
-        double batch_std = n > 1 ? std_of(r, n) : 0.0;
+        const double u = unit_of(r, (size_t)n);
+        double batch_std = n > 1 ? std_of(r, n, u) : 0.0;
         for (int g = 0; g < ngroups; g++) {
             const double *rg = r + (size_t)g * G;
-            double mu = mean_of(rg, G);
-            double sd = scale == GRPO_SCALE_BATCH ? batch_std : (G > 1 ? std_of(rg, G) : 0.0);
+            double mu = mean_of(rg, G, u);
+            double sd = scale == GRPO_SCALE_BATCH ? batch_std : (G > 1 ? std_of(rg, G, u) : 0.0);
             for (int j = 0; j < G; j++) {
                 int i = g * G + j;
-                stdv[i] = sd;
-                adv[i] = r[i] - mu;
-                if (scale != GRPO_SCALE_NONE) adv[i] /= sd + 1e-4;
+                stdv[i] = sd * u;
+                adv[i] = r[i] / u - mu;
+                if (scale != GRPO_SCALE_NONE) adv[i] /= sd + 1e-4 / u;
+                else adv[i] *= u;
             }
         }
     } else {
@@ -84,19 +100,21 @@ void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
             double w = weights ? weights[f] : 1.0;
             for (int g = 0; g < ngroups; g++) {
                 const double *x = rpf + (size_t)f * n + (size_t)g * G;
-                double mu = nanmean_of(x, G);
-                double sd = G > 1 ? nanstd_of(x, G) : 0.0;
-                for (int j = 0; j < G; j++) z[j] = (x[j] - mu) / (sd + 1e-4) * w;
+                const double u = unit_of(x, (size_t)G);
+                double mu = nanmean_of(x, G, u);
+                double sd = G > 1 ? nanstd_of(x, G, u) : 0.0;
+                for (int j = 0; j < G; j++) z[j] = (x[j] / u - mu) / (sd + 1e-4 / u) * w;
                 for (int j = 0; j < G; j++)
                     if (!isnan(z[j])) r[g * G + j] += z[j];   /* nansum over functions */
             }
         }
         free(z);
-        double mu = mean_of(r, n);
-        double sd = n > 1 ? std_of(r, n) : 0.0;
+        const double u = unit_of(r, (size_t)n);
+        double mu = mean_of(r, n, u);
+        double sd = n > 1 ? std_of(r, n, u) : 0.0;
         for (int i = 0; i < n; i++) {
-            stdv[i] = sd;
-            adv[i] = (r[i] - mu) / (sd + 1e-4);
+            stdv[i] = sd * u;
+            adv[i] = (r[i] / u - mu) / (sd + 1e-4 / u);
         }
     }
 
@@ -111,14 +129,16 @@ void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
             }
             plain[i] = s;
         }
-        stats->reward_mean = mean_of(plain, n);
-        stats->reward_std = std_of(plain, n);
+        const double u = unit_of(plain, (size_t)n);
+        stats->reward_mean = mean_of(plain, n, u) * u;
+        stats->reward_std = std_of(plain, n, u) * u;
         int zero = 0;
         for (int i = 0; i < n; i++) zero += isclose_zero(stdv[i]);
         stats->frac_reward_zero_std = (double)zero / n;
         for (int f = 0; f < F; f++) {
-            if (stats->func_mean) stats->func_mean[f] = nanmean_of(rpf + (size_t)f * n, n);
-            if (stats->func_std) stats->func_std[f] = nanstd_of(rpf + (size_t)f * n, n);
+            const double *x = rpf + (size_t)f * n, u = unit_of(x, (size_t)n);
+            if (stats->func_mean) stats->func_mean[f] = nanmean_of(x, n, u) * u;
+            if (stats->func_std) stats->func_std[f] = nanstd_of(x, n, u) * u;
         }
         free(plain);
     }

@@ -73,6 +73,33 @@ int main(void) {
                 "all-None rewards");
     }
     {
+        /* rewards near DBL_MAX: their sums and squared deviations would overflow (a
+         * std of inf, advantages of 0); taken in units of a power of two, the
+         * advantages are those of the same rewards scaled down (the + 1e-4 on their
+         * std then vanishes), and the statistics finite */
+        const double x[4] = {1, -1, 0.5, 0}, mean = 0.125;
+        double big[4], a[4], s2 = 0, fm, fs;
+        for (int i = 0; i < 4; i++) big[i] = x[i] * 1e308, s2 += (x[i] - mean) * (x[i] - mean);
+        double sd = sqrt(s2 / 3);
+        for (int agg = 0; agg < 2; agg++) {
+            GrpoRewardStats st = {0};
+            st.func_mean = &fm, st.func_std = &fs;
+            grpo_advantages(a, NULL, &st, big, NULL, 1, 4, 4, GRPO_SCALE_GROUP, (GrpoRewardAggregation)agg);
+            for (int i = 0; i < 4; i++) { /* normalize_then_sum: z has std 1, then (z - 0) / (1 + 1e-4) */
+                double want = (x[i] - mean) / sd / (agg ? 1 + 1e-4 : 1);
+                T_CHECK(fabs(a[i] - want) < 1e-12, "aggregation %d: advantage %d of rewards near DBL_MAX: %.17g, "
+                        "want %.17g", agg, i, a[i], want);
+            }
+            T_CHECK(fabs(st.reward_mean / 1.25e307 - 1) < 1e-12 && fabs(st.reward_std / (sd * 1e308) - 1) < 1e-12 &&
+                        fabs(fm / 1.25e307 - 1) < 1e-12 && fabs(fs / (sd * 1e308) - 1) < 1e-12 &&
+                        st.frac_reward_zero_std == 0,
+                    "aggregation %d: statistics of rewards near DBL_MAX: mean %g std %g", agg, st.reward_mean,
+                    st.reward_std);
+        }
+        grpo_advantages(a, NULL, NULL, big, NULL, 1, 4, 4, GRPO_SCALE_NONE, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(fabs(a[1] / -1.125e308 - 1) < 1e-12, "scale none near DBL_MAX: %g", a[1]);
+    }
+    {
         T_CHECK(!strcmp(grpo_scale_rewards_names[GRPO_SCALE_BATCH], "batch") && !grpo_scale_rewards_names[3], "names");
         T_CHECK(!strcmp(grpo_aggregation_names[GRPO_AGG_NORMALIZE_THEN_SUM], "normalize_then_sum"), "agg");
     }
