@@ -263,6 +263,16 @@ static yaml_node_t *foreign_tag(yaml_document_t *doc, yaml_node_t *n, int depth)
     return bad;
 }
 
+/* The option a --config key sets, under its own name or a TRL alias (NULL: none);
+ * *t the TRL key it is, when it is not an option's own name. */
+static const OptSpec *yaml_key_option(const char *cmd, const OptGroup *g, int ng, const char *key, size_t *base,
+                                      const TrlKey **t) {
+    const OptSpec *o = opts_find(g, ng, key, strlen(key), base);
+    *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
+    if (*t && (*t)->kind == TRL_ALIAS) o = opts_find(g, ng, (*t)->target, strlen((*t)->target), base);
+    return o;
+}
+
 /* A --config key: the option it sets (or the key itself), as written, where. */
 typedef struct {
     const char *id, *key;
@@ -317,9 +327,8 @@ static int yaml_strict(const char *cmd, const char *path, yaml_parser_t *parser,
         if (kn->type != YAML_SCALAR_NODE) continue;
         const char *key = (const char *)kn->data.scalar.value;
         size_t b;
-        const OptSpec *o = opts_find(g, ng, key, strlen(key), &b);
-        const TrlKey *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
-        if (t && t->kind == TRL_ALIAS) o = opts_find(g, ng, t->target, strlen(t->target), &b);
+        const TrlKey *t;
+        const OptSpec *o = yaml_key_option(cmd, g, ng, key, &b, &t);
         keys[k++] = (KeyAt){o ? o->name : key, key, kn->start_mark.line + 1, i};
     }
     qsort(keys, (size_t)k, sizeof(KeyAt), key_order);
@@ -377,9 +386,8 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         char where[600];
         snprintf(where, sizeof where, "%s:%zu", path, k->start_mark.line + 1);
         size_t base;
-        const OptSpec *o = opts_find(g, ng, key, strlen(key), &base);
-        const TrlKey *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
-        if (t && t->kind == TRL_ALIAS) o = opts_find(g, ng, t->target, strlen(t->target), &base);
+        const TrlKey *t;
+        const OptSpec *o = yaml_key_option(cmd, g, ng, key, &base, &t);
         if (t && t->kind == TRL_IGNORE) {
             note_key(key, where, t);
             continue;

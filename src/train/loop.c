@@ -237,8 +237,7 @@ static int check_inputs(const Loop *lp, GrpoErr *err) {
             const OptSpec *o = &L->groups[gi].specs[k];
             int input = o->type == OPT_CONFIG ||
                         (o->type == OPT_STR && o->flags & (OPT_MODEL_PATH | OPT_DATA_PATH | OPT_INPUT));
-            const char *v = input ? *(const char *const *)((const char *)L->config + L->groups[gi].base + o->offset)
-                                  : NULL;
+            const char *v = input ? *(const char *const *)opt_value(o, L->config, L->groups[gi].base) : NULL;
             if (!v || !fs_exists(v)) continue;
             char *in = fs_canonical(v);
             if (fs_within(out, in) || fs_within(in, out))
