@@ -1,7 +1,8 @@
-/* reward/reward.c — reward specs, the simple built-ins (length, format) and
- * RewardSet: weights and TRL's nansum.
+/* reward/reward.c — reward specs, the simple built-ins (reward_len,
+ * format:REGEX) and RewardSet: weights and TRL's nansum.
  *
- * Not here: exact_match (reward_answer.c), the child-process protocol
+ * Not here: open-r1's rewards (reward_openr1.c, reward_openr1_len.c), the
+ * names and their check (reward_names.c), exact_match (reward_answer.c), the child-process protocol
  * (reward_cmd.c), dlopen plugins (reward_plugin.c). */
 #include <ctype.h>
 #include <math.h>
@@ -154,7 +155,10 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
     RewardFunc *f = xcalloc(1, sizeof *f);
     int rc;
     char *owned_default = NULL; /* cmd and plugin: a name from the command or the file */
-    if (!strcmp(kind, "length") || !strcmp(kind, "reward_len")) {
+    if (reward_openr1_claims(kind, arg)) {
+        rc = reward_openr1_init(f, kind, arg, spec, opt ? opt->openr1 : NULL, err);
+        if (!rc) owned_default = xstrdup(reward_openr1_log_name(kind));
+    } else if (!strcmp(kind, "length") || !strcmp(kind, "reward_len")) {
         rc = length_init(f, arg, spec, err);
     } else if (!strcmp(kind, "format")) {
         rc = format_init(f, arg, spec, err);
@@ -162,9 +166,8 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
         rc = reward_accuracy_init(f, arg, err);
     } else if (!strcmp(kind, "think_format_reward")) {
         rc = arg ? err_set(err, "reward '%s': think_format_reward takes no argument", spec) : reward_think_format_init(f, err);
-    } else if (!strcmp(kind, "exact_match") || !strcmp(kind, "accuracy")) {
+    } else if (!strcmp(kind, "exact_match")) {
         const char *column = arg;
-        if (!column && !strcmp(kind, "accuracy")) column = "solution"; /* lenient: the last number counts */
         if (!column || !*column)
             rc = err_set(err, "reward '%s': expected exact_match:COLUMN (the column holding the answer)", spec);
         else
@@ -196,10 +199,7 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
         }
         free(path);
     } else {
-        rc = err_set(err,
-                     "reward '%s': unknown reward function '%s' (expected length, reward_len, format, "
-                     "think_format_reward, exact_match, accuracy, accuracy_reward, cmd or plugin)",
-                     spec, kind);
+        rc = reward_unknown_err(spec, kind, err);
     }
     if (rc) {
         free(name);

@@ -4,12 +4,17 @@
  * for "no value" (TRL: a reward function returning None for an example it
  * does not apply to). Functions are built from a spec string (the syntax is
  * in docs/rewards.md):
- *   length[:TARGET]        -|TARGET - len(completion)|, len in code points (default 20);
- *                          alias reward_len
+ *   reward_len[:TARGET]    -|TARGET - len(completion)|, len in code points (default 20);
+ *                          length:TARGET too
  *   format:REGEX           1 if the Oniguruma (Perl syntax) regex is found in the
  *                          completion (search; anchor with ^ $ yourself), else 0
  *   exact_match:COLUMN     1 if the completion's final answer equals the example's
- *                          COLUMN, else 0; alias accuracy[:COLUMN] (default 'solution')
+ *                          COLUMN, else 0
+ *   accuracy_reward[:COL], think_format_reward   TRL's (reward_math.c)
+ *   accuracy[:COLUMN], format, tag_count, reasoning_steps, cosine,
+ *   repetition_penalty, length, soft_overlong_punishment
+ *                          open-r1's rewards by their open-r1 names, with the
+ *                          parameters of OpenR1Params (reward_openr1.c)
  *   cmd:COMMAND LINE       a long-lived child process speaking JSON lines
  *                          (docs/reward-protocol.md)
  *   plugin:PATH.so[:SYM]   a C function loaded with dlopen (reward/reward_plugin.h)
@@ -52,8 +57,27 @@ typedef struct {
     long step;               /* the trainer's global step (sent as trainer_state.global_step) */
 } RewardBatch;
 
+/* open-r1's reward parameters (GRPOScriptArguments), with its defaults. Lengths
+ * are as open-r1 counts them: cosine_max_len in characters (code points), the
+ * soft overlong punishment's in completion tokens. */
 typedef struct {
-    double timeout_s; /* reward_timeout for cmd: seconds to wait for a reply; <= 0: default */
+    double cosine_min_value_wrong;   /* 0.0 */
+    double cosine_max_value_wrong;   /* -0.5 */
+    double cosine_min_value_correct; /* 0.5 */
+    double cosine_max_value_correct; /* 1.0 */
+    int cosine_max_len_chars;        /* 1000 */
+    int repetition_n_grams;          /* 3 */
+    double repetition_max_penalty;   /* -1.0, never positive */
+    int max_completion_len_tokens;   /* 16384 */
+    int soft_punish_cache_tokens;    /* 4096 */
+} OpenR1Params;
+
+/* open-r1's defaults, as GRPOScriptArguments declares them. */
+void reward_openr1_defaults(OpenR1Params *p);
+
+typedef struct {
+    double timeout_s;            /* reward_timeout for cmd: seconds to wait for a reply; <= 0: default */
+    const OpenR1Params *openr1;  /* open-r1's parameters; NULL: its defaults */
 } RewardOptions;
 
 /* A reward function. Built-ins come from reward_new; callers may also fill one
@@ -106,17 +130,28 @@ int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, dou
 void reward_set_free(RewardSet *s);
 
 /* The reward options of `grpo train` and `grpo eval`, declared once in
- * reward_options: reward_funcs (required), reward_weights, reward_timeout. */
+ * reward_options: reward_funcs (required), reward_weights, reward_timeout and
+ * open-r1's reward parameters under their open-r1 names. */
 typedef struct {
     StrList funcs;
     F64List weights;
     double timeout_s;
+    OpenR1Params openr1;
 } RewardArgs;
 
-extern const OptSpec reward_options[3];
-#define REWARD_OPTIONS_GROUP(base) ((OptGroup){reward_options, 3, (base)})
-/* The rule between the options: one weight per function, when weights are given. */
+#define REWARD_N_OPTIONS 12
+extern const OptSpec reward_options[REWARD_N_OPTIONS];
+#define REWARD_OPTIONS_GROUP(base) ((OptGroup){reward_options, REWARD_N_OPTIONS, (base)})
+/* The rules between the options: every function's kind is a known one (an
+ * unknown name gets a did-you-mean), and one weight per function when weights
+ * are given. */
 int reward_args_check(const RewardArgs *a, GrpoErr *err);
+
+/* 0 when spec's kind (after an optional NAME= prefix, before the first ':') is
+ * a reward function reward_new builds; else -1 with "reward 'SPEC': unknown
+ * reward function 'KIND'", a did-you-mean over every name when one is close,
+ * and for a dotted Python-looking name how Python rewards are given. */
+int reward_spec_check(const char *spec, GrpoErr *err);
 /* reward_set_init from the options (checked as above). */
 int reward_set_from_args(RewardSet *s, const RewardArgs *a, GrpoErr *err);
 

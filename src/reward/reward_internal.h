@@ -25,6 +25,33 @@ int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, Grpo
 int reward_column_text(const RewardFunc *f, const RewardItem *it, int i, const char *column, char num[64],
                        const char **text, GrpoErr *err);
 
+/* open-r1's rewards (reward_openr1.c, reward_openr1_len.c). reward_openr1_claims:
+ * 1 when reward_new should build the spec's kind (with its argument, NULL when
+ * none) as an open-r1 reward: accuracy[:COLUMN], tag_count, reasoning_steps,
+ * cosine, repetition_penalty, soft_overlong_punishment, and format and length
+ * without an argument. reward_openr1_init builds it (p: its parameters; NULL:
+ * open-r1's defaults); reward_openr1_log_name is open-r1's function name, which
+ * TRL logs it by (rewards/accuracy_reward/mean). */
+int reward_openr1_claims(const char *kind, const char *arg);
+int reward_openr1_init(RewardFunc *f, const char *kind, const char *arg, const char *spec, const OpenR1Params *p,
+                       GrpoErr *err);
+const char *reward_openr1_log_name(const char *kind);
+int reward_openr1_cosine_init(RewardFunc *f, const OpenR1Params *p, GrpoErr *err);
+int reward_openr1_len_init(RewardFunc *f, GrpoErr *err);
+int reward_openr1_overlong_init(RewardFunc *f, const OpenR1Params *p, GrpoErr *err);
+/* Python's len() of a str: code points of valid UTF-8 (decoded completions are). */
+long reward_utf8_chars(const char *s);
+
+/* open-r1's cosine and len rewards' correctness (reward_math.c): 1 when the
+ * completion's answer equals the gold's, 0 when not or when the completion has
+ * none, -1 when the gold has no LaTeX answer (no \boxed{}, $..$, \[..\],
+ * \(..\) nor \frac{N}{N}: open-r1 reads it with LaTeX extraction only and
+ * then skips it as "Failed to parse gold solution"). */
+int math_openr1_correct(const char *completion, const char *gold_text);
+
+/* The message for an unknown reward kind (reward_names.c): returns -1 with err. */
+int reward_unknown_err(const char *spec, const char *kind, GrpoErr *err);
+
 /* "file:line" of an item for messages, or "batch item i" when unknown. */
 void reward_item_where(const RewardItem *it, int i, char *buf, size_t size);
 

@@ -355,3 +355,55 @@ int reward_think_format_init(RewardFunc *f, GrpoErr *err) {
     f->compute = think_compute;
     return 0;
 }
+
+/* ---- open-r1's cosine and len rewards: the gold read as LaTeX only ------------ */
+
+/* The last bare -?\frac{N}{N} (N: digits, optionally [.,]digits) in s, with where
+ * it ends (*after), or NULL: math_verify's plain-LaTeX fraction pattern. */
+static char *last_simple_frac(const char *s, const char **after) {
+    const char *best = NULL, *best_end = NULL;
+    for (const char *p = strstr(s, "\\frac{"); p; p = strstr(p + 1, "\\frac{")) {
+        const char *q = p + 6;
+        for (int part = 0; part < 2; part++) {
+            const char *d = q;
+            while (isdigit((unsigned char)*q)) q++;
+            if ((*q == '.' || *q == ',') && isdigit((unsigned char)q[1]))
+                for (q++; isdigit((unsigned char)*q); q++) {}
+            if (q == d || *q != '}' || (part == 0 && q[1] != '{')) { q = NULL; break; }
+            q += part == 0 ? 2 : 1;
+        }
+        if (q) best = p > s && p[-1] == '-' ? p - 1 : p, best_end = q;
+    }
+    if (after) *after = best_end;
+    return best ? dup_range(best, (size_t)(best_end - best)) : NULL;
+}
+
+int math_openr1_correct(const char *completion, const char *gold_text) {
+    char *gold = last_boxed(gold_text);
+    if (!gold) { /* the rightmost of the plain LaTeX forms */
+        const char *env = NULL, *env_end = NULL, *env_after = NULL, *frac_after = NULL;
+        for (const char *p = gold_text; *p; p++) {
+            const char *st, *en, *af;
+            if (latex_env_at(p, &st, &en, &af)) env = st, env_end = en, env_after = af, p = af - 1;
+        }
+        char *frac = last_simple_frac(gold_text, &frac_after);
+        if (frac && (!env || frac_after > env_after)) gold = frac;
+        else {
+            free(frac);
+            gold = env ? dup_range(env, (size_t)(env_end - env)) : NULL;
+        }
+    }
+    if (!gold) return -1;
+    char *gn = normalise(gold);
+    int empty = !*gn;
+    free(gn);
+    if (empty) {
+        free(gold);
+        return -1;
+    }
+    char *got = math_completion_answer(completion);
+    int ok = got && math_answers_equal(got, gold);
+    free(got);
+    free(gold);
+    return ok;
+}

@@ -35,7 +35,7 @@ bad eos "c['eos_token_id'] = 99999" "eos_token_id 99999 is outside the vocabular
 bad huge "c.update(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126, num_attention_heads=128, num_key_value_heads=8, vocab_size=128256, head_dim=128)" \
     "the model needs 1615.0 GB for its [0-9]* parameters in fp32 (hidden_size 16384, intermediate_size 53248, num_hidden_layers 126, vocab_size 128256) and [0-9.]* [MG]B is available"
 GRPO_MEMORY_LIMIT_MB=2 expect_error 1 "b/config.json: the model needs 3.3 MB for its 820992 parameters in fp32 .* and 2.[01] MB is available" \
-    "$GRPO" train --model "$TMP/b" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/t"
+    "$GRPO" train --model "$TMP/b" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/t"
 GRPO_MEMORY_LIMIT_MB=4 "$GRPO" generate --model "$TMP/b" --dataset "$TMP/d.jsonl" --max_completion_length 2 >/dev/null 2>&1 \
     || fail "a model that fits the memory limit should load"
 # config.json promising more than model.safetensors holds: refused before the

@@ -82,7 +82,7 @@ tail -1 "$TMP/nocol.err" | grep -q "^grpo eval: reward 'exact_match': .*nocol.js
 [ -s "$TMP/nocol.out" ] && fail "missing column: a report on stdout despite the error"
 printf '%s\n' '{"prompt": "ok"}' '{"text": "no prompt"}' > "$TMP/bad.jsonl"
 expect_error 1 "bad.jsonl:2" "$GRPO" eval --model "$M" --dataset "$TMP/bad.jsonl" --reward_funcs 'format:^'
-expect_error 1 "unknown reward function 'nosuch'" "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs nosuch:x
+expect_error 2 "unknown reward function 'nosuch'" "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs nosuch:x
 expect_error 1 "config.json" "$GRPO" eval --model "$TMP/none" --dataset "$D" --reward_funcs 'format:^'
 expect_error 1 "none.jsonl" "$GRPO" eval --model "$M" --dataset "$TMP/none.jsonl" --reward_funcs 'format:^'
 
@@ -90,7 +90,7 @@ expect_error 1 "none.jsonl" "$GRPO" eval --model "$M" --dataset "$TMP/none.jsonl
 expect_error 2 "reward_funcs is required" "$GRPO" eval --model "$M" --dataset "$D"
 expect_error 2 "dataset is required" "$GRPO" eval --model "$M" --reward_funcs 'format:^'
 expect_error 2 "reward_weights has 1 values but reward_funcs has 2" \
-    "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' length --reward_weights 1
+    "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' reward_len --reward_weights 1
 expect_error 2 "'x' is not a number" "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' --reward_weights x
 expect_error 2 "temperature must be >= 0" "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' --temperature -1
 expect_error 2 "num_generations" "$GRPO" eval --model "$M" --dataset "$D" --reward_funcs 'format:^' --num_generations 0

@@ -24,13 +24,13 @@ mkfifo "$TMP/data.fifo"
 expect_error 1 "data.fifo: is a FIFO, expected a regular file" timeout 10 "$GRPO" generate --model "$TMP/b" --dataset "$TMP/data.fifo"
 expect_error 1 "/dev/zero: is a character device, expected a regular file" timeout 10 "$GRPO" generate --model "$TMP/b" --dataset /dev/zero
 expect_error 1 "/dev/null: is a character device, expected a regular file" timeout 10 \
-    "$GRPO" train --model "$TMP/b" --dataset /dev/null --reward_funcs length --output_dir "$TMP/o"
+    "$GRPO" train --model "$TMP/b" --dataset /dev/null --reward_funcs reward_len --output_dir "$TMP/o"
 # a dataset directory is a dataset repository: without its train.jsonl / train.json it is refused at once
 expect_error 2 "is a directory without train.jsonl or train.json (nor under data/); give the file;" \
     timeout 10 "$GRPO" generate --model "$TMP/b" --dataset "$TMP"
 mkfifo "$TMP/run.yaml"
 expect_error 2 "run.yaml: is a FIFO, expected a regular file (the --config file)" timeout 10 \
-    "$GRPO" train --config "$TMP/run.yaml" --model "$TMP/b" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/o"
+    "$GRPO" train --config "$TMP/run.yaml" --model "$TMP/b" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/o"
 mkfifo "$TMP/c.json"
 expect_error 1 "c.json: is a FIFO, expected a regular file" timeout 10 \
     "$GRPO" init --config "$TMP/c.json" --tokenizer assets/byte-tokenizer --output_dir "$TMP/i"

@@ -38,9 +38,9 @@ printf '{"prompt": "ab", "solution": "1"}\n{"prompt": "cde"}\n' > "$TMP/d.jsonl"
     && cmp -s "$TMP/g1" "$TMP/g2" || fail "generate --adapter differs from the merged model"
 "$GRPO" generate --model "$TMP/t" --prompt ab --json --max_completion_length 6 > "$TMP/g0" 2>/dev/null
 cmp -s "$TMP/g0" "$TMP/g1" && fail "generate --adapter gave the base's completions"
-"$GRPO" eval --model "$TMP/t" --adapter tests/fixtures/lora/adapter --dataset "$TMP/d.jsonl" --reward_funcs length --json --max_completion_length 6 \
+"$GRPO" eval --model "$TMP/t" --adapter tests/fixtures/lora/adapter --dataset "$TMP/d.jsonl" --reward_funcs reward_len --json --max_completion_length 6 \
     --num_generations 2 --temperature 1 > "$TMP/e1" 2>/dev/null && "$GRPO" eval --model "$TMP/tm" --bf16 false --dataset "$TMP/d.jsonl" \
-    --reward_funcs length --json --max_completion_length 6 --num_generations 2 --temperature 1 > "$TMP/e2" 2>/dev/null && cmp -s "$TMP/e1" "$TMP/e2" \
+    --reward_funcs reward_len --json --max_completion_length 6 --num_generations 2 --temperature 1 > "$TMP/e2" 2>/dev/null && cmp -s "$TMP/e1" "$TMP/e2" \
     || fail "eval --adapter differs from the merged model"
 "$GRPO" score --model "$TMP/t" --adapter tests/fixtures/lora/adapter --data "$TMP/s.jsonl" > "$TMP/s1" \
     && "$GRPO" score --model "$TMP/tm" --bf16 false --data "$TMP/s.jsonl" > "$TMP/s2" && cmp -s "$TMP/s1" "$TMP/s2" \

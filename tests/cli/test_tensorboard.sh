@@ -11,7 +11,7 @@ set -u
 "$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --output_dir "$TMP/m" 2>/dev/null \
     || { fail init; finish; }
 printf '{"prompt": "ab"}\n{"prompt": "cd"}\n' > "$TMP/d.jsonl"
-R=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --num_generations 2 --per_device_train_batch_size 2
+R=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --num_generations 2 --per_device_train_batch_size 2
    --max_completion_length 4 --max_steps 5 --logging_steps 2 --quiet)
 /usr/bin/python3 -c "import google.protobuf" 2>/dev/null || { fail "python3-protobuf is missing (tools/install-deps.sh)"; finish; }
 

@@ -69,7 +69,7 @@ grep -qF "tf32 (computation is fp32)" "$TMP/c.err" && ! grep -qF "bf16" "$TMP/c.
     || fail "command-line warning: $(cat "$TMP/c.err")"
 
 # TRL's default only: anything else is refused with the reason
-T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/bad" "${SMALL[@]}")
+T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/bad" "${SMALL[@]}")
 expect_error 2 "use_dora 'true' is not supported: DoRA is not supported" "$GRPO" "${T[@]}" --use_peft --use_dora
 expect_error 2 "lora_task_type 'SEQ_CLS' is not supported" "$GRPO" "${T[@]}" --use_peft --lora_task_type SEQ_CLS
 expect_error 2 "save_strategy 'epoch' is not supported: checkpoints are written every save_steps steps" \
@@ -78,7 +78,7 @@ expect_error 2 "save_strategy 'epoch' is not supported: checkpoints are written 
 grep -q '"entropy_coef": 0.01' "$TMP/ent/metrics.jsonl" || fail "entropy_coef is logged, as TRL does"
 # adaptive entropy control (TRL's use_adaptive_entropy): the coefficient moves by entropy_coef_delta each step,
 # up while the step's entropy is <= entropy_target; the bonus applies from the step after a measurement
-A=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --num_generations 2 --per_device_train_batch_size 2
+A=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --num_generations 2 --per_device_train_batch_size 2
    --max_completion_length 4 --max_steps 3 --logging_steps 1 --quiet --adam_epsilon 1e-2 --learning_rate 1e-3)
 "$GRPO" "${A[@]}" --output_dir "$TMP/ad" --use_adaptive_entropy --entropy_coef_delta 0.01 --entropy_target 100 --save_steps 1 \
     || fail "use_adaptive_entropy"
@@ -153,23 +153,23 @@ HF_HUB_CACHE="$TMP/hf/hub" "$GRPO" generate --model TinyOrg/tiny-model --prompt 
 expect_error 2 "--model 'TinyOrg/other' is neither a directory nor a model in the Hugging Face cache ($TMP/hf/hub); download it first" \
     env HF_HOME="$TMP/hf" "$GRPO" generate --model TinyOrg/other --prompt hi
 expect_error 2 "--dataset 'trl-lib/tldr' is not a local file; grpo.c reads JSON lines (or a JSON array): convert a Hub dataset with python3" \
-    "$GRPO" train --model "$TMP/m" --dataset_name trl-lib/tldr --reward_funcs length --output_dir "$TMP/x"
+    "$GRPO" train --model "$TMP/m" --dataset_name trl-lib/tldr --reward_funcs reward_len --output_dir "$TMP/x"
 
 # dataset_name as a directory (a downloaded dataset repository): its dataset_train_split file,
 # SPLIT.jsonl or SPLIT.json, also under data/; eval_dataset's with dataset_test_split
 mkdir -p "$TMP/dsd/data" && cp "$TMP/d.jsonl" "$TMP/dsd/data/train.jsonl" && printf '[{"prompt": "x"}]' > "$TMP/dsd/test.json"
 printf 'dataset_name: %s\ndataset_train_split: train\neval_strategy: steps\neval_dataset: %s\n' "$TMP/dsd" "$TMP/dsd" > "$TMP/dsd.yaml"
-"$GRPO" train --model "$TMP/m" --reward_funcs length --output_dir "$TMP/dsdo" "${SMALL[@]}" --config "$TMP/dsd.yaml" \
+"$GRPO" train --model "$TMP/m" --reward_funcs reward_len --output_dir "$TMP/dsdo" "${SMALL[@]}" --config "$TMP/dsd.yaml" \
     || fail "a dataset directory"
 grep -q '"eval_reward"' "$TMP/dsdo/metrics.jsonl" || fail "eval_dataset directory (test.json)"
 expect_error 2 "dsd is a directory without validation.jsonl or validation.json (nor under data/)" \
-    "$GRPO" train --model "$TMP/m" --dataset "$TMP/dsd" --dataset_train_split validation --reward_funcs length --output_dir "$TMP/x"
+    "$GRPO" train --model "$TMP/m" --dataset "$TMP/dsd" --dataset_train_split validation --reward_funcs reward_len --output_dir "$TMP/x"
 
 # a .json file holding one JSON array of records
 python3 -c "import json; json.dump([{'prompt': 'ab'}, {'prompt': 'cd'}], open('$TMP/d.json', 'w'), indent=2)"
-"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.json" --reward_funcs length --output_dir "$TMP/j" "${SMALL[@]}" --seed 7 \
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.json" --reward_funcs reward_len --output_dir "$TMP/j" "${SMALL[@]}" --seed 7 \
     || fail "train on a JSON array"
-"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/l" "${SMALL[@]}" --seed 7 \
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/l" "${SMALL[@]}" --seed 7 \
     || fail "train on JSON lines"
 cmp -s "$TMP/j/model.safetensors" "$TMP/l/model.safetensors" || fail "the same records as an array and as lines train differently"
 printf '[\n  {"prompt": "ab"},\n  {"prompt": 5}\n]\n' > "$TMP/bad.json"
@@ -183,7 +183,7 @@ python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['chat_t
     --num_generations 1 2>/dev/null | grep -qx "=== prompt 0: HEY:hi" || fail "generate --chat_template_kwargs"
 printf '{"prompt": [{"role": "user", "content": "ab"}]}\n' > "$TMP/chat.jsonl"
 printf 'chat_template_kwargs:\n  greeting: YO\n  enable_thinking: false\n' > "$TMP/kw.yaml"
-"$GRPO" train --model "$TMP/kw" --dataset "$TMP/chat.jsonl" --reward_funcs length --output_dir "$TMP/kwt" --config "$TMP/kw.yaml" \
+"$GRPO" train --model "$TMP/kw" --dataset "$TMP/chat.jsonl" --reward_funcs reward_len --output_dir "$TMP/kwt" --config "$TMP/kw.yaml" \
     "${SMALL[@]}" --log_completions || fail "train with chat_template_kwargs"
 grep -q '"YO:ab"' "$TMP/kwt/completions.jsonl" || fail "train's prompts rendered with the kwargs: $(head -c 300 "$TMP/kwt/completions.jsonl")"
 expect_error 2 "chat_template_kwargs expects a JSON object such as" "$GRPO" generate --model "$TMP/kw" --chat hi --chat_template_kwargs '[1]'
@@ -193,7 +193,7 @@ expect_error 2 "chat_template_kwargs expects a JSON object such as" "$GRPO" gene
 # sampling the run used), in the final model and in checkpoints
 cp -r "$TMP/m" "$TMP/nogen" && rm -f "$TMP/nogen/generation_config.json"
 python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c.pop('pad_token_id', None); json.dump(c, open(p, 'w'))" "$TMP/nogen/config.json"
-"$GRPO" train --model "$TMP/nogen" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/sp" "${SMALL[@]}" \
+"$GRPO" train --model "$TMP/nogen" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/sp" "${SMALL[@]}" \
     --temperature 0.7 --top_p 0.9 --save_steps 1 || fail "train from a model without generation_config.json"
 for d in "$TMP/sp" "$TMP/sp/checkpoint-1"; do
     python3 - "$d" <<'PY' || fail "$d: save_pretrained's files"
@@ -206,7 +206,7 @@ assert gen == {"eos_token_id": 258, "pad_token_id": 256, "do_sample": True, "tem
 PY
 done
 printf '{"eos_token_id": 258, "temperature": 0.6}\n' > "$TMP/nogen/generation_config.json"
-"$GRPO" train --model "$TMP/nogen" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/sp2" "${SMALL[@]}" \
+"$GRPO" train --model "$TMP/nogen" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/sp2" "${SMALL[@]}" \
     && cmp -s "$TMP/nogen/generation_config.json" "$TMP/sp2/generation_config.json" || fail "the source's generation_config.json is kept"
 
 # TRL's reward names reach the run: the log names are TRL's

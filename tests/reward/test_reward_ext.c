@@ -29,7 +29,7 @@ static double now_s(void) {
 static RewardFunc *make(const char *spec, double timeout_s) {
     RewardFunc *f = NULL;
     GrpoErr err = {{0}};
-    RewardOptions opt = {timeout_s};
+    RewardOptions opt = {.timeout_s = timeout_s};
     if (reward_new(&f, spec, &opt, &err)) {
         fprintf(stderr, "reward_new(%s): %s\n", spec, err.msg);
         return NULL;

@@ -1,0 +1,88 @@
+/* reward/reward_names.c — the names of the reward functions reward_new builds,
+ * checked before a run starts (reward_spec_check), with a did-you-mean for a
+ * misspelt one and a hint for a Python-looking dotted name.
+ *
+ * Not here: building the functions (reward.c). A spec's kind is read the way
+ * reward_new reads it: after an optional NAME= prefix, up to the first ':'. */
+#include <ctype.h>
+#include <string.h>
+
+#include "core/text.h"
+#include "reward/reward_internal.h"
+
+/* Every kind reward_new knows, in the order the message lists them. */
+static const char *const reward_kinds[] = {
+    "accuracy",        "format",          "tag_count",      "reasoning_steps",
+    "cosine",          "repetition_penalty", "length",      "soft_overlong_punishment",
+    "accuracy_reward", "think_format_reward", "reward_len", "exact_match",
+    "cmd",             "plugin",
+};
+#define N_KINDS (int)(sizeof reward_kinds / sizeof reward_kinds[0])
+
+/* Levenshtein distance with adjacent transpositions (optimal string alignment),
+ * for names of up to 63 bytes; 99 beyond. */
+static int name_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int v = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* The closest known kind within a third of the name's length (at least 1), or NULL. */
+static const char *closest_kind(const char *kind) {
+    int len = (int)strlen(kind), limit = len / 3 > 1 ? len / 3 : 1, best = limit + 1;
+    const char *pick = NULL;
+    for (int i = 0; i < N_KINDS; i++) {
+        int d = name_distance(kind, reward_kinds[i]);
+        if (d < best) best = d, pick = reward_kinds[i];
+    }
+    return pick;
+}
+
+int reward_unknown_err(const char *spec, const char *kind, GrpoErr *err) {
+    char shown_spec[160], shown_kind[96];
+    text_escaped(shown_spec, sizeof shown_spec, spec, 120);
+    text_escaped(shown_kind, sizeof shown_kind, kind, 60);
+    const char *near = closest_kind(kind);
+    if (near)
+        return err_set(err, "reward '%s': unknown reward function '%s'; did you mean '%s'?", shown_spec, shown_kind,
+                       near);
+    const char *dot = strchr(kind, '.');
+    if (dot && dot > kind && dot[1])
+        return err_set(err, "reward '%s': unknown reward function '%s'; a Python reward function is given as "
+                       "FILE.py:FUNCTION (docs/rewards.md)", shown_spec, shown_kind);
+    char list[400] = "";
+    for (int i = 0; i < N_KINDS; i++) {
+        strcat(list, reward_kinds[i]);
+        strcat(list, i + 2 < N_KINDS ? ", " : i + 1 < N_KINDS ? " or " : "");
+    }
+    return err_set(err, "reward '%s': unknown reward function '%s' (expected %s)", shown_spec, shown_kind, list);
+}
+
+int reward_spec_check(const char *spec, GrpoErr *err) {
+    const char *body = spec;
+    size_t id = 0; /* an optional NAME= prefix, as reward_new reads it */
+    while (isalnum((unsigned char)spec[id]) || spec[id] == '_' || spec[id] == '-' || spec[id] == '.') id++;
+    if (id > 0 && spec[id] == '=') body = spec + id + 1;
+    size_t len = strcspn(body, ":");
+    char kind[128];
+    if (len >= sizeof kind) len = sizeof kind - 1;
+    memcpy(kind, body, len);
+    kind[len] = 0;
+    for (int i = 0; i < N_KINDS; i++)
+        if (!strcmp(kind, reward_kinds[i])) return 0;
+    /* FILE.py:FUNCTION is a Python reward function, which reward_new builds or refuses itself */
+    if (len > 3 && !strcmp(kind + len - 3, ".py")) return 0;
+    return reward_unknown_err(spec, kind, err);
+}
