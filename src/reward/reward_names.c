@@ -50,10 +50,17 @@ static const char *closest_kind(const char *kind) {
     return pick;
 }
 
+/* open-r1's rewards that run code in a sandbox (E2B, Piston, Morph): not built in. */
+static const char *const openr1_code_kinds[] = {"code", "binary_code", "ioi_code", "cf_code", "code_format"};
+
 int reward_unknown_err(const char *spec, const char *kind, GrpoErr *err) {
     char shown_spec[160], shown_kind[96];
     text_escaped(shown_spec, sizeof shown_spec, spec, 120);
     text_escaped(shown_kind, sizeof shown_kind, kind, 60);
+    for (size_t i = 0; i < sizeof openr1_code_kinds / sizeof openr1_code_kinds[0]; i++)
+        if (!strcmp(kind, openr1_code_kinds[i]))
+            return err_set(err, "reward '%s': open-r1's code reward '%s' is not built in; run your own as a cmd: "
+                           "reward (docs/reward-protocol.md)", shown_spec, shown_kind);
     const char *near = closest_kind(kind);
     if (near)
         return err_set(err, "reward '%s': unknown reward function '%s'; did you mean '%s'?", shown_spec, shown_kind,

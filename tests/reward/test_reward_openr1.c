@@ -337,6 +337,8 @@ static void test_names(void) {
         {"my_rewards.my_reward", "FILE.py:FUNCTION"},
         {"nosuch", "unknown reward function 'nosuch' (expected accuracy, format, tag_count"},
         {"n=zzzzzz:1", "unknown reward function 'zzzzzz'"},
+        {"ioi_code", "open-r1's code reward 'ioi_code' is not built in"},
+        {"code", "open-r1's code reward 'code' is not built in"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         GrpoErr err = {{0}};
