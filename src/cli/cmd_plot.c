@@ -1,7 +1,8 @@
 /* cli/cmd_plot.c — `grpo plot METRICS.jsonl [-o FILE.svg] [--metrics A,B]`: draws a
  * training run's metrics.jsonl as a standalone SVG, one panel per metric (the
  * drawing is log/plot.c), by default next to the metrics file (metrics.svg).
- * Default panels: reward (with its ±reward_std band) and completions/mean_length. */
+ * Default panels: reward (with its ±reward_std band), eval_reward (±eval_reward_std)
+ * when the run evaluated, and completions/mean_length. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@
 
 #define SYNOPSIS "METRICS.jsonl [-o FILE.svg] [--metrics NAME[,NAME...]]"
 
-static const char *const DEFAULT_METRICS[] = {"reward", "completions/mean_length"};
+static const char *const DEFAULT_METRICS[] = {"reward", "eval_reward", "completions/mean_length"};
+#define N_DEFAULT_METRICS (int)(sizeof DEFAULT_METRICS / sizeof DEFAULT_METRICS[0])
 
 typedef struct {
     const char *output, *metrics;
@@ -24,7 +26,8 @@ static const OptSpec plot_options[] = {
     {"output", OPT_STR, offsetof(PlotArgs, output), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "the SVG file to write (also -o FILE; default: METRICS.svg beside the metrics file)"},
     {"metrics", OPT_STR, offsetof(PlotArgs, metrics), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "comma-separated metric names, one panel each (default: reward,completions/mean_length)"},
+     "comma-separated metric names, one panel each (default: reward,eval_reward,completions/mean_length, those "
+     "the file has)"},
 };
 
 int cmd_plot(int argc, char **argv) {
@@ -98,13 +101,13 @@ int cmd_plot(int argc, char **argv) {
         free(list), free(req), free(default_output);
         return cli_fail("plot", err.msg);
     }
-    int *idx = xmalloc(sizeof(int) * (n_req + 2)), n = 0;
+    int *idx = xmalloc(sizeof(int) * (n_req + N_DEFAULT_METRICS)), n = 0;
     rc = 0;
     for (int k = 0; k < n_req && !rc; k++)
         if ((idx[n++] = plot_log_require(&log, req[k], &err)) < 0) rc = 1;
     if (!metrics) {
         /* defaults: those the file has */
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < N_DEFAULT_METRICS; k++)
             for (int i = 0; i < log.n_names; i++)
                 if (!strcmp(log.names[i], DEFAULT_METRICS[k])) idx[n++] = i;
         if (!n) {
@@ -113,10 +116,12 @@ int cmd_plot(int argc, char **argv) {
         }
     }
     if (!rc && plot_svg_write(&log, idx, n, output, &err)) rc = 1;
-    if (!rc)
-        fprintf(stderr, "grpo plot: wrote %s (%d panel%s, %d logged steps)\n", output, n, n == 1 ? "" : "s",
-                log.n_rows);
-    else
+    if (!rc) {
+        char evals[64] = "";
+        if (log.n_eval_rows) snprintf(evals, sizeof evals, ", %d evaluation%s", log.n_eval_rows, log.n_eval_rows == 1 ? "" : "s");
+        fprintf(stderr, "grpo plot: wrote %s (%d panel%s, %d logged steps%s)\n", output, n, n == 1 ? "" : "s",
+                plot_log_train_rows(&log), evals);
+    } else
         cli_fail("plot", err.msg);
     free(idx), free(list), free(req), free(default_output);
     plot_log_free(&log);

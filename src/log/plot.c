@@ -19,8 +19,8 @@
 /* ---------------------------------------------------------------- reading */
 
 void plot_log_free(PlotLog *log) {
-    for (int i = 0; i < log->n_names; i++) free(log->names[i]), free(log->values[i]);
-    free(log->path), free(log->step), free(log->line), free(log->names), free(log->values);
+    for (int i = 0; i < log->n_names; i++) free(log->names[i]), free(log->values[i]), free(log->has[i]);
+    free(log->path), free(log->step), free(log->line), free(log->names), free(log->values), free(log->has);
     free(log->bad_line);
     memset(log, 0, sizeof *log);
 }
@@ -40,8 +40,10 @@ static int add_name(PlotLog *log, const char *name, int rows_cap) {
     log->names = xrealloc(log->names, sizeof(char *) * log->n_names);
     log->values = xrealloc(log->values, sizeof(double *) * log->n_names);
     log->bad_line = xrealloc(log->bad_line, sizeof(long) * log->n_names);
+    log->has = xrealloc(log->has, sizeof(unsigned char *) * log->n_names);
     log->names[i] = xstrdup(name);
-    log->values[i] = xmalloc(sizeof(double) * rows_cap);
+    log->has[i] = xcalloc(rows_cap ? rows_cap : 1, 1);
+    log->values[i] = xmalloc(sizeof(double) * (rows_cap ? rows_cap : 1));
     for (int r = 0; r < rows_cap; r++) log->values[i][r] = NAN;
     log->bad_line[i] = 0;
     return i;
@@ -61,7 +63,8 @@ static void grow_rows(Loading *l) {
     log->line = xrealloc(log->line, sizeof(long) * cap);
     for (int i = 0; i < log->n_names; i++) {
         log->values[i] = xrealloc(log->values[i], sizeof(double) * cap);
-        for (int r = l->rows_cap; r < cap; r++) log->values[i][r] = NAN;
+        log->has[i] = xrealloc(log->has[i], cap);
+        for (int r = l->rows_cap; r < cap; r++) log->values[i][r] = NAN, log->has[i][r] = 0;
     }
     l->rows_cap = cap;
 }
@@ -79,12 +82,16 @@ static int add_line(json_t *o, long line, void *ctx, GrpoErr *err) {
     log->line[r] = line;
     const char *key;
     json_t *v;
+    int metrics = 0, eval = 0;
     json_object_foreach(o, key, v) {
         if (!strcmp(key, "step")) continue;
         int i = add_name(log, key, l->rows_cap);
+        log->has[i][r] = 1;
+        metrics++, eval += !strncmp(key, "eval_", 5);
         if (json_is_number(v)) log->values[i][r] = json_number_value(v);
         else if (!json_is_null(v) && !log->bad_line[i]) log->bad_line[i] = line;
     }
+    log->n_eval_rows += metrics > 0 && eval == metrics;
     return 0;
 }
 
@@ -107,6 +114,8 @@ int plot_log_require(const PlotLog *log, const char *name, GrpoErr *err) {
         n += snprintf(err->msg + n, sizeof err->msg - n, "%s %s", k ? "," : "", log->names[k]);
     return -1;
 }
+
+int plot_log_train_rows(const PlotLog *log) { return log->n_rows - log->n_eval_rows; }
 
 int plot_log_std_of(const PlotLog *log, int i) {
     const char *name = log->names[i];
@@ -253,15 +262,24 @@ static void draw_axes(Buf *b, const Frame *f, const char *ylabel) {
     bprintf(b, "</text>\n");
 }
 
-/* One panel: metric m (with band metric sd, or -1) in the box starting at y0. */
+/* One panel: metric m (with band metric sd, or -1) in the box starting at y0.
+ * Its series is the rows that have its key (PlotLog.has), in file order: a row
+ * without it is not a gap, a null value is. */
 static void draw_panel(Buf *b, const PlotLog *log, int m, int sd, int k, double y0, double width,
                        double height) {
-    const double *y = log->values[m], *s = sd >= 0 ? log->values[sd] : NULL, *x = log->step;
     const char *color = PALETTE[k % (int)(sizeof PALETTE / sizeof PALETTE[0])];
-    int n = log->n_rows, n_pts = 0, last = -1;
+    int n = 0, n_pts = 0, last = -1;
+    double *x = xmalloc(sizeof(double) * (log->n_rows + 1)), *y = xmalloc(sizeof(double) * (log->n_rows + 1));
+    double *s = sd >= 0 ? xmalloc(sizeof(double) * (log->n_rows + 1)) : NULL;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int r = 0; r < log->n_rows; r++) {
+        xlo = fmin(xlo, log->step[r]), xhi = fmax(xhi, log->step[r]);
+        if (!log->has[m][r]) continue;
+        x[n] = log->step[r], y[n] = log->values[m][r];
+        if (s) s[n] = log->values[sd][r];
+        n++;
+    }
     for (int r = 0; r < n; r++) {
-        xlo = fmin(xlo, x[r]), xhi = fmax(xhi, x[r]);
         if (!isfinite(y[r])) continue;
         n_pts++, last = r;
         double sv = s && isfinite(s[r]) ? fabs(s[r]) : 0;
@@ -308,7 +326,7 @@ static void draw_panel(Buf *b, const PlotLog *log, int m, int sd, int k, double 
         }
         r = e + 1;
     }
-    /* the line: a gap (null or absent) starts a new subpath */
+    /* the line: a null starts a new subpath */
     if (n_pts) {
         bprintf(b, "<path class=\"line\" data-metric=\"");
         bescape(b, log->names[m]);
@@ -337,6 +355,7 @@ static void draw_panel(Buf *b, const PlotLog *log, int m, int sd, int k, double 
                 (f.left + f.right) / 2, (f.top + f.bottom) / 2);
     }
     bprintf(b, "</g>\n");
+    free(x), free(y), free(s);
 }
 
 int plot_svg_render(const PlotLog *log, const int *idx, int n, char **svg, GrpoErr *err) {
@@ -360,7 +379,10 @@ int plot_svg_render(const PlotLog *log, const int *idx, int n, char **svg, GrpoE
     bprintf(&b, "</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     bprintf(&b, "<text x=\"%d\" y=\"20\" " FONT " font-size=\"12\" fill=\"#666\">", MARGIN_LEFT);
     bescape(&b, base);
-    bprintf(&b, " \xe2\x80\x94 %d logged step%s</text>\n", log->n_rows, log->n_rows == 1 ? "" : "s");
+    int n_train = plot_log_train_rows(log);
+    bprintf(&b, " \xe2\x80\x94 %d logged step%s", n_train, n_train == 1 ? "" : "s");
+    if (log->n_eval_rows) bprintf(&b, ", %d evaluation%s", log->n_eval_rows, log->n_eval_rows == 1 ? "" : "s");
+    bprintf(&b, "</text>\n");
     for (int k = 0; k < n; k++)
         draw_panel(&b, log, idx[k], plot_log_std_of(log, idx[k]), k, HEADER_H + k * panel_h, width, panel_h);
     bprintf(&b, "</svg>\n");

@@ -4,7 +4,11 @@
  * (NAME_std, or .../std for a .../mean), a shaded ±std band.
  *
  * Reading follows what `grpo train` writes (log/metrics.h): one JSON object per
- * line; lines with an "event" key or without "step" are not data; null is a gap.
+ * line; lines with an "event" key or without "step" are not data. A metric's
+ * series is the lines that have its key: a line without it (an evaluation's line
+ * among the training lines, which shares their step numbers) is not part of it and
+ * never breaks its line; a null value is a gap. A data line whose metrics are all
+ * eval_* is an evaluation, counted apart from the logged training steps.
  * The SVG is our own text (no library) and is written atomically (tmp + rename).
  *
  * Errors: -1 with a one-line GrpoErr naming the file, the line and what was
@@ -22,6 +26,8 @@ typedef struct {
     int n_names;
     char **names;      /* [n_names] metric names in order of first appearance */
     double **values;   /* [n_names][n_rows]; NAN where absent or null */
+    unsigned char **has; /* [n_names][n_rows]: 1 where the line has the key (a number or null) */
+    int n_eval_rows;   /* data lines holding only eval_* metrics (an evaluation's line) */
     long *bad_line;    /* [n_names] first line whose value is neither a number nor null; 0: none */
 } PlotLog;
 
@@ -32,6 +38,8 @@ void plot_log_free(PlotLog *log);
 
 /* The index of metric name, or -1 with err listing the metric names the file has. */
 int plot_log_require(const PlotLog *log, const char *name, GrpoErr *err);
+/* The data lines that are not evaluations: the logged training steps. */
+int plot_log_train_rows(const PlotLog *log);
 /* The index of metric i's standard deviation (NAME_std, or PREFIX/std for
  * PREFIX/mean), or -1 when the file has none. */
 int plot_log_std_of(const PlotLog *log, int i);

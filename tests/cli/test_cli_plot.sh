@@ -3,8 +3,10 @@
 # "step", a null gap and a blank line) drawn as SVG; the SVG is well-formed XML
 # with one line path per metric whose point count equals the metric's data lines,
 # a ±std band where NAME_std exists, titles, axis and tick labels; the default
-# and --metrics panels; -o/--output forms; every error path (exit 1 for bad input,
-# 2 for usage) leaves no SVG behind.
+# and --metrics panels; -o/--output forms; a run with evaluations (eval lines share
+# the training lines' steps) drawn as one unbroken path per series, training and
+# eval, and counted apart; every error path (exit 1 for bad input, 2 for usage)
+# leaves no SVG behind.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 
@@ -70,6 +72,49 @@ assert not [p for p in root.iter(NS + "path") if p.get("class") == "band"], "no 
 PY
 "$GRPO" plot "$M" --output="$TMP/c.svg" --metrics=reward 2>/dev/null || fail "--output= form"
 check_svg "$TMP/c.svg" reward:5:band || fail "--metrics=reward SVG"
+
+# a run with evaluations, as grpo train writes it: an eval line after the training
+# line of the same step, holding only eval_* keys. Each series is one unbroken
+# path (one M, an L per further point), the eval series too; eval_reward is a
+# default panel; the header and the message count training lines and evaluations
+E="$TMP/eval.jsonl"
+cat > "$E" <<'EOF'
+{"step": 2, "loss": 0.1, "reward": 0.1, "reward_std": 0.3, "completions/mean_length": 6}
+{"step": 2, "eval_reward": 0.0125, "eval_reward_std": 0.1, "eval_rewards/fmt/mean": 0.0125, "eval_completions/mean_length": 5}
+{"step": 4, "loss": 0.2, "reward": 0.3, "reward_std": 0.2, "completions/mean_length": 5}
+{"step": 4, "eval_reward": 0.05, "eval_reward_std": 0.2, "eval_rewards/fmt/mean": 0.05, "eval_completions/mean_length": 4}
+{"step": 5, "loss": 0.3, "reward": 0.4, "reward_std": 0.1, "completions/mean_length": 4}
+{"step": 5, "eval_reward": 0.125, "eval_reward_std": 0.3, "eval_rewards/fmt/mean": 0.125, "eval_completions/mean_length": 3}
+EOF
+"$GRPO" plot "$E" -o "$TMP/ev.svg" 2>"$TMP/ev.err" || fail "plot of a run with eval: $(cat "$TMP/ev.err")"
+grep -q "3 logged steps, 3 evaluations" "$TMP/ev.err" || fail "the count of a run with eval: $(cat "$TMP/ev.err")"
+"$GRPO" plot "$E" -o "$TMP/ev2.svg" --metrics loss,reward,completions/mean_length,eval_reward,eval_completions/mean_length \
+    2>/dev/null || fail "plot --metrics of a run with eval"
+# check_unbroken SVG NAME... — the line paths are NAMES, each M L L over 3 distinct growing steps
+check_unbroken() {
+    python3 - "$@" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+lines = [p for p in root.iter(NS + "path") if p.get("class") == "line"]
+names = [p.get("data-metric") for p in lines]
+assert names == sys.argv[2:], names
+for p in lines:
+    cmds = re.findall(r"([A-Za-z])-?[\d.]+,-?[\d.]+", p.get("d"))
+    assert cmds == ["M", "L", "L"], (p.get("data-metric"), p.get("d"))
+    xs = [float(x) for x in re.findall(r"[ML](-?[\d.]+),", p.get("d"))]
+    assert xs == sorted(xs) and len(set(xs)) == 3, (p.get("data-metric"), xs)
+for g in root.iter(NS + "g"):
+    if g.get("class") == "panel" and g.get("data-metric") in ("reward", "eval_reward"):
+        bands = [q for q in g.iter(NS + "path") if q.get("class") == "band"]
+        assert len(bands) == 1 and bands[0].get("d").count("M") == 1, (g.get("data-metric"), len(bands))
+texts = ["".join(t.itertext()) for t in root.iter(NS + "text")]
+assert any("3 logged steps, 3 evaluations" in t for t in texts), texts[:3]
+PY
+}
+check_unbroken "$TMP/ev.svg" reward eval_reward completions/mean_length || fail "default SVG of a run with eval"
+check_unbroken "$TMP/ev2.svg" loss reward completions/mean_length eval_reward eval_completions/mean_length \
+    || fail "--metrics SVG of a run with eval"
 
 # a single data line: the axes still have a range
 printf '{"step": 7, "reward": 1.0, "completions/mean_length": 3}\n' > "$TMP/one.jsonl"

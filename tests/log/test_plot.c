@@ -1,7 +1,7 @@
 /* tests/log/test_plot.c — log/plot's reader: a metrics log long enough to grow
  * its arrays several times, with a metric that first appears late (earlier rows
  * NAN), nulls as gaps, event lines and lines without a step skipped, line
- * numbers kept, and its errors with path:line (the SVG side is tested from the
+ * numbers kept, a run's eval lines told apart, and its errors with path:line (the SVG side is tested from the
  * command line in tests/cli/test_cli_plot.sh). */
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +58,29 @@ static void test_long_log(void) {
     T_CHECK(log.n_rows == 0 && log.values == NULL, "free zeroes");
 }
 
+/* A run with evaluations: eval lines share the training lines' steps; a
+ * series is the lines having its key (has), null included, and the eval lines
+ * are counted apart from the training lines. */
+static void test_eval_rows(void) {
+    const char *path = write_file("eval.jsonl", "{\"step\": 2, \"reward\": 0.5, \"eval_note\": 1}\n"
+                                                "{\"step\": 2, \"eval_reward\": 0.25}\n"
+                                                "{\"step\": 4, \"reward\": null}\n"
+                                                "{\"step\": 4, \"eval_reward\": null, \"eval_pass@1\": 0}\n");
+    PlotLog log;
+    GrpoErr err = {{0}};
+    if (plot_log_load(&log, path, &err)) {
+        T_CHECK(0, "load: %s", err.msg);
+        return;
+    }
+    int rw = plot_log_require(&log, "reward", &err), ev = plot_log_require(&log, "eval_reward", &err);
+    T_CHECK(log.n_rows == 4 && log.n_eval_rows == 2 && plot_log_train_rows(&log) == 2, "rows %d eval rows %d",
+            log.n_rows, log.n_eval_rows);
+    T_CHECK(log.has[rw][0] && !log.has[rw][1] && log.has[rw][2] && !log.has[rw][3], "reward's lines");
+    T_CHECK(!log.has[ev][0] && log.has[ev][1] && !log.has[ev][2] && log.has[ev][3], "eval_reward's lines");
+    T_CHECK(log.values[ev][1] == 0.25 && isnan(log.values[ev][3]) && isnan(log.values[rw][2]), "values");
+    plot_log_free(&log);
+}
+
 static void test_errors(void) {
     PlotLog log;
     GrpoErr err = {{0}};
@@ -78,6 +101,7 @@ static void test_errors(void) {
 int main(void) {
     CHECK(mkdtemp(dir));
     test_long_log();
+    test_eval_rows();
     test_errors();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
