@@ -1,6 +1,8 @@
 /* cli/cmd_eval.c — `grpo eval`: how well a model does on a dataset under the
  * same reward functions the trainer uses. For every example, --num_generations
- * completions (greedy by default), scored with a RewardSet; reported: the mean
+ * completions (greedy by default, where training's evaluation samples
+ * num_generations_eval at the training temperature, as TRL's does: both print
+ * which), scored with a RewardSet; reported: the mean
  * weighted reward (TRL's nansum over functions, as in training), each function's
  * mean (NaN values left out, as TRL's nanmean), and pass@1.
  *
@@ -38,10 +40,12 @@ static void print_json_number(const char *key, double v, int comma) {
     else printf("\"%s\": null%s", key, comma ? ", " : "");
 }
 
-static void report(const EvalTotals *t, const RewardSet *rs, long G, double threshold, int json_out) {
+static void report(const EvalTotals *t, const RewardSet *rs, long G, const SamplerOpts *so, double threshold,
+                   int json_out) {
     double mean = eval_reward(t), sd = eval_reward_std(t), pass = eval_pass_at_1(t);
     if (json_out) {
         printf("{\"examples\": %ld, \"num_generations\": %ld, \"completions\": %ld, ", t->examples, G, t->completions);
+        printf("\"temperature\": %.10g, ", so->temperature);
         print_json_number("reward", mean, 1);
         print_json_number("reward_std", sd, 1);
         printf("\"rewards\": {");
@@ -62,8 +66,10 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, double thre
         printf("}\n");
         return;
     }
-    printf("examples      %ld x %ld generation%s = %ld completions\n", t->examples, G, G == 1 ? "" : "s",
-           t->completions);
+    char how[240];
+    eval_describe_sampling(how, sizeof how, so);
+    printf("examples      %ld x %ld generation%s = %ld completions, %s\n", t->examples, G, G == 1 ? "" : "s",
+           t->completions, how);
     printf("reward        %.4f  (std %.4f; weighted sum of the functions, as in training)\n", mean, sd);
     for (int f = 0; f < rs->n_funcs; f++)
         printf("  %-11s %.4f  (weight %g, %ld values)\n", rs->funcs[f]->name, eval_func_mean(t, f), rs->weights[f],
@@ -138,8 +144,9 @@ int cmd_eval(int argc, char **argv) {
     }
     int n_ex = s.n, G = a.num_generations;
     Tokenizer *tok = s.tok;
-    fprintf(stderr, "grpo eval: %d example(s) x %d completion(s), %s, %d reward function(s)\n", n_ex, G,
-            a.gen.sampler.temperature == 0 ? "greedy" : "sampled", rs.n_funcs);
+    char how[300];
+    eval_describe(how, sizeof how, n_ex, G, &a.gen.sampler);
+    fprintf(stderr, "grpo eval: %s, %d reward function(s)\n", how, rs.n_funcs);
 
     EvalTotals t;
     eval_totals_init(&t, rs.n_funcs);
@@ -151,7 +158,7 @@ int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
                     eval_reward(&t), eval_pass_at_1(&t), time_now_s() - t0);
     }
-    if (!rc) report(&t, &rs, G, a.pass_threshold, a.json);
+    if (!rc) report(&t, &rs, G, &a.gen.sampler, a.pass_threshold, a.json);
     else cli_fail("eval", err.msg);
     eval_totals_free(&t);
     gen_session_close(&s);

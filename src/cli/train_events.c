@@ -2,6 +2,7 @@
  * SIGINT/SIGTERM (train_events.h). */
 #include "cli/train_events.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,16 @@ static void print_event(const TrainEvent *ev, void *ctx) {
         break;
     case TRAIN_EVENT_STOPPED:
         break; /* train_events_end says where to resume */
+    case TRAIN_EVENT_EVAL: /* the eval dict on one line, as TRL prints it, with how it was made */
+        fprintf(stderr, "grpo %s: eval at step %ld", e->cmd, ev->step);
+        if (ev->text) fprintf(stderr, " (%s)", ev->text);
+        fputc(':', stderr);
+        for (int i = 0; i < ev->metrics->n; i++) {
+            const Metric *m = &ev->metrics->m[i];
+            fprintf(stderr, "%s%s %.4g", i ? ", " : " ", m->name, m->count ? m->sum / m->count : NAN);
+        }
+        fputc('\n', stderr);
+        break;
     case TRAIN_EVENT_SAVED:
         fprintf(stderr, "grpo %s: saved the trained %s to %s\n", e->cmd, ev->text ? ev->text : "model", ev->path);
         break;

@@ -1,7 +1,8 @@
 /* cli/train_events.h — what a person sees of a training run and how they stop it:
  * the training loop's events (train/loop.h) as the start-up plan, the progress
- * line (redrawn in place on a terminal) and one line per non-finite step,
- * warning, resume, checkpoint and final save (--quiet: the loop sends none); and
+ * line (redrawn in place on a terminal) and one line per evaluation (its eval_*
+ * values and how they were made), non-finite step, warning, resume, checkpoint
+ * and final save (--quiet: the loop sends none); and
  * SIGINT/SIGTERM as a request to stop after the current step, with a checkpoint —
  * a second signal ends the process at once. */
 #ifndef GRPO_CLI_TRAIN_EVENTS_H

@@ -56,6 +56,26 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
     return rc;
 }
 
+void eval_describe_sampling(char *buf, size_t n, const SamplerOpts *s) {
+    if (s->temperature == 0) {
+        snprintf(buf, n, "greedy");
+        return;
+    }
+    int k = snprintf(buf, n, "sampled at temperature %g", s->temperature);
+    if (s->top_k > 0 && (size_t)k < n) k += snprintf(buf + k, n - k, ", top_k %d", s->top_k);
+    if (s->top_p < 1 && (size_t)k < n) k += snprintf(buf + k, n - k, ", top_p %g", s->top_p);
+    if (s->min_p > 0 && (size_t)k < n) k += snprintf(buf + k, n - k, ", min_p %g", s->min_p);
+    if (s->repetition_penalty != 1 && (size_t)k < n)
+        snprintf(buf + k, n - k, ", repetition_penalty %g", s->repetition_penalty);
+}
+
+void eval_describe(char *buf, size_t n, long prompts, int G, const SamplerOpts *s) {
+    char how[240];
+    eval_describe_sampling(how, sizeof how, s);
+    snprintf(buf, n, "%ld prompt%s x %d completion%s%s%s", prompts, prompts == 1 ? "" : "s", G, G == 1 ? "" : "s",
+             s->temperature == 0 ? ", " : " ", how);
+}
+
 static double ratio(double a, long n) {
     return n > 0 ? a / n : NAN;
 }

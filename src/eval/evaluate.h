@@ -43,6 +43,15 @@ double eval_mean_length(const EvalTotals *t);
 double eval_frac_stopped(const EvalTotals *t);
 double eval_func_mean(const EvalTotals *t, int f);
 
+/* How the numbers were made, for the line that prints them: "3 prompts x 8
+ * completions sampled at temperature 1" (with top_k, top_p, min_p and
+ * repetition_penalty when they are on), or "3 prompts x 1 completion, greedy".
+ * The same model scores differently under the two, so both `grpo eval` and
+ * training's eval line say which. eval_describe_sampling: the part after the
+ * counts ("greedy", "sampled at temperature 1, top_p 0.9"). */
+void eval_describe(char *buf, size_t n, long prompts, int G, const SamplerOpts *s);
+void eval_describe_sampling(char *buf, size_t n, const SamplerOpts *s);
+
 /* The eval_* metrics of a training run into m: eval_reward, eval_reward_std,
  * eval_rewards/NAME/mean, eval_pass@1, eval_completions/mean_length. */
 void eval_add_metrics(const EvalTotals *t, const RewardSet *rs, MetricAcc *m);

@@ -251,12 +251,18 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
                  t->need_old ? ", old log-probs recorded" : "");
         snprintf(memory, sizeof memory, ", generation %.0f (%d completions at a time)", t->sess.gen.bytes / 1048576.0,
                  t->sess.gen.chunk);
+        char eval_text[300] = "";
+        if (t->have_eval)
+            eval_describe(eval_text, sizeof eval_text, t->eval_data.n,
+                          tc->num_generations_eval > 0 ? tc->num_generations_eval : tc->num_generations,
+                          &tc->gen.sampler);
         TrainAlgo algo = {.name = "grpo", .self = t, .n_examples = t->sess.data.n,
                           .examples_per_step = prompts_per_step < 1 ? 1 : prompts_per_step, .n_stats = N_STATS,
                           .begin_step = grpo_begin_step, .micro_batch = grpo_micro_batch, .end_step = grpo_end_step,
                           .after_update = grpo_after_update, .save = grpo_checkpoint_save,
                           .load = grpo_checkpoint_load, .evaluate = t->have_eval ? grpo_evaluate : NULL,
                           .eval_steps = tc->eval_steps > 0 ? tc->eval_steps : tc->train.logging_steps,
+                          .eval_text = eval_text,
                           .log_file = "completions.jsonl", .plan_line = line,
                           .plan_bytes = (double)t->sess.gen.bytes, .plan_memory = memory};
         OptGroup g[TRAIN_CONFIG_N_GROUPS];

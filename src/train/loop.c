@@ -404,6 +404,7 @@ static int run_steps(Loop *lp, GrpoErr *err) {
             MetricAcc eacc;
             metric_acc_init(&eacc);
             int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, lp->step, &eacc, err));
+            if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_EVAL, .metrics = &eacc, .text = lp->L->algo->eval_text});
             if (!rc) rc = write_logs(lp, &eacc, err);
             metric_acc_free(&eacc);
             if (train_world_check(lp->world, rc, err)) return -1;

@@ -77,6 +77,8 @@ typedef struct {
      * eval_* metrics to m; called every eval_steps steps and after the last. */
     int (*evaluate)(void *self, long step, MetricAcc *m, GrpoErr *err);
     long eval_steps;    /* with evaluate: steps between evaluations (> 0) */
+    const char *eval_text; /* with evaluate: how its numbers are made ("3 prompts x 8 completions sampled at
+                              temperature 1"), shown with them; or NULL */
     const char *log_file; /* NULL, or a JSON-lines file of the algorithm's in output_dir, cut back with
                              metrics.jsonl to the checkpoint's step on resume */
     /* The plan: the algorithm's line of it, its memory beyond the model's and what it is */
@@ -94,6 +96,7 @@ typedef enum {
     TRAIN_EVENT_SAVED,      /* path: the final model was written; text: what (NULL: the model) */
     TRAIN_EVENT_WARNING,    /* text: something the user should know (e.g. a resume that cannot be bit-exact) */
     TRAIN_EVENT_STOPPED,    /* step: stopped on request; path: the checkpoint to resume from, or NULL */
+    TRAIN_EVENT_EVAL,       /* step: an evaluation's results, metrics (eval_*); text: how they were made, or NULL */
 } TrainEventKind;
 
 typedef struct {
@@ -107,6 +110,7 @@ typedef struct {
     double eta_s;           /* STEP */
     double elapsed_s;       /* STEP: since this run started */
     int logged;             /* STEP: a metrics.jsonl line was written for it (every logging_steps, and the last) */
+    const MetricAcc *metrics; /* EVAL: the evaluation's eval_* values (their means) */
 } TrainEvent;
 
 typedef void (*TrainEventFn)(const TrainEvent *e, void *ctx);

@@ -3,7 +3,8 @@
 # tokenizer: format:^ (always 1.0) gives reward 1 and pass@1 1; the weighted
 # reward equals the weighted sum of the per-function means; a length reward agrees
 # with the greedy completions `grpo generate` prints for the same seed; greedy is
-# repeatable; --max_examples and the text report; bad input exits 1 naming the
+# repeatable; --max_examples and the text report, which says how the completions
+# were made (greedy or sampled, with what); bad input exits 1 naming the
 # file:line or the function, usage errors exit 2.
 set -u
 . "$ROOT/tests/cli/lib.sh"
@@ -67,7 +68,19 @@ ev --reward_funcs length:4 --json > "$TMP/l2.json" 2>/dev/null
 cmp -s "$TMP/l.json" "$TMP/l2.json" || fail "greedy eval is not repeatable"
 
 ev --reward_funcs exact_match:answer --max_examples 2 > "$TMP/t.out" 2>/dev/null || fail "eval text"
-grep -q "^examples *2 x 1 generation = 2 completions" "$TMP/t.out" || fail "text report: $(cat "$TMP/t.out")"
+grep -q "^examples *2 x 1 generation = 2 completions, greedy$" "$TMP/t.out" || fail "text report: $(cat "$TMP/t.out")"
+# how the numbers were made, where they are printed (training's eval samples; grpo eval is greedy unless asked)
+ev --reward_funcs exact_match:answer --max_examples 2 --temperature 0.5 --top_k 3 --num_generations 2 \
+    > "$TMP/s.out" 2>"$TMP/s.err" || fail "eval sampled"
+grep -q "^examples *2 x 2 generations = 4 completions, sampled at temperature 0.5, top_k 3$" "$TMP/s.out" \
+    || fail "sampled text report: $(cat "$TMP/s.out")"
+grep -q "^grpo eval: 2 prompts x 2 completions sampled at temperature 0.5, top_k 3, 1 reward function(s)$" "$TMP/s.err" \
+    || fail "sampled start line: $(cat "$TMP/s.err")"
+ev --reward_funcs exact_match:answer --max_examples 2 --temperature 0.5 --json > "$TMP/s.json" 2>/dev/null
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["temperature"] == 0.5, r' "$TMP/s.json" \
+    || fail "--json temperature: $(cat "$TMP/s.json")"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["temperature"] == 0, r' "$TMP/l.json" \
+    || fail "--json temperature of a greedy eval: $(cat "$TMP/l.json")"
 grep -q "^pass@1 *0.0000\|^pass@1 *0.5000\|^pass@1 *1.0000" "$TMP/t.out" || fail "no pass@1 line: $(cat "$TMP/t.out")"
 grep -q "^  exact_match" "$TMP/t.out" || fail "no per-function line"
 

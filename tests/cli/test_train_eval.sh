@@ -4,8 +4,10 @@
 # eval_reward, eval_reward_std, eval_rewards/NAME/mean, eval_pass@1 and
 # eval_completions/mean_length; evaluating changes nothing in the training
 # (same final weights as without it); the same numbers on a second run and
-# after a resume; TensorBoard gets them as eval/NAME; eval prompts longer than
-# the training prompts; bad input.
+# after a resume; TensorBoard gets them as eval/NAME; a console line per
+# evaluation saying how its numbers were made (not with --quiet); grpo plot of
+# the run draws unbroken curves; eval prompts longer than the training prompts;
+# bad input.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 "$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --output_dir "$TMP/m" 2>/dev/null \
@@ -53,6 +55,43 @@ if /usr/bin/python3 -c "import google.protobuf" 2>/dev/null; then
     python3 -c "import json, sys; s = json.load(open(sys.argv[1]))['steps']; assert 'eval/reward' in s['2'] and 'eval/pass@1' in s['2'] and 'train/reward' in s['2'], s['2']" \
         "$TMP/tb.json" || fail "eval scalars in TensorBoard"
 fi
+# the console: one line per evaluation with its eval_* values (those of metrics.jsonl)
+# and how they were made (sampled as in training, as TRL evaluates); --quiet has none
+Q=()
+for a in "${R[@]}"; do [ "$a" = --quiet ] || Q+=("$a"); done
+"$GRPO" "${Q[@]}" "${E[@]}" --output_dir "$TMP/v" 2>"$TMP/v.err" || fail "train with eval, not quiet"
+python3 - "$TMP/v.err" "$TMP/v/metrics.jsonl" <<'PY' || fail "eval lines on the console: $(grep eval "$TMP/v.err")"
+import json, re, sys
+err = [l for l in open(sys.argv[1]) if " eval at step " in l]
+ev = [json.loads(l) for l in open(sys.argv[2]) if "eval_reward" in l]
+assert len(err) == len(ev) == 3, (err, len(ev))
+for line, rec in zip(err, ev):
+    head = "grpo train: eval at step %d (3 prompts x 3 completions sampled at temperature 1): " % rec["step"]
+    assert line.startswith(head), line
+    got = dict(kv.rsplit(" ", 1) for kv in line[len(head):].strip().split(", "))
+    want = {k: v for k, v in rec.items() if k != "step"}
+    assert list(got) == list(want), (list(got), list(want))
+    for k, v in want.items():
+        assert got[k] == "%.4g" % v, (k, got[k], v)
+PY
+"$GRPO" "${Q[@]}" "${E[@]}" --output_dir "$TMP/v2" --temperature 0.7 --top_p 0.9 --num_generations_eval 1 \
+    2>"$TMP/v2.err" || fail "train with eval at temperature 0.7"
+grep -q "^grpo train: eval at step 2 (3 prompts x 1 completion sampled at temperature 0.7, top_p 0.9): eval_reward " \
+    "$TMP/v2.err" || fail "the eval line names the sampling: $(grep eval "$TMP/v2.err")"
+"$GRPO" "${R[@]}" "${E[@]}" --output_dir "$TMP/v3" 2>"$TMP/v3.err" || fail "quiet run"
+[ -s "$TMP/v3.err" ] && fail "--quiet printed: $(cat "$TMP/v3.err")"
+# grpo plot of the run: the training and eval curves each one unbroken path (M then L only)
+"$GRPO" plot "$TMP/v/metrics.jsonl" --metrics loss,reward,eval_reward,eval_pass@1 -o "$TMP/v.svg" 2>"$TMP/p.err" \
+    || fail "plot of a run with eval"
+grep -q "(4 panels, 3 logged steps, 3 evaluations)" "$TMP/p.err" || fail "plot's count: $(cat "$TMP/p.err")"
+python3 - "$TMP/v.svg" <<'PY' || fail "broken curves in the plot of a run with eval"
+import re, sys, xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+lines = {p.get("data-metric"): p.get("d") for p in ET.parse(sys.argv[1]).getroot().iter(NS + "path") if p.get("class") == "line"}
+for name in ("loss", "reward", "eval_reward", "eval_pass@1"):
+    cmds = re.findall(r"([A-Za-z])-?[\d.]+,", lines[name])
+    assert cmds == ["M", "L", "L"], (name, lines[name])
+PY
 # TRL's keys
 printf 'evaluation_strategy: steps\neval_dataset: %s\nper_device_eval_batch_size: 4\n' "$TMP/ev.jsonl" > "$TMP/e.yaml"
 "$GRPO" "${R[@]}" --output_dir "$TMP/y" --config "$TMP/e.yaml" 2>"$TMP/y.err" || fail "TRL eval keys: $(cat "$TMP/y.err")"
