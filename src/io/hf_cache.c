@@ -1,4 +1,5 @@
-/* io/hf_cache.c — Hub ids resolved in the local Hugging Face cache (hf_cache.h). */
+/* io/hf_cache.c — Hub ids resolved in the local Hugging Face cache (hf_cache.h),
+ * and the ids this process resolved, by directory. Not here: downloading. */
 #include "io/hf_cache.h"
 
 #include "core/check.h"
@@ -52,6 +53,28 @@ static char *read_ref(const char *path) {
     return *buf ? xstrdup(buf) : NULL;
 }
 
+/* The directories hf_cache_model_dir returned, with their ids: a handful per
+ * process (one per model option), kept for its life. */
+static struct {
+    char *dir, *id;
+} resolved[16];
+static int n_resolved;
+
+static void remember(const char *dir, const char *id) {
+    for (int i = 0; i < n_resolved; i++)
+        if (!strcmp(resolved[i].dir, dir) && !strcmp(resolved[i].id, id)) return;
+    if (n_resolved == (int)(sizeof resolved / sizeof resolved[0])) return; /* beyond: recorded as paths */
+    resolved[n_resolved].dir = xstrdup(dir);
+    resolved[n_resolved].id = xstrdup(id);
+    n_resolved++;
+}
+
+const char *hf_cache_repo_id_of(const char *dir) {
+    for (int i = 0; dir && i < n_resolved; i++)
+        if (!strcmp(resolved[i].dir, dir)) return resolved[i].id;
+    return NULL;
+}
+
 char *hf_cache_model_dir(const char *repo_id, const char *revision) {
     if (!hf_is_repo_id(repo_id)) return NULL;
     char name[256 + 8] = "models--";
@@ -67,6 +90,7 @@ char *hf_cache_model_dir(const char *repo_id, const char *revision) {
     char *cfg = fs_join(dir, "config.json");
     struct stat sb;
     if (stat(cfg, &sb) != 0 || !S_ISREG(sb.st_mode)) free(dir), dir = NULL;
+    if (dir) remember(dir, repo_id);
     free(cfg), free(snaps), free(commit), free(ref_path), free(refs), free(repo), free(cache);
     return dir;
 }

@@ -15,7 +15,15 @@ int hf_is_repo_id(const char *s);
 char *hf_cache_dir(void);
 
 /* The snapshot directory of the model repo_id at revision ("main" when NULL)
- * in the cache, if it holds a config.json (malloc'd), else NULL. */
+ * in the cache, if it holds a config.json (malloc'd), else NULL. The process
+ * remembers each directory it returned with its id, for hf_cache_repo_id_of. */
 char *hf_cache_model_dir(const char *repo_id, const char *revision);
+
+/* The Hub id that hf_cache_model_dir resolved to dir in this process (borrowed),
+ * or NULL when dir did not come from an id: what a saved file records as the
+ * model the user named (PEFT's base_model_name_or_path is the id given to
+ * from_pretrained, not the cache's snapshot path). A path given as a path stays
+ * a path, the cache's own included. */
+const char *hf_cache_repo_id_of(const char *dir);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io/fsutil.h"
+#include "io/hf_cache.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/model_io.h"
@@ -88,7 +89,13 @@ int lora_layers_read_params(LoraLayers *lo, const char *dir, GrpoErr *err) {
     return rc;
 }
 
+/* PEFT's adapter_config.json. base_model_name_or_path is the model as the user
+ * named it: a Hub id resolved in the local cache is recorded as the id (as PEFT
+ * records model.name_or_path, which AutoPeftModelForCausalLM and sharing need),
+ * a path as given. */
 static json_t *adapter_config(const LoraLayers *lo, const char *base_model) {
+    const char *id = base_model ? hf_cache_repo_id_of(base_model) : NULL;
+    if (id) base_model = id;
     json_t *targets = json_array();
     for (int m = 0; m < LORA_N_MODULES; m++)
         if (lo->spec.targets & 1u << m) json_array_append_new(targets, json_string(lora_module_names[m]));

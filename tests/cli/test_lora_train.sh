@@ -2,7 +2,8 @@
 # LoRA training from outside (use_peft, lora_* options, --adapter) on a tiny model:
 # the output directory and checkpoints in PEFT's layout (adapter_config.json's
 # fields, tensor names and shapes), the KL reference being the base (kl 0 at the
-# first step, when B = 0), continuing an adapter with --adapter, sft with
+# first step, when B = 0), base_model_name_or_path the model as given (a Hub id
+# resolved in the cache recorded as the id), continuing an adapter with --adapter, sft with
 # use_peft, the adapter used by generate/merge, and bad input: lora_r 0, an
 # unknown target module, an unsupported PEFT feature, another model's adapter —
 # one clear line each and nothing written.
@@ -64,6 +65,26 @@ grep -q "LoRA r 4, alpha 8, dropout 0.05 on q_proj v_proj down_proj" "$TMP/o.err
 cmp -s "$TMP/o/adapter_model.safetensors" "$TMP/c/adapter_model.safetensors" || fail "--adapter with lr 0 changed the adapter"
 grep -q '"r": 4' "$TMP/c/adapter_config.json" || fail "--adapter keeps the adapter's r"
 
+# a model given by Hub id (found in a Hugging Face cache): the adapter records the id as PEFT
+# does (the final one and the checkpoint's); the same snapshot given as a path stays the path
+snap="$TMP/hf/hub/models--TinyOrg--tiny-model/snapshots/0123abcd"
+mkdir -p "$snap" "$TMP/hf/hub/models--TinyOrg--tiny-model/refs" && cp "$TMP"/m/* "$snap/" \
+    && echo 0123abcd > "$TMP/hf/hub/models--TinyOrg--tiny-model/refs/main"
+H=("${T[@]}")
+H[2]=TinyOrg/tiny-model
+HF_HOME="$TMP/hf" "$GRPO" "${H[@]}" --output_dir "$TMP/hub" --max_steps 2 --save_steps 1 --use_peft --lora_r 2 \
+    2>"$TMP/hub.err" || fail "lora train from a Hub id: $(cat "$TMP/hub.err")"
+"$GRPO" "${T[@]/#$TMP\/m/$snap}" --output_dir "$TMP/snap" --max_steps 1 --use_peft --lora_r 2 \
+    2>"$TMP/snap.err" || fail "lora train from the snapshot path: $(cat "$TMP/snap.err")"
+python3 - "$TMP/hub" "$TMP/snap" "$snap" <<'PY' || fail "base_model_name_or_path of a Hub id"
+import json, os, sys
+hub, snap_out, snap = sys.argv[1:]
+for d in (hub, os.path.join(hub, "checkpoint-1"), os.path.join(hub, "checkpoint-2")):
+    got = json.load(open(os.path.join(d, "adapter_config.json")))["base_model_name_or_path"]
+    assert got == "TinyOrg/tiny-model", (d, got)
+got = json.load(open(os.path.join(snap_out, "adapter_config.json")))["base_model_name_or_path"]
+assert got == snap, (got, snap)
+PY
 # sft with use_peft learns
 printf '%s\n' '{"text": "hello world"}' '{"prompt": "1+1=", "completion": "2"}' > "$TMP/s.jsonl"
 "$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --output_dir "$TMP/sft" --use_peft --lora_target_modules all-linear \
