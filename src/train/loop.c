@@ -18,6 +18,7 @@
 #include "io/run_lock.h"
 #include "log/tensorboard.h"
 #include "train/checkpoint.h"
+#include "train/hf_state.h"
 #include "train/world.h"
 
 #define STATE_VERSION 2
@@ -40,6 +41,7 @@ typedef struct {
     FILE *metrics_f;
     MetricAcc acc;
     TbWriter tb;               /* report_to tensorboard: open when tb.f */
+    json_t *log_history;       /* the logged dicts so far, for trainer_state.json (train/hf_state.h) */
 } Loop;
 
 long train_loop_total_steps(const TrainingArgs *a, long n_examples, long examples_per_step) {
@@ -54,6 +56,12 @@ static void emit(const Loop *lp, TrainEvent e) {
     e.step = e.step ? e.step : lp->step;
     e.total_steps = lp->total_steps;
     h->on_event(&e, h->event_ctx);
+}
+
+/* Epochs done: the examples the steps consumed over the examples in the data. */
+static double epochs_done(const Loop *lp, long steps) {
+    const TrainAlgo *algo = lp->L->algo;
+    return algo->n_examples > 0 ? (double)steps * algo->examples_per_step / algo->n_examples : 0;
 }
 
 /* ---- checkpoints ---- */
@@ -73,6 +81,10 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
                               "nonfinite_streak", lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens,
                               "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
+    HfStateInfo hf = {lp->step, lp->total_steps, epochs_done(lp, lp->step), (long)ceil(epochs_done(lp, lp->total_steps)),
+                      a->logging_steps, L->algo->evaluate ? L->algo->eval_steps : a->logging_steps, a->save_steps,
+                      a->per_device_train_batch_size, lp->num_tokens};
+    hf_state_add(state, &hf, lp->log_history);
     CkptWrite w = {lp->out_dir, lp->step, train_model_weights(lp->tm), a->model_dir, train_model_optimizer(lp->tm),
                    state, add_state, (void *)L, a->save_total_limit, L->save_meta};
     char *path = NULL;
@@ -117,7 +129,11 @@ static int resume(Loop *lp, GrpoErr *err) {
         rc = err_set(err, "%s: written by a run of %d process(es), this one has %d: resume with the same number "
                      "(mpirun -np %d) — the completions each process draws and trains on follow it", dir, saved_world,
                      world_size, saved_world);
+    json_t *history = rc ? NULL : hf_state_read_history(st, (long)step, dir, err);
+    if (!rc && !history) rc = -1;
     if (!rc) {
+        json_decref(lp->log_history);
+        lp->log_history = history;
         lp->step = step;
         train_model_optimizer(lp->tm)->step = astep;
         lp->num_tokens = tokens;
@@ -355,6 +371,7 @@ static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
         return 0;
     }
     if (lp->tb.f && write_tensorboard(lp, acc, err)) return -1;
+    hf_state_log_append(lp->log_history, acc, lp->step, epochs_done(lp, lp->step));
     if (metric_write_line(acc, lp->metrics_f, lp->step)) return metrics_failed(lp, err);
     return 0;
 }
@@ -452,6 +469,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     lp.options = opts_to_json(L->groups, L->n_groups, L->config);
     json_object_set_new(lp.options, "bf16", json_boolean(train_model_bf16(lp.tm))); /* what auto chose */
     metric_acc_init(&lp.acc);
+    lp.log_history = json_array();
     char *plan = plan_text(&lp);
     emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = plan});
     free(plan);
@@ -467,6 +485,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     run_lock_release(&lp.lock);
     free(lp.out_dir);
     metric_acc_free(&lp.acc);
+    json_decref(lp.log_history);
     json_decref(lp.options);
     return rc;
 }

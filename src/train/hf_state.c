@@ -1,0 +1,75 @@
+/* train/hf_state.c — transformers' TrainerState fields in trainer_state.json
+ * (hf_state.h). Is: the field list and its types as transformers' dataclass
+ * declares them, and log_history's entries. Is not: anything the resume depends
+ * on except log_history itself (the loop reads its own fields). */
+#include "train/hf_state.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* v as metrics.jsonl shows it (metric_write_line's %.10g), so the two files
+ * hold the same numbers and a resumed run's history equals an uninterrupted one's. */
+static json_t *logged_number(double v) {
+    if (!isfinite(v)) return json_null();
+    char text[40];
+    snprintf(text, sizeof text, "%.10g", v);
+    return json_real(strtod(text, NULL));
+}
+
+void hf_state_log_append(json_t *history, const MetricAcc *acc, long step, double epoch) {
+    json_t *entry = json_object();
+    for (int i = 0; i < acc->n; i++) {
+        const Metric *m = &acc->m[i];
+        json_object_set_new(entry, m->name, logged_number(m->count ? m->sum / m->count : NAN));
+    }
+    /* the epoch at this step, as transformers' state.epoch (an algorithm's own "epoch" metric is its
+     * mean over the logging interval) */
+    json_object_set_new(entry, "epoch", logged_number(epoch));
+    json_object_set_new(entry, "step", json_integer((json_int_t)step));
+    json_array_append_new(history, entry);
+}
+
+void hf_state_add(json_t *state, const HfStateInfo *in, const json_t *history) {
+    /* TrainerControl as transformers records it in a checkpoint: saving now,
+     * stopping when this is the last step */
+    json_t *control = json_pack("{s:{s:b, s:b, s:b, s:b, s:b}, s:{}}", "args", "should_epoch_stop", 0,
+                                "should_evaluate", 0, "should_log", 0, "should_save", 1, "should_training_stop",
+                                in->global_step >= in->max_steps, "attributes");
+    json_t *hf = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:n, s:n, s:n, s:b, s:b, s:b, s:n, "
+                           "s:n, s:{s:o}}",
+                           "epoch", logged_number(in->epoch), "global_step", (json_int_t)in->global_step, "max_steps",
+                           (json_int_t)in->max_steps, "logging_steps", (json_int_t)in->logging_steps, "eval_steps",
+                           (json_int_t)in->eval_steps, "save_steps", (json_int_t)in->save_steps, "train_batch_size",
+                           (json_int_t)in->train_batch_size, "num_train_epochs", (json_int_t)in->num_train_epochs,
+                           "num_input_tokens_seen", (json_int_t)in->num_input_tokens_seen, "total_flos", 0.0,
+                           "best_metric", "best_global_step", "best_model_checkpoint", "is_local_process_zero", 1,
+                           "is_world_process_zero", 1, "is_hyper_param_search", 0, "trial_name", "trial_params",
+                           "stateful_callbacks", "TrainerControl", control);
+    CHECK(hf);
+    json_object_set_new(hf, "log_history", json_deep_copy(history));
+    json_object_update_missing(state, hf); /* the loop's global_step and max_steps are the same numbers */
+    json_decref(hf);
+}
+
+json_t *hf_state_read_history(const json_t *st, long step, const char *dir, GrpoErr *err) {
+    const json_t *h = json_object_get(st, "log_history");
+    if (!h) return json_array();
+    long prev = 0;
+    const char *bad = json_is_array(h) ? NULL : "not a list";
+    size_t i = 0;
+    for (; !bad && i < json_array_size(h); i++) {
+        const json_t *e = json_array_get(h, i), *s = json_object_get(e, "step");
+        if (!json_is_object(e) || !json_is_integer(s)) bad = "an entry without an integer \"step\"";
+        else if (json_integer_value(s) < prev || json_integer_value(s) > step)
+            bad = "steps out of order or past global_step";
+        else prev = (long)json_integer_value(s);
+    }
+    if (!bad) return json_deep_copy(h);
+    if (json_is_array(h))
+        err_set(err, "%s/trainer_state.json: log_history entry %zu: %s (expected a list of the logged dicts, steps "
+                "from 0 to %ld in order)", dir, i - 1, bad, step);
+    else err_set(err, "%s/trainer_state.json: log_history is %s (expected a list of the logged dicts)", dir, bad);
+    return NULL;
+}

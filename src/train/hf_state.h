@@ -1,0 +1,47 @@
+/* train/hf_state.h — what trainer_state.json holds for the tools that read
+ * transformers' checkpoints: TrainerState's fields (log_history, global_step,
+ * max_steps, epoch, logging_steps, eval_steps, save_steps, train_batch_size,
+ * num_train_epochs, num_input_tokens_seen, total_flos, best_metric, ...,
+ * stateful_callbacks) beside the loop's own, and log_history kept across a resume.
+ *
+ * log_history is a list of the logged dicts as transformers appends them: the
+ * metrics of a logging step or an evaluation (its eval_* values), then "epoch"
+ * and "step"; the values are those metrics.jsonl shows (the same rounding), a
+ * NaN is null. Not here: the loop's own fields (train/loop.c) or the files of a
+ * checkpoint (train/checkpoint.c). */
+#ifndef GRPO_TRAIN_HF_STATE_H
+#define GRPO_TRAIN_HF_STATE_H
+
+#include <jansson.h>
+
+#include "core/check.h"
+#include "log/metrics.h"
+
+/* The numbers TrainerState records beside log_history. */
+typedef struct {
+    long global_step, max_steps;
+    double epoch;            /* examples consumed / examples in the data */
+    long num_train_epochs;   /* epochs the run spans, whole (transformers rounds up) */
+    long logging_steps, eval_steps, save_steps;
+    long train_batch_size;   /* per_device_train_batch_size */
+    long num_input_tokens_seen;
+} HfStateInfo;
+
+/* Appends acc's means (as metrics.jsonl writes them) to history as one entry,
+ * then "epoch" (epoch, the epochs done at this step, as transformers' state.epoch:
+ * it replaces an algorithm's "epoch" metric, the mean over the logging interval)
+ * and "step". */
+void hf_state_log_append(json_t *history, const MetricAcc *acc, long step, double epoch);
+
+/* Adds TrainerState's fields to state (a new object for log_history, a copy of
+ * history): what TrainerState.save_to_json writes, the loop's fields untouched. */
+void hf_state_add(json_t *state, const HfStateInfo *info, const json_t *history);
+
+/* The log_history of checkpoint dir's trainer_state.json st at global_step step
+ * (new reference): a list of objects, each with an integer "step", in
+ * non-decreasing order and none past step; an empty list when st has none (a
+ * checkpoint from before log_history was kept). NULL with err naming the file and
+ * what was expected otherwise. */
+json_t *hf_state_read_history(const json_t *st, long step, const char *dir, GrpoErr *err);
+
+#endif

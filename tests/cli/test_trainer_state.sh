@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# trainer_state.json carries transformers' TrainerState fields beside the loop's
+# own: every field TrainerState declares (transformers 4.5x: trainer_callback.py),
+# with its type; log_history is the logged dicts (each training line and each
+# evaluation of metrics.jsonl up to the checkpoint, with "epoch" and "step");
+# stateful_callbacks as the Trainer writes TrainerControl. A resumed run's
+# log_history continues the checkpoint's (no entry lost or repeated: equal to an
+# uninterrupted run's, timings aside); a checkpoint without log_history (written
+# before it was kept) still resumes; a damaged log_history is refused in one line.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+"$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --output_dir "$TMP/m" 2>/dev/null \
+    || { fail init; finish; }
+printf '{"prompt": "ab"}\n{"prompt": "cd"}\n{"prompt": "ef"}\n' > "$TMP/d.jsonl"
+R=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:3 --num_generations 2
+   --per_device_train_batch_size 2 --max_completion_length 6 --max_steps 6 --logging_steps 2 --save_steps 2 --quiet
+   --seed 3 --eval_strategy steps --eval_dataset "$TMP/d.jsonl" --eval_steps 3 --num_generations_eval 2)
+"$GRPO" "${R[@]}" --output_dir "$TMP/a" || { fail "train"; finish; }
+
+# check_state DIR STEP METRICS — DIR/trainer_state.json against TrainerState and METRICS
+check_state() {
+    python3 - "$@" <<'PY'
+import json, sys
+path, step, metrics = sys.argv[1] + "/trainer_state.json", int(sys.argv[2]), sys.argv[3]
+s = json.load(open(path))
+num = (int, float)
+# TrainerState's fields and the types its dataclass declares (None where Optional)
+fields = {"epoch": (num, False), "global_step": (int, True), "max_steps": (int, True), "logging_steps": (int, True),
+          "eval_steps": (int, True), "save_steps": (int, True), "train_batch_size": (int, False),
+          "num_train_epochs": (int, True), "num_input_tokens_seen": (int, True), "total_flos": (num, True),
+          "log_history": (list, True), "best_metric": (num, False), "best_global_step": (int, False),
+          "best_model_checkpoint": (str, False), "is_local_process_zero": (bool, True),
+          "is_world_process_zero": (bool, True), "is_hyper_param_search": (bool, True), "trial_name": (str, False),
+          "trial_params": (dict, False), "stateful_callbacks": (dict, False)}
+for k, (t, required) in fields.items():
+    assert k in s, ("missing", k)
+    v = s[k]
+    assert (v is None and not required) or (isinstance(v, t) and not (t != bool and isinstance(v, bool))), (k, v)
+assert s["global_step"] == step and s["max_steps"] == 6 and s["logging_steps"] == 2 and s["eval_steps"] == 3
+assert s["save_steps"] == 2 and s["train_batch_size"] == 2 and s["num_train_epochs"] == 2, s
+# one prompt per step (2 sequences = 1 prompt x 2 completions), 3 prompts: epoch = step / 3
+assert abs(s["epoch"] - step / 3) < 1e-9 and s["num_input_tokens_seen"] == s["num_tokens"], s
+ctl = s["stateful_callbacks"]["TrainerControl"]
+assert ctl["attributes"] == {} and ctl["args"]["should_save"] is True, ctl
+assert ctl["args"]["should_training_stop"] is (step == 6), ctl
+assert set(ctl["args"]) == {"should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log"}
+# the loop's own fields stay
+for k in ("version", "algorithm", "adam_step", "nonfinite_streak", "num_tokens", "args"):
+    assert k in s, k
+# log_history: metrics.jsonl's lines up to the step, in order, each with epoch and step
+lines = [json.loads(l) for l in open(metrics)]
+want = [l for l in lines if l["step"] <= step and "event" not in l]
+h = s["log_history"]
+assert len(h) == len(want), (len(h), len(want))
+for e, l in zip(h, want):
+    assert isinstance(e["step"], int) and isinstance(e["epoch"], float), e
+    assert abs(e["epoch"] - e["step"] / 3) < 1e-9, e
+    assert {k: v for k, v in e.items() if k != "epoch"} == {k: v for k, v in l.items() if k != "epoch"}, (e, l)
+steps = [(e["step"], "eval_reward" in e) for e in h]
+assert steps == [(st, ev) for st, ev in [(2, False), (3, True), (4, False), (6, False), (6, True)] if st <= step], steps
+PY
+}
+check_state "$TMP/a/checkpoint-2" 2 "$TMP/a/metrics.jsonl" || fail "checkpoint-2's trainer_state.json"
+check_state "$TMP/a/checkpoint-4" 4 "$TMP/a/metrics.jsonl" || fail "checkpoint-4's trainer_state.json"
+check_state "$TMP/a/checkpoint-6" 6 "$TMP/a/metrics.jsonl" || fail "checkpoint-6's trainer_state.json"
+
+# a resume from checkpoint-2 after an interrupted run: log_history continues, nothing lost or repeated
+cp -r "$TMP/a" "$TMP/b" && rm -rf "$TMP/b/checkpoint-4" "$TMP/b/checkpoint-6" "$TMP/b/model.safetensors"
+"$GRPO" "${R[@]}" --output_dir "$TMP/b" --resume_from_checkpoint "$TMP/b/checkpoint-2" || fail "resume"
+cmp -s "$TMP/a/model.safetensors" "$TMP/b/model.safetensors" || fail "resumed weights differ"
+check_state "$TMP/b/checkpoint-6" 6 "$TMP/b/metrics.jsonl" || fail "the resumed run's trainer_state.json"
+same_history() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]
+a, b = (strip(json.load(open(p))["log_history"]) for p in sys.argv[1:])
+assert a == b, (len(a), len(b))
+PY
+}
+same_history "$TMP/a/checkpoint-6/trainer_state.json" "$TMP/b/checkpoint-6/trainer_state.json" \
+    || fail "the resumed run's log_history differs from the uninterrupted run's"
+
+# a checkpoint without log_history (written before it was kept) resumes; its history starts there
+cp -r "$TMP/a" "$TMP/c" && rm -rf "$TMP/c/checkpoint-6" "$TMP/c/model.safetensors"
+python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); del s["log_history"]; json.dump(s, open(p, "w"))' \
+    "$TMP/c/checkpoint-4/trainer_state.json"
+"$GRPO" "${R[@]}" --output_dir "$TMP/c" --resume_from_checkpoint "$TMP/c/checkpoint-4" || fail "resume without log_history"
+python3 -c 'import json, sys; h = json.load(open(sys.argv[1]))["log_history"]; assert [(e["step"], "eval_reward" in e) for e in h] == [(6, False), (6, True)], h' \
+    "$TMP/c/checkpoint-6/trainer_state.json" || fail "log_history after a checkpoint without one"
+
+# a damaged log_history: one line naming the file
+damage() {
+    rm -rf "$TMP/d" && cp -r "$TMP/a" "$TMP/d" && rm -rf "$TMP/d/checkpoint-6"
+    python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); s["log_history"] = json.loads(sys.argv[2]); json.dump(s, open(p, "w"))' \
+        "$TMP/d/checkpoint-4/trainer_state.json" "$1"
+}
+damage '"x"'
+expect_error 1 "checkpoint-4/trainer_state.json: log_history is not a list" "$GRPO" "${R[@]}" --output_dir "$TMP/d" \
+    --resume_from_checkpoint "$TMP/d/checkpoint-4"
+damage '[{"step": 2}, {"loss": 1}]'
+expect_error 1 "checkpoint-4/trainer_state.json: log_history entry 1: an entry without an integer \"step\"" \
+    "$GRPO" "${R[@]}" --output_dir "$TMP/d" --resume_from_checkpoint "$TMP/d/checkpoint-4"
+damage '[{"step": 2}, {"step": 5}]'
+expect_error 1 "log_history entry 1: steps out of order or past global_step" \
+    "$GRPO" "${R[@]}" --output_dir "$TMP/d" --resume_from_checkpoint "$TMP/d/checkpoint-4"
+finish
