@@ -4,7 +4,8 @@
 # epsilon 1e-2 so rounding of near-zero gradients is not amplified) — for dapo, grpo
 # with a KL reference (beta), num_iterations 2, and a group split between processes,
 # and for sft;
-# a resume under N = 2 equals the uninterrupted N = 2 run bit for bit; and bad usage
+# a resume under N = 2 equals the uninterrupted N = 2 run bit for bit (log_history
+# included); an evaluation's console line comes once, from rank 0; and bad usage
 # and one rank's failure stop the whole job with one line; a rank killed mid-run
 # leaves only whole checkpoints, and resuming from the last equals the uninterrupted run.
 set -u
@@ -85,6 +86,21 @@ mkdir -p "$TMP/part" && cp -r "$TMP/full/checkpoint-2" "$TMP/full/metrics.jsonl"
     2>"$TMP/res.err" >/dev/null || fail "resume: $(tail -2 "$TMP/res.err")"
 cmp -s "$TMP/full/model.safetensors" "$TMP/part/model.safetensors" || fail "resumed N = 2 run differs from the uninterrupted one"
 cmp -s "$TMP/full/completions.jsonl" "$TMP/part/completions.jsonl" || fail "resumed completions differ"
+python3 - "$TMP/full/checkpoint-4/trainer_state.json" "$TMP/part/checkpoint-4/trainer_state.json" <<'PY' \
+    || fail "the resumed N = 2 run's log_history differs from the uninterrupted one's"
+import json, sys
+strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]
+a, b = (strip(json.load(open(p))["log_history"]) for p in sys.argv[1:])
+assert a == b and [e["step"] for e in a] == [1, 2, 3, 4], (a, b)
+PY
+# an evaluation under N = 2 is printed once (by rank 0)
+Q=()
+for a in "${BASE[@]}"; do [ "$a" = --quiet ] || Q+=("$a"); done
+"${MPI[@]}" -np 2 "$GRPO" "${Q[@]}" --per_device_train_batch_size 2 --num_generations 4 --max_steps 2 --eval_strategy steps \
+    --eval_dataset "$TMP/d.jsonl" --eval_steps 1 --num_generations_eval 1 --output_dir "$TMP/ev" 2>"$TMP/ev.err" >/dev/null \
+    || fail "eval under N = 2: $(tail -2 "$TMP/ev.err")"
+[ "$(grep -c '^grpo train: eval at step [12] (4 prompts x 1 completion sampled at temperature 1): eval_reward ' "$TMP/ev.err")" = 2 ] \
+    || fail "eval lines under N = 2: $(grep eval "$TMP/ev.err")"
 # ... and a different process count is refused, naming both
 expect_error 1 "written by a run of 2 process(es), this one has 1" "$GRPO" "${R[@]}" --output_dir "$TMP/part" \
     --resume_from_checkpoint "$TMP/part/checkpoint-2"
