@@ -39,7 +39,10 @@ GPU_CC   ?= clang
 GPU_PTX_FLAGS = -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib \
                 -Xclang -target-feature -Xclang +ptx70 -O2 -ffp-contract=off -Wall -Werror -Wno-unknown-cuda-version
 GPU_PTX_OBJ := $(BUILD)/gpu/kernels_ptx.o
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_PTX_OBJ)
+# The Python reward runner (src/reward/py_runner.py), embedded the same way as
+# the PTX above (py_runner_source): a real .py file in the tree, passed to python3 -c at run time.
+PY_RUNNER_OBJ := $(BUILD)/reward/py_runner.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_PTX_OBJ) $(PY_RUNNER_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 TESTREF_OBJ := $(TESTREF_SRC:%.c=$(BUILD)/%.o)
@@ -70,6 +73,11 @@ $(BUILD)/gpu/kernels.ptx: src/gpu/kernels/all.cu $(wildcard src/gpu/kernels/*.cu
 
 $(GPU_PTX_OBJ): $(BUILD)/gpu/kernels.ptx
 	printf '.section .rodata\n.globl gpu_kernels_ptx\n.type gpu_kernels_ptx, @object\n.balign 16\ngpu_kernels_ptx:\n.incbin "%s"\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' $< \
+	    | $(CC) -c -x assembler - -o $@
+
+$(PY_RUNNER_OBJ): src/reward/py_runner.py
+	@mkdir -p $(dir $@)
+	printf '.section .rodata\n.globl py_runner_source\n.type py_runner_source, @object\npy_runner_source:\n.incbin "%s"\n.byte 0\n.section .note.GNU-stack,"",@progbits\n' $< \
 	    | $(CC) -c -x assembler - -o $@
 
 $(TESTREF_OBJ): CFLAGS += -Itests

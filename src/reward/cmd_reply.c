@@ -3,6 +3,8 @@
  * reply arrives; a reply is one line and nothing else. */
 #include "reward/cmd_reply.h"
 
+#include "core/text.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
@@ -28,7 +30,7 @@ char *cmd_reply_space(CmdReply *r, size_t *room) {
     return r->buf + r->len;
 }
 
-int cmd_reply_added(CmdReply *r, size_t n, const char *command, GrpoErr *err) {
+int cmd_reply_added(CmdReply *r, size_t n, const char *what, GrpoErr *err) {
     r->len += n;
     r->buf[r->len] = 0; /* for messages quoting it */
     if (!r->complete) {
@@ -42,11 +44,11 @@ int cmd_reply_added(CmdReply *r, size_t n, const char *command, GrpoErr *err) {
     }
     size_t line = r->complete ? r->line_len : r->len;
     if (line > CMD_REPLY_MAX_BYTES)
-        return err_set(err, "reward command '%s': reply line longer than %zu MiB (the protocol's limit)", command,
+        return err_set(err, "%s: reply line longer than %zu MiB (the protocol's limit)", what,
                        CMD_REPLY_MAX_BYTES >> 20);
     if (r->complete && r->len > r->line_len + 1)
-        return err_set(err, "reward command '%s': wrote more than one line for one request (extra: '%.60s')",
-                       command, r->buf + r->line_len + 1);
+        return err_set(err, "%s: wrote more than one line for one request (extra: '%.60s')",
+                       what, r->buf + r->line_len + 1);
     return r->complete;
 }
 
@@ -55,22 +57,35 @@ static const char *kind_of(const json_t *v) {
                                                                                                  : "an object";
 }
 
-int cmd_reply_decode(const CmdReply *r, int n, double *out, const char *command, GrpoErr *err) {
+int cmd_reply_object(const CmdReply *r, const char *what, json_t **obj, GrpoErr *err) {
+    *obj = NULL;
     size_t len = r->line_len;
     if (len && r->buf[len - 1] == '\r') len--;
     json_error_t jerr;
     json_t *reply = json_loadb(r->buf, len, JSON_DECODE_ANY, &jerr);
     if (!reply)
-        return err_set(err, "reward command '%s': reply is not JSON (%s): '%.*s'", command, jerr.text,
-                       (int)(len < 120 ? len : 120), r->buf);
+        return err_set(err, "%s: reply is not JSON (%s): '%.*s'", what, jerr.text, (int)(len < 120 ? len : 120),
+                       r->buf);
+    json_t *error = json_is_object(reply) ? json_object_get(reply, "error") : NULL;
+    if (json_is_string(error)) { /* the process's own account of its failure */
+        char shown[1024];
+        err_set(err, "%s: %s", what, text_escaped(shown, sizeof shown, json_string_value(error), 400));
+        json_decref(reply);
+        return -1;
+    }
+    *obj = reply;
+    return 0;
+}
+
+int cmd_reply_decode(const CmdReply *r, int n, double *out, const char *what, GrpoErr *err) {
+    json_t *reply;
+    if (cmd_reply_object(r, what, &reply, err)) return -1;
     json_t *rewards = json_is_object(reply) ? json_object_get(reply, "rewards") : NULL;
     int rc = 0;
     if (!json_is_array(rewards))
-        rc = err_set(err, "reward command '%s': reply must be an object {\"rewards\": [number or null, ...]}",
-                     command);
+        rc = err_set(err, "%s: reply must be an object {\"rewards\": [number or null, ...]}", what);
     else if (json_array_size(rewards) != (size_t)n)
-        rc = err_set(err, "reward command '%s': reply has %zu rewards for %d completions", command,
-                     json_array_size(rewards), n);
+        rc = err_set(err, "%s: reply has %zu rewards for %d completions", what, json_array_size(rewards), n);
     for (int i = 0; i < n && !rc; i++) {
         json_t *v = json_array_get(rewards, (size_t)i);
         if (json_is_null(v))
@@ -78,8 +93,7 @@ int cmd_reply_decode(const CmdReply *r, int n, double *out, const char *command,
         else if (json_is_number(v))
             out[i] = json_number_value(v);
         else
-            rc = err_set(err, "reward command '%s': rewards[%d] must be a number or null, got %s", command, i,
-                         kind_of(v));
+            rc = err_set(err, "%s: rewards[%d] must be a number or null, got %s", what, i, kind_of(v));
     }
     json_decref(reply);
     return rc;

@@ -6,6 +6,7 @@
 #ifndef GRPO_REWARD_CMD_REPLY_H
 #define GRPO_REWARD_CMD_REPLY_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "core/check.h"
@@ -31,11 +32,17 @@ char *cmd_reply_space(CmdReply *r, size_t *room);
 
 /* Accounts for n bytes just read into cmd_reply_space's room. 0: the line is
  * not complete yet; 1: it is; -1 with err: over the limit, or bytes after the
- * line (a second line for one request). command names the process. */
-int cmd_reply_added(CmdReply *r, size_t n, const char *command, GrpoErr *err);
+ * line (a second line for one request). what opens each message (e.g.
+ * "reward command 'python3 judge.py'"). */
+int cmd_reply_added(CmdReply *r, size_t n, const char *what, GrpoErr *err);
+
+/* A complete line as JSON in *obj (the caller's reference). -1 with err when
+ * it is not JSON, or when it is {"error": "TEXT"} — the process reporting its
+ * own failure: err is "WHAT: TEXT", the text escaped. */
+int cmd_reply_object(const CmdReply *r, const char *what, json_t **obj, GrpoErr *err);
 
 /* Decodes a complete line, {"rewards": [number or null, ...]} with n entries,
- * into out (null -> NAN). 0, or -1 with err. */
-int cmd_reply_decode(const CmdReply *r, int n, double *out, const char *command, GrpoErr *err);
+ * into out (null -> NAN); {"error": TEXT} as cmd_reply_object. 0, or -1 with err. */
+int cmd_reply_decode(const CmdReply *r, int n, double *out, const char *what, GrpoErr *err);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Not here: open-r1's rewards (reward_openr1.c, reward_openr1_len.c), the
  * names and their check (reward_names.c), exact_match (reward_answer.c), the child-process protocol
- * (reward_cmd.c), dlopen plugins (reward_plugin.c). */
+ * (reward_cmd.c), Python functions (reward_python.c), dlopen plugins (reward_plugin.c). */
 #include <ctype.h>
 #include <math.h>
 #include <oniguruma.h>
@@ -172,6 +172,8 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
             rc = err_set(err, "reward '%s': expected exact_match:COLUMN (the column holding the answer)", spec);
         else
             rc = reward_exact_match_init(f, column, err);
+    } else if (reward_python_spec(body)) { /* FILE.py:FUNCTION or module.function */
+        rc = reward_python_init(f, body, name, timeout_s, &owned_default, err);
     } else if (!strcmp(kind, "cmd")) {
         if (!arg || !*arg)
             rc = err_set(err, "reward '%s': expected cmd:COMMAND LINE", spec);

@@ -29,7 +29,8 @@
 #include "reward/reward_internal.h"
 
 typedef struct {
-    char *command;
+    char *what;     /* opens every message: "reward command 'LINE'", "python reward 'SPEC'" */
+    int shell;      /* started as /bin/sh -c LINE (its messages may hint at flushing) */
     double timeout_s;
     pid_t pid;      /* sh, leader of the reward's process group; 0 once stopped and reaped */
     pid_t guard;    /* the guardian (guard_group); 0 once reaped */
@@ -102,14 +103,14 @@ static int cmd_died(CmdState *c, GrpoErr *err) {
     c->failed = 1;
     if (reaped && WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
-        return err_set(err, "reward command '%s': exited with status %d before replying%s",
-                       c->command, code,
-                       code == 127 ? " (command not found?)" : code == 126 ? " (not executable?)" : "");
+        return err_set(err, "%s: exited with status %d before replying%s",
+                       c->what, code,
+                       !c->shell ? "" : code == 127 ? " (command not found?)" : code == 126 ? " (not executable?)" : "");
     }
     if (reaped && WIFSIGNALED(status))
-        return err_set(err, "reward command '%s': killed by signal %d (%s) before replying",
-                       c->command, WTERMSIG(status), strsignal(WTERMSIG(status)));
-    return err_set(err, "reward command '%s': closed its stdout before replying", c->command);
+        return err_set(err, "%s: killed by signal %d (%s) before replying",
+                       c->what, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    return err_set(err, "%s: closed its stdout before replying", c->what);
 }
 
 static int cmd_fail(CmdState *c) {
@@ -125,15 +126,16 @@ static int cmd_check_quiet(CmdState *c, GrpoErr *err) {
     ssize_t n = recv(c->fd, peek, sizeof peek - 1, MSG_PEEK | MSG_DONTWAIT);
     if (n <= 0) return 0; /* nothing, or EOF / an error the exchange reports */
     peek[n] = 0;
-    err_set(err, "reward command '%s': wrote more than one line for one request (extra before request %ld: '%s')",
-            c->command, c->requests + 1, peek);
+    err_set(err, "%s: wrote more than one line for one request (extra before request %ld: '%s')",
+            c->what, c->requests + 1, peek);
     return cmd_fail(c);
 }
 
-/* Sends req (one line) and reads exactly one reply line into c->reply, within
- * the timeout. */
-static int cmd_exchange(CmdState *c, const char *req, size_t req_len, GrpoErr *err) {
-    if (cmd_check_quiet(c, err)) return -1;
+/* Sends req (one line; none for the start-up line) and reads exactly one reply
+ * line into c->reply, within the timeout. quiet: first check that nothing came
+ * unasked (not for the start-up line, which may already be there). */
+static int cmd_exchange(CmdState *c, const char *req, size_t req_len, int quiet, GrpoErr *err) {
+    if (quiet && cmd_check_quiet(c, err)) return -1;
     cmd_reply_reset(&c->reply);
     c->requests++;
     double deadline = now_s() + c->timeout_s;
@@ -142,9 +144,11 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, GrpoErr *e
         if (c->reply.complete && sent == req_len) return 0;
         double left = deadline - now_s();
         if (left <= 0) {
-            err_set(err, "reward command '%s': no reply within %g s (reward_timeout)%s; the process was stopped",
-                    c->command, c->timeout_s,
-                    c->reply.len ? " — its reply line never ended with a newline" : " — does it flush stdout?");
+            err_set(err, "%s: no reply within %g s (reward_timeout)%s; the process was stopped", c->what,
+                    c->timeout_s,
+                    c->reply.len ? " — its reply line never ended with a newline"
+                    : c->shell   ? " — does it flush stdout?"
+                                 : "");
             return cmd_fail(c);
         }
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN | (sent < req_len ? POLLOUT : 0)};
@@ -152,7 +156,7 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, GrpoErr *e
         int r = poll(&pfd, 1, ms);
         if (r < 0) {
             if (errno == EINTR) continue;
-            err_set(err, "reward command '%s': poll: %s", c->command, strerror(errno));
+            err_set(err, "%s: poll: %s", c->what, strerror(errno));
             return cmd_fail(c);
         }
         if (r == 0) continue; /* the deadline check above reports it */
@@ -160,7 +164,7 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, GrpoErr *e
             ssize_t w = send(c->fd, req + sent, req_len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 if (errno == EPIPE || errno == ECONNRESET) return cmd_died(c, err);
-                err_set(err, "reward command '%s': writing the request: %s", c->command, strerror(errno));
+                err_set(err, "%s: writing the request: %s", c->what, strerror(errno));
                 return cmd_fail(c);
             }
             if (w > 0) sent += (size_t)w;
@@ -171,16 +175,16 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, GrpoErr *e
             ssize_t got = recv(c->fd, at, room, MSG_DONTWAIT);
             if (got == 0 || (got < 0 && (errno == ECONNRESET || errno == EPIPE))) return cmd_died(c, err);
             if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                err_set(err, "reward command '%s': reading the reply: %s", c->command, strerror(errno));
+                err_set(err, "%s: reading the reply: %s", c->what, strerror(errno));
                 return cmd_fail(c);
             }
-            if (got > 0 && cmd_reply_added(&c->reply, (size_t)got, c->command, err) < 0) return cmd_fail(c);
+            if (got > 0 && cmd_reply_added(&c->reply, (size_t)got, c->what, err) < 0) return cmd_fail(c);
         }
     }
 }
 
 /* Builds the request object (TRL's reward-function keyword arguments). */
-static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *command) {
+static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *what) {
     json_t *req = json_object(), *prompts = json_array(), *completions = json_array(),
            *ids = json_array();
     json_object_set_new(req, "prompts", prompts);
@@ -196,7 +200,7 @@ static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *com
         if (!text) {
             json_decref(columns);
             json_decref(req);
-            err_set(err, "reward command '%s': completion %d is not valid UTF-8", command, i);
+            err_set(err, "%s: completion %d is not valid UTF-8", what, i);
             return NULL;
         }
         if (it->prompt && json_is_array(it->prompt)) /* conversational: a message list, as TRL */
@@ -233,8 +237,8 @@ static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *com
 static int cmd_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err) {
     CmdState *c = f->state;
     if (c->failed)
-        return err_set(err, "reward command '%s': not running (an earlier call failed)", c->command);
-    json_t *req = build_request(b, err, c->command);
+        return err_set(err, "%s: not running (an earlier call failed)", c->what);
+    json_t *req = build_request(b, err, c->what);
     if (!req) return -1;
     char *text = json_dumps(req, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(req);
@@ -243,16 +247,16 @@ static int cmd_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr
     text = xrealloc(text, len + 2);
     text[len++] = '\n';
     text[len] = 0;
-    int rc = cmd_exchange(c, text, len, err);
+    int rc = cmd_exchange(c, text, len, 1, err);
     free(text);
     if (rc) return -1;
-    return cmd_reply_decode(&c->reply, b->n, out, c->command, err) ? cmd_fail(c) : 0;
+    return cmd_reply_decode(&c->reply, b->n, out, c->what, err) ? cmd_fail(c) : 0;
 }
 
 static void cmd_destroy(RewardFunc *f) {
     CmdState *c = f->state;
     cmd_stop(c, 2.0);
-    free(c->command);
+    free(c->what);
     cmd_reply_free(&c->reply);
     free(c);
 }
@@ -368,18 +372,19 @@ static void guard_group(int life_fd, int err_fd, pid_t group, const char *name) 
     _exit(0);
 }
 
-int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err) {
+int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const char *name, double timeout_s,
+                     GrpoErr *err) {
     int sv[2], life[2], errp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-        return err_set(err, "reward command '%s': socketpair: %s", command, strerror(errno));
+        return err_set(err, "%s: socketpair: %s", what, strerror(errno));
     if (pipe2(life, O_CLOEXEC)) {
         close(sv[0]);
         close(sv[1]);
-        return err_set(err, "reward command '%s': pipe: %s", command, strerror(errno));
+        return err_set(err, "%s: pipe: %s", what, strerror(errno));
     }
     if (pipe2(errp, O_CLOEXEC)) {
         close(sv[0]), close(sv[1]), close(life[0]), close(life[1]);
-        return err_set(err, "reward command '%s': pipe: %s", command, strerror(errno));
+        return err_set(err, "%s: pipe: %s", what, strerror(errno));
     }
     fflush(NULL); /* no duplicated stdio buffers in the children */
     pid_t pid = fork();
@@ -399,7 +404,7 @@ int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double
         dup2(sv[1], 0);
         dup2(sv[1], 1);
         dup2(errp[1], 2);
-        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        execv(argv[0], argv);
         _exit(127);
     }
     pid_t guard = pid > 0 ? (setpgid(pid, pid), fork()) : -1; /* setpgid here too: kill(-pid) works at once */
@@ -418,10 +423,11 @@ int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double
         }
         close(sv[0]);
         close(life[1]);
-        return err_set(err, "reward command '%s': fork: %s", command, strerror(fork_errno));
+        return err_set(err, "%s: fork: %s", what, strerror(fork_errno));
     }
     CmdState *c = xcalloc(1, sizeof *c);
-    c->command = xstrdup(command);
+    c->what = xstrdup(what);
+    c->shell = !strcmp(argv[0], "/bin/sh");
     c->timeout_s = timeout_s;
     c->pid = pid;
     c->guard = guard;
@@ -431,4 +437,22 @@ int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double
     f->compute = cmd_compute;
     f->destroy = cmd_destroy;
     return 0;
+}
+
+int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err) {
+    char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
+    size_t len = strlen(command) + 32;
+    char *what = xmalloc(len);
+    snprintf(what, len, "reward command '%s'", command);
+    int rc = reward_cmd_start(f, argv, what, name, timeout_s, err);
+    free(what);
+    return rc;
+}
+
+int reward_cmd_hello(RewardFunc *f, json_t **hello, GrpoErr *err) {
+    CmdState *c = f->state;
+    *hello = NULL;
+    if (cmd_exchange(c, "", 0, 0, err)) return -1;
+    c->requests = 0; /* the start-up line answers no request */
+    return cmd_reply_object(&c->reply, c->what, hello, err) ? cmd_fail(c) : 0;
 }

@@ -17,6 +17,21 @@ char *math_completion_answer(const char *completion);
 int math_answers_equal(const char *answer, const char *gold);
 /* name: what the reward's stderr lines are prefixed with ("[reward NAME] "). */
 int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err);
+/* The same process machinery for a program run without a shell: argv[0] a
+ * path, what opens every message ("python reward 'f.py:fn'"). */
+int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const char *name, double timeout_s,
+                     GrpoErr *err);
+/* Reads the process's start-up line (sent before any request) within the
+ * timeout into *hello (the caller's reference); {"error": TEXT} or a failure
+ * is -1 with err, and the process is stopped. */
+int reward_cmd_hello(RewardFunc *f, json_t **hello, GrpoErr *err);
+/* A Python reward function (reward_python.c): spec is FILE.py:FUNCTION or
+ * module.function (reward_python_spec says whether a spec is one). python3 is
+ * started and the function loaded here; *default_name gets its log name (TRL's:
+ * the callable's __name__), malloc'd. name: the NAME= given, or NULL. */
+int reward_python_spec(const char *spec);
+int reward_python_init(RewardFunc *f, const char *spec, const char *name, double timeout_s, char **default_name,
+                       GrpoErr *err);
 int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, GrpoErr *err);
 
 /* The text of an example's column for answer checks: a string as it is, a

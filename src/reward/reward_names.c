@@ -74,7 +74,8 @@ int reward_unknown_err(const char *spec, const char *kind, GrpoErr *err) {
         strcat(list, reward_kinds[i]);
         strcat(list, i + 2 < N_KINDS ? ", " : i + 1 < N_KINDS ? " or " : "");
     }
-    return err_set(err, "reward '%s': unknown reward function '%s' (expected %s)", shown_spec, shown_kind, list);
+    return err_set(err, "reward '%s': unknown reward function '%s' (expected %s, or a Python function "
+                   "FILE.py:FUNCTION or module.function)", shown_spec, shown_kind, list);
 }
 
 int reward_spec_check(const char *spec, GrpoErr *err) {
@@ -89,7 +90,7 @@ int reward_spec_check(const char *spec, GrpoErr *err) {
     kind[len] = 0;
     for (int i = 0; i < N_KINDS; i++)
         if (!strcmp(kind, reward_kinds[i])) return 0;
-    /* FILE.py:FUNCTION is a Python reward function, which reward_new builds or refuses itself */
-    if (len > 3 && !strcmp(kind + len - 3, ".py")) return 0;
+    /* FILE.py:FUNCTION or module.function is a Python reward function, which reward_new builds or refuses itself */
+    if (reward_python_spec(body)) return 0;
     return reward_unknown_err(spec, kind, err);
 }

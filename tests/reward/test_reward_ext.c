@@ -174,6 +174,58 @@ static void test_cmd_failures(void) {
     expect_cmd_error("while read -r l; do echo '{\"rewards\": [1, \"a\"]}'; done", 10,
                      "rewards[1] must be a number or null, got a string");
     expect_cmd_error("while read -r l; do echo '{\"rewards\": [1, NaN]}'; done", 10, "reply is not JSON");
+    /* the process's own account of a failure, its control characters escaped */
+    expect_cmd_error("while read -r l; do echo '{\"error\": \"judge unreachable\\u001b[31m\"}'; done", 10,
+                     "': judge unreachable\\x1b[31m");
+}
+
+/* A Python function (FILE.py:FUNCTION) gets TRL's keyword arguments: prompts,
+ * completions (conversational ones as a message list), completion_ids, every
+ * column (None where an example lacks it), trainer_state with attribute access,
+ * log_extra and log_metric; it returns floats and None. */
+static void test_python_function(void) {
+    char file[512], spec[600], seen[512];
+    snprintf(file, sizeof file, "%s/trl_reward.py", tmp);
+    snprintf(seen, sizeof seen, "%s/kwargs.json", tmp);
+    FILE *fp = fopen(file, "w");
+    CHECK(fp);
+    fprintf(fp,
+            "import json\n"
+            "def judge(prompts, completions, completion_ids, trainer_state, **kwargs):\n"
+            "    print('not on the protocol')\n"
+            "    json.dump({'keys': sorted(kwargs), 'prompts': prompts, 'completions': completions,\n"
+            "               'ids': completion_ids, 'answer': kwargs['answer'], 'level': kwargs['level'],\n"
+            "               'callable': [callable(kwargs['log_extra']), callable(kwargs['log_metric'])]},\n"
+            "              open('%s', 'w'))\n"
+            "    return [float(trainer_state.global_step), None]\n",
+            seen);
+    fclose(fp);
+    snprintf(spec, sizeof spec, "%s:judge", file);
+    RewardFunc *f = make(spec, 30);
+    if (!f) { T_CHECK(0, "python reward starts"); return; }
+    T_CHECK(!strcmp(f->name, "judge"), "log name is the function's __name__: %s", f->name);
+    Batch2 b;
+    batch2_init(&b);
+    RewardBatch rb = {b.items, 2, 42};
+    GrpoErr err = {{0}};
+    double out[2] = {0, 0};
+    T_CHECK(reward_compute(f, &rb, out, &err) == 0 && out[0] == 42.0 && isnan(out[1]),
+            "trainer_state.global_step back, None -> NAN: %g %g (%s)", out[0], out[1], err.msg);
+    json_error_t jerr;
+    json_t *got = json_load_file(seen, 0, &jerr);
+    T_CHECK(got != NULL, "the function ran: %s", got ? "" : jerr.text);
+    if (got) {
+        json_t *want = json_pack("{s:[s,s,s,s], s:[s,o], s:[s,[{s:s,s:s}]], s:[[i,i,i],[i]], s:[i,i], s:[s,n], s:[b,b]}",
+                                 "keys", "answer", "level", "log_extra", "log_metric",
+                                 "prompts", "What is 3+4?", json_deep_copy(json_object_get(b.rows[1], "prompt")),
+                                 "completions", "héllo", "role", "assistant", "content", "seven is 7",
+                                 "ids", 5, 6, 7, 9, "answer", 7, 1, "level", "easy", "callable", 1, 1);
+        T_CHECK(json_equal(got, want), "TRL's keyword arguments: %s", json_dumps(got, JSON_COMPACT));
+        json_decref(want);
+        json_decref(got);
+    }
+    reward_free(f);
+    batch2_free(&b);
 }
 
 /* The child's stderr reaches ours (the stderr the trainer had when the reward
@@ -420,6 +472,7 @@ int main(void) {
     test_python_child();
     test_request_contents();
     test_cmd_failures();
+    test_python_function();
     test_cmd_stderr();
     test_cmd_termination();
     test_cmd_names();
