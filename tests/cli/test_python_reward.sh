@@ -48,6 +48,10 @@ def base_reward(completions, scale=1.0, **kwargs):
 
 
 scaled = functools.partial(base_reward, scale=2.0)
+
+
+async def async_reward(completions, **kwargs):
+    return [1.0] * len(completions)
 PY
 cp "$TMP/work/my_rewards.py" "$TMP/lib/libreward.py"
 T=(--model "$TMP/m" --num_generations 4 --per_device_train_batch_size 4 --max_completion_length 6 --seed 3
@@ -122,10 +126,13 @@ for r in rows:
     assert r["rewards"]["my_reward"] == v, (r, v)
 PY
 
-# TRL's dotted name: from the working directory, and from PYTHONPATH; NAME= renames
-(cd "$TMP/work" && "$GRPO" train "${T[@]}" --dataset "$TMP/d.jsonl" --max_steps 1 --output_dir "$TMP/dot" \
-    --reward_funcs my_rewards.my_reward --quiet 2>"$TMP/dot.err") || fail "dotted from the working directory: $(tail -3 "$TMP/dot.err")"
+# TRL's dotted name in a YAML config, from the working directory (an async def awaited);
+# from PYTHONPATH; NAME= renames
+printf 'reward_funcs: [my_rewards.my_reward, my_rewards.async_reward]\n' > "$TMP/work/run.yaml"
+(cd "$TMP/work" && "$GRPO" train --config run.yaml "${T[@]}" --dataset "$TMP/d.jsonl" --max_steps 1 --output_dir "$TMP/dot" \
+    --quiet 2>"$TMP/dot.err") || fail "dotted from the working directory: $(tail -3 "$TMP/dot.err")"
 grep -q '"rewards/my_reward/mean"' "$TMP/dot/metrics.jsonl" || fail "dotted: no rewards/my_reward/mean"
+grep -q '"rewards/async_reward/mean": 1,' "$TMP/dot/metrics.jsonl" || fail "async def: $(cat "$TMP/dot/metrics.jsonl")"
 PYTHONPATH="$TMP/lib" "$GRPO" train "${T[@]}" --dataset "$TMP/d.jsonl" --max_steps 1 --output_dir "$TMP/pp" \
     --reward_funcs judge=libreward.my_reward --quiet 2>"$TMP/pp.err" || fail "dotted from PYTHONPATH: $(tail -3 "$TMP/pp.err")"
 grep -q '"rewards/judge/mean"' "$TMP/pp/metrics.jsonl" || fail "NAME= on a dotted name"
