@@ -168,7 +168,7 @@ FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -Wall -Wextra -Wno-unused-parameter \
                -Isrc -I$(OPENBLAS_INC) -I$(MPI_INC) $(FUZZ_SAN) -DFUZZ_ROOT='"$(CURDIR)"'
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(GPU_PTX_OBJ)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(GPU_PTX_OBJ) $(PY_RUNNER_OBJ)
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/fuzz_%)
 
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-clean fuzz-repro

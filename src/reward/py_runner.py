@@ -191,6 +191,7 @@ def score(func, request):
 
 def main():
     kind, target, attr = sys.argv[1:4]
+    sys.argv = [target]  # what the module sees: not our arguments
     # the protocol keeps its own copies of fd 0 and 1; the function's stdin is
     # /dev/null and its stdout our stderr, line by line
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8", newline="\n")

@@ -226,6 +226,24 @@ static void test_python_function(void) {
     }
     reward_free(f);
     batch2_free(&b);
+    /* start-up failures come from reward_new itself: before any batch */
+    const char *source[3] = {"import not_a_module_anywhere\n", "LIMIT = 3\n", "LIMIT = 3\n"};
+    const char *func[3] = {"judge", "judge", "LIMIT"};
+    const char *want[3] = {"raised ModuleNotFoundError: No module named 'not_a_module_anywhere' (traceback above)",
+                           "broken_reward.py has no attribute 'judge'", "'LIMIT' in "};
+    snprintf(file, sizeof file, "%s/broken_reward.py", tmp);
+    for (int k = 0; k < 3; k++) {
+        fp = fopen(file, "w");
+        CHECK(fp);
+        fputs(source[k], fp);
+        fclose(fp);
+        snprintf(spec, sizeof spec, "%s:%s", file, func[k]);
+        RewardOptions opt = {30};
+        RewardFunc *g = NULL;
+        T_CHECK(reward_new(&g, spec, &opt, &err) == -1 && !g && strstr(err.msg, want[k]) &&
+                    strstr(err.msg, "python reward '") && strstr(err.msg, spec),
+                "start-up failure from reward_new: '%s' (want '%s')", err.msg, want[k]);
+    }
 }
 
 /* The child's stderr reaches ours (the stderr the trainer had when the reward
