@@ -2,8 +2,9 @@
  * process that reads one JSON request line per batch on stdin and writes one
  * JSON reply line on stdout (docs/reward-protocol.md).
  *
- * The child is started once (/bin/sh -c COMMAND, in its own process group)
- * and kept across batches; its stderr reaches ours line by line, each line
+ * The child is started once (/bin/sh -c COMMAND, or a program without a shell:
+ * reward_cmd_start, as Python rewards are; in its own process group) and kept
+ * across batches; its stderr reaches ours line by line, each line
  * prefixed "[reward NAME] " (the guardian relays it). Its stdin and stdout are one
  * end of a socketpair, so that a child that dies mid-request gives EPIPE
  * (send with MSG_NOSIGNAL) rather than SIGPIPE in the trainer. Any failure —

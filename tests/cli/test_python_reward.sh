@@ -167,7 +167,11 @@ def infinite(completions, **kw):
     return [math.inf] * len(completions)
 def max_steps(completions, trainer_state, **kw):
     return [trainer_state.max_steps] * len(completions)
+def slow(completions, **kw):
+    import time
+    time.sleep(60)
 PY
+printf 'import time\ntime.sleep(60)\ndef f(completions, **kw):\n    return [0.0] * len(completions)\n' > "$TMP/work/slow_import.py"
 printf 'import not_a_module_anywhere\ndef f(completions, **kw):\n    return [0.0] * len(completions)\n' > "$TMP/work/imports.py"
 printf 'def f(completions:\n' > "$TMP/work/syntax.py"
 B=(train "${T[@]}" --dataset "$TMP/d.jsonl" --max_steps 1 --quiet --overwrite_output_dir true --output_dir "$TMP/bad")
@@ -182,6 +186,9 @@ expect_error 1 "python reward 'bad.nope': module 'bad' has no attribute 'nope'" 
 expect_error 1 "python reward 'missing.py:f': missing.py: no such file" "$GRPO" "${B[@]}" --reward_funcs missing.py:f
 expect_error 1 "python reward 'missing.f': no module named 'missing' in the working directory" "$GRPO" "${B[@]}" --reward_funcs missing.f
 expect_error 1 "python reward 'bad.py': expected FILE.py:FUNCTION" "$GRPO" "${B[@]}" --reward_funcs bad.py
+expect_error 1 "python reward 'bad.py:slow': no reply within 0.5 s (reward_timeout); the process was stopped" "$GRPO" "${B[@]}" --reward_funcs bad.py:slow --reward_timeout 0.5
+expect_error 1 "python reward 'slow_import.py:f': no reply within 0.5 s (reward_timeout); the process was stopped" "$GRPO" "${B[@]}" --reward_funcs slow_import.py:f --reward_timeout 0.5
+pgrep -f "slow_import.py" >/dev/null && fail "a timed-out Python reward outlived the run"
 expect_error 1 "python reward 'bad.py:1x': expected FILE.py:FUNCTION" "$GRPO" "${B[@]}" --reward_funcs bad.py:1x
 expect_error 1 "python reward 'bad.py:boom': python3 not found on PATH" env PATH=/nonexistent "$GRPO" "${B[@]}" --reward_funcs bad.py:boom
 expect_error 1 "^grpo eval: python reward 'bad.py:nope': bad.py has no attribute 'nope'$" "$GRPO" eval --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs bad.py:nope
