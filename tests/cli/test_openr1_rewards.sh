@@ -110,7 +110,7 @@ PY
 
 T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/bad" --max_steps 1 --quiet)
 expect_error 2 "unknown reward function 'acurracy'; did you mean 'accuracy'?" "$GRPO" "${T[@]}" --reward_funcs format acurracy
-expect_error 2 "a Python reward function is given as FILE.py:FUNCTION" "$GRPO" "${T[@]}" --reward_funcs my_rewards.my_reward
+expect_error 2 "a Python reward function is given as FILE.py:FUNCTION" "$GRPO" "${T[@]}" --reward_funcs my_rewards.my_reward:x
 expect_error 2 "unknown reward function 'tagcount'; did you mean 'tag_count'?" \
     "$GRPO" eval --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs tagcount
 expect_error 2 "repetition_max_penalty" "$GRPO" "${T[@]}" --reward_funcs repetition_penalty --repetition_max_penalty 0.5

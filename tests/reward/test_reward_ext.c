@@ -238,7 +238,7 @@ static void test_python_function(void) {
         fputs(source[k], fp);
         fclose(fp);
         snprintf(spec, sizeof spec, "%s:%s", file, func[k]);
-        RewardOptions opt = {30};
+        RewardOptions opt = {.timeout_s = 30};
         RewardFunc *g = NULL;
         T_CHECK(reward_new(&g, spec, &opt, &err) == -1 && !g && strstr(err.msg, want[k]) &&
                     strstr(err.msg, "python reward '") && strstr(err.msg, spec),

@@ -334,7 +334,7 @@ static void test_names(void) {
         {"formt:^a", "did you mean 'format'?"},
         {"tagcount", "did you mean 'tag_count'?"},
         {"cosin", "did you mean 'cosine'?"},
-        {"my_rewards.my_reward", "FILE.py:FUNCTION"},
+        {"my_rewards.my_reward:x", "FILE.py:FUNCTION"}, /* dotted with an argument: not Python */
         {"nosuch", "unknown reward function 'nosuch' (expected accuracy, format, tag_count"},
         {"n=zzzzzz:1", "unknown reward function 'zzzzzz'"},
         {"ioi_code", "open-r1's code reward 'ioi_code' is not built in"},
@@ -352,7 +352,8 @@ static void test_names(void) {
     static const char *const good[] = {"accuracy", "format", "tag_count", "reasoning_steps", "cosine",
                                        "repetition_penalty", "length", "soft_overlong_punishment", "reward_len:3",
                                        "format:^a", "exact_match:answer", "accuracy_reward", "think_format_reward",
-                                       "judge=cmd:python3 x.py", "plugin:x.so", "rewards/mine.py:f"};
+                                       "judge=cmd:python3 x.py", "plugin:x.so", "rewards/mine.py:f",
+                                       "my_rewards.my_reward"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         GrpoErr err = {{0}};
         T_CHECK(reward_spec_check(good[i], &err) == 0, "'%s' is known: %s", good[i], err.msg);
