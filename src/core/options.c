@@ -154,11 +154,35 @@ static int is_number(const OptSpec *o) {
            o->type == OPT_F32 || o->type == OPT_MIB;
 }
 
-static void range_text(const OptSpec *o, char *buf, size_t cap) {
-    if (o->max >= 1e300) snprintf(buf, cap, o->min == 1e-300 ? "> 0" : ">= %.15g", o->min);
-    else if (o->min <= -1e300) snprintf(buf, cap, "<= %.15g", o->max);
-    else if (o->min == 1e-300) snprintf(buf, cap, "in (0, %.15g%c", o->max, o->flags & OPT_OPEN_MAX ? ')' : ']');
-    else snprintf(buf, cap, "in [%.15g, %.15g%c", o->min, o->max, o->flags & OPT_OPEN_MAX ? ')' : ']');
+static int is_integer(const OptSpec *o) {
+    return o->type == OPT_INT || o->type == OPT_LONG || o->type == OPT_U64 || o->type == OPT_MIB;
+}
+
+/* A bound as people write it: integers as integers (a u64 seed's 2^64 - 1 too). */
+static int bound_text(const OptSpec *o, double x, char *buf, size_t cap) {
+    if (is_integer(o) && fabs(x) < 1.9e19) return snprintf(buf, cap, "%.0f", x);
+    return snprintf(buf, cap, "%.15g", x);
+}
+
+/* The range as people write it: "in [1, 100]", "in (0, 1]", "in [0, 1)", ">= 0",
+ * "> 0", "<= 5", or "" when every value is valid. A side at +-1e300 (or beyond
+ * what the type holds) is unbounded and not shown; min 1e-300 is an open 0. In help
+ * (loose), an integer's sanity cap of 2^20 or more is left out too: the error
+ * message that meets it (loose 0) still names it. */
+static void range_text(const OptSpec *o, int loose, char *buf, size_t cap) {
+    double type_max = o->type == OPT_INT ? 2147483647.0 : o->type == OPT_U64 ? 18446744073709551615.0
+                    : o->type == OPT_LONG ? 9223372036854775807.0 : 1e300;
+    int open_min = o->min == 1e-300, open_max = (o->flags & OPT_OPEN_MAX) != 0;
+    int no_min = o->min <= -1e300 || (o->type == OPT_U64 && o->min <= 0);
+    int no_max = o->max >= 1e300 || o->max >= type_max || (loose && is_integer(o) && o->max >= 1048576);
+    char lo[40], hi[40];
+    if (open_min) snprintf(lo, sizeof lo, "0");
+    else bound_text(o, o->min, lo, sizeof lo);
+    bound_text(o, o->max, hi, sizeof hi);
+    if (no_min && no_max) snprintf(buf, cap, "%s", "");
+    else if (no_max) snprintf(buf, cap, "%s %s", open_min ? ">" : ">=", lo);
+    else if (no_min) snprintf(buf, cap, "%s %s", open_max ? "<" : "<=", hi);
+    else snprintf(buf, cap, "in %c%s, %s%c", open_min ? '(' : '[', lo, hi, open_max ? ')' : ']');
 }
 
 int opts_check(const OptGroup *g, int ng, const void *obj, GrpoErr *err) {
@@ -182,10 +206,10 @@ int opts_check(const OptGroup *g, int ng, const void *obj, GrpoErr *err) {
             double x = number(o, v);
             if (isnan(x) && (o->flags & OPT_UNSET_NAN)) continue;
             if (isnan(x) || out_of_range(o, x)) {
-                char r[80], val[64];
-                range_text(o, r, sizeof r);
+                char r[100], val[64];
+                range_text(o, 0, r, sizeof r);
                 opt_format(o, v, val, sizeof val);
-                return err_set(err, "%s must be %s (got %s)", o->name, r, val);
+                return err_set(err, "%s must be %s (got %s)", o->name, *r ? r : "a finite number", val);
             }
         }
     return 0;
@@ -234,9 +258,9 @@ void opt_help(const OptSpec *o, const void *v, char *buf, size_t cap) {
         choices_text(o, names, sizeof names);
         n += snprintf(extra + n, sizeof extra - n, "%s%s", n ? "; " : "", names);
     } else if (is_number(o) && o->min <= o->max) {
-        char r[80];
-        range_text(o, r, sizeof r);
-        n += snprintf(extra + n, sizeof extra - n, "%s%s", n ? "; " : "", r);
+        char r[100];
+        range_text(o, 1, r, sizeof r);
+        if (*r) n += snprintf(extra + n, sizeof extra - n, "%s%s", n ? "; " : "", r);
     }
     snprintf(buf, cap, n ? "%s (%s)" : "%s", o->help, extra);
 }

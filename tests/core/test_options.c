@@ -176,8 +176,47 @@ static void auto_bool(void) {
             "a plain bool took auto: %s", err.msg);
 }
 
+/* Ranges in help and errors as people write them: no side shown that is effectively
+ * unbounded (1e300, a type's limit; in help, an integer's cap of 2^20 or more),
+ * integers as integers, open ends with ( and ). */
+static void ranges(void) {
+    typedef struct {
+        int n;
+        uint64_t seed;
+        double any, frac, beta, neg;
+    } R;
+    static const OptSpec r[] = {
+        {"n", OPT_INT, offsetof(R, n), 8, NULL, 1, 1 << 20, NULL, NULL, 0, "count"},
+        {"seed", OPT_U64, offsetof(R, seed), 42, NULL, 0, 18446744073709551615.0, NULL, NULL, 0, "seed"},
+        {"any", OPT_F64, offsetof(R, any), 1, NULL, -1e300, 1e300, NULL, NULL, 0, "any number"},
+        {"frac", OPT_F64, offsetof(R, frac), 1, NULL, 1e-300, 1, NULL, NULL, 0, "fraction"},
+        {"beta", OPT_F64, offsetof(R, beta), 0.5, NULL, 0, 1, NULL, NULL, OPT_OPEN_MAX, "beta"},
+        {"neg", OPT_F64, offsetof(R, neg), -1, NULL, -1e300, 0, NULL, NULL, 0, "at most 0"},
+    };
+    R v;
+    OptGroup g = OPT_GROUP(r, 0);
+    opts_defaults(&g, 1, &v);
+    const char *want[] = {"count (default 8; >= 1)", "seed (default 42)", "any number (default 1)",
+                          "fraction (default 1; in (0, 1])", "beta (default 0.5; in [0, 1))", "at most 0 (default -1; <= 0)"};
+    char buf[300];
+    for (int i = 0; i < 6; i++) {
+        opt_help(&r[i], opt_value(&r[i], &v, 0), buf, sizeof buf);
+        T_CHECK(!strcmp(buf, want[i]), "help %s: '%s', want '%s'", r[i].name, buf, want[i]);
+    }
+    GrpoErr err;
+    v.n = 2000000; /* the cap left out of help is named where it is met */
+    T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "n must be in [1, 1048576] (got 2000000)"), "%s", err.msg);
+    v.n = 8, v.frac = 0;
+    T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "frac must be in (0, 1] (got 0)"), "%s", err.msg);
+    v.frac = 1, v.any = INFINITY;
+    T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "any must be a finite number (got inf)"), "%s", err.msg);
+    v.any = 1, v.neg = 0.5;
+    T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "neg must be <= 0 (got 0.5)"), "%s", err.msg);
+}
+
 int main(void) {
     defaults_and_groups();
+    ranges();
     parsing();
     help_and_record();
     auto_bool();
