@@ -50,8 +50,20 @@ BENCH_BIN:= $(BENCH_SRC:%.c=$(BUILD)/%)
 LIB      := $(BUILD)/libgrpo.a
 TESTREF  := $(BUILD)/libgrpo_testref.a
 
-.PHONY: all test test-isa asan bench clean deps tests-bin check demo FORCE
+.PHONY: all test test-isa asan bench clean deps tests-bin check demo install uninstall FORCE
 all: $(BUILD)/grpo
+
+# The version: the VERSION file's number, and the checkout's `git describe` where the
+# source is a git checkout with git installed (a tarball builds without either).
+VERSION_NUMBER := $(shell cat VERSION 2>/dev/null || echo unknown)
+GIT_DESCRIBE   := $(shell [ -e .git ] && git describe --always --dirty 2>/dev/null)
+VERSION_TEXT   := $(VERSION_NUMBER)$(if $(GIT_DESCRIBE), (git $(GIT_DESCRIBE)))
+# core/version.o is rebuilt when the text changes, and only then.
+$(BUILD)/version.txt: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(VERSION_TEXT)' | cmp -s - $@ || echo '$(VERSION_TEXT)' > $@
+$(BUILD)/src/core/version.o: $(BUILD)/version.txt
+$(BUILD)/src/core/version.o: CFLAGS += -DGRPO_VERSION='"$(VERSION_TEXT)"'
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -3,6 +3,7 @@
 
 #include "cli/trl_keys.h"
 #include "core/text.h"
+#include "core/version.h"
 #include "gen/options.h"
 #include "io/fsutil.h"
 #include "io/hf_cache.h"
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include <yaml.h>
 
@@ -120,21 +122,15 @@ static int apply_trl_only(const char *cmd, const char *where, const TrlKey *k, c
     return 2;
 }
 
+/* --help: the version, the synopsis, then the options under their headings, wrapped
+ * to $COLUMNS, else the terminal's width, else 100 columns. */
 static void print_help(FILE *out, const char *cmd, const char *synopsis, const OptGroup *g, int ng, const void *obj) {
-    fprintf(out, "usage: grpo %s %s\n\noptions:\n", cmd, synopsis);
-    char help[1200];
-    for (int k = 0; k < ng; k++)
-        for (int i = 0; i < g[k].n; i++) {
-            const OptSpec *o = &g[k].specs[i];
-            const char *arg = o->type == OPT_BOOL ? " [BOOL]" : o->type == OPT_CONFIG ? " FILE.yaml"
-                              : o->type == OPT_LIST || o->type == OPT_F64_LIST ? " V [V...]"
-                              : o->type == OPT_STR || o->type == OPT_ENUM ? " VALUE"
-                              : o->type == OPT_JSON ? " JSON" : " N";
-            char left[80];
-            snprintf(left, sizeof left, "--%s%s", o->name, arg);
-            opt_help(o, opt_value(o, obj, g[k].base), help, sizeof help);
-            fprintf(out, "  %-34s %s\n", left, help);
-        }
+    struct winsize ws;
+    const char *cols = getenv("COLUMNS");
+    int width = cols && atoi(cols) > 0 ? atoi(cols) : !ioctl(fileno(out), TIOCGWINSZ, &ws) && ws.ws_col ? ws.ws_col : 100;
+    char *text = opts_help_text(g, ng, obj, width);
+    fprintf(out, "grpo %s\nusage: grpo %s %s\n\n%s", grpo_version(), cmd, synopsis, text);
+    free(text);
 }
 
 /* Sets a list option from values v[n] (kept alive by the caller or the arena). */

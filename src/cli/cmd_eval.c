@@ -96,9 +96,10 @@ static const OptSpec eval_options[] = {
      "a PEFT LoRA adapter directory, folded into the model as grpo merge does"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_DATA_PATH,
      "JSON lines with a `prompt` column and the reward functions' columns"},
-    {"num_generations", OPT_INT, A(num_generations), 1, NULL, 1, 1 << 20, NULL, NULL, 0, "completions per example"},
+    {"num_generations", OPT_INT, A(num_generations), 1, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_GENERATION),
+     "completions per example"},
     {"max_examples", OPT_INT, A(max_examples), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "only the first N examples (0 = all)"},
-    {"pass_threshold", OPT_F64, A(pass_threshold), 1.0, NULL, -1e300, 1e300, NULL, NULL, 0,
+    {"pass_threshold", OPT_F64, A(pass_threshold), 1.0, NULL, -1e300, 1e300, NULL, NULL, OPT_IN(OPT_SEC_REWARDS),
      "a completion passes when its reward is >= this"},
     {"json", OPT_BOOL, A(json), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "one JSON object with the numbers and counts"},
 };
@@ -106,9 +107,9 @@ static const OptSpec eval_options[] = {
 int cmd_eval(int argc, char **argv) {
     EvalArgs a;
     memset(&a, 0, sizeof a);
-    OptGroup g[] = {OPT_GROUP(eval_options, 0), REWARD_OPTIONS_GROUP(A(rewards)),
-                    (OptGroup){prompt_length_option, 1, A(max_prompt_length)}, GEN_OPTIONS_GROUP(A(gen)),
-                    (OptGroup){seed_option, 1, A(gen.seed)}, BF16_OPTIONS_GROUP(A(bf16))};
+    OptGroup g[] = {OPT_GROUP_IN(eval_options, 0, OPT_SEC_MODEL_DATA), REWARD_OPTIONS_GROUP(A(rewards)),
+                    PROMPT_LENGTH_GROUP(A(max_prompt_length)), GEN_OPTIONS_GROUP(A(gen)),
+                    SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION), BF16_OPTIONS_GROUP(A(bf16))};
     int ng = sizeof g / sizeof g[0];
     gen_opts_default(&a.gen); /* first: it clears GenOpts */
     opts_defaults(g, ng, &a);

@@ -42,8 +42,9 @@ static const OptSpec generate_options[] = {
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
      "JSON lines with a `prompt` column (string or messages)"},
     {"max_prompts", OPT_INT, A(max_prompts), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "with --dataset: only the first N (0 = all)"},
-    {"num_generations", OPT_INT, A(num_generations), 8, NULL, 1, 1 << 20, NULL, NULL, 0, "completions per prompt"},
-    {"no_shared_prefix", OPT_BOOL, A(no_shared_prefix), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"num_generations", OPT_INT, A(num_generations), 8, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_GENERATION),
+     "completions per prompt"},
+    {"no_shared_prefix", OPT_BOOL, A(no_shared_prefix), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "prefill the prompt per completion (for testing)"},
     {"json", OPT_BOOL, A(json), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "JSON lines with ids and finish_reason"},
 };
@@ -61,8 +62,8 @@ static int load_prompts(const GenerateArgs *a, Dataset *ds, GrpoErr *err) {
 int cmd_generate(int argc, char **argv) {
     GenerateArgs a;
     memset(&a, 0, sizeof a);
-    OptGroup g[] = {OPT_GROUP(generate_options, 0), (OptGroup){prompt_length_option, 1, A(max_prompt_length)},
-                    GEN_OPTIONS_GROUP(A(gen)), (OptGroup){seed_option, 1, A(gen.seed)},
+    OptGroup g[] = {OPT_GROUP_IN(generate_options, 0, OPT_SEC_MODEL_DATA), PROMPT_LENGTH_GROUP(A(max_prompt_length)),
+                    GEN_OPTIONS_GROUP(A(gen)), SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION),
                     BF16_OPTIONS_GROUP(A(bf16))};
     int ng = sizeof g / sizeof g[0];
     gen_opts_default(&a.gen); /* first: it clears GenOpts */

@@ -53,7 +53,7 @@ static const OptSpec init_options[] = {
 
 int cmd_init(int argc, char **argv) {
     InitArgs a;
-    OptGroup g[] = {OPT_GROUP(init_options, 0), (OptGroup){seed_option, 1, A(seed)}};
+    OptGroup g[] = {OPT_GROUP(init_options, 0), SEED_OPTION_GROUP(A(seed), OPT_SEC_NONE)};
     opts_defaults(g, 2, &a);
     a.seed = 0;
     int rc = args_parse("init", "--config tiny|small|PATH --output_dir DIR [options]", argc, argv, g, 2, &a);

@@ -137,14 +137,16 @@ static const OptSpec score_options[] = {
     {"data", OPT_STR, A(data), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
      "JSON lines {prompt_ids, completion_ids}; - for stdin"},
     {"temperature", OPT_F64, A(temperature), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0, "score softmax(logits / temperature)"},
-    {"batch_tokens", OPT_LONG, A(batch_tokens), 4096, NULL, 1, 1 << 30, NULL, NULL, 0, "padded tokens per forward pass"},
-    {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"batch_tokens", OPT_LONG, A(batch_tokens), 4096, NULL, 1, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
+     "padded tokens per forward pass"},
+    {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+     OPT_IN(OPT_SEC_SPEED),
      "plan activations as training would (no effect on results)"},
 };
 
 int cmd_score(int argc, char **argv) {
     ScoreArgs sa;
-    OptGroup g[] = {OPT_GROUP(score_options, 0), BF16_OPTIONS_GROUP(A(bf16))};
+    OptGroup g[] = {OPT_GROUP_IN(score_options, 0, OPT_SEC_MODEL_DATA), BF16_OPTIONS_GROUP(A(bf16))};
     opts_defaults(g, 2, &sa);
     int rc = args_parse("score", "--model DIR --data FILE.jsonl [options]", argc, argv, g, 2, &sa);
     if (rc) return rc == 1 ? 0 : rc;

@@ -60,6 +60,30 @@ enum {
                                 and OPT_CONFIG are): an output directory may not be, hold or lie inside it */
     OPT_OPEN_MAX = 1 << 8,   /* numbers: max itself is outside the range, [min, max) (Adam's betas) */
 };
+/* The row's --help heading, in bits 16..23 of its flags. */
+#define OPT_IN(section) ((unsigned)(section) << 16)
+#define OPT_SECTION_OF(flags) ((OptSection)(((flags) >> 16) & 0xFF))
+
+/* The headings `--help` lists options under, in the order printed. A row names its
+ * own in its flags (OPT_IN(OPT_SEC_LORA)), else it takes the one of the group it is
+ * placed in (OptGroup.section); rows with neither come last, under "options". */
+typedef enum {
+    OPT_SEC_NONE,
+    OPT_SEC_MODEL_DATA,  /* model & data: inputs, outputs, dataset columns and splits */
+    OPT_SEC_REWARDS,     /* reward functions and how they become advantages */
+    OPT_SEC_GENERATION,  /* prompt and completion lengths, sampling */
+    OPT_SEC_LOSS,        /* GRPO's loss, its clipping, KL and reference model */
+    OPT_SEC_BATCH,       /* batches and the length of training */
+    OPT_SEC_OPTIM,       /* AdamW, schedule, clipping, seed */
+    OPT_SEC_EVAL,        /* evaluation during training */
+    OPT_SEC_LOG,         /* logging and checkpoints */
+    OPT_SEC_LORA,        /* LoRA adapters */
+    OPT_SEC_SPEED,       /* precision, memory and speed (no effect on what is computed, bf16 aside) */
+    OPT_N_SECTIONS
+} OptSection;
+
+/* The heading of each section ("model & data", ...); [OPT_SEC_NONE] is "options". */
+extern const char *const opt_section_names[OPT_N_SECTIONS];
 
 typedef struct {
     const char *name;             /* TRL's spelling, without dashes */
@@ -79,13 +103,18 @@ typedef struct {
     const OptSpec *specs;
     int n;
     size_t base;
+    OptSection section; /* the heading of its rows that name none */
 } OptGroup;
 
-#define OPT_GROUP(specs, base) ((OptGroup){(specs), (int)(sizeof(specs) / sizeof((specs)[0])), (base)})
+#define OPT_GROUP(specs, base) OPT_GROUP_IN(specs, base, OPT_SEC_NONE)
+#define OPT_GROUP_IN(specs, base, section) \
+    ((OptGroup){(specs), (int)(sizeof(specs) / sizeof((specs)[0])), (base), (section)})
 #define OPT_NO_RANGE 1, 0
 
-/* The one seed row (uint64_t, default 42), placed wherever a command keeps its seed. */
+/* The one seed row (uint64_t, default 42), placed wherever a command keeps its seed,
+ * under the heading the command gives it. */
 extern const OptSpec seed_option[1];
+#define SEED_OPTION_GROUP(base, section) ((OptGroup){seed_option, 1, (base), (section)})
 
 /* Sets every option of the groups to its default in the struct at obj. */
 void opts_defaults(const OptGroup *g, int ng, void *obj);
@@ -108,6 +137,13 @@ void opt_format(const OptSpec *o, const void *value, char *buf, size_t cap);
 
 /* "help (default V; range [a, b])" for --help, reading the default from obj. */
 void opt_help(const OptSpec *o, const void *value, char *buf, size_t cap);
+
+/* The options part of --help (new string, the caller frees it): each section's
+ * heading, then its rows in the order of the groups and of the rows within them,
+ * "  --name ARG   help (default; range)", the help wrapped to lines of at most width
+ * columns (a word longer than a line goes on one of its own), defaults read from
+ * the struct at obj. One "options:" heading when no row has a section. */
+char *opts_help_text(const OptGroup *g, int ng, const void *obj, int width);
 
 /* {"name": value, ...} of every recorded option (new reference). */
 json_t *opts_to_json(const OptGroup *g, int ng, const void *obj);

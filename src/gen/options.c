@@ -18,9 +18,9 @@ const OptSpec gen_options[] = {
     {"min_p", OPT_F32, G(sampler.min_p), 0, NULL, 0, 1, NULL, NULL, 0, "drop tokens below min_p x the top probability"},
     {"repetition_penalty", OPT_F32, G(sampler.repetition_penalty), 1.0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "penalty for tokens already present, > 0 (1 = off)"},
-    {"kv_cache_mb", OPT_MIB, G(kv_cache_bytes), 1024, NULL, 1, 1 << 30, NULL, NULL, 0,
+    {"kv_cache_mb", OPT_MIB, G(kv_cache_bytes), 1024, NULL, 1, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "memory limit of the generation KV cache in MiB"},
-    {"generation_chunk_size", OPT_INT, G(chunk_size), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
+    {"generation_chunk_size", OPT_INT, G(chunk_size), 0, NULL, 0, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "completions decoded together (0 = as many as kv_cache_mb allows)"},
     {"chat_template_kwargs", OPT_JSON, G(chat_template_kwargs), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "more chat template variables for conversational prompts, e.g. '{\"enable_thinking\": false}'"},
@@ -54,7 +54,7 @@ const char *bf16_options_form(const Bf16Options *o, int adapter, int *form) {
 
 void gen_opts_default(GenOpts *o) {
     memset(o, 0, sizeof *o);
-    OptGroup g[2] = {GEN_OPTIONS_GROUP(0), {seed_option, 1, offsetof(GenOpts, seed)}};
+    OptGroup g[2] = {GEN_OPTIONS_GROUP(0), SEED_OPTION_GROUP(offsetof(GenOpts, seed), OPT_SEC_GENERATION)};
     opts_defaults(g, 2, o);
     o->share_prefix = 1;
 }

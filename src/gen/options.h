@@ -11,11 +11,12 @@
 
 extern const OptSpec gen_options[];
 extern const int gen_n_options;
-#define GEN_OPTIONS_GROUP(base) ((OptGroup){gen_options, gen_n_options, (base)})
+#define GEN_OPTIONS_GROUP(base) ((OptGroup){gen_options, gen_n_options, (base), OPT_SEC_GENERATION})
 
 /* The one max_prompt_length row (an int; TRL's default 512), placed wherever a
  * command keeps it. */
 extern const OptSpec prompt_length_option[1];
+#define PROMPT_LENGTH_GROUP(base) ((OptGroup){prompt_length_option, 1, (base), OPT_SEC_GENERATION})
 
 /* The precision rows of the commands that only run a model (generate, eval, score),
  * placed in a Bf16Options: bf16, as train's and TRL's (every matrix product in bf16
@@ -27,7 +28,7 @@ typedef struct {
     int held;
 } Bf16Options;
 extern const OptSpec bf16_options[2];
-#define BF16_OPTIONS_GROUP(base) ((OptGroup){bf16_options, 2, (base)})
+#define BF16_OPTIONS_GROUP(base) ((OptGroup){bf16_options, 2, (base), OPT_SEC_SPEED})
 /* The WeightForm (model/transformer.h) the rows choose, auto resolved: bf16 where
  * this CPU has bf16 matrix instructions, unless an adapter is folded in (adapter) or
  * bf16_held is set. NULL, or why the choice cannot be run (a usage error). */

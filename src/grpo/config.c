@@ -16,44 +16,49 @@ static const char *const eval_strategy_names[] = {"no", "steps", NULL};
 static const char *const scale_aliases[] = {"true", "group", "True", "group", "false", "none", "False", "none", NULL};
 
 static const OptSpec grpo_options[] = {
-    {"num_generations", OPT_INT, C(num_generations), 8, NULL, 2, 1 << 20, NULL, NULL, 0,
+    {"num_generations", OPT_INT, C(num_generations), 8, NULL, 2, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_GENERATION),
      "completions per prompt, the group size G (advantages compare completions within a group)"},
-    {"steps_per_generation", OPT_INT, C(steps_per_generation), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
+    {"steps_per_generation", OPT_INT, C(steps_per_generation), 0, NULL, 0, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "micro-batches per generation batch (0 = gradient_accumulation_steps)"},
-    {"generation_batch_size", OPT_INT, C(generation_batch_size), 0, NULL, 0, 1 << 30, NULL, NULL, 0,
+    {"generation_batch_size", OPT_INT, C(generation_batch_size), 0, NULL, 0, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "completions per generation batch (0 = derived; exclusive with steps_per_generation)"},
-    {"num_iterations", OPT_INT, C(num_iterations), 1, NULL, 1, 1 << 20, NULL, NULL, 0,
+    {"num_iterations", OPT_INT, C(num_iterations), 1, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "uses of each generation batch (mu)"},
     {"scale_rewards", OPT_ENUM, C(scale_rewards), GRPO_SCALE_GROUP, NULL, OPT_NO_RANGE, grpo_scale_rewards_names,
-     scale_aliases, 0, "advantage scaling (true = group, false = none)"},
+     scale_aliases, OPT_IN(OPT_SEC_REWARDS), "advantage scaling (true = group, false = none)"},
     {"multi_objective_aggregation", OPT_ENUM, C(aggregation), GRPO_AGG_SUM_THEN_NORMALIZE, NULL, OPT_NO_RANGE,
-     grpo_aggregation_names, NULL, 0, "how several reward functions combine"},
-    {"sync_ref_model", OPT_BOOL, C(sync_ref_model), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     grpo_aggregation_names, NULL, OPT_IN(OPT_SEC_REWARDS), "how several reward functions combine"},
+    {"sync_ref_model", OPT_BOOL, C(sync_ref_model), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_LOSS),
      "mix the policy into the reference every ref_model_sync_steps"},
-    {"ref_model_mixup_alpha", OPT_F64, C(ref_model_mixup_alpha), 0.6, NULL, 0, 1, NULL, NULL, 0, "reference mix-up alpha"},
-    {"ref_model_sync_steps", OPT_INT, C(ref_model_sync_steps), 512, NULL, 1, 1 << 30, NULL, NULL, 0,
+    {"ref_model_mixup_alpha", OPT_F64, C(ref_model_mixup_alpha), 0.6, NULL, 0, 1, NULL, NULL, OPT_IN(OPT_SEC_LOSS),
+     "reference mix-up alpha"},
+    {"ref_model_sync_steps", OPT_INT, C(ref_model_sync_steps), 512, NULL, 1, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_LOSS),
      "steps between reference syncs"},
-    {"log_completions", OPT_BOOL, C(log_completions), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
-     "write completions.jsonl"},
-    {"eval_dataset", OPT_STR, C(eval_dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH | OPT_TEST_SPLIT,
+    {"log_completions", OPT_BOOL, C(log_completions), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+     OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG), "write completions.jsonl"},
+    {"eval_dataset", OPT_STR, C(eval_dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+     OPT_DATA_PATH | OPT_TEST_SPLIT | OPT_IN(OPT_SEC_EVAL),
      "prompts to evaluate on during training (with eval_strategy steps)"},
-    {"eval_strategy", OPT_ENUM, C(eval_strategy), 0, NULL, OPT_NO_RANGE, eval_strategy_names, NULL, 0,
-     "steps: evaluate on eval_dataset every eval_steps steps and after the last"},
-    {"eval_steps", OPT_INT, C(eval_steps), 0, NULL, 0, 1 << 30, NULL, NULL, 0, "steps between evaluations (0 = logging_steps)"},
-    {"num_generations_eval", OPT_INT, C(num_generations_eval), 0, NULL, 0, 1 << 20, NULL, NULL, 0,
+    {"eval_strategy", OPT_ENUM, C(eval_strategy), 0, NULL, OPT_NO_RANGE, eval_strategy_names, NULL,
+     OPT_IN(OPT_SEC_EVAL), "steps: evaluate on eval_dataset every eval_steps steps and after the last"},
+    {"eval_steps", OPT_INT, C(eval_steps), 0, NULL, 0, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_EVAL),
+     "steps between evaluations (0 = logging_steps)"},
+    {"num_generations_eval", OPT_INT, C(num_generations_eval), 0, NULL, 0, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_EVAL),
      "completions per eval prompt (0 = num_generations)"},
-    {"pass_threshold", OPT_F64, C(pass_threshold), 1.0, NULL, -BIG, BIG, NULL, NULL, 0,
+    {"pass_threshold", OPT_F64, C(pass_threshold), 1.0, NULL, -BIG, BIG, NULL, NULL, OPT_IN(OPT_SEC_EVAL),
      "an eval completion passes (eval_pass@1) when its reward is >= this"},
 };
 
 void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]) {
+    /* in this order, so that --help lists max_prompt_length before max_completion_length
+     * and the loss's rows before the reference model's */
     g[0] = TRAINING_ARGS_GROUP(C(train));
-    g[1] = (OptGroup){seed_option, 1, C(train.seed)};
+    g[1] = SEED_OPTION_GROUP(C(train.seed), OPT_SEC_OPTIM);
     g[2] = REWARD_OPTIONS_GROUP(C(rewards));
-    g[3] = GEN_OPTIONS_GROUP(C(gen));
-    g[4] = OPT_GROUP(grpo_options, 0);
-    g[5] = (OptGroup){grpo_loss_options, grpo_loss_n_options, C(loss)};
-    g[6] = (OptGroup){prompt_length_option, 1, C(max_prompt_length)};
+    g[3] = PROMPT_LENGTH_GROUP(C(max_prompt_length));
+    g[4] = GEN_OPTIONS_GROUP(C(gen));
+    g[5] = (OptGroup){grpo_loss_options, grpo_loss_n_options, C(loss), OPT_SEC_LOSS};
+    g[6] = OPT_GROUP(grpo_options, 0);
 }
 
 void train_config_default(TrainConfig *c) {

@@ -65,7 +65,7 @@ const int grpo_loss_n_options = sizeof grpo_loss_options / sizeof grpo_loss_opti
 
 void grpo_loss_config_default(GrpoLossConfig *c) {
     memset(c, 0, sizeof *c);
-    OptGroup g = {grpo_loss_options, grpo_loss_n_options, 0};
+    OptGroup g = {grpo_loss_options, grpo_loss_n_options, 0, OPT_SEC_LOSS};
     opts_defaults(&g, 1, c);
     c->epsilon_high = c->epsilon_low;
     c->grad_accum_steps = 1;

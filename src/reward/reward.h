@@ -141,7 +141,7 @@ typedef struct {
 
 #define REWARD_N_OPTIONS 12
 extern const OptSpec reward_options[REWARD_N_OPTIONS];
-#define REWARD_OPTIONS_GROUP(base) ((OptGroup){reward_options, REWARD_N_OPTIONS, (base)})
+#define REWARD_OPTIONS_GROUP(base) ((OptGroup){reward_options, REWARD_N_OPTIONS, (base), OPT_SEC_REWARDS})
 /* The rules between the options: every function's kind is a known one (an
  * unknown name gets a did-you-mean), and one weight per function when weights
  * are given. */

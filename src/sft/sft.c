@@ -40,8 +40,8 @@ static const OptSpec sft_options[] = {
 
 void sft_config_groups(OptGroup g[SFT_CONFIG_N_GROUPS]) {
     g[0] = TRAINING_ARGS_GROUP(offsetof(SftConfig, train));
-    g[1] = (OptGroup){seed_option, 1, offsetof(SftConfig, train.seed)};
-    g[2] = OPT_GROUP(sft_options, 0);
+    g[1] = SEED_OPTION_GROUP(offsetof(SftConfig, train.seed), OPT_SEC_OPTIM);
+    g[2] = OPT_GROUP_IN(sft_options, 0, OPT_SEC_MODEL_DATA);
 }
 
 void sft_config_default(SftConfig *c) {

@@ -56,7 +56,7 @@ typedef struct {
 
 extern const OptSpec training_args_options[];
 extern const int training_args_n_options;
-#define TRAINING_ARGS_GROUP(base) ((OptGroup){training_args_options, training_args_n_options, (base)})
+#define TRAINING_ARGS_GROUP(base) ((OptGroup){training_args_options, training_args_n_options, (base), OPT_SEC_NONE})
 
 /* The rules between these options (their ranges are checked by opts_check over
  * the command's groups), with a message that names the options and values. */

@@ -11,10 +11,29 @@ sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 
     2>/dev/null || { fail init; finish; }
 printf '%s\n' '{"text": "hello world"}' '{"prompt": "1+1=", "completion": "2"}' > "$TMP/s.jsonl"
 
-"$GRPO" sft --help | grep -q -- "--learning_rate N .*(default 2e-05; >= 0)" || fail "sft --help: learning_rate default"
-"$GRPO" train --help | grep -q -- "--learning_rate N .*(default 1e-06; >= 0)" || fail "train --help: learning_rate default"
-"$GRPO" train --help | grep -q -- "--loss_type VALUE .*(default dapo; dapo, grpo, " || fail "train --help: loss_type choices"
-"$GRPO" eval --help | grep -q -- "--temperature N .*(default 0;" || fail "eval --help: its own temperature default"
+# (COLUMNS=1000: each option's help on its one line, for grep)
+COLUMNS=1000 "$GRPO" sft --help | grep -q -- "--learning_rate N .*(default 2e-05; >= 0)" || fail "sft --help: learning_rate default"
+COLUMNS=1000 "$GRPO" train --help | grep -q -- "--learning_rate N .*(default 1e-06; >= 0)" || fail "train --help: learning_rate default"
+COLUMNS=1000 "$GRPO" train --help | grep -q -- "--loss_type VALUE .*(default dapo; dapo, grpo, " || fail "train --help: loss_type choices"
+COLUMNS=1000 "$GRPO" eval --help | grep -q -- "--temperature N .*(default 0;" || fail "eval --help: its own temperature default"
+
+# --help a person can scan (issue 39): the options under headings, in this order; related
+# rows together; help wrapped to 100 columns off a terminal, or to $COLUMNS
+help=$("$GRPO" train --help)
+heads=$(printf '%s\n' "$help" | grep -E '^[A-Za-z].*:$' | tr '\n' '|')
+[ "$heads" = "model & data:|rewards:|generation:|GRPO loss:|batches & length of training:|optimization:|evaluation during training:|logging & checkpoints:|LoRA:|precision, memory & speed:|" ] ||
+    fail "train --help headings: $heads"
+printf '%s\n' "$help" | grep -A1 -- '^  --max_prompt_length N' | tail -n 1 | grep -q -- '^  --max_completion_length N' ||
+    fail "train --help: max_prompt_length is not beside max_completion_length"
+printf '%s\n' "$help" | sed -n '/^LoRA:$/,/^$/p' | grep -q -- '--lora_r N .*(default 16; in \[1, 65536\])' ||
+    fail "train --help: lora_r is not under LoRA"
+widest() { python3 -c 'import sys; print(max(len(l.rstrip("\n")) for l in sys.stdin))'; }
+[ "$(printf '%s\n' "$help" | widest)" -le 100 ] || fail "train --help has lines over 100 columns"
+[ "$(COLUMNS=72 "$GRPO" train --help | grep -v "^usage:" | widest)" -le 72 ] || fail "train --help does not wrap to \$COLUMNS"
+for c in sft eval generate score; do
+    "$GRPO" $c --help | grep -q '^model & data:$' || fail "$c --help has no model & data heading"
+done
+"$GRPO" init --help | grep -q '^options:$' || fail "init --help: its options under one heading"
 
 RUN=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 1 --save_steps 1
      --logging_steps 1 --lr_scheduler_type constant --quiet)

@@ -5,6 +5,7 @@
  * offset inside a larger struct. */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/options.h"
@@ -48,7 +49,7 @@ static const OptSpec rows[] = {
 static void defaults_and_groups(void) {
     Outer o;
     memset(&o, 0x55, sizeof o);
-    OptGroup g[2] = {OPT_GROUP(rows, offsetof(Outer, in)), {seed_option, 1, offsetof(Outer, in.seed)}};
+    OptGroup g[2] = {OPT_GROUP(rows, offsetof(Outer, in)), SEED_OPTION_GROUP(offsetof(Outer, in.seed), OPT_SEC_NONE)};
     opts_defaults(g, 2, &o);
     T_CHECK(o.before == 0x55555555, "a group writes only its own struct");
     T_CHECK(o.in.flag == 1 && o.in.count == 8 && o.in.kind == 1 && o.in.steps == 0 && o.in.seed == 42, "defaults");
@@ -117,7 +118,7 @@ static void parsing(void) {
 
 static void help_and_record(void) {
     Inner in;
-    OptGroup g[2] = {OPT_GROUP(rows, 0), {seed_option, 1, offsetof(Inner, seed)}};
+    OptGroup g[2] = {OPT_GROUP(rows, 0), SEED_OPTION_GROUP(offsetof(Inner, seed), OPT_SEC_NONE)};
     opts_defaults(g, 2, &in);
     char buf[600];
     in.count = 9; /* a command's own default is what --help shows */
@@ -214,8 +215,59 @@ static void ranges(void) {
     T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "neg must be <= 0 (got 0.5)"), "%s", err.msg);
 }
 
+/* --help's layout: rows under their section's heading in the sections' order (a row's
+ * own section, else its group's; neither: "other options" last), each section's
+ * rows in group order, help wrapped to the width with a range kept whole. */
+static void help_layout(void) {
+    typedef struct {
+        int a, b, c, d;
+        double e;
+    } H;
+    static const OptSpec first[] = {
+        {"alpha", OPT_INT, offsetof(H, a), 1, NULL, 0, 9, NULL, NULL, OPT_IN(OPT_SEC_LORA), "lora row"},
+        {"beta", OPT_INT, offsetof(H, b), 2, NULL, OPT_NO_RANGE, NULL, NULL, 0, "the group's section"},
+        {"gamma", OPT_INT, offsetof(H, c), 3, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA), "data row"},
+    };
+    static const OptSpec second[] = {
+        {"delta", OPT_INT, offsetof(H, d), 4, NULL, OPT_NO_RANGE, NULL, NULL, 0, "no section"},
+        {"epsilon_with_a_name_too_long_for_its_column", OPT_F64, offsetof(H, e), 0.5, NULL, 0, 1, NULL, NULL, OPT_IN(OPT_SEC_GENERATION),
+         "words words words words words words words words words words words"},
+    };
+    H v;
+    OptGroup g[2] = {OPT_GROUP_IN(first, 0, OPT_SEC_GENERATION), OPT_GROUP(second, 0)};
+    opts_defaults(g, 2, &v);
+    char *t = opts_help_text(g, 2, &v, 60);
+    const char *order[] = {"model & data:\n", "--gamma N", "\ngeneration:\n", "--beta N", "--epsilon_with_a_name_too_long_for_its_column N",
+                           "\nLoRA:\n", "--alpha N", "\nother options:\n", "--delta N"};
+    const char *at = t;
+    for (int i = 0; i < 9; i++) {
+        const char *f = strstr(at, order[i]);
+        T_CHECK(f != NULL, "help layout: '%s' missing or out of order in:\n%s", order[i], t);
+        if (f) at = f;
+    }
+    int longest = 0, len = 0, ranges_whole = strstr(t, "in [0, 1]") != NULL;
+    for (const char *p = t; *p; p++) {
+        len = *p == '\n' ? 0 : len + 1;
+        if (len > longest) longest = len;
+    }
+    T_CHECK(longest <= 60, "a help line of %d columns at width 60:\n%s", longest, t);
+    T_CHECK(ranges_whole, "a range broken over lines:\n%s", t);
+    /* the long name takes its own line, its help below at the column of the others */
+    T_CHECK(strstr(t, "  --epsilon_with_a_name_too_long_for_its_column N\n") != NULL, "long name:\n%s", t);
+    free(t);
+    /* no row with a section: one heading */
+    static const OptSpec none[] = {{"zeta", OPT_INT, 0, 1, NULL, OPT_NO_RANGE, NULL, NULL, 0, "z"}};
+    OptGroup plain = OPT_GROUP(none, 0);
+    int z;
+    opts_defaults(&plain, 1, &z);
+    t = opts_help_text(&plain, 1, &z, 100);
+    T_CHECK(!strncmp(t, "options:\n  --zeta N", 19) && !strstr(t, "other"), "sectionless help:\n%s", t);
+    free(t);
+}
+
 int main(void) {
     defaults_and_groups();
+    help_layout();
     ranges();
     parsing();
     help_and_record();
