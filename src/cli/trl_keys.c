@@ -2,6 +2,7 @@
 #include "cli/trl_keys.h"
 
 #include "core/options.h"
+#include "core/suggest.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -283,39 +284,6 @@ int trl_value_accepted(const TrlKey *k, const char *value) {
     }
 }
 
-/* Optimal string alignment distance (adjacent transpositions count 1), or
- * limit + 1 when it is more than limit: only the band |i - j| <= limit of the
- * table is filled, and a row whose band is all over limit ends it. */
-static int edit_distance(const char *a, const char *b, int limit) {
-    int la = (int)strlen(a), lb = (int)strlen(b), far = limit + 1;
-    if (la > 64 || lb > 64 || la - lb > limit || lb - la > limit) return far;
-    int rows[3][65], *pp = rows[0], *p = rows[1], *c = rows[2]; /* rows i-2, i-1, i */
-    for (int j = 0; j <= lb; j++) p[j] = j <= limit ? j : far, pp[j] = far;
-    for (int i = 1; i <= la; i++) {
-        int lo = i - limit > 1 ? i - limit : 1, hi = i + limit < lb ? i + limit : lb, row_min = far;
-        for (int j = 0; j <= lb; j++) c[j] = far;
-        if (i <= limit) c[0] = i;
-        for (int j = lo; j <= hi; j++) {
-            int v = p[j] + 1;
-            if (c[j - 1] + 1 < v) v = c[j - 1] + 1;
-            if (p[j - 1] + (a[i - 1] != b[j - 1]) < v) v = p[j - 1] + (a[i - 1] != b[j - 1]);
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < v) v = pp[j - 2] + 1;
-            c[j] = v < far ? v : far;
-            if (c[j] < row_min) row_min = c[j];
-        }
-        if (row_min >= far) return far;
-        int *t = pp;
-        pp = p, p = c, c = t;
-    }
-    return p[lb];
-}
-
 const char *closest_name(const char *name, const char *const *cands, int n) {
-    int len = (int)strlen(name), limit = len < 5 ? 1 : len < 12 ? 2 : 3, best = limit + 1;
-    const char *pick = NULL;
-    for (int i = 0; i < n; i++) {
-        int d = edit_distance(name, cands[i], best - 1 < limit ? best - 1 : limit);
-        if (d < best) best = d, pick = cands[i];
-    }
-    return pick;
+    return suggest_name(name, cands, n);
 }

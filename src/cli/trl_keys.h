@@ -35,9 +35,8 @@ const TrlKey *trl_key_find(const char *cmd, const char *name, size_t len);
  * by value: "False" == "false" == "0", "0.0" == "0"). */
 int trl_value_accepted(const TrlKey *k, const char *value);
 
-/* The name among cands[0..n) closest to `name` by edit distance (insertions,
- * deletions, substitutions, adjacent transpositions), if close enough to be a
- * likely typo, else NULL. */
+/* The name among cands[0..n) that `name` most likely stands for, else NULL:
+ * core/suggest.h's suggest_name (words and their shorthands, then typos). */
 const char *closest_name(const char *name, const char *const *cands, int n);
 
 /* Every TRL key name for cmd, for did-you-mean suggestions; returns the count. */
