@@ -1,10 +1,13 @@
-/* cli/main.c — `grpo COMMAND [options]`: dispatch to cli/cmd_*.c. */
+/* cli/main.c — `grpo COMMAND [options]`: dispatch to cli/cmd_*.c; `grpo help
+ * [COMMAND]` and `grpo --version`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "core/suggest.h"
+#include "core/version.h"
 #include "dist/dist.h"
 
 typedef struct {
@@ -25,10 +28,34 @@ static const Command commands[] = {
     {"merge", cmd_merge, "fold a PEFT LoRA adapter into its base model (a full HF model directory)"},
 };
 
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
 static void usage(FILE *out) {
-    fprintf(out, "usage: grpo COMMAND [options]   (grpo COMMAND --help for its options)\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "grpo %s\nusage: grpo COMMAND [options]   (grpo help COMMAND, or grpo COMMAND --help, for its options)\n\n"
+                 "commands:\n", grpo_version());
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-10s %s\n  %-10s %s\n", "help", "this list, or a command's options (grpo help train)", "version",
+            "the version (also grpo --version)");
+}
+
+static const Command *find_command(const char *name) {
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name)) return &commands[i];
+    return NULL;
+}
+
+/* One line for a name that is no command, with the likely one; returns 2 (usage). */
+static int unknown_command(const char *name) {
+    const char *cands[N_COMMANDS + 2];
+    for (int i = 0; i < N_COMMANDS; i++) cands[i] = commands[i].name;
+    cands[N_COMMANDS] = "help", cands[N_COMMANDS + 1] = "version";
+    const char *near = suggest_name(name, cands, N_COMMANDS + 2);
+    if (dist_rank() == 0) {
+        fprintf(stderr, "grpo: unknown command '%s'", name);
+        if (near) fprintf(stderr, "; did you mean '%s'?", near);
+        fprintf(stderr, " (grpo help lists the commands)\n");
+    }
+    return 2;
 }
 
 /* libgomp spins up to 300,000 iterations waiting for work at every barrier. On a
@@ -51,19 +78,27 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+        printf("grpo %s\n", grpo_version());
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || (!strcmp(cmd, "help") && argc == 2)) {
         usage(stdout);
         return 0;
     }
-    if (dist_size() > 1 && strcmp(argv[1], "train") && strcmp(argv[1], "sft")) {
+    if (!strcmp(cmd, "help")) { /* grpo help CMD: CMD --help */
+        const Command *c = find_command(argv[2]);
+        if (!c) return unknown_command(argv[2]);
+        char *help_argv[] = {argv[2], "--help", NULL};
+        return c->run(2, help_argv);
+    }
+    if (dist_size() > 1 && strcmp(cmd, "train") && strcmp(cmd, "sft")) {
         if (dist_rank() == 0)
             fprintf(stderr, "grpo %s: runs as one process; start it without mpirun (grpo train and grpo sft run "
-                    "data-parallel under mpirun)\n", argv[1]);
+                    "data-parallel under mpirun)\n", cmd);
         return 2;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "grpo: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const Command *c = find_command(cmd);
+    return c ? c->run(argc - 1, argv + 1) : unknown_command(cmd);
 }
