@@ -1,4 +1,5 @@
-# grpo.c build. `make` builds build/grpo; `make test`, `make asan`, `make bench`.
+# grpo.c build. `make` builds build/grpo; `make test`, `make asan`, `make bench`;
+# `make install` (PREFIX=/usr/local, DESTDIR) and `make uninstall`.
 # Objects go under $(BUILD)/; every src/*/*.c is part of libgrpo except src/cli/.
 # Tests are tests/**/test_*.c, each linked against libgrpo into its own binary, with
 # libgrpo_testref (tests/ref/: float64 references only tests use; not shipped) and
@@ -163,6 +164,21 @@ demo: deps
 
 clean:
 	rm -rf build build-asan $(ISA_BUILD)
+
+# `make install`: the binary as $(DESTDIR)$(PREFIX)/bin/grpo, the README and docs/ under
+# share/doc/grpo; `make uninstall` removes what install wrote. DESTDIR stages a package.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+DOCDIR  ?= $(PREFIX)/share/doc/grpo
+install: $(BUILD)/grpo
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(DOCDIR)'
+	install -m 755 $(BUILD)/grpo '$(DESTDIR)$(BINDIR)/grpo'
+	install -m 644 README.md $(sort $(wildcard docs/*.md)) '$(DESTDIR)$(DOCDIR)/'
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/grpo'
+	rm -f $(addprefix '$(DESTDIR)$(DOCDIR)'/,README.md $(notdir $(wildcard docs/*.md)))
+	-rmdir '$(DESTDIR)$(DOCDIR)' 2>/dev/null
 
 -include $(LIB_OBJ:.o=.d) $(MACHINE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
 
