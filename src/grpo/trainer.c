@@ -245,12 +245,19 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         int B = tc->train.per_device_train_batch_size, GA = tc->train.gradient_accumulation_steps;
         long prompts_per_step = (long)B * train_world_size(t->world) * GA / ((long)tc->num_generations * tc->num_iterations);
         char line[400], memory[200];
-        snprintf(line, sizeof line, "generation batch %d = %d prompts x %d completions; micro-batch %d, %d "
+        snprintf(line, sizeof line, "generation batch %d = %d prompts x %d completions; micro-batch %d%s, %d "
                  "accumulation steps, %d micro-batches per generation%s", t->gen_batch,
-                 t->gen_batch / tc->num_generations, tc->num_generations, B, GA, t->spg,
+                 t->gen_batch / tc->num_generations, tc->num_generations, B,
+                 train_world_size(t->world) > 1 ? " per process" : "", GA, t->spg,
                  t->need_old ? ", old log-probs recorded" : "");
-        snprintf(memory, sizeof memory, ", generation %.0f (%d completions at a time)", t->sess.gen.bytes / 1048576.0,
-                 t->sess.gen.chunk);
+        /* a group is decoded in chunks of gen.chunk completions (planned from kv_cache_mb alone) */
+        int G = tc->num_generations, chunk = t->sess.gen.chunk;
+        if (chunk >= G)
+            snprintf(memory, sizeof memory, ", generation %.0f (room for %d completions: a group's %d decoded together)",
+                     t->sess.gen.bytes / 1048576.0, chunk, G);
+        else
+            snprintf(memory, sizeof memory, ", generation %.0f (a group's %d completions decoded %d at a time)",
+                     t->sess.gen.bytes / 1048576.0, G, chunk);
         char eval_text[300] = "";
         if (t->have_eval)
             eval_describe(eval_text, sizeof eval_text, t->eval_data.n,

@@ -441,8 +441,9 @@ static int save_final(Loop *lp, GrpoErr *err) {
     return 0;
 }
 
-/* The start-up plan: the model, the data, the steps; the adapters; the algorithm's
- * batches; and the memory, the model's and the algorithm's. */
+/* The start-up plan: the model, the data, the steps, the processes (under mpirun);
+ * the adapters; the algorithm's batches; and the memory, the model's and the
+ * algorithm's. */
 static char *plan_text(const Loop *lp) {
     const TrainLoop *L = lp->L;
     char adapters[480], memory[1024];
@@ -450,9 +451,12 @@ static char *plan_text(const Loop *lp) {
     double mb = 1048576.0, total = train_model_bytes(lp->tm) + L->algo->plan_bytes;
     size_t n = 4096;
     char *s = xmalloc(n);
-    snprintf(s, n, "%s (%.3g M parameters), %ld examples, %ld steps\n%s%s\nmemory plan %.0f MB: %s%s",
+    int procs = train_world_size(lp->world);
+    char on[48] = "";
+    if (procs > 1) snprintf(on, sizeof on, ", on %d processes", procs);
+    snprintf(s, n, "%s (%.3g M parameters), %ld examples, %ld steps%s\n%s%s\nmemory plan %.0f MB: %s%s",
              L->args->model_dir, config_param_count(train_model_config(lp->tm)) / 1e6, L->algo->n_examples,
-             lp->total_steps, adapters, L->algo->plan_line ? L->algo->plan_line : "", total / mb, memory,
+             lp->total_steps, on, adapters, L->algo->plan_line ? L->algo->plan_line : "", total / mb, memory,
              L->algo->plan_memory ? L->algo->plan_memory : "");
     return s;
 }

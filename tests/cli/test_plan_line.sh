@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The start-up plan of grpo train says what it means (issue 39): the generation
+# memory's chunk against the group (room for more completions than a group has, or a
+# group decoded in several chunks); under mpirun, the process count and that the
+# micro-batch is per process.
+set -u
+. "$ROOT/tests/cli/lib.sh"
+sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
+"$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$TMP/m" 2>/dev/null || { fail init; finish; }
+printf '%s\n' '{"prompt": "ab"}' '{"prompt": "cd"}' > "$TMP/d.jsonl"
+RUN=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 --max_completion_length 4 --max_steps 1
+     --num_generations 4 --per_device_train_batch_size 4 --bf16 false)
+
+"$GRPO" "${RUN[@]}" --output_dir "$TMP/o1" 2> "$TMP/e1" || fail "train: $(tail -n 3 "$TMP/e1")"
+grep -q "generation [0-9]* (room for [0-9]* completions: a group's 4 decoded together)" "$TMP/e1" ||
+    fail "chunk >= G: $(grep 'memory plan' "$TMP/e1")"
+grep -q "processes\|per process" "$TMP/e1" && fail "one process: the plan speaks of processes"
+"$GRPO" "${RUN[@]}" --output_dir "$TMP/o2" --generation_chunk_size 3 2> "$TMP/e2" || fail "train: $(tail -n 3 "$TMP/e2")"
+grep -q "generation [0-9]* (a group's 4 completions decoded 3 at a time)" "$TMP/e2" ||
+    fail "chunk < G: $(grep 'memory plan' "$TMP/e2")"
+
+if command -v mpirun >/dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export OMPI_MCA_rmaps_base_oversubscribe=1 GRPO_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$ROOT/tests/cli/lsan-openmpi.supp:print_suppressions=0"
+    mpirun --oversubscribe --bind-to none -np 2 "$GRPO" "${RUN[@]}" --per_device_train_batch_size 2 \
+        --output_dir "$TMP/o3" 2> "$TMP/e3" || fail "mpirun -np 2: $(tail -n 3 "$TMP/e3")"
+    grep -q "^grpo train: .* 2 examples, 1 steps, on 2 processes$" "$TMP/e3" || fail "no process count: $(head -n 1 "$TMP/e3")"
+    grep -q "micro-batch 2 per process," "$TMP/e3" || fail "micro-batch not per process: $(sed -n 2p "$TMP/e3")"
+    [ "$(grep -c 'memory plan' "$TMP/e3")" -eq 1 ] || fail "the plan is printed once per job, not per process"
+else
+    fail "mpirun not found (tools/install-deps.sh installs openmpi-bin)"
+fi
+finish
