@@ -63,8 +63,9 @@ static void left_text(const OptSpec *o, char *buf, size_t cap) {
     snprintf(buf, cap, "--%s%s", o->name, arg);
 }
 
-/* The help's last word w[0..n) stays on one line with the next word: a comparison
- * and its number (">= 0"), "(default" and its value, a range ("in [0, 1]"). */
+/* Whether the last word of the unit p[0..n) stays on one line with the next word:
+ * a comparison and its number (">= 0"), "(default" and its value, a range
+ * ("in [0, 1]"). */
 static int glued(const char *p, size_t n, const char *next) {
     static const char *const op[] = {">=", "<=", ">", "<", "(default"};
     const char *w = p + n;
@@ -76,11 +77,11 @@ static int glued(const char *p, size_t n, const char *next) {
     return wn > 1 && (*w == '[' || *w == '(') && w[wn - 1] == ',';
 }
 
-/* help's words from column `at` on, each line ending by width, continued lines
- * indented to `indent`. */
-static void put_wrapped(Text *t, const char *help, int at, int indent, int width) {
+/* help's words from column `indent` on, each line ending by width, continued lines
+ * indented to the same column. */
+static void put_wrapped(Text *t, const char *help, int indent, int width) {
     const char *p = help;
-    int col = at, first = 1;
+    int col = indent, first = 1;
     while (*p) {
         while (*p == ' ') p++;
         if (!*p) break;
@@ -134,7 +135,7 @@ char *opts_help_text(const OptGroup *g, int ng, const void *obj, int width) {
                 } else {
                     put(&t, "  %-*s  ", left_w, left);
                 }
-                put_wrapped(&t, help, indent, indent, width);
+                put_wrapped(&t, help, indent, width);
             }
     }
     return t.s;
