@@ -56,7 +56,6 @@ static const TrlKey keys[] = {
      "the optimizer is AdamW as torch.optim.AdamW computes it"},
     {"optim_args", B, TRL_IGNORE, 'v', NULL, "the optimizer is AdamW"},
     {"optim_target_modules", B, TRL_IGNORE, 'l', NULL, "the optimizer is AdamW"},
-    {"lr_scheduler_kwargs", B, TRL_IGNORE, 'v', NULL, "the schedules take no arguments"},
     {"average_tokens_across_devices", B, TRL_IGNORE, 'b', NULL, R_DIST},
     {"label_smoothing_factor", B, TRL_IGNORE, 'v', NULL, "not used by GRPO or SFT's loss"},
     {"fp16", B, TRL_IGNORE, 'b', NULL, R_PREC},

@@ -14,6 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "core/check.h"
 #include "model/params.h"
 
 /* ---------------------------------------------------------------- AdamW */
@@ -111,14 +114,23 @@ double grad_clip_norm(float *g, size_t n, double max_norm);
 
 typedef enum {
     SCHED_LINEAR,                 /* get_linear_schedule_with_warmup (transformers' default) */
-    SCHED_COSINE,                 /* get_cosine_schedule_with_warmup, num_cycles = 0.5 */
+    SCHED_COSINE,                 /* get_cosine_schedule_with_warmup (num_cycles 0.5) */
     SCHED_CONSTANT,               /* get_constant_schedule: ignores warmup */
     SCHED_CONSTANT_WITH_WARMUP,   /* get_constant_schedule_with_warmup */
+    SCHED_COSINE_WITH_RESTARTS,   /* get_cosine_with_hard_restarts_schedule_with_warmup (num_cycles 1) */
+    SCHED_POLYNOMIAL,             /* get_polynomial_decay_schedule_with_warmup (lr_end 1e-7, power 1) */
+    SCHED_INVERSE_SQRT,           /* get_inverse_sqrt_schedule (timescale: warmup, else 10000) */
+    SCHED_COSINE_WITH_MIN_LR,     /* get_cosine_with_min_lr_schedule_with_warmup (min_lr or min_lr_rate) */
+    SCHED_COSINE_WARMUP_WITH_MIN_LR, /* get_cosine_with_min_lr_schedule_with_warmup_lr_rate */
+    SCHED_WARMUP_STABLE_DECAY,    /* get_wsd_schedule (num_decay_steps required) */
 } SchedType;
 
-/* The names, by SchedType, NULL-terminated. */
+/* warmup_stable_decay's warmup_type and decay_type */
+enum { SCHED_SHAPE_LINEAR, SCHED_SHAPE_COSINE, SCHED_SHAPE_1SQRT };
+
+/* The names, by SchedType, NULL-terminated: transformers' SchedulerType values. */
 extern const char *const sched_names[];
-/* "linear" | "cosine" | "constant" | "constant_with_warmup" -> *out; 0, or -1 if unknown. */
+/* A name of sched_names -> *out; 0, or -1 if unknown. */
 int sched_parse(const char *name, SchedType *out);
 const char *sched_name(SchedType t);
 
@@ -126,18 +138,52 @@ const char *sched_name(SchedType t);
  * ceil(total_steps * warmup_ratio). total_steps is max_steps. */
 long long sched_warmup_steps(long long warmup_steps, double warmup_ratio, long long total_steps);
 
+/* A schedule with its arguments resolved (sched_init). */
+typedef struct {
+    SchedType type;
+    long long warmup_steps, total_steps;
+    double num_cycles;        /* cosine, cosine_with_min_lr, wsd: 0.5; cosine_with_restarts: 1 */
+    double min_lr_rate;       /* cosine_with_min_lr: the floor as a fraction of learning_rate (min_lr / lr) */
+    double warmup_lr_rate;    /* cosine_warmup_with_min_lr: NAN = unset */
+    double lr_end_rate;       /* polynomial: lr_end / learning_rate */
+    double power;             /* polynomial: 1 */
+    long long num_stable_steps, num_decay_steps; /* wsd */
+    int warmup_shape, decay_shape;               /* wsd: SCHED_SHAPE_* (linear, cosine) */
+    double min_lr_ratio;      /* wsd: 0 */
+} Schedule;
+
+/* Resolves schedule t for a run of total_steps optimizer steps with warmup_steps of
+ * warmup (sched_warmup_steps) from transformers' defaults and kwargs (the JSON object
+ * of TrainingArguments.lr_scheduler_kwargs, or NULL): each key must be an argument
+ * the schedule's transformers function takes (get_scheduler passes constant,
+ * constant_with_warmup and inverse_sqrt none), of its type; cosine_with_min_lr needs
+ * one of min_lr / min_lr_rate, warmup_stable_decay needs num_decay_steps (its
+ * num_stable_steps default to total - warmup - decay), polynomial an lr_end below
+ * base_lr. Returns 0, or -1 with "lr_scheduler_kwargs: 'x' is not an argument of
+ * cosine (it takes num_cycles)" and the like. */
+int sched_init(Schedule *s, SchedType t, const json_t *kwargs, double base_lr, long long warmup_steps,
+               long long total_steps, GrpoErr *err);
+
 /* The LambdaLR multiplier at optimizer step `step` (0-based: the first
  * optimizer.step() runs with step 0, because the Trainer calls
- * lr_scheduler.step() after each optimizer.step()):
- *   warmup (not constant): step < warmup -> step / max(1, warmup)
- *   linear:  max(0, (total - step) / max(1, total - warmup))
- *   cosine:  max(0, 0.5 (1 + cos(pi * p))), p = (step - warmup) / max(1, total - warmup)
- *   constant, constant_with_warmup after warmup: 1.
+ * lr_scheduler.step() after each optimizer.step()); W warmup, T total,
+ * p = (step - W) / max(1, T - W):
+ *   warmup (all but constant, wsd, cosine_warmup_with_min_lr): step < W -> step / max(1, W)
+ *   linear:  max(0, (T - step) / max(1, T - W))
+ *   cosine:  max(0, 0.5 (1 + cos(2 pi num_cycles p)))
+ *   cosine_with_min_lr: the cosine's c, then max(0, c (1 - r) + r), r = min_lr_rate
+ *   cosine_warmup_with_min_lr: the same with step + 1 (warmup (step + 1) / max(1, W), or from
+ *       warmup_lr_rate a: a + (1 - a) step / max(1, W - 1))
+ *   cosine_with_restarts: 0 once p >= 1, else max(0, 0.5 (1 + cos(pi ((num_cycles p) mod 1))))
+ *   polynomial: ((lr - lr_end) (1 - p)^power + lr_end) / lr; past T: lr_end / lr
+ *   inverse_sqrt: 1 / sqrt((step + s - W) / s), s = W or 10000 when W = 0
+ *   warmup_stable_decay: warmup by warmup_type, 1 for num_stable_steps, decay by
+ *       decay_type over num_decay_steps, both scaled into [min_lr_ratio, 1], then min_lr_ratio
+ *   constant: 1; constant_with_warmup after warmup: 1.
  * transformers/optimization.py. */
-double sched_lr_factor(SchedType t, long long step, long long warmup_steps, long long total_steps);
+double sched_lr_factor(const Schedule *s, long long step);
 
-/* base_lr * sched_lr_factor(...). */
-double sched_lr(SchedType t, double base_lr, long long step, long long warmup_steps,
-                long long total_steps);
+/* base_lr * sched_lr_factor(s, step). */
+double sched_lr(const Schedule *s, double base_lr, long long step);
 
 #endif

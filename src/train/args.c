@@ -34,7 +34,9 @@ const OptSpec training_args_options[] = {
     {"weight_decay", OPT_F64, A(adam.weight_decay), 0, NULL, 0, BIG, NULL, NULL, OPT_IN(OPT_SEC_OPTIM),
      "decoupled weight decay"},
     {"lr_scheduler_type", OPT_ENUM, A(lr_scheduler_type), SCHED_LINEAR, NULL, OPT_NO_RANGE, sched_names, NULL,
-     OPT_IN(OPT_SEC_OPTIM), "learning-rate schedule"},
+     OPT_IN(OPT_SEC_OPTIM), "learning-rate schedule (transformers' get_scheduler)"},
+    {"lr_scheduler_kwargs", OPT_JSON, A(lr_scheduler_kwargs), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_OPTIM),
+     "the schedule's arguments, e.g. '{\"min_lr_rate\": 0.1}' for cosine_with_min_lr (docs/coming-from-trl.md)"},
     {"warmup_ratio", OPT_F64, A(warmup_ratio), 0, NULL, 0, 1, NULL, NULL, OPT_IN(OPT_SEC_OPTIM),
      "fraction of the steps for warmup"},
     {"warmup_steps", OPT_LONG, A(warmup_steps), 0, NULL, 0, BIG, NULL, NULL, OPT_IN(OPT_SEC_OPTIM),
@@ -96,5 +98,17 @@ int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
     if (!(a->lora_dropout < 1)) return err_set(err, "lora_dropout %g: must be below 1", a->lora_dropout);
-    return 0;
+    Schedule s;
+    return training_args_schedule(a, a->max_steps > 0 ? a->max_steps : 1, &s, err);
+}
+
+int training_args_schedule(const TrainingArgs *a, long total_steps, Schedule *s, GrpoErr *err) {
+    json_error_t jerr;
+    json_t *kwargs = a->lr_scheduler_kwargs ? json_loads(a->lr_scheduler_kwargs, 0, &jerr) : NULL;
+    if (a->lr_scheduler_kwargs && !kwargs)
+        return err_set(err, "lr_scheduler_kwargs: not JSON (%s)", jerr.text);
+    long long warmup = sched_warmup_steps(a->warmup_steps, a->warmup_ratio, total_steps);
+    int rc = sched_init(s, a->lr_scheduler_type, kwargs, a->learning_rate, warmup, total_steps, err);
+    json_decref(kwargs);
+    return rc;
 }

@@ -25,6 +25,7 @@ typedef struct {
     double learning_rate;              /* GRPOConfig 1e-6, SFTConfig 2e-5 */
     AdamWConfig adam;
     SchedType lr_scheduler_type;       /* linear */
+    const char *lr_scheduler_kwargs;   /* a JSON object's text (sched_init), NULL = none */
     double warmup_ratio;
     long warmup_steps;
     double max_grad_norm;              /* 1.0; 0 = no clipping */
@@ -61,5 +62,9 @@ extern const int training_args_n_options;
 /* The rules between these options (their ranges are checked by opts_check over
  * the command's groups), with a message that names the options and values. */
 int training_args_check(const TrainingArgs *a, GrpoErr *err);
+
+/* The run's schedule: lr_scheduler_type with lr_scheduler_kwargs over total_steps
+ * optimizer steps, warmup from warmup_steps or warmup_ratio (sched_init). */
+int training_args_schedule(const TrainingArgs *a, long total_steps, Schedule *s, GrpoErr *err);
 
 #endif

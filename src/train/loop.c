@@ -32,6 +32,7 @@ typedef struct {
     char *out_dir;             /* output_dir with symlinks resolved */
     RunLock lock;              /* on out_dir, for the run (the process that writes files) */
     long total_steps;
+    Schedule sched;            /* the learning rate's, over total_steps */
     TrainModel *tm;            /* what trains (L->model) */
     const TrainWorld *world;   /* L->world, or the run's processes */
     json_t *options;           /* every option of the run, bf16 as resolved: recorded in checkpoints */
@@ -211,8 +212,7 @@ static int train_step(Loop *lp, GrpoErr *err) {
     float *grads = train_model_gradient(lp->tm, &P);
     lp->num_tokens += out.tokens;
     double gnorm = grad_clip_norm(grads, P, a->max_grad_norm);
-    long long warm = sched_warmup_steps(a->warmup_steps, a->warmup_ratio, lp->total_steps);
-    double lr = sched_lr(a->lr_scheduler_type, a->learning_rate, lp->step, warm, lp->total_steps);
+    double lr = sched_lr(&lp->sched, a->learning_rate, lp->step);
     int finite = isfinite(out.loss) && isfinite(gnorm);
     if (finite) {
         train_model_update(lp->tm, lr, &a->adam);
@@ -479,7 +479,8 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     free(plan);
     lp.out_dir = realpath(L->args->output_dir, NULL); /* symlinks resolved, when it exists */
     if (!lp.out_dir) lp.out_dir = xstrdup(L->args->output_dir);
-    int rc = train_world_check(lp.world, RANK0_OF(&lp, prepare_output(&lp, err)), err); /* the others only read it */
+    int rc = training_args_schedule(L->args, lp.total_steps, &lp.sched, err);
+    if (!rc) rc = train_world_check(lp.world, RANK0_OF(&lp, prepare_output(&lp, err)), err); /* the others only read it */
     if (!rc && L->args->resume_from_checkpoint) rc = train_world_check(lp.world, resume(&lp, err), err);
     if (!rc) rc = train_world_check(lp.world, RANK0_OF(&lp, open_metrics(&lp, err)), err);
     if (!rc) rc = run_steps(&lp, err);

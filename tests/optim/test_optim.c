@@ -18,6 +18,15 @@
 #include "optim/optim.h"
 #include "testutil.h"
 #include "grpo/fixture.h"
+#include "optim/sched_cases.h"
+
+/* A schedule without kwargs (transformers' defaults). */
+static double factor(SchedType t, long long step, long long warmup, long long total) {
+    Schedule s;
+    GrpoErr err;
+    if (sched_init(&s, t, NULL, 1e-3, warmup, total, &err)) return NAN;
+    return sched_lr_factor(&s, step);
+}
 
 static void test_fixture(void) {
     StFile f;
@@ -48,11 +57,13 @@ static void test_fixture(void) {
     f32_split_n(hi, lo, p, (size_t)N);
     long long warmup = sched_warmup_steps(0, 0.25, 10);
     T_CHECK(warmup == 3, "warmup %lld", warmup);
+    Schedule linear;
+    T_CHECK(!sched_init(&linear, SCHED_LINEAR, NULL, 1e-3, warmup, 10, &err), "linear: %s", err.msg);
     for (int s = 0; s < steps; s++) {
         for (long i = 0; i < N; i++) g[i] = (float)grads[s * N + i];
         double norm = grad_clip_norm(g, (size_t)N, 1.0);
         T_CHECK(t_close(norm, norms[s], 0, 1e-12), "step %d norm %.17g want %.17g", s, norm, norms[s]);
-        double lr = sched_lr(SCHED_LINEAR, 1e-3, s, warmup, 10);
+        double lr = sched_lr(&linear, 1e-3, s);
         T_CHECK(t_close(lr, lrs[s], 0, 1e-15), "step %d lr %.17g want %.17g", s, lr, lrs[s]);
         adamw_step(&opt, p, g, mask, lr, &c);
         adamw_step_split(&opt_s, hi, lo, g, mask, lr, &c);
@@ -75,25 +86,28 @@ static void test_fixture(void) {
 
 static void test_schedules(void) {
     /* linear, warmup 3, total 10 */
-    T_CHECK(sched_lr_factor(SCHED_LINEAR, 0, 3, 10) == 0.0, "linear 0");
-    T_CHECK(fabs(sched_lr_factor(SCHED_LINEAR, 1, 3, 10) - 1.0 / 3) < 1e-16, "linear 1");
-    T_CHECK(sched_lr_factor(SCHED_LINEAR, 3, 3, 10) == 1.0, "linear 3");
-    T_CHECK(fabs(sched_lr_factor(SCHED_LINEAR, 8, 3, 10) - 2.0 / 7) < 1e-16, "linear 8");
-    T_CHECK(sched_lr_factor(SCHED_LINEAR, 10, 3, 10) == 0.0, "linear end");
-    T_CHECK(sched_lr_factor(SCHED_LINEAR, 12, 3, 10) == 0.0, "linear past end clamps at 0");
+    T_CHECK(factor(SCHED_LINEAR, 0, 3, 10) == 0.0, "linear 0");
+    T_CHECK(fabs(factor(SCHED_LINEAR, 1, 3, 10) - 1.0 / 3) < 1e-16, "linear 1");
+    T_CHECK(factor(SCHED_LINEAR, 3, 3, 10) == 1.0, "linear 3");
+    T_CHECK(fabs(factor(SCHED_LINEAR, 8, 3, 10) - 2.0 / 7) < 1e-16, "linear 8");
+    T_CHECK(factor(SCHED_LINEAR, 10, 3, 10) == 0.0, "linear end");
+    T_CHECK(factor(SCHED_LINEAR, 12, 3, 10) == 0.0, "linear past end clamps at 0");
     /* no warmup: step 0 is the full lr */
-    T_CHECK(sched_lr_factor(SCHED_LINEAR, 0, 0, 4) == 1.0, "linear no warmup");
+    T_CHECK(factor(SCHED_LINEAR, 0, 0, 4) == 1.0, "linear no warmup");
     /* cosine, warmup 2, total 12: halfway (step 7) is 0.5, end 0 */
-    T_CHECK(fabs(sched_lr_factor(SCHED_COSINE, 1, 2, 12) - 0.5) < 1e-16, "cosine warmup");
-    T_CHECK(sched_lr_factor(SCHED_COSINE, 2, 2, 12) == 1.0, "cosine start");
-    T_CHECK(fabs(sched_lr_factor(SCHED_COSINE, 7, 2, 12) - 0.5) < 1e-15, "cosine half");
-    T_CHECK(fabs(sched_lr_factor(SCHED_COSINE, 12, 2, 12)) < 1e-16, "cosine end");
-    T_CHECK(fabs(sched_lr_factor(SCHED_COSINE, 4, 2, 12) - 0.5 * (1 + cos(M_PI * 0.2))) < 1e-15, "cosine 4");
+    T_CHECK(fabs(factor(SCHED_COSINE, 1, 2, 12) - 0.5) < 1e-16, "cosine warmup");
+    T_CHECK(factor(SCHED_COSINE, 2, 2, 12) == 1.0, "cosine start");
+    T_CHECK(fabs(factor(SCHED_COSINE, 7, 2, 12) - 0.5) < 1e-15, "cosine half");
+    T_CHECK(fabs(factor(SCHED_COSINE, 12, 2, 12)) < 1e-16, "cosine end");
+    T_CHECK(fabs(factor(SCHED_COSINE, 4, 2, 12) - 0.5 * (1 + cos(M_PI * 0.2))) < 1e-15, "cosine 4");
     /* constant ignores warmup; constant_with_warmup does not */
-    T_CHECK(sched_lr_factor(SCHED_CONSTANT, 0, 5, 10) == 1.0, "constant");
-    T_CHECK(sched_lr_factor(SCHED_CONSTANT_WITH_WARMUP, 2, 4, 10) == 0.5, "cww warmup");
-    T_CHECK(sched_lr_factor(SCHED_CONSTANT_WITH_WARMUP, 9, 4, 10) == 1.0, "cww after");
-    T_CHECK(sched_lr(SCHED_CONSTANT_WITH_WARMUP, 2e-5, 1, 4, 10) == 2e-5 * 0.25, "sched_lr");
+    T_CHECK(factor(SCHED_CONSTANT, 0, 5, 10) == 1.0, "constant");
+    T_CHECK(factor(SCHED_CONSTANT_WITH_WARMUP, 2, 4, 10) == 0.5, "cww warmup");
+    T_CHECK(factor(SCHED_CONSTANT_WITH_WARMUP, 9, 4, 10) == 1.0, "cww after");
+    Schedule cww;
+    GrpoErr err;
+    T_CHECK(!sched_init(&cww, SCHED_CONSTANT_WITH_WARMUP, NULL, 2e-5, 4, 10, &err), "init");
+    T_CHECK(sched_lr(&cww, 2e-5, 1) == 2e-5 * 0.25, "sched_lr");
     /* warmup steps: explicit wins; ratio uses ceil, including 100 * 0.07 = 7.000000000000001 -> 8
      * exactly as Python's math.ceil in transformers */
     T_CHECK(sched_warmup_steps(5, 0.5, 100) == 5, "explicit warmup");
@@ -103,8 +117,58 @@ static void test_schedules(void) {
     T_CHECK(sched_warmup_steps(0, 0.0, 30) == 0, "no warmup");
     SchedType t;
     T_CHECK(!sched_parse("constant_with_warmup", &t) && t == SCHED_CONSTANT_WITH_WARMUP, "parse");
-    T_CHECK(sched_parse("polynomial", &t) == -1, "unsupported");
+    T_CHECK(!sched_parse("warmup_stable_decay", &t) && t == SCHED_WARMUP_STABLE_DECAY, "parse wsd");
+    T_CHECK(sched_parse("reduce_lr_on_plateau", &t) == -1, "unsupported");
     T_CHECK(!strcmp(sched_name(SCHED_COSINE), "cosine"), "name");
+}
+
+/* Every schedule against the formulas written out in tools/sched_reference.py
+ * (sched_cases.h), step by step and one step past the end. Tolerance: the same
+ * double formulas in another order (polynomial's (lr - end) / lr): atol 1e-15. */
+static void test_schedule_table(void) {
+    for (size_t c = 0; c < sizeof sched_cases / sizeof sched_cases[0]; c++) {
+        const SchedCase *k = &sched_cases[c];
+        SchedType t;
+        Schedule s;
+        GrpoErr err;
+        json_t *kw = json_loads(k->kwargs, 0, NULL);
+        int ok = !sched_parse(k->name, &t) && !sched_init(&s, t, kw, k->lr, k->warmup, k->total, &err);
+        json_decref(kw);
+        T_CHECK(ok, "%s %s: %s", k->name, k->kwargs, err.msg);
+        for (int step = 0; ok && step <= k->total + 1; step++) {
+            double f = sched_lr_factor(&s, step);
+            T_CHECK(fabs(f - k->f[step]) <= 1e-15, "%s %s warmup %d total %d step %d: %.17g want %.17g", k->name,
+                    k->kwargs, k->warmup, k->total, step, f, k->f[step]);
+        }
+    }
+}
+
+/* lr_scheduler_kwargs refused by name, as transformers' functions refuse them. */
+static void test_schedule_kwargs(void) {
+    static const struct { const char *sched, *kwargs, *want; } bad[] = {
+        {"cosine", "{\"min_lr_rate\": 0.1}", "'min_lr_rate' is not an argument of cosine (it takes num_cycles)"},
+        {"linear", "{\"num_cycles\": 1}", "'num_cycles' is not an argument of linear (it takes none)"},
+        {"constant_with_warmup", "{\"num_warmup_steps\": 1}", "not an argument of constant_with_warmup"},
+        {"cosine_with_min_lr", "{}", "needs lr_scheduler_kwargs min_lr_rate"},
+        {"cosine_with_min_lr", "{\"min_lr\": 1e-7, \"min_lr_rate\": 0.1}", "min_lr or min_lr_rate, not both"},
+        {"cosine_with_min_lr", "{\"min_lr_rate\": \"0.1\"}", "min_lr_rate must be a number >= 0, got a string"},
+        {"cosine_with_min_lr", "{\"min_lr_rate\": -1}", "min_lr_rate must be a number >= 0"},
+        {"warmup_stable_decay", "{}", "needs lr_scheduler_kwargs num_decay_steps"},
+        {"warmup_stable_decay", "{\"num_decay_steps\": 2.5}", "num_decay_steps must be a whole number"},
+        {"warmup_stable_decay", "{\"num_decay_steps\": 2, \"decay_type\": \"exp\"}",
+         "decay_type must be 'linear', 'cosine' or '1-sqrt'"},
+        {"polynomial", "{\"lr_end\": 0.01}", "lr_end (0.01) must be smaller than learning_rate (0.001)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        SchedType t;
+        Schedule s;
+        GrpoErr err = {{0}};
+        json_t *kw = json_loads(bad[i].kwargs, 0, NULL);
+        int rc = sched_parse(bad[i].sched, &t) ? 0 : sched_init(&s, t, kw, 1e-3, 2, 10, &err);
+        json_decref(kw);
+        T_CHECK(rc == -1 && strstr(err.msg, bad[i].want), "%s %s: got '%s', want '%s'", bad[i].sched, bad[i].kwargs,
+                err.msg, bad[i].want);
+    }
 }
 
 static void test_decay_mask(void) {
@@ -215,6 +279,8 @@ static void test_adamw_basics(void) {
 int main(void) {
     test_fixture();
     test_schedules();
+    test_schedule_table();
+    test_schedule_kwargs();
     test_decay_mask();
     test_clip();
     test_adamw_basics();
