@@ -7,7 +7,9 @@
 #include "gen/options.h"
 #include "io/fsutil.h"
 #include "io/hf_cache.h"
+#include "train/args.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +37,24 @@ typedef struct {
     const TrlKey *trl;        /* NULL for an unknown name */
 } SeenKey;
 static SeenKey *seen;
-static int n_seen, cap_seen, save_strategy_no;
+static int n_seen, cap_seen;
+
+/* Usage errors of one args_parse (bad values, refused TRL values, missing values),
+ * each a line, printed together with the unknown keys at the end. */
+static char **errors;
+static int n_errors, cap_errors;
+
+static void usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[1600];
+    int k = snprintf(msg, sizeof msg, "grpo %s: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    if (n_errors == cap_errors) errors = xrealloc(errors, sizeof(char *) * (cap_errors = cap_errors ? 2 * cap_errors : 8));
+    errors[n_errors++] = keep(xstrdup(msg));
+}
 
 void args_free(void) {
     for (int i = 0; i < arena_n; i++) free(arena[i]);
@@ -44,7 +63,10 @@ void args_free(void) {
     arena_n = arena_cap = 0;
     free(seen);
     seen = NULL;
-    n_seen = cap_seen = save_strategy_no = 0;
+    free(errors);
+    errors = NULL;
+    n_errors = cap_errors = 0;
+    n_seen = cap_seen = 0;
 }
 
 static void note_key(const char *name, const char *where, const TrlKey *trl) {
@@ -86,18 +108,33 @@ static int report_unknown(const char *cmd, const OptGroup *g, int ng) {
     return 2;
 }
 
-/* One warning for the TRL keys that have no effect here, grouped by reason. */
-static void warn_ignored(const char *cmd) {
+/* The precision keys' reason (torch_dtype, fp16, tf32, ...) for this run: what
+ * bf16 makes of it, resolved as train/model.c resolves auto. */
+static const char *precision_reason(const OptGroup *g, int ng, const void *obj) {
+    size_t base;
+    const OptSpec *o = opts_find(g, ng, "bf16", strlen("bf16"), &base);
+    int bf16 = o && o->type == OPT_BOOL ? *(const int *)opt_value(o, obj, base) : 0, given = bf16 >= 0;
+    if (bf16 < 0) bf16 = gemm_bf16_native();
+    if (bf16) return given ? "precision is bf16's: bf16 products with fp32 sums on fp32 master weights"
+                           : "precision is bf16's, true by default on this CPU: bf16 products with fp32 sums on fp32 "
+                             "master weights";
+    return given ? "precision is bf16's: bf16 false computes in fp32"
+                 : "precision is bf16's, false by default on a CPU without bf16 matrix instructions: fp32";
+}
+
+/* One warning line for the TRL keys that have no effect here, grouped by reason. */
+static void warn_ignored(const char *cmd, const OptGroup *g, int ng, const void *obj) {
     int any = 0;
     for (int i = 0; i < n_seen; i++) any |= seen[i].trl != NULL;
     if (!any) return;
-    fprintf(stderr, "grpo %s: warning: TRL options with no effect in grpo.c:", cmd);
+    fprintf(stderr, "grpo %s: warning: TRL options without effect here:", cmd);
+    int groups = 0;
     for (int i = 0; i < n_seen; i++) {
         if (!seen[i].trl) continue;
         int first = 1;
         for (int j = 0; j < i && first; j++) first = !(seen[j].trl && seen[j].trl->reason == seen[i].trl->reason);
         if (!first) continue;
-        fprintf(stderr, "\n  ");
+        fprintf(stderr, "%s ", groups++ ? ";" : "");
         int n = 0;
         for (int j = i; j < n_seen; j++) {
             if (!seen[j].trl || seen[j].trl->reason != seen[i].trl->reason) continue;
@@ -105,7 +142,8 @@ static void warn_ignored(const char *cmd) {
             for (int k = i; k < j && !dup; k++) dup = seen[k].trl == seen[j].trl;
             if (!dup) fprintf(stderr, "%s%s", n++ ? ", " : "", seen[j].name);
         }
-        fprintf(stderr, " (%s)", seen[i].trl->reason);
+        const char *reason = seen[i].trl->reason;
+        fprintf(stderr, " (%s)", reason == trl_reason_precision ? precision_reason(g, ng, obj) : reason);
     }
     fputc('\n', stderr);
 }
@@ -113,12 +151,8 @@ static void warn_ignored(const char *cmd) {
 /* A TRL key restricted to some values (TRL_ONLY): value is NULL when not a
  * scalar. Returns 0 when accepted (acting on what it means), else prints why. */
 static int apply_trl_only(const char *cmd, const char *where, const TrlKey *k, const char *value) {
-    if (value && trl_value_accepted(k, value)) {
-        if (!strcmp(k->name, "save_strategy")) save_strategy_no = !strcmp(value, "no");
-        return 0;
-    }
-    fprintf(stderr, "grpo %s: %s%s '%s' is not supported: %s\n", cmd, where, k->name, value ? value : "(a list or mapping)",
-            k->reason);
+    if (value && trl_value_accepted(k, value)) return 0;
+    usage_error(cmd, "%s%s '%s' is not supported: %s", where, k->name, value ? value : "(a list or mapping)", k->reason);
     return 2;
 }
 
@@ -198,7 +232,7 @@ static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *d
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!text) {
-            fprintf(stderr, "grpo %s: %s%s: a mapping of plain values, nested at most 64 deep, expected\n", cmd, src, o->name);
+            usage_error(cmd, "%s%s: a mapping of plain values, nested at most 64 deep, expected", src, o->name);
             return 2;
         }
         *(const char **)value = keep(text);
@@ -210,13 +244,13 @@ static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *d
             return 0;
         val = keep(xstrdup(val));
         if (is_list(o) ? set_list(o, value, &val, 1, &err) : opt_set_text(o, value, val, &err)) {
-            fprintf(stderr, "grpo %s: %s%s\n", cmd, src, err.msg);
+            usage_error(cmd, "%s%s", src, err.msg);
             return 2;
         }
         return 0;
     }
     if (v->type != YAML_SEQUENCE_NODE || !is_list(o)) {
-        fprintf(stderr, "grpo %s: %s%s: expected a %s\n", cmd, src, o->name, is_list(o) ? "list or a single value" : "single value");
+        usage_error(cmd, "%s%s: expected a %s", src, o->name, is_list(o) ? "list or a single value" : "single value");
         return 2;
     }
     int cnt = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
@@ -225,14 +259,14 @@ static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *d
     for (int i = 0; i < cnt && !rc; i++) {
         yaml_node_t *e = yaml_document_get_node(doc, v->data.sequence.items.start[i]);
         if (e->type != YAML_SCALAR_NODE) {
-            fprintf(stderr, "grpo %s: %s%s: list entries must be scalars\n", cmd, src, o->name);
+            usage_error(cmd, "%s%s: list entries must be scalars", src, o->name);
             rc = 2;
         } else {
             vals[i] = keep(xstrdup((const char *)e->data.scalar.value));
         }
     }
     if (!rc && set_list(o, value, vals, cnt, &err)) {
-        fprintf(stderr, "grpo %s: %s%s\n", cmd, src, err.msg);
+        usage_error(cmd, "%s%s", src, err.msg);
         rc = 2;
     }
     free(vals);
@@ -384,26 +418,27 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         size_t base;
         const TrlKey *t;
         const OptSpec *o = yaml_key_option(cmd, g, ng, key, &base, &t);
+        /* a TRL key's value as text: "" for an empty list or mapping, NULL for another one */
+        const char *val = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value
+                          : (v->type == YAML_MAPPING_NODE && v->data.mapping.pairs.top == v->data.mapping.pairs.start) ||
+                                    (v->type == YAML_SEQUENCE_NODE && v->data.sequence.items.top == v->data.sequence.items.start)
+                              ? ""
+                              : NULL;
         if (t && t->kind == TRL_IGNORE) {
-            note_key(key, where, t);
+            if (!(t->target && val && trl_value_accepted(t, val))) note_key(key, where, t); /* TRL's default: silent */
             continue;
         }
         char src[620];
         snprintf(src, sizeof src, "%s: ", where);
         if (t && t->kind == TRL_ONLY) {
-            const char *val = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value
-                              : (v->type == YAML_MAPPING_NODE && v->data.mapping.pairs.top == v->data.mapping.pairs.start) ||
-                                        (v->type == YAML_SEQUENCE_NODE && v->data.sequence.items.top == v->data.sequence.items.start)
-                                  ? ""
-                                  : NULL;
-            rc = apply_trl_only(cmd, src, t, val);
+            apply_trl_only(cmd, src, t, val); /* a refusal is collected */
             continue;
         }
         if (!o || o->type == OPT_CONFIG) {
             note_key(key, where, NULL);
             continue;
         }
-        rc = apply_yaml_value(cmd, src, &doc, v, o, opt_value(o, obj, base));
+        apply_yaml_value(cmd, src, &doc, v, o, opt_value(o, obj, base)); /* a bad value is collected */
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
@@ -514,6 +549,46 @@ static int resolve_paths(const char *cmd, const OptGroup *g, int ng, void *obj) 
     return 0;
 }
 
+/* Every option's range (and the required ones), then the shared training options'
+ * rules (train/args.h: the schedule's kwargs, save_strategy best, ...), each failure
+ * collected with the rest. */
+static void check_values(const char *cmd, const OptGroup *g, int ng, const void *obj) {
+    GrpoErr err;
+    for (int k = 0; k < ng; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            OptGroup one = {&g[k].specs[i], 1, g[k].base};
+            if (opts_check(&one, 1, obj, &err)) usage_error(cmd, "%s", err.msg);
+        }
+    for (int k = 0; k < ng; k++)
+        if (g[k].specs == training_args_options && !n_errors &&
+            training_args_check((const TrainingArgs *)((const char *)obj + g[k].base), &err))
+            usage_error(cmd, "%s", err.msg);
+}
+
+/* report_to values other than tensorboard, all and none (wandb, trackio, ...) join the
+ * keys without effect, and leave the list. */
+static const TrlKey report_to_other = {"report_to", TRL_FOR_BOTH, TRL_IGNORE, 'l', NULL,
+                                       "metrics go to output_dir/metrics.jsonl, and to TensorBoard with report_to "
+                                       "tensorboard"};
+static void set_aside_report_to(const OptGroup *g, int ng, void *obj) {
+    size_t base;
+    const OptSpec *o = opts_find(g, ng, "report_to", strlen("report_to"), &base);
+    if (!o || o->type != OPT_LIST) return;
+    StrList *l = opt_value(o, obj, base);
+    int kept = 0;
+    for (int i = 0; i < l->n; i++) {
+        const char *v = l->v[i];
+        if (!strcmp(v, "tensorboard") || !strcmp(v, "all") || !strcmp(v, "none")) {
+            l->v[kept++] = v;
+            continue;
+        }
+        char name[200];
+        snprintf(name, sizeof name, "report_to %s", v);
+        note_key(name, NULL, &report_to_other);
+    }
+    l->n = kept;
+}
+
 int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const OptGroup *g, int ng, void *obj) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -526,8 +601,8 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2)) {
-            fprintf(stderr, "grpo %s: unexpected argument '%s' (see grpo %s --help)\n", cmd, a, cmd);
-            return 2;
+            usage_error(cmd, "unexpected argument '%s' (see grpo %s --help)", a, cmd);
+            continue;
         }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name), base;
@@ -551,11 +626,8 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
             } else if (!eq && arity == 'l') {
                 while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) val = argv[++i];
             }
-            if (t && t->kind == TRL_ONLY) {
-                if (apply_trl_only(cmd, "--", t, val ? val : "")) return 2;
-            } else {
-                note_key(key, NULL, t);
-            }
+            if (t && t->kind == TRL_ONLY) apply_trl_only(cmd, "--", t, val ? val : ""); /* a refusal is collected */
+            else if (!(t && t->target && trl_value_accepted(t, val ? val : ""))) note_key(key, NULL, t);
             continue;
         }
         void *value = opt_value(o, obj, base);
@@ -570,36 +642,27 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
             int cnt = 0;
             while (i + 1 + cnt < argc && strncmp(argv[i + 1 + cnt], "--", 2)) cnt++;
             if (cnt == 0) {
-                fprintf(stderr, "grpo %s: --%s needs at least one value\n", cmd, o->name);
-                return 2;
+                usage_error(cmd, "--%s needs at least one value", o->name);
+                continue;
             }
             bad = set_list(o, value, (const char *const *)argv + i + 1, cnt, &err);
             i += cnt;
         } else {
             const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
             if (!val) {
-                fprintf(stderr, "grpo %s: --%s needs a value\n", cmd, o->name);
-                return 2;
+                usage_error(cmd, "--%s needs a value", o->name);
+                continue;
             }
             bad = is_list(o) ? set_list(o, value, &val, 1, &err) : opt_set_text(o, value, val, &err);
         }
-        if (bad) {
-            fprintf(stderr, "grpo %s: --%s\n", cmd, err.msg);
-            return 2;
-        }
+        if (bad) usage_error(cmd, "--%s", err.msg);
     }
-    if (report_unknown(cmd, g, ng)) return 2;
-    if (save_strategy_no) {
-        size_t base;
-        const OptSpec *o = opts_find(g, ng, "save_steps", strlen("save_steps"), &base);
-        if (o) *(long *)opt_value(o, obj, base) = 0;
-    }
-    warn_ignored(cmd);
+    check_values(cmd, g, ng, obj);
+    for (int i = 0; i < n_errors; i++) fprintf(stderr, "%s\n", errors[i]);
+    if (report_unknown(cmd, g, ng) || n_errors) return 2;
+    set_aside_report_to(g, ng, obj);
+    warn_ignored(cmd, g, ng, obj);
     if (resolve_paths(cmd, g, ng, obj)) return 2;
-    if (opts_check(g, ng, obj, &err)) {
-        fprintf(stderr, "grpo %s: %s\n", cmd, err.msg);
-        return 2;
-    }
     return 0;
 }
 

@@ -12,7 +12,8 @@
 
 typedef enum {
     TRL_ALIAS,  /* the same setting under grpo.c's name: target */
-    TRL_IGNORE, /* no effect here; listed in one warning with its reason */
+    TRL_IGNORE, /* no effect here; listed in one warning with its reason (target, when set: TRL's default
+                 * values, '|'-separated, which match what grpo.c does and are accepted silently) */
     TRL_ONLY,   /* accepted with one of the values in `values` ('|'-separated); any other is an error (reason) */
 } TrlKeyKind;
 
@@ -23,9 +24,13 @@ typedef struct {
     int commands;      /* TRL_FOR_* */
     TrlKeyKind kind;
     char arity;        /* on the command line: 'b' a flag with an optional boolean, 'v' one value, 'l' values up to the next --option */
-    const char *target; /* TRL_ALIAS: the grpo.c option; TRL_ONLY: the accepted values */
+    const char *target; /* TRL_ALIAS: the grpo.c option; TRL_ONLY: the accepted values; TRL_IGNORE: silent ones */
     const char *reason; /* TRL_IGNORE/TRL_ONLY: why, for the message */
 } TrlKey;
+
+/* The reason of the precision keys (torch_dtype, fp16, tf32, ...): the message says
+ * what bf16 makes of the run in its place. */
+extern const char trl_reason_precision[];
 
 /* The entry for name (len bytes) under command cmd ("train" or "sft"), or NULL
  * (any other command has none). */

@@ -1,11 +1,14 @@
 /* train/args.c — the shared training options, declared once (args.h). */
 #include "train/args.h"
 
+#include <math.h>
 #include <stddef.h>
 
 
 #define A(f) offsetof(TrainingArgs, f)
 #define BIG 1e300
+
+const char *const train_save_strategy_names[] = {"steps", "epoch", "no", "best", NULL};
 
 const OptSpec training_args_options[] = {
     {"config", OPT_CONFIG, A(config), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_MODEL_DATA),
@@ -43,8 +46,8 @@ const OptSpec training_args_options[] = {
      "warmup steps (win over warmup_ratio)"},
     {"max_grad_norm", OPT_F64, A(max_grad_norm), 1.0, NULL, 0, BIG, NULL, NULL, OPT_IN(OPT_SEC_OPTIM),
      "gradient clipping norm (0 = off)"},
-    {"max_steps", OPT_LONG, A(max_steps), 0, NULL, 0, BIG, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
-     "optimizer steps (> 0 wins over num_train_epochs)"},
+    {"max_steps", OPT_LONG, A(max_steps), 0, NULL, -1, BIG, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
+     "optimizer steps (> 0 wins over num_train_epochs; 0 and TRL's -1: num_train_epochs decides)"},
     {"num_train_epochs", OPT_F64, A(num_train_epochs), 3, NULL, 0, BIG, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "passes over the data"},
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL,
@@ -58,8 +61,12 @@ const OptSpec training_args_options[] = {
      "rows take less memory and more passes over the head's weight gradient"},
     {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
      "steps per metrics.jsonl line"},
-    {"save_steps", OPT_LONG, A(save_steps), 500, NULL, 0, BIG, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
-     "steps between checkpoints (0 = none)"},
+    {"save_strategy", OPT_ENUM, A(save_strategy), TRAIN_SAVE_STEPS, NULL, OPT_NO_RANGE, train_save_strategy_names, NULL,
+     OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG), "when checkpoints are written: every save_steps steps, at the end of each "
+     "epoch (and at the last step, as transformers), or never"},
+    {"save_steps", OPT_F64, A(save_steps), 500, NULL, 0, BIG, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
+     "steps between checkpoints with save_strategy steps (0 = none; below 1: that fraction of the run's steps, "
+     "rounded up)"},
     {"save_total_limit", OPT_INT, A(save_total_limit), 0, NULL, 0, 1 << 30, NULL, NULL,
      OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG), "checkpoints kept (0 = all)"},
     {"resume_from_checkpoint", OPT_STR, A(resume_from_checkpoint), 0, NULL, OPT_NO_RANGE, NULL, NULL,
@@ -98,8 +105,18 @@ int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
     if (!(a->lora_dropout < 1)) return err_set(err, "lora_dropout %g: must be below 1", a->lora_dropout);
+    if (a->save_strategy == TRAIN_SAVE_BEST)
+        return err_set(err, "save_strategy 'best' saves when an evaluation improves metric_for_best_model, which "
+                       "grpo.c does not track; use steps or epoch");
+    if (a->save_steps > 1 && a->save_steps != floor(a->save_steps))
+        return err_set(err, "save_steps %g: a whole number of steps, or a fraction of the run below 1", a->save_steps);
     Schedule s;
     return training_args_schedule(a, a->max_steps > 0 ? a->max_steps : 1, &s, err);
+}
+
+long training_args_save_every(const TrainingArgs *a, long total_steps) {
+    if (a->save_steps <= 0) return 0;
+    return a->save_steps < 1 ? (long)ceil((double)total_steps * a->save_steps) : (long)a->save_steps;
 }
 
 int training_args_schedule(const TrainingArgs *a, long total_steps, Schedule *s, GrpoErr *err) {

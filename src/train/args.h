@@ -13,6 +13,10 @@
 #include "core/options.h"
 #include "optim/optim.h"
 
+/* save_strategy, as transformers' SaveStrategy ("best" is refused by training_args_check) */
+enum { TRAIN_SAVE_STEPS, TRAIN_SAVE_EPOCH, TRAIN_SAVE_NO, TRAIN_SAVE_BEST };
+extern const char *const train_save_strategy_names[];
+
 typedef struct {
     const char *config;                /* --config FILE.yaml (read by cli/args.c) */
     const char *model_dir;             /* model */
@@ -36,7 +40,8 @@ typedef struct {
     int bf16;                          /* 1: products in bf16, frozen models held in bf16; 0; -1: auto */
     int logprob_chunk_rows;            /* LM-head rows per chunk (256) */
     int logging_steps;                 /* 10 */
-    long save_steps;                   /* 500; 0 = never */
+    int save_strategy;                 /* TRAIN_SAVE_*: steps */
+    double save_steps;                 /* 500; 0 = never; below 1: a fraction of the run's steps, rounded up */
     int save_total_limit;              /* 0 = keep all */
     const char *resume_from_checkpoint;/* DIR, "latest" or NULL */
     int max_nonfinite_steps;           /* consecutive NaN/Inf steps before stopping (3) */
@@ -65,6 +70,11 @@ int training_args_check(const TrainingArgs *a, GrpoErr *err);
 
 /* The run's schedule: lr_scheduler_type with lr_scheduler_kwargs over total_steps
  * optimizer steps, warmup from warmup_steps or warmup_ratio (sched_init). */
+/* Steps between checkpoints under save_strategy steps in a run of total_steps:
+ * save_steps, or ceil(total_steps x save_steps) when it is below 1 (transformers'
+ * rule); 0 = none. */
+long training_args_save_every(const TrainingArgs *a, long total_steps);
+
 int training_args_schedule(const TrainingArgs *a, long total_steps, Schedule *s, GrpoErr *err);
 
 #endif

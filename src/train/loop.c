@@ -33,6 +33,7 @@ typedef struct {
     RunLock lock;              /* on out_dir, for the run (the process that writes files) */
     long total_steps;
     Schedule sched;            /* the learning rate's, over total_steps */
+    long save_every;           /* save_strategy steps: steps between checkpoints (0: none) */
     TrainModel *tm;            /* what trains (L->model) */
     const TrainWorld *world;   /* L->world, or the run's processes */
     json_t *options;           /* every option of the run, bf16 as resolved: recorded in checkpoints */
@@ -348,17 +349,34 @@ static int write_tensorboard(Loop *lp, const MetricAcc *acc, GrpoErr *err) {
     return rc;
 }
 
+/* The run writes checkpoints at all (save_strategy epoch, or steps with save_steps > 0). */
+static int keeps_checkpoints(const Loop *lp) {
+    int strategy = lp->L->args->save_strategy;
+    return strategy == TRAIN_SAVE_EPOCH || (strategy == TRAIN_SAVE_STEPS && lp->save_every > 0);
+}
+
+/* The step just done is a checkpoint's: save_strategy steps, every save_every steps;
+ * epoch, the step that finishes a pass over the data (its examples reach a multiple
+ * of n_examples) and the last step, as transformers' on_epoch_end also fires for an
+ * epoch that max_steps cut short. */
+static int save_due(const Loop *lp) {
+    const TrainAlgo *algo = lp->L->algo;
+    if (lp->L->args->save_strategy == TRAIN_SAVE_STEPS) return lp->save_every > 0 && lp->step % lp->save_every == 0;
+    if (lp->L->args->save_strategy != TRAIN_SAVE_EPOCH) return 0;
+    long long n = algo->n_examples > 0 ? algo->n_examples : 1, per = algo->examples_per_step > 0 ? algo->examples_per_step : 1;
+    return lp->step == lp->total_steps || (long long)lp->step * per / n > (long long)(lp->step - 1) * per / n;
+}
+
 /* A requested stop after a finished step: a checkpoint when the run keeps them. */
 static int stop_here(Loop *lp, int saved, GrpoErr *err) {
-    const TrainingArgs *a = lp->L->args;
-    if (a->save_steps > 0 && !saved && save_checkpoint(lp, err)) return -1;
+    if (keeps_checkpoints(lp) && !saved && save_checkpoint(lp, err)) return -1;
     char name[64];
     snprintf(name, sizeof name, "checkpoint-%ld", lp->step);
-    char *path = a->save_steps > 0 ? fs_join(lp->out_dir, name) : NULL;
+    char *path = keeps_checkpoints(lp) ? fs_join(lp->out_dir, name) : NULL;
     emit(lp, (TrainEvent){.kind = TRAIN_EVENT_STOPPED, .path = path});
     if (path) err_set(err, "stopped at step %ld of %ld; resume with --resume_from_checkpoint %s", lp->step,
                       lp->total_steps, path);
-    else err_set(err, "stopped at step %ld of %ld; no checkpoint was written (save_steps is 0)", lp->step,
+    else err_set(err, "stopped at step %ld of %ld; no checkpoint was written (save_strategy no, or save_steps 0)", lp->step,
                  lp->total_steps);
     free(path);
     return TRAIN_STOPPED;
@@ -404,6 +422,7 @@ static int stop_requested(const Loop *lp) {
 static int run_steps(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     double start = time_now_s();
+    lp->save_every = training_args_save_every(a, lp->total_steps);
     long step0 = lp->step, tokens0 = lp->num_tokens;
     while (lp->step < lp->total_steps) {
         if (train_step(lp, err)) return -1;
@@ -426,7 +445,7 @@ static int run_steps(Loop *lp, GrpoErr *err) {
             metric_acc_free(&eacc);
             if (train_world_check(lp->world, rc, err)) return -1;
         }
-        int saved = a->save_steps > 0 && lp->step % a->save_steps == 0;
+        int saved = save_due(lp);
         if (saved && save_checkpoint(lp, err)) return -1;
         if (lp->step < lp->total_steps && stop_requested(lp)) return stop_here(lp, saved, err);
     }

@@ -120,7 +120,7 @@ typedef struct {
     TrainEventFn on_event;  /* NULL: silent */
     void *event_ctx;
     /* NULL, or a flag (set by a signal handler) checked after every step: when
-     * set, the loop writes a checkpoint (if save_steps > 0), reports STOPPED and
+     * set, the loop writes a checkpoint (if the run keeps them: save_strategy epoch, or steps with save_steps > 0), reports STOPPED and
      * returns TRAIN_STOPPED. */
     const volatile sig_atomic_t *stop;
 } TrainHooks;

@@ -202,6 +202,8 @@ static void on_event(const TrainEvent *e, void *ctx) {
     if (e->kind == TRAIN_EVENT_NONFINITE) ((Result *)ctx)->nonfinite_events++;
 }
 
+static long toy_examples_per_step = 1; /* what the loop is told a step consumes (epochs for save_strategy) */
+
 static void run(const TrainingArgs *a, Toy *t, Result *r) {
     memset(r, 0, sizeof *r);
     GrpoErr err = {0};
@@ -212,7 +214,7 @@ static void run(const TrainingArgs *a, Toy *t, Result *r) {
         train_model_close(tm);
         return;
     }
-    TrainAlgo algo = {.name = "toy", .self = t, .n_examples = N_EX, .examples_per_step = 1, .n_stats = 2,
+    TrainAlgo algo = {.name = "toy", .self = t, .n_examples = N_EX, .examples_per_step = toy_examples_per_step, .n_stats = 2,
                       .begin_step = toy_begin, .micro_batch = toy_micro, .end_step = toy_end, .save = toy_save,
                       .load = toy_load, .plan_line = "toy"};
     OptGroup g = TRAINING_ARGS_GROUP(0);
@@ -479,6 +481,39 @@ int main(void) {
     toy_free(&t);
     free(resumed.w), free(r[3].w);
     for (int i = 0; i < 3; i++) free(r[i].w);
+
+    /* save_strategy: epoch (16 examples, 6 a step: epochs end at steps 3 and 6, and the
+     * last step, 7, as transformers' on_epoch_end fires for a cut-short epoch); steps
+     * with save_steps 0.25 of 7 steps (ceil 1.75 = every 2); no (save_steps notwithstanding) */
+    static const struct { int strategy; double save_steps; const char *want; } saves[] = {
+        {TRAIN_SAVE_EPOCH, 0, "3 6 7"}, {TRAIN_SAVE_STEPS, 0.25, "2 4 6"}, {TRAIN_SAVE_STEPS, 3, "3 6"},
+        {TRAIN_SAVE_NO, 1, ""}};
+    toy_examples_per_step = 6;
+    for (int c = 0; c < 4; c++) {
+        args_for(&a, out, 2, 2, 7);
+        a.save_strategy = saves[c].strategy;
+        a.save_steps = saves[c].save_steps;
+        toy_init(&t, train_world_processes());
+        run(&a, &t, &r[3]);
+        char got[64] = "";
+        for (int step = 1; step <= 7; step++) {
+            char ckd[700];
+            snprintf(ckd, sizeof ckd, "%s/checkpoint-%d", out, step);
+            if (fs_exists(ckd)) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d", *got ? " " : "", step);
+        }
+        T_CHECK(r[3].rc == 0 && !strcmp(got, saves[c].want), "save_strategy %s, save_steps %g: checkpoints '%s', want '%s' (%s)",
+                train_save_strategy_names[saves[c].strategy], saves[c].save_steps, got, saves[c].want, r[3].msg);
+        toy_free(&t);
+        free(r[3].w);
+    }
+    toy_examples_per_step = 1;
+    /* save_strategy best and a save_steps above 1 that is not whole are refused by name */
+    args_for(&a, out, 2, 2, 7);
+    a.save_strategy = TRAIN_SAVE_BEST;
+    T_CHECK(training_args_check(&a, &err) == -1 && strstr(err.msg, "save_strategy 'best'"), "best: %s", err.msg);
+    a.save_strategy = TRAIN_SAVE_STEPS;
+    a.save_steps = 2.5;
+    T_CHECK(training_args_check(&a, &err) == -1 && strstr(err.msg, "save_steps 2.5"), "save_steps 2.5: %s", err.msg);
 
     fs_rm_rf(tmp);
     return t_summary("test_loop");
