@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/text.h"
 #include "io/jsonl.h"
 
 /* Checks one row's prompt; returns 0 or -1 with the problem in err (the caller
@@ -45,13 +46,53 @@ static int check_row(json_t *row, int *conversational, GrpoErr *err) {
 typedef struct {
     Dataset d;
     int cap;
+    const DatasetConversation *conv; /* open-r1's prompt made from a column, or NULL */
 } Loading;
+
+/* The row's columns, "a, b, c", for a message. */
+static void column_names(const json_t *row, char *out, size_t cap) {
+    const char *key;
+    json_t *v;
+    size_t n = 0;
+    out[0] = 0;
+    json_object_foreach((json_t *)row, key, v) {
+        char shown[200];
+        text_escaped(shown, sizeof shown, key, 40); /* a column name is the file's text */
+        if (n + strlen(shown) + 8 >= cap) {
+            snprintf(out + n, cap - n, ", ...");
+            return;
+        }
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", shown);
+    }
+}
+
+/* open-r1's make_conversation on one row, in place (DatasetConversation). */
+static int make_conversation(json_t *row, const DatasetConversation *c, GrpoErr *err) {
+    json_t *content = json_object_get(row, c->prompt_column);
+    if (!json_is_string(content)) {
+        char cols[300];
+        column_names(row, cols, sizeof cols);
+        if (content)
+            return err_set(err, "'%s' must be a string to be the user message (dataset_prompt_column), got %s",
+                           c->prompt_column, json_kind(content));
+        return err_set(err, "no '%s' column for the user message (dataset_prompt_column; the row has %s)",
+                       c->prompt_column, *cols ? cols : "no columns");
+    }
+    json_t *prompt = json_array();
+    if (c->system_prompt)
+        json_array_append_new(prompt, json_pack("{s:s, s:s}", "role", "system", "content", c->system_prompt));
+    json_array_append_new(prompt, json_pack("{s:s, s:O}", "role", "user", "content", content));
+    json_object_set_new(row, "prompt", prompt);
+    json_object_del(row, "messages");
+    return 0;
+}
 
 /* Validates row and appends it (a new reference) to the dataset being built. */
 static int add_row(json_t *row, long line, void *ctx, GrpoErr *err) {
     Loading *l = ctx;
     int conv = 0;
     if (!json_is_object(row)) return err_set(err, "expected a JSON object");
+    if (l->conv && make_conversation(row, l->conv, err)) return -1;
     if (check_row(row, &conv, err)) return -1;
     if (l->d.n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
@@ -79,8 +120,12 @@ static int finish(Dataset *d, Loading *l, const char *name, int rc, const char *
 }
 
 int dataset_load(Dataset *d, const char *path, GrpoErr *err) {
+    return dataset_load_conversation(d, path, NULL, err);
+}
+
+int dataset_load_conversation(Dataset *d, const char *path, const DatasetConversation *conv, GrpoErr *err) {
     memset(d, 0, sizeof *d);
-    Loading l = {0};
+    Loading l = {.conv = conv};
     const char *name = strcmp(path, "-") ? path : "<stdin>"; /* as jsonl_read names it */
     return finish(d, &l, name, jsonl_read(path, add_row, &l, err) < 0 ? -1 : 0,
                   " (the file is empty or has only blank lines)", err);

@@ -50,6 +50,21 @@ typedef struct {
  * and err names path:line and what was expected. A file with no examples is an
  * error. */
 int dataset_load(Dataset *d, const char *path, GrpoErr *err);
+/* open-r1's prompt (src/open_r1/grpo.py, make_conversation): every row's `prompt`
+ * becomes [{"role": "system", "content": system_prompt} when system_prompt is not
+ * NULL, {"role": "user", "content": row[prompt_column]}], replacing a `prompt` the
+ * row had, and its `messages` column is dropped, as open-r1 drops it. The column must
+ * hold a string ("data.jsonl:3: no 'problem' column for the user message
+ * (dataset_prompt_column; the row has question, answer)"). */
+typedef struct {
+    const char *system_prompt;   /* NULL: no system message */
+    const char *prompt_column;   /* open-r1's dataset_prompt_column */
+} DatasetConversation;
+
+/* dataset_load with each row made into open-r1's conversation first (conv NULL:
+ * dataset_load itself). */
+int dataset_load_conversation(Dataset *d, const char *path, const DatasetConversation *conv, GrpoErr *err);
+
 /* The same from rows[n] already in memory (borrowed; the dataset takes its own
  * references), e.g. a one-prompt dataset built from the command line. `name`
  * stands for the path in messages, row i (0-based) for line i+1. */

@@ -72,8 +72,14 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     t->last_world_entropy = INFINITY; /* no bonus in the first step of adaptive control, as TRL */
     TrainModelNeeds needs = {c->loss.beta != 0, c->sync_ref_model};
     Dataset data;
-    if (dataset_load(&data, c->train.dataset, err)) return -1;
+    DatasetConversation conv;
+    const DatasetConversation *make = train_config_conversation(c, &conv);
+    if (dataset_load_conversation(&data, c->train.dataset, make, err)) return -1;
     if (!(t->tm = train_model_open(&c->train, &needs, &t->c.gen, err))) {
+        dataset_free(&data);
+        return -1;
+    }
+    if (c->chat_template && tok_set_chat_template(train_model_tokenizer(t->tm), c->chat_template, err)) {
         dataset_free(&data);
         return -1;
     }
@@ -87,7 +93,7 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     if (train_model_plan(t->tm, B, t->longest_train + L, "max_completion_length", err)) return -1;
     micro_scratch_init(&t->ms, B, B * L);
     if (c->eval_strategy) { /* the eval prompts, through the same generator */
-        if (dataset_load(&t->eval_data, c->eval_dataset, err)) return -1;
+        if (dataset_load_conversation(&t->eval_data, c->eval_dataset, make, err)) return -1;
         t->have_eval = 1;
         if (gen_session_prepare(&t->sess, &t->eval_data, &c->gen, c->max_prompt_length, err)) return -1;
     }

@@ -49,6 +49,22 @@ static JVal from_json(JArena *ar, const json_t *j) {
     return v;
 }
 
+int tok_set_chat_template(Tokenizer *tok, const char *template_text, GrpoErr *err) {
+    JArena *ar = jar_new();
+    JTemplate t;
+    int rc = jinja_parse(ar, template_text, &t, err);
+    jar_free(ar);
+    if (rc) {
+        err_prefix(err, "chat_template (the option)");
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, " (%s)", SUPPORTED);
+        return -1;
+    }
+    free(tok->chat_template);
+    tok->chat_template = xstrdup(template_text);
+    return 0;
+}
+
 int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
                     int add_generation_prompt, const json_t *kwargs, char **out, GrpoErr *err) {
     *out = NULL;

@@ -92,6 +92,11 @@ typedef struct {
     const char *content;
 } TokMessage;
 
+/* Replaces the model's chat_template with template_text (open-r1's chat_template
+ * option, as it sets tokenizer.chat_template), parsed first: -1 with the parse
+ * error when it is not a template this engine runs, the old one kept. */
+int tok_set_chat_template(Tokenizer *tok, const char *template_text, GrpoErr *err);
+
 /* Renders msgs with the model's chat_template into a malloc'd string.
  * kwargs (a JSON object, or NULL): more template variables, as TRL's
  * chat_template_kwargs, e.g. {"enable_thinking": false} for Qwen3; they
