@@ -96,7 +96,7 @@ int cmd_init(int argc, char **argv) {
                      cfg.vocab_size, tok_vocab_size(tok), tokenizer);
     if (!rc) rc = config_check_memory(&cfg, config, &err);
     if (rc && cfg.raw) config_free(&cfg);
-    ModelSaveMeta meta = {-1, -1, -1, NULL}; /* the special ids and a generation_config.json, from the tokenizer */
+    ModelSaveMeta meta = {-1, -1, -1, NULL, NULL}; /* the special ids and a generation_config.json, from the tokenizer */
     if (!rc && tok) gen_save_meta(&meta, tok, NULL);
     tok_free(tok);
     if (rc) return cli_fail("init", err.msg);

@@ -157,4 +157,5 @@ void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o) 
         json_object_set_new(g, "repetition_penalty", json_f32(s->repetition_penalty));
     }
     meta->generation_config = g;
+    meta->chat_template = NULL;
 }

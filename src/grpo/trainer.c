@@ -282,6 +282,7 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         train_config_groups(g);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t->sess.tok, &t->sess.gen.opts);
+        meta.chat_template = tc->chat_template; /* open-r1's: saved as the tokenizer's, as it sets it */
         TrainLoop L = {&tc->train, t->tm, &algo, g, TRAIN_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta,
                        t->world};
         rc = train_loop_run(&L, err);

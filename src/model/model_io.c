@@ -195,6 +195,26 @@ int model_copy_side_files(const char *from, const char *to, int with_generation_
     return rc;
 }
 
+int model_set_chat_template(const char *dir, const char *template_text, GrpoErr *err) {
+    char *path = fs_join(dir, "tokenizer_config.json");
+    json_error_t je;
+    json_t *cfg = fs_exists(path) ? json_load_file(path, 0, &je) : json_object();
+    int rc = json_is_object(cfg) ? 0 : err_set(err, "%s: not a JSON object", path);
+    char *text = NULL;
+    if (!rc) {
+        json_object_set_new(cfg, "chat_template", json_string(template_text));
+        text = json_dumps(cfg, JSON_INDENT(2));
+        rc = text ? fs_write_file_atomic(path, text, strlen(text), err) : err_set(err, "%s: cannot encode", path);
+    }
+    free(text);
+    json_decref(cfg);
+    free(path);
+    path = fs_join(dir, "chat_template.jinja");
+    if (!rc && fs_exists(path)) rc = fs_write_file_atomic(path, template_text, strlen(template_text), err);
+    free(path);
+    return rc;
+}
+
 static void fill_params(const void *m, size_t at, size_t k, float *out) { model_get_params(m, at, k, out); }
 
 int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err) {
@@ -236,6 +256,7 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
     free(path);
     json_decref(cfg);
     if (!rc && opts->copy_from) rc = model_copy_side_files(opts->copy_from, tmp, 1, err);
+    if (!rc && opts->meta && opts->meta->chat_template) rc = model_set_chat_template(tmp, opts->meta->chat_template, err);
     if (!rc && opts->meta && opts->meta->generation_config) {
         path = fs_join(tmp, "generation_config.json");
         if (!fs_exists(path) && json_dump_file(opts->meta->generation_config, path, JSON_INDENT(2)) != 0)

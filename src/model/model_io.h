@@ -25,7 +25,13 @@ int model_load_ex(Model *m, const char *dir, WeightForm form, GrpoErr *err);
 typedef struct {
     int32_t bos, eos, pad;            /* -1: unknown; each added to config.json where it has no such key */
     const json_t *generation_config;  /* written when no generation_config.json was copied (NULL: none) */
+    const char *chat_template;        /* the tokenizer's template when it is not the source's (NULL: as copied) */
 } ModelSaveMeta;
+
+/* Makes template the chat template of the model directory dir: tokenizer_config.json's
+ * chat_template (the file made when missing), and chat_template.jinja where there is
+ * one, as a tokenizer whose chat_template was set saves it. Each file written whole. */
+int model_set_chat_template(const char *dir, const char *template_text, GrpoErr *err);
 
 typedef struct {
     int dtype;                 /* StDtype to store every tensor as, or -1 to keep each tensor's own */

@@ -321,7 +321,10 @@ int train_model_save(TrainModel *tm, const char *out_dir, const char *copy_from,
                      GrpoErr *err) {
     if (tm->adapters) {
         LoraSaveOpts lso = {copy_from, copy_from};
-        return lora_layers_save(&tm->lora, out_dir, &lso, err);
+        int rc = lora_layers_save(&tm->lora, out_dir, &lso, err);
+        /* the tokenizer beside the adapter carries a template set in its place (each file written whole) */
+        if (!rc && copy_from && meta && meta->chat_template) rc = model_set_chat_template(out_dir, meta->chat_template, err);
+        return rc;
     }
     ModelSaveOpts so;
     model_save_opts_default(&so);

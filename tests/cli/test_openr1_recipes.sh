@@ -64,6 +64,10 @@ for s, m in enumerate(steps):
 # save_strategy epoch with save_total_limit 1: the last step's checkpoint, alone
 ck = sorted(d for d in os.listdir(out) if d.startswith("checkpoint-"))
 assert ck == ["checkpoint-4"], ck
+# the recipe's chat_template is saved as the tokenizer's, as open-r1's tokenizer.save_pretrained saves it
+for d in (out, os.path.join(out, "checkpoint-4")):
+    t = json.load(open(os.path.join(d, "tokenizer_config.json")))["chat_template"]
+    assert ("<\uff5cUser\uff5c>" in t) == ("DeepSeek" in out), (d, t[:80])
 PY
 done <<'EOF'
 Qwen2.5-1.5B-Instruct problem 2e-05 cosine 0 accuracy,format,tag_count
