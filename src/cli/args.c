@@ -149,7 +149,7 @@ static void warn_ignored(const char *cmd, const OptGroup *g, int ng, const void 
 }
 
 /* A TRL key restricted to some values (TRL_ONLY): value is NULL when not a
- * scalar. Returns 0 when accepted (acting on what it means), else prints why. */
+ * scalar. Returns 0 when accepted, else collects why (usage_error) and returns 2. */
 static int apply_trl_only(const char *cmd, const char *where, const TrlKey *k, const char *value) {
     if (value && trl_value_accepted(k, value)) return 0;
     usage_error(cmd, "%s%s '%s' is not supported: %s", where, k->name, value ? value : "(a list or mapping)", k->reason);

@@ -8,8 +8,11 @@
 
 /* Parses argv[1..] (argv[0] is the command name) into the struct at obj, whose
  * defaults the caller has set. `--help` prints the options with those defaults
- * and returns 1 (the caller then exits 0); a usage error is printed to stderr and
- * returns 2; then 0 after opts_check passed. An OPT_CONFIG option names a YAML
+ * and returns 1 (the caller then exits 0). Usage errors are collected over the files
+ * and the command line — every bad value, refused TRL value, range (opts_check) and,
+ * for the training commands, training_args_check's rule — and printed one a line
+ * with the unknown keys before 2 is returned; else the keys without effect get one
+ * warning line and 0 is returned. An OPT_CONFIG option names a YAML
  * mapping of the same option names (scalars, or sequences for lists) read first:
  * the command line wins over the file. Strings live until args_free(). */
 int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const OptGroup *g, int ng, void *obj);

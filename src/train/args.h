@@ -40,6 +40,7 @@ typedef struct {
     int bf16;                          /* 1: products in bf16, frozen models held in bf16; 0; -1: auto */
     int logprob_chunk_rows;            /* LM-head rows per chunk (256) */
     int logging_steps;                 /* 10 */
+    int logging_first_step;            /* 0: a metrics line after step 1 too when 1 */
     int save_strategy;                 /* TRAIN_SAVE_*: steps */
     double save_steps;                 /* 500; 0 = never; below 1: a fraction of the run's steps, rounded up */
     int save_total_limit;              /* 0 = keep all */

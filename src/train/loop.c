@@ -427,7 +427,8 @@ static int run_steps(Loop *lp, GrpoErr *err) {
     while (lp->step < lp->total_steps) {
         if (train_step(lp, err)) return -1;
         double el = time_now_s() - start;
-        int logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps;
+        int logged = lp->step % a->logging_steps == 0 || lp->step == lp->total_steps ||
+                     (a->logging_first_step && lp->step == 1);
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_STEP, .loss = metric_mean(&lp->acc, "loss"),
                               .reward = metric_mean(&lp->acc, "reward"),
                               .tokens_per_s = (lp->num_tokens - tokens0) / (el > 0 ? el : 1e-9),

@@ -112,6 +112,11 @@ expect_error 2 "save_steps 2.5: a whole number of steps" "$GRPO" "${T[@]}" --sav
 [ "$(grep -o '"learning_rate": [0-9.e-]*' "$TMP/wsd/metrics.jsonl" | cut -d' ' -f2 | tr '\n' ' ')" = "0.001 0.001 0.001 0.00075 " ] \
     || fail "wsd: 2 stable steps, then linear to half: $(grep -o '"learning_rate": [0-9.e-]*' "$TMP/wsd/metrics.jsonl")"
 
+# logging_first_step (the recipes' key): a metrics line after step 1 besides every logging_steps
+"$GRPO" "${T[@]}" --output_dir "$TMP/first" --logging_steps 3 --logging_first_step || fail "logging_first_step"
+[ "$(grep '"learning_rate"' "$TMP/first/metrics.jsonl" | grep -o '"step": [0-9]*' | cut -d' ' -f2 | tr '\n' ' ')" = "1 3 4 " ] \
+    || fail "logging_first_step: lines at steps 1, 3, 4: $(grep -o '"step": [0-9]*' "$TMP/first/metrics.jsonl")"
+
 # open-r1's prompt options: a missing column, a column that is not text, a chat template that
 # does not parse (exit 1, one line naming it); a row's prompt replaced
 expect_error 1 "d.jsonl:1: no 'question' column for the user message (dataset_prompt_column; the row has problem, solution, prompt)" \
