@@ -149,6 +149,40 @@ static void test_bad_input(void) {
             "missing file: %s", err.msg);
 }
 
+/* open-r1's make_conversation: [system?, user from the column], a row's prompt replaced,
+ * its messages dropped, every other column kept; a missing or non-text column refused. */
+static void test_conversation(void) {
+    const char *path = write_file("conv.jsonl",
+                                  "{\"problem\": \"1+1?\", \"solution\": \"2\", \"prompt\": \"old\", \"messages\": []}\n"
+                                  "{\"problem\": \"2+2?\", \"solution\": \"4\"}\n");
+    DatasetConversation c = {"Think first.", "problem"};
+    Dataset d;
+    GrpoErr err = {{0}};
+    T_CHECK(dataset_load_conversation(&d, path, &c, &err) == 0 && d.n == 2, "load: %s", err.msg);
+    if (d.n == 2) {
+        char *got = json_dumps(d.ex[0].row, JSON_SORT_KEYS | JSON_COMPACT);
+        T_CHECK(!strcmp(got, "{\"problem\":\"1+1?\",\"prompt\":[{\"content\":\"Think first.\",\"role\":\"system\"},"
+                             "{\"content\":\"1+1?\",\"role\":\"user\"}],\"solution\":\"2\"}"), "row 1: %s", got);
+        free(got);
+        T_CHECK(d.ex[1].conversational && json_array_size(d.ex[1].prompt) == 2, "row 2 conversational");
+        dataset_free(&d);
+    }
+    DatasetConversation user_only = {NULL, "problem"};
+    T_CHECK(dataset_load_conversation(&d, path, &user_only, &err) == 0 && json_array_size(d.ex[0].prompt) == 1 &&
+                !strcmp(json_string_value(json_object_get(json_array_get(d.ex[0].prompt, 0), "role")), "user"),
+            "no system prompt: the user message alone (%s)", err.msg);
+    if (d.n) dataset_free(&d);
+    DatasetConversation missing = {"S", "question"};
+    T_CHECK(dataset_load_conversation(&d, path, &missing, &err) == -1 &&
+                strstr(err.msg, "conv.jsonl:1: no 'question' column for the user message (dataset_prompt_column; the row "
+                                "has problem, solution, prompt, messages)"), "missing column: %s", err.msg);
+    path = write_file("conv2.jsonl", "{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+    DatasetConversation nested = {"S", "prompt"};
+    T_CHECK(dataset_load_conversation(&d, path, &nested, &err) == -1 &&
+                strstr(err.msg, "conv2.jsonl:1: 'prompt' must be a string to be the user message"), "a message list: %s",
+            err.msg);
+}
+
 static void test_from_rows(void) {
     json_t *rows[3] = {json_pack("{s:s}", "prompt", "abc"),
                        json_pack("{s:[{s:s,s:s}], s:i}", "prompt", "role", "user", "content", "hi", "answer", 4),
@@ -302,6 +336,7 @@ int main(void) {
     test_load_and_tokenize(tok);
     tok_free(tok);
     test_bad_input();
+    test_conversation();
     test_from_rows();
     test_template_error();
     test_sampler();
