@@ -556,7 +556,7 @@ static void check_values(const char *cmd, const OptGroup *g, int ng, const void 
     GrpoErr err;
     for (int k = 0; k < ng; k++)
         for (int i = 0; i < g[k].n; i++) {
-            OptGroup one = {&g[k].specs[i], 1, g[k].base};
+            OptGroup one = {&g[k].specs[i], 1, g[k].base, g[k].section};
             if (opts_check(&one, 1, obj, &err)) usage_error(cmd, "%s", err.msg);
         }
     for (int k = 0; k < ng; k++)

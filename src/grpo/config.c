@@ -47,12 +47,12 @@ static const OptSpec grpo_options[] = {
      "completions per eval prompt (0 = num_generations)"},
     {"pass_threshold", OPT_F64, C(pass_threshold), 1.0, NULL, -BIG, BIG, NULL, NULL, OPT_IN(OPT_SEC_EVAL),
      "an eval completion passes (eval_pass@1) when its reward is >= this"},
-    {"system_prompt", OPT_STR, C(system_prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"system_prompt", OPT_STR, C(system_prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA),
      "open-r1's: each prompt becomes [this system message, the user message from dataset_prompt_column]"},
-    {"dataset_prompt_column", OPT_STR, C(dataset_prompt_column), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"dataset_prompt_column", OPT_STR, C(dataset_prompt_column), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA),
      "open-r1's: the column whose text is the user message (as its make_conversation; with system_prompt "
      "and no column: prompt); unset without system_prompt: the prompt column as TRL reads it"},
-    {"chat_template", OPT_STR, C(chat_template), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+    {"chat_template", OPT_STR, C(chat_template), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA),
      "open-r1's: a Jinja chat template used instead of the model's"},
 };
 

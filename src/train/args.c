@@ -61,7 +61,8 @@ const OptSpec training_args_options[] = {
      "rows take less memory and more passes over the head's weight gradient"},
     {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
      "steps per metrics.jsonl line"},
-    {"logging_first_step", OPT_BOOL, A(logging_first_step), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD,
+    {"logging_first_step", OPT_BOOL, A(logging_first_step), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+     OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
      "a metrics.jsonl line after the first step too"},
     {"save_strategy", OPT_ENUM, A(save_strategy), TRAIN_SAVE_STEPS, NULL, OPT_NO_RANGE, train_save_strategy_names, NULL,
      OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG), "when checkpoints are written: every save_steps steps, at the end of each "

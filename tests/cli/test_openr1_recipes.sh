@@ -20,7 +20,7 @@ SIZE=(--max_steps 4 --num_generations 2 --per_device_train_batch_size 2 --gradie
 SYSTEM="You are a helpful AI Assistant that provides well-reasoned and detailed responses."
 F=tests/fixtures/open-r1
 
-# recipe  user-column  lr  schedule  min_lr_rate  rewards
+# recipe  user-column  lr  schedule  min_lr_rate  rewards (logged by open-r1's function names, as TRL logs them)
 while read -r recipe column lr sched min_rate rewards; do
     out="$TMP/$recipe"
     "$GRPO" train --config "$F/${recipe}_grpo_config_demo.yaml" --model "$TMP/m" --dataset "$TMP/d.jsonl" \
@@ -70,9 +70,9 @@ for d in (out, os.path.join(out, "checkpoint-4")):
     assert ("<\uff5cUser\uff5c>" in t) == ("DeepSeek" in out), (d, t[:80])
 PY
 done <<'EOF'
-Qwen2.5-1.5B-Instruct problem 2e-05 cosine 0 accuracy,format,tag_count
-DeepSeek-R1-Distill-Qwen-1.5B problem 1e-06 cosine_with_min_lr 0.1 accuracy,format,tag_count
-Qwen2.5-0.5B-Instruct prompt 2e-05 cosine 0 accuracy,format
+Qwen2.5-1.5B-Instruct problem 2e-05 cosine 0 accuracy_reward,format_reward,tag_count_reward
+DeepSeek-R1-Distill-Qwen-1.5B problem 1e-06 cosine_with_min_lr 0.1 accuracy_reward,format_reward,tag_count_reward
+Qwen2.5-0.5B-Instruct prompt 2e-05 cosine 0 accuracy_reward,format_reward
 EOF
 
 # every bad value of the new keys, and an unknown key, in one run: each on its own line, exit 2
@@ -87,7 +87,7 @@ chat_template: [x]
 dataset_mixture: {datasets: [{id: a}]}
 wandb_projekt: x
 EOF
-T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length --output_dir "$TMP/bad" "${SIZE[@]}")
+T=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs reward_len --output_dir "$TMP/bad" "${SIZE[@]}")
 "$GRPO" "${T[@]}" --config "$TMP/bad.yaml" --max_steps x >/dev/null 2>"$TMP/bad.err"
 [ $? -eq 2 ] || fail "bad values: exit status: $(cat "$TMP/bad.err")"
 for l in "bad.yaml:1: save_strategy 'sometimes' is not one of" "bad.yaml:3: lr_scheduler_type 'cosine_with_max_lr' is not one of" \
