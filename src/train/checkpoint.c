@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/model_io.h"
+#include "train/hf_state.h"
 
 /* ---- tensors keyed by the parameter table ---- */
 
@@ -264,7 +265,9 @@ int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err) {
     free(p);
     if (!rc && w->add) rc = w->add(w->add_ctx, tmp, w->state, err);
     p = fs_join(tmp, "trainer_state.json");
-    if (!rc && json_dump_file(w->state, p, JSON_INDENT(2))) rc = err_set(err, "%s: cannot write", p);
+    json_t *file = hf_state_nest(w->state); /* our fields under stateful_callbacks: TrainerState loads the file */
+    if (!rc && json_dump_file(file, p, JSON_INDENT(2))) rc = err_set(err, "%s: cannot write", p);
+    json_decref(file);
     free(p);
     if (!rc) rc = fs_commit_dir(tmp, final, err);
     if (rc) fs_rm_rf(tmp);
@@ -318,7 +321,11 @@ int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr
     if (rc) return -1;
     p = fs_join(dir, "trainer_state.json");
     *state = fs_load_json(p, 0, err);
-    if (!*state) rc = -1;
+    if (!*state || hf_state_unnest(*state, dir, err)) { /* the flat object the loop and the algorithms read */
+        json_decref(*state);
+        *state = NULL;
+        rc = -1;
+    }
     free(p);
     return rc;
 }

@@ -20,7 +20,8 @@ typedef struct {
     const Model *model;
     const char *copy_from;      /* model directory whose tokenizer files are copied */
     const AdamW *opt;
-    json_t *state;              /* trainer_state.json (borrowed; the hook may add to it) */
+    json_t *state;              /* trainer_state.json, flat (borrowed; the hook may add to it); written with
+                                   our fields under stateful_callbacks (train/hf_state.h) */
     /* NULL, or writes the caller's own files into dir (the checkpoint being made) */
     int (*add)(void *ctx, const char *dir, json_t *state, GrpoErr *err);
     void *add_ctx;
@@ -32,7 +33,9 @@ typedef struct {
 int ckpt_write(const CkptWrite *w, char **path, GrpoErr *err);
 
 /* Restores model params and optimizer m/v from dir; *state gets
- * trainer_state.json (new reference). */
+ * trainer_state.json (new reference) in the flat form ckpt_write was given: our
+ * fields moved back out of stateful_callbacks, or as they are in a checkpoint
+ * written before they were moved there. */
 int ckpt_read(const char *dir, Model *model, AdamW *opt, json_t **state, GrpoErr *err);
 
 /* Parameters by the table's names (e.g. a reference model) to and from a

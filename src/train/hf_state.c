@@ -1,7 +1,8 @@
 /* train/hf_state.c — transformers' TrainerState fields in trainer_state.json
  * (hf_state.h). Is: the field list and its types as transformers' dataclass
- * declares them, and log_history's entries. Is not: anything the resume depends
- * on except log_history itself (the loop reads its own fields). */
+ * declares them, log_history's entries, and the move of our own fields under
+ * stateful_callbacks and back. Is not: anything the resume depends on except
+ * log_history itself (the loop reads its own fields). */
 #include "train/hf_state.h"
 
 #include <math.h>
@@ -51,6 +52,61 @@ void hf_state_add(json_t *state, const HfStateInfo *in, const json_t *history) {
     json_object_set_new(hf, "log_history", json_deep_copy(history));
     json_object_update_missing(state, hf); /* the loop's global_step and max_steps are the same numbers */
     json_decref(hf);
+}
+
+/* TrainerState's fields (transformers' trainer_callback.py): the only keys the
+ * file's top level may hold, since load_from_json passes each to the dataclass. */
+static const char *const TRAINER_STATE_FIELDS[] = {
+    "epoch", "global_step", "max_steps", "logging_steps", "eval_steps", "save_steps", "train_batch_size",
+    "num_train_epochs", "num_input_tokens_seen", "total_flos", "log_history", "best_metric", "best_global_step",
+    "best_model_checkpoint", "is_local_process_zero", "is_world_process_zero", "is_hyper_param_search",
+    "trial_name", "trial_params", "stateful_callbacks", NULL};
+
+/* Our callback's key in stateful_callbacks (transformers keys a callback by its class name). */
+#define OURS "GrpoTrainer"
+
+static int trainer_state_field(const char *key) {
+    for (int i = 0; TRAINER_STATE_FIELDS[i]; i++)
+        if (!strcmp(key, TRAINER_STATE_FIELDS[i])) return 1;
+    return 0;
+}
+
+json_t *hf_state_nest(const json_t *state) {
+    json_t *out = json_object(), *attributes = json_object(), *args = json_object_get(state, "args");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)state, key, v) {
+        if (trainer_state_field(key)) json_object_set(out, key, v);
+        else if (strcmp(key, "args")) json_object_set(attributes, key, v);
+    }
+    const json_t *cbs = json_object_get(state, "stateful_callbacks");
+    json_t *callbacks = json_is_object(cbs) ? json_copy((json_t *)cbs) : json_object();
+    json_t *ours = json_pack("{s:o, s:o}", "args", args ? json_incref(args) : json_object(), "attributes", attributes);
+    CHECK(out && callbacks && ours);
+    json_object_set_new(callbacks, OURS, ours);
+    json_object_set_new(out, "stateful_callbacks", callbacks);
+    return out;
+}
+
+int hf_state_unnest(json_t *st, const char *dir, GrpoErr *err) {
+    json_t *callbacks = json_object_get(st, "stateful_callbacks"), *ours = json_object_get(callbacks, OURS);
+    if (!ours) return 0; /* the flat layout */
+    json_t *args = json_object_get(ours, "args"), *attributes = json_object_get(ours, "attributes");
+    if (!json_is_object(args) || !json_is_object(attributes))
+        return err_set(err, "%s/trainer_state.json: stateful_callbacks." OURS " is malformed (expected {\"args\": "
+                       "{...}, \"attributes\": {...}})", dir);
+    const char *key, *twice = json_object_get(st, "args") || json_object_get(attributes, "args") ? "args" : NULL;
+    json_t *v;
+    json_object_foreach(attributes, key, v) {
+        if (!twice && json_object_get(st, key)) twice = key;
+    }
+    if (twice)
+        return err_set(err, "%s/trainer_state.json: %s is both at the top level and in stateful_callbacks." OURS
+                       " (expected it once)", dir, twice);
+    json_object_set(st, "args", args);
+    json_object_update(st, attributes);
+    json_object_del(callbacks, OURS);
+    return 0;
 }
 
 json_t *hf_state_read_history(const json_t *st, long step, const char *dir, GrpoErr *err) {

@@ -2,7 +2,17 @@
  * transformers' checkpoints: TrainerState's fields (log_history, global_step,
  * max_steps, epoch, logging_steps, eval_steps, save_steps, train_batch_size,
  * num_train_epochs, num_input_tokens_seen, total_flos, best_metric, ...,
- * stateful_callbacks) beside the loop's own, and log_history kept across a resume.
+ * stateful_callbacks), log_history kept across a resume, and where our own fields
+ * go in the file.
+ *
+ * The file's top level holds TrainerState's fields only, since transformers'
+ * TrainerState.load_from_json is cls(**json.loads(text)): an unknown key is a
+ * TypeError. Ours (version, algorithm, adam_step, ..., an algorithm's) go under
+ * stateful_callbacks.GrpoTrainer in the shape transformers' ExportableState
+ * records a callback: "args" (the recorded options) and "attributes" (the rest;
+ * transformers restores no callback unless asked, and skips unknown ones). The
+ * loop and the algorithms see one flat object: hf_state_nest makes the file's
+ * form when a checkpoint is written, hf_state_unnest undoes it when one is read.
  *
  * log_history is a list of the logged dicts as transformers appends them: the
  * metrics of a logging step or an evaluation (its eval_* values), then "epoch"
@@ -43,5 +53,20 @@ void hf_state_add(json_t *state, const HfStateInfo *info, const json_t *history)
  * checkpoint from before log_history was kept). NULL with err naming the file and
  * what was expected otherwise. */
 json_t *hf_state_read_history(const json_t *st, long step, const char *dir, GrpoErr *err);
+
+/* Where our own fields are in the file, for messages that name one. */
+#define HF_STATE_OURS "stateful_callbacks.GrpoTrainer.attributes"
+
+/* The file's form of the flat state (new reference): TrainerState's fields at
+ * the top (global_step and max_steps are ours too, the same numbers), "args" as
+ * stateful_callbacks.GrpoTrainer.args and every other field in its attributes. */
+json_t *hf_state_nest(const json_t *state);
+
+/* The flat form of a file's state st, in place: stateful_callbacks.GrpoTrainer's
+ * args and attributes moved back to the top. A state without that callback (the
+ * flat layout of a checkpoint written before the fields were nested) is left as
+ * it is. -1 with err naming the file and the field when the callback is not
+ * {"args": {...}, "attributes": {...}} or an attribute is also at the top level. */
+int hf_state_unnest(json_t *st, const char *dir, GrpoErr *err);
 
 #endif

@@ -109,8 +109,8 @@ static int resume(Loop *lp, GrpoErr *err) {
                             &step, "adam_step", &astep, "nonfinite_streak", &lp->nonfinite_streak, "num_tokens",
                             &tokens) ||
                 version != STATE_VERSION))
-        rc = err_set(err, "%s/trainer_state.json: malformed (expected version %d with algorithm, global_step, "
-                     "adam_step, nonfinite_streak, num_tokens)", dir, STATE_VERSION);
+        rc = err_set(err, "%s/trainer_state.json: malformed (expected global_step, and " HF_STATE_OURS " with "
+                     "version %d, algorithm, adam_step, nonfinite_streak, num_tokens)", dir, STATE_VERSION);
     const char *base = dir ? strrchr(dir, '/') : NULL;
     base = base ? base + 1 : dir;
     char *end = NULL;

@@ -2,8 +2,9 @@
 # One option table (core/options.h): the same option given on the command line,
 # in a YAML file, and both (the command line wins) reaches the run as one value —
 # the value the optimizer used (metrics.jsonl) and the value a checkpoint records
-# (trainer_state.json "args"); --help prints each command's default from the same
-# row; out-of-range values are refused with the option's name and range.
+# (trainer_state.json's stateful_callbacks.GrpoTrainer.args); --help prints each
+# command's default from the same row; out-of-range values are refused with the
+# option's name and range.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
@@ -42,7 +43,8 @@ lr_of() { # the learning rate the run used, and the one its checkpoint recorded
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
 s = json.load(open(sys.argv[1] + "/checkpoint-1/trainer_state.json"))
-print(m[-1]["learning_rate"], s["args"]["learning_rate"], s["algorithm"])
+ours = s["stateful_callbacks"]["GrpoTrainer"]
+print(m[-1]["learning_rate"], ours["args"]["learning_rate"], ours["attributes"]["algorithm"])
 PY
 }
 "$GRPO" "${RUN[@]}" --learning_rate 0.003 --output_dir "$TMP/cli" || fail "sft from the command line"
@@ -90,6 +92,6 @@ grep -q "$(printf '\033')" "$TMP/expect.err" && fail "an escape character reache
 # TRL's Python spelling of booleans is accepted where TRL's configs use it
 printf 'scale_rewards: False\nlog_completions: True\nmax_steps: 1\nnum_generations: 2\nper_device_train_batch_size: 2\nmax_completion_length: 4\n' > "$TMP/py.yaml"
 "$GRPO" "${T[@]}" --config "$TMP/py.yaml" --output_dir "$TMP/py" --save_steps 1 || fail "scale_rewards: False"
-python3 -c "import json,sys; a=json.load(open('$TMP/py/checkpoint-1/trainer_state.json'))['args']; sys.exit(a['scale_rewards'] != 'none')" \
+python3 -c "import json,sys; a=json.load(open('$TMP/py/checkpoint-1/trainer_state.json'))['stateful_callbacks']['GrpoTrainer']['args']; sys.exit(a['scale_rewards'] != 'none')" \
     || fail "scale_rewards False should record none"
 finish

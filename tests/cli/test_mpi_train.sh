@@ -80,7 +80,7 @@ R=("${BASE[@]}" --per_device_train_batch_size 2 --num_generations 4 --gradient_a
 "${MPI[@]}" -np 2 "$GRPO" "${R[@]}" --output_dir "$TMP/full" 2>"$TMP/full.err" >/dev/null || fail "uninterrupted: $(tail -2 "$TMP/full.err")"
 # the resumed run continues from a copy of the checkpoint (metrics and completions truncated to it)
 mkdir -p "$TMP/part" && cp -r "$TMP/full/checkpoint-2" "$TMP/full/metrics.jsonl" "$TMP/full/completions.jsonl" "$TMP/part/"
-[ "$(python3 -c "import json; print(json.load(open('$TMP/part/checkpoint-2/trainer_state.json'))['world_size'])" 2>/dev/null)" = 2 ] \
+[ "$(python3 -c "import json; print(json.load(open('$TMP/part/checkpoint-2/trainer_state.json'))['stateful_callbacks']['GrpoTrainer']['attributes']['world_size'])" 2>/dev/null)" = 2 ] \
     || fail "the checkpoint does not record world_size 2"
 "${MPI[@]}" -np 2 "$GRPO" "${R[@]}" --output_dir "$TMP/part" --resume_from_checkpoint "$TMP/part/checkpoint-2" \
     2>"$TMP/res.err" >/dev/null || fail "resume: $(tail -2 "$TMP/res.err")"

@@ -81,8 +81,9 @@ import json, struct, sys
 raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 s = json.loads(raw[8:8 + n])[sys.argv[2]]["shape"]; print("%d,%d" % (s[1], s[0]))' "$ck/optimizer.safetensors" "$m1")
 damaged "transposed shape" "tensor '$m1' has shape" "poke '$TMP/r/checkpoint-1/optimizer.safetensors' '$m1' 0 0 $shape"
-state() { # a trainer_state.json field set
-    python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); s[sys.argv[2]] = int(sys.argv[3]); json.dump(s, open(p, "w"))' \
+state() { # a trainer_state.json field set where it is: global_step at the top, the loop's own in GrpoTrainer's attributes
+    python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); k = sys.argv[2]
+(s if k == "global_step" else s["stateful_callbacks"]["GrpoTrainer"]["attributes"])[k] = int(sys.argv[3]); json.dump(s, open(p, "w"))' \
         "$TMP/r/checkpoint-1/trainer_state.json" "$1" "$2"
 }
 damaged "negative global_step" "global_step -5, adam_step 1, .*expected 0 <= adam_step <= global_step" "state global_step -5"

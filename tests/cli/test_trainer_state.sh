@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# trainer_state.json carries transformers' TrainerState fields beside the loop's
-# own: every field TrainerState declares (transformers 4.5x: trainer_callback.py),
-# with its type; log_history is the logged dicts (each training line and each
-# evaluation of metrics.jsonl up to the checkpoint, with "epoch" and "step");
-# stateful_callbacks as the Trainer writes TrainerControl. A resumed run's
-# log_history continues the checkpoint's (no entry lost or repeated: equal to an
-# uninterrupted run's, timings aside); a checkpoint without log_history (written
-# before it was kept) still resumes; a damaged log_history is refused in one line.
+# trainer_state.json carries transformers' TrainerState fields and nothing else
+# at its top level: every field TrainerState declares (transformers 4.5x:
+# trainer_callback.py), with its type, so TrainerState.load_from_json's
+# cls(**json.loads(text)) loads it (a dataclass with exactly those fields stands in
+# for transformers here); log_history is the logged dicts (each training line and
+# each evaluation of metrics.jsonl up to the checkpoint, with "epoch" and "step");
+# stateful_callbacks as the Trainer writes TrainerControl, and the loop's own fields
+# as one more callback in ExportableState's shape (GrpoTrainer: "args", the
+# recorded options, and "attributes"). A resumed run's log_history continues the
+# checkpoint's (no entry lost or repeated: equal to an uninterrupted run's, timings
+# aside); a checkpoint without log_history (written before it was kept) still
+# resumes, and so does one in the flat layout (our fields at the top level, written
+# before they were moved); a damaged log_history or GrpoTrainer callback is refused
+# in one line.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -33,6 +39,7 @@ fields = {"epoch": (num, False), "global_step": (int, True), "max_steps": (int, 
           "best_model_checkpoint": (str, False), "is_local_process_zero": (bool, True),
           "is_world_process_zero": (bool, True), "is_hyper_param_search": (bool, True), "trial_name": (str, False),
           "trial_params": (dict, False), "stateful_callbacks": (dict, False)}
+assert set(s) == set(fields), ("not TrainerState's fields", set(s) ^ set(fields))
 for k, (t, required) in fields.items():
     assert k in s, ("missing", k)
     v = s[k]
@@ -40,14 +47,20 @@ for k, (t, required) in fields.items():
 assert s["global_step"] == step and s["max_steps"] == 6 and s["logging_steps"] == 2 and s["eval_steps"] == 3
 assert s["save_steps"] == 2 and s["train_batch_size"] == 2 and s["num_train_epochs"] == 2, s
 # one prompt per step (2 sequences = 1 prompt x 2 completions), 3 prompts: epoch = step / 3
-assert abs(s["epoch"] - step / 3) < 1e-9 and s["num_input_tokens_seen"] == s["num_tokens"], s
+ours = s["stateful_callbacks"]["GrpoTrainer"]
+assert set(ours) == {"args", "attributes"} and isinstance(ours["args"], dict), ours
+assert abs(s["epoch"] - step / 3) < 1e-9 and s["num_input_tokens_seen"] == ours["attributes"]["num_tokens"], s
+assert ours["args"]["max_steps"] == 6 and ours["args"]["eval_steps"] == 3, ours["args"]
+assert set(s["stateful_callbacks"]) == {"TrainerControl", "GrpoTrainer"}, s["stateful_callbacks"]
 ctl = s["stateful_callbacks"]["TrainerControl"]
 assert ctl["attributes"] == {} and ctl["args"]["should_save"] is True, ctl
 assert ctl["args"]["should_training_stop"] is (step == 6), ctl
 assert set(ctl["args"]) == {"should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log"}
-# the loop's own fields stay
-for k in ("version", "algorithm", "adam_step", "nonfinite_streak", "num_tokens", "args"):
-    assert k in s, k
+# the loop's own fields, and GRPO's, are the callback's attributes
+for k in ("version", "algorithm", "adam_step", "nonfinite_streak", "num_tokens", "threads", "world_size",
+          "generation_rounds", "data_position", "rng"):
+    assert k in ours["attributes"], k
+assert ours["attributes"]["algorithm"] == "grpo" and 0 < ours["attributes"]["adam_step"] <= step, ours["attributes"]
 # log_history: metrics.jsonl's lines up to the step, in order, each with epoch and step
 lines = [json.loads(l) for l in open(metrics)]
 want = [l for l in lines if l["step"] <= step and "event" not in l]
@@ -64,6 +77,45 @@ PY
 check_state "$TMP/a/checkpoint-2" 2 "$TMP/a/metrics.jsonl" || fail "checkpoint-2's trainer_state.json"
 check_state "$TMP/a/checkpoint-4" 4 "$TMP/a/metrics.jsonl" || fail "checkpoint-4's trainer_state.json"
 check_state "$TMP/a/checkpoint-6" 6 "$TMP/a/metrics.jsonl" || fail "checkpoint-6's trainer_state.json"
+
+# load_from_json as transformers does it: cls(**json.loads(text)) on a dataclass
+# declaring exactly TrainerState's fields (trainer_callback.py, with its defaults)
+hf_load() {
+    python3 - "$1" <<'PY'
+import dataclasses, json, sys
+from typing import Optional
+
+@dataclasses.dataclass
+class TrainerState:
+    epoch: Optional[float] = None
+    global_step: int = 0
+    max_steps: int = 0
+    logging_steps: int = 500
+    eval_steps: int = 500
+    save_steps: int = 500
+    train_batch_size: Optional[int] = None
+    num_train_epochs: int = 0
+    num_input_tokens_seen: int = 0
+    total_flos: float = 0
+    log_history: list = None
+    best_metric: Optional[float] = None
+    best_global_step: Optional[int] = None
+    best_model_checkpoint: Optional[str] = None
+    is_local_process_zero: bool = True
+    is_world_process_zero: bool = True
+    is_hyper_param_search: bool = False
+    trial_name: Optional[str] = None
+    trial_params: Optional[dict] = None
+    stateful_callbacks: Optional[list] = None
+
+with open(sys.argv[1], encoding="utf-8") as f:
+    state = TrainerState(**json.loads(f.read()))
+assert state.global_step > 0 and state.log_history and "GrpoTrainer" in state.stateful_callbacks, state
+PY
+}
+for n in 2 4 6; do
+    hf_load "$TMP/a/checkpoint-$n/trainer_state.json" || fail "checkpoint-$n's trainer_state.json: TrainerState.load_from_json fails"
+done
 
 # a resume from checkpoint-2 after an interrupted run: log_history continues, nothing lost or repeated
 cp -r "$TMP/a" "$TMP/b" && rm -rf "$TMP/b/checkpoint-4" "$TMP/b/checkpoint-6" "$TMP/b/model.safetensors"
@@ -88,6 +140,37 @@ python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); del s["lo
 "$GRPO" "${R[@]}" --output_dir "$TMP/c" --resume_from_checkpoint "$TMP/c/checkpoint-4" || fail "resume without log_history"
 python3 -c 'import json, sys; h = json.load(open(sys.argv[1]))["log_history"]; assert [(e["step"], "eval_reward" in e) for e in h] == [(6, False), (6, True)], h' \
     "$TMP/c/checkpoint-6/trainer_state.json" || fail "log_history after a checkpoint without one"
+
+# a checkpoint in the flat layout (our fields at the top level, as the previous
+# version wrote them) resumes, bit-identical to the uninterrupted run
+cp -r "$TMP/a" "$TMP/f" && rm -rf "$TMP/f/checkpoint-4" "$TMP/f/checkpoint-6" "$TMP/f/model.safetensors"
+python3 - "$TMP/f/checkpoint-2/trainer_state.json" <<'PY' || fail "flattening checkpoint-2"
+import json, sys
+p = sys.argv[1]
+s = json.load(open(p))
+ours = s["stateful_callbacks"].pop("GrpoTrainer")
+s.update(ours["attributes"], args=ours["args"])
+json.dump(s, open(p, "w"))
+PY
+"$GRPO" "${R[@]}" --output_dir "$TMP/f" --resume_from_checkpoint "$TMP/f/checkpoint-2" || fail "resume from the flat layout"
+cmp -s "$TMP/a/model.safetensors" "$TMP/f/model.safetensors" || fail "a resume from the flat layout differs"
+check_state "$TMP/f/checkpoint-6" 6 "$TMP/f/metrics.jsonl" || fail "the checkpoint after a flat one is not nested"
+
+# a damaged GrpoTrainer callback: one line naming the file and the field
+ours() {
+    rm -rf "$TMP/o" && cp -r "$TMP/a" "$TMP/o" && rm -rf "$TMP/o/checkpoint-6"
+    python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); exec(sys.argv[2]); json.dump(s, open(p, "w"))' \
+        "$TMP/o/checkpoint-4/trainer_state.json" "$1"
+}
+ours 's["stateful_callbacks"]["GrpoTrainer"]["attributes"] = []'
+expect_error 1 "checkpoint-4/trainer_state.json: stateful_callbacks.GrpoTrainer is malformed (expected {\"args\": {...}, \"attributes\": {...}})" \
+    "$GRPO" "${R[@]}" --output_dir "$TMP/o" --resume_from_checkpoint "$TMP/o/checkpoint-4"
+ours 's["adam_step"] = 1'
+expect_error 1 "checkpoint-4/trainer_state.json: adam_step is both at the top level and in stateful_callbacks.GrpoTrainer (expected it once)" \
+    "$GRPO" "${R[@]}" --output_dir "$TMP/o" --resume_from_checkpoint "$TMP/o/checkpoint-4"
+ours 'del s["stateful_callbacks"]["GrpoTrainer"]["attributes"]["version"]'
+expect_error 1 "checkpoint-4/trainer_state.json: malformed (expected global_step, and stateful_callbacks.GrpoTrainer.attributes with version 2, algorithm" \
+    "$GRPO" "${R[@]}" --output_dir "$TMP/o" --resume_from_checkpoint "$TMP/o/checkpoint-4"
 
 # a damaged log_history: one line naming the file
 damage() {
