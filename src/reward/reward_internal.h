@@ -15,6 +15,10 @@ int reward_think_format_init(RewardFunc *f, GrpoErr *err);
  * and whether two answers are equal. */
 char *math_completion_answer(const char *completion);
 int math_answers_equal(const char *answer, const char *gold);
+/* accuracy_reward's verdict on one completion (open-r1's cosine and length
+ * rewards use it too): 1 if its answer equals the solution's, 0 if not or it
+ * has none, -1 when the solution holds no answer to compare with (TRL: None). */
+int reward_math_correct(const char *completion, const char *solution);
 /* name: what the reward's stderr lines are prefixed with ("[reward NAME] "). */
 int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err);
 /* The same process machinery for a program run without a shell: argv[0] a

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "reward/math_expr.h"
 #include "reward/reward_internal.h"
 
 static char *dup_range(const char *s, size_t n) {
@@ -107,8 +108,9 @@ char *math_completion_answer(const char *s) {
     return a;
 }
 
-/* The gold answer: its last \boxed{}, else its last LaTeX environment, else all of it. */
-static char *gold_answer(const char *s) {
+/* The gold answer's text: its last \boxed{}, else its last LaTeX environment,
+ * else NULL (the whole text is read by gold_value). */
+static char *gold_latex(const char *s) {
     char *a = last_boxed(s);
     if (a) return a;
     const char *best = NULL, *best_end = NULL;
@@ -116,191 +118,98 @@ static char *gold_answer(const char *s) {
         const char *st, *en, *af;
         if (latex_env_at(p, &st, &en, &af)) best = st, best_end = en, p = af - 1;
     }
-    return best ? dup_range(best, (size_t)(best_end - best)) : xstrdup(s);
+    return best ? dup_range(best, (size_t)(best_end - best)) : NULL;
 }
 
-/* ---- normalisation and values ------------------------------------------------- */
-
-/* Removes `what` everywhere in s (in place). */
-static void remove_all(char *s, const char *what) {
-    size_t n = strlen(what);
-    char *o = s;
-    for (char *p = s; *p;) {
-        if (!strncmp(p, what, n)) p += n;
-        else *o++ = *p++;
-    }
-    *o = 0;
-}
-
-/* Replaces every `from` with the no-longer `to` (in place). */
-static void replace_all(char *s, const char *from, const char *to) {
-    size_t nf = strlen(from), nt = strlen(to);
-    char *o = s;
-    for (char *p = s; *p;) {
-        if (!strncmp(p, from, nf)) memcpy(o, to, nt), o += nt, p += nf;
-        else *o++ = *p++;
-    }
-    *o = 0;
-}
-
-/* Drops \text{...}-like groups (units, words) when keep_inner is 0, else keeps their content. */
-static void strip_text_groups(char *s, int keep_inner) {
-    static const char *const cmds[] = {"\\text{", "\\textbf{", "\\mathrm{", "\\mbox{", "\\textrm{"};
-    for (int k = 0; k < 5; k++)
-        for (char *p; (p = strstr(s, cmds[k]));) {
-            char *start = p + strlen(cmds[k]), *q = start;
-            int depth = 1;
-            for (; *q; q++) {
-                if (*q == '{') depth++;
-                else if (*q == '}' && --depth == 0) break;
-            }
-            if (!*q) return; /* unbalanced: leave it */
-            size_t inner = keep_inner ? (size_t)(q - start) : 0;
-            memmove(p, start, inner);
-            memmove(p + inner, q + 1, strlen(q + 1) + 1);
+/* Whether plain text (no LaTeX around it) is prose: a word of two or more
+ * letters that is not a command. math_verify reads only numbers and
+ * expressions out of such text, not the words. */
+static int is_prose(const char *s) {
+    for (const char *p = s; *p;) {
+        if (*p == '\\') {
+            p++;
+            while (isalpha((unsigned char)*p)) p++;
+            continue;
         }
-}
-
-/* The text of an answer, normalised for comparison (malloc'd). */
-static char *normalise(const char *in) {
-    char *s = xstrdup(in);
-    static const char *const drop[] = {"\\left", "\\right", "\\displaystyle", "\\!", "\\,", "\\;", "\\:", "\\ ",
-                                       "^{\\circ}", "^\\circ", "\\circ", "\\$", "$"};
-    for (size_t k = 0; k < sizeof drop / sizeof drop[0]; k++) remove_all(s, drop[k]);
-    replace_all(s, "\\dfrac", "\\frac");
-    replace_all(s, "\\tfrac", "\\frac");
-    char *o = s;
-    for (char *p = s; *p; p++)
-        if (!isspace((unsigned char)*p)) *o++ = *p;
-    *o = 0;
-    while (o > s && o[-1] == '.') *--o = 0;
-    return s;
-}
-
-/* Numbers: [+-] then digits (with ',ddd' groups) [. digits], \frac{A}{B},
- * \frac12, or A/B; a whole-string parser over the normalised text. */
-typedef struct {
-    const char *p;
-} Cursor;
-
-static int read_plain_number(Cursor *c, double *v) {
-    const char *p = c->p;
-    char buf[96];
-    size_t n = 0;
-    int digits = 0;
-    while (isdigit((unsigned char)*p) || (*p == ',' && digits && isdigit((unsigned char)p[1]) &&
-                                         isdigit((unsigned char)p[2]) && isdigit((unsigned char)p[3]) &&
-                                         !isdigit((unsigned char)p[4]))) {
-        if (*p != ',') {
-            if (n + 1 >= sizeof buf) return 0;
-            buf[n++] = *p, digits++;
-        }
+        if (isalpha((unsigned char)*p) && isalpha((unsigned char)p[1])) return 1;
         p++;
-    }
-    if (*p == '.' && isdigit((unsigned char)p[1])) {
-        buf[n++] = *p++;
-        while (isdigit((unsigned char)*p)) {
-            if (n + 1 >= sizeof buf) return 0;
-            buf[n++] = *p++, digits++;
-        }
-    }
-    if (!digits) return 0;
-    buf[n] = 0;
-    *v = strtod(buf, NULL);
-    c->p = p;
-    return 1;
-}
-
-static int read_signed(Cursor *c, double *v);
-
-/* {signed} or one digit (\frac12) */
-static int read_group(Cursor *c, double *v) {
-    if (*c->p == '{') {
-        c->p++;
-        if (!read_signed(c, v) || *c->p != '}') return 0;
-        c->p++;
-        return 1;
-    }
-    if (isdigit((unsigned char)*c->p)) {
-        *v = *c->p++ - '0';
-        return 1;
     }
     return 0;
 }
 
-static int read_term(Cursor *c, double *v) {
-    if (!strncmp(c->p, "\\frac", 5)) {
-        double a, b;
-        c->p += 5;
-        if (!read_group(c, &a) || !read_group(c, &b) || b == 0) return 0;
-        *v = a / b;
-        return 1;
+/* The last number in prose ("The answer is 42." → "42"), or NULL. */
+static char *last_number(const char *s) {
+    const char *best = NULL, *best_end = NULL;
+    for (const char *p = s; *p; p++) {
+        if (!isdigit((unsigned char)*p)) continue;
+        const char *st = p;
+        if (st > s && st[-1] == '-') st--;
+        while (isdigit((unsigned char)*p) || ((*p == '.' || *p == ',') && isdigit((unsigned char)p[1]))) p++;
+        best = st, best_end = p;
+        if (!*p) break;
     }
-    if (*c->p == '{') return read_group(c, v);
-    if (!read_plain_number(c, v)) return 0;
-    if (*c->p == '/') {
-        double b;
-        c->p++;
-        if (!read_plain_number(c, &b) || b == 0) return 0;
-        *v /= b;
+    return best ? dup_range(best, (size_t)(best_end - best)) : NULL;
+}
+
+/* The gold answer as math_verify's parse(solution) finds it: text to compare
+ * (*text, malloc'd, normalised) and its value (*value, NULL when it does not
+ * read as one). 0 when there is no answer at all (TRL's None). */
+static int gold_answer(MathArena *arena, const char *solution, char **text, const MathValue **value) {
+    char *latex = gold_latex(solution);
+    if (!latex) {
+        latex = is_prose(solution) ? last_number(solution) : xstrdup(solution);
+        if (latex && !math_parse(arena, latex) && !is_prose(solution)) {
+            char *num = last_number(solution);
+            free(latex);
+            latex = num;
+        }
+    }
+    if (!latex) return 0;
+    *text = math_normalise(latex);
+    *value = math_parse(arena, latex);
+    free(latex);
+    if (!**text) {
+        free(*text);
+        return 0;
     }
     return 1;
 }
 
-static int read_signed(Cursor *c, double *v) {
-    int neg = 0;
-    while (*c->p == '-' || *c->p == '+') neg ^= *c->p++ == '-';
-    if (!read_term(c, v)) return 0;
-    if (neg) *v = -*v;
-    return 1;
-}
-
-/* The normalised answer as a number (a trailing \% or %, units dropped, the
- * right side of "x=..."), or 0. */
-static int as_number(const char *norm, double *v) {
-    char *s = xstrdup(norm);
-    strip_text_groups(s, 0);
-    char *eq = strchr(s, '=');
-    const char *body = s;
-    if (eq && !strchr(eq + 1, '=')) { /* "x=3", "x_1=3": a variable on the left */
-        const char *l = s;
-        int ok = eq > s && isalpha((unsigned char)*l);
-        for (l++; ok && l < eq; l++) ok = isalnum((unsigned char)*l) || *l == '_' || *l == '{' || *l == '}';
-        if (ok) body = eq + 1;
+/* math_verify's verify over its two readings of each side: the values, or the
+ * normalised texts when they are equal. */
+static int answer_matches(MathArena *arena, const char *answer, const char *gold_text, const MathValue *gold) {
+    char *a = math_normalise(answer);
+    int same = *a && !strcmp(a, gold_text);
+    free(a);
+    if (!same && gold) {
+        const MathValue *v = math_parse(arena, answer);
+        same = v && math_values_equal(gold, v);
     }
-    size_t n = strlen(body);
-    if (n >= 2 && body[0] == '(' && body[n - 1] == ')') body++, n -= 2; /* "(7)" */
-    char *t = dup_range(body, n);
-    if (n >= 2 && !strcmp(t + n - 2, "\\%")) t[n - 2] = 0;
-    else if (n >= 1 && t[n - 1] == '%') t[n - 1] = 0;
-    Cursor c = {t};
-    int ok = *t && read_signed(&c, v) && !*c.p && isfinite(*v);
-    free(t);
-    free(s);
-    return ok;
-}
-
-/* math_verify's float_rounding: equal when equal to 6 decimals. */
-static int numbers_equal(double a, double b) {
-    if (a == b) return 1;
-    double scale = 1e6;
-    return fabs(a) < 1e12 && fabs(b) < 1e12 && llround(a * scale) == llround(b * scale);
+    return same;
 }
 
 int math_answers_equal(const char *answer, const char *gold) {
-    char *a = normalise(answer), *g = normalise(gold);
-    double x, y;
-    int same;
-    if (as_number(a, &x) && as_number(g, &y)) {
-        same = numbers_equal(x, y);
-    } else {
-        strip_text_groups(a, 1);
-        strip_text_groups(g, 1);
-        same = *a && !strcmp(a, g);
-    }
-    free(a);
+    MathArena *arena = math_arena_new();
+    char *g = math_normalise(gold);
+    int same = *g && answer_matches(arena, answer, g, math_parse(arena, gold));
     free(g);
+    math_arena_free(arena);
     return same;
+}
+
+int reward_math_correct(const char *completion, const char *solution) {
+    MathArena *arena = math_arena_new();
+    char *gold_text = NULL;
+    const MathValue *gold = NULL;
+    int r = -1;
+    if (gold_answer(arena, solution, &gold_text, &gold)) {
+        char *got = math_completion_answer(completion);
+        r = got && answer_matches(arena, got, gold_text, gold);
+        free(got);
+        free(gold_text);
+    }
+    math_arena_free(arena);
+    return r;
 }
 
 /* ---- the reward functions ----------------------------------------------------- */
@@ -317,16 +226,8 @@ static int accuracy_compute(RewardFunc *f, const RewardBatch *b, double *out, Gr
             out[i] = NAN;
             continue;
         }
-        char *gold = gold_answer(text), *gn = normalise(gold);
-        if (!*gn) { /* nothing to compare with: no value (TRL: None) */
-            out[i] = NAN;
-        } else {
-            char *got = math_completion_answer(it->completion);
-            out[i] = got && math_answers_equal(got, gold) ? 1.0 : 0.0;
-            free(got);
-        }
-        free(gn);
-        free(gold);
+        int r2 = reward_math_correct(it->completion, text);
+        out[i] = r2 < 0 ? NAN : r2; /* no gold answer: no value (TRL's None) */
     }
     return 0;
 }

@@ -58,16 +58,17 @@ static void test_equality(void) {
     expect_equal("\\left( 7 \\right)", "7", 1);
     expect_equal("(1, 2)", "(1,2)", 1);                     /* a tuple: text */
     expect_equal("(1, 2)", "(2, 1)", 0);
-    expect_equal("50\\%", "50", 1);
+    expect_equal("50\\%", "0.5", 1);                      /* math_verify: 50% is 1/2 */
+    expect_equal("50\\%", "50", 0);
     expect_equal("90^\\circ", "90", 1);
     expect_equal("5 \\text{ cm}", "5", 1);
     expect_equal("x = 3", "3", 1);
     expect_equal("3", "x=3", 1);
     expect_equal("x = 4", "3", 0);
-    expect_equal("1 = 3", "3", 0);                          /* not a variable on the left */
+    expect_equal("1 = 3", "3", 1);                          /* math_verify: an equation against a number: its right side */
     expect_equal("x^2 + 1", "x^2+1", 1);                    /* text, spaces aside */
     expect_equal("\\text{yes}", "yes", 1);
-    expect_equal("\\sqrt{2}", "2^{1/2}", 0);                /* symbolic: not supported (documented) */
+    expect_equal("\\sqrt{2}", "2^{1/2}", 1);                /* equal values */
     expect_equal("", "", 0);
     expect_equal("2", "2.0", 1);
     expect_equal("1/0", "1/0", 1);                          /* not numbers: same text */
