@@ -180,3 +180,19 @@ for i, r in enumerate(['\x47{"rewards": [1.0, null]}\n', '\x40{"rewards": [-3, 2
                        '\x7f{"rewards": [0, 0]}\n{"rewards": [1, 1]}\n', '\x43{"rewards": [0, 0]}',
                        '\xc3{"rewards": [0, null, 1e308, -0.0]}\n']):
     put("reward_cmd", "reply%d" % i, r)
+
+# ---- math answers: a completion, a NUL, a solution (fuzz_math.c)
+for i, (c, sol) in enumerate([(r"\boxed{\frac{1}{3}}", r"\frac{1}{3}"),
+                              (r"The final answer is $x \in [0,1) \cup \{2\}$", r"$[0,1)$"),
+                              (r"\boxed{\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}"),
+                              (r"\boxed{2x+4y-3=0}", r"$y=-\frac{1}{2}x+\frac{3}{4}$"),
+                              (r"\boxed{1 \pm \sqrt{19}}", r"$\{1\pm\sqrt{5},-2\}$"),
+                              (r"\boxed{50\%}", "0.5"),
+                              (r"\boxed{-2 \le x \le 7}", r"x \in [-2,7]"),
+                              (r"\boxed{\sin^2(x)+\cos^2 x}", "1"),
+                              (r"\boxed{2\frac{1}{2}}", "5/2"),
+                              (r"\boxed{\text{Evelyn}}", "Evelyn"),
+                              (r"Answer: $\log_2 8 \approx 3$", "The train covers 3 miles."),
+                              (r"\boxed{(1,2,3)}", r"$\binom{5}{2}! \cdot |{-3}|$")]):
+    put("math", "seed%02d" % (i + 1), c + "\0" + sol)
+

@@ -187,9 +187,12 @@ typedef struct {
     MathArena *arena;
     int depth, failed;
     int in_brackets; /* inside a set, a tuple or an interval: every comma separates */
+    int nodes;       /* nodes and values made so far */
 } Parser;
 
-enum { MAX_DEPTH = 200 };
+/* Answers are short: deeper nesting or more nodes than these is refused, so
+ * neither the parse nor the evaluation's recursion can exhaust the stack. */
+enum { MAX_DEPTH = 200, MAX_NODES = 4000 };
 
 static void skip_ws(Parser *ps) {
     while (isspace((unsigned char)*ps->p)) ps->p++;
@@ -206,12 +209,14 @@ static int eat(Parser *ps, const char *word) {
 }
 
 static MathNode *node(Parser *ps, MathNodeKind kind, MathNode *a, MathNode *b) {
+    if (++ps->nodes > MAX_NODES) ps->failed = 1; /* the parse fails; the node is still valid */
     MathNode *n = arena_alloc(ps->arena, sizeof *n);
     n->kind = kind, n->a = a, n->b = b;
     return n;
 }
 
 static MathValue *value(Parser *ps, MathValueKind kind) {
+    if (++ps->nodes > MAX_NODES) ps->failed = 1;
     MathValue *v = arena_alloc(ps->arena, sizeof *v);
     v->kind = kind;
     return v;
@@ -584,8 +589,17 @@ static MathValue *parse_matrix(Parser *ps, const char *env) {
     return m;
 }
 
+static MathValue *parse_set_atom_at(Parser *ps);
+
 /* A set, a tuple or interval, a matrix, or an expression. */
 static MathValue *parse_set_atom(Parser *ps) {
+    if (++ps->depth > MAX_DEPTH) return fail(ps);
+    MathValue *v = parse_set_atom_at(ps);
+    ps->depth--;
+    return ps->failed ? NULL : v;
+}
+
+static MathValue *parse_set_atom_at(Parser *ps) {
     skip_ws(ps);
     if (eat(ps, "\\{")) {
         MathValue *v = value(ps, MV_SET);
@@ -745,7 +759,7 @@ static MathValue *parse_list(Parser *ps) {
 }
 
 static const MathValue *parse_whole(MathArena *arena, const char *text) {
-    Parser ps = {text, arena, 0, 0, 0};
+    Parser ps = {text, arena, 0, 0, 0, 0};
     MathValue *v = parse_list(&ps);
     skip_ws(&ps);
     return v && !ps.failed && !*ps.p ? v : NULL;

@@ -245,6 +245,20 @@ static void test_parse_errors(void) {
     for (int i = 0; i < 2000; i++) deep[i] = '(', deep[4000 - 1 - i] = ')';
     deep[4000] = 0;
     T_CHECK(!math_parse(arena, deep), "2000 nested parentheses are refused");
+    char *sets = malloc(4 * 2000 + 1), *o = sets;
+    for (int i = 0; i < 1000; i++) memcpy(o, "\\{", 2), o += 2;
+    for (int i = 0; i < 1000; i++) memcpy(o, "\\}", 2), o += 2;
+    *o = 0;
+    T_CHECK(!math_parse(arena, sets), "1000 nested sets are refused");
+    /* a left-deep chain of 5000 terms: refused by the node limit (evaluation recurses on it) */
+    char *sum = malloc(2 * 5000 + 1);
+    for (int i = 0; i < 5000; i++) sum[2 * i] = '1', sum[2 * i + 1] = '+';
+    sum[2 * 5000 - 1] = 0;
+    T_CHECK(!math_parse(arena, sum), "5000 terms are refused");
+    sum[2 * 100 - 1] = 0;
+    T_CHECK(math_parse(arena, sum) && math_answers_equal(sum, "100"), "100 terms are read and summed");
+    free(sets);
+    free(sum);
     math_arena_free(arena);
 }
 
