@@ -119,7 +119,7 @@ static void drop_trailing_unit_word(char *s) {
     }
 }
 
-/* latex2sympy's "\\!\\s*" and "\\s*{\\s*,\\s*}" rules: 11,\\! 111 and 14 {, }916 are numbers. */
+/* latex2sympy's "\!\s*" and "\s*{\s*,\s*}" rules: 11,\! 111 and 14 {, }916 are numbers. */
 static void squeeze_commas(char *s) {
     char *o = s;
     for (char *p = s; *p;) {
@@ -148,6 +148,25 @@ static void squeeze_commas(char *s) {
     *o = 0;
 }
 
+/* latex2sympy's "and"/"or" rule: the words, not inside another word or a
+ * command, with a comma and blanks before them, become one comma
+ * ("(11,7)or(7,11)", "21,16 or 11"). */
+static void and_or_commas(char *s) {
+    char *o = s;
+    for (char *p = s; *p;) {
+        size_t n = !strncmp(p, "and", 3) ? 3 : !strncmp(p, "or", 2) ? 2 : 0;
+        if (n && (p == s || (!isalpha((unsigned char)p[-1]) && p[-1] != '\\')) && !isalpha((unsigned char)p[n])) {
+            while (o > s && isspace((unsigned char)o[-1])) o--;
+            if (o > s && o[-1] == ',') o--;
+            *o++ = ',';
+            p += n;
+            continue;
+        }
+        *o++ = *p++;
+    }
+    *o = 0;
+}
+
 char *math_normalise(const char *latex) {
     char *s = xstrdup(latex);
     static const char *const drop[] = {"\\displaystyle", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\$",
@@ -166,8 +185,7 @@ char *math_normalise(const char *latex) {
         {"\\geqslant", "\\geq"}, {"\\emptyset", "\\{\\}"}, {"\\varnothing", "\\{\\}"}};
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) replace_all(&s, pairs[k][0], pairs[k][1]);
     /* " and " / " or " between items */
-    replace_all(&s, " and ", ",");
-    replace_all(&s, " or ", ",");
+    and_or_commas(s);
     squeeze_commas(s);
     drop_trailing_text_unit(s);
     drop_trailing_unit_word(s);
@@ -186,7 +204,7 @@ typedef struct {
     const char *p;
     MathArena *arena;
     int depth, failed;
-    int in_brackets; /* inside a set, a tuple or an interval: every comma separates */
+    int comma_number; /* the whole answer is one number with thousands separators */
     int nodes;       /* nodes and values made so far */
 } Parser;
 
@@ -227,6 +245,23 @@ static void *fail(Parser *ps) {
     return NULL;
 }
 
+/* latex2sympy reads commas as thousands separators only when the whole
+ * answer is such a number (-?d{1,3}(,ddd)+(.d+)?): 7,425,000 is one number,
+ * (12,102) an interval and 1,000, 2 a list. */
+static int is_comma_number(const char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    if (*s == '-') s++;
+    int lead = 0, groups = 0;
+    while (isdigit((unsigned char)*s)) s++, lead++;
+    if (lead < 1 || lead > 3) return 0;
+    while (s[0] == ',' && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) && isdigit((unsigned char)s[3]))
+        s += 4, groups++;
+    if (*s == '.' && isdigit((unsigned char)s[1]))
+        for (s++; isdigit((unsigned char)*s);) s++;
+    while (isspace((unsigned char)*s)) s++;
+    return groups > 0 && !*s;
+}
+
 /* A ',' that separates thousands: after a digit, exactly three digits follow. */
 static int thousands_comma(const char *p, const char *start) {
     return *p == ',' && p > start && isdigit((unsigned char)p[-1]) && isdigit((unsigned char)p[1]) &&
@@ -241,7 +276,7 @@ static MathNode *parse_number(Parser *ps) {
     char buf[128];
     size_t n = 0;
     int decimal = 0;
-    while (isdigit((unsigned char)*p) || (!ps->in_brackets && thousands_comma(p, start))) {
+    while (isdigit((unsigned char)*p) || (ps->comma_number && thousands_comma(p, start))) {
         if (*p != ',' && n + 2 < sizeof buf) buf[n++] = *p;
         p++;
     }
@@ -489,7 +524,7 @@ static MathNode *parse_term(Parser *ps) {
     while (r && !ps->failed) {
         if (eat(ps, "*") || eat(ps, "\\cdot") || eat(ps, "\\times")) {
             r = node(ps, MN_MUL, r, parse_unary(ps));
-        } else if (eat(ps, "/") || eat(ps, "\\div")) {
+        } else if (eat(ps, "/") || eat(ps, "\\div") || eat(ps, ":")) { /* 7:32 is a ratio */
             r = node(ps, MN_DIV, r, parse_unary(ps));
         } else if (starts_atom(ps->p)) {
             MathNode *next = parse_power(ps);
@@ -544,7 +579,7 @@ static int bracket_has_comma(const char *p) {
         if (*p == '(' || *p == '[' || *p == '{') depth++;
         else if (*p == ')' || *p == ']' || *p == '}') {
             if (--depth == 0) return 0;
-        } else if (*p == ',' && depth == 1) return 1;
+        } else if ((*p == ',' || *p == ';') && depth == 1) return 1;
     }
     return 0;
 }
@@ -604,9 +639,7 @@ static MathValue *parse_set_atom_at(Parser *ps) {
     if (eat(ps, "\\{")) {
         MathValue *v = value(ps, MV_SET);
         if (eat(ps, "\\}")) return v;
-        ps->in_brackets++;
         MathValue *inner = parse_list(ps);
-        ps->in_brackets--;
         if (!inner || !eat(ps, "\\}")) return fail(ps);
         if (inner->kind == MV_LIST) v->n = inner->n, v->items = inner->items;
         else v->n = 1, v->items = arena_alloc(ps->arena, sizeof *v->items), v->items[0] = inner;
@@ -632,16 +665,12 @@ static MathValue *parse_set_atom_at(Parser *ps) {
     }
     if (*ps->p == '{' && bracket_has_comma(ps->p)) { /* {1,3}: braces group a list */
         ps->p++;
-        ps->in_brackets++;
         MathValue *inner = parse_list(ps);
-        ps->in_brackets--;
         return inner && eat(ps, "}") ? inner : fail(ps);
     }
     if ((*ps->p == '(' || *ps->p == '[') && bracket_has_comma(ps->p)) {
         char open = *ps->p++;
-        ps->in_brackets++;
         MathValue *inner = parse_list(ps);
-        ps->in_brackets--;
         skip_ws(ps);
         char close = *ps->p;
         if (!inner || inner->kind != MV_LIST || (close != ')' && close != ']')) return fail(ps);
@@ -679,11 +708,14 @@ static MathValue *parse_union(Parser *ps) {
     return u;
 }
 
-/* Whether a value is an expression of symbols only (x, xy, k): latex2sympy's is_expr_of_only_symbols. */
+/* Whether a value is an expression of symbols only (x, xy, A/S, a+b, f(x) read
+ * f*x): latex2sympy's is_expr_of_only_symbols, which makes "lhs = 3" an
+ * assignment. */
 static int only_symbols_node(const MathNode *e) {
     if (!e) return 0;
     if (e->kind == MN_VAR) return 1;
-    if (e->kind == MN_MUL && !e->percent) return only_symbols_node(e->a) && only_symbols_node(e->b);
+    if ((e->kind == MN_MUL && !e->percent) || e->kind == MN_DIV || e->kind == MN_ADD || e->kind == MN_SUB)
+        return only_symbols_node(e->a) && only_symbols_node(e->b); /* AB, A/S, W(n) */
     return 0;
 }
 
@@ -759,7 +791,7 @@ static MathValue *parse_list(Parser *ps) {
 }
 
 static const MathValue *parse_whole(MathArena *arena, const char *text) {
-    Parser ps = {text, arena, 0, 0, 0, 0};
+    Parser ps = {text, arena, 0, 0, is_comma_number(text), 0};
     MathValue *v = parse_list(&ps);
     skip_ws(&ps);
     return v && !ps.failed && !*ps.p ? v : NULL;

@@ -238,7 +238,8 @@ static int constant_expr(const MathValue *v) {
     return vars.n == 0;
 }
 
-static int single_var(const MathValue *v) { return v->kind == MV_EXPR && v->expr->kind == MN_VAR; }
+/* The unknown of a relation read as a set: a symbol, or symbols only (f(x) reads f*x, math_verify's f_x). */
+static int single_var(const MathValue *v) { return v->kind == MV_EXPR && math_only_symbols(v); }
 
 /* A relation in one variable as an interval or a one-element set; NULL when it is not one. */
 static const MathValue *relation_as_set(const MathValue *r, RelSet *s) {
@@ -306,6 +307,18 @@ static int items_equal(const MathValue *const *g, const MathValue *const *p, int
     return 1;
 }
 
+/* The elements of a set or list with repeats dropped into out[256]: their count, -1 if too many. */
+static int distinct(const MathValue *v, const MathValue **out) {
+    int n = 0;
+    if (v->n > 256) return -1;
+    for (int i = 0; i < v->n; i++) {
+        int seen = 0;
+        for (int j = 0; j < n && !seen; j++) seen = math_values_equal(out[j], v->items[i]);
+        if (!seen) out[n++] = v->items[i];
+    }
+    return n;
+}
+
 /* math_verify's sympy_compare_sets: a non-set is a one-element set. */
 static int sets_equal(const MathValue *g, const MathValue *p) {
     const MathValue *g1 = g, *p1 = p;
@@ -319,9 +332,18 @@ static int sets_equal(const MathValue *g, const MathValue *p) {
     if (g->kind == MV_UNION && p->kind == MV_UNION)
         return g->n == p->n && items_equal((const MathValue *const *)g->items, (const MathValue *const *)p->items,
                                            g->n, 1);
-    if (is_finite_set(g) && is_finite_set(p))
-        return g->n == p->n && items_equal((const MathValue *const *)g->items, (const MathValue *const *)p->items,
-                                           g->n, g->kind == MV_TUPLE);
+    if (is_finite_set(g) && is_finite_set(p)) {
+        if (g->kind == MV_TUPLE)
+            return g->n == p->n && items_equal((const MathValue *const *)g->items,
+                                               (const MathValue *const *)p->items, g->n, 1);
+        if (g->n == p->n && items_equal((const MathValue *const *)g->items, (const MathValue *const *)p->items,
+                                        g->n, 0))
+            return 1;
+        /* sets: a repeated element counts once, as in sympy's FiniteSet */
+        const MathValue *gd[256], *pd[256];
+        int ng = distinct(g, gd), np = distinct(p, pd);
+        return ng >= 0 && ng == np && items_equal(gd, pd, ng, 0);
+    }
     /* (1,2) reads as an open interval; against a pair it is the pair, in order */
     if (g->kind == MV_INTERVAL && g->left_open && g->right_open && is_finite_set(p) && p->n == 2)
         return items_equal((const MathValue *const *)g->items, (const MathValue *const *)p->items, 2, 1);
@@ -330,7 +352,25 @@ static int sets_equal(const MathValue *g, const MathValue *p) {
     return 0;
 }
 
+/* Comparisons left to the outermost math_values_equal of this thread: nested
+ * sets compare element against element at every level, so a crafted answer
+ * could ask for billions; past the budget the answer is "different". */
+static _Thread_local long compare_budget;
+static _Thread_local int compare_depth;
+enum { COMPARE_BUDGET = 2000000 };
+
+static int values_equal(const MathValue *gold, const MathValue *pred);
+
 int math_values_equal(const MathValue *gold, const MathValue *pred) {
+    if (compare_depth == 0) compare_budget = COMPARE_BUDGET;
+    if (--compare_budget < 0) return 0;
+    compare_depth++;
+    int same = values_equal(gold, pred);
+    compare_depth--;
+    return same;
+}
+
+static int values_equal(const MathValue *gold, const MathValue *pred) {
     const MathValue *g = gold, *p = pred;
     const MathValue *g_ends[2], *p_ends[2];
     MathRel eq = MR_EQ;

@@ -172,6 +172,41 @@ static const Case expressions[] = {
     {"\\frac{1}{3}", "0.333333", 1}, /* test_precision with float_rounding 6 */
 };
 
+/* tests/test_numina_cases.py (the ones whose answers the extraction hands over
+ * whole; the boxed answer of a prediction, the $..$ of a gold) and
+ * tests/test_boxed.py, test_strict.py (strict=True) */
+static const Case numina[] = {
+    {"(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)",
+     "(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)", 1},
+    {"(p,q)=(3,2)", "(3,2)", 1},
+    {"(0;0;0),(0;-2;0),(0;0;6),(0;-2;6),(4;0;0),(4;-2;0),(4;0;6),(4;-2;6)",
+     "(4, 0, 6), (4, -2, 6), (0, 0, 6), (0, -2, 6), (4, 0, 0), (4, -2, 0), (0, 0, 0), (0, -2, 0)", 1},
+    {"-12;-11;-10;-8;-7;-6", "\\{-12, -11, -10, -8, -7, -6\\}", 1},
+    {"AB=4,CD=5", "4, 5", 1},
+    {"(11,7)or(7,11)", "(7,11),\\ (11,7)", 1},
+    {"S_{MBCN}:S=7:32", "7:32", 1},
+    {"\\frac{NO}{BO}=\\frac{1}{\\sqrt{6}}", "\\frac{1}{\\sqrt{6}}", 1},
+    {"(p,q,r)=(3,2,7)", "(3,2,7)", 1},
+    {"V_{1}:V_{2}=11:21", "11:21", 1},
+    {"\\text{odd}", "odd", 1},
+    {"\\text{e}", "e", 1},
+    {"\\text{E}", "E", 1},
+    {"d", "\\text{E}", 0},
+    {"(37,3,3),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)",
+     "(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)", 0},
+    {"(p,q)=(3,2)", "(3, 2)", 1},
+    {"x = -5,\\ p = \\frac{14}{3}", "-5, \\frac{14}{3}", 1},
+    {"a=4,\\,-8,\\,-10", "-10,-8,4", 1},
+    {"21,16 or 11", "21,16,11", 1},
+    {"p = -1 \\text{ and } p = \\dfrac{15}{8}", "p=-1,p=\\frac{15}{8}", 1},
+    {"0<f(x)<1", "(0,1)", 1},
+    {"6 \\text{ and } 8", "6,8", 1},
+    {"\\text{Even}", "Even", 1},
+    {"004", "004", 1},
+    {"840", "840", 1},
+    {"f(x)", "f(y)", 0},
+};
+
 /* TRL tests/test_rewards.py (accuracy_reward) and open-r1 tests/test_rewards.py:
  * the gold solutions against the boxed answers. */
 static const Case trl_open_r1[] = {
@@ -229,6 +264,10 @@ static const Case known_differences[] = {
     /* decimal commas are read only in plain-text numbers by math_verify (test_number_extraction) */
     {"1000.99", "1000,99", 0},
     /* an interval gold against a relation needs allow_set_relation_comp, which TRL does not pass */
+    /* |z| bounds against a union: sympy solves the relation (test_numina_cases.py) */
+    {"1\\leq|z|\\leq \\frac{3}{2}", "z \\in \\left[-\\frac{3}{2}, -1\\right] \\cup \\left[1, \\frac{3}{2}\\right]", 0},
+    /* pairs of assignments against tuples (test_numina_cases.py) */
+    {"p=5,q=2;p=7,q=2", "(5,2),(7,2)", 0},
     /* solving: x^2 = 4 and x = 2 are different solution sets; both engines agree */
     {"x^2 = 4", "x = 2", 0},
     /* inequalities in one variable equal only after solving (sympy's solve) */
@@ -257,6 +296,18 @@ static void test_parse_errors(void) {
     T_CHECK(!math_parse(arena, sum), "5000 terms are refused");
     sum[2 * 100 - 1] = 0;
     T_CHECK(math_parse(arena, sum) && math_answers_equal(sum, "100"), "100 terms are read and summed");
+    /* 16 sets of 16 sets of 16 elements against a reordering: a bounded amount of work, then "different" */
+    char *wide = malloc(64 * 1024), *w = wide;
+    w += sprintf(w, "\\{");
+    for (int i = 0; i < 15; i++) {
+        w += sprintf(w, "%s\\{", i ? "," : "");
+        for (int j = 0; j < 15; j++) w += sprintf(w, "%s\\{%d,%d\\}", j ? "," : "", i, j);
+        w += sprintf(w, "\\}");
+    }
+    w += sprintf(w, "\\}");
+    const MathValue *big = math_parse(arena, wide);
+    T_CHECK(big && math_values_equal(big, big) == 1, "a wide nested set equals itself");
+    free(wide);
     free(sets);
     free(sum);
     math_arena_free(arena);
@@ -282,6 +333,7 @@ int main(void) {
     RUN("relations", relations);
     RUN("matrices", matrices);
     RUN("expressions", expressions);
+    RUN("numina", numina);
     RUN("trl_open_r1", trl_open_r1);
     RUN("derived", derived);
     RUN("known_differences", known_differences);
