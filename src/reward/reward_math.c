@@ -3,22 +3,19 @@
  * accuracy_reward follows trl.rewards.accuracy_reward, which parses with
  * math_verify: the gold answer (the `solution` column) is read from its last
  * \boxed{}, else its last LaTeX environment ($..$, $$..$$, \(..\), \[..\]),
- * else the whole text; an empty one gives no value (TRL's None, so the example
- * is left out of the reward's mean). The completion's answer is LaTeX only and
+ * else the whole text when it is math ("6", "63/400"), else its last number;
+ * prose with none, or an empty solution, gives no value (TRL's None, so the
+ * example is left out of the reward's mean). The completion's answer is LaTeX only and
  * anchored, as TRL configures math_verify (boxed first, no extraction without
  * an anchor, first match): the last \boxed{} (or \fbox{}), else a LaTeX
  * environment after "final answer ... is", else after "answer:", else after
  * "answer" (within 50 characters) — the rightmost match of the first kind
  * found. A bare number or an unanchored $x$ scores 0, as in TRL.
  *
- * Answers compare as numbers when both read as one — integers, decimals,
- * thousands separators, \frac{a}{b} (\dfrac, \tfrac, \frac12), a/b, a sign,
- * parentheses, a trailing \% or ^\circ, units in \text{}, "x = 3" — rounded to 6 decimals
- * (math_verify's float_rounding); otherwise as text with spaces, \left/\right,
- * spacing commands and $ removed. Not supported (math_verify would do them
- * symbolically): expressions with variables or roots (\sqrt{2} == 2^{1/2}),
- * sets, intervals, tuples in any order, matrices, and equivalences beyond
- * equal text. */
+ * Both answers are then read into values and compared by math_verify's rules
+ * (math_expr.h: math_parse.c, math_value.c), or as equal normalised text,
+ * as math_verify also compares the extracted strings. What is read, the
+ * method and the differences from math_verify: docs/rewards.md. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>

@@ -121,6 +121,12 @@ static void test_accuracy_reward(void) {
     T_CHECK(out[0] == 1 && out[1] == 0 && out[2] == 0 && out[3] == 1 && out[4] == 1 && isnan(out[5]) && isnan(out[6]),
             "accuracy_reward %g %g %g %g %g %g %g (want 1 0 0 1 1 nan nan)", out[0], out[1], out[2], out[3], out[4],
             out[5], out[6]);
+    /* TRL's test_accuracy_reward_unparsable_gold: a solution math_verify parses nothing from gives None */
+    const char *prose_c[] = {"Answer is forty two.", "Some other content. \\boxed{43}.", "\\boxed{12}"};
+    const char *prose_rows[] = {"{\"solution\": \"Answer is forty two.\"}", "{\"solution\": \"Answer is forty three.\"}",
+                                "{\"solution\": \"The train covers 12 miles.\"}"};
+    T_CHECK(score(f, prose_c, prose_rows, 3, out, &err) == 0 && isnan(out[0]) && isnan(out[1]) && out[2] == 1,
+            "prose solutions: %g %g %g (want nan nan 1)", out[0], out[1], out[2]);
     const char *bad_rows[] = {"{\"answer\": \"1\"}"};
     T_CHECK(score(f, c, bad_rows, 1, out, &err) == -1 &&
                 strstr(err.msg, "reward 'accuracy_reward': data.jsonl:1: the example has no column 'solution'"),
