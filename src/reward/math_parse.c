@@ -716,6 +716,7 @@ static int only_symbols_node(const MathNode *e) {
     if (e->kind == MN_VAR) return 1;
     if ((e->kind == MN_MUL && !e->percent) || e->kind == MN_DIV || e->kind == MN_ADD || e->kind == MN_SUB)
         return only_symbols_node(e->a) && only_symbols_node(e->b); /* AB, A/S, W(n) */
+    if (e->kind == MN_FUNC) return only_symbols_node(e->a); /* |AB| */
     return 0;
 }
 

@@ -207,6 +207,33 @@ static const Case numina[] = {
     {"f(x)", "f(y)", 0},
 };
 
+/* tests/test_open_thoughts.py (several boxed answers given here joined by commas) */
+static const Case open_thoughts[] = {
+    {"2, 3, 5, 7, 13", "{2, 3, 5, 7, 13}", 1},
+    {"f(y) = y", "f(y) = y", 1},
+    {"-793 < a < 10", "(-793, 10)", 1},
+    {"\\text{The midpoints form a regular hexagon}", "\\text{The midpoints form a regular hexagon}", 1},
+    {"a_3 = 2, a_{37} = 19", "a_{37} = 19, \\quad a_3 = 2", 1},
+    {"(2, 2), (1, 3), (3, 3)", "(2, 2), (1, 3), (3, 3)", 1},
+    {"(1, +\\infty)", "(1, +\\infty)", 1},
+    {"x = \\frac{1}{2}, x = \\frac{-1 \\pm \\sqrt{13}}{4}", "x = \\frac{1}{2}, x = \\frac{-1 \\pm \\sqrt{13}}{4}", 1},
+    {"0.06 \\text{ yuan}", "0.06 \\text{ yuan}", 1},
+    {"(5, 8), (8, 5)", "(x, y) = (5, 8) \\quad \\text{and} \\quad (8, 5)", 1},
+    {"667", "667", 1},
+    {"6 \\text{ and } 8", "6 \\text{ and } 8", 1},
+    {"(2, 2), (6, 2)", "(2, 2), (6, 2)", 1},
+    {"k \\ge 2", "k \\ge 2", 1},
+    {"k = 45, n = 2", "k = 45, n = 2", 1},
+    {"|AB|=1", "1", 1},
+    {"A:B=1", "1", 1},
+    {"f(x)=1", "1", 1},
+    {"x_{1}=10^{\\frac{-5+\\sqrt{13}}{6}},\\quadx_{2}=10^{\\frac{-5-\\sqrt{13}}{6}}",
+     "10^{\\frac{\\sqrt{13} - 5}{6}}, 10^{-\\frac{5 + \\sqrt{13}}{6}}", 1},
+    {"y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10", "-2(x - 1)^2 + 5, 3(x + 2)^2 - 2", 1},
+    {"x_{1}=\\frac{1}{2}+\\frac{31\\sqrt{5}}{216},\\quadx_{2}=\\frac{1}{2}-\\frac{31\\sqrt{5}}{216}",
+     "\\dfrac{108 + 31\\sqrt{5}}{216}, \\dfrac{108 - 31\\sqrt{5}}{216}", 1},
+};
+
 /* TRL tests/test_rewards.py (accuracy_reward) and open-r1 tests/test_rewards.py:
  * the gold solutions against the boxed answers. */
 static const Case trl_open_r1[] = {
@@ -334,6 +361,7 @@ int main(void) {
     RUN("matrices", matrices);
     RUN("expressions", expressions);
     RUN("numina", numina);
+    RUN("open_thoughts", open_thoughts);
     RUN("trl_open_r1", trl_open_r1);
     RUN("derived", derived);
     RUN("known_differences", known_differences);
