@@ -34,21 +34,85 @@ static char *dup_range(const char *s, size_t n) {
 
 /* ---- extraction --------------------------------------------------------------- */
 
-/* The content of the last \boxed{...} or \fbox{...} whose braces balance, or NULL. */
+/* A \boxed{...} or \fbox{...} at p with balanced braces: its command's start,
+ * its content [start, end) without surrounding blanks. */
+typedef struct {
+    const char *at, *start, *end, *close;
+} Boxed;
+
+static int boxed_at(const char *p, Boxed *b) {
+    size_t n = !strncmp(p, "\\boxed", 6) ? 6 : !strncmp(p, "\\fbox", 5) ? 5 : 0;
+    if (!n) return 0;
+    const char *q = p + n;
+    while (isspace((unsigned char)*q)) q++;
+    if (*q != '{') return 0;
+    const char *start = q + 1;
+    int depth = 1;
+    for (q = start; *q; q++) {
+        if (*q == '{') depth++;
+        else if (*q == '}' && --depth == 0) break;
+    }
+    if (depth) return 0;
+    b->at = p, b->close = q;
+    while (start < q && isspace((unsigned char)*start)) start++;
+    while (q > start && isspace((unsigned char)q[-1])) q--;
+    b->start = start, b->end = q;
+    return 1;
+}
+
+/* Whether text [p, e) holds latex2sympy's separator: the word and/or, ',' or ';'. */
+static int has_separator(const char *p, const char *e) {
+    for (const char *q = p; q < e; q++) {
+        if (*q == ',' || *q == ';') return 1;
+        size_t n = e - q >= 3 && !strncmp(q, "and", 3) ? 3 : e - q >= 2 && !strncmp(q, "or", 2) ? 2 : 0;
+        if (n && (q == p || !isalnum((unsigned char)q[-1])) && (q + n == e || !isalnum((unsigned char)q[n])))
+            return 1;
+    }
+    return 0;
+}
+
+/* The boxed answer as math_verify extracts it (latex2sympy2_extended's
+ * extract_boxed_content, mode "last"): the content of the last \boxed{} (or
+ * \fbox{}) with balanced braces, and of the boxes before it as long as each is
+ * close to the next kept one — fewer than 10 characters between them, or fewer
+ * than 70 holding "and", "or", ',' or ';' when its content differs — joined by
+ * commas ("\boxed{1} and \boxed{2}" is "1,2"; a repeat next to itself once).
+ * NULL when there is no balanced box. */
 static char *last_boxed(const char *s) {
-    static const char *const keys[] = {"\\boxed{", "\\fbox{"};
-    const char *best = NULL, *best_end = NULL;
-    for (int k = 0; k < 2; k++)
-        for (const char *p = strstr(s, keys[k]); p; p = strstr(p + 1, keys[k])) {
-            const char *start = p + strlen(keys[k]), *q = start;
-            int depth = 1;
-            for (; *q; q++) {
-                if (*q == '{') depth++;
-                else if (*q == '}' && --depth == 0) break;
-            }
-            if (depth == 0 && (!best || q > best_end)) best = start, best_end = q;
-        }
-    return best ? dup_range(best, (size_t)(best_end - best)) : NULL;
+    enum { MAX_BOXES = 64 };
+    Boxed boxes[MAX_BOXES];
+    int n = 0;
+    for (const char *p = strchr(s, '\\'); p; p = strchr(p + 1, '\\')) {
+        Boxed b;
+        if (!boxed_at(p, &b)) continue;
+        if (n == MAX_BOXES) memmove(boxes, boxes + 1, (MAX_BOXES - 1) * sizeof *boxes), n--;
+        boxes[n++] = b;
+    }
+    if (!n) return NULL;
+    /* the rightmost box starts last; walk left over the ones it accepts */
+    int keep[MAX_BOXES], kept = 0, next = n - 1;
+    keep[kept++] = next;
+    for (int i = n - 2; i >= 0; i--) {
+        const Boxed *b = &boxes[i], *after = &boxes[next], *prev = &boxes[keep[kept - 1]];
+        if (b->close >= after->at) break; /* a box around the later one ends the walk */
+        size_t gap = (size_t)(after->at - b->close - 1);
+        size_t len = (size_t)(b->end - b->start), prev_len = (size_t)(prev->end - prev->start);
+        int same = len == prev_len && !strncmp(b->start, prev->start, len);
+        if (!(gap < 10 || (!same && gap < 70 && has_separator(b->close + 1, after->at)))) break;
+        if (!same) keep[kept++] = i;
+        next = i;
+    }
+    size_t total = 0;
+    for (int k = 0; k < kept; k++) total += (size_t)(boxes[keep[k]].end - boxes[keep[k]].start) + 1;
+    char *out = xmalloc(total + 1), *o = out;
+    for (int k = kept - 1; k >= 0; k--) {
+        const Boxed *b = &boxes[keep[k]];
+        memcpy(o, b->start, (size_t)(b->end - b->start));
+        o += b->end - b->start;
+        if (k) *o++ = ',';
+    }
+    *o = 0;
+    return out;
 }
 
 /* A LaTeX environment starting at p ($$..$$, $..$, \[..\], \(..\)): its content

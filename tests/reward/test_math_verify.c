@@ -349,6 +349,12 @@ static void test_correct_entry_point(void) {
     T_CHECK(reward_math_correct("so \\boxed{x \\in [0, 1)}", "The answer is $[0,1)$.") == 1, "interval in text gold");
     T_CHECK(reward_math_correct("\\boxed{12}", "The train covers 12 miles.") == 1, "last number of a prose gold");
     T_CHECK(reward_math_correct("no answer here", "$5$") == 0, "no answer in the completion");
+    /* several boxes read as one list (test_all.py test_math_extraction_additional_cases, test_open_thoughts.py) */
+    T_CHECK(reward_math_correct("$\\boxed{1,2}$", "$\\boxed{1}\\boxed{2}$") == 1, "gold boxes 1 and 2 against 1,2");
+    T_CHECK(reward_math_correct("$$\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}$$", "$$(2, 2), (6, 2)$$") == 1,
+            "boxes joined by and");
+    T_CHECK(reward_math_correct("$$\\boxed{k = 45} \\quad \\text{and} \\quad \\boxed{n = 2}$$", "$$k = 45, n = 2$$") == 1,
+            "boxed assignments joined by and");
 }
 
 int main(void) {

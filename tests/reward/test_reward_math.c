@@ -23,7 +23,17 @@ static void expect_answer(const char *completion, const char *want) {
 static void test_extraction(void) {
     /* boxed wins, and the rightmost one */
     expect_answer("My answer is \\boxed{\\frac{1}{3}}", "\\frac{1}{3}");
-    expect_answer("first \\boxed{1} then \\boxed{2}.", "2");
+    /* boxes close to the last one join it, as math_verify's extract_boxed_content does
+     * (fewer than 10 characters between, or fewer than 70 with and/or/,/;) */
+    expect_answer("first \\boxed{1} then \\boxed{2}.", "1,2");
+    expect_answer("\\boxed{1} and \\boxed{2}", "1,2");
+    expect_answer("\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}", "(2, 2),(6, 2)");
+    expect_answer("\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}", "(3, 3),(1, 1)");
+    expect_answer("\\boxed{1}, so far; then after a long detour through other reasoning, more than 70 characters: \\boxed{2}", "2");
+    expect_answer("\\boxed{1} is what one might think but the honest result is \\boxed{2}", "2"); /* no separator */
+    expect_answer("\\boxed{ 5 } \\boxed{5}", "5");
+    expect_answer("\\boxed{\\boxed{1}}", "1");
+    expect_answer("\\boxed{4} and later \\boxed {\\frac{1}{2}} too", "4,\\frac{1}{2}");
     expect_answer("\\boxed{\\frac{a}{b}} and $5$ and answer: $7$", "\\frac{a}{b}");
     expect_answer("\\fbox{4}", "4");
     expect_answer("unbalanced \\boxed{3", NULL);
