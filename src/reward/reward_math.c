@@ -71,6 +71,33 @@ static int has_separator(const char *p, const char *e) {
     return 0;
 }
 
+/* Whether a percent marker follows p (blanks, then %, \%, percent,
+ * percentage or pct), as math_verify's LaTeX patterns allow one after an
+ * environment: "$28$ %" is 28%. */
+static int percent_after(const char *p) {
+    while (isspace((unsigned char)*p)) p++;
+    return *p == '%' || !strncmp(p, "\\%", 2) || !strncasecmp(p, "percent", 7) || !strncasecmp(p, "pct", 3);
+}
+
+/* A malloc'd answer with "\%" appended when the text after it marks a percent. */
+static char *with_percent(char *answer, const char *after) {
+    if (!answer || !percent_after(after)) return answer;
+    size_t n = strlen(answer);
+    char *out = xmalloc(n + 3);
+    memcpy(out, answer, n);
+    memcpy(out + n, "\\%", 3);
+    free(answer);
+    return out;
+}
+
+/* The closing delimiter of a LaTeX environment at p ($$, $, \], \)), skipped with the blanks before it. */
+static const char *after_env_close(const char *p) {
+    while (isspace((unsigned char)*p)) p++;
+    if (!strncmp(p, "$$", 2) || !strncmp(p, "\\]", 2) || !strncmp(p, "\\)", 2)) return p + 2;
+    if (*p == '$') return p + 1;
+    return NULL;
+}
+
 /* The boxed answer as math_verify extracts it (latex2sympy2_extended's
  * extract_boxed_content, mode "last"): the content of the last \boxed{} (or
  * \fbox{}) with balanced braces, and of the boxes before it as long as each is
@@ -112,7 +139,9 @@ static char *last_boxed(const char *s) {
         if (k) *o++ = ',';
     }
     *o = 0;
-    return out;
+    /* "$\boxed{28}$ pct": a percent after the environment around the box */
+    const char *after = after_env_close(boxes[n - 1].close + 1);
+    return after ? with_percent(out, after) : out;
 }
 
 /* A LaTeX environment starting at p ($$..$$, $..$, \[..\], \(..\)): its content
@@ -157,7 +186,7 @@ static char *anchored(const char *s, const char *anchor, int is_word, int window
             if (!window) break;
         }
     }
-    return best ? dup_range(best, (size_t)(best_end - best)) : NULL;
+    return best ? with_percent(dup_range(best, (size_t)(best_end - best)), best_after) : NULL;
 }
 
 /* The completion's answer as TRL's accuracy_reward extracts it, or NULL. */

@@ -355,6 +355,10 @@ static void test_correct_entry_point(void) {
             "boxes joined by and");
     T_CHECK(reward_math_correct("$$\\boxed{k = 45} \\quad \\text{and} \\quad \\boxed{n = 2}$$", "$$k = 45, n = 2$$") == 1,
             "boxed assignments joined by and");
+    /* test_all.py test_percent_notation, with TRL's anchoring */
+    T_CHECK(reward_math_correct("$\\boxed{28}$ pct", "$28\\%$") == 1, "percent after the environment");
+    T_CHECK(reward_math_correct("$\\boxed{28 percentage}$", "$28\\%$") == 1, "percentage in the box");
+    T_CHECK(reward_math_correct("$\\boxed{28}$", "$28\\%$") == 0, "28 is not 28 percent");
 }
 
 int main(void) {

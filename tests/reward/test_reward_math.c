@@ -33,6 +33,11 @@ static void test_extraction(void) {
     expect_answer("\\boxed{1} is what one might think but the honest result is \\boxed{2}", "2"); /* no separator */
     expect_answer("\\boxed{ 5 } \\boxed{5}", "5");
     expect_answer("\\boxed{\\boxed{1}}", "1");
+    /* a percent marker after the environment (Math-Verify tests/test_all.py test_percent_notation) */
+    expect_answer("Answer: $28$ %", "28\\%");
+    expect_answer("The final answer is $28$ percent", "28\\%");
+    expect_answer("$\\boxed{28}$ pct", "28\\%");
+    expect_answer("\\boxed{28} percent", "28");  /* no environment around the box */
     expect_answer("\\boxed{4} and later \\boxed {\\frac{1}{2}} too", "4,\\frac{1}{2}");
     expect_answer("\\boxed{\\frac{a}{b}} and $5$ and answer: $7$", "\\frac{a}{b}");
     expect_answer("\\fbox{4}", "4");
