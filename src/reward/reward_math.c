@@ -385,7 +385,7 @@ int math_openr1_correct(const char *completion, const char *gold_text) {
         }
     }
     if (!gold) return -1;
-    char *gn = normalise(gold);
+    char *gn = math_normalise(gold);
     int empty = !*gn;
     free(gn);
     if (empty) {
