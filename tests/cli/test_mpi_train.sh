@@ -11,15 +11,7 @@
 set -u
 . "$ROOT/tests/cli/lib.sh"
 command -v mpirun >/dev/null || { fail "mpirun not found (tools/install-deps.sh installs openmpi-bin)"; finish; }
-# as root (CI containers) OpenMPI wants this said; vader's single-copy (CMA) is often
-# not permitted in containers: plain shared memory instead
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_rmaps_base_oversubscribe=1 GRPO_THREADS=1
-# under ASan (make asan): OpenMPI never frees some of its own allocations; LeakSanitizer
-# is told to skip those (full stacks, its components kept loaded, so the frames name it)
-export OMPI_MCA_mca_base_component_disable_dlclose=1 LSAN_OPTIONS="suppressions=$ROOT/tests/cli/lsan-openmpi.supp:print_suppressions=0"
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-MPI=(mpirun --oversubscribe --bind-to none)
+mpi_env
 
 sed 's/"vocab_size": 96/"vocab_size": 300/; s/"eos_token_id": 2/"eos_token_id": 258/' tests/fixtures/qwen3/config.json > "$TMP/config.json"
 "$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$TMP/m" 2>/dev/null || { fail init; finish; }

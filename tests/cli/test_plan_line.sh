@@ -20,10 +20,8 @@ grep -q "generation [0-9]* (a group's 4 completions decoded 3 at a time)" "$TMP/
     fail "chunk < G: $(grep 'memory plan' "$TMP/e2")"
 
 if command -v mpirun >/dev/null; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_rmaps_base_oversubscribe=1 GRPO_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$ROOT/tests/cli/lsan-openmpi.supp:print_suppressions=0"
-    mpirun --oversubscribe --bind-to none -np 2 "$GRPO" "${RUN[@]}" --per_device_train_batch_size 2 \
+    mpi_env
+    "${MPI[@]}" -np 2 "$GRPO" "${RUN[@]}" --per_device_train_batch_size 2 \
         --output_dir "$TMP/o3" 2> "$TMP/e3" || fail "mpirun -np 2: $(tail -n 3 "$TMP/e3")"
     grep -q "^grpo train: .* 2 examples, 1 steps, on 2 processes$" "$TMP/e3" || fail "no process count: $(head -n 1 "$TMP/e3")"
     grep -q "micro-batch 2 per process," "$TMP/e3" || fail "micro-batch not per process: $(sed -n 2p "$TMP/e3")"
