@@ -32,6 +32,7 @@
 #include "gen/pretrained.h"
 #include "model/lora.h"
 #include "reward/reward.h"
+#include "train/hf_state.h"
 
 #define SYNOPSIS "--model DIR --dataset FILE --reward_funcs SPEC... [options]"
 
@@ -153,8 +154,11 @@ int cmd_eval(int argc, char **argv) {
     eval_totals_init(&t, rs.n_funcs);
     int every = n_ex >= 20 ? n_ex / 20 : 1;
     double t0 = time_now_s();
+    HfStateInfo fresh; /* no training run: the rewards see a fresh TrainerState, as Trainer.evaluate() alone */
+    hf_state_fresh(&fresh);
+    json_t *trainer_state = hf_state_fields(&fresh);
     for (int p = 0; p < n_ex && !rc; p++) {
-        rc = eval_example(&t, &s.gen, tok, &s.data, p, G, 0, &rs, a.pass_threshold, &err);
+        rc = eval_example(&t, &s.gen, tok, &s.data, p, G, 0, &rs, trainer_state, a.pass_threshold, &err);
         if (!rc && ((p + 1) % every == 0 || p + 1 == n_ex))
             fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
                     eval_reward(&t), eval_pass_at_1(&t), time_now_s() - t0);
@@ -162,6 +166,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) report(&t, &rs, G, &a.gen.sampler, a.pass_threshold, a.json);
     else cli_fail("eval", err.msg);
     eval_totals_free(&t);
+    json_decref(trainer_state);
     gen_session_close(&s);
     reward_set_free(&rs);
     args_free();

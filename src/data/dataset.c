@@ -45,9 +45,27 @@ static int check_row(json_t *row, int *conversational, GrpoErr *err) {
 
 typedef struct {
     Dataset d;
-    int cap;
+    int cap, columns_cap;
+    json_t *seen;                    /* the column names so far, as a set (values unused) */
     const DatasetConversation *conv; /* open-r1's prompt made from a column, or NULL */
 } Loading;
+
+/* Adds row's column names that are new to l->d.columns: the union over the
+ * file, gathered once so a reward call costs no scan of the data. */
+static void add_columns(Loading *l, json_t *row) {
+    const char *key;
+    json_t *v;
+    if (!l->seen) l->seen = json_object();
+    json_object_foreach(row, key, v) {
+        if (json_object_get(l->seen, key)) continue;
+        json_object_set_new(l->seen, key, json_true());
+        if (l->d.n_columns == l->columns_cap) {
+            l->columns_cap = l->columns_cap ? 2 * l->columns_cap : 8;
+            l->d.columns = xrealloc(l->d.columns, (size_t)l->columns_cap * sizeof *l->d.columns);
+        }
+        l->d.columns[l->d.n_columns++] = xstrdup(key);
+    }
+}
 
 /* The row's columns, "a, b, c", for a message. */
 static void column_names(const json_t *row, char *out, size_t cap) {
@@ -98,6 +116,7 @@ static int add_row(json_t *row, long line, void *ctx, GrpoErr *err) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->d.ex = xrealloc(l->d.ex, (size_t)l->cap * sizeof *l->d.ex);
     }
+    add_columns(l, row);
     DatasetExample *e = &l->d.ex[l->d.n++];
     memset(e, 0, sizeof *e);
     e->row = json_incref(row);
@@ -109,6 +128,7 @@ static int add_row(json_t *row, long line, void *ctx, GrpoErr *err) {
 
 /* Hands the examples gathered in l to *d under the name `name`, or frees them. */
 static int finish(Dataset *d, Loading *l, const char *name, int rc, const char *why_empty, GrpoErr *err) {
+    json_decref(l->seen);
     if (!rc && l->d.n == 0) rc = err_set(err, "%s: no examples%s", name, why_empty);
     if (rc) {
         dataset_free(&l->d);
@@ -206,6 +226,8 @@ void dataset_free(Dataset *d) {
     }
     free(d->ex);
     free(d->path);
+    for (int i = 0; i < d->n_columns; i++) free(d->columns[i]);
+    free(d->columns);
     memset(d, 0, sizeof *d);
 }
 

@@ -43,6 +43,9 @@ typedef struct {
     char *path;             /* owned: the file name, for messages */
     DatasetExample *ex;     /* [n] in file order */
     int n;
+    char **columns;         /* owned: [n_columns] every column of any row (`prompt` too), in first-seen
+                               order: the dataset's columns, which reward functions get for every row */
+    int n_columns;
 } Dataset;
 
 /* Reads (io/jsonl.h; "-" is standard input) and validates every line of `path`.

@@ -21,7 +21,8 @@ void eval_totals_free(EvalTotals *t) {
 }
 
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
-                 uint64_t stream_base, RewardSet *rs, double pass_threshold, GrpoErr *err) {
+                 uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
+                 GrpoErr *err) {
     const DatasetExample *ex = &data->ex[p];
     int F = rs->n_funcs, rc = 0;
     Completion *out = xcalloc(G, sizeof(Completion));
@@ -34,7 +35,7 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
         if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;
         items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, data->path, ex->line};
     }
-    RewardBatch batch = {items, G, 0};
+    RewardBatch batch = {items, G, trainer_state, data->columns, data->n_columns};
     if (!rc) rc = reward_set_compute(rs, &batch, per_func, total, err);
     for (int i = 0; i < G && !rc; i++) {
         t->completions++;

@@ -29,9 +29,11 @@ typedef struct {
 void eval_totals_init(EvalTotals *t, int n_funcs);
 void eval_totals_free(EvalTotals *t);
 
-/* Generates, decodes and scores example p of data (tokenized) and adds it to t. */
+/* Generates, decodes and scores example p of data (tokenized) and adds it to t.
+ * trainer_state: what the reward functions get as trainer_state (RewardBatch). */
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
-                 uint64_t stream_base, RewardSet *rs, double pass_threshold, GrpoErr *err);
+                 uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
+                 GrpoErr *err);
 
 /* The numbers (NaN without completions): mean weighted reward, its sample
  * standard deviation, pass@1, mean completion length in tokens, the fraction

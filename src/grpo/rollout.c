@@ -154,8 +154,10 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
                                          ex->row, t->sess.data.path, ex->line};
     }
     double *mine = xmalloc(sizeof(double) * F * (cnt ? cnt : 1));
-    RewardBatch batch = {items, cnt, t->st.step};
+    json_t *trainer_state = hf_state_fields(&t->st.state); /* TRL passes the trainer's state */
+    RewardBatch batch = {items, cnt, trainer_state, t->sess.data.columns, t->sess.data.n_columns};
     if (!rc && cnt) rc = reward_set_compute(&t->rewards, &batch, mine, NULL, err);
+    json_decref(trainer_state);
     free(items);
     rc = train_world_check(t->world, rc, err); /* a reward failing on any process stops every one */
     if (!rc) { /* per_func[f][i]: each completion's F scores travel together */

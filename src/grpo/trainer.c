@@ -105,17 +105,20 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
  * disturbed and a resumed run evaluates the same), scored by the training
  * rewards; eval_reward, eval_pass@1, ... (eval/evaluate.h). */
 #define STREAM_EVAL 0x6576616c756174ULL /* "evaluat" */
-static int grpo_evaluate(void *self, long step, MetricAcc *m, GrpoErr *err) {
+static int grpo_evaluate(void *self, const HfStateInfo *state, MetricAcc *m, GrpoErr *err) {
     GrpoTrainer *t = self;
     const TrainConfig *c = &t->c;
     int G = c->num_generations_eval > 0 ? c->num_generations_eval : c->num_generations, rc = 0;
+    uint64_t stream = rng_mix(STREAM_EVAL, (uint64_t)state->global_step);
+    json_t *trainer_state = hf_state_fields(state); /* the rewards see the run's state, as TRL's evaluate */
     EvalTotals tot;
     eval_totals_init(&tot, t->rewards.n_funcs);
     for (int p = 0; p < t->eval_data.n && !rc; p++)
-        rc = eval_example(&tot, &t->sess.gen, t->sess.tok, &t->eval_data, p, G, rng_mix(STREAM_EVAL, (uint64_t)step),
-                          &t->rewards, c->pass_threshold, err);
+        rc = eval_example(&tot, &t->sess.gen, t->sess.tok, &t->eval_data, p, G, stream, &t->rewards, trainer_state,
+                          c->pass_threshold, err);
     if (!rc) eval_add_metrics(&tot, &t->rewards, m);
     eval_totals_free(&tot);
+    json_decref(trainer_state);
     return rc;
 }
 
@@ -184,7 +187,7 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
     GrpoStep *st = &t->st;
     const TrainConfig *c = &t->c;
     int GA = s->micro_batches, BN = s->micro_size, S_all = GA * BN;
-    st->step = s->step, st->metrics = m, st->tokens = 0, st->n_retired = 0;
+    st->step = s->step, st->state = *s->state, st->metrics = m, st->tokens = 0, st->n_retired = 0;
     st->t_gen = st->t_score = st->t_ref = 0;
     for (int k = 0; k < GA; k++)
         if (take_micro(t, &st->mb[k], &st->slice[k], st->retired, &st->n_retired, err)) return -1;

@@ -60,6 +60,7 @@ typedef struct {
 /* The optimizer step in progress, over every process. */
 typedef struct {
     long step;             /* optimizer steps done before it */
+    HfStateInfo state;     /* TrainerState as it begins: the rewards' trainer_state */
     MetricAcc *metrics;
     Rollout **mb;          /* [GA] the rollout each global micro-batch comes from */
     int *slice;            /* [GA] which micro-batch of its rollout */

@@ -29,8 +29,9 @@ class Failure(Exception):
 
 
 class TrainerState:
-    """transformers' TrainerState as far as grpo.c sends it (global_step); other
-    attributes of the real one say so when read."""
+    """transformers' TrainerState as grpo.c sends it: its fields (global_step,
+    max_steps, epoch, num_train_epochs, logging_steps, ...) but log_history and
+    stateful_callbacks, which say so when read."""
 
     _KNOWN = ("epoch", "max_steps", "num_train_epochs", "logging_steps", "eval_steps", "save_steps",
               "train_batch_size", "num_input_tokens_seen", "total_flos", "log_history", "best_metric",

@@ -54,7 +54,16 @@ typedef struct {
 typedef struct {
     const RewardItem *items; /* [n] */
     int n;
-    long step;               /* the trainer's global step (sent as trainer_state.global_step) */
+    /* transformers' TrainerState at the step being scored, as a JSON object of its
+     * fields (train/hf_state.h: global_step, max_steps, epoch, ...), sent as
+     * trainer_state; NULL: {"global_step": 0} */
+    const json_t *trainer_state;
+    /* every column of the dataset the items come from (the union over its rows,
+     * data/dataset.h); each is sent for every item, null where its row lacks it,
+     * as TRL's datasets give every row every column. Columns a row has beyond
+     * these are sent too. NULL / 0: the union over the batch. */
+    char *const *columns; /* [n_columns] */
+    int n_columns;
 } RewardBatch;
 
 /* open-r1's reward parameters (GRPOScriptArguments), with its defaults. Lengths

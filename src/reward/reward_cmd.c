@@ -191,9 +191,19 @@ static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *wha
     json_object_set_new(req, "prompts", prompts);
     json_object_set_new(req, "completions", completions);
     json_object_set_new(req, "completion_ids", ids);
-    /* dataset columns: the union over the batch in first-seen order; an
-     * example without one gets null there (as datasets fills missing keys) */
+    /* dataset columns: the dataset's, then any other the batch's rows have, in
+     * first-seen order; an example without one gets null there (as datasets
+     * fills missing keys) */
     json_t *columns = json_object();
+    for (int c = 0; c < b->n_columns; c++) {
+        const char *key = b->columns[c];
+        if (!strcmp(key, "prompt") || !strcmp(key, "completion") || !strcmp(key, "completion_ids") ||
+            json_object_get(columns, key))
+            continue;
+        json_t *col = json_array();
+        for (int k = 0; k < b->n; k++) json_array_append_new(col, json_null());
+        json_object_set_new(columns, key, col);
+    }
     for (int i = 0; i < b->n; i++) {
         const RewardItem *it = &b->items[i];
         json_array_append(prompts, it->prompt ? (json_t *)it->prompt : json_null());
@@ -231,7 +241,8 @@ static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *wha
     json_t *v;
     json_object_foreach(columns, key, v) json_object_set(req, key, v);
     json_decref(columns);
-    json_object_set_new(req, "trainer_state", json_pack("{s:I}", "global_step", (json_int_t)b->step));
+    json_object_set_new(req, "trainer_state",
+                        b->trainer_state ? json_deep_copy(b->trainer_state) : json_pack("{s:i}", "global_step", 0));
     return req;
 }
 

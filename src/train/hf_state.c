@@ -32,23 +32,36 @@ void hf_state_log_append(json_t *history, const MetricAcc *acc, long step, doubl
     json_array_append_new(history, entry);
 }
 
+void hf_state_fresh(HfStateInfo *in) {
+    /* transformers' trainer_callback.py: the dataclass's defaults */
+    *in = (HfStateInfo){.epoch = NAN, .logging_steps = 500, .eval_steps = 500, .save_steps = 500,
+                        .is_world_process_zero = 1, .is_local_process_zero = 1};
+}
+
+json_t *hf_state_fields(const HfStateInfo *in) {
+    json_t *hf = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:I, s:I, s:f, s:n, s:n, s:n, s:b, s:b, s:b, s:n, "
+                           "s:n}",
+                           "epoch", logged_number(in->epoch), "global_step", (json_int_t)in->global_step, "max_steps",
+                           (json_int_t)in->max_steps, "logging_steps", (json_int_t)in->logging_steps, "eval_steps",
+                           (json_int_t)in->eval_steps, "save_steps", (json_int_t)in->save_steps, "train_batch_size",
+                           in->train_batch_size > 0 ? json_integer(in->train_batch_size) : json_null(),
+                           "num_train_epochs", (json_int_t)in->num_train_epochs,
+                           "num_input_tokens_seen", (json_int_t)in->num_input_tokens_seen, "total_flos", 0.0,
+                           "best_metric", "best_global_step", "best_model_checkpoint", "is_local_process_zero",
+                           in->is_local_process_zero, "is_world_process_zero", in->is_world_process_zero,
+                           "is_hyper_param_search", 0, "trial_name", "trial_params");
+    CHECK(hf);
+    return hf;
+}
+
 void hf_state_add(json_t *state, const HfStateInfo *in, const json_t *history) {
     /* TrainerControl as transformers records it in a checkpoint: saving now,
      * stopping when this is the last step */
     json_t *control = json_pack("{s:{s:b, s:b, s:b, s:b, s:b}, s:{}}", "args", "should_epoch_stop", 0,
                                 "should_evaluate", 0, "should_log", 0, "should_save", 1, "should_training_stop",
                                 in->global_step >= in->max_steps, "attributes");
-    json_t *hf = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:n, s:n, s:n, s:b, s:b, s:b, s:n, "
-                           "s:n, s:{s:o}}",
-                           "epoch", logged_number(in->epoch), "global_step", (json_int_t)in->global_step, "max_steps",
-                           (json_int_t)in->max_steps, "logging_steps", (json_int_t)in->logging_steps, "eval_steps",
-                           (json_int_t)in->eval_steps, "save_steps", (json_int_t)in->save_steps, "train_batch_size",
-                           (json_int_t)in->train_batch_size, "num_train_epochs", (json_int_t)in->num_train_epochs,
-                           "num_input_tokens_seen", (json_int_t)in->num_input_tokens_seen, "total_flos", 0.0,
-                           "best_metric", "best_global_step", "best_model_checkpoint", "is_local_process_zero", 1,
-                           "is_world_process_zero", 1, "is_hyper_param_search", 0, "trial_name", "trial_params",
-                           "stateful_callbacks", "TrainerControl", control);
-    CHECK(hf);
+    json_t *hf = hf_state_fields(in);
+    json_object_set_new(hf, "stateful_callbacks", json_pack("{s:o}", "TrainerControl", control));
     json_object_set_new(hf, "log_history", json_deep_copy(history));
     json_object_update_missing(state, hf); /* the loop's global_step and max_steps are the same numbers */
     json_decref(hf);

@@ -27,15 +27,27 @@
 #include "core/check.h"
 #include "log/metrics.h"
 
-/* The numbers TrainerState records beside log_history. */
+/* The numbers TrainerState records beside log_history: what a checkpoint
+ * writes, and what a reward function gets as trainer_state. */
 typedef struct {
     long global_step, max_steps;
-    double epoch;            /* examples consumed / examples in the data */
+    double epoch;            /* examples consumed / examples in the data; NaN: None (no training run) */
     long num_train_epochs;   /* epochs the run spans, whole (transformers rounds up) */
     long logging_steps, eval_steps, save_steps;
-    long train_batch_size;   /* per_device_train_batch_size */
+    long train_batch_size;   /* per_device_train_batch_size; 0: None (no training run) */
     long num_input_tokens_seen;
+    int is_world_process_zero, is_local_process_zero;
 } HfStateInfo;
+
+/* What transformers' TrainerState() holds before any training (a Trainer that
+ * only evaluates): step 0, max_steps 0, epoch and train_batch_size None,
+ * logging/eval/save_steps 500, process zero. */
+void hf_state_fresh(HfStateInfo *info);
+
+/* TrainerState's fields but log_history and stateful_callbacks (new reference):
+ * epoch, global_step, max_steps, ..., is_world_process_zero, best_metric (None),
+ * as save_to_json writes them. A reward function's trainer_state. */
+json_t *hf_state_fields(const HfStateInfo *info);
 
 /* Appends acc's means (as metrics.jsonl writes them) to history as one entry,
  * then "epoch" (epoch, the epochs done at this step, as transformers' state.epoch:

@@ -66,6 +66,17 @@ static double epochs_done(const Loop *lp, long steps) {
     return algo->n_examples > 0 ? (double)steps * algo->examples_per_step / algo->n_examples : 0;
 }
 
+/* transformers' TrainerState after `steps` optimizer steps, on this process. */
+static HfStateInfo state_info(const Loop *lp, long steps) {
+    const TrainingArgs *a = lp->L->args;
+    const TrainAlgo *algo = lp->L->algo;
+    int zero = train_world_writes(lp->world); /* rank 0; a run's processes are taken as one machine's */
+    return (HfStateInfo){steps, lp->total_steps, epochs_done(lp, steps), (long)ceil(epochs_done(lp, lp->total_steps)),
+                         a->logging_steps, algo->evaluate ? algo->eval_steps : a->logging_steps,
+                         training_args_save_every(a, lp->total_steps), /* a fraction made steps, as compute_steps */
+                         a->per_device_train_batch_size, lp->num_tokens, zero, zero};
+}
+
 /* ---- checkpoints ---- */
 
 /* What the model and the algorithm add to a checkpoint. */
@@ -83,9 +94,7 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
                               "nonfinite_streak", lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens,
                               "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
-    HfStateInfo hf = {lp->step, lp->total_steps, epochs_done(lp, lp->step), (long)ceil(epochs_done(lp, lp->total_steps)),
-                      a->logging_steps, L->algo->evaluate ? L->algo->eval_steps : a->logging_steps, a->save_steps,
-                      a->per_device_train_batch_size, lp->num_tokens};
+    HfStateInfo hf = state_info(lp, lp->step);
     hf_state_add(state, &hf, lp->log_history);
     CkptWrite w = {lp->out_dir, lp->step, train_model_weights(lp->tm), a->model_dir, train_model_optimizer(lp->tm),
                    state, add_state, (void *)L, a->save_total_limit, L->save_meta};
@@ -181,7 +190,8 @@ static int step_micro_batches(Loop *lp, TrainStepSums *sums, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     const TrainWorld *w = lp->world;
     int B = a->per_device_train_batch_size, N = train_world_size(w), GA = a->gradient_accumulation_steps;
-    TrainStep s = {lp->step, GA, B * N, GA * N, w};
+    HfStateInfo state = state_info(lp, lp->step);
+    TrainStep s = {lp->step, GA, B * N, GA * N, w, &state};
     train_model_begin_step(lp->tm, lp->step);
     if (algo->begin_step(algo->self, &s, sums, &lp->acc, err)) return -1;
     for (int k = 0; k < GA; k++) algo->micro_batch(algo->self, lp->tm, &s, k, k * B * N + w->rank(w) * B, B, sums);
@@ -440,7 +450,8 @@ static int run_steps(Loop *lp, GrpoErr *err) {
             /* its own metrics.jsonl line, as TRL logs an evaluation; rank 0 evaluates */
             MetricAcc eacc;
             metric_acc_init(&eacc);
-            int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, lp->step, &eacc, err));
+            HfStateInfo state = state_info(lp, lp->step);
+            int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, &state, &eacc, err));
             if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_EVAL, .metrics = &eacc, .text = lp->L->algo->eval_text});
             if (!rc) rc = write_logs(lp, &eacc, err);
             metric_acc_free(&eacc);

@@ -24,6 +24,7 @@
 #include "log/metrics.h"
 #include "model/model_io.h"
 #include "train/args.h"
+#include "train/hf_state.h"
 #include "train/model.h"
 #include "train/world.h"
 
@@ -37,6 +38,9 @@ typedef struct {
     int micro_size;     /* sequences in a global micro-batch: per_device_train_batch_size x processes */
     int shares;
     const TrainWorld *world; /* the run's processes, for the algorithm's own shared data (train/world.h) */
+    const HfStateInfo *state; /* transformers' TrainerState as the step begins (global_step == step, the
+                                 epochs done so far, this process's is_world_process_zero): a reward's
+                                 trainer_state */
 } TrainStep;
 
 #define TRAIN_MAX_STATS 16
@@ -73,9 +77,10 @@ typedef struct {
     int (*save)(void *self, const char *dir, json_t *state, GrpoErr *err);
     /* NULL, or restores them from checkpoint dir (called before the loop starts). */
     int (*load)(void *self, const char *dir, const json_t *state, GrpoErr *err);
-    /* NULL, or evaluates the model after optimizer step `step` (1-based), adding
-     * eval_* metrics to m; called every eval_steps steps and after the last. */
-    int (*evaluate)(void *self, long step, MetricAcc *m, GrpoErr *err);
+    /* NULL, or evaluates the model after optimizer step state->global_step (1-based),
+     * adding eval_* metrics to m; called every eval_steps steps and after the last,
+     * on the process that writes the run's files. state: TrainerState after the step. */
+    int (*evaluate)(void *self, const HfStateInfo *state, MetricAcc *m, GrpoErr *err);
     long eval_steps;    /* with evaluate: steps between evaluations (> 0) */
     const char *eval_text; /* with evaluate: how its numbers are made ("3 prompts x 8 completions sampled at
                               temperature 1"), shown with them; or NULL */

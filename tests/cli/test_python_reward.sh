@@ -150,6 +150,51 @@ assert s["count"] == l["count"] == 6, r
 assert abs(s["mean"] - 2 * -l["mean"]) < 1e-9 and abs(r["reward"]) < 1e-9, r
 PY
 
+# trainer_state is transformers' TrainerState at the step (max_steps, epoch, ...), in
+# training, in its evaluations (after the step) and in grpo eval (a fresh one); every
+# dataset column reaches every completion: `source`, which one row of three has, is a
+# required parameter, and batches of one prompt without it still get it (None)
+printf '%s\n' '{"prompt": "ab"}' '{"prompt": "cd"}' '{"prompt": "ef", "source": "web"}' > "$TMP/src.jsonl"
+cat > "$TMP/work/state_probe.py" <<'PY'
+import json
+import os
+
+
+def probe(completions, trainer_state, source, **kwargs):
+    s = trainer_state
+    with open(os.path.join(os.path.dirname(__file__), "states.jsonl"), "a") as f:
+        f.write(json.dumps({k: getattr(s, k) for k in (
+            "global_step", "max_steps", "epoch", "num_train_epochs", "logging_steps", "eval_steps", "save_steps",
+            "train_batch_size", "is_world_process_zero", "is_local_process_zero")} | {"source": source}) + "\n")
+    return [0.0] * len(completions)
+PY
+"$GRPO" train "${T[@]}" --dataset "$TMP/src.jsonl" --num_train_epochs 2 --save_steps 0.5 --eval_strategy steps \
+    --eval_steps 3 --eval_dataset "$TMP/src.jsonl" --num_generations_eval 1 --output_dir "$TMP/state" --quiet \
+    --reward_funcs "$TMP/work/state_probe.py:probe" 2>"$TMP/state.err" || fail "trainer_state: $(tail -3 "$TMP/state.err")"
+"$GRPO" eval --model "$TMP/m" --dataset "$TMP/src.jsonl" --max_completion_length 6 --num_generations 2 \
+    --reward_funcs "$TMP/work/state_probe.py:probe" >/dev/null 2>"$TMP/state_ev.err" || fail "eval trainer_state: $(tail -3 "$TMP/state_ev.err")"
+python3 - "$TMP/work/states.jsonl" <<'PY' || fail "trainer_state or columns differ from the run's"
+import collections, json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+train, fresh = rows[:-3], rows[-3:]
+# 3 examples, 1 prompt a step, 2 epochs: 6 steps; after step s, s/3 epochs. Training scores at
+# global_step 0..5, its evaluations (3 prompts each) after steps 3 and 6
+assert collections.Counter(r["global_step"] for r in train) == {0: 1, 1: 1, 2: 1, 3: 4, 4: 1, 5: 1, 6: 3}, train
+for r in train:
+    assert abs(r["epoch"] - r["global_step"] / 3) < 1e-9, r
+    want = dict(max_steps=6, num_train_epochs=2, logging_steps=1, eval_steps=3, save_steps=3, train_batch_size=4,
+                is_world_process_zero=True, is_local_process_zero=True)
+    assert {k: r[k] for k in want} == want, r
+for r in rows:
+    assert len(set(r["source"])) == 1 and r["source"][0] in (None, "web"), r
+assert sum(r["source"][0] is None for r in train) == 2 * sum(r["source"][0] == "web" for r in train), train
+for r in fresh:  # grpo eval: no training run, transformers' TrainerState() as Trainer.evaluate() alone sees it
+    assert r | {"source": 0} == dict(global_step=0, max_steps=0, epoch=None, num_train_epochs=0, logging_steps=500,
+                                     eval_steps=500, save_steps=500, train_batch_size=None,
+                                     is_world_process_zero=True, is_local_process_zero=True, source=0), r
+assert [r["source"][0] for r in fresh] == [None, None, "web"], fresh
+PY
+
 # failures: one line naming the function (and file), exit 1
 cat > "$TMP/work/bad.py" <<'PY'
 import math
@@ -165,8 +210,8 @@ def strings(completions, **kw):
     return ["1.0"] * len(completions)
 def infinite(completions, **kw):
     return [math.inf] * len(completions)
-def max_steps(completions, trainer_state, **kw):
-    return [trainer_state.max_steps] * len(completions)
+def log_history(completions, trainer_state, **kw):
+    return [len(trainer_state.log_history)] * len(completions)
 def slow(completions, **kw):
     import time
     time.sleep(60)
@@ -205,8 +250,8 @@ check_traceback() { # SPEC LAST-LINE TRACEBACK-LINE [FIRST-LINE]
 }
 check_traceback bad.py:boom "^grpo train: python reward 'bad.py:boom': raised ZeroDivisionError: division by zero (traceback above)$" \
     '^\[reward boom\] ZeroDivisionError: division by zero$' "[reward boom] about to fail"
-check_traceback bad.py:max_steps "python reward 'bad.py:max_steps': raised AttributeError: trainer_state.max_steps is not passed by grpo.c (it passes global_step)" \
-    '^\[reward max_steps\]   File ".*bad.py", line 1[45], in max_steps$'
+check_traceback bad.py:log_history "python reward 'bad.py:log_history': raised AttributeError: trainer_state.log_history is not passed by grpo.c (it passes best_global_step, .*, trial_params)" \
+    '^\[reward log_history\]   File ".*bad.py", line 1[45], in log_history$'
 # start-up failures: reported while the rewards are built, before any generation
 rm -rf "$TMP/bad"
 check_traceback imports.py:f "python reward 'imports.py:f': loading imports.py raised ModuleNotFoundError: No module named 'not_a_module_anywhere' (traceback above)$" \

@@ -70,6 +70,17 @@ static const char *GOOD =
     "{\"prompt\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": \"hi?\"}], \"answer\": \"x\"}\r\n"
     "{\"prompt\": \"abcdefghij\"}";
 
+/* d's columns joined by commas, for a check. */
+static const char *columns_of(const Dataset *d) {
+    static char out[256];
+    out[0] = 0;
+    for (int i = 0; i < d->n_columns; i++) {
+        if (i) strcat(out, ",");
+        strcat(out, d->columns[i]);
+    }
+    return out;
+}
+
 static void test_load_and_tokenize(Tokenizer *tok) {
     const char *path = write_file("good.jsonl", GOOD);
     Dataset d;
@@ -84,6 +95,8 @@ static void test_load_and_tokenize(Tokenizer *tok) {
                 json_is_object(json_object_get(d.ex[0].row, "meta")) &&
                 !strcmp(json_string_value(json_object_get(d.ex[1].row, "answer")), "x"),
             "columns kept");
+    T_CHECK(!strcmp(columns_of(&d), "prompt,answer,meta"), "the dataset's columns, the union in first-seen order: %s",
+            columns_of(&d));
     T_CHECK(json_is_array(d.ex[1].prompt) && d.ex[1].prompt == json_object_get(d.ex[1].row, "prompt"),
             "original prompt value kept");
     if (!tok) { dataset_free(&d); return; }
@@ -111,7 +124,7 @@ static void test_load_and_tokenize(Tokenizer *tok) {
     T_CHECK(dataset_tokenize(&d, tok, 10, NULL, &err) == 0 && !d.ex[2].truncated && d.ex[2].n_prompt_ids == 10,
             "10 of 10 is not truncated");
     dataset_free(&d);
-    T_CHECK(d.n == 0 && d.ex == NULL, "free zeroes");
+    T_CHECK(d.n == 0 && d.ex == NULL && d.n_columns == 0 && d.columns == NULL, "free zeroes");
     dataset_free(&d);
 }
 
@@ -165,6 +178,8 @@ static void test_conversation(void) {
                              "{\"content\":\"1+1?\",\"role\":\"user\"}],\"solution\":\"2\"}"), "row 1: %s", got);
         free(got);
         T_CHECK(d.ex[1].conversational && json_array_size(d.ex[1].prompt) == 2, "row 2 conversational");
+        T_CHECK(!strcmp(columns_of(&d), "problem,solution,prompt"), "columns as the rows were made (no messages): %s",
+                columns_of(&d));
         dataset_free(&d);
     }
     DatasetConversation user_only = {NULL, "problem"};
@@ -195,6 +210,7 @@ static void test_from_rows(void) {
         T_CHECK(!d.ex[0].conversational && d.ex[1].conversational && d.ex[0].line == 1 && d.ex[1].line == 2 &&
                     json_integer_value(json_object_get(d.ex[1].row, "answer")) == 4,
                 "rows as examples");
+        T_CHECK(!strcmp(columns_of(&d), "prompt,answer"), "columns of rows: %s", columns_of(&d));
         T_CHECK(rows[0]->refcount == 2, "the dataset holds its own reference (refcount %zu)", rows[0]->refcount);
         dataset_free(&d);
     }

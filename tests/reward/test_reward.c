@@ -32,7 +32,7 @@ static int score(RewardFunc *f, const char *const *completions, json_t **rows, i
         items[i].file = "data.jsonl";
         items[i].line = i + 1;
     }
-    RewardBatch b = {items, n, 0};
+    RewardBatch b = {.items = items, .n = n};
     return reward_compute(f, &b, res, err);
 }
 
@@ -206,7 +206,7 @@ static void test_set(void) {
     T_CHECK(!strcmp(s.funcs[1]->name, "a_2"), "duplicate name gets _2: %s", s.funcs[1]->name);
     RewardItem items[3] = {{0}};
     for (int i = 0; i < 3; i++) items[i].completion = "";
-    RewardBatch batch = {items, 3, 0};
+    RewardBatch batch = {.items = items, .n = 3};
     double per[6], total[3];
     T_CHECK(reward_set_compute(&s, &batch, per, total, &err) == 0, "set compute");
     /* row 0: 0.5*1 + 2*2 = 4.5; row 1: NAN left out -> 6; row 2: all NAN -> 0 (torch.nansum) */

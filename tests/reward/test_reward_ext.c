@@ -78,7 +78,7 @@ static void test_python_child(void) {
     if (!f) return;
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 3};
+    RewardBatch rb = {.items = b.items, .n = 2};
     GrpoErr err = {{0}};
     for (int round = 0; round < 3; round++) { /* the same process, batch after batch */
         double out[2] = {0, 0};
@@ -102,7 +102,11 @@ static void test_request_contents(void) {
     if (!f) { T_CHECK(0, "shell child starts"); return; }
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 42};
+    /* the dataset's columns: `source` is in none of the batch's rows */
+    char *columns[] = {"prompt", "answer", "source", "level"};
+    json_t *state = json_pack("{s:i, s:i, s:f, s:n}", "global_step", 42, "max_steps", 100, "epoch", 1.25,
+                              "train_batch_size");
+    RewardBatch rb = {b.items, 2, state, columns, 4};
     GrpoErr err = {{0}};
     double out[2];
     T_CHECK(reward_compute(f, &rb, out, &err) == 0 && isnan(out[0]) && out[1] == 1.5,
@@ -131,10 +135,22 @@ static void test_request_contents(void) {
                 "column answer as a list");
         T_CHECK(!strcmp(json_string_value(json_array_get(lvl, 0)), "easy") && json_is_null(json_array_get(lvl, 1)),
                 "column missing in one example is null there");
-        T_CHECK(!json_object_get(req, "prompt") && json_integer_value(json_object_get(ts, "global_step")) == 42,
-                "no 'prompt' column; trainer_state.global_step");
+        T_CHECK(!json_object_get(req, "prompt") && json_equal(ts, state), "no 'prompt' column; trainer_state as given");
+        json_t *src = json_object_get(req, "source");
+        T_CHECK(json_array_size(src) == 2 && json_is_null(json_array_get(src, 0)) && json_is_null(json_array_get(src, 1)),
+                "a dataset column no row of the batch has is sent, null for every completion");
         json_decref(req);
     }
+    /* without a trainer state: global_step 0 */
+    RewardBatch bare = {.items = b.items, .n = 2};
+    T_CHECK(reward_compute(f, &bare, out, &err) == 0, "bare batch: %s", err.msg);
+    req = json_load_file(path, 0, &jerr);
+    json_t *want = json_pack("{s:i}", "global_step", 0);
+    T_CHECK(req && json_equal(json_object_get(req, "trainer_state"), want) && !json_object_get(req, "source"),
+            "no trainer state: {global_step: 0}; no columns: the batch's");
+    json_decref(want);
+    json_decref(req);
+    json_decref(state);
     reward_free(f);
     batch2_free(&b);
 }
@@ -147,7 +163,7 @@ static void expect_cmd_error(const char *script, double timeout_s, const char *w
     if (!f) { T_CHECK(0, "child '%s' starts", script); return; }
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 0};
+    RewardBatch rb = {.items = b.items, .n = 2};
     GrpoErr err = {{0}};
     double out[2];
     double t0 = now_s();
@@ -181,7 +197,9 @@ static void test_cmd_failures(void) {
 
 /* A Python function (FILE.py:FUNCTION) gets TRL's keyword arguments: prompts,
  * completions (conversational ones as a message list), completion_ids, every
- * column (None where an example lacks it), trainer_state with attribute access,
+ * column of the dataset (None where an example lacks it, so a required one no
+ * row of the batch has is there), trainer_state with attribute access (its
+ * fields as given; one not given raises an AttributeError that says so),
  * log_extra and log_metric; it returns floats and None. */
 static void test_python_function(void) {
     char file[512], spec[600], seen[512];
@@ -191,10 +209,17 @@ static void test_python_function(void) {
     CHECK(fp);
     fprintf(fp,
             "import json\n"
-            "def judge(prompts, completions, completion_ids, trainer_state, **kwargs):\n"
+            "def judge(prompts, completions, completion_ids, trainer_state, source, **kwargs):\n"
             "    print('not on the protocol')\n"
+            "    try:\n"
+            "        trainer_state.log_history\n"
+            "        missing = 'none'\n"
+            "    except AttributeError as e:\n"
+            "        missing = str(e)\n"
             "    json.dump({'keys': sorted(kwargs), 'prompts': prompts, 'completions': completions,\n"
             "               'ids': completion_ids, 'answer': kwargs['answer'], 'level': kwargs['level'],\n"
+            "               'source': source, 'state': [trainer_state.max_steps, trainer_state.epoch,\n"
+            "                                           trainer_state.train_batch_size], 'missing': missing,\n"
             "               'callable': [callable(kwargs['log_extra']), callable(kwargs['log_metric'])]},\n"
             "              open('%s', 'w'))\n"
             "    return [float(trainer_state.global_step), None]\n",
@@ -206,7 +231,10 @@ static void test_python_function(void) {
     T_CHECK(!strcmp(f->name, "judge"), "log name is the function's __name__: %s", f->name);
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 42};
+    char *columns[] = {"prompt", "answer", "level", "source"};
+    json_t *state = json_pack("{s:i, s:i, s:f, s:n}", "global_step", 42, "max_steps", 100, "epoch", 1.25,
+                              "train_batch_size");
+    RewardBatch rb = {b.items, 2, state, columns, 4};
     GrpoErr err = {{0}};
     double out[2] = {0, 0};
     T_CHECK(reward_compute(f, &rb, out, &err) == 0 && out[0] == 42.0 && isnan(out[1]),
@@ -215,15 +243,19 @@ static void test_python_function(void) {
     json_t *got = json_load_file(seen, 0, &jerr);
     T_CHECK(got != NULL, "the function ran: %s", got ? "" : jerr.text);
     if (got) {
-        json_t *want = json_pack("{s:[s,s,s,s], s:[s,o], s:[s,[{s:s,s:s}]], s:[[i,i,i],[i]], s:[i,i], s:[s,n], s:[b,b]}",
+        json_t *want = json_pack("{s:[s,s,s,s], s:[s,o], s:[s,[{s:s,s:s}]], s:[[i,i,i],[i]], s:[i,i], s:[s,n], "
+                                 "s:[n,n], s:[i,f,n], s:s, s:[b,b]}",
                                  "keys", "answer", "level", "log_extra", "log_metric",
                                  "prompts", "What is 3+4?", json_deep_copy(json_object_get(b.rows[1], "prompt")),
                                  "completions", "héllo", "role", "assistant", "content", "seven is 7",
-                                 "ids", 5, 6, 7, 9, "answer", 7, 1, "level", "easy", "callable", 1, 1);
+                                 "ids", 5, 6, 7, 9, "answer", 7, 1, "level", "easy", "source", "state", 100, 1.25,
+                                 "missing", "trainer_state.log_history is not passed by grpo.c (it passes epoch, "
+                                 "global_step, max_steps, train_batch_size)", "callable", 1, 1);
         T_CHECK(json_equal(got, want), "TRL's keyword arguments: %s", json_dumps(got, JSON_COMPACT));
         json_decref(want);
         json_decref(got);
     }
+    json_decref(state);
     reward_free(f);
     batch2_free(&b);
     /* start-up failures come from reward_new itself: before any batch */
@@ -263,7 +295,7 @@ static void test_cmd_stderr(void) {
     if (!r) { T_CHECK(0, "stderr child starts"); return; }
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 0};
+    RewardBatch rb = {.items = b.items, .n = 2};
     GrpoErr err = {{0}};
     double out[2];
     T_CHECK(reward_compute(r, &rb, out, &err) == 0, "stderr child: %s", err.msg);
@@ -347,7 +379,7 @@ static long read_pid(const char *path) {
 static void test_cmd_framing(void) {
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 0};
+    RewardBatch rb = {.items = b.items, .n = 2};
     const char *scripts[2] = {
         "while read -r l; do echo '{\"rewards\": [1, 2]}'; echo '{\"rewards\": [3, 4]}'; done",
         "while read -r l; do echo '{\"rewards\": [1, 2]}'; sleep 0.2; echo '{\"rewards\": [3, 4]}'; done"};
@@ -429,7 +461,7 @@ static void test_plugin(void) {
     T_CHECK(f && !strcmp(f->name, "len"), "plugin loads, named after the file: %s", f ? f->name : "");
     Batch2 b;
     batch2_init(&b);
-    RewardBatch rb = {b.items, 2, 0};
+    RewardBatch rb = {.items = b.items, .n = 2};
     GrpoErr err = {{0}};
     double out[2];
     if (f) {

@@ -112,7 +112,7 @@ static int score(RewardFunc *f, const char *const *completions, const char *cons
         items[i].file = "data.jsonl";
         items[i].line = i + 1;
     }
-    RewardBatch b = {items, n, 0};
+    RewardBatch b = {.items = items, .n = n};
     int rc = reward_compute(f, &b, out, err);
     for (int i = 0; i < n && rows; i++) json_decref(js[i]);
     return rc;

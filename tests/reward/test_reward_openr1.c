@@ -43,7 +43,7 @@ static int score(RewardFunc *f, const char *const *completions, const char *cons
         items[i].file = "d.jsonl";
         items[i].line = i + 1;
     }
-    RewardBatch b = {items, n, 0};
+    RewardBatch b = {.items = items, .n = n};
     int rc = reward_compute(f, &b, out, err);
     for (int i = 0; i < n; i++) json_decref(rows[i]);
     return rc;
@@ -93,7 +93,7 @@ static void test_accuracy(void) {
     g = make_with("accuracy:answer", NULL);
     json_t *row = json_pack("{s:s}", "answer", "7");
     RewardItem it = {.completion = "\\boxed{7}", .row = row};
-    RewardBatch b = {&it, 1, 0};
+    RewardBatch b = {.items = &it, .n = 1};
     T_CHECK(g && reward_compute(g, &b, out, &err) == 0 && out[0] == 1.0, "accuracy:COLUMN reads that column");
     json_decref(row);
     reward_free(g);
