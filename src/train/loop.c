@@ -86,7 +86,9 @@ static int add_state(void *ctx, const char *dir, json_t *state, GrpoErr *err) {
     return L->algo->save ? L->algo->save(L->algo->self, dir, state, err) : 0;
 }
 
-static int save_checkpoint(Loop *lp, GrpoErr *err) {
+/* trainer_state.json at lp->step, flat (train/hf_state.h nests it for the file):
+ * the loop's own fields, the options, TrainerState's with the log_history so far. */
+static json_t *trainer_state(const Loop *lp) {
     const TrainLoop *L = lp->L;
     const TrainingArgs *a = L->args;
     json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:i, s:i, s:O}", "version", STATE_VERSION,
@@ -96,6 +98,13 @@ static int save_checkpoint(Loop *lp, GrpoErr *err) {
                               "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
     HfStateInfo hf = state_info(lp, lp->step);
     hf_state_add(state, &hf, lp->log_history);
+    return state;
+}
+
+static int save_checkpoint(Loop *lp, GrpoErr *err) {
+    const TrainLoop *L = lp->L;
+    const TrainingArgs *a = L->args;
+    json_t *state = trainer_state(lp);
     CkptWrite w = {lp->out_dir, lp->step, train_model_weights(lp->tm), a->model_dir, train_model_optimizer(lp->tm),
                    state, add_state, (void *)L, a->save_total_limit, L->save_meta};
     char *path = NULL;
@@ -464,8 +473,25 @@ static int run_steps(Loop *lp, GrpoErr *err) {
     return 0;
 }
 
+/* output_dir/trainer_state.json beside the final model, as TRL's and open-r1's
+ * scripts call trainer.save_state() after training: TrainerState at the last step
+ * with the whole log_history, and the loop's fields. Not a checkpoint: without the
+ * optimizer or the algorithm's state, nothing resumes from it. Written atomically. */
+static int save_final_state(const Loop *lp, GrpoErr *err) {
+    json_t *state = trainer_state(lp), *file = hf_state_nest(state);
+    char *text = json_dumps(file, JSON_INDENT(2)), *p = fs_join(lp->out_dir, "trainer_state.json");
+    CHECK(text);
+    int rc = fs_write_file_atomic(p, text, strlen(text), err);
+    free(p);
+    free(text);
+    json_decref(file);
+    json_decref(state);
+    return rc;
+}
+
 static int save_final(Loop *lp, GrpoErr *err) {
     int rc = RANK0(train_model_save(lp->tm, lp->out_dir, lp->L->args->model_dir, lp->L->save_meta, err));
+    if (!rc) rc = RANK0(save_final_state(lp, err));
     if (train_world_check(lp->world, rc, err)) return -1;
     emit(lp, (TrainEvent){.kind = TRAIN_EVENT_SAVED, .path = lp->out_dir,
                           .text = train_model_has_adapters(lp->tm) ? "LoRA adapter" : NULL});

@@ -24,11 +24,14 @@ R=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:3 --num
    --seed 3 --eval_strategy steps --eval_dataset "$TMP/d.jsonl" --eval_steps 3 --num_generations_eval 2)
 "$GRPO" "${R[@]}" --output_dir "$TMP/a" || { fail "train"; finish; }
 
-# check_state DIR STEP METRICS — DIR/trainer_state.json against TrainerState and METRICS
+# check_state DIR STEP METRICS [final] — DIR/trainer_state.json against TrainerState and METRICS
+# (final: output_dir's, written with the final model as trainer.save_state() writes it,
+# without the algorithm's fields of a checkpoint)
 check_state() {
     python3 - "$@" <<'PY'
 import json, sys
 path, step, metrics = sys.argv[1] + "/trainer_state.json", int(sys.argv[2]), sys.argv[3]
+final = sys.argv[4:] == ["final"]
 s = json.load(open(path))
 num = (int, float)
 # TrainerState's fields and the types its dataclass declares (None where Optional)
@@ -57,9 +60,10 @@ assert ctl["attributes"] == {} and ctl["args"]["should_save"] is True, ctl
 assert ctl["args"]["should_training_stop"] is (step == 6), ctl
 assert set(ctl["args"]) == {"should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log"}
 # the loop's own fields, and GRPO's, are the callback's attributes
-for k in ("version", "algorithm", "adam_step", "nonfinite_streak", "num_tokens", "threads", "world_size",
-          "generation_rounds", "data_position", "rng"):
+for k in ("version", "algorithm", "adam_step", "nonfinite_streak", "num_tokens", "threads", "world_size"):
     assert k in ours["attributes"], k
+for k in ("generation_rounds", "data_position", "rng"):
+    assert (k in ours["attributes"]) is not final, k
 assert ours["attributes"]["algorithm"] == "grpo" and 0 < ours["attributes"]["adam_step"] <= step, ours["attributes"]
 # log_history: metrics.jsonl's lines up to the step, in order, each with epoch and step
 lines = [json.loads(l) for l in open(metrics)]
@@ -77,6 +81,9 @@ PY
 check_state "$TMP/a/checkpoint-2" 2 "$TMP/a/metrics.jsonl" || fail "checkpoint-2's trainer_state.json"
 check_state "$TMP/a/checkpoint-4" 4 "$TMP/a/metrics.jsonl" || fail "checkpoint-4's trainer_state.json"
 check_state "$TMP/a/checkpoint-6" 6 "$TMP/a/metrics.jsonl" || fail "checkpoint-6's trainer_state.json"
+# output_dir's, beside the final model, as TRL's and open-r1's scripts write it (trainer.save_state())
+check_state "$TMP/a" 6 "$TMP/a/metrics.jsonl" final || fail "output_dir's trainer_state.json (trainer.save_state())"
+ls "$TMP"/a/trainer_state.json.tmp* 2>/dev/null && fail "a temporary trainer_state.json was left"
 
 # load_from_json as transformers does it: cls(**json.loads(text)) on a dataclass
 # declaring exactly TrainerState's fields (trainer_callback.py, with its defaults)
@@ -116,12 +123,14 @@ PY
 for n in 2 4 6; do
     hf_load "$TMP/a/checkpoint-$n/trainer_state.json" || fail "checkpoint-$n's trainer_state.json: TrainerState.load_from_json fails"
 done
+hf_load "$TMP/a/trainer_state.json" || fail "output_dir's trainer_state.json: TrainerState.load_from_json fails"
 
 # a resume from checkpoint-2 after an interrupted run: log_history continues, nothing lost or repeated
 cp -r "$TMP/a" "$TMP/b" && rm -rf "$TMP/b/checkpoint-4" "$TMP/b/checkpoint-6" "$TMP/b/model.safetensors"
 "$GRPO" "${R[@]}" --output_dir "$TMP/b" --resume_from_checkpoint "$TMP/b/checkpoint-2" || fail "resume"
 cmp -s "$TMP/a/model.safetensors" "$TMP/b/model.safetensors" || fail "resumed weights differ"
 check_state "$TMP/b/checkpoint-6" 6 "$TMP/b/metrics.jsonl" || fail "the resumed run's trainer_state.json"
+check_state "$TMP/b" 6 "$TMP/b/metrics.jsonl" final || fail "the resumed run's final trainer_state.json"
 same_history() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
