@@ -171,7 +171,6 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
         metric_add(m, "clip_ratio/region_mean", st->clip_count ? st->clip_region_sum / st->clip_count : NAN);
     }
     if (c->loss.entropy_coef != 0.0 || c->loss.use_adaptive_entropy) metric_add(m, "entropy_coef", t->entropy_coef);
-    metric_add(m, "epoch", (double)t->rounds_made * (t->gen_batch / c->num_generations) / t->sess.data.n);
     metric_add(m, "step_time/generation", t->st.t_gen);
     metric_add(m, "step_time/scoring", t->st.t_score);
     metric_add(m, "step_time/reference", t->st.t_ref);

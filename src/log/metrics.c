@@ -55,6 +55,13 @@ void metric_add(MetricAcc *a, const char *name, double value) {
     a->m[i].count++;
 }
 
+void metric_set(MetricAcc *a, const char *name, double value) {
+    metric_add(a, name, NAN); /* its place, when new */
+    Metric *m = &a->m[find(a, name)];
+    m->sum = isnan(value) ? 0 : value;
+    m->count = !isnan(value);
+}
+
 double metric_mean(const MetricAcc *a, const char *name) {
     int i = find(a, name);
     return i < 0 || a->m[i].count == 0 ? NAN : a->m[i].sum / a->m[i].count;

@@ -28,6 +28,10 @@ void metric_acc_init(MetricAcc *a);
 void metric_acc_free(MetricAcc *a);
 /* Adds one observation of name (NaN observations are skipped, as nanmean). */
 void metric_add(MetricAcc *a, const char *name, double value);
+/* Replaces name's observations with value alone (NaN: none), so that its mean is
+ * the value at the logging step rather than a mean over the interval (the epoch,
+ * as transformers logs state.epoch); a new name takes its place in the order. */
+void metric_set(MetricAcc *a, const char *name, double value);
 /* The mean so far of name, NaN when none. */
 double metric_mean(const MetricAcc *a, const char *name);
 /* Writes {"step": step, name: mean, ...} as one line and resets the sums.

@@ -128,11 +128,6 @@ static void sft_micro_batch(void *self, TrainModel *tm, const TrainStep *s, int 
     sums->loss += nll;
 }
 
-static void sft_end_step(void *self, const TrainStep *s, const TrainStepSums *sums, MetricAcc *m) {
-    SftTrainer *t = self;
-    metric_add(m, "epoch", (double)t->pos / t->data.n);
-}
-
 static int sft_save(void *self, const char *dir, json_t *state, GrpoErr *err) {
     json_object_set_new(state, "data_position", json_integer(((SftTrainer *)self)->pos));
     return 0;
@@ -159,7 +154,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         TrainAlgo algo = {.name = "sft", .self = &t, .n_examples = t.data.n,
                           .examples_per_step = (long)a->per_device_train_batch_size * train_world_size(w) *
                                                a->gradient_accumulation_steps,
-                          .begin_step = sft_begin_step, .micro_batch = sft_micro_batch, .end_step = sft_end_step,
+                          .begin_step = sft_begin_step, .micro_batch = sft_micro_batch,
                           .save = sft_save, .load = sft_load, .plan_line = line};
         OptGroup g[SFT_CONFIG_N_GROUPS];
         sft_config_groups(g);

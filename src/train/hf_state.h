@@ -50,8 +50,8 @@ void hf_state_fresh(HfStateInfo *info);
 json_t *hf_state_fields(const HfStateInfo *info);
 
 /* Appends acc's means (as metrics.jsonl writes them) to history as one entry,
- * then "epoch" (epoch, the epochs done at this step, as transformers' state.epoch:
- * it replaces an algorithm's "epoch" metric, the mean over the logging interval)
+ * with "epoch" (epoch, the epochs done at this step, as transformers' state.epoch:
+ * a training line's own "epoch", the same number; an evaluation's line has none)
  * and "step". */
 void hf_state_log_append(json_t *history, const MetricAcc *acc, long step, double epoch);
 

@@ -217,7 +217,7 @@ static int step_micro_batches(Loop *lp, TrainStepSums *sums, GrpoErr *err) {
         memcpy(sums->stats, v + 2, sizeof(double) * algo->n_stats);
     }
     t_sum = time_now_s() - t_sum;
-    algo->end_step(algo->self, &s, sums, &lp->acc);
+    if (algo->end_step) algo->end_step(algo->self, &s, sums, &lp->acc);
     if (N > 1) metric_add(&lp->acc, "step_time/allreduce", t_sum);
     return 0;
 }
@@ -249,6 +249,8 @@ static int train_step(Loop *lp, GrpoErr *err) {
     metric_add(&lp->acc, "grad_norm", gnorm);
     metric_add(&lp->acc, "learning_rate", lr);
     metric_add(&lp->acc, "num_tokens", (double)lp->num_tokens);
+    /* the epochs done at this step, not a mean: transformers logs state.epoch at the logging step */
+    metric_set(&lp->acc, "epoch", epochs_done(lp, lp->step));
     metric_add(&lp->acc, "step_time", time_now_s() - t0);
     if (!finite && lp->nonfinite_streak >= a->max_nonfinite_steps) { /* alike on every rank */
         err_set(err, "the loss or gradient was NaN/Inf in %d consecutive steps (last: step %ld); stopping. "

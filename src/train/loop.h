@@ -68,7 +68,9 @@ typedef struct {
      * order). Their loss, its gradient through tm (train/model.h), into sums. */
     void (*micro_batch)(void *self, TrainModel *tm, const TrainStep *s, int k, int first, int count,
                         TrainStepSums *sums);
-    /* After the micro-batches, with sums over every process: the step's metrics. */
+    /* NULL, or after the micro-batches, with sums over every process: the step's
+     * metrics (the loop adds loss, grad_norm, learning_rate, num_tokens, epoch and
+     * step_time itself). */
     void (*end_step)(void *self, const TrainStep *s, const TrainStepSums *sums, MetricAcc *m);
     /* NULL, or called after optimizer step `step` (1-based) was applied or skipped. */
     void (*after_update)(void *self, long step);

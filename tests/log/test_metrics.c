@@ -4,7 +4,9 @@
  *    appearance and their means; NaN observations are skipped, a metric with none
  *    is written as null; writing a line resets the sums;
  *  - names with '"', '\', newline, tab, other control bytes and UTF-8 round-trip;
- *    a name that is not UTF-8 still gives a valid line. */
+ *    a name that is not UTF-8 still gives a valid line;
+ *  - metric_set keeps the last value, not a mean (the epoch at the logging step), in
+ *    the name's place of first appearance; NaN leaves it without a value (null). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,8 +103,35 @@ static void test_escaping(void) {
     metric_acc_free(&a);
 }
 
+static void test_set(void) {
+    MetricAcc a;
+    metric_acc_init(&a);
+    char *text = NULL;
+    for (int step = 1; step <= 3; step++) {
+        metric_add(&a, "loss", step);
+        metric_set(&a, "epoch", step / 4.0);
+        metric_add(&a, "step_time", 1);
+    }
+    json_t *j = write_and_parse(&a, 3, &text);
+    T_CHECK(json_real_value(json_object_get(j, "epoch")) == 0.75, "epoch is the last value set, not the mean: %s", text);
+    T_CHECK(json_number_value(json_object_get(j, "loss")) == 2, "loss is still a mean: %s", text);
+    T_CHECK(strstr(text, "\"loss\"") < strstr(text, "\"epoch\"") && strstr(text, "\"epoch\"") < strstr(text, "\"step_time\""),
+            "epoch in its place of first appearance: %s", text);
+    json_decref(j);
+    free(text);
+    text = NULL;
+    metric_set(&a, "epoch", 1.0);
+    metric_set(&a, "epoch", NAN);
+    j = write_and_parse(&a, 4, &text);
+    T_CHECK(json_is_null(json_object_get(j, "epoch")), "NaN set: no value (null): %s", text);
+    json_decref(j);
+    free(text);
+    metric_acc_free(&a);
+}
+
 int main(void) {
     test_many_names();
+    test_set();
     test_escaping();
     return t_summary("test_metrics");
 }
