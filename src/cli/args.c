@@ -44,6 +44,11 @@ static int n_seen, cap_seen;
 static char **errors;
 static int n_errors, cap_errors;
 
+/* The other command whose settings a --config file may hold (args_config_also). */
+static const char *also_cmd;
+static const OptGroup *also_g;
+static int also_ng;
+
 static void usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void usage_error(const char *cmd, const char *fmt, ...) {
     char msg[1600];
@@ -67,6 +72,17 @@ void args_free(void) {
     errors = NULL;
     n_errors = cap_errors = 0;
     n_seen = cap_seen = 0;
+    also_cmd = NULL, also_g = NULL, also_ng = 0;
+}
+
+void args_config_also(const char *cmd, const OptGroup *g, int ng) {
+    also_cmd = cmd, also_g = g, also_ng = ng;
+}
+
+/* key is a setting of also_cmd's: one of its options or TRL keys. */
+static int also_setting(const char *key) {
+    size_t base;
+    return also_cmd && (opts_find(also_g, also_ng, key, strlen(key), &base) || trl_key_find(also_cmd, key, strlen(key)));
 }
 
 static void note_key(const char *name, const char *where, const TrlKey *trl) {
@@ -299,6 +315,10 @@ static const OptSpec *yaml_key_option(const char *cmd, const OptGroup *g, int ng
                                       const TrlKey **t) {
     const OptSpec *o = opts_find(g, ng, key, strlen(key), base);
     *t = o ? NULL : trl_key_find(cmd, key, strlen(key));
+    if (!o && !*t && also_cmd) { /* the other command's alias of one of ours (model_name_or_path) */
+        const TrlKey *a = trl_key_find(also_cmd, key, strlen(key));
+        *t = a && a->kind == TRL_ALIAS ? a : NULL;
+    }
     if (*t && (*t)->kind == TRL_ALIAS) o = opts_find(g, ng, (*t)->target, strlen((*t)->target), base);
     return o;
 }
@@ -418,6 +438,7 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         size_t base;
         const TrlKey *t;
         const OptSpec *o = yaml_key_option(cmd, g, ng, key, &base, &t);
+        if (!o && also_setting(key)) continue; /* the other command's setting (args_config_also) */
         /* a TRL key's value as text: "" for an empty list or mapping, NULL for another one */
         const char *val = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value
                           : (v->type == YAML_MAPPING_NODE && v->data.mapping.pairs.top == v->data.mapping.pairs.start) ||

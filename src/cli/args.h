@@ -18,6 +18,14 @@
 int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, const OptGroup *g, int ng, void *obj);
 void args_free(void);
 
+/* For a command that reads another's files (`grpo eval --config` on a training
+ * recipe): the next args_parse sets this command's options from a --config file
+ * as usual, maps cmd's TRL aliases onto them (model_name_or_path), and leaves
+ * aside, silently, the file's keys that are only options of cmd (its groups
+ * g[ng]) or its TRL keys (learning_rate, use_vllm): settings of the other
+ * command, not unknown names. The command line is not affected. Until args_free. */
+void args_config_also(const char *cmd, const OptGroup *g, int ng);
+
 /* For commands: prints "grpo CMD: message" to stderr and returns 1 (bad input). */
 int cli_fail(const char *cmd, const char *msg);
 

@@ -15,6 +15,10 @@
  * Completions of example i come from stream rng_mix(0, i), as in `grpo generate`,
  * so `grpo generate --dataset` with the same seed shows the same completions
  * (eval/evaluate.h does the work; training's eval_strategy uses it too).
+ * Prompts are built as `grpo train` builds them, open-r1's options included (gen/options.h's
+ * rows), and --config reads a training recipe: what is eval's is taken, the training
+ * settings are left aside (args_config_also), so a model is measured on its recipe's prompts.
+ *
  * Numbers on stdout (text, or one JSON object with --json); progress on stderr. */
 #include <math.h>
 #include <stddef.h>
@@ -30,6 +34,7 @@
 #include "eval/evaluate.h"
 #include "gen/options.h"
 #include "gen/pretrained.h"
+#include "grpo/trainer.h"
 #include "model/lora.h"
 #include "reward/reward.h"
 #include "train/hf_state.h"
@@ -82,7 +87,8 @@ static void report(const EvalTotals *t, const RewardSet *rs, long G, const Sampl
 }
 
 typedef struct {
-    const char *model_dir, *dataset, *adapter;
+    const char *config, *model_dir, *dataset, *adapter;
+    PromptOptions prompts; /* open-r1's, as train builds its prompts */
     RewardArgs rewards;
     int num_generations, max_prompt_length, max_examples, json;
     double pass_threshold;
@@ -92,6 +98,7 @@ typedef struct {
 
 #define A(f) offsetof(EvalArgs, f)
 static const OptSpec eval_options[] = {
+    OPT_CONFIG_ROW(A(config)),
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "a PEFT LoRA adapter directory, folded into the model as grpo merge does"},
@@ -108,13 +115,17 @@ static const OptSpec eval_options[] = {
 int cmd_eval(int argc, char **argv) {
     EvalArgs a;
     memset(&a, 0, sizeof a);
-    OptGroup g[] = {OPT_GROUP_IN(eval_options, 0, OPT_SEC_MODEL_DATA), REWARD_OPTIONS_GROUP(A(rewards)),
+    OptGroup g[] = {OPT_GROUP_IN(eval_options, 0, OPT_SEC_MODEL_DATA), PROMPT_OPTIONS_GROUP(A(prompts)),
+                    REWARD_OPTIONS_GROUP(A(rewards)),
                     PROMPT_LENGTH_GROUP(A(max_prompt_length)), GEN_OPTIONS_GROUP(A(gen)),
                     SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION), BF16_OPTIONS_GROUP(A(bf16))};
     int ng = sizeof g / sizeof g[0];
     gen_opts_default(&a.gen); /* first: it clears GenOpts */
     opts_defaults(g, ng, &a);
     a.gen.sampler.temperature = 0; /* eval is greedy unless asked otherwise */
+    OptGroup train_g[TRAIN_CONFIG_N_GROUPS]; /* a training recipe as --config: its training settings left aside */
+    train_config_groups(train_g);
+    args_config_also("train", train_g, TRAIN_CONFIG_N_GROUPS);
     int rc = args_parse("eval", SYNOPSIS, argc, argv, g, ng, &a);
     if (rc) {
         args_free();
@@ -132,7 +143,10 @@ int cmd_eval(int argc, char **argv) {
     RewardSet rs = {0};
     Dataset ds;
     GenSession s;
-    if (reward_set_from_args(&rs, &a.rewards, &err) || dataset_load(&ds, a.dataset, &err) ||
+    DatasetConversation conv;
+    a.gen.chat_template = a.prompts.chat_template;
+    if (reward_set_from_args(&rs, &a.rewards, &err) ||
+        dataset_load_conversation(&ds, a.dataset, prompt_options_conversation(&a.prompts, &conv), &err) ||
         gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
         reward_set_free(&rs);
         args_free();

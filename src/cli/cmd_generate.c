@@ -28,6 +28,7 @@ static void print_json_string(const char *s) {
 typedef struct {
     const char *model_dir, *prompt, *chat, *dataset, *adapter;
     int max_prompts, num_generations, max_prompt_length, no_shared_prefix, json;
+    PromptOptions prompts; /* open-r1's: system_prompt, dataset_prompt_column for --dataset's rows */
     GenOpts gen;
     Bf16Options bf16;
 } GenerateArgs;
@@ -51,9 +52,13 @@ static const OptSpec generate_options[] = {
 
 /* The prompts: the dataset, or a one-row dataset from --prompt / --chat. */
 static int load_prompts(const GenerateArgs *a, Dataset *ds, GrpoErr *err) {
-    if (a->dataset) return dataset_load(ds, a->dataset, err);
-    json_t *row = a->chat ? json_pack("{s:[{s:s,s:s}]}", "prompt", "role", "user", "content", a->chat)
-                          : json_pack("{s:s}", "prompt", a->prompt);
+    DatasetConversation conv;
+    if (a->dataset) return dataset_load_conversation(ds, a->dataset, prompt_options_conversation(&a->prompts, &conv), err);
+    const char *sys = a->prompts.system_prompt;
+    json_t *row = a->chat && sys ? json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "prompt", "role", "system", "content", sys,
+                                             "role", "user", "content", a->chat)
+                  : a->chat ? json_pack("{s:[{s:s,s:s}]}", "prompt", "role", "user", "content", a->chat)
+                            : json_pack("{s:s}", "prompt", a->prompt);
     int rc = dataset_from_rows(ds, a->chat ? "--chat" : "--prompt", &row, 1, err);
     json_decref(row);
     return rc;
@@ -62,7 +67,8 @@ static int load_prompts(const GenerateArgs *a, Dataset *ds, GrpoErr *err) {
 int cmd_generate(int argc, char **argv) {
     GenerateArgs a;
     memset(&a, 0, sizeof a);
-    OptGroup g[] = {OPT_GROUP_IN(generate_options, 0, OPT_SEC_MODEL_DATA), PROMPT_LENGTH_GROUP(A(max_prompt_length)),
+    OptGroup g[] = {OPT_GROUP_IN(generate_options, 0, OPT_SEC_MODEL_DATA), PROMPT_OPTIONS_GROUP(A(prompts)),
+                    PROMPT_LENGTH_GROUP(A(max_prompt_length)),
                     GEN_OPTIONS_GROUP(A(gen)), SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION),
                     BF16_OPTIONS_GROUP(A(bf16))};
     int ng = sizeof g / sizeof g[0];
@@ -72,10 +78,16 @@ int cmd_generate(int argc, char **argv) {
                         g, ng, &a);
     if (rc) return rc == 1 ? 0 : rc;
     a.gen.share_prefix = !a.no_shared_prefix;
+    a.gen.chat_template = a.prompts.chat_template;
     const char *bad = sampler_opts_check(&a.gen.sampler);
     if (!bad) bad = bf16_options_form(&a.bf16, !!a.adapter, &a.gen.weights);
-    if (bad || (!!a.prompt + !!a.chat + !!a.dataset) != 1) {
-        fprintf(stderr, "grpo generate: %s\n", bad ? bad : "exactly one of --prompt, --chat, --dataset is required");
+    if (!bad && (!!a.prompt + !!a.chat + !!a.dataset) != 1) bad = "exactly one of --prompt, --chat, --dataset is required";
+    if (!bad && a.prompt && a.prompts.system_prompt)
+        bad = "--system_prompt makes conversational prompts: give --chat or --dataset, not --prompt (text used as it is)";
+    if (!bad && !a.dataset && a.prompts.dataset_prompt_column)
+        bad = "--dataset_prompt_column names a column of --dataset's rows";
+    if (bad) {
+        fprintf(stderr, "grpo generate: %s\n", bad);
         args_free();
         return 2;
     }

@@ -111,6 +111,12 @@ typedef struct {
     ((OptGroup){(specs), (int)(sizeof(specs) / sizeof((specs)[0])), (base), (section)})
 #define OPT_NO_RANGE 1, 0
 
+/* The one --config row, for a command's table: a YAML file of the command's options
+ * (a const char * at offset), read before the command line (cli/args.h). */
+#define OPT_CONFIG_ROW(offset)                                                                                   \
+    {"config", OPT_CONFIG, (offset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_MODEL_DATA), \
+     "YAML file of these options (the command line wins)"}
+
 /* The one seed row (uint64_t, default 42), placed wherever a command keeps its seed,
  * under the heading the command gives it. */
 extern const OptSpec seed_option[1];

@@ -32,6 +32,9 @@ typedef struct {
     int32_t eos_ids[GEN_MAX_EOS];
     const char *chat_template_kwargs; /* a JSON object's text or NULL: more chat template variables
                                          for the prompts (gen/pretrained.c renders them) */
+    const char *chat_template;   /* NULL, or a Jinja template set on the session's tokenizer before its
+                                    prompts are rendered: the prompt options' (gen/options.h), not an
+                                    option of its own */
     int weights;                 /* the WeightForm the model is loaded in (model/transformer.h): nothing trains
                                     it; set from the bf16 options, not an option of its own */
 } GenOpts;

@@ -31,6 +31,25 @@ const OptSpec prompt_length_option[1] = {
     {"max_prompt_length", OPT_INT, 0, 512, NULL, 1, 1 << 20, NULL, NULL, 0, "prompt tokens kept, from the right"},
 };
 
+const OptSpec prompt_options[3] = {
+    {"system_prompt", OPT_STR, offsetof(PromptOptions, system_prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+     OPT_IN(OPT_SEC_MODEL_DATA),
+     "open-r1's: each prompt becomes [this system message, the user message from dataset_prompt_column]"},
+    {"dataset_prompt_column", OPT_STR, offsetof(PromptOptions, dataset_prompt_column), 0, NULL, OPT_NO_RANGE, NULL,
+     NULL, OPT_IN(OPT_SEC_MODEL_DATA),
+     "open-r1's: the column whose text is the user message (as its make_conversation; with system_prompt "
+     "and no column: prompt); unset without system_prompt: the prompt column as TRL reads it"},
+    {"chat_template", OPT_STR, offsetof(PromptOptions, chat_template), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+     OPT_IN(OPT_SEC_MODEL_DATA), "open-r1's: a Jinja chat template used instead of the model's"},
+};
+
+const DatasetConversation *prompt_options_conversation(const PromptOptions *o, DatasetConversation *out) {
+    if (!o->system_prompt && !o->dataset_prompt_column) return NULL;
+    out->system_prompt = o->system_prompt;
+    out->prompt_column = o->dataset_prompt_column ? o->dataset_prompt_column : "prompt"; /* open-r1's default */
+    return out;
+}
+
 const OptSpec bf16_options[2] = {
     {"bf16", OPT_BOOL, offsetof(Bf16Options, bf16), -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
      "bf16 as TRL's and train's: every matrix product in bf16 with fp32 sums, the weight matrices held in bf16 "

@@ -6,6 +6,7 @@
 #define GRPO_GEN_OPTIONS_H
 
 #include "core/options.h"
+#include "data/dataset.h"
 #include "gen/generate.h"
 #include "model/transformer.h"
 
@@ -17,6 +18,20 @@ extern const int gen_n_options;
  * command keeps it. */
 extern const OptSpec prompt_length_option[1];
 #define PROMPT_LENGTH_GROUP(base) ((OptGroup){prompt_length_option, 1, (base), OPT_SEC_GENERATION})
+
+/* open-r1's prompt options (src/open_r1/configs.py; grpo.py's make_conversation),
+ * declared once for `grpo train`, `eval` and `generate`, so a model trained on a
+ * recipe's prompts is evaluated on the same ones. */
+typedef struct {
+    const char *system_prompt;         /* NULL: none */
+    const char *dataset_prompt_column; /* NULL: "prompt" when system_prompt is set, else TRL's prompt as it is */
+    const char *chat_template;         /* NULL: the model's; else a Jinja template replacing it */
+} PromptOptions;
+extern const OptSpec prompt_options[3];
+#define PROMPT_OPTIONS_GROUP(base) ((OptGroup){prompt_options, 3, (base), OPT_SEC_MODEL_DATA})
+/* The prompt building the options ask for, in *out (NULL: TRL's prompt column as it is),
+ * for dataset_load_conversation. */
+const DatasetConversation *prompt_options_conversation(const PromptOptions *o, DatasetConversation *out);
 
 /* The precision rows of the commands that only run a model (generate, eval, score),
  * placed in a Bf16Options: bf16, as train's and TRL's (every matrix product in bf16

@@ -69,9 +69,9 @@ static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max
     s->data = *data;
     memset(data, 0, sizeof *data);
     s->n = n > 0 && n < s->data.n ? n : s->data.n;
-    int longest = 1;
+    int longest = 1, rc = o->chat_template ? tok_set_chat_template(s->tok, o->chat_template, err) : 0;
     json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
-    int rc = dataset_tokenize(&s->data, s->tok, max_prompt_length, kwargs, err);
+    if (!rc) rc = dataset_tokenize(&s->data, s->tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
     if (!rc) rc = check_prompts(s, &s->data, s->n, o, err);

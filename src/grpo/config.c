@@ -47,21 +47,7 @@ static const OptSpec grpo_options[] = {
      "completions per eval prompt (0 = num_generations)"},
     {"pass_threshold", OPT_F64, C(pass_threshold), 1.0, NULL, -BIG, BIG, NULL, NULL, OPT_IN(OPT_SEC_EVAL),
      "an eval completion passes (eval_pass@1) when its reward is >= this"},
-    {"system_prompt", OPT_STR, C(system_prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA),
-     "open-r1's: each prompt becomes [this system message, the user message from dataset_prompt_column]"},
-    {"dataset_prompt_column", OPT_STR, C(dataset_prompt_column), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA),
-     "open-r1's: the column whose text is the user message (as its make_conversation; with system_prompt "
-     "and no column: prompt); unset without system_prompt: the prompt column as TRL reads it"},
-    {"chat_template", OPT_STR, C(chat_template), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_MODEL_DATA),
-     "open-r1's: a Jinja chat template used instead of the model's"},
 };
-
-const DatasetConversation *train_config_conversation(const TrainConfig *c, DatasetConversation *out) {
-    if (!c->system_prompt && !c->dataset_prompt_column) return NULL;
-    out->system_prompt = c->system_prompt;
-    out->prompt_column = c->dataset_prompt_column ? c->dataset_prompt_column : "prompt"; /* open-r1's default */
-    return out;
-}
 
 void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]) {
     /* in this order, so that --help lists max_prompt_length before max_completion_length
@@ -73,6 +59,7 @@ void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]) {
     g[4] = GEN_OPTIONS_GROUP(C(gen));
     g[5] = (OptGroup){grpo_loss_options, grpo_loss_n_options, C(loss), OPT_SEC_LOSS};
     g[6] = OPT_GROUP(grpo_options, 0);
+    g[7] = PROMPT_OPTIONS_GROUP(C(prompts)); /* open-r1's, shared with eval and generate */
 }
 
 void train_config_default(TrainConfig *c) {

@@ -37,6 +37,7 @@ static void resolve(TrainConfig *c) {
     c->loss.max_completion_length = c->gen.max_completion_length;
     c->loss.grad_accum_steps = c->train.gradient_accumulation_steps;
     c->gen.seed = c->train.seed;
+    c->gen.chat_template = c->prompts.chat_template; /* set on the tokenizer before the prompts are rendered */
 }
 
 /* The batch sizes of TRL's GRPOConfig, and the step's buffers. */
@@ -73,13 +74,9 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     TrainModelNeeds needs = {c->loss.beta != 0, c->sync_ref_model};
     Dataset data;
     DatasetConversation conv;
-    const DatasetConversation *make = train_config_conversation(c, &conv);
+    const DatasetConversation *make = prompt_options_conversation(&c->prompts, &conv);
     if (dataset_load_conversation(&data, c->train.dataset, make, err)) return -1;
     if (!(t->tm = train_model_open(&c->train, &needs, &t->c.gen, err))) {
-        dataset_free(&data);
-        return -1;
-    }
-    if (c->chat_template && tok_set_chat_template(train_model_tokenizer(t->tm), c->chat_template, err)) {
         dataset_free(&data);
         return -1;
     }
@@ -284,7 +281,7 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         train_config_groups(g);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t->sess.tok, &t->sess.gen.opts);
-        meta.chat_template = tc->chat_template; /* open-r1's: saved as the tokenizer's, as it sets it */
+        meta.chat_template = tc->prompts.chat_template; /* open-r1's: saved as the tokenizer's, as it sets it */
         TrainLoop L = {&tc->train, t->tm, &algo, g, TRAIN_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta,
                        t->world};
         rc = train_loop_run(&L, err);

@@ -17,6 +17,7 @@
 #include "core/options.h"
 #include "data/dataset.h"
 #include "gen/generate.h"
+#include "gen/options.h"
 #include "grpo/advantages.h"
 #include "grpo/loss.h"
 #include "reward/reward.h"
@@ -44,17 +45,11 @@ typedef struct {
     int eval_steps;                    /* 0: logging_steps */
     int num_generations_eval;          /* 0: num_generations */
     double pass_threshold;             /* eval_pass@1: reward >= this (1.0) */
-    /* open-r1's (src/open_r1/configs.py): either of the first two makes each prompt its make_conversation's */
-    const char *system_prompt;         /* NULL: none */
-    const char *dataset_prompt_column; /* NULL: "prompt" when system_prompt is set, else TRL's prompt as it is */
-    const char *chat_template;         /* NULL: the model's; else a Jinja template replacing it */
+    PromptOptions prompts;             /* open-r1's system_prompt, dataset_prompt_column, chat_template */
 } TrainConfig;
 
-/* The prompt building open-r1's options ask for (NULL: TRL's prompt column as it is). */
-const DatasetConversation *train_config_conversation(const TrainConfig *c, DatasetConversation *out);
-
 /* The options of `grpo train`, declared once: their groups placed in TrainConfig. */
-#define TRAIN_CONFIG_N_GROUPS 7
+#define TRAIN_CONFIG_N_GROUPS 8
 void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]);
 
 void train_config_default(TrainConfig *c);

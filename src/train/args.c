@@ -11,8 +11,7 @@
 const char *const train_save_strategy_names[] = {"steps", "epoch", "no", "best", NULL};
 
 const OptSpec training_args_options[] = {
-    {"config", OPT_CONFIG, A(config), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_MODEL_DATA),
-     "YAML file of these options (the command line wins)"},
+    OPT_CONFIG_ROW(A(config)),
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL,
      OPT_REQUIRED | OPT_MODEL_PATH | OPT_IN(OPT_SEC_MODEL_DATA), "model directory (HF layout)"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL,
