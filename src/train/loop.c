@@ -90,7 +90,6 @@ static int add_state(void *ctx, const char *dir, json_t *state, GrpoErr *err) {
  * the loop's own fields, the options, TrainerState's with the log_history so far. */
 static json_t *trainer_state(const Loop *lp) {
     const TrainLoop *L = lp->L;
-    const TrainingArgs *a = L->args;
     json_t *state = json_pack("{s:i, s:s, s:I, s:I, s:I, s:i, s:I, s:i, s:i, s:O}", "version", STATE_VERSION,
                               "algorithm", L->algo->name, "global_step", (json_int_t)lp->step, "max_steps",
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
