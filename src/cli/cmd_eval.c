@@ -145,9 +145,13 @@ int cmd_eval(int argc, char **argv) {
     GenSession s;
     DatasetConversation conv;
     a.gen.chat_template = a.prompts.chat_template;
-    if (reward_set_from_args(&rs, &a.rewards, &err) ||
-        dataset_load_conversation(&ds, a.dataset, prompt_options_conversation(&a.prompts, &conv), &err) ||
-        gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
+    int failed = reward_set_from_args(&rs, &a.rewards, &err) ||
+                 dataset_load_conversation(&ds, a.dataset, prompt_options_conversation(&a.prompts, &conv), &err);
+    if (!failed && eval_check_columns(&rs, &ds, a.max_examples, &err)) { /* before the model is even read */
+        dataset_free(&ds);
+        failed = 1;
+    }
+    if (failed || gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
         reward_set_free(&rs);
         args_free();
         return cli_fail("eval", err.msg);

@@ -20,6 +20,13 @@ void eval_totals_free(EvalTotals *t) {
     *t = (EvalTotals){0};
 }
 
+int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr *err) {
+    int end = n > 0 && n < data->n ? n : data->n;
+    for (int p = 0; p < end; p++)
+        if (reward_set_check_row(rs, data->ex[p].row, data->path, data->ex[p].line, err)) return -1;
+    return 0;
+}
+
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
                  uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
                  GrpoErr *err) {

@@ -29,6 +29,12 @@ typedef struct {
 void eval_totals_init(EvalTotals *t, int n_funcs);
 void eval_totals_free(EvalTotals *t);
 
+/* Before anything is generated: the first n examples of data (all when n <= 0)
+ * against the columns rs's functions read (reward_set_check_row) — training's
+ * dataset and its eval_dataset, and grpo eval's, through this one check, so a row
+ * a reward cannot score stops a run before its first step, not when it is reached. */
+int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr *err);
+
 /* Generates, decodes and scores example p of data (tokenized) and adds it to t.
  * trainer_state: what the reward functions get as trainer_state (RewardBatch). */
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,

@@ -84,7 +84,8 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
                            c->max_prompt_length, 0, err))
         return -1;
     dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
-    if (reward_set_from_args(&t->rewards, &c->rewards, err)) return -1;
+    if (reward_set_from_args(&t->rewards, &c->rewards, err) || eval_check_columns(&t->rewards, &t->sess.data, 0, err))
+        return -1;
     int B = c->train.per_device_train_batch_size, L = c->gen.max_completion_length;
     t->longest_train = t->sess.gen.max_prompt;
     if (train_model_plan(t->tm, B, t->longest_train + L, "max_completion_length", err)) return -1;
@@ -92,6 +93,7 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     if (c->eval_strategy) { /* the eval prompts, through the same generator */
         if (dataset_load_conversation(&t->eval_data, c->eval_dataset, make, err)) return -1;
         t->have_eval = 1;
+        if (eval_check_columns(&t->rewards, &t->eval_data, 0, err)) return -1;
         if (gen_session_prepare(&t->sess, &t->eval_data, &c->gen, c->max_prompt_length, err)) return -1;
     }
     return 0;

@@ -97,6 +97,11 @@ struct RewardFunc {
     int (*compute)(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err);
     void (*destroy)(RewardFunc *f); /* frees state (not name, not f); may be NULL */
     void *state;
+    /* the column of the example it reads, which every row must hold (a string, a
+     * number, or null: no value), checked before anything is generated
+     * (reward_set_check_row); NULL: none it declares (cmd, Python and plugin
+     * functions read what they like). Valid for f's life. */
+    const char *column;
 };
 
 /* Builds the function described by spec (see above). A cmd child is started
@@ -137,6 +142,11 @@ int reward_set_init_funcs(RewardSet *s, RewardFunc **funcs, int n_funcs, const d
 int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, double *total,
                        GrpoErr *err);
 void reward_set_free(RewardSet *s);
+/* One example (row, from file:line) against the columns s's functions declare
+ * (RewardFunc.column), as they read them: 0, or -1 with "FILE:LINE: no 'solution'
+ * column, which reward 'accuracy_reward' reads". Run over every row before the
+ * first step, so a bad row stops a run before anything is trained. */
+int reward_set_check_row(const RewardSet *s, const json_t *row, const char *file, long line, GrpoErr *err);
 
 /* The reward options of `grpo train` and `grpo eval`, declared once in
  * reward_options: reward_funcs (required), reward_weights, reward_timeout and

@@ -157,11 +157,30 @@ static char *gold_answer(const char *text) {
     return xstrdup(hash ? hash + 4 : text);
 }
 
+/* A column's value as the answer checks read it: a string or a number (0), null
+ * (1: no value), or anything else (-1). */
+static int column_kind(const json_t *v) {
+    if (json_is_null(v)) return 1;
+    return json_is_string(v) || json_is_integer(v) || json_is_real(v) ? 0 : -1;
+}
+
+int reward_set_check_row(const RewardSet *s, const json_t *row, const char *file, long line, GrpoErr *err) {
+    for (int k = 0; k < s->n_funcs; k++) {
+        const RewardFunc *f = s->funcs[k];
+        json_t *v = f->column && row ? json_object_get(row, f->column) : NULL;
+        if (!f->column || (v && column_kind(v) >= 0)) continue;
+        return v ? err_set(err, "%s:%ld: column '%s' must be a string, a number or null, which reward '%s' reads",
+                           file, line, f->column, f->name)
+                 : err_set(err, "%s:%ld: no '%s' column, which reward '%s' reads", file, line, f->column, f->name);
+    }
+    return 0;
+}
+
 int reward_column_text(const RewardFunc *f, const RewardItem *it, int i, const char *column, char num[64],
                        const char **text, GrpoErr *err) {
     char where[512];
     json_t *v = it->row ? json_object_get(it->row, column) : NULL;
-    if (v && json_is_null(v)) return 1;
+    if (v && column_kind(v) == 1) return 1;
     if (v && json_is_string(v)) {
         *text = json_string_value(v);
     } else if (v && json_is_integer(v)) {
@@ -203,6 +222,7 @@ static void exact_destroy(RewardFunc *f) { free(f->state); }
 
 int reward_exact_match_init(RewardFunc *f, const char *column, GrpoErr *err) {
     f->state = xstrdup(column);
+    f->column = f->state;
     f->compute = exact_compute;
     f->destroy = exact_destroy;
     return 0;

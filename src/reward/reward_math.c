@@ -326,6 +326,7 @@ static void accuracy_destroy(RewardFunc *f) { free(f->state); }
 
 int reward_accuracy_init(RewardFunc *f, const char *column, GrpoErr *err) {
     f->state = xstrdup(column && *column ? column : "solution");
+    f->column = f->state;
     f->compute = accuracy_compute;
     f->destroy = accuracy_destroy;
     return 0;

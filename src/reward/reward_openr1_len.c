@@ -56,6 +56,7 @@ int reward_openr1_cosine_init(RewardFunc *f, const OpenR1Params *p, GrpoErr *err
     *st = *p;
     f->state = st;
     f->compute = cosine_compute;
+    f->column = "solution"; /* open-r1 reads it as solution[i]: a KeyError without it */
     f->destroy = free_state;
     return 0;
 }
@@ -90,6 +91,7 @@ static int len_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr
 
 int reward_openr1_len_init(RewardFunc *f, GrpoErr *err) {
     f->compute = len_compute;
+    f->column = "solution";
     return 0;
 }
 

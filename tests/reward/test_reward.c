@@ -2,7 +2,8 @@
  * cases: reward_len (code points, not bytes), format (search semantics, Perl
  * anchors), exact_match (boxed with nested braces, <answer>, last number with
  * thousands separators and signs, number/string columns, missing column),
- * spec errors, and RewardSet weights with TRL's nansum. The child-process and
+ * spec errors, RewardSet weights with TRL's nansum, and the columns the built-ins
+ * declare, checked row by row before a run (reward_set_check_row). The child-process and
  * plugin functions are in test_reward_ext.c. */
 #include <math.h>
 #include <stdlib.h>
@@ -248,7 +249,36 @@ static void test_set(void) {
             "a bad spec fails the set: %s", err.msg);
 }
 
+/* Every built-in that reads a column declares it; a row is checked as the function
+ * reads it: present, a string, a number or null (no value). */
+static void test_check_row(void) {
+    const char *specs[] = {"accuracy", "accuracy_reward:gold", "exact_match:answer", "cosine", "length",
+                           "reward_len", "format:a", "think_format_reward", "tag_count"};
+    int n = sizeof specs / sizeof specs[0];
+    const char *want[] = {"solution", "gold", "answer", "solution", "solution", NULL, NULL, NULL, NULL};
+    RewardSet s;
+    GrpoErr err = {{0}};
+    T_CHECK(reward_set_init(&s, specs, n, NULL, 0, NULL, &err) == 0, "set: %s", err.msg);
+    for (int k = 0; k < n; k++)
+        T_CHECK(want[k] ? s.funcs[k]->column && !strcmp(s.funcs[k]->column, want[k]) : !s.funcs[k]->column,
+                "%s declares %s", specs[k], want[k] ? want[k] : "no column");
+    json_t *ok = json_pack("{s:s, s:s, s:i, s:n}", "prompt", "p", "solution", "$2$", "gold", 2, "answer");
+    T_CHECK(reward_set_check_row(&s, ok, "d.jsonl", 3, &err) == 0, "a full row (null, number): %s", err.msg);
+    json_object_del(ok, "gold");
+    T_CHECK(reward_set_check_row(&s, ok, "d.jsonl", 5, &err) == -1 &&
+                !strcmp(err.msg, "d.jsonl:5: no 'gold' column, which reward 'accuracy_reward_2' reads"),
+            "a missing column: %s", err.msg);
+    json_object_set_new(ok, "gold", json_true());
+    T_CHECK(reward_set_check_row(&s, ok, "d.jsonl", 7, &err) == -1 &&
+                !strcmp(err.msg, "d.jsonl:7: column 'gold' must be a string, a number or null, which reward "
+                        "'accuracy_reward_2' reads"),
+            "a column of another type: %s", err.msg);
+    json_decref(ok);
+    reward_set_free(&s);
+}
+
 int main(void) {
+    test_check_row();
     test_length();
     test_format();
     test_extract();
