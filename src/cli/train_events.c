@@ -58,6 +58,13 @@ static void print_event(const TrainEvent *ev, void *ctx) {
         break;
     case TRAIN_EVENT_STOPPED:
         break; /* train_events_end says where to resume */
+    case TRAIN_EVENT_KEPT: /* said after the error, by train_events_end */
+        if (ev->path)
+            snprintf(e->kept, sizeof e->kept, "the %ld completed step(s) are kept in %s: continue with "
+                     "--resume_from_checkpoint latest", ev->step, ev->path);
+        else
+            snprintf(e->kept, sizeof e->kept, "the %ld completed step(s) could not be kept: %s", ev->step, ev->text);
+        break;
     case TRAIN_EVENT_EVAL: /* the eval dict on one line, as TRL prints it, with how it was made */
         fprintf(stderr, "grpo %s: eval at step %ld", e->cmd, ev->step);
         if (ev->text) fprintf(stderr, " (%s)", ev->text);
@@ -78,6 +85,7 @@ TrainHooks train_events_start(TrainEvents *e, const char *cmd) {
     e->cmd = cmd;
     e->tty = isatty(2);
     e->line_open = 0;
+    e->kept[0] = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -97,5 +105,6 @@ int train_events_end(TrainEvents *e, int rc, const GrpoErr *err) {
         dist_abort(1);
     }
     if (dist_rank() == 0) fprintf(stderr, "grpo %s: %s\n", e->cmd, err->msg);
+    if (dist_rank() == 0 && e->kept[0]) fprintf(stderr, "grpo %s: %s\n", e->cmd, e->kept);
     return rc == TRAIN_STOPPED ? 128 + stop_signal : 1;
 }

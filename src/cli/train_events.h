@@ -14,13 +14,15 @@ typedef struct {
     const char *cmd;    /* "train", "sft": the prefix of messages */
     int tty;            /* stderr is a terminal: the progress line is redrawn */
     int line_open;      /* a progress line is on the screen without its newline */
+    char kept[1400];    /* after a failure: where the completed steps are kept (TRAIN_EVENT_KEPT), or "" */
 } TrainEvents;
 
 /* Starts following a run of command cmd: the hooks to pass to the trainer
  * (events printed, the signal flag installed). */
 TrainHooks train_events_start(TrainEvents *e, const char *cmd);
 
-/* The command's exit status from the trainer's result: 0; 1 with err printed;
+/* The command's exit status from the trainer's result: 0; 1 with err printed
+ * (and a line on where the steps done are kept, when the run kept them);
  * 128 + the signal after a requested stop (with where to resume). */
 int train_events_end(TrainEvents *e, int rc, const GrpoErr *err);
 

@@ -141,6 +141,21 @@ static int take_micro(GrpoTrainer *t, Rollout **r, int *slice, Rollout **retired
     return 0;
 }
 
+/* A step whose rollouts failed leaves GRPO as the step found it, so that the loop
+ * can save the last completed step: the rounds made for it dropped and the round in
+ * use (live: not used up, so take_micro retired it rather than freeing it) put back
+ * with the uses it had. */
+static void untake_micros(GrpoTrainer *t, Rollout *live, int uses, int pending, long rounds) {
+    GrpoStep *st = &t->st;
+    for (int i = 0; i < st->n_retired; i++)
+        if (st->retired[i] != live) rollout_free(st->retired[i]);
+    if (t->cur && t->cur != live) rollout_free(t->cur);
+    st->n_retired = 0;
+    t->cur = live;
+    if (live) live->uses = uses, live->pending = pending;
+    t->rounds_made = rounds;
+}
+
 /* The normaliser of a micro-batch's part (the step's sequences first ..
  * first+count-1): over every sequence of the step on every process, or for bnpo
  * over the part alone (TRL defines it per micro-batch and process, then averages
@@ -187,8 +202,14 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
     int GA = s->micro_batches, BN = s->micro_size, S_all = GA * BN;
     st->step = s->step, st->state = *s->state, st->metrics = m, st->tokens = 0, st->n_retired = 0;
     st->t_gen = st->t_score = st->t_ref = 0;
+    Rollout *live = t->cur && t->cur->uses < t->spg * c->num_iterations ? t->cur : NULL;
+    int uses = live ? live->uses : 0, pending = live ? live->pending : 0;
+    long rounds = t->rounds_made;
     for (int k = 0; k < GA; k++)
-        if (take_micro(t, &st->mb[k], &st->slice[k], st->retired, &st->n_retired, err)) return -1;
+        if (take_micro(t, &st->mb[k], &st->slice[k], st->retired, &st->n_retired, err)) {
+            untake_micros(t, live, uses, pending, rounds);
+            return -1;
+        }
     st->t_train = time_now_s();
     st->off[0] = 0;
     for (int q = 0; q < S_all; q++) {

@@ -38,6 +38,8 @@ typedef struct {
     const TrainWorld *world;   /* L->world, or the run's processes */
     json_t *options;           /* every option of the run, bf16 as resolved: recorded in checkpoints */
     long step;                 /* optimizer steps done */
+    long start_step;           /* where this run's steps began (after a resume) */
+    long saved_step;           /* the step of the last checkpoint written; -1: none */
     long num_tokens;
     int nonfinite_streak;
     FILE *metrics_f;
@@ -54,7 +56,7 @@ long train_loop_total_steps(const TrainingArgs *a, long n_examples, long example
 
 static void emit(const Loop *lp, TrainEvent e) {
     const TrainHooks *h = &lp->L->hooks;
-    if (!h->on_event || lp->L->args->quiet || !train_world_writes(lp->world)) return;
+    if (!h->on_event || (lp->L->args->quiet && e.kind != TRAIN_EVENT_KEPT) || !train_world_writes(lp->world)) return;
     e.step = e.step ? e.step : lp->step;
     e.total_steps = lp->total_steps;
     h->on_event(&e, h->event_ctx);
@@ -100,18 +102,44 @@ static json_t *trainer_state(const Loop *lp) {
     return state;
 }
 
-static int save_checkpoint(Loop *lp, GrpoErr *err) {
+/* output_dir/checkpoint-STEP, on every process together; *path (rank 0's) may be NULL. */
+static int write_checkpoint(Loop *lp, char **path, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     const TrainingArgs *a = L->args;
     json_t *state = trainer_state(lp);
     CkptWrite w = {lp->out_dir, lp->step, train_model_weights(lp->tm), a->model_dir, train_model_optimizer(lp->tm),
                    state, add_state, (void *)L, a->save_total_limit, L->save_meta};
-    char *path = NULL;
-    int rc = train_world_check(lp->world, RANK0(ckpt_write(&w, &path, err)), err);
+    int rc = train_world_check(lp->world, RANK0(ckpt_write(&w, path, err)), err);
     json_decref(state);
+    if (!rc) lp->saved_step = lp->step;
+    return rc;
+}
+
+static int save_checkpoint(Loop *lp, GrpoErr *err) {
+    char *path = NULL;
+    int rc = write_checkpoint(lp, &path, err);
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_CHECKPOINT, .path = path});
     free(path);
     return rc;
+}
+
+/* A run failing after it completed steps keeps them: a checkpoint of the last
+ * completed step, unless one was written at it, and KEPT saying where (or why it
+ * could not be written; err keeps the failure). The state is whole here: a step
+ * fails before its update (its micro-batches: begin_step leaves the algorithm as
+ * it was, and a non-finite step counts as done) or after it (logs, evaluation,
+ * checkpoint, final save), never in between. Every such error went through the
+ * world's check, so every process is here and they write together. */
+static void keep_steps(Loop *lp) {
+    if (lp->step <= lp->start_step) return;
+    GrpoErr why;
+    int rc = lp->saved_step == lp->step ? 0 : write_checkpoint(lp, NULL, &why);
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%ld", lp->step);
+    char *path = fs_join(lp->out_dir, name);
+    emit(lp, (TrainEvent){.kind = TRAIN_EVENT_KEPT, .step = lp->step, .path = rc ? NULL : path,
+                          .text = rc ? why.msg : NULL});
+    free(path);
 }
 
 static int resume(Loop *lp, GrpoErr *err) {
@@ -238,12 +266,14 @@ static int train_step(Loop *lp, GrpoErr *err) {
         lp->nonfinite_streak = 0;
     } else {
         lp->nonfinite_streak++;
-        int rc = RANK0(metric_write_nonfinite(lp->metrics_f, lp->step + 1, out.loss, gnorm)) ? metrics_failed(lp, err) : 0;
-        if (train_world_check(lp->world, rc, err)) return -1;
-        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step + 1});
     }
-    lp->step++;
+    lp->step++; /* done, its update applied or skipped: a failure from here on keeps it */
     if (L->algo->after_update) L->algo->after_update(L->algo->self, lp->step);
+    if (!finite) {
+        int rc = RANK0(metric_write_nonfinite(lp->metrics_f, lp->step, out.loss, gnorm)) ? metrics_failed(lp, err) : 0;
+        if (train_world_check(lp->world, rc, err)) return -1;
+        emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step});
+    }
     metric_add(&lp->acc, "loss", out.loss);
     metric_add(&lp->acc, "grad_norm", gnorm);
     metric_add(&lp->acc, "learning_rate", lr);
@@ -524,6 +554,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     memset(&lp, 0, sizeof lp);
     lp.lock.fd = -1;
     lp.L = L;
+    lp.saved_step = -1;
     lp.tm = L->model;
     lp.world = L->world ? L->world : train_world_processes();
     lp.total_steps = train_loop_total_steps(L->args, L->algo->n_examples, L->algo->examples_per_step);
@@ -541,8 +572,12 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     if (!rc) rc = train_world_check(lp.world, RANK0_OF(&lp, prepare_output(&lp, err)), err); /* the others only read it */
     if (!rc && L->args->resume_from_checkpoint) rc = train_world_check(lp.world, resume(&lp, err), err);
     if (!rc) rc = train_world_check(lp.world, RANK0_OF(&lp, open_metrics(&lp, err)), err);
-    if (!rc) rc = run_steps(&lp, err);
-    if (!rc) rc = save_final(&lp, err);
+    if (!rc) {
+        lp.start_step = lp.step;
+        rc = run_steps(&lp, err);
+        if (!rc) rc = save_final(&lp, err);
+        if (rc < 0) keep_steps(&lp);
+    }
     if (lp.metrics_f) fclose(lp.metrics_f);
     tb_close(&lp.tb);
     run_lock_release(&lp.lock);

@@ -61,7 +61,9 @@ typedef struct {
     long examples_per_step; /* examples one optimizer step consumes (>= 1) */
     int n_stats;        /* <= TRAIN_MAX_STATS */
     /* Prepares step s: what its micro-batches hold (over every process), and the
-     * algorithm's metrics of that. Returns 0, or -1 with err (the run stops). */
+     * algorithm's metrics of that. Returns 0, or -1 with err (the run stops) and
+     * the algorithm's state as the call found it: the loop then saves the last
+     * completed step. An error reaches every process (train_world_check). */
     int (*begin_step)(void *self, const TrainStep *s, TrainStepSums *sums, MetricAcc *m, GrpoErr *err);
     /* This process's part of global micro-batch k: its sequences first ..
      * first + count - 1 of the step (over every process, in the algorithm's
@@ -104,6 +106,9 @@ typedef enum {
     TRAIN_EVENT_WARNING,    /* text: something the user should know (e.g. a resume that cannot be bit-exact) */
     TRAIN_EVENT_STOPPED,    /* step: stopped on request; path: the checkpoint to resume from, or NULL */
     TRAIN_EVENT_EVAL,       /* step: an evaluation's results, metrics (eval_*); text: how they were made, or NULL */
+    TRAIN_EVENT_KEPT,       /* the run is failing after completing steps (err says why): step, the last completed;
+                               path: its checkpoint, to resume from; or NULL and text: why none could be written.
+                               Sent with quiet too: it completes the error message */
 } TrainEventKind;
 
 typedef struct {
@@ -153,7 +158,9 @@ long train_loop_total_steps(const TrainingArgs *a, long n_examples, long example
 
 /* Runs (or resumes) training to the end and saves the model in output_dir.
  * Returns 0; TRAIN_STOPPED when *stop was set; or -1 with err (bad input, the
- * algorithm's failure, repeated NaN). */
+ * algorithm's failure, repeated NaN). A failure after this run completed a step
+ * first writes a checkpoint of the last completed step (unless one was written at
+ * it) and reports TRAIN_EVENT_KEPT: no completed step is lost. */
 int train_loop_run(const TrainLoop *L, GrpoErr *err);
 
 #endif

@@ -147,18 +147,24 @@ cc -shared -fPIC -I src "$TMP/inf.c" -o "$TMP/inf.so" || fail "building the plug
     --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 2>"$TMP/nan.err"
 [ $? -eq 1 ] || fail "NaN rewards: exit status should be 1"
 [ "$(grep -c 'the update was not applied' "$TMP/nan.err")" -eq 3 ] || fail "each skipped step is reported: $(cat "$TMP/nan.err")"
-tail -1 "$TMP/nan.err" | grep -q "NaN/Inf in 3 consecutive steps" || fail "the run should stop after 3 NaN steps: $(cat "$TMP/nan.err")"
+# the error, then where the 3 steps done are kept (issue 38: nothing lost after step 1)
+tail -2 "$TMP/nan.err" | head -1 | grep -q "NaN/Inf in 3 consecutive steps" || fail "the run should stop after 3 NaN steps: $(cat "$TMP/nan.err")"
+tail -1 "$TMP/nan.err" | grep -q "kept in .*/nan/checkpoint-3: continue with --resume_from_checkpoint latest$" \
+    || fail "a NaN stop keeps its steps: $(cat "$TMP/nan.err")"
 [ "$(grep -c '"event": "nonfinite"' "$TMP/nan/metrics.jsonl")" -eq 3 ] || fail "skipped steps are not logged"
-# --quiet silences every event: only the final error line is left
-expect_error 1 "NaN/Inf in 3 consecutive steps" "$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/nanq" \
-    --reward_funcs "plugin:$TMP/inf.so" --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 --quiet
+# --quiet silences every event: only the error and where the steps are kept are left
+"$GRPO" train --model "$TMP/m" --dataset "$TMP/d.jsonl" --output_dir "$TMP/nanq" --reward_funcs "plugin:$TMP/inf.so" \
+    --num_generations 2 --per_device_train_batch_size 2 --max_completion_length 4 --max_steps 5 --quiet 2>"$TMP/nanq.err"
+[ $? -eq 1 ] && [ "$(wc -l < "$TMP/nanq.err")" -eq 2 ] && head -1 "$TMP/nanq.err" | grep -q "NaN/Inf in 3 consecutive steps" \
+    && tail -1 "$TMP/nanq.err" | grep -q "kept in .*/nanq/checkpoint-3" || fail "--quiet NaN stop: $(cat "$TMP/nanq.err")"
 
 # sft has the same non-finite policy (one loop): a learning rate that blows the weights up
 "$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --output_dir "$TMP/sftnan" --per_device_train_batch_size 2 \
     --learning_rate 1e30 --max_grad_norm 0 --max_steps 8 --logging_steps 1 2>"$TMP/sftnan.err"
 [ $? -eq 1 ] || fail "sft NaN: exit status should be 1: $(tail -3 "$TMP/sftnan.err")"
 [ "$(grep -c 'grpo sft: step .*the update was not applied' "$TMP/sftnan.err")" -eq 3 ] || fail "sft skipped steps reported: $(cat "$TMP/sftnan.err")"
-tail -1 "$TMP/sftnan.err" | grep -q "grpo sft: the loss or gradient was NaN/Inf in 3 consecutive steps" || fail "sft stops after 3 NaN steps"
+tail -2 "$TMP/sftnan.err" | head -1 | grep -q "grpo sft: the loss or gradient was NaN/Inf in 3 consecutive steps" || fail "sft stops after 3 NaN steps"
+tail -1 "$TMP/sftnan.err" | grep -q "^grpo sft: the [0-9]* completed step(s) are kept in .*/sftnan/checkpoint-" || fail "sft keeps its steps: $(tail -2 "$TMP/sftnan.err")"
 [ "$(grep -c '"event": "nonfinite"' "$TMP/sftnan/metrics.jsonl")" -eq 3 ] || fail "sft skipped steps are not logged"
 [ ! -f "$TMP/sftnan/model.safetensors" ] || fail "a run stopped for NaN must not write a final model"
 # a checkpoint's saved generation batch that was tampered with is refused with one line
