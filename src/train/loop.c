@@ -1,7 +1,8 @@
 /* train/loop.c — the training loop every algorithm runs on (see loop.h): per
  * optimizer step, the algorithm's gradient, clipping, the schedule, AdamW or the
- * non-finite policy, metrics, checkpoints; resume before the first step and the
- * final save after the last. Not here: what a step's gradient is (grpo/, sft/),
+ * non-finite policy, metrics, checkpoints; resume before the first step, the
+ * final save after the last, and the completed steps kept in a checkpoint when the
+ * run fails after them (keep_steps). Not here: what a step's gradient is (grpo/, sft/),
  * or how checkpoint directories are laid out (checkpoint.c). */
 #include "train/loop.h"
 
