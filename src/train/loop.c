@@ -278,8 +278,9 @@ static int train_step(Loop *lp, GrpoErr *err) {
     metric_add(&lp->acc, "loss", out.loss);
     metric_add(&lp->acc, "grad_norm", gnorm);
     metric_add(&lp->acc, "learning_rate", lr);
-    metric_add(&lp->acc, "num_tokens", (double)lp->num_tokens);
-    /* the epochs done at this step, not a mean: transformers logs state.epoch at the logging step */
+    /* the count and the epochs at this step, not means over the interval: TRL logs
+     * state.num_input_tokens_seen, transformers state.epoch, as they stand at the logging step */
+    metric_set(&lp->acc, "num_tokens", (double)lp->num_tokens);
     metric_set(&lp->acc, "epoch", epochs_done(lp, lp->step));
     metric_add(&lp->acc, "step_time", time_now_s() - t0);
     if (!finite && lp->nonfinite_streak >= a->max_nonfinite_steps) { /* alike on every rank */

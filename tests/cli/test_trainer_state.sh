@@ -80,6 +80,11 @@ for e, l in zip(h, want):
         assert "epoch" not in l and {k: v for k, v in e.items() if k != "epoch"} == l, (e, l)
     else:
         assert abs(l["epoch"] - l["step"] / 3) < 1e-9 and e == l, (e, l)
+# num_tokens is state.num_input_tokens_seen at the logging step, as TRL logs it, not the
+# mean over the interval (logging_steps 2): a checkpoint's line equals its own count
+for l in want:
+    if l["step"] == step and "eval_reward" not in l:
+        assert l["num_tokens"] == s["num_input_tokens_seen"] > 0, (l, s["num_input_tokens_seen"])
 steps = [(e["step"], "eval_reward" in e) for e in h]
 assert steps == [(st, ev) for st, ev in [(2, False), (3, True), (4, False), (6, False), (6, True)] if st <= step], steps
 PY
