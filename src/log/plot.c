@@ -87,7 +87,8 @@ static int add_line(json_t *o, long line, void *ctx, GrpoErr *err) {
         if (!strcmp(key, "step")) continue;
         int i = add_name(log, key, l->rows_cap);
         log->has[i][r] = 1;
-        metrics++, eval += !strncmp(key, "eval_", 5);
+        /* the epoch is in every line, an evaluation's too (transformers' log() adds it) */
+        if (strcmp(key, "epoch")) metrics++, eval += !strncmp(key, "eval_", 5);
         if (json_is_number(v)) log->values[i][r] = json_number_value(v);
         else if (!json_is_null(v) && !log->bad_line[i]) log->bad_line[i] = line;
     }

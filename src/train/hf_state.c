@@ -19,15 +19,12 @@ static json_t *logged_number(double v) {
     return json_real(strtod(text, NULL));
 }
 
-void hf_state_log_append(json_t *history, const MetricAcc *acc, long step, double epoch) {
+void hf_state_log_append(json_t *history, const MetricAcc *acc, long step) {
     json_t *entry = json_object();
     for (int i = 0; i < acc->n; i++) {
         const Metric *m = &acc->m[i];
         json_object_set_new(entry, m->name, logged_number(m->count ? m->sum / m->count : NAN));
     }
-    /* the epoch at this step, as transformers' state.epoch: a training line's "epoch" already (the
-     * loop's, the same number), added to an evaluation's, as transformers' log() adds it to every dict */
-    json_object_set_new(entry, "epoch", logged_number(epoch));
     json_object_set_new(entry, "step", json_integer((json_int_t)step));
     json_array_append_new(history, entry);
 }

@@ -49,11 +49,9 @@ void hf_state_fresh(HfStateInfo *info);
  * as save_to_json writes them. A reward function's trainer_state. */
 json_t *hf_state_fields(const HfStateInfo *info);
 
-/* Appends acc's means (as metrics.jsonl writes them) to history as one entry,
- * with "epoch" (epoch, the epochs done at this step, as transformers' state.epoch:
- * a training line's own "epoch", the same number; an evaluation's line has none)
- * and "step". */
-void hf_state_log_append(json_t *history, const MetricAcc *acc, long step, double epoch);
+/* Appends acc's means (as metrics.jsonl writes them, "epoch" among them) to
+ * history as one entry, with "step" last, as transformers' log() appends it. */
+void hf_state_log_append(json_t *history, const MetricAcc *acc, long step);
 
 /* Adds TrainerState's fields to state (a new object for log_history, a copy of
  * history): what TrainerState.save_to_json writes, the loop's fields untouched. */

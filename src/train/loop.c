@@ -384,18 +384,20 @@ static int open_metrics(Loop *lp, GrpoErr *err) {
 }
 
 /* The logging step's means as TensorBoard scalars, before metric_write_line
- * resets them: "train/NAME", and "eval/NAME" for an evaluation's "eval_NAME"
- * (transformers' callback rewrites its logs so). */
+ * resets them: "eval/NAME" for an evaluation's "eval_NAME", "train/NAME" for the
+ * rest (an evaluation's epoch too), as transformers' rewrite_logs names them. */
 static int write_tensorboard(Loop *lp, const MetricAcc *acc, GrpoErr *err) {
-    const char **names = xmalloc(sizeof(char *) * (acc->n + 1));
+    char **names = xmalloc(sizeof(char *) * (acc->n + 1));
     double *values = xmalloc(sizeof(double) * (acc->n + 1));
-    int eval = 0;
     for (int i = 0; i < acc->n; i++) {
-        names[i] = acc->m[i].name;
-        if (!strncmp(names[i], "eval_", 5)) names[i] += 5, eval = 1;
+        const char *name = acc->m[i].name;
+        int eval = !strncmp(name, "eval_", 5);
+        names[i] = xmalloc(strlen(name) + 8);
+        sprintf(names[i], "%s%s", eval ? "eval/" : "train/", name + (eval ? 5 : 0));
         values[i] = acc->m[i].count ? acc->m[i].sum / acc->m[i].count : NAN;
     }
-    int rc = tb_write_scalars(&lp->tb, lp->step, 0, eval ? "eval/" : "train/", names, values, acc->n, err);
+    int rc = tb_write_scalars(&lp->tb, lp->step, 0, "", (const char *const *)names, values, acc->n, err);
+    for (int i = 0; i < acc->n; i++) free(names[i]);
     free(names);
     free(values);
     return rc;
@@ -440,8 +442,11 @@ static int write_logs(Loop *lp, MetricAcc *acc, GrpoErr *err) {
         metric_reset(acc);
         return 0;
     }
+    /* the epochs done, in every line: transformers' log() adds state.epoch to each dict,
+     * an evaluation's included (a training line has it already, the same number) */
+    metric_set(acc, "epoch", epochs_done(lp, lp->step));
     if (lp->tb.f && write_tensorboard(lp, acc, err)) return -1;
-    hf_state_log_append(lp->log_history, acc, lp->step, epochs_done(lp, lp->step));
+    hf_state_log_append(lp->log_history, acc, lp->step);
     if (metric_write_line(acc, lp->metrics_f, lp->step)) return metrics_failed(lp, err);
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Evaluation during training (eval_strategy steps, eval/evaluate.h): an eval
-# line in metrics.jsonl every eval_steps steps and after the last, with
-# eval_reward, eval_reward_std, eval_rewards/NAME/mean, eval_pass@1 and
+# line in metrics.jsonl every eval_steps steps and after the last, with the
+# epoch, eval_reward, eval_reward_std, eval_rewards/NAME/mean, eval_pass@1 and
 # eval_completions/mean_length; evaluating changes nothing in the training
 # (same final weights as without it); the same numbers on a second run and
 # after a resume; TensorBoard gets them as eval/NAME; a console line per
@@ -29,9 +29,12 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 ev = [l for l in lines if "eval_reward" in l]
 assert [l["step"] for l in ev] == [2, 4, 5], [l["step"] for l in ev]
 keys = {"step", "eval_reward", "eval_reward_std", "eval_rewards/length/mean", "eval_rewards/fmt/mean", "eval_pass@1",
-        "eval_completions/mean_length"}
+        "eval_completions/mean_length", "epoch"}
 for l in ev:
     assert set(l) == keys, set(l) ^ keys
+    # the epochs done, as in the training line of its step (transformers' log() adds state.epoch
+    # to an evaluation's dict): one prompt of two a step
+    assert abs(l["epoch"] - l["step"] / 2) < 1e-9, l
     # one completion in 9 is >= 1 only if the format reward fires with length's -|3 - n| = 0
     assert abs(l["eval_reward"] - (l["eval_rewards/length/mean"] + l["eval_rewards/fmt/mean"])) < 1e-9, l
     assert 0 <= l["eval_pass@1"] <= 1 and 0 <= l["eval_completions/mean_length"] <= 6, l
@@ -52,7 +55,7 @@ grep -q '"eval_pass@1": 1,' "$TMP/p/metrics.jsonl" || fail "pass_threshold -1000
 if /usr/bin/python3 -c "import google.protobuf" 2>/dev/null; then
     first=$(ls -tr "$TMP"/e1/runs/*/events.out.tfevents.* | head -1)
     /usr/bin/python3 tests/log/read_tfevents.py "$first" > "$TMP/tb.json" || fail "reading $first"
-    python3 -c "import json, sys; s = json.load(open(sys.argv[1]))['steps']; assert 'eval/reward' in s['2'] and 'eval/pass@1' in s['2'] and 'train/reward' in s['2'], s['2']" \
+    python3 -c "import json, sys; s = json.load(open(sys.argv[1]))['steps']; assert 'eval/reward' in s['2'] and 'eval/pass@1' in s['2'] and 'train/reward' in s['2'] and 'train/epoch' in s['2'] and 'eval/epoch' not in s['2'], s['2']" \
         "$TMP/tb.json" || fail "eval scalars in TensorBoard"
 fi
 # the console: one line per evaluation with its eval_* values (those of metrics.jsonl)
@@ -69,7 +72,7 @@ for line, rec in zip(err, ev):
     head = "grpo train: eval at step %d (3 prompts x 3 completions sampled at temperature 1): " % rec["step"]
     assert line.startswith(head), line
     got = dict(kv.rsplit(" ", 1) for kv in line[len(head):].strip().split(", "))
-    want = {k: v for k, v in rec.items() if k != "step"}
+    want = {k: v for k, v in rec.items() if k not in ("step", "epoch")}
     assert list(got) == list(want), (list(got), list(want))
     for k, v in want.items():
         assert got[k] == "%.4g" % v, (k, got[k], v)
