@@ -5,11 +5,13 @@
 # scenarios (grpo train / grpo sft, each with --bf16 false and --bf16 true) with two
 # grpo binaries and compares what they wrote, run by run:
 #   - metrics.jsonl: every line, parsed, with the timing keys removed (any key whose
-#     name contains "time", and tokens_per_s), the rest equal exactly (json.loads ==);
+#     name contains "time" or ends in "_per_second", as the closing line's
+#     train_runtime and train_samples_per_second, and tokens_per_s), the rest equal
+#     exactly (json.loads ==);
 #   - completions.jsonl: exact bytes;
 #   - every *.safetensors (final model or adapter, checkpoints' model / optimizer /
 #     ref_model): exact bytes;
-#   - checkpoints' trainer_state.json: parsed, timing keys removed, equal;
+#   - checkpoints' and output_dir's trainer_state.json: parsed, timing keys removed, equal;
 #   - every other file (config.json, adapter_config.json, tokenizer files, ...): exact
 #     bytes; and the same set of files on both sides;
 #   - the exit status (a run that fails with either binary is a difference).
@@ -55,7 +57,7 @@ import json, os, sys
 old_root, new_root, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 def timing(k):
-    return "time" in k or k == "tokens_per_s"
+    return "time" in k or k.endswith("_per_second") or k == "tokens_per_s"
 
 def strip(v):
     if isinstance(v, dict):

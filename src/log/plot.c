@@ -73,8 +73,9 @@ static int add_line(json_t *o, long line, void *ctx, GrpoErr *err) {
     Loading *l = ctx;
     PlotLog *log = l->log;
     const json_t *st = json_object_get(o, "step");
-    /* an event (e.g. a non-finite step) or a line that is not a step's metrics */
-    if (json_object_get(o, "event") || !st) return 0;
+    /* an event (e.g. a non-finite step), the closing summary of a run (train_runtime,
+     * train_loss, ... as transformers logs it at the end) or a line that is not a step's metrics */
+    if (json_object_get(o, "event") || json_object_get(o, "train_runtime") || !st) return 0;
     if (!json_is_number(st)) return err_set(err, "'step' must be a number");
     grow_rows(l);
     int r = log->n_rows++;

@@ -135,7 +135,9 @@ char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err) {
 }
 
 /* Keeps the lines of a JSON-lines log whose "step" is <= step (drops what an
- * interrupted run wrote after the checkpoint); the file is replaced atomically. */
+ * interrupted run wrote after the checkpoint), but a finished run's closing line
+ * (train_runtime, ...: logged after its last checkpoint, and again by the resumed
+ * run); the file is replaced atomically. */
 int ckpt_truncate_log(const char *dir, const char *file, long step, GrpoErr *err) {
     char *p = fs_join(dir, file), *buf = NULL;
     size_t len, n = 0;
@@ -145,7 +147,8 @@ int ckpt_truncate_log(const char *dir, const char *file, long step, GrpoErr *err
         for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
             json_t *o = json_loads(line, 0, NULL);
             json_t *s = json_object_get(o, "step");
-            if (json_is_integer(s) && json_integer_value(s) <= step) n += (size_t)sprintf(out + n, "%s\n", line);
+            if (json_is_integer(s) && json_integer_value(s) <= step && !json_object_get(o, "train_runtime"))
+                n += (size_t)sprintf(out + n, "%s\n", line);
             json_decref(o);
         }
         rc = fs_write_file_atomic(p, out, n, err);

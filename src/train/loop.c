@@ -42,6 +42,9 @@ typedef struct {
     long start_step;           /* where this run's steps began (after a resume) */
     long saved_step;           /* the step of the last checkpoint written; -1: none */
     long num_tokens;
+    double loss_sum;           /* the finite step losses summed, and their count: train_loss */
+    long loss_steps;
+    double start_s;            /* when this process's steps began (with start_step: the speed) */
     int nonfinite_streak;
     FILE *metrics_f;
     MetricAcc acc;
@@ -98,6 +101,8 @@ static json_t *trainer_state(const Loop *lp) {
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
                               "nonfinite_streak", lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens,
                               "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
+    json_object_set_new(state, "loss_sum", json_real(lp->loss_sum)); /* exact: jansson writes 17 digits */
+    json_object_set_new(state, "loss_steps", json_integer((json_int_t)lp->loss_steps));
     HfStateInfo hf = state_info(lp, lp->step);
     hf_state_add(state, &hf, lp->log_history);
     return state;
@@ -185,6 +190,11 @@ static int resume(Loop *lp, GrpoErr *err) {
         lp->step = step;
         train_model_optimizer(lp->tm)->step = astep;
         lp->num_tokens = tokens;
+        /* train_loss's sums; a checkpoint written before they were kept leaves it unknown (null) */
+        json_t *sum = json_object_get(st, "loss_sum"), *count = json_object_get(st, "loss_steps");
+        int known = json_is_number(sum) && json_is_integer(count) && json_integer_value(count) >= 0;
+        lp->loss_sum = known ? json_number_value(sum) : NAN;
+        lp->loss_steps = known ? (long)json_integer_value(count) : 0;
         rc = train_model_load_state(lp->tm, dir, err);
         if (!rc && L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
     }
@@ -276,6 +286,7 @@ static int train_step(Loop *lp, GrpoErr *err) {
         emit(lp, (TrainEvent){.kind = TRAIN_EVENT_NONFINITE, .step = lp->step});
     }
     metric_add(&lp->acc, "loss", out.loss);
+    if (isfinite(out.loss)) lp->loss_sum += out.loss, lp->loss_steps++;
     metric_add(&lp->acc, "grad_norm", gnorm);
     metric_add(&lp->acc, "learning_rate", lr);
     /* the count and the epochs at this step, not means over the interval: TRL logs
@@ -478,9 +489,9 @@ static int stop_requested(const Loop *lp) {
 
 static int run_steps(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
-    double start = time_now_s();
+    double start = lp->start_s = time_now_s();
     lp->save_every = training_args_save_every(a, lp->total_steps);
-    long step0 = lp->step, tokens0 = lp->num_tokens;
+    long step0 = lp->start_step = lp->step, tokens0 = lp->num_tokens;
     while (lp->step < lp->total_steps) {
         if (train_step(lp, err)) return -1;
         double el = time_now_s() - start;
@@ -509,6 +520,30 @@ static int run_steps(Loop *lp, GrpoErr *err) {
         if (lp->step < lp->total_steps && stop_requested(lp)) return stop_here(lp, saved, err);
     }
     return 0;
+}
+
+/* The closing log entry, as transformers' Trainer logs it when training ends:
+ * train_runtime (s), train_samples_per_second and train_steps_per_second (this
+ * process's steps since it started, a resume's not counting those before it, where
+ * transformers divides the whole run's max_steps), total_flos (0: not counted, as
+ * TrainerState's), train_loss (the mean loss of the run's steps with a finite loss,
+ * a resume's included) and the epoch: a metrics.jsonl line, a log_history entry and
+ * TensorBoard's train/NAME, as transformers' on_log hands it to every logger. The
+ * timings are the run's only numbers that differ between identical runs. */
+static int log_end_of_training(Loop *lp, GrpoErr *err) {
+    const TrainingArgs *a = lp->L->args;
+    double runtime = time_now_s() - lp->start_s, steps = (double)(lp->step - lp->start_step);
+    double samples = steps * a->per_device_train_batch_size * a->gradient_accumulation_steps * train_world_size(lp->world);
+    MetricAcc acc;
+    metric_acc_init(&acc);
+    metric_set(&acc, "train_runtime", round(runtime * 1e4) / 1e4); /* rounded as transformers' speed_metrics */
+    metric_set(&acc, "train_samples_per_second", runtime > 0 ? round(samples / runtime * 1e3) / 1e3 : NAN);
+    metric_set(&acc, "train_steps_per_second", runtime > 0 ? round(steps / runtime * 1e3) / 1e3 : NAN);
+    metric_set(&acc, "total_flos", 0);
+    metric_set(&acc, "train_loss", lp->loss_steps ? lp->loss_sum / lp->loss_steps : NAN);
+    int rc = write_logs(lp, &acc, err);
+    metric_acc_free(&acc);
+    return train_world_check(lp->world, rc, err);
 }
 
 /* output_dir/trainer_state.json beside the final model, as TRL's and open-r1's
@@ -582,6 +617,7 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     if (!rc) {
         lp.start_step = lp.step;
         rc = run_steps(&lp, err);
+        if (!rc) rc = log_end_of_training(&lp, err);
         if (!rc) rc = save_final(&lp, err);
         if (rc < 0) keep_steps(&lp);
     }

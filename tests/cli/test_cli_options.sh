@@ -41,7 +41,7 @@ RUN=(sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size
 lr_of() { # the learning rate the run used, and the one its checkpoint recorded
     python3 - "$1" <<'PY'
 import json, sys
-m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl") if "train_runtime" not in l]  # the closing line aside
 s = json.load(open(sys.argv[1] + "/checkpoint-1/trainer_state.json"))
 ours = s["stateful_callbacks"]["GrpoTrainer"]
 print(m[-1]["learning_rate"], ours["args"]["learning_rate"], ours["attributes"]["algorithm"])

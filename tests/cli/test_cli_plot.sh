@@ -76,7 +76,9 @@ check_svg "$TMP/c.svg" reward:5:band || fail "--metrics=reward SVG"
 # a run with evaluations, as grpo train writes it: an eval line after the training
 # line of the same step, holding eval_* keys and the epoch. Each series is one unbroken
 # path (one M, an L per further point), the eval series too; eval_reward is a
-# default panel; the header and the message count training lines and evaluations
+# default panel; the header and the message count training lines and evaluations;
+# the closing line (train_runtime, ..., as transformers logs the end of training) is
+# neither, and draws nothing
 E="$TMP/eval.jsonl"
 cat > "$E" <<'EOF'
 {"step": 2, "loss": 0.1, "reward": 0.1, "reward_std": 0.3, "completions/mean_length": 6, "epoch": 0.4}
@@ -85,6 +87,7 @@ cat > "$E" <<'EOF'
 {"step": 4, "eval_reward": 0.05, "eval_reward_std": 0.2, "eval_rewards/fmt/mean": 0.05, "eval_completions/mean_length": 4, "epoch": 0.8}
 {"step": 5, "loss": 0.3, "reward": 0.4, "reward_std": 0.1, "completions/mean_length": 4, "epoch": 1}
 {"step": 5, "eval_reward": 0.125, "eval_reward_std": 0.3, "eval_rewards/fmt/mean": 0.125, "eval_completions/mean_length": 3, "epoch": 1}
+{"step": 5, "train_runtime": 12.5, "train_samples_per_second": 3.2, "train_steps_per_second": 0.4, "total_flos": 0, "train_loss": 0.2, "epoch": 1}
 EOF
 "$GRPO" plot "$E" -o "$TMP/ev.svg" 2>"$TMP/ev.err" || fail "plot of a run with eval: $(cat "$TMP/ev.err")"
 grep -q "3 logged steps, 3 evaluations" "$TMP/ev.err" || fail "the count of a run with eval: $(cat "$TMP/ev.err")"

@@ -29,10 +29,15 @@ Y
 sed -i "s|PLACEHOLDER|$TMP/d.jsonl|" "$TMP/run.yaml"
 "$GRPO" train --config "$TMP/run.yaml" --model "$TMP/m" --output_dir "$TMP/out" --max_steps 3 2>"$TMP/err" || fail "train: $(tail -3 "$TMP/err")"
 grep -q "memory plan" "$TMP/err" || fail "no memory plan printed"
-[ "$(grep -c '"step"' "$TMP/out/metrics.jsonl")" -eq 3 ] || fail "--max_steps 3 should override the YAML's 5"
+[ "$(grep -c '"loss"' "$TMP/out/metrics.jsonl")" -eq 3 ] || fail "--max_steps 3 should override the YAML's 5"
 python3 - "$TMP/out" <<'PY' || fail "metrics.jsonl / completions.jsonl content"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+# the last, the closing line as transformers logs the end of training
+end = rows.pop()
+assert list(end) == ["step", "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
+                     "train_loss", "epoch"] and end["step"] == 3, end
+assert abs(end["train_loss"] - sum(r["loss"] for r in rows) / 3) < 1e-9, (end, [r["loss"] for r in rows])
 need = ["reward", "reward_std", "rewards/length/mean", "rewards/length/std", "rewards/format/mean",
         "frac_reward_zero_std", "completions/mean_length", "completions/min_length", "completions/max_length",
         "completions/clipped_ratio", "kl", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",

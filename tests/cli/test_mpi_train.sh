@@ -55,15 +55,16 @@ run_case iter2 --loss_type dapo --num_iterations 2 --num_generations 4 --gradien
 # one group of 8 completions split between the processes that generate it
 run_case span --loss_type dapo --num_generations 8 --gradient_accumulation_steps 2 --beta 0.05
 
-# rank 0 alone writes: one metrics line per step, every completion once, in global order
-[ "$(grep -c '"step"' "$TMP/dapo.2/metrics.jsonl")" -eq 3 ] || fail "metrics.jsonl of the 2-process run: $(wc -l < "$TMP/dapo.2/metrics.jsonl") lines"
+# rank 0 alone writes: one metrics line per step and the closing one, every completion once, in global order
+[ "$(grep -c '"loss"' "$TMP/dapo.2/metrics.jsonl")" -eq 3 ] && [ "$(grep -c '"train_runtime"' "$TMP/dapo.2/metrics.jsonl")" -eq 1 ] \
+    || fail "metrics.jsonl of the 2-process run: $(wc -l < "$TMP/dapo.2/metrics.jsonl") lines"
 [ "$(wc -l < "$TMP/dapo.4/completions.jsonl")" -eq 24 ] || fail "completions.jsonl of the 4-process run"
 
 # an epoch is the same number of steps whatever N: 4 prompts x 2 epochs, 2 prompts per global step
 for n in 1 2; do
     "${MPI[@]}" -np $n "$GRPO" "${BASE[@]}" --max_steps 0 --num_train_epochs 2 --num_generations 4 \
         --per_device_train_batch_size $((4 / n)) --gradient_accumulation_steps 2 --output_dir "$TMP/ep$n" >/dev/null 2>&1
-    [ "$(grep -c '"step"' "$TMP/ep$n/metrics.jsonl" 2>/dev/null)" = 4 ] || fail "2 epochs on $n process(es): not 4 steps"
+    [ "$(grep -c '"loss"' "$TMP/ep$n/metrics.jsonl" 2>/dev/null)" = 4 ] || fail "2 epochs on $n process(es): not 4 steps"
 done
 
 # resume under N = 2 equals the uninterrupted N = 2 run
@@ -78,12 +79,14 @@ mkdir -p "$TMP/part" && cp -r "$TMP/full/checkpoint-2" "$TMP/full/metrics.jsonl"
     2>"$TMP/res.err" >/dev/null || fail "resume: $(tail -2 "$TMP/res.err")"
 cmp -s "$TMP/full/model.safetensors" "$TMP/part/model.safetensors" || fail "resumed N = 2 run differs from the uninterrupted one"
 cmp -s "$TMP/full/completions.jsonl" "$TMP/part/completions.jsonl" || fail "resumed completions differ"
-python3 - "$TMP/full/checkpoint-4/trainer_state.json" "$TMP/part/checkpoint-4/trainer_state.json" <<'PY' \
-    || fail "the resumed N = 2 run's log_history differs from the uninterrupted one's"
+# (output_dir's too: the closing entry, train_loss over the whole run; timings aside)
+python3 - "$TMP/full" "$TMP/part" <<'PY' || fail "the resumed N = 2 run's log_history differs from the uninterrupted one's"
 import json, sys
-strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]
-a, b = (strip(json.load(open(p))["log_history"]) for p in sys.argv[1:])
-assert a == b and [e["step"] for e in a] == [1, 2, 3, 4], (a, b)
+strip = lambda h: [{k: v for k, v in e.items() if "time" not in k and not k.endswith("_per_second")} for e in h]
+for f, steps in (("/checkpoint-4/trainer_state.json", [1, 2, 3, 4]), ("/trainer_state.json", [1, 2, 3, 4, 4])):
+    a, b = (strip(json.load(open(d + f))["log_history"]) for d in sys.argv[1:])
+    assert a == b and [e["step"] for e in a] == steps, (f, a, b)
+assert "train_loss" in a[-1], a[-1]
 PY
 # an evaluation under N = 2 is printed once (by rank 0)
 Q=()

@@ -4,7 +4,8 @@
 # TFRecord framing and CRC-32C checked bit by bit, Events parsed with Debian's
 # python3-protobuf by TensorBoard's field numbers) reads back: file_version
 # first, then one Event per logging step holding every finite metric of that
-# metrics.jsonl line as "train/NAME". report_to none writes none; an integration
+# metrics.jsonl line as "train/NAME", and one for the closing line (train_runtime,
+# ..., train_loss, as transformers' callback gets the end of training). report_to none writes none; an integration
 # we do not have is a warning; a logging_dir that cannot be made is an error.
 set -u
 . "$ROOT/tests/cli/lib.sh"
@@ -24,11 +25,13 @@ import json, struct, sys
 ev = json.load(open(sys.argv[1]))
 lines = [json.loads(l) for l in open(sys.argv[2])]
 assert ev["file_version"] == "brain.Event:2", ev["file_version"]
-assert sorted(ev["steps"], key=int) == [str(l["step"]) for l in lines] == ["2", "4", "5"], ev["steps"].keys()
+# the last step's twice: its line and the closing one (train_runtime, ..., train_loss)
+assert sorted(ev["steps"], key=int) == ["2", "4", "5"] and [l["step"] for l in lines] == [2, 4, 5, 5], ev["steps"].keys()
+assert "train_runtime" in lines[-1] and "train/train_loss" in ev["steps"]["5"], lines[-1]
 f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
-for l in lines:
-    got = ev["steps"][str(l["step"])]
-    want = {"train/" + k: v for k, v in l.items() if k != "step" and v is not None}
+for step in ("2", "4", "5"):
+    got = ev["steps"][step]
+    want = {"train/" + k: v for l in lines if str(l["step"]) == step for k, v in l.items() if k != "step" and v is not None}
     assert set(got) == set(want), set(got) ^ set(want)
     for k, v in want.items():   # metrics.jsonl has 10 digits, TensorBoard a float32
         assert abs(got[k] - f32(v)) <= 1e-6 * max(1.0, abs(v)), (k, got[k], v)

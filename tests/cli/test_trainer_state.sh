@@ -68,9 +68,10 @@ assert ours["attributes"]["algorithm"] == "grpo" and 0 < ours["attributes"]["ada
 # log_history: metrics.jsonl's lines up to the step, in order, each with epoch and step;
 # a training line's epoch is state.epoch at its step, as transformers logs it (3 steps an
 # epoch: 2/3 at step 2, not the mean 1/2 of steps 1 and 2), in both files; an evaluation's
-# line has it too, as transformers' log() adds state.epoch to every dict
+# line has it too, as transformers' log() adds state.epoch to every dict; the closing
+# entry (train_runtime, ...) only in output_dir's, written after the last checkpoint
 lines = [json.loads(l) for l in open(metrics)]
-want = [l for l in lines if l["step"] <= step and "event" not in l]
+want = [l for l in lines if l["step"] <= step and "event" not in l and (final or "train_runtime" not in l)]
 h = s["log_history"]
 assert len(h) == len(want), (len(h), len(want))
 for e, l in zip(h, want):
@@ -80,10 +81,23 @@ for e, l in zip(h, want):
 # num_tokens is state.num_input_tokens_seen at the logging step, as TRL logs it, not the
 # mean over the interval (logging_steps 2): a checkpoint's line equals its own count
 for l in want:
-    if l["step"] == step and "eval_reward" not in l:
+    if l["step"] == step and "loss" in l:
         assert l["num_tokens"] == s["num_input_tokens_seen"] > 0, (l, s["num_input_tokens_seen"])
 steps = [(e["step"], "eval_reward" in e) for e in h]
-assert steps == [(st, ev) for st, ev in [(2, False), (3, True), (4, False), (6, False), (6, True)] if st <= step], steps
+assert steps == [(st, ev) for st, ev in [(2, False), (3, True), (4, False), (6, False), (6, True)] if st <= step] + \
+    [(6, False)] * final, steps
+# the closing entry, as transformers' Trainer logs it when training ends: its keys in its
+# order, the timings positive, total_flos 0, train_loss the mean of the steps' losses
+# (logging_steps 2: the mean of the lines' means), the epoch and step of the last step
+if final:
+    end = h[-1]
+    assert list(end) == ["train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
+                         "train_loss", "epoch", "step"], end
+    # (0 after a resume at the last step: no step run)
+    assert end["train_runtime"] >= 0 and end["train_samples_per_second"] >= 0 and end["train_steps_per_second"] >= 0, end
+    losses = [l["loss"] for l in lines if "loss" in l]
+    assert len(losses) == 3 and abs(end["train_loss"] - sum(losses) / 3) < 1e-9, (end, losses)
+    assert end["total_flos"] == 0 and end["epoch"] == 2 and end["step"] == 6, end
 PY
 }
 check_state "$TMP/a/checkpoint-2" 2 "$TMP/a/metrics.jsonl" || fail "checkpoint-2's trainer_state.json"
@@ -92,6 +106,8 @@ check_state "$TMP/a/checkpoint-6" 6 "$TMP/a/metrics.jsonl" || fail "checkpoint-6
 # output_dir's, beside the final model, as TRL's and open-r1's scripts write it (trainer.save_state())
 check_state "$TMP/a" 6 "$TMP/a/metrics.jsonl" final || fail "output_dir's trainer_state.json (trainer.save_state())"
 ls "$TMP"/a/trainer_state.json.tmp* 2>/dev/null && fail "a temporary trainer_state.json was left"
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["log_history"][-1]; assert e["train_runtime"] > 0 and e["train_samples_per_second"] > 0 and e["train_steps_per_second"] > 0, e' \
+    "$TMP/a/trainer_state.json" || fail "the closing entry's timings"
 
 # load_from_json as transformers does it: cls(**json.loads(text)) on a dataclass
 # declaring exactly TrainerState's fields (trainer_callback.py, with its defaults)
@@ -142,21 +158,34 @@ check_state "$TMP/b" 6 "$TMP/b/metrics.jsonl" final || fail "the resumed run's f
 same_history() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
-strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]
+# the timings (step_time, train_runtime, train_*_per_second) differ between identical runs
+strip = lambda h: [{k: v for k, v in e.items() if "time" not in k and not k.endswith("_per_second")} for e in h]
 a, b = (strip(json.load(open(p))["log_history"]) for p in sys.argv[1:])
 assert a == b, (len(a), len(b))
 PY
 }
 same_history "$TMP/a/checkpoint-6/trainer_state.json" "$TMP/b/checkpoint-6/trainer_state.json" \
     || fail "the resumed run's log_history differs from the uninterrupted run's"
+# the closing entry too: train_loss over the whole run, the steps before the resume included
+same_history "$TMP/a/trainer_state.json" "$TMP/b/trainer_state.json" \
+    || fail "the resumed run's final log_history differs from the uninterrupted run's"
+
+# a resume from the finished run's last checkpoint logs the closing line once, as its log_history has it
+cp -r "$TMP/a" "$TMP/e"
+"$GRPO" "${R[@]}" --output_dir "$TMP/e" --resume_from_checkpoint "$TMP/e/checkpoint-6" || fail "resume at the last step"
+check_state "$TMP/e" 6 "$TMP/e/metrics.jsonl" final || fail "a resume at the last step: output_dir's trainer_state.json"
+[ "$(grep -c train_runtime "$TMP/e/metrics.jsonl")" = 1 ] || fail "a resume at the last step: not one closing line"
 
 # a checkpoint without log_history (written before it was kept) resumes; its history starts there
 cp -r "$TMP/a" "$TMP/c" && rm -rf "$TMP/c/checkpoint-6" "$TMP/c/model.safetensors"
-python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); del s["log_history"]; json.dump(s, open(p, "w"))' \
+# (nor train_loss's sums: the closing train_loss is then unknown, null)
+python3 -c 'import json, sys; p = sys.argv[1]; s = json.load(open(p)); del s["log_history"]; a = s["stateful_callbacks"]["GrpoTrainer"]["attributes"]; del a["loss_sum"], a["loss_steps"]; json.dump(s, open(p, "w"))' \
     "$TMP/c/checkpoint-4/trainer_state.json"
 "$GRPO" "${R[@]}" --output_dir "$TMP/c" --resume_from_checkpoint "$TMP/c/checkpoint-4" || fail "resume without log_history"
 python3 -c 'import json, sys; h = json.load(open(sys.argv[1]))["log_history"]; assert [(e["step"], "eval_reward" in e) for e in h] == [(6, False), (6, True)], h' \
     "$TMP/c/checkpoint-6/trainer_state.json" || fail "log_history after a checkpoint without one"
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["log_history"][-1]; assert "train_runtime" in e and e["train_loss"] is None, e' \
+    "$TMP/c/trainer_state.json" || fail "train_loss after a checkpoint without its sums"
 
 # a checkpoint in the flat layout (our fields at the top level, as the previous
 # version wrote them) resumes, bit-identical to the uninterrupted run

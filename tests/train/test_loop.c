@@ -9,6 +9,8 @@
  *    token-local gradient taken alongside the LM head gives the two-pass one's;
  *  - the non-finite policy: a NaN loss skips the update (AdamW's step count) and
  *    writes a nonfinite line; max_nonfinite_steps in a row stop the run;
+ *  - the closing metrics line, as transformers logs it when training ends: train_loss
+ *    the mean of the finite step losses (a NaN step left out), the same after a resume;
  *  - checkpoint and resume: a run resumed from checkpoint-2 ends with the weights
  *    of the uninterrupted run, bit for bit, the algorithm's own state restored;
  *  - sharding: a world of 2 — two processes forked here, their TrainWorld on shared
@@ -23,6 +25,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <jansson.h>
+#include <math.h>
 
 #include "core/options.h"
 #include "core/rng.h"
@@ -230,6 +235,26 @@ static void run(const TrainingArgs *a, Toy *t, Result *r) {
     model_get_params(m, 0, r->n, r->w);
     r->adam_steps = train_model_optimizer(tm)->step;
     train_model_close(tm);
+}
+
+/* out/metrics.jsonl's closing line's train_loss (NaN when null or absent), and in
+ * *mean the mean of the step lines' finite "loss" values (logging_steps 1: the steps'). */
+static double closing_train_loss(const char *out, double *mean) {
+    char *path = fs_join(out, "metrics.jsonl"), *text = NULL;
+    size_t len;
+    GrpoErr err;
+    double sum = 0, train_loss = NAN;
+    int n = 0;
+    if (fs_read_file(path, &text, &len, &err) == 0)
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            json_t *o = json_loads(line, 0, NULL), *loss = json_object_get(o, "loss"), *end = json_object_get(o, "train_loss");
+            if (json_is_number(loss) && !json_object_get(o, "event")) sum += json_number_value(loss), n++;
+            train_loss = json_object_get(o, "train_runtime") && json_is_number(end) ? json_number_value(end) : NAN;
+            json_decref(o);
+        }
+    free(text), free(path);
+    *mean = n ? sum / n : NAN;
+    return train_loss;
 }
 
 static double max_diff(const Result *a, const Result *b) {
@@ -448,6 +473,10 @@ int main(void) {
     T_CHECK(fs_read_file(metrics, &text, &len, &err) == 0 && strstr(text, "\"nonfinite\""),
             "metrics.jsonl has no nonfinite line");
     free(text), free(metrics);
+    /* the closing line's train_loss: the mean of steps 1 and 3 (metrics.jsonl's 10 digits) */
+    double mean, train_loss = closing_train_loss(out, &mean);
+    T_CHECK(fabs(train_loss - mean) <= 1e-9 * fabs(mean) && mean > 0, "train_loss %.17g, the steps' mean %.17g",
+            train_loss, mean);
     toy_free(&t);
     free(r[3].w);
     /* ... and max_nonfinite_steps in a row stop it */
@@ -467,6 +496,9 @@ int main(void) {
     toy_init(&t, train_world_processes());
     run(&a, &t, &r[3]);
     toy_free(&t);
+    double loss_mean, uninterrupted = closing_train_loss(out, &loss_mean);
+    T_CHECK(fabs(uninterrupted - loss_mean) <= 1e-9 * fabs(loss_mean), "train_loss %.17g, the steps' mean %.17g",
+            uninterrupted, loss_mean);
     Result resumed;
     char ck[700];
     snprintf(ck, sizeof ck, "%s/checkpoint-2", out);
@@ -478,6 +510,9 @@ int main(void) {
             resumed.msg, t.pos, resumed.adam_steps);
     T_CHECK(resumed.n == r[3].n && !memcmp(resumed.w, r[3].w, sizeof(float) * r[3].n),
             "resumed weights differ from the uninterrupted run's (by %g)", max_diff(&resumed, &r[3]));
+    /* train_loss over the whole run: checkpoint-2 carries the sum of steps 1 and 2 */
+    T_CHECK(closing_train_loss(out, &loss_mean) == uninterrupted, "resumed train_loss %.17g, uninterrupted %.17g",
+            closing_train_loss(out, &loss_mean), uninterrupted);
     toy_free(&t);
     free(resumed.w), free(r[3].w);
     for (int i = 0; i < 3; i++) free(r[i].w);
