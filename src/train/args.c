@@ -65,7 +65,7 @@ const OptSpec training_args_options[] = {
      "a metrics.jsonl line after the first step too"},
     {"save_strategy", OPT_ENUM, A(save_strategy), TRAIN_SAVE_STEPS, NULL, OPT_NO_RANGE, train_save_strategy_names, NULL,
      OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG), "when checkpoints are written: every save_steps steps, at the end of each "
-     "epoch (and at the last step, as transformers), or never"},
+     "epoch, or never (steps and epoch: at the last step too, as transformers)"},
     {"save_steps", OPT_F64, A(save_steps), 500, NULL, 0, BIG, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
      "steps between checkpoints with save_strategy steps (0 = none; below 1: that fraction of the run's steps, "
      "rounded up)"},

@@ -420,13 +420,15 @@ static int keeps_checkpoints(const Loop *lp) {
     return strategy == TRAIN_SAVE_EPOCH || (strategy == TRAIN_SAVE_STEPS && lp->save_every > 0);
 }
 
-/* The step just done is a checkpoint's: save_strategy steps, every save_every steps;
- * epoch, the step that finishes a pass over the data (its examples reach a multiple
- * of n_examples) and the last step, as transformers' on_epoch_end also fires for an
- * epoch that max_steps cut short. */
+/* The step just done is a checkpoint's: save_strategy steps, every save_every steps
+ * and the last step (transformers' DefaultFlowCallback.on_step_end saves when training
+ * stops under save_strategy steps); epoch, the step that finishes a pass over the data
+ * (its examples reach a multiple of n_examples) and the last step, as transformers'
+ * on_epoch_end also fires for an epoch that max_steps cut short. */
 static int save_due(const Loop *lp) {
     const TrainAlgo *algo = lp->L->algo;
-    if (lp->L->args->save_strategy == TRAIN_SAVE_STEPS) return lp->save_every > 0 && lp->step % lp->save_every == 0;
+    if (lp->L->args->save_strategy == TRAIN_SAVE_STEPS)
+        return lp->save_every > 0 && (lp->step % lp->save_every == 0 || lp->step == lp->total_steps);
     if (lp->L->args->save_strategy != TRAIN_SAVE_EPOCH) return 0;
     long long n = algo->n_examples > 0 ? algo->n_examples : 1, per = algo->examples_per_step > 0 ? algo->examples_per_step : 1;
     return lp->step == lp->total_steps || (long long)lp->step * per / n > (long long)(lp->step - 1) * per / n;

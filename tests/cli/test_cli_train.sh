@@ -52,11 +52,14 @@ assert len(c) == 3 * 8 and set(c[0]) >= {"step", "prompt", "completion", "comple
 for x in c:
     assert abs(x["reward"] - (x["rewards"]["length"] + 0.5 * x["rewards"]["format"])) < 1e-9
 PY
-[ -d "$TMP/out/checkpoint-2" ] || fail "no checkpoint-2"
+# save_steps 2 of 3 steps: checkpoint-2, and checkpoint-3 at the last step as transformers saves
+# when training stops; save_total_limit 1 keeps the newest (it was checkpoint-2 before the last
+# step saved: a deliberate change)
+[ -d "$TMP/out/checkpoint-3" ] && [ ! -e "$TMP/out/checkpoint-2" ] || fail "not checkpoint-3 alone: $(ls "$TMP/out")"
 for f in model.safetensors optimizer.safetensors trainer_state.json config.json tokenizer.json; do
-    [ -f "$TMP/out/checkpoint-2/$f" ] || fail "checkpoint-2 lacks $f"
+    [ -f "$TMP/out/checkpoint-3/$f" ] || fail "checkpoint-3 lacks $f"
 done
-ls -d "$TMP"/out/checkpoint-2.tmp* 2>/dev/null && fail "a temporary checkpoint directory was left"
+ls -d "$TMP"/out/checkpoint-*.tmp* 2>/dev/null && fail "a temporary checkpoint directory was left"
 "$GRPO" score --model "$TMP/out" --data - <<< '{"prompt_ids": [97, 98], "completion_ids": [99]}' >/dev/null || fail "the trained model does not load"
 
 # sft: resume from a checkpoint equals the uninterrupted run

@@ -519,12 +519,15 @@ int main(void) {
 
     /* save_strategy: epoch (16 examples, 6 a step: epochs end at steps 3 and 6, and the
      * last step, 7, as transformers' on_epoch_end fires for a cut-short epoch); steps
-     * with save_steps 0.25 of 7 steps (ceil 1.75 = every 2); no (save_steps notwithstanding) */
+     * with save_steps 0.25 of 7 steps (ceil 1.75 = every 2), and 3, each with the last
+     * step, 7, as transformers' DefaultFlowCallback saves when training stops (a
+     * deliberate change: they were "2 4 6" and "3 6"); steps with save_steps 0: none;
+     * no (save_steps notwithstanding) */
     static const struct { int strategy; double save_steps; const char *want; } saves[] = {
-        {TRAIN_SAVE_EPOCH, 0, "3 6 7"}, {TRAIN_SAVE_STEPS, 0.25, "2 4 6"}, {TRAIN_SAVE_STEPS, 3, "3 6"},
-        {TRAIN_SAVE_NO, 1, ""}};
+        {TRAIN_SAVE_EPOCH, 0, "3 6 7"}, {TRAIN_SAVE_STEPS, 0.25, "2 4 6 7"}, {TRAIN_SAVE_STEPS, 3, "3 6 7"},
+        {TRAIN_SAVE_STEPS, 0, ""}, {TRAIN_SAVE_NO, 1, ""}};
     toy_examples_per_step = 6;
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         args_for(&a, out, 2, 2, 7);
         a.save_strategy = saves[c].strategy;
         a.save_steps = saves[c].save_steps;
