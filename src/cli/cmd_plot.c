@@ -1,5 +1,6 @@
-/* cli/cmd_plot.c — `grpo plot METRICS.jsonl [-o FILE.svg] [--metrics A,B]`: draws a
- * training run's metrics.jsonl as a standalone SVG, one panel per metric (the
+/* cli/cmd_plot.c — `grpo plot RUN_DIR|METRICS.jsonl [-o FILE.svg] [--metrics A,B]`:
+ * draws a training run's metrics.jsonl (a directory: its metrics.jsonl, as a TRL user
+ * names the run by its output_dir) as a standalone SVG, one panel per metric (the
  * drawing is log/plot.c), by default next to the metrics file (metrics.svg).
  * Default panels: reward (with its ±reward_std band), eval_reward (±eval_reward_std)
  * when the run evaluated, and completions/mean_length. */
@@ -11,9 +12,10 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/check.h"
+#include "io/fsutil.h"
 #include "log/plot.h"
 
-#define SYNOPSIS "METRICS.jsonl [-o FILE.svg] [--metrics NAME[,NAME...]]"
+#define SYNOPSIS "RUN_DIR|METRICS.jsonl [-o FILE.svg] [--metrics NAME[,NAME...]]"
 
 static const char *const DEFAULT_METRICS[] = {"reward", "eval_reward", "completions/mean_length"};
 #define N_DEFAULT_METRICS (int)(sizeof DEFAULT_METRICS / sizeof DEFAULT_METRICS[0])
@@ -62,9 +64,11 @@ int cmd_plot(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     const char *output = pa.output, *metrics = pa.metrics;
     if (!input) {
-        fprintf(stderr, "grpo plot: a METRICS.jsonl file is required (usage: grpo plot %s)\n", SYNOPSIS);
+        fprintf(stderr, "grpo plot: a run directory or a METRICS.jsonl file is required (usage: grpo plot %s)\n", SYNOPSIS);
         return 2;
     }
+    char *run_metrics = fs_is_dir(input) ? fs_join(input, "metrics.jsonl") : NULL; /* run/ -> run/metrics.jsonl */
+    if (run_metrics) input = run_metrics;
     char *default_output = NULL; /* run/metrics.jsonl -> run/metrics.svg */
     if (!output) {
         size_t n = strlen(input);
@@ -86,7 +90,7 @@ int cmd_plot(int argc, char **argv) {
             if (!*p) {
                 fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", metrics);
                 free(list), free(req);
-                free(default_output);
+                free(default_output), free(run_metrics);
                 return 2;
             }
             req[n_req++] = p;
@@ -98,7 +102,7 @@ int cmd_plot(int argc, char **argv) {
     GrpoErr err;
     PlotLog log;
     if (plot_log_load(&log, input, &err)) {
-        free(list), free(req), free(default_output);
+        free(list), free(req), free(default_output), free(run_metrics);
         return cli_fail("plot", err.msg);
     }
     int *idx = xmalloc(sizeof(int) * (n_req + N_DEFAULT_METRICS)), n = 0;
@@ -123,7 +127,7 @@ int cmd_plot(int argc, char **argv) {
                 plot_log_train_rows(&log), evals);
     } else
         cli_fail("plot", err.msg);
-    free(idx), free(list), free(req), free(default_output);
+    free(idx), free(list), free(req), free(default_output), free(run_metrics);
     plot_log_free(&log);
     return rc;
 }

@@ -152,6 +152,11 @@ expect_error 2 "required" "$GRPO" plot -o "$TMP/e.svg"
 "$GRPO" plot "$M" 2>"$TMP/d.err" && [ -s "$TMP/metrics.svg" ] && grep -qF "wrote $TMP/metrics.svg" "$TMP/d.err" \
     || fail "default output beside the metrics file: $(cat "$TMP/d.err")"
 cmp -s "$TMP/metrics.svg" "$TMP/a.svg" || fail "the default output differs from -o's"
+# a run directory (the output_dir a TRL user names): its metrics.jsonl, metrics.svg beside it
+mkdir -p "$TMP/run" "$TMP/norun" && cp "$M" "$TMP/run/metrics.jsonl"
+"$GRPO" plot "$TMP/run" 2>"$TMP/r.err" && grep -qF "wrote $TMP/run/metrics.svg" "$TMP/r.err" \
+    && cmp -s "$TMP/run/metrics.svg" "$TMP/a.svg" || fail "plot of a run directory: $(cat "$TMP/r.err")"
+expect_error 1 "norun/metrics.jsonl: cannot open" "$GRPO" plot "$TMP/norun"
 expect_error 2 "unexpected argument" "$GRPO" plot "$M" "$M" -o "$TMP/e.svg"
 expect_error 2 "unknown option" "$GRPO" plot "$M" -o "$TMP/e.svg" --colour red
 expect_error 2 "empty name" "$GRPO" plot "$M" -o "$TMP/e.svg" --metrics reward,,loss
