@@ -46,6 +46,7 @@ typedef struct {
 } Buf;
 
 static void put(Buf *b, const void *d, size_t n) {
+    if (!n) return; /* an empty string (a scalar tag's empty prefix): memcpy must not see a NULL buffer */
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2 + 64;
         b->p = xrealloc(b->p, b->cap);
