@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "core/suggest.h"
 #include "core/text.h"
 #include "reward/reward_internal.h"
 
@@ -19,37 +20,6 @@ static const char *const reward_kinds[] = {
 };
 #define N_KINDS (int)(sizeof reward_kinds / sizeof reward_kinds[0])
 
-/* Levenshtein distance with adjacent transpositions (optimal string alignment),
- * for names of up to 63 bytes; 99 beyond. */
-static int name_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int v = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[la][lb];
-}
-
-/* The closest known kind within a third of the name's length (at least 1), or NULL. */
-static const char *closest_kind(const char *kind) {
-    int len = (int)strlen(kind), limit = len / 3 > 1 ? len / 3 : 1, best = limit + 1;
-    const char *pick = NULL;
-    for (int i = 0; i < N_KINDS; i++) {
-        int d = name_distance(kind, reward_kinds[i]);
-        if (d < best) best = d, pick = reward_kinds[i];
-    }
-    return pick;
-}
-
 /* open-r1's rewards that run code in a sandbox (E2B, Piston, Morph): not built in. */
 static const char *const openr1_code_kinds[] = {"code", "binary_code", "ioi_code", "cf_code", "code_format"};
 
@@ -61,7 +31,7 @@ int reward_unknown_err(const char *spec, const char *kind, GrpoErr *err) {
         if (!strcmp(kind, openr1_code_kinds[i]))
             return err_set(err, "reward '%s': open-r1's code reward '%s' is not built in; run your own as a cmd: "
                            "reward (docs/reward-protocol.md)", shown_spec, shown_kind);
-    const char *near = closest_kind(kind);
+    const char *near = suggest_name(kind, reward_kinds, N_KINDS);
     if (near)
         return err_set(err, "reward '%s': unknown reward function '%s'; did you mean '%s'?", shown_spec, shown_kind,
                        near);
