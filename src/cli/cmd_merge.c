@@ -3,6 +3,7 @@
  * merge_and_unload), written as a full Hugging Face model directory: the
  * base's tensors in their own dtype (or --dtype), its tokenizer and generation
  * files copied through. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,24 @@ static const OptSpec merge_options[] = {
 };
 #undef A
 
+/* Every adapted weight stays finite in the dtype it is written in (F16 ends at
+ * 65504): else err names the weight, as a non-finite fp32 merge is (lora_merge). */
+static int merged_fits(const LoraAdapter *lora, const Model *m, int dtype, GrpoErr *err) {
+    for (int i = 0; i < lora->n; i++) {
+        const ParamEntry *e = &m->table.entries[lora->pairs[i].param];
+        int d = dtype >= 0 ? dtype : e->src_dtype;
+        if (d != ST_F16 && d != ST_BF16) continue;
+        const float *w = m->params + e->offset;
+        for (size_t k = 0; k < e->numel; k++) {
+            float back = d == ST_F16 ? st_f16_to_f32(st_f32_to_f16(w[k])) : st_bf16_to_f32(st_f32_to_bf16(w[k]));
+            if (!isfinite(back))
+                return err_set(err, "%s: merged into '%s', the adapter gives %g (value %zu of %zu), beyond %s's range: "
+                               "choose --dtype float32", lora->dir, e->name, w[k], k, e->numel, st_dtype_name(d));
+        }
+    }
+    return 0;
+}
+
 int cmd_merge(int argc, char **argv) {
     MergeArgs a;
     OptGroup g = OPT_GROUP(merge_options, 0);
@@ -62,10 +81,15 @@ int cmd_merge(int argc, char **argv) {
         args_free();
         return cli_fail("merge", err.msg);
     }
-    lora_merge(&lora, &m);
+    static const int dtypes[] = {-1, ST_F32, ST_BF16, ST_F16};
+    if (lora_merge(&lora, &m, &err) || merged_fits(&lora, &m, dtypes[a.dtype], &err)) {
+        lora_free(&lora);
+        model_free(&m);
+        args_free();
+        return cli_fail("merge", err.msg);
+    }
     ModelSaveOpts so;
     model_save_opts_default(&so);
-    static const int dtypes[] = {-1, ST_F32, ST_BF16, ST_F16};
     so.dtype = dtypes[a.dtype];
     so.copy_from = a.model_dir;
     rc = model_save(&m, a.output_dir, &so, &err);

@@ -1,4 +1,6 @@
-/* model/lora.c — PEFT LoRA adapters: read, checked, merged (lora.h). */
+/* model/lora.c — PEFT LoRA adapters: the tensors read and checked against the
+ * model and the config, merged (lora.h). Not here: adapter_config.json itself
+ * (lora_config.c). */
 #include "model/lora.h"
 
 #include <math.h>
@@ -13,55 +15,9 @@
 void lora_free(LoraAdapter *a) {
     for (int i = 0; i < a->n; i++) free(a->pairs[i].A), free(a->pairs[i].B);
     free(a->pairs);
+    lora_config_free(a);
+    free(a->dir);
     memset(a, 0, sizeof *a);
-}
-
-/* A field PEFT may set that this does not implement: absent, null, false, "none",
- * an empty list or mapping are fine. */
-static int refuse_feature(const json_t *cfg, const char *key, const char *path, GrpoErr *err) {
-    const json_t *v = json_object_get(cfg, key);
-    int unset = !v || json_is_null(v) || json_is_false(v) || (json_is_string(v) && !strcmp(json_string_value(v), "none")) ||
-                (json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0);
-    if (unset) return 0;
-    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    err_set(err, "%s: %s %.60s is not supported (plain LoRA only: no DoRA, biases, fan_in_fan_out, modules_to_save, "
-            "rank or alpha patterns)", path, key, text ? text : "?");
-    free(text);
-    return -1;
-}
-
-static int read_config(LoraAdapter *a, const char *dir, GrpoErr *err) {
-    char *path = fs_join(dir, "adapter_config.json");
-    json_t *cfg = fs_load_json(path, 0, err);
-    int rc = cfg ? 0 : -1;
-    const json_t *pt = cfg ? json_object_get(cfg, "peft_type") : NULL, *r = cfg ? json_object_get(cfg, "r") : NULL;
-    const json_t *alpha = cfg ? json_object_get(cfg, "lora_alpha") : NULL, *rs = cfg ? json_object_get(cfg, "use_rslora") : NULL;
-    if (!rc && !json_is_object(cfg)) rc = err_set(err, "%s: expected a JSON object", path);
-    if (!rc && !(json_is_string(pt) && !strcmp(json_string_value(pt), "LORA")))
-        rc = err_set(err, "%s: peft_type must be \"LORA\"", path);
-    if (!rc && !(json_is_integer(r) && json_integer_value(r) > 0 && json_integer_value(r) <= 65536))
-        rc = err_set(err, "%s: r must be an integer in [1, 65536]", path);
-    if (!rc && !(json_is_number(alpha) && isfinite(json_number_value(alpha))))
-        rc = err_set(err, "%s: lora_alpha must be a number", path);
-    if (!rc && rs && !json_is_boolean(rs)) rc = err_set(err, "%s: use_rslora must be true or false", path);
-    const json_t *dr = cfg ? json_object_get(cfg, "lora_dropout") : NULL;
-    if (!rc && dr && !json_is_null(dr) && !(json_is_number(dr) && json_number_value(dr) >= 0 && json_number_value(dr) < 1))
-        rc = err_set(err, "%s: lora_dropout must be a number in [0, 1)", path);
-    static const char *const unsupported[] = {"use_dora", "fan_in_fan_out", "modules_to_save", "rank_pattern",
-                                              "alpha_pattern", "layers_to_transform", "use_qalora", "lora_bias"};
-    for (int i = 0; !rc && i < (int)(sizeof unsupported / sizeof *unsupported); i++)
-        rc = refuse_feature(cfg, unsupported[i], path, err);
-    if (!rc && refuse_feature(cfg, "bias", path, err)) rc = -1;
-    if (!rc) {
-        a->r = (int)json_integer_value(r);
-        a->alpha = json_number_value(alpha);
-        a->use_rslora = json_is_true(rs);
-        a->dropout = json_is_number(dr) ? json_number_value(dr) : 0.0;
-        a->scaling = a->use_rslora ? a->alpha / sqrt(a->r) : a->alpha / a->r;
-    }
-    json_decref(cfg);
-    free(path);
-    return rc;
 }
 
 /* "base_model.model.MODULE.lora_X[.ADAPTER].weight" -> MODULE and X ('A'/'B'); 0 if not such a name. */
@@ -79,13 +35,55 @@ static int parse_name(const char *name, char *module, size_t cap, char *which) {
     return 1;
 }
 
+static int check_finite(const float *x, size_t n, const char *path, const char *name, GrpoErr *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return err_set(err, "%s: tensor '%s' holds a NaN or Inf (value %zu of %zu): expected finite values", path,
+                           name, i, n);
+    return 0;
+}
+
+/* The modules with tensors are those target_modules names (less exclude_modules)
+ * among m's weights: what PEFT would adapt and load, nothing left at its
+ * initialisation, nothing in the file that it would skip. */
+static int check_targets(const LoraAdapter *a, const Model *m, const char *dir, GrpoErr *err) {
+    const ParamTable *tab = &m->table;
+    char *has = xcalloc((size_t)tab->n, 1);
+    for (int i = 0; i < a->n; i++) has[a->pairs[i].param] = 1;
+    int rc = 0;
+    for (int p = 0; p < tab->n && !rc; p++) {
+        const char *name = tab->entries[p].name;
+        size_t len = strlen(name);
+        if (tab->entries[p].ndim != 2 || len < 7 || strcmp(name + len - 7, ".weight")) continue;
+        char module[200];
+        snprintf(module, sizeof module, "%.*s", (int)(len - 7), name);
+        int targeted = lora_config_targets(a, module);
+        if (targeted && !has[p]) {
+            char *path = fs_join(dir, "adapter_config.json");
+            rc = err_set(err, "%s: target_modules %s names %s, which has no lora_A/lora_B tensors in "
+                         "adapter_model.safetensors: expected the modules with tensors", path, a->target.shown, module);
+            free(path);
+        } else if (!targeted && has[p]) {
+            char *path = fs_join(dir, "adapter_model.safetensors");
+            rc = err_set(err, "%s: holds tensors for %s, which target_modules %s%s%s does not name (PEFT would not "
+                         "load them)", path, module, a->target.shown, a->exclude.kind ? " less exclude_modules " : "",
+                         a->exclude.kind ? a->exclude.shown : "");
+            free(path);
+        }
+    }
+    free(has);
+    return rc;
+}
+
 int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err) {
     memset(a, 0, sizeof *a);
-    if (read_config(a, dir, err)) return -1;
+    if (lora_config_read(a, dir, err)) return -1;
+    a->dir = xstrdup(dir);
     char *path = fs_join(dir, "adapter_model.safetensors");
     StFile f;
     if (st_open(&f, path, err)) {
         free(path);
+        lora_free(a);
         return -1;
     }
     int rc = 0;
@@ -125,6 +123,8 @@ int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err) {
             LoraPair *q = &a->pairs[a->n++];
             *q = (LoraPair){p, out, in, xmalloc(sizeof(float) * (size_t)a->r * in), xmalloc(sizeof(float) * (size_t)out * a->r)};
             rc = st_read_f32(&f, t, q->A, err) || st_read_f32(&f, tb, q->B, err) ? -1 : 0;
+            if (!rc) rc = check_finite(q->A, (size_t)a->r * in, path, t->name, err);
+            if (!rc) rc = check_finite(q->B, (size_t)out * a->r, path, bname, err);
         }
     }
     /* every B has its A */
@@ -136,6 +136,7 @@ int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err) {
         if (!st_find(&f, an)) rc = err_set(err, "%s: '%s' has no '%s'", path, nm, an);
     }
     if (!rc && a->n == 0) rc = err_set(err, "%s: no LoRA tensors", path);
+    if (!rc) rc = check_targets(a, m, dir, err);
     st_close(&f);
     free(path);
     if (rc) lora_free(a);
@@ -145,16 +146,23 @@ int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err) {
 int lora_apply_dir(Model *m, const char *dir, GrpoErr *err) {
     LoraAdapter a;
     if (lora_load(&a, dir, m, err)) return -1;
-    lora_merge(&a, m);
+    int rc = lora_merge(&a, m, err);
     lora_free(&a);
-    return 0;
+    return rc;
 }
 
-void lora_merge(const LoraAdapter *a, Model *m) {
+int lora_merge(const LoraAdapter *a, Model *m, GrpoErr *err) {
     for (int i = 0; i < a->n; i++) {
         const LoraPair *q = &a->pairs[i];
-        float *W = m->params + m->table.entries[q->param].offset;
+        const ParamEntry *e = &m->table.entries[q->param];
+        float *W = m->params + e->offset;
         /* W[out, in] += scaling · B[out, r] A[r, in] */
         gemm_f32(0, 0, q->out, q->in, a->r, (float)a->scaling, q->B, a->r, q->A, q->in, 1.0f, W, q->in);
+        for (size_t k = 0; k < e->numel; k++)
+            if (!isfinite(W[k]))
+                return err_set(err, "%s: merged into '%s', the adapter gives a non-finite weight (value %zu of "
+                               "%zu): W + %g · B A overflows fp32 (lora_alpha %g, r %d)", a->dir ? a->dir : "adapter",
+                               e->name, k, e->numel, a->scaling, a->alpha, a->r);
     }
+    return 0;
 }

@@ -24,21 +24,50 @@ typedef struct {
     float *B;           /* [out, r] */
 } LoraPair;
 
+/* target_modules or exclude_modules as PEFT reads them. */
+typedef enum { LORA_MATCH_NONE, LORA_MATCH_LIST, LORA_MATCH_REGEX } LoraMatchKind;
+typedef struct {
+    LoraMatchKind kind;
+    char **names;       /* LIST: a module's name or its last dotted parts */
+    int n;
+    void *re;           /* REGEX: the Oniguruma regex_t (Python syntax) the whole module name must match */
+    char shown[128];    /* the field as written, escaped, for messages */
+} LoraMatch;
+
 typedef struct {
     int r;
     double alpha, scaling;
     double dropout;     /* lora_dropout (0 when absent) */
     int use_rslora;
+    LoraMatch target, exclude;
+    char *dir;          /* the adapter directory read (lora_load) */
     int n;
     LoraPair *pairs;
 } LoraAdapter;
 
-/* Reads dir's adapter and checks it against m (every pair names a linear
- * weight of m with matching shapes). On error nothing is left to free. */
+/* Reads dir's adapter and checks it against m: its adapter_config.json
+ * (lora_config_read); every pair names a linear weight of m with shapes exactly
+ * [r, in] and [out, r]; its values finite; the modules that have tensors exactly
+ * those target_modules (less exclude_modules) names among m's. Errors name the
+ * file, the field or tensor and what was expected. On error nothing is left to free. */
 int lora_load(LoraAdapter *a, const char *dir, const Model *m, GrpoErr *err);
 
-/* W += scaling · B A for every pair, into m's parameters. */
-void lora_merge(const LoraAdapter *a, Model *m);
+/* W += scaling · B A for every pair, into m's parameters; -1 with err naming the
+ * weight when a merged value is not finite in fp32 (m is then partly merged). */
+int lora_merge(const LoraAdapter *a, Model *m, GrpoErr *err);
+
+/* ---- adapter_config.json (model/lora_config.c) ---- */
+
+/* dir/adapter_config.json into a's r, alpha, scaling, dropout, use_rslora, target
+ * and exclude: peft_type "LORA"; task_type "CAUSAL_LM", null or absent (as PEFT
+ * loads it); r an integer in [1, 65536]; lora_alpha a finite number whose scaling
+ * is finite in fp32; lora_dropout in [0, 1); target_modules a list of names, a
+ * string (a regular expression, or "all-linear"), or null (PEFT's default here,
+ * q_proj and v_proj); PEFT features not implemented refused by name. */
+int lora_config_read(LoraAdapter *a, const char *dir, GrpoErr *err);
+/* Would PEFT adapt the module of this name (e.g. "model.layers.0.self_attn.q_proj")? */
+int lora_config_targets(const LoraAdapter *a, const char *module);
+void lora_config_free(LoraAdapter *a);
 
 void lora_free(LoraAdapter *a);
 

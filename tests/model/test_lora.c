@@ -24,7 +24,7 @@ static void check_merge(const char *adapter, const char *merged) {
     T_CHECK(lora_load(&a, adapter, &m, &err) == 0, "%s: %s", adapter, err.msg);
     if (err.msg[0]) goto out;
     T_CHECK(a.n == 8 && a.r == 4, "%s: %d pairs, r %d", adapter, a.n, a.r);
-    lora_merge(&a, &m);
+    T_CHECK(lora_merge(&a, &m, &err) == 0, "%s", err.msg);
     StFile f;
     CHECK(st_open(&f, merged, &err) == 0);
     int adapted = 0;
@@ -96,6 +96,45 @@ static void expect_refused(const char *dir, const char *want) {
     model_free(&m);
 }
 
+static void expect_loaded(const char *dir) {
+    Model m;
+    LoraAdapter a;
+    GrpoErr err = {{0}};
+    CHECK(model_load(&m, "tests/fixtures/qwen3", &err) == 0);
+    int rc = lora_load(&a, dir, &m, &err);
+    T_CHECK(rc == 0 && a.n == 8, "%s: rc %d, '%s'", dir, rc, err.msg);
+    if (rc == 0) lora_free(&a);
+    model_free(&m);
+}
+
+/* target_modules as PEFT matches it: names or their last dotted parts, a regular
+ * expression over the whole name, null for q_proj v_proj; exclude_modules taken off */
+static void test_targets(void) {
+    expect_loaded(variant("suffix", "{\"target_modules\": [\"self_attn.q_proj\", \"v_proj\", \"mlp.gate_proj\", "
+                                    "\"down_proj\", \"never_proj\"]}", NULL));
+    expect_loaded(variant("regex", "{\"target_modules\": \".*[.](q|v|gate|down)_proj\"}", NULL));
+    expect_loaded(variant("tasknull", "{\"task_type\": null}", NULL));
+    expect_refused(variant("regex_part", "{\"target_modules\": \"q_proj|v_proj|gate_proj|down_proj\"}", NULL),
+                   "holds tensors for model.layers.0.self_attn.q_proj, which target_modules");
+    expect_refused(variant("foo", "{\"target_modules\": [\"foo_proj\"]}", NULL),
+                   "which target_modules [\"foo_proj\"] does not name");
+    expect_refused(variant("default", "{\"target_modules\": null}", NULL),
+                   "holds tensors for model.layers.0.mlp.gate_proj, which target_modules null (PEFT's default");
+    expect_refused(variant("k", "{\"target_modules\": [\"q_proj\", \"k_proj\", \"v_proj\", \"gate_proj\", "
+                               "\"down_proj\"]}", NULL),
+                   "names model.layers.0.self_attn.k_proj, which has no lora_A/lora_B tensors");
+    expect_refused(variant("excl", "{\"exclude_modules\": \".*[.]1[.].*\"}", NULL),
+                   "holds tensors for model.layers.1.self_attn.q_proj, which target_modules");
+    expect_refused(variant("seqcls", "{\"task_type\": \"SEQ_CLS\"}", NULL),
+                   "task_type \"SEQ_CLS\": expected \"CAUSAL_LM\" or null");
+    expect_refused(variant("nan", "{}", "import math\n"
+                                         "k = 'base_model.model.model.layers.1.mlp.down_proj.lora_B.weight'\n"
+                                         "s = h[k]['data_offsets'][0]\n"
+                                         "data = data[:s + 8] + struct.pack('<f', math.nan) + data[s + 12:]"),
+                   "down_proj.lora_B.weight' holds a NaN or Inf (value 2 of");
+    expect_refused(variant("alpha", "{\"lora_alpha\": 1e300}", NULL), "lora_alpha 1e+300 gives the scaling 2.5e+299");
+}
+
 static void test_refused(void) {
     const char *q0 = "base_model.model.model.layers.0.self_attn.q_proj";
     char edit[512];
@@ -135,6 +174,7 @@ int main(void) {
     check_merge("tests/fixtures/lora/adapter_rslora", "tests/fixtures/lora/merged_rslora.safetensors");
     CHECK(mkdtemp(tmp));
     test_refused();
+    test_targets();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);
