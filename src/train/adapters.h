@@ -15,7 +15,10 @@
  * returns 0 with nothing done; -1 with err on bad options or a bad adapter. */
 int train_adapters_attach(LoraLayers *lo, Model *m, const TrainingArgs *a, GrpoErr *err);
 
-/* One line of the memory plan: "adapters r R on MODULES, P M parameters". */
-void train_adapters_describe(const LoraLayers *lo, char *buf, size_t cap);
+/* The plan's line on the adapters: "LoRA r R, alpha A, dropout D on MODULES: P M
+ * trainable parameters, base frozen", and with adapter (--adapter's directory) a
+ * second line saying the adapter's options are used whatever use_peft and the
+ * lora_* options say. */
+void train_adapters_describe(const LoraLayers *lo, const char *adapter, char *buf, size_t cap);
 
 #endif

@@ -578,7 +578,7 @@ static int save_final(Loop *lp, GrpoErr *err) {
  * algorithm's. */
 static char *plan_text(const Loop *lp) {
     const TrainLoop *L = lp->L;
-    char adapters[480], memory[1024];
+    char adapters[800], memory[1024];
     train_model_describe(lp->tm, adapters, sizeof adapters, memory, sizeof memory);
     double mb = 1048576.0, total = train_model_bytes(lp->tm) + L->algo->plan_bytes;
     size_t n = 4096;

@@ -177,7 +177,7 @@ void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, 
     char weights[400], bf16[160];
     if (na) adapters_line[0] = 0;
     if (tm->adapters) {
-        train_adapters_describe(&tm->lora, adapters_line, na - 1);
+        train_adapters_describe(&tm->lora, a->adapter, adapters_line, na - 1);
         strcat(adapters_line, "\n");
         snprintf(weights, sizeof weights, "frozen weights %.0f%s, adapters+grads+AdamW %.0f%s",
                  model_weight_bytes(m) / mb, m->half ? " (in bf16)" : "",

@@ -6,6 +6,8 @@
 #    exclude_modules taken off); task_type CAUSAL_LM or null; values finite;
 #    lora_alpha whose scaling fits fp32. A merge whose weights would not be finite
 #    (in fp32, or in the dtype written) is refused naming the weight.
+#  - --adapter with use_peft false trains the adapter, as TRL trains a PeftModel
+#    given as the model, and the plan says so.
 # Each refusal is one line and writes nothing.
 set -u
 . "$ROOT/tests/cli/lib.sh"
@@ -111,5 +113,12 @@ expect_error 1 "does not name" "$GRPO" generate --model "$TMP/m" --adapter "$TMP
 expect_error 1 "beyond fp32's range" "$GRPO" "${T[@]}" --adapter "$TMP/alpha" --output_dir "$TMP/t-alpha" --max_steps 1
 expect_error 1 "task_type \"SEQ_CLS\"" "$GRPO" "${T[@]}" --adapter "$TMP/seqcls" --output_dir "$TMP/t-seqcls" --max_steps 1
 for d in t-alpha t-seqcls; do [ -e "$TMP/$d/adapter_model.safetensors" ] && fail "$d: written after an error"; done
+
+# --adapter with use_peft false: the adapter trains, as TRL trains a PeftModel given as the model, and the plan says so
+"$GRPO" "${T[@]}" --adapter "$TMP/o" --use_peft false --output_dir "$TMP/np" --max_steps 1 --quiet false 2>"$TMP/np.err" \
+    || fail "--adapter --use_peft false: $(cat "$TMP/np.err")"
+grep -q "continuing --adapter $TMP/o: its r, alpha, dropout and targets, whatever use_peft" "$TMP/np.err" \
+    || fail "the plan does not say --adapter trains whatever use_peft says: $(head -c 600 "$TMP/np.err")"
+[ -f "$TMP/np/adapter_model.safetensors" ] && [ ! -e "$TMP/np/model.safetensors" ] || fail "--use_peft false: not an adapter"
 
 finish
