@@ -80,8 +80,13 @@ int lora_apply_dir(Model *m, const char *dir, GrpoErr *err);
 /* Trainable adapters holding dir's adapter for m: every layer must adapt the
  * same modules with the same rank (what a LoraSpec describes). */
 int lora_layers_load(LoraLayers *lo, const char *dir, const Model *m, uint64_t dropout_seed, GrpoErr *err);
+/* dir's adapter_config.json (a checkpoint's) describes lo's adapters: the same r,
+ * lora_alpha, use_rslora, lora_dropout and target modules, else -1 with err
+ * naming the first that differs and both values. */
+int lora_layers_check_config(const LoraLayers *lo, const char *dir, GrpoErr *err);
 /* Replaces lo's A and B with dir's (a checkpoint of the same run): the same
- * tensors with the same shapes, else an error naming the difference. */
+ * tensors with the same shapes and finite values, else an error naming the
+ * difference. */
 int lora_layers_read_params(LoraLayers *lo, const char *dir, GrpoErr *err);
 
 typedef struct {

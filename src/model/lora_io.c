@@ -65,6 +65,63 @@ int lora_layers_load(LoraLayers *lo, const char *dir, const Model *m, uint64_t d
     return rc;
 }
 
+/* The modules (a LoraSpec.targets mask) a's target_modules adapts in layer 0. */
+static unsigned config_targets(const LoraAdapter *a) {
+    unsigned mask = 0;
+    for (int m = 0; m < LORA_N_MODULES; m++) {
+        char name[80];
+        snprintf(name, sizeof name, "model.layers.0.%s.%s", m < LORA_GATE ? "self_attn" : "mlp", lora_module_names[m]);
+        if (lora_config_targets(a, name)) mask |= 1u << m;
+    }
+    return mask;
+}
+
+static void targets_text(unsigned mask, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int m = 0; m < LORA_N_MODULES && n < cap; m++)
+        if (mask & 1u << m) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? " " : "", lora_module_names[m]);
+}
+
+int lora_layers_check_config(const LoraLayers *lo, const char *dir, GrpoErr *err) {
+    LoraAdapter ck;
+    memset(&ck, 0, sizeof ck);
+    if (lora_config_read(&ck, dir, err)) return -1;
+    char *path = fs_join(dir, "adapter_config.json");
+    const LoraSpec *s = &lo->spec;
+    unsigned targets = config_targets(&ck);
+    char was[120], now[120];
+    int rc = 0;
+    if (ck.r != s->r) rc = err_set(err, "%s: lora_r %d in the checkpoint, %d in this run", path, ck.r, s->r);
+    else if (ck.alpha != s->alpha) rc = err_set(err, "%s: lora_alpha %g in the checkpoint, %g in this run", path, ck.alpha, s->alpha);
+    else if (ck.use_rslora != s->use_rslora)
+        rc = err_set(err, "%s: use_rslora %s in the checkpoint, %s in this run", path, ck.use_rslora ? "true" : "false",
+                     s->use_rslora ? "true" : "false");
+    else if ((float)ck.dropout != (float)s->dropout) /* the file holds the run's value to 15 digits */
+        rc = err_set(err, "%s: lora_dropout %g in the checkpoint, %g in this run", path, ck.dropout, s->dropout);
+    else if (targets != s->targets) {
+        targets_text(targets, was, sizeof was);
+        targets_text(s->targets, now, sizeof now);
+        rc = err_set(err, "%s: lora_target_modules %s in the checkpoint (target_modules %s), %s in this run", path, was,
+                     ck.target.shown, now);
+    }
+    if (rc) { /* what to do, on the same line */
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, ": resume with the LoRA options the checkpoint was trained with");
+    }
+    lora_config_free(&ck);
+    free(path);
+    return rc;
+}
+
+static int params_finite(const float *x, size_t n, const char *path, const char *name, GrpoErr *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return err_set(err, "%s: tensor '%s' holds a NaN or Inf (value %zu of %zu): expected finite values", path,
+                           name, i, n);
+    return 0;
+}
+
 int lora_layers_read_params(LoraLayers *lo, const char *dir, GrpoErr *err) {
     char *path = fs_join(dir, "adapter_model.safetensors");
     StFile f;
@@ -83,6 +140,7 @@ int lora_layers_read_params(LoraLayers *lo, const char *dir, GrpoErr *err) {
         else if (t->ndim != 2 || t->shape[0] != e->shape[0] || t->shape[1] != e->shape[1])
             rc = err_set(err, "%s: '%s' is not [%lld, %lld]", path, e->name, e->shape[0], e->shape[1]);
         else rc = st_read_f32(&f, t, lo->params + e->offset, err);
+        if (!rc) rc = params_finite(lo->params + e->offset, e->numel, path, e->name, err);
     }
     st_close(&f);
     free(path);

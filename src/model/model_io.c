@@ -277,3 +277,37 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
     free(wt);
     return rc;
 }
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+int model_weights_digest(const Model *m, const char *dir, char hex[17], GrpoErr *err) {
+    StSet set;
+    if (stset_open_dir(&set, dir, err)) return -1;
+    uint64_t h = 1469598103934665603ULL;
+    int rc = 0;
+    for (int i = 0; i < m->table.n && !rc; i++) {
+        const StFile *f;
+        const StTensor *t = stset_find(&set, m->table.entries[i].name, &f);
+        if (!t) {
+            rc = err_set(err, "%s: no tensor '%s'", dir, m->table.entries[i].name);
+            break;
+        }
+        h = fnv1a(h, t->name, strlen(t->name) + 1);
+        int32_t dtype = (int32_t)t->dtype, ndim = t->ndim;
+        h = fnv1a(h, &dtype, sizeof dtype);
+        h = fnv1a(h, &ndim, sizeof ndim);
+        h = fnv1a(h, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+        const uint8_t *data = f->data + t->begin;
+        size_t n = t->end - t->begin;
+        if (n <= 512) h = fnv1a(h, data, n);
+        else
+            for (size_t k = 0; k < 64; k++) h = fnv1a(h, data + k * ((n - 8) / 63), 8);
+    }
+    stset_close(&set);
+    if (!rc) snprintf(hex, 17, "%016llx", (unsigned long long)h);
+    return rc;
+}

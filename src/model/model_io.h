@@ -46,6 +46,14 @@ void model_save_opts_default(ModelSaveOpts *o);
  * renamed into place when complete: an error never leaves a partial directory. */
 int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err);
 
+/* A fingerprint of the weights of the model directory dir that m was loaded from,
+ * as 16 hex digits in hex[17]: 64-bit FNV-1a over each tensor of m's table — its
+ * name, stored dtype, shape, and 64 runs of 8 bytes spread evenly over its data
+ * (all of it below 512 bytes). Cheap (a few pages per tensor, whatever the model's
+ * size) and tells apart another model of the same shape (other weights everywhere);
+ * the same weights stored in another dtype read as another model. */
+int model_weights_digest(const Model *m, const char *dir, char hex[17], GrpoErr *err);
+
 /* The files copied through from a source model directory when present. */
 extern const char *const model_side_files[];
 /* Copies those of from's side files that exist into directory to (the

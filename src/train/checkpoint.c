@@ -301,6 +301,7 @@ static int read_weights(const char *dir, Model *model, GrpoErr *err) {
             return err_set(err, "%s: a checkpoint of a %s run; this run %s", dir, adapter ? "LoRA" : "full fine-tuning",
                            adapter ? "trains every weight (set use_peft true to continue it)"
                                    : "trains LoRA adapters (use_peft)");
+        if (lora_layers_check_config(model->lora, dir, err)) return -1;
         return lora_layers_read_params(model->lora, dir, err);
     }
     Model m;

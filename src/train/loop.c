@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "core/timer.h"
 #include "io/fsutil.h"
 #include "io/run_lock.h"
@@ -103,6 +104,10 @@ static json_t *trainer_state(const Loop *lp) {
                               "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
     json_object_set_new(state, "loss_sum", json_real(lp->loss_sum)); /* exact: jansson writes 17 digits */
     json_object_set_new(state, "loss_steps", json_integer((json_int_t)lp->loss_steps));
+    const char *digest = train_model_base_digest(lp->tm);
+    if (digest) /* the base the adapters were trained on, which a resume compares with its own */
+        json_object_set_new(state, "base_model", json_pack("{s:s, s:s}", "name_or_path", L->args->model_dir,
+                                                           "weights_digest", digest));
     HfStateInfo hf = state_info(lp, lp->step);
     hf_state_add(state, &hf, lp->log_history);
     return state;
@@ -148,6 +153,21 @@ static void keep_steps(Loop *lp) {
     free(path);
 }
 
+/* A LoRA checkpoint's adapters were trained on the base this run loads: the
+ * weights digests agree (a checkpoint that recorded none, from before, is taken
+ * as it is). TRL would load the adapter onto whatever base it is given. */
+static int check_base(const Loop *lp, const char *dir, const json_t *st, GrpoErr *err) {
+    const char *now = train_model_base_digest(lp->tm);
+    const json_t *base = json_object_get(st, "base_model");
+    const char *was = json_string_value(json_object_get(base, "weights_digest"));
+    const char *path = json_string_value(json_object_get(base, "name_or_path"));
+    if (!now || !was || !strcmp(now, was)) return 0;
+    char shown[200];
+    return err_set(err, "%s: its adapters were trained on the base %s (weights digest %.16s); this run's --model %s "
+                   "has weights digest %s: resume with the base the checkpoint was trained on", dir,
+                   text_escaped(shown, sizeof shown, path ? path : "?", 120), was, lp->L->args->model_dir, now);
+}
+
 static int resume(Loop *lp, GrpoErr *err) {
     const TrainLoop *L = lp->L;
     char *dir = ckpt_resolve(lp->out_dir, L->args->resume_from_checkpoint, err);
@@ -182,6 +202,7 @@ static int resume(Loop *lp, GrpoErr *err) {
         rc = err_set(err, "%s: written by a run of %d process(es), this one has %d: resume with the same number "
                      "(mpirun -np %d) — the completions each process draws and trains on follow it", dir, saved_world,
                      world_size, saved_world);
+    if (!rc) rc = check_base(lp, dir, st, err);
     json_t *history = rc ? NULL : hf_state_read_history(st, (long)step, dir, err);
     if (!rc && !history) rc = -1;
     if (!rc) {

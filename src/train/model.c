@@ -26,6 +26,7 @@ struct TrainModel {
     int bf16;                /* mixed precision, resolved once */
     LoraLayers lora;
     int adapters;            /* lora trains; the policy's own weights are frozen */
+    char base_digest[17];    /* with adapters: model_weights_digest of the base, which a checkpoint records */
     RefKind ref_kind;
     Model ref;               /* REF_MODEL */
     /* planned by train_model_plan */
@@ -61,6 +62,7 @@ TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs
         tm->adapters = train_adapters_attach(&tm->lora, &tm->pre.model, a, err);
         rc = tm->adapters < 0 ? -1 : 0;
     }
+    if (!rc && tm->adapters > 0) rc = model_weights_digest(&tm->pre.model, a->model_dir, tm->base_digest, err);
     if (!rc && needs->reference && tm->adapters) {
         tm->ref_kind = REF_BASE;
     } else if (!rc && needs->reference) {
@@ -148,6 +150,7 @@ const ModelConfig *train_model_config(const TrainModel *tm) { return &tm->pre.mo
 int32_t train_model_eos(const TrainModel *tm) { return pretrained_eos(&tm->pre); }
 int train_model_bf16(const TrainModel *tm) { return tm->bf16; }
 int train_model_has_adapters(const TrainModel *tm) { return tm->adapters; }
+const char *train_model_base_digest(const TrainModel *tm) { return tm->adapters ? tm->base_digest : NULL; }
 
 /* Bytes of the weights (what trains: its fp32 values, then gradients and AdamW's m
  * and v) and of the reference. */

@@ -60,6 +60,9 @@ int32_t train_model_eos(const TrainModel *tm);
 int train_model_bf16(const TrainModel *tm);
 /* 1 when the run trains adapters on a frozen base. */
 int train_model_has_adapters(const TrainModel *tm);
+/* With adapters, the frozen base's model_weights_digest (model/model_io.h), which
+ * a checkpoint records and a resume compares; NULL for full fine-tuning. */
+const char *train_model_base_digest(const TrainModel *tm);
 /* Bytes of everything planned (weights, reference, gradients, AdamW, activations),
  * and the plan's text: an adapters line ending in '\n' when there are adapters,
  * then the memory parts ("weights+grads+AdamW N, reference N, activations N (...)"). */

@@ -8,6 +8,9 @@
 #    (in fp32, or in the dtype written) is refused naming the weight.
 #  - --adapter with use_peft false trains the adapter, as TRL trains a PeftModel
 #    given as the model, and the plan says so.
+#  - Resuming a LoRA checkpoint with other lora_r, lora_alpha, use_rslora,
+#    lora_dropout, lora_target_modules or another base model of the same shape is
+#    refused naming the option and both values; a NaN in its adapter too.
 # Each refusal is one line and writes nothing.
 set -u
 . "$ROOT/tests/cli/lib.sh"
@@ -121,4 +124,29 @@ grep -q "continuing --adapter $TMP/o: its r, alpha, dropout and targets, whateve
     || fail "the plan does not say --adapter trains whatever use_peft says: $(head -c 600 "$TMP/np.err")"
 [ -f "$TMP/np/adapter_model.safetensors" ] && [ ! -e "$TMP/np/model.safetensors" ] || fail "--use_peft false: not an adapter"
 
+# resume: the checkpoint's LoRA options and base against this run's
+resume_refused() { # NAME PATTERN OPTIONS...: resuming a copy of $TMP/o at checkpoint-1 with OPTIONS
+    local name=$1 pattern=$2; shift 2
+    mkdir -p "$TMP/r-$name" && cp -r "$TMP/o/checkpoint-1" "$TMP/r-$name/"
+    expect_error 1 "$pattern" "$GRPO" "${T[@]}" --output_dir "$TMP/r-$name" --max_steps 2 --save_steps 1 \
+        --resume_from_checkpoint latest "$@"
+    [ -e "$TMP/r-$name/checkpoint-2" ] && fail "resume $name: wrote checkpoint-2"
+}
+resume_refused alpha "checkpoint-1/adapter_config.json: lora_alpha 8 in the checkpoint, 16 in this run: resume with the LoRA options" \
+    --use_peft --lora_r 4 --lora_alpha 16 --lora_target_modules q_proj v_proj
+resume_refused rslora "use_rslora false in the checkpoint, true in this run" "${L[@]}" --use_rslora
+resume_refused dropout "lora_dropout 0.05 in the checkpoint, 0.1 in this run" "${L[@]}" --lora_dropout 0.1
+resume_refused r "lora_r 4 in the checkpoint, 8 in this run" --use_peft --lora_r 8 --lora_alpha 8 --lora_target_modules q_proj v_proj
+resume_refused targets "lora_target_modules q_proj v_proj in the checkpoint (target_modules .*), q_proj k_proj v_proj in this run" \
+    --use_peft --lora_r 4 --lora_alpha 8 --lora_target_modules q_proj k_proj v_proj
+resume_refused base "its adapters were trained on the base $TMP/m (weights digest [0-9a-f]*); this run's --model $TMP/m2 has weights digest" \
+    "${L[@]}" --model "$TMP/m2"
+mkdir -p "$TMP/r-nan" && cp -r "$TMP/o/checkpoint-1" "$TMP/r-nan/" && cp "$TMP/nan/adapter_model.safetensors" "$TMP/r-nan/checkpoint-1/"
+expect_error 1 "checkpoint-1/adapter_model.safetensors: tensor 'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight' holds a NaN" \
+    "$GRPO" "${T[@]}" --output_dir "$TMP/r-nan" --max_steps 2 --resume_from_checkpoint latest "${L[@]}"
+# the same options and base resume, to the uninterrupted run's adapter
+mkdir -p "$TMP/r-same" && cp -r "$TMP/o/checkpoint-1" "$TMP/r-same/"
+"$GRPO" "${T[@]}" "${L[@]}" --output_dir "$TMP/r-same" --max_steps 2 --save_steps 1 --resume_from_checkpoint latest 2>"$TMP/same.err" \
+    || fail "resume with the same options: $(cat "$TMP/same.err")"
+cmp -s "$TMP/o/adapter_model.safetensors" "$TMP/r-same/adapter_model.safetensors" || fail "the resumed adapter differs"
 finish
