@@ -93,12 +93,13 @@ int lora_layers_check_config(const LoraLayers *lo, const char *dir, GrpoErr *err
     char was[120], now[120];
     int rc = 0;
     if (ck.r != s->r) rc = err_set(err, "%s: lora_r %d in the checkpoint, %d in this run", path, ck.r, s->r);
-    else if (ck.alpha != s->alpha) rc = err_set(err, "%s: lora_alpha %g in the checkpoint, %g in this run", path, ck.alpha, s->alpha);
+    else if (fabs(ck.alpha - s->alpha) > 1e-13 * fabs(s->alpha)) /* the file holds 15 significant digits */
+        rc = err_set(err, "%s: lora_alpha %.15g in the checkpoint, %.15g in this run", path, ck.alpha, s->alpha);
     else if (ck.use_rslora != s->use_rslora)
         rc = err_set(err, "%s: use_rslora %s in the checkpoint, %s in this run", path, ck.use_rslora ? "true" : "false",
                      s->use_rslora ? "true" : "false");
-    else if ((float)ck.dropout != (float)s->dropout) /* the file holds the run's value to 15 digits */
-        rc = err_set(err, "%s: lora_dropout %g in the checkpoint, %g in this run", path, ck.dropout, s->dropout);
+    else if ((float)ck.dropout != (float)s->dropout) /* likewise */
+        rc = err_set(err, "%s: lora_dropout %.7g in the checkpoint, %.7g in this run", path, ck.dropout, s->dropout);
     else if (targets != s->targets) {
         targets_text(targets, was, sizeof was);
         targets_text(s->targets, now, sizeof now);

@@ -149,4 +149,9 @@ mkdir -p "$TMP/r-same" && cp -r "$TMP/o/checkpoint-1" "$TMP/r-same/"
 "$GRPO" "${T[@]}" "${L[@]}" --output_dir "$TMP/r-same" --max_steps 2 --save_steps 1 --resume_from_checkpoint latest 2>"$TMP/same.err" \
     || fail "resume with the same options: $(cat "$TMP/same.err")"
 cmp -s "$TMP/o/adapter_model.safetensors" "$TMP/r-same/adapter_model.safetensors" || fail "the resumed adapter differs"
+# an alpha of 17 significant digits (the file keeps 15) resumes with itself
+A=(--use_peft --lora_r 4 --lora_alpha 0.12345678901234567 --lora_target_modules q_proj v_proj)
+"$GRPO" "${T[@]}" "${A[@]}" --output_dir "$TMP/a17" --max_steps 1 --save_steps 1 2>"$TMP/a17.err" \
+    && "$GRPO" "${T[@]}" "${A[@]}" --output_dir "$TMP/a17" --max_steps 2 --resume_from_checkpoint latest 2>>"$TMP/a17.err" \
+    || fail "resume with lora_alpha 0.12345678901234567: $(cat "$TMP/a17.err")"
 finish
