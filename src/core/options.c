@@ -4,13 +4,15 @@
 #include "core/options.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 const OptSpec seed_option[1] = {
-    {"seed", OPT_U64, 0, 42, NULL, 0, 18446744073709551615.0, NULL, NULL, 0, "random seed"},
+    {"seed", OPT_U64, 0, 42, NULL, -9223372036854775808.0, 18446744073709551615.0, NULL, NULL, 0,
+     "random seed, as torch.manual_seed takes it: a negative seed s is the seed s + 2^64"},
 };
 
 void opts_defaults(const OptGroup *g, int ng, void *obj) {
@@ -53,18 +55,31 @@ int opt_parse_bool(const char *s, int *out) {
     return -1;
 }
 
+/* Text to a double as strtod reads it ("nan", "inf", "1e-310" too). 1: the text
+ * is no number; 2: its magnitude is beyond a double (*out is +-inf); 3: it is
+ * closer to 0 than a double holds (*out is 0). A subnormal is a value, not an error. */
 static int parse_double(const char *s, double *out) {
     char *end;
     errno = 0;
     *out = strtod(s, &end);
-    return errno == ERANGE || end == s || *end ? -1 : 0;
+    if (end == s || *end) return 1;
+    if (errno == ERANGE && isinf(*out)) return 2;
+    if (errno == ERANGE && *out == 0) return 3;
+    return 0;
 }
 
-static int parse_long(const char *s, long *out) {
+/* A decimal integer: 0, 1 (no integer) or 2 (beyond int64 / uint64). A seed (u64)
+ * takes -2^63 .. 2^64 - 1, a negative one stored as its two's complement. */
+static int parse_integer(const char *s, int is_u64, long long *sl, unsigned long long *ul) {
     char *end;
+    const char *p = s;
+    while (*p == ' ' || *p == '\t') p++;
+    int neg = *p == '-';
     errno = 0;
-    *out = strtol(s, &end, 10);
-    return errno || end == s || *end ? -1 : 0;
+    if (is_u64 && !neg) *ul = strtoull(s, &end, 10), *sl = (long long)*ul;
+    else *sl = strtoll(s, &end, 10), *ul = (unsigned long long)*sl;
+    if (end == s || *end) return 1;
+    return errno == ERANGE ? 2 : 0;
 }
 
 static void choices_text(const OptSpec *o, char *buf, size_t cap) {
@@ -74,8 +89,10 @@ static void choices_text(const OptSpec *o, char *buf, size_t cap) {
         n += snprintf(buf + n, cap - n, "%s%s", i ? (o->choices[i + 1] ? ", " : " or ") : "", o->choices[i]);
 }
 
+static double type_max(const OptSpec *o);
+static int range_error(const OptSpec *o, const char *got, int beyond_type, GrpoErr *err);
+
 int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
-    long l;
     double d;
     switch (o->type) {
     case OPT_BOOL:
@@ -87,25 +104,37 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
             return err_set(err, "%s takes true or false%s, not '%s'", o->name, o->flags & OPT_AUTO ? " or auto" : "",
                            s);
         return 0;
-    case OPT_INT: case OPT_LONG: case OPT_U64: case OPT_MIB:
-        if (parse_long(s, &l)) return err_set(err, "%s expects an integer, not '%s'", o->name, s);
-        if (o->type == OPT_INT) {
-            if (l < -2147483647L || l > 2147483647L) return err_set(err, "%s: %s is out of range", o->name, s);
-            *(int *)v = (int)l;
-        } else if (o->type == OPT_LONG) {
-            *(long *)v = l;
-        } else if (o->type == OPT_U64) {
-            *(uint64_t *)v = (uint64_t)l;
-        } else {
-            if (l < 0 || l > (1L << 40)) return err_set(err, "%s: %s MiB is out of range", o->name, s);
-            *(size_t *)v = (size_t)l << 20;
+    case OPT_INT: case OPT_LONG: case OPT_U64: case OPT_MIB: {
+        long long sl;
+        unsigned long long ul;
+        int rc = parse_integer(s, o->type == OPT_U64, &sl, &ul);
+        if (rc == 1) return err_set(err, "%s expects an integer, not '%s'", o->name, s);
+        if (o->type == OPT_U64) {
+            if (rc) return range_error(o, s, strchr(s, '-') ? -1 : 1, err);
+            *(uint64_t *)v = (uint64_t)ul;
+            return 0;
         }
+        double hi = type_max(o), lo = o->type == OPT_MIB ? 0 : -hi;
+        if (rc || (double)sl > hi || (double)sl < lo) return range_error(o, s, sl < 0 ? -1 : 1, err);
+        if (o->type == OPT_INT) *(int *)v = (int)sl;
+        else if (o->type == OPT_LONG) *(long *)v = (long)sl;
+        else *(size_t *)v = (size_t)sl << 20;
         return 0;
-    case OPT_F64: case OPT_F32:
-        if (parse_double(s, &d)) return err_set(err, "%s expects a number, not '%s'", o->name, s);
+    }
+    case OPT_F64: case OPT_F32: {
+        int rc = parse_double(s, &d);
+        if (rc == 1) return err_set(err, "%s expects a number, not '%s'", o->name, s);
+        /* NaN is never a value (an unset optional number is null in YAML, or left out) */
+        if (rc == 2 || isnan(d)) return range_error(o, s, 0, err);
+        if (o->type == OPT_F32 && isfinite(d) && fabs(d) > FLT_MAX) return range_error(o, s, d < 0 ? -1 : 1, err);
+        if (rc == 3 || (o->type == OPT_F32 && d != 0 && (float)d == 0))
+            return err_set(err, "%s: %s is closer to 0 than a %s holds (the smallest is %g); write 0 or a larger value",
+                           o->name, s, o->type == OPT_F32 ? "32-bit float" : "double",
+                           o->type == OPT_F32 ? (double)FLT_TRUE_MIN : DBL_TRUE_MIN);
         if (o->type == OPT_F64) *(double *)v = d;
         else *(float *)v = (float)d;
         return 0;
+    }
     case OPT_STR: case OPT_CONFIG:
         *(const char **)v = s;
         return 0;
@@ -133,8 +162,12 @@ int opt_set_text(const OptSpec *o, void *v, const char *s, GrpoErr *err) {
     return 0;
 }
 
+/* Whether x is outside the row's range; min 1e-300 stands for an open 0 (x > 0, so
+ * a subnormal such as 1e-310 is inside, as "> 0" says). */
 static int out_of_range(const OptSpec *o, double x) {
-    return o->min <= o->max && !(x >= o->min && (o->flags & OPT_OPEN_MAX ? x < o->max : x <= o->max));
+    if (o->min > o->max) return 0;
+    int above_min = o->min == 1e-300 ? x > 0 : x >= o->min;
+    return !(above_min && (o->flags & OPT_OPEN_MAX ? x < o->max : x <= o->max));
 }
 
 static double number(const OptSpec *o, const void *v) {
@@ -158,24 +191,47 @@ static int is_integer(const OptSpec *o) {
     return o->type == OPT_INT || o->type == OPT_LONG || o->type == OPT_U64 || o->type == OPT_MIB;
 }
 
-/* A bound as people write it: integers as integers (a u64 seed's 2^64 - 1 too). */
+/* The largest magnitude a row's type holds (a MiB count: 2^40 MiB). */
+static double type_max(const OptSpec *o) {
+    switch (o->type) {
+    case OPT_INT: return 2147483647.0;
+    case OPT_LONG: return 9223372036854775807.0;
+    case OPT_U64: return 18446744073709551615.0;
+    case OPT_MIB: return 1099511627776.0;
+    case OPT_F32: return FLT_MAX;
+    default: return DBL_MAX;
+    }
+}
+
+static const char *type_name(const OptSpec *o) {
+    switch (o->type) {
+    case OPT_INT: return "32-bit integer";
+    case OPT_LONG: return "64-bit integer";
+    case OPT_U64: return "seed";
+    case OPT_MIB: return "size in MiB";
+    case OPT_F32: return "32-bit float";
+    default: return "double";
+    }
+}
+
+/* A bound as people write it: integers as integers, a seed's ends as -2^63 and 2^64 - 1. */
 static int bound_text(const OptSpec *o, double x, char *buf, size_t cap) {
-    if (is_integer(o) && fabs(x) < 1.9e19) return snprintf(buf, cap, "%.0f", x);
+    if (o->type == OPT_U64 && x >= 18446744073709551615.0) return snprintf(buf, cap, "2^64 - 1");
+    if (o->type == OPT_U64 && x <= -9223372036854775808.0) return snprintf(buf, cap, "-2^63");
+    if (is_integer(o)) return snprintf(buf, cap, "%.0f", x);
     return snprintf(buf, cap, "%.15g", x);
 }
 
 /* The range as people write it: "in [1, 100]", "in (0, 1]", "in [0, 1)", ">= 0",
- * "> 0", "<= 5", or "" when every value is valid. A side at +-1e300 (or beyond
- * what the type holds) is unbounded and not shown; min 1e-300 is an open 0. In help
- * (loose), an integer's sanity cap of 2^20 or more is left out too: the error
- * message that meets it (loose 0) still names it. */
-static void range_text(const OptSpec *o, int loose, char *buf, size_t cap) {
-    double type_max = o->type == OPT_INT ? 2147483647.0 : o->type == OPT_U64 ? 18446744073709551615.0
-                    : o->type == OPT_LONG ? 9223372036854775807.0 : 1e300;
+ * "> 0", "<= 5", or "" when every value is valid. A side at +-1e300 (or, a seed
+ * aside, at what the type holds) is unbounded and not shown; min 1e-300 is an open
+ * 0. --help prints this text and every range error quotes it, so the two agree. */
+static void range_text(const OptSpec *o, char *buf, size_t cap) {
     int open_min = o->min == 1e-300, open_max = (o->flags & OPT_OPEN_MAX) != 0;
-    int no_min = o->min <= -1e300 || (o->type == OPT_U64 && o->min <= 0);
-    int no_max = o->max >= 1e300 || o->max >= type_max || (loose && is_integer(o) && o->max >= 1048576);
+    int no_min = o->min <= -1e300 || (o->type != OPT_U64 && o->min <= -type_max(o));
+    int no_max = o->max >= 1e300 || (o->type != OPT_U64 && o->max >= type_max(o));
     char lo[40], hi[40];
+    if (o->min > o->max) no_min = no_max = 1;
     if (open_min) snprintf(lo, sizeof lo, "0");
     else bound_text(o, o->min, lo, sizeof lo);
     bound_text(o, o->max, hi, sizeof hi);
@@ -183,6 +239,31 @@ static void range_text(const OptSpec *o, int loose, char *buf, size_t cap) {
     else if (no_max) snprintf(buf, cap, "%s %s", open_min ? ">" : ">=", lo);
     else if (no_min) snprintf(buf, cap, "%s %s", open_max ? "<" : "<=", hi);
     else snprintf(buf, cap, "in %c%s, %s%c", open_min ? '(' : '[', lo, hi, open_max ? ')' : ']');
+}
+
+/* "NAME must be RANGE (got TEXT)". A value that is no finite number (nan, inf,
+ * 1e400) is told "a finite number" where the range alone would not say it
+ * (">= 0"); one beyond what the type holds (beyond_type: the side, -1 or 1) on a
+ * side the range leaves open is told the type's limit. */
+static int range_error(const OptSpec *o, const char *got, int beyond_type, GrpoErr *err) {
+    char r[100], what[220];
+    range_text(o, r, sizeof r);
+    int open_side = beyond_type > 0 ? !strchr(r, ']') && !strchr(r, ')') && !strchr(r, '<')
+                  : beyond_type < 0 ? !strchr(r, '[') && !strchr(r, '(') && !strchr(r, '>') : 0;
+    double x = strtod(got, NULL);
+    if (open_side) {
+        char lim[40];
+        bound_text(o, beyond_type > 0 ? type_max(o) : o->type == OPT_U64 ? -9223372036854775808.0 : -type_max(o),
+                   lim, sizeof lim);
+        if (o->type == OPT_F32) snprintf(lim, sizeof lim, "%s%.7g", beyond_type > 0 ? "" : "-", (double)FLT_MAX);
+        snprintf(what, sizeof what, "%s%sat %s %s (the %s a %s holds)", r, *r ? ", " : "",
+                 beyond_type > 0 ? "most" : "least", lim, beyond_type > 0 ? "largest" : "smallest", type_name(o));
+    } else if (!isfinite(x) && strncmp(r, "in ", 3)) {
+        snprintf(what, sizeof what, "a finite number%s%s", *r ? " " : "", r);
+    } else {
+        snprintf(what, sizeof what, "%s", r);
+    }
+    return err_set(err, "%s must be %s (got %s)", o->name, what, got);
 }
 
 int opts_check(const OptGroup *g, int ng, const void *obj, GrpoErr *err) {
@@ -205,11 +286,10 @@ int opts_check(const OptGroup *g, int ng, const void *obj, GrpoErr *err) {
             if (!is_number(o)) continue;
             double x = number(o, v);
             if (isnan(x) && (o->flags & OPT_UNSET_NAN)) continue;
-            if (isnan(x) || out_of_range(o, x)) {
-                char r[100], val[64];
-                range_text(o, 0, r, sizeof r);
+            if (!isfinite(x) || out_of_range(o, x)) {
+                char val[64];
                 opt_format(o, v, val, sizeof val);
-                return err_set(err, "%s must be %s (got %s)", o->name, *r ? r : "a finite number", val);
+                return range_error(o, val, 0, err);
             }
         }
     return 0;
@@ -259,7 +339,7 @@ void opt_help(const OptSpec *o, const void *v, char *buf, size_t cap) {
         n += snprintf(extra + n, sizeof extra - n, "%s%s", n ? "; " : "", names);
     } else if (is_number(o) && o->min <= o->max) {
         char r[100];
-        range_text(o, 1, r, sizeof r);
+        range_text(o, r, sizeof r);
         if (*r) n += snprintf(extra + n, sizeof extra - n, "%s%s", n ? "; " : "", r);
     }
     snprintf(buf, cap, n ? "%s (%s)" : "%s", o->help, extra);

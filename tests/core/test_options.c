@@ -87,7 +87,9 @@ static void parsing(void) {
     T_CHECK(!opt_set_text(o, &in.count, "12", &err) && in.count == 12, "int");
     T_CHECK(opt_set_text(o, &in.count, "1.5", &err) == -1 && strstr(err.msg, "count expects an integer, not '1.5'"), "%s",
             err.msg);
-    T_CHECK(opt_set_text(o, &in.count, "99999999999", &err) == -1 && strstr(err.msg, "out of range"), "int overflow");
+    T_CHECK(opt_set_text(o, &in.count, "99999999999", &err) == -1 &&
+                strstr(err.msg, "count must be in [1, 100] (got 99999999999)"),
+            "int overflow: %s", err.msg);
     in.count = 0;
     T_CHECK(opts_check(&g, 1, &in, &err) == -1 && strstr(err.msg, "count must be in [1, 100] (got 0)"), "%s", err.msg);
     in.count = 8;
@@ -197,7 +199,8 @@ static void ranges(void) {
     R v;
     OptGroup g = OPT_GROUP(r, 0);
     opts_defaults(&g, 1, &v);
-    const char *want[] = {"count (default 8; >= 1)", "seed (default 42)", "any number (default 1)",
+    const char *want[] = {"count (default 8; in [1, 1048576])", "seed (default 42; in [0, 2^64 - 1])",
+                          "any number (default 1)",
                           "fraction (default 1; in (0, 1])", "beta (default 0.5; in [0, 1))", "at most 0 (default -1; <= 0)"};
     char buf[300];
     for (int i = 0; i < 6; i++) {
@@ -205,7 +208,7 @@ static void ranges(void) {
         T_CHECK(!strcmp(buf, want[i]), "help %s: '%s', want '%s'", r[i].name, buf, want[i]);
     }
     GrpoErr err;
-    v.n = 2000000; /* the cap left out of help is named where it is met */
+    v.n = 2000000; /* the cap help prints is the one met */
     T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "n must be in [1, 1048576] (got 2000000)"), "%s", err.msg);
     v.n = 8, v.frac = 0;
     T_CHECK(opts_check(&g, 1, &v, &err) == -1 && strstr(err.msg, "frac must be in (0, 1] (got 0)"), "%s", err.msg);
