@@ -119,19 +119,22 @@ void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
     }
 
     if (stats) {
-        /* TRL logs the unweighted nansum, whatever the aggregation. */
+        /* TRL logs the unweighted nansum, whatever the aggregation: summed in units
+         * of every value's power of two, so two rewards of 1e308 have a mean of 2e308
+         * (inf, logged as null) only where the mean itself passes a double, and a
+         * finite std otherwise. */
         double *plain = xmalloc((size_t)n * sizeof(double));
+        const double u = unit_of(rpf, (size_t)F * n);
         for (int i = 0; i < n; i++) {
             double s = 0;
             for (int f = 0; f < F; f++) {
                 double v = rpf[(size_t)f * n + i];
-                if (!isnan(v)) s += v;
+                if (!isnan(v)) s += v / u;
             }
             plain[i] = s;
         }
-        const double u = unit_of(plain, (size_t)n);
-        stats->reward_mean = mean_of(plain, n, u) * u;
-        stats->reward_std = std_of(plain, n, u) * u;
+        stats->reward_mean = mean_of(plain, n, 1.0) * u;
+        stats->reward_std = std_of(plain, n, 1.0) * u;
         int zero = 0;
         for (int i = 0; i < n; i++) zero += isclose_zero(stdv[i]);
         stats->frac_reward_zero_std = (double)zero / n;

@@ -175,6 +175,12 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
             free(row[i]);
         }
         free(row), free(len);
+        /* sum_then_normalize's sum passing what a double holds would give NaN advantages
+         * (the same per_func on every process: each stops alike) */
+        if (t->c.aggregation == GRPO_AGG_SUM_THEN_NORMALIZE)
+            rc = reward_weighted_check(&t->rewards, r->per_func, r->n, err);
+    }
+    if (!rc) {
         grpo_advantages(r->adv, r->rewards, st, r->per_func, t->rewards.weights, F, r->n, r->G, t->c.scale_rewards,
                         t->c.aggregation);
     }

@@ -5,11 +5,13 @@
  * names and their check (reward_names.c), exact_match (reward_answer.c), the child-process protocol
  * (reward_cmd.c), Python functions (reward_python.c), dlopen plugins (reward_plugin.c). */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <oniguruma.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "reward/reward_internal.h"
 #include "reward/reward_plugin.h"
 
@@ -38,14 +40,21 @@ static int length_compute(RewardFunc *f, const RewardBatch *b, double *out, Grpo
 
 static void free_state(RewardFunc *f) { free(f->state); }
 
+/* The largest target: 2^53, below which every reward -|target - len| is exact in a double. */
+#define LENGTH_TARGET_MAX 9007199254740992LL
+
 static int length_init(RewardFunc *f, const char *arg, const char *spec, GrpoErr *err) {
     long target = REWARD_DEFAULT_LENGTH_TARGET;
     if (arg) {
         char *end = NULL;
-        target = strtol(arg, &end, 10);
-        if (!*arg || *end || target < 0)
-            return err_set(err, "reward '%s': the target length must be a non-negative integer, got '%s'",
-                           spec, arg);
+        errno = 0;
+        long long t = strtoll(arg, &end, 10);
+        char shown[96];
+        text_escaped(shown, sizeof shown, arg, 60);
+        if (!*arg || *end || errno == ERANGE || t < 0 || t > LENGTH_TARGET_MAX)
+            return err_set(err, "reward '%s': the target length must be a non-negative integer, at most 2^53, got '%s'",
+                           spec, shown);
+        target = (long)t;
     }
     long *st = xmalloc(sizeof *st);
     *st = target;
@@ -289,6 +298,28 @@ void reward_weighted_nansum(const double *per_func, int n_funcs, int n, const do
     }
 }
 
+int reward_weighted_check(const RewardSet *s, const double *per_func, int n, GrpoErr *err) {
+    for (int i = 0; i < n; i++) {
+        double sum = 0.0;
+        for (int f = 0; f < s->n_funcs; f++) {
+            double v = per_func[(size_t)f * n + i];
+            if (!isnan(v)) sum += s->weights[f] * v;
+        }
+        if (isfinite(sum)) continue;
+        char terms[600];
+        size_t k = 0;
+        for (int f = 0; f < s->n_funcs && k < sizeof terms; f++) {
+            char name[80];
+            text_escaped(name, sizeof name, s->funcs[f]->name, 40);
+            k += snprintf(terms + k, sizeof terms - k, "%s'%s' %.6g x weight %g", f ? ", " : "", name,
+                          per_func[(size_t)f * n + i], s->weights[f]);
+        }
+        return err_set(err, "the weighted sum of the rewards of completion %d is %g, not a finite number: %s; "
+                       "scale the rewards or reward_weights so that it stays below 1.8e308", i + 1, sum, terms);
+    }
+    return 0;
+}
+
 int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, double *total,
                        GrpoErr *err) {
     for (int f = 0; f < s->n_funcs; f++) {
@@ -296,6 +327,7 @@ int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, dou
         for (int i = 0; i < b->n; i++) row[i] = NAN;
         if (reward_compute(s->funcs[f], b, row, err)) return -1;
     }
+    if (total && reward_weighted_check(s, per_func, b->n, err)) return -1;
     if (total) reward_weighted_nansum(per_func, s->n_funcs, b->n, s->weights, total);
     return 0;
 }

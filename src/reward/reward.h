@@ -141,6 +141,12 @@ int reward_set_init_funcs(RewardSet *s, RewardFunc **funcs, int n_funcs, const d
  * (may be NULL). */
 int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, double *total,
                        GrpoErr *err);
+/* 0 when every completion's weighted nansum of per_func ([n_funcs][n]) is a finite
+ * number; else -1 with "the weighted sum of the rewards of completion I is inf, not
+ * a finite number: 'a' 1e+308 x weight 1, 'b' ..." (two rewards of 1e308, or one
+ * times a weight of 10, pass what a double holds: advantages would be NaN).
+ * reward_set_compute checks its total so; training checks before its advantages. */
+int reward_weighted_check(const RewardSet *s, const double *per_func, int n, GrpoErr *err);
 void reward_set_free(RewardSet *s);
 /* One example (row, from file:line) against the columns s's functions declare
  * (RewardFunc.column), as they read them: 0, or -1 with "FILE:LINE: no 'solution'

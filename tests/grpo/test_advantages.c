@@ -100,6 +100,23 @@ int main(void) {
         T_CHECK(fabs(a[1] / -1.125e308 - 1) < 1e-12, "scale none near DBL_MAX: %g", a[1]);
     }
     {
+        /* two functions near DBL_MAX, weights 0.5 (issue 38): the logged unweighted sum
+         * of each completion passes a double, its mean (0.25e308) and std (1.7e308)
+         * are taken in units and stay finite (they were inf) */
+        const double x[4] = {1, -1, 0.5, 0};
+        double two[8], a[4], fm[2], fs[2], w2[2] = {0.5, 0.5}, s2 = 0;
+        for (int i = 0; i < 4; i++) two[i] = two[4 + i] = x[i] * 1e308; /* sums of 2e308 */
+        for (int i = 0; i < 4; i++) s2 += (2 * x[i] - 0.25) * (2 * x[i] - 0.25);
+        GrpoRewardStats st = {0};
+        st.func_mean = fm, st.func_std = fs;
+        grpo_advantages(a, NULL, &st, two, w2, 2, 4, 4, GRPO_SCALE_GROUP, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(fabs(st.reward_mean / (0.25 * 1e308) - 1) < 1e-12 &&
+                    fabs(st.reward_std / (sqrt(s2 / 3) * 1e308) - 1) < 1e-12,
+                "sums past DBL_MAX: mean %g std %g (want %g %g)", st.reward_mean, st.reward_std, 0.25 * 1e308,
+                sqrt(s2 / 3) * 1e308);
+        for (int i = 0; i < 4; i++) T_CHECK(isfinite(a[i]), "advantage %d finite: %g", i, a[i]);
+    }
+    {
         T_CHECK(!strcmp(grpo_scale_rewards_names[GRPO_SCALE_BATCH], "batch") && !grpo_scale_rewards_names[3], "names");
         T_CHECK(!strcmp(grpo_aggregation_names[GRPO_AGG_NORMALIZE_THEN_SUM], "normalize_then_sum"), "agg");
     }

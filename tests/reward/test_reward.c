@@ -70,6 +70,19 @@ static void test_length(void) {
     reward_free(f);
     expect_spec_error("length:abc", "target length must be a non-negative integer");
     expect_spec_error("length:-3", "non-negative");
+    /* a target past a long (strtol's LONG_MAX gave rewards of -9.2e18) or past 2^53,
+     * where -|target - len| stops being exact, is refused (issue 38) */
+    expect_spec_error("length:99999999999999999999999", "at most 2^53, got '99999999999999999999999'");
+    expect_spec_error("length:9007199254740993", "at most 2^53");
+    expect_spec_error("length:", "non-negative integer");
+    f = make("reward_len:9007199254740992");
+    T_CHECK(f != NULL, "length:2^53 is a target");
+    if (f) {
+        T_CHECK(score(f, c, NULL, 2, out, &err) == 0 && out[0] == -9007199254740992.0 &&
+                    out[1] == -9007199254740981.0,
+                "length:2^53 gives %.17g %.17g", out[0], out[1]);
+        reward_free(f);
+    }
 }
 
 static void test_format(void) {
@@ -243,6 +256,28 @@ static void test_set(void) {
     T_CHECK(reward_set_compute(&s, &batch, per, total, &err) == 0 && total[0] == 0.5 * -17 + 2.0 &&
                 total[1] == 0.5 * -17,
             "length+format: %g %g", total[0], total[1]);
+    reward_set_free(&s);
+    /* a weighted sum past what a double holds is refused, naming the rewards (issue 38):
+     * two rewards of 1e308, or one of 1e308 with weight 10; 1e308 + -1e308 is 0 */
+    static const double big[3] = {1e308, 1e308, -1e308}, big2[3] = {1e308, -1e308, 1e308};
+    RewardFunc *f4[2] = {fixed("huge", big), fixed("also_huge", big2)};
+    T_CHECK(reward_set_init_funcs(&s, f4, 2, NULL, 0, &err) == 0, "big set");
+    items[2].completion = "";
+    batch.n = 3;
+    T_CHECK(reward_set_compute(&s, &batch, per, total, &err) == -1 &&
+                strstr(err.msg, "the weighted sum of the rewards of completion 1 is inf, not a finite number: "
+                                "'huge' 1e+308 x weight 1, 'also_huge' 1e+308 x weight 1"),
+            "sum overflow: %s", err.msg);
+    T_CHECK(reward_weighted_check(&s, per, 3, &err) == -1 && strstr(err.msg, "completion 1"), "the check alone");
+    per[0] = 1.0; /* completion 1: 1 + 1e308 */
+    per[5] = -1e308; /* completion 3: -1e308 + -1e308 */
+    T_CHECK(reward_weighted_check(&s, per, 3, &err) == -1 && strstr(err.msg, "completion 3 is -inf"), "%s", err.msg);
+    per[5] = 1e308;
+    T_CHECK(reward_weighted_check(&s, per, 3, &err) == 0, "finite sums pass: %s", err.msg);
+    s.weights[0] = 10;
+    per[0] = 1e308, per[3] = NAN; /* 10 x 1e308 alone */
+    T_CHECK(reward_weighted_check(&s, per, 3, &err) == -1 && strstr(err.msg, "'huge' 1e+308 x weight 10, 'also_huge' nan"),
+            "weight overflow: %s", err.msg);
     reward_set_free(&s);
     const char *bad_specs[2] = {"reward_len", "format:("};
     T_CHECK(reward_set_init(&s, bad_specs, 2, NULL, 0, NULL, &err) == -1 && strstr(err.msg, "bad regex"),
