@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -561,6 +562,40 @@ static int cmp_wt_name(const void *a, const void *b) {
     return strcmp((*(const StWriteTensor *const *)a)->name, (*(const StWriteTensor *const *)b)->name);
 }
 
+/* A tensor stored as F16 or BF16 from fp32 whose finite values would round to
+ * +-inf there (float16 holds magnitudes up to 65504, bfloat16 up to 3.3895e38)
+ * is refused before anything is written: saving it would turn trained weights
+ * into inf without a word. The message names the tensor, its largest magnitude
+ * and the dtype's limit. Non-finite values are left to the callers' own checks. */
+static int check_range(const char *path, const StWriteTensor *t, GrpoErr *err) {
+    if (t->raw || (t->dtype != ST_F16 && t->dtype != ST_BF16)) return 0;
+    size_t n = wt_numel(t), overflow = 0;
+    double largest = 0;
+    float vals[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t m = n - i < 4096 ? n - i : 4096;
+        if (t->fill) t->fill(t->ctx, t->from + i, m, vals);
+        const float *x = t->fill ? vals : t->data + i;
+        for (size_t j = 0; j < m; j++) {
+            if (!isfinite(x[j])) continue;
+            if (fabsf(x[j]) > largest) largest = fabsf(x[j]);
+            float back = t->dtype == ST_BF16 ? st_bf16_to_f32(st_f32_to_bf16(x[j])) : st_f16_to_f32(st_f32_to_f16(x[j]));
+            overflow += !isfinite(back);
+        }
+    }
+    if (!overflow) return 0;
+    int f16 = t->dtype == ST_F16;
+    return err_set(err, "%s: tensor '%s': %zu value(s) beyond %s's largest, %s (the largest magnitude is %.6g): "
+                   "they would be saved as inf, so nothing was written (float32%s holds them)", path, t->name, overflow,
+                   f16 ? "float16" : "bfloat16", f16 ? "65504" : "3.38953e+38", largest, f16 ? " or bfloat16" : "");
+}
+
+int st_check_range(const char *path, const StWriteTensor *t, int n, GrpoErr *err) {
+    for (int i = 0; i < n; i++)
+        if (check_range(path, &t[i], err)) return -1;
+    return 0;
+}
+
 /* Checks what the caller asks to write, so that writing itself can only fail on I/O. */
 static int check_write(const char *path, const StWriteTensor *t, int n, GrpoErr *err) {
     for (int i = 0; i < n; i++) {
@@ -585,6 +620,7 @@ static int check_write(const char *path, const StWriteTensor *t, int n, GrpoErr 
             bytes *= s;
         }
     }
+    if (st_check_range(path, t, n, err)) return -1;
     const StWriteTensor **sorted = xmalloc((size_t)(n ? n : 1) * sizeof *sorted);
     for (int i = 0; i < n; i++) sorted[i] = &t[i];
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_wt_name);

@@ -106,6 +106,13 @@ typedef struct {
     size_t from;
 } StWriteTensor;
 
+/* 0 when every tensor's fp32 values fit its stored dtype; -1 with "PATH: tensor
+ * 'NAME': K value(s) beyond float16's largest, 65504 (the largest magnitude is M):
+ * they would be saved as inf, so nothing was written ..." when finite values would
+ * round to +-inf in F16 (beyond 65504) or BF16 (beyond 3.38953e38). The writers
+ * below check this first, before any byte is written. */
+int st_check_range(const char *path, const StWriteTensor *t, int n, GrpoErr *err);
+
 /* Writes one file with tensors in the given order and {"format": "pt"} metadata.
  * Writes to path + ".tmp" then renames, so a failure never leaves a partial file. */
 int st_write_file(const char *path, const StWriteTensor *t, int n, GrpoErr *err);

@@ -220,7 +220,6 @@ static void fill_params(const void *m, size_t at, size_t k, float *out) { model_
 int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, GrpoErr *err) {
     CHECK(!m->half); /* a frozen model held in bf16 is never saved: its directory is where it came from */
     char *tmp = NULL;
-    if (fs_tmpdir_for(out_dir, &tmp, err)) return -1;
     int rc = 0, n = m->table.n;
     StWriteTensor *wt = xcalloc(n, sizeof *wt);
     int counts[ST_DTYPE_COUNT] = {0}, common = ST_F32;
@@ -238,6 +237,11 @@ int model_save(const Model *m, const char *out_dir, const ModelSaveOpts *opts, G
             wt[i].from = e->offset;
         }
         if (++counts[wt[i].dtype] > counts[common]) common = wt[i].dtype;
+    }
+    /* weights that the stored dtype cannot hold: refused before the directory is made */
+    if (st_check_range(out_dir, wt, n, err) || fs_tmpdir_for(out_dir, &tmp, err)) {
+        free(wt);
+        return -1;
     }
     /* config.json: as read, with torch_dtype naming the stored dtype */
     json_t *cfg = m->cfg.raw ? json_deep_copy(m->cfg.raw) : json_object();

@@ -5,6 +5,8 @@
  *
  * NaN caveat: bf16/f16 NaNs keep their exact bits through f32 because the f32
  * is only copied; arithmetic on a signalling NaN could quiet it. */
+#include <float.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -329,7 +331,10 @@ static void test_write_fill(void) {
                  fs_read_file(p1, &a, &na, &err) == 0 && fs_read_file(p2, &b, &nb, &err) == 0;
         T_CHECK(ok, "%s", err.msg);
         T_CHECK(ok && na == nb && !memcmp(a, b, na), "%s: fill and data write different files", st_dtype_name(dts[k]));
-        T_CHECK(g_fill_calls == 4, "%s: fill called %d times for 4 chunks", st_dtype_name(dts[k]), g_fill_calls);
+        /* F16/BF16: once more per chunk, the range check before anything is written */
+        int want_calls = dts[k] == ST_F32 ? 4 : 8;
+        T_CHECK(g_fill_calls == want_calls, "%s: fill called %d times for 4 chunks (want %d)", st_dtype_name(dts[k]),
+                g_fill_calls, want_calls);
         free(a), free(b), free(p1), free(p2);
     }
     free(vals);
@@ -501,6 +506,50 @@ static void test_sharded(void) {
     free(dir);
 }
 
+/* Finite fp32 values that would round to inf in F16 (past 65504; 65519 still rounds
+ * to 65504) or BF16 (past 3.38953e38) are refused before anything is written, by
+ * data and by fill, naming the tensor, its largest magnitude and the limit (issue 38:
+ * a float16 save of weights past 65504 wrote inf with exit 0). NaN and inf given are
+ * not this check's to refuse. */
+static void test_write_range(void) {
+    char *path = tpath("r.safetensors");
+    GrpoErr err = {{0}};
+    unlink(path);
+    float f16_ok[4] = {65504, -65519, 1e-8f, NAN}, f16_bad[4] = {1, -70000, 65520, 2};
+    float bf_ok[3] = {3.3895e38f, -1e38f, INFINITY}, bf_bad[3] = {0, 3.4e38f, FLT_MAX};
+    StWriteTensor t = {.name = "ok", .dtype = ST_F16, .ndim = 1, .shape = {4}, .data = f16_ok};
+    T_CHECK(st_write_file(path, &t, 1, &err) == 0, "f16 in range: %s", err.msg);
+    unlink(path);
+    StWriteTensor two[2] = {{.name = "fine", .dtype = ST_F32, .ndim = 1, .shape = {4}, .data = f16_bad},
+                            {.name = "w.big", .dtype = ST_F16, .ndim = 1, .shape = {4}, .data = f16_bad}};
+    T_CHECK(st_write_file(path, two, 2, &err) == -1 &&
+                strstr(err.msg, "r.safetensors: tensor 'w.big': 2 value(s) beyond float16's largest, 65504 (the "
+                                "largest magnitude is 70000): they would be saved as inf, so nothing was written") &&
+                !fs_exists(path),
+            "f16 overflow: %s", err.msg);
+    StWriteTensor viafill = {.name = "w.fill", .dtype = ST_F16, .ndim = 1, .shape = {3}, .fill = fill_from,
+                             .ctx = f16_bad, .from = 1};
+    T_CHECK(st_write_file(path, &viafill, 1, &err) == -1 && strstr(err.msg, "tensor 'w.fill': 2 value(s)") &&
+                !fs_exists(path),
+            "f16 overflow by fill: %s", err.msg);
+    StWriteTensor b = {.name = "b", .dtype = ST_BF16, .ndim = 1, .shape = {3}, .data = bf_ok};
+    T_CHECK(st_write_file(path, &b, 1, &err) == 0, "bf16 in range: %s", err.msg);
+    unlink(path);
+    b.data = bf_bad;
+    T_CHECK(st_write_file(path, &b, 1, &err) == -1 && strstr(err.msg, "2 value(s) beyond bfloat16's largest") &&
+                !fs_exists(path),
+            "bf16 overflow: %s", err.msg);
+    b.dtype = ST_F32;
+    T_CHECK(st_write_file(path, &b, 1, &err) == 0, "f32 holds them: %s", err.msg);
+    unlink(path);
+    char *dir = tpath("rdir");
+    StWriteTensor d = {.name = "x", .dtype = ST_F16, .ndim = 1, .shape = {4}, .data = f16_bad};
+    T_CHECK(st_write_dir(dir, &d, 1, 0, &err) == -1 && strstr(err.msg, "beyond float16") && !fs_exists(dir),
+            "a directory is not even made: %s", err.msg);
+    free(dir);
+    free(path);
+}
+
 static void test_write_errors(void) {
     float x[4] = {1, 2, 3, 4};
     GrpoErr err = {{0}};
@@ -620,6 +669,7 @@ int main(void) {
     test_rounding_against_reference();
     test_sharded();
     test_write_errors();
+    test_write_range();
     test_fixtures();
     fs_rm_rf(g_dir);
     return t_summary("test_safetensors");
