@@ -4,6 +4,10 @@
 #include <jansson.h>
 #include <math.h>
 
+/* JSON has no NaN or infinity, and jansson's json_real gives NULL for them (the key
+ * would be left out without a word): a value that is no finite number is null. */
+static json_t *number_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 void completion_record_write(FILE *f, const CompletionRecord *r) {
     json_t *o = json_object();
     json_object_set_new(o, "step", json_integer(r->step));
@@ -15,11 +19,11 @@ void completion_record_write(FILE *f, const CompletionRecord *r) {
     json_t *rw = json_object();
     for (int i = 0; i < r->n_rewards; i++) {
         double v = r->rewards[i * r->stride];
-        json_object_set_new(rw, r->reward_names[i], isnan(v) ? json_null() : json_real(v));
+        json_object_set_new(rw, r->reward_names[i], number_or_null(v));
     }
     json_object_set_new(o, "rewards", rw);
-    json_object_set_new(o, "reward", json_real(r->reward));
-    json_object_set_new(o, "advantage", json_real(r->advantage));
+    json_object_set_new(o, "reward", number_or_null(r->reward));
+    json_object_set_new(o, "advantage", number_or_null(r->advantage));
     json_dumpf(o, f, JSON_COMPACT);
     fputc('\n', f);
     json_decref(o);

@@ -2,7 +2,8 @@
  * (log_completions, as TRL's completions table): one JSON object per completion,
  *   {"step", "prompt", "completion", "completion_ids", "rewards": {NAME: value or
  *    null}, "reward", "advantage"}
- * appended in the order the completions were drawn. */
+ * appended in the order the completions were drawn; a value that is no finite
+ * number (NaN, +-inf) is null, so every line is JSON and keeps every key. */
 #ifndef GRPO_LOG_COMPLETIONS_H
 #define GRPO_LOG_COMPLETIONS_H
 

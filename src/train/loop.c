@@ -102,7 +102,8 @@ static json_t *trainer_state(const Loop *lp) {
                               (json_int_t)lp->total_steps, "adam_step", (json_int_t)train_model_optimizer(lp->tm)->step,
                               "nonfinite_streak", lp->nonfinite_streak, "num_tokens", (json_int_t)lp->num_tokens,
                               "threads", omp_get_max_threads(), "world_size", train_world_size(lp->world), "args", lp->options);
-    json_object_set_new(state, "loss_sum", json_real(lp->loss_sum)); /* exact: jansson writes 17 digits */
+    /* exact: jansson writes 17 digits; a sum past a double is null (json_real gives NULL for it) */
+    json_object_set_new(state, "loss_sum", isfinite(lp->loss_sum) ? json_real(lp->loss_sum) : json_null());
     json_object_set_new(state, "loss_steps", json_integer((json_int_t)lp->loss_steps));
     const char *digest = train_model_base_digest(lp->tm);
     if (digest) /* the base the adapters were trained on, which a resume compares with its own */

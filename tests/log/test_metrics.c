@@ -6,12 +6,17 @@
  *  - names with '"', '\', newline, tab, other control bytes and UTF-8 round-trip;
  *    a name that is not UTF-8 still gives a valid line;
  *  - metric_set keeps the last value, not a mean (the epoch at the logging step), in
- *    the name's place of first appearance; NaN leaves it without a value (null). */
+ *    the name's place of first appearance; NaN leaves it without a value (null);
+ *  - a completions.jsonl line with NaN and +-inf rewards and advantage is JSON, every
+ *    key present with null (jansson's json_real gives NULL for them: keys vanished). */
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include <math.h>
+
+#include "log/completions.h"
 #include "log/metrics.h"
 #include "testutil.h"
 
@@ -129,7 +134,30 @@ static void test_set(void) {
     metric_acc_free(&a);
 }
 
+static void test_completion_line(void) {
+    const char *names[3] = {"a", "b", "c"};
+    const double rewards[3] = {INFINITY, NAN, 1.5};
+    const int32_t ids[2] = {7, 8};
+    CompletionRecord r = {3, "p", "c", ids, 2, names, rewards, 1, 3, -INFINITY, NAN};
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    CHECK(f);
+    completion_record_write(f, &r);
+    fclose(f);
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    json_t *rw = json_object_get(j, "rewards");
+    T_CHECK(j && json_is_null(json_object_get(j, "reward")) && json_is_null(json_object_get(j, "advantage")) &&
+                json_is_null(json_object_get(rw, "a")) && json_is_null(json_object_get(rw, "b")) &&
+                json_real_value(json_object_get(rw, "c")) == 1.5,
+            "non-finite values as null, every key kept: %s", text);
+    json_decref(j);
+    free(text);
+}
+
 int main(void) {
+    test_completion_line();
     test_many_names();
     test_set();
     test_escaping();
