@@ -10,6 +10,7 @@
 #include "train/args.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +220,9 @@ static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *v, int depth) {
         long long i = strtoll(t, &end, 10);
         if (end != t && !*end) return json_integer(i);
         double d = strtod(t, &end);
-        if (end != t && !*end) return json_real(d);
+        /* nan, inf and 1e400 are no YAML numbers (YAML writes .nan, .inf), and JSON has
+         * none: they stay text, as PyYAML's safe_load reads nan and inf */
+        if (end != t && !*end && isfinite(d)) return json_real(d);
         return json_string(t);
     }
     json_t *out = v->type == YAML_SEQUENCE_NODE ? json_array() : json_object();

@@ -301,11 +301,13 @@ void reward_weighted_nansum(const double *per_func, int n_funcs, int n, const do
 int reward_weighted_check(const RewardSet *s, const double *per_func, int n, GrpoErr *err) {
     for (int i = 0; i < n; i++) {
         double sum = 0.0;
+        int given_inf = 0; /* a function's own inf is its value: the trainer's non-finite policy meets it */
         for (int f = 0; f < s->n_funcs; f++) {
             double v = per_func[(size_t)f * n + i];
+            given_inf |= isinf(v);
             if (!isnan(v)) sum += s->weights[f] * v;
         }
-        if (isfinite(sum)) continue;
+        if (isfinite(sum) || given_inf) continue;
         char terms[600];
         size_t k = 0;
         for (int f = 0; f < s->n_funcs && k < sizeof terms; f++) {

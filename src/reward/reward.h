@@ -142,7 +142,9 @@ int reward_set_init_funcs(RewardSet *s, RewardFunc **funcs, int n_funcs, const d
 int reward_set_compute(RewardSet *s, const RewardBatch *b, double *per_func, double *total,
                        GrpoErr *err);
 /* 0 when every completion's weighted nansum of per_func ([n_funcs][n]) is a finite
- * number; else -1 with "the weighted sum of the rewards of completion I is inf, not
+ * number, or when a function itself gave +-inf (that value is the function's, met
+ * by the trainer's non-finite policy); else, finite rewards whose weighted sum is
+ * not, -1 with "the weighted sum of the rewards of completion I is inf, not
  * a finite number: 'a' 1e+308 x weight 1, 'b' ..." (two rewards of 1e308, or one
  * times a weight of 10, pass what a double holds: advantages would be NaN).
  * reward_set_compute checks its total so; training checks before its advantages. */

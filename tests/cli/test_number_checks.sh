@@ -39,6 +39,9 @@ expect_error 2 "max_completion_length must be in \[1, 1048576\] (got 2000000)$" 
 # the same from a YAML file
 printf 'top_p: nan\n' > "$TMP/nan.yaml"
 expect_error 2 "top_p must be in (0, 1\] (got nan)$" "$GRPO" "${O[@]}" --config "$TMP/nan.yaml"
+# a YAML mapping's nan or 1e400 is text (as PyYAML reads them), not a number JSON cannot hold
+printf 'chat_template_kwargs: {enable_thinking: false, x: nan, y: 1e400}\n' > "$TMP/kw.yaml"
+"$GRPO" "${O[@]}" --output_dir "$TMP/kw" --config "$TMP/kw.yaml" 2>"$TMP/kw.err" || fail "a mapping with nan: $(cat "$TMP/kw.err")"
 # --help prints the ranges the refusals quote, caps included
 HELP=$(COLUMNS=1000 "$GRPO" train --help)
 grep -q -- "--top_p N .*(default 1; in (0, 1\])" <<<"$HELP" || fail "help: top_p's range"

@@ -274,6 +274,8 @@ static void test_set(void) {
     T_CHECK(reward_weighted_check(&s, per, 3, &err) == -1 && strstr(err.msg, "completion 3 is -inf"), "%s", err.msg);
     per[5] = 1e308;
     T_CHECK(reward_weighted_check(&s, per, 3, &err) == 0, "finite sums pass: %s", err.msg);
+    per[0] = INFINITY; /* a function's own inf is not this check's (the trainer's non-finite policy) */
+    T_CHECK(reward_weighted_check(&s, per, 3, &err) == 0, "a reward of inf itself passes: %s", err.msg);
     s.weights[0] = 10;
     per[0] = 1e308, per[3] = NAN; /* 10 x 1e308 alone */
     T_CHECK(reward_weighted_check(&s, per, 3, &err) == -1 && strstr(err.msg, "'huge' 1e+308 x weight 10, 'also_huge' nan"),
