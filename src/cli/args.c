@@ -56,10 +56,12 @@ static void usage_error(const char *cmd, const char *fmt, ...) {
     int k = snprintf(msg, sizeof msg, "grpo %s: ", cmd);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+    int n = vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
     va_end(ap);
+    char line[1024]; /* one line whatever a value held (text_one_line) */
+    text_one_line(line, sizeof line, msg, n < 0 || (size_t)n >= sizeof msg - (size_t)k);
     if (n_errors == cap_errors) errors = xrealloc(errors, sizeof(char *) * (cap_errors = cap_errors ? 2 * cap_errors : 8));
-    errors[n_errors++] = keep(xstrdup(msg));
+    errors[n_errors++] = keep(xstrdup(line));
 }
 
 void args_free(void) {
@@ -691,7 +693,8 @@ int args_parse(const char *cmd, const char *synopsis, int argc, char **argv, con
 }
 
 int cli_fail(const char *cmd, const char *msg) {
-    fprintf(stderr, "grpo %s: %s\n", cmd, msg);
+    char line[1024];
+    fprintf(stderr, "grpo %s: %s\n", cmd, text_one_line(line, sizeof line, msg, 0));
     return 1;
 }
 

@@ -1,39 +1,45 @@
 /* core/check.c — error messages and checked allocation (see check.h). */
 #include "core/check.h"
 
+#include "core/text.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
 
+/* Room for a message before it is made one line and cut to GrpoErr's. */
+enum { ERR_TEXT_BYTES = 4096 };
+
+/* Every message is one line whatever its values hold (text_one_line): a
+ * control character, an escape sequence or an invisible code point that came
+ * in with a file's or a process's text is shown escaped, and a message longer
+ * than GrpoErr's room ends in "..." rather than mid-character. */
+static int err_store(GrpoErr *err, const char *text, int n) {
+    text_one_line(err->msg, sizeof err->msg, text, n < 0 || (size_t)n >= ERR_TEXT_BYTES);
+    return -1;
+}
+
 int err_set(GrpoErr *err, const char *fmt, ...) {
     if (!err) return -1;
+    char text[ERR_TEXT_BYTES];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    return -1;
+    return err_store(err, text, n);
 }
 
 int err_prefix(GrpoErr *err, const char *fmt, ...) {
     if (!err) return -1;
-    char old[sizeof err->msg];
-    memcpy(old, err->msg, sizeof old);
+    char text[ERR_TEXT_BYTES];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (n < 0) n = 0;
-    size_t used = (size_t)n < sizeof err->msg ? (size_t)n : sizeof err->msg - 1;
-    size_t room = sizeof err->msg - used;
-    if (room > 3) {
-        memcpy(err->msg + used, ": ", 2);
-        size_t oldlen = strnlen(old, sizeof old - 1);
-        size_t copy = oldlen < room - 3 ? oldlen : room - 3;
-        memcpy(err->msg + used + 2, old, copy);
-        err->msg[used + 2 + copy] = 0;
-    }
-    return -1;
+    if (n >= 0 && (size_t)n < sizeof text)
+        n += snprintf(text + n, sizeof text - (size_t)n, ": %s", err->msg);
+    return err_store(err, text, n);
 }
 
 void die_at(const char *file, int line, const char *fmt, ...) {

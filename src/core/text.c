@@ -26,7 +26,8 @@ static int utf8_at(const unsigned char *s, unsigned *cp) {
     return len;
 }
 
-char *text_escaped(char *out, size_t n, const char *s, size_t max) {
+/* text_escaped and text_one_line: keep_backslash leaves '\\' as it is. */
+static char *escaped(char *out, size_t n, const char *s, size_t max, int keep_backslash, int cut_before) {
     if (!n) return out;
     size_t k = 0, shown = 0;
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -34,7 +35,7 @@ char *text_escaped(char *out, size_t n, const char *s, size_t max) {
         char piece[16];
         unsigned cp;
         int len = 1;
-        if (*p == '\\') snprintf(piece, sizeof piece, "\\\\");
+        if (*p == '\\') snprintf(piece, sizeof piece, keep_backslash ? "\\" : "\\\\");
         else if (*p == '\n') snprintf(piece, sizeof piece, "\\n");
         else if (*p == '\r') snprintf(piece, sizeof piece, "\\r");
         else if (*p == '\t') snprintf(piece, sizeof piece, "\\t");
@@ -53,6 +54,18 @@ char *text_escaped(char *out, size_t n, const char *s, size_t max) {
         shown++;
         p += len;
     }
+    if (cut_before && !*p && n >= 4 && (k + 4 <= n || (k = n - 4, 1))) {
+        while (k > 0 && ((unsigned char)out[k] & 0xc0) == 0x80) k--; /* never mid-sequence */
+        memcpy(out + k, "...", 3), k += 3;
+    }
     out[k] = 0;
     return out;
+}
+
+char *text_escaped(char *out, size_t n, const char *s, size_t max) {
+    return escaped(out, n, s, max, 0, 0);
+}
+
+char *text_one_line(char *out, size_t n, const char *s, int cut_before) {
+    return escaped(out, n, s, 0, 1, cut_before);
 }

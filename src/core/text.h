@@ -12,4 +12,12 @@
  * ending in "...". Returns out. */
 char *text_escaped(char *out, size_t n, const char *s, size_t max);
 
+/* A message made one line, the net under every GrpoErr and every line cli/
+ * prints: s as out[n] shows it, control characters, invalid UTF-8 and invisible
+ * code points escaped as text_escaped does, a backslash kept as it is (the
+ * message's own quoted values are already escaped). Cut to out's room at a
+ * character boundary, ending in "..."; also ending in "..." when cut_before says
+ * s itself was already cut. Returns out. */
+char *text_one_line(char *out, size_t n, const char *s, int cut_before);
+
 #endif

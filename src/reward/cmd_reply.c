@@ -46,9 +46,11 @@ int cmd_reply_added(CmdReply *r, size_t n, const char *what, GrpoErr *err) {
     if (line > CMD_REPLY_MAX_BYTES)
         return err_set(err, "%s: reply line longer than %zu MiB (the protocol's limit)", what,
                        CMD_REPLY_MAX_BYTES >> 20);
-    if (r->complete && r->len > r->line_len + 1)
-        return err_set(err, "%s: wrote more than one line for one request (extra: '%.60s')",
-                       what, r->buf + r->line_len + 1);
+    if (r->complete && r->len > r->line_len + 1) {
+        char shown[256];
+        return err_set(err, "%s: wrote more than one line for one request (extra: '%s')", what,
+                       text_escaped(shown, sizeof shown, r->buf + r->line_len + 1, 60));
+    }
     return r->complete;
 }
 
@@ -63,9 +65,16 @@ int cmd_reply_object(const CmdReply *r, const char *what, json_t **obj, GrpoErr 
     if (len && r->buf[len - 1] == '\r') len--;
     json_error_t jerr;
     json_t *reply = json_loadb(r->buf, len, JSON_DECODE_ANY, &jerr);
-    if (!reply)
-        return err_set(err, "%s: reply is not JSON (%s): '%.*s'", what, jerr.text, (int)(len < 120 ? len : 120),
-                       r->buf);
+    if (!reply) { /* the reply's first 120 characters, escaped (the line is the process's text) */
+        char shown[512], why[256];
+        char *line = xmalloc(len + 1);
+        memcpy(line, r->buf, len);
+        line[len] = 0;
+        err_set(err, "%s: reply is not JSON (%s): '%s'", what, text_escaped(why, sizeof why, jerr.text, 100),
+                text_escaped(shown, sizeof shown, line, 120));
+        free(line);
+        return -1;
+    }
     json_t *error = json_is_object(reply) ? json_object_get(reply, "error") : NULL;
     if (json_is_string(error)) { /* the process's own account of its failure */
         char shown[1024];

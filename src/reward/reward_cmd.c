@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "reward/cmd_reply.h"
 #include "reward/reward_internal.h"
 
@@ -123,12 +124,12 @@ static int cmd_fail(CmdState *c) {
 /* Bytes the child wrote before being asked: a second line for the previous
  * request, or output nobody asked for. */
 static int cmd_check_quiet(CmdState *c, GrpoErr *err) {
-    char peek[61];
+    char peek[61], shown[256];
     ssize_t n = recv(c->fd, peek, sizeof peek - 1, MSG_PEEK | MSG_DONTWAIT);
     if (n <= 0) return 0; /* nothing, or EOF / an error the exchange reports */
     peek[n] = 0;
     err_set(err, "%s: wrote more than one line for one request (extra before request %ld: '%s')",
-            c->what, c->requests + 1, peek);
+            c->what, c->requests + 1, text_escaped(shown, sizeof shown, peek, 60));
     return cmd_fail(c);
 }
 
@@ -453,12 +454,9 @@ int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const 
 
 int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err) {
     char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
-    size_t len = strlen(command) + 32;
-    char *what = xmalloc(len);
-    snprintf(what, len, "reward command '%s'", command);
-    int rc = reward_cmd_start(f, argv, what, name, timeout_s, err);
-    free(what);
-    return rc;
+    char shown[512], what[600]; /* the command as messages name it: escaped, shortened */
+    snprintf(what, sizeof what, "reward command '%s'", text_escaped(shown, sizeof shown, command, 120));
+    return reward_cmd_start(f, argv, what, name, timeout_s, err);
 }
 
 int reward_cmd_hello(RewardFunc *f, json_t **hello, GrpoErr *err) {

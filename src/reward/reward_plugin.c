@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "io/fsutil.h"
 #include "reward/reward_internal.h"
 #include "reward/reward_plugin.h"
@@ -43,9 +44,11 @@ static int plugin_compute(RewardFunc *f, const RewardBatch *b, double *out, Grpo
     for (int i = 0; i < b->n; i++) free(rows[i]);
     free(rows);
     free(items);
-    if (rc)
-        return err_set(err, "reward plugin '%s' (%s) failed: %s", p->path, p->symbol,
-                       msg[0] ? msg : "(no message)");
+    if (rc) { /* the plugin's own words, escaped: one line whatever it wrote */
+        char path[512], why[1024];
+        return err_set(err, "reward plugin '%s' (%s) failed: '%s'", text_escaped(path, sizeof path, p->path, 120),
+                       p->symbol, msg[0] ? text_escaped(why, sizeof why, msg, 400) : "(no message)");
+    }
     return 0;
 }
 
@@ -63,16 +66,18 @@ int reward_plugin_init(RewardFunc *f, const char *path, const char *symbol, Grpo
     dlerror();
     void *h = dlopen(load ? load : path, RTLD_NOW | RTLD_LOCAL);
     free(load);
+    char shown[512];
+    text_escaped(shown, sizeof shown, path, 120);
     if (!h) {
         const char *why = dlerror();
-        return err_set(err, "reward plugin '%s': cannot load: %s", path, why ? why : "dlopen failed");
+        return err_set(err, "reward plugin '%s': cannot load: %s", shown, why ? why : "dlopen failed");
     }
     dlerror();
     void *sym = dlsym(h, symbol);
     if (!sym) {
         dlclose(h);
         return err_set(err, "reward plugin '%s': no function '%s' (expected int %s(const GrpoRewardItem *, int, double *, char *, size_t); see reward/reward_plugin.h)",
-                       path, symbol, symbol);
+                       shown, symbol, symbol);
     }
     PluginState *p = xcalloc(1, sizeof *p);
     p->path = xstrdup(path);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "reward/reward_internal.h"
 
 extern const char py_runner_source[]; /* src/reward/py_runner.py, NUL-terminated */
@@ -79,9 +80,8 @@ static char *ready_name(const json_t *hello) {
 int reward_python_init(RewardFunc *f, const char *spec, const char *name, double timeout_s, char **default_name,
                        GrpoErr *err) {
     *default_name = NULL;
-    size_t what_len = strlen(spec) + 32;
-    char *what = xmalloc(what_len);
-    snprintf(what, what_len, "python reward '%s'", spec);
+    char shown[512], *what = xmalloc(600); /* the spec as messages name it: escaped, shortened */
+    snprintf(what, 600, "python reward '%s'", text_escaped(shown, sizeof shown, spec, 120));
     char *target = xstrdup(spec), *attr, *kind;
     int rc = 0;
     if (strchr(spec, ':')) { /* FILE.py:FUNCTION, FUNCTION after the last ':' */

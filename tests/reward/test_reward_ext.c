@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "reward/reward.h"
 #include "testutil.h"
 
@@ -169,7 +170,9 @@ static void expect_cmd_error(const char *script, double timeout_s, const char *w
     double t0 = now_s();
     int rc = reward_compute(f, &rb, out, &err);
     double dt = now_s() - t0;
-    T_CHECK(rc == -1 && strstr(err.msg, want) && strstr(err.msg, script) && !strchr(err.msg, '\n'),
+    char shown[1024]; /* messages name the command escaped, a backslash as \\ */
+    text_escaped(shown, sizeof shown, script, 120);
+    T_CHECK(rc == -1 && strstr(err.msg, want) && strstr(err.msg, shown) && !strchr(err.msg, '\n'),
             "child '%s': rc %d, '%s' (want '%s')", script, rc, err.msg, want);
     T_CHECK(dt < timeout_s + 3.0, "child '%s' failed in %.2f s", script, dt);
     rc = reward_compute(f, &rb, out, &err);
