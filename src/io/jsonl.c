@@ -160,6 +160,12 @@ long jsonl_read(const char *path, JsonlRowFn fn, void *ctx, GrpoErr *err) {
             break;
         }
         line++;
+        if (line == 1 && len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) {
+            /* a UTF-8 byte order mark (Notepad's "UTF-8 with BOM") is not the
+             * file's text: skipped, as Hugging Face datasets' JSON loader does */
+            memmove(buf, buf + 3, (size_t)len - 2);
+            len -= 3;
+        }
         if (rows == 0 && rc == 0) {
             /* a JSON array rather than JSON lines: the first character that is
              * not white space is '[' */

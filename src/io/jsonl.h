@@ -30,7 +30,11 @@ typedef int (*JsonlRowFn)(json_t *row, long line, void *ctx, GrpoErr *err);
  * A file whose first character other than white space is '[' is read as one
  * JSON array of objects instead (a .json file as datasets' to_json(lines=False)
  * writes it): each element is a row, numbered by the line it starts on;
- * messages name that line and the record's index in the array. */
+ * messages name that line and the record's index in the array.
+ *
+ * A UTF-8 byte order mark at the start of the file is skipped (Hugging Face
+ * datasets' JSON loader reads such a file as if it were not there); one anywhere
+ * else is not JSON, and the message shows it escaped (\ufeff). */
 long jsonl_read(const char *path, JsonlRowFn fn, void *ctx, GrpoErr *err);
 
 /* What a JSON value is, for messages: "an object", "an array", "a string",

@@ -97,6 +97,24 @@ static void test_bad_lines(void) {
     expect_error("{\"a\": 1}\0 junk\n", 15, 0, "bad.jsonl:1: not valid JSON: ", 0);
     /* the callback's message gets path:line, and reading stops there */
     EXPECT_ERROR("{\"a\": 2}\n\n{\"a\": 5}\n{\"a\": 6}\n", 3, "bad.jsonl:3: 'a' must be even, got 5", 1);
+    /* a BOM past the file's start is text: shown escaped, the message one line */
+    EXPECT_ERROR("{\"a\": 1}\n\xef\xbb\xbf{\"a\": 2}\n", 0, "bad.jsonl:2: not valid JSON: invalid token near '\\ufeff'", 1);
+    EXPECT_ERROR("{\"a\": 1}\n{\"a\": 2}\x1b[2J\n", 0, "bad.jsonl:2: not valid JSON: end of file expected near '\\x1b'", 1);
+}
+
+/* A UTF-8 BOM at the start of a file is skipped, as datasets' JSON loader does:
+ * JSON lines and a JSON array alike, line numbers unchanged. */
+static void test_bom(void) {
+    Seen s = {0};
+    GrpoErr err = {{0}};
+    long n = jsonl_read(write_file("bom.jsonl", "\xef\xbb\xbf{\"a\": 1}\n{\"a\": 2}\n"), collect, &s, &err);
+    T_CHECK(n == 2 && s.a[0] == 1 && s.line[0] == 1 && s.line[1] == 2, "BOM + JSON lines: rows %ld: %s", n, err.msg);
+    json_decref(s.kept);
+    Seen a = {0};
+    n = jsonl_read(write_file("bom.json", "\xef\xbb\xbf[{\"a\": 3},\n {\"a\": 4}]\n"), collect, &a, &err);
+    T_CHECK(n == 2 && a.a[0] == 3 && a.line[1] == 2, "BOM + JSON array: rows %ld: %s", n, err.msg);
+    json_decref(a.kept);
+    EXPECT_ERROR("\xef\xbb\xbf\xef\xbb\xbf{\"a\": 1}\n", 0, "bad.jsonl:1: not valid JSON: invalid token near '\\ufeff'", 0);
 }
 
 /* A file holding one JSON array of objects: rows numbered by the line each
@@ -188,6 +206,7 @@ int main(void) {
     CHECK(mkdtemp(dir));
     test_rows();
     test_bad_lines();
+    test_bom();
     test_arrays();
     test_files();
     test_out_of_memory();
