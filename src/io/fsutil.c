@@ -7,9 +7,12 @@
  * fs_commit_dir (each replaced entry is renamed atomically, the set is not). */
 #include "io/fsutil.h"
 
+#include "core/text.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,10 +85,31 @@ char *fs_join(const char *dir, const char *name) {
     return p;
 }
 
-/* Creates every missing component of path (mode 0755). An existing component
- * that is not a directory is an error. */
+int fs_path_check(const char *path, const char *what, size_t room_bytes, GrpoErr *err) {
+    size_t len = strlen(path), limit = PATH_MAX - 1 > room_bytes ? PATH_MAX - 1 - room_bytes : 0;
+    char shown[400];
+    if (len > limit) {
+        text_escaped(shown, sizeof shown, path, 60);
+        return err_set(err, "%s '%s' is %zu bytes long: the system's paths hold at most %d (PATH_MAX)%s; choose a "
+                       "shorter one", what, shown, len, PATH_MAX - 1,
+                       room_bytes ? ", less room for the files written inside it" : "");
+    }
+    for (const char *c = path; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n > NAME_MAX) {
+            text_escaped(shown, sizeof shown, path, 60);
+            return err_set(err, "%s '%s': a name in it is %zu bytes long, longer than the %d a file system allows "
+                           "(NAME_MAX); choose a shorter one", what, shown, n, NAME_MAX);
+        }
+        c += n;
+        c += *c == '/';
+    }
+    return 0;
+}
+
 int fs_mkdir_p(const char *path, GrpoErr *err) {
     if (!path[0]) return err_set(err, "cannot create a directory with an empty name");
+    if (fs_path_check(path, "directory", 0, err)) return -1; /* before any directory exists */
     char *p = xstrdup(path);
     size_t n = strlen(p);
     int rc = 0;

@@ -27,6 +27,17 @@ json_t *fs_load_json(const char *path, size_t flags, GrpoErr *err);
 
 int fs_exists(const char *path);
 int fs_is_dir(const char *path);
+/* Room kept in output_dir's path for what a run writes inside it (a checkpoint's
+ * temporary directory and files, TensorBoard's runs/DATE_HOST/events... names). */
+enum { FS_OUTPUT_ROOM_BYTES = 256 };
+/* 0 when path can name a file or directory here with room_bytes more of path
+ * inside it: at most PATH_MAX - 1 - room_bytes bytes, and no component longer
+ * than NAME_MAX. Else -1, the message naming `what` and the path shortened and
+ * escaped. Nothing is created or looked at. */
+int fs_path_check(const char *path, const char *what, size_t room_bytes, GrpoErr *err);
+/* Creates every missing component of path (mode 0755). A path fs_path_check
+ * refuses is refused before anything is created; an existing component that is
+ * not a directory is an error. */
 int fs_mkdir_p(const char *path, GrpoErr *err);
 int fs_rm_rf(const char *path);                         /* 0 or -1; missing is fine */
 int fs_copy_file(const char *src, const char *dst, GrpoErr *err);

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "io/fsutil.h"
+
 
 #define A(f) offsetof(TrainingArgs, f)
 #define BIG 1e300
@@ -104,6 +106,9 @@ const OptSpec training_args_options[] = {
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
+    /* a path the system cannot hold, refused before any directory is made */
+    if (a->output_dir && fs_path_check(a->output_dir, "output_dir", FS_OUTPUT_ROOM_BYTES, err)) return -1;
+    if (a->logging_dir && fs_path_check(a->logging_dir, "logging_dir", FS_OUTPUT_ROOM_BYTES, err)) return -1;
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
     if (!(a->lora_dropout < 1)) return err_set(err, "lora_dropout %g: must be below 1", a->lora_dropout);

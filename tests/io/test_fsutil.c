@@ -1,5 +1,6 @@
 /* tests/io/test_fsutil.c — io/fsutil: mkdir -p, rm -rf, read/write/copy, and the
  * temp-directory-then-commit pattern, including its error paths. */
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,44 @@ static void test_open_regular(void) {
     free(fifo), free(file);
 }
 
+/* A path the system cannot hold is refused before any directory is made: 21
+ * nested names of 240 bytes (5,060 bytes), a name of 300 bytes; the message is
+ * one line with the path shortened and escaped. */
+static void test_path_limits(void) {
+    GrpoErr err = {{0}};
+    char *long_path = xmalloc(PATH_MAX + 2048);
+    int k = snprintf(long_path, 64, "%s/", g_dir);
+    for (int i = 0; i < 21; i++) {
+        memset(long_path + k, 'd', 240);
+        k += 240;
+        long_path[k++] = i < 20 ? '/' : 0;
+    }
+    T_CHECK(fs_mkdir_p(long_path, &err) == -1 && strstr(err.msg, "bytes long") && strstr(err.msg, "PATH_MAX") &&
+                strstr(err.msg, "...") && strlen(err.msg) < 300, "a 5,060-byte path: %s", err.msg);
+    long_path[strlen(g_dir) + 1 + 240] = 0;
+    T_CHECK(!fs_exists(long_path), "nothing created for a path too long");
+    T_CHECK(fs_path_check("out", "output_dir", FS_OUTPUT_ROOM_BYTES, &err) == 0, "a short path: %s", err.msg);
+    memset(long_path, 'a', PATH_MAX - 1 - FS_OUTPUT_ROOM_BYTES);
+    for (int i = 200; i < PATH_MAX - 1 - FS_OUTPUT_ROOM_BYTES; i += 200) long_path[i] = '/';
+    long_path[PATH_MAX - 1 - FS_OUTPUT_ROOM_BYTES] = 0;
+    T_CHECK(fs_path_check(long_path, "output_dir", FS_OUTPUT_ROOM_BYTES, &err) == 0, "the longest path: %s", err.msg);
+    strcat(long_path, "a");
+    T_CHECK(fs_path_check(long_path, "output_dir", FS_OUTPUT_ROOM_BYTES, &err) == -1 &&
+                !strncmp(err.msg, "output_dir 'aaa", 15), "one byte more: %s", err.msg);
+    snprintf(long_path, 64, "%s/x/", g_dir);
+    k = (int)strlen(long_path);
+    memset(long_path + k, 'n', NAME_MAX + 1);
+    strcpy(long_path + k + NAME_MAX + 1, "/\n\x1b");
+    T_CHECK(fs_mkdir_p(long_path, &err) == -1 && strstr(err.msg, "NAME_MAX") && !strchr(err.msg, '\n'),
+            "a name of NAME_MAX + 1 bytes: %s", err.msg);
+    long_path[k] = 0;
+    T_CHECK(!fs_exists(long_path), "nothing created for a name too long");
+    long_path[k + NAME_MAX] = 0;
+    memset(long_path + k, 'n', NAME_MAX);
+    T_CHECK(fs_path_check(long_path, "dir", 0, &err) == 0, "a name of NAME_MAX bytes: %s", err.msg);
+    free(long_path);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/grpo-test-fs-XXXXXX");
     CHECK(mkdtemp(g_dir));
@@ -197,6 +236,7 @@ int main(void) {
     test_mkdir_rm();
     test_read_write();
     test_tmpdir_commit();
+    test_path_limits();
     fs_rm_rf(g_dir);
     T_CHECK(!fs_exists(g_dir), "cleanup");
     return t_summary("test_fsutil");
