@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "io/fsutil.h"
+#include "io/jsonl.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/model_io.h"
@@ -83,14 +84,17 @@ static int read_table(const char *path, const ParamTable *tab, const char *const
 
 /* ---- checkpoint directories ---- */
 
+/* N of "checkpoint-N", N digits only (transformers' ^checkpoint-(\d+)$), else -1. */
 static long checkpoint_number(const char *name) {
-    if (strncmp(name, "checkpoint-", 11)) return -1;
-    char *end;
-    long n = strtol(name + 11, &end, 10);
-    return *end || end == name + 11 ? -1 : n;
+    if (strncmp(name, "checkpoint-", 11) || !name[11] || strspn(name + 11, "0123456789") != strlen(name + 11))
+        return -1;
+    errno = 0;
+    long n = strtol(name + 11, NULL, 10);
+    return errno ? -1 : n;
 }
 
-/* Lists checkpoint numbers in dir, ascending. */
+/* Lists the numbers of dir's checkpoint-N directories, ascending (what
+ * transformers' get_last_checkpoint looks at: a file of that name is none). */
 static int list_checkpoints(const char *dir, long **out) {
     DIR *d = opendir(dir);
     int n = 0, cap = 8;
@@ -99,6 +103,10 @@ static int list_checkpoints(const char *dir, long **out) {
     while (d && (e = readdir(d))) {
         long k = checkpoint_number(e->d_name);
         if (k < 0) continue;
+        char *p = fs_join(dir, e->d_name);
+        int is_dir = fs_is_dir(p);
+        free(p);
+        if (!is_dir) continue;
         if (n == cap) v = xrealloc(v, sizeof(long) * (cap *= 2));
         v[n++] = k;
     }
@@ -134,24 +142,76 @@ char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err) {
     return dir;
 }
 
+int ckpt_check_later(const char *output_dir, long step, int overwrite, char *note, size_t note_bytes, GrpoErr *err) {
+    long *v;
+    int n = list_checkpoints(output_dir, &v), first = 0, rc = 0;
+    while (first < n && v[first] <= step) first++;
+    note[0] = 0;
+    if (first < n) {
+        char names[200];
+        if (n - first == 1) snprintf(names, sizeof names, "checkpoint-%ld", v[first]);
+        else snprintf(names, sizeof names, "%d checkpoints (checkpoint-%ld to checkpoint-%ld)", n - first, v[first],
+                      v[n - 1]);
+        if (!overwrite)
+            rc = err_set(err, "%s holds %s, later than step %ld resumed from: a run went on past it, and resuming "
+                         "here would cut its metrics.jsonl and leave %s for --resume_from_checkpoint latest to pick; "
+                         "resume from the last one (--resume_from_checkpoint latest), or pass --overwrite_output_dir "
+                         "true to remove %s", output_dir, names, step, n - first == 1 ? "it" : "them", n - first == 1 ? "it" : "them");
+        for (int i = first; !rc && i < n; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "checkpoint-%ld", v[i]);
+            char *p = fs_join(output_dir, name);
+            if (fs_rm_rf(p)) rc = err_set(err, "%s: cannot remove: %s", p, strerror(errno));
+            free(p);
+        }
+        if (!rc)
+            snprintf(note, note_bytes, "removed %s of %s, later than step %ld resumed from (--overwrite_output_dir)",
+                     names, output_dir, step);
+    }
+    free(v);
+    return rc;
+}
+
 /* Keeps the lines of a JSON-lines log whose "step" is <= step (drops what an
  * interrupted run wrote after the checkpoint), but a finished run's closing line
  * (train_runtime, ...: logged after its last checkpoint, and again by the resumed
- * run); the file is replaced atomically. */
-int ckpt_truncate_log(const char *dir, const char *file, long step, GrpoErr *err) {
+ * run); the file is replaced atomically. A line that is not a JSON object with an
+ * integer "step" is never dropped unsaid: the last one, unfinished (no newline:
+ * a write the run's end interrupted), is dropped with a note; any other refuses
+ * the resume, naming FILE:LINE. */
+int ckpt_truncate_log(const char *dir, const char *file, long step, char *note, size_t note_bytes, GrpoErr *err) {
     char *p = fs_join(dir, file), *buf = NULL;
     size_t len, n = 0;
     int rc = 0;
+    note[0] = 0;
     if (fs_exists(p) && !(rc = fs_read_file(p, &buf, &len, err))) {
         char *out = xmalloc(len + 1);
-        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-            json_t *o = json_loads(line, 0, NULL);
+        long number = 0;
+        for (char *line = buf, *next; !rc && line < buf + len; line = next) {
+            char *nl = memchr(line, '\n', (size_t)(buf + len - line));
+            next = nl ? nl + 1 : buf + len;
+            if (nl) *nl = 0; /* the last line ends at fs_read_file's NUL */
+            number++;
+            if (!line[strspn(line, " \t\r")]) continue; /* a blank line */
+            json_error_t je;
+            json_t *o = json_loads(line, 0, &je);
             json_t *s = json_object_get(o, "step");
-            if (json_is_integer(s) && json_integer_value(s) <= step && !json_object_get(o, "train_runtime"))
+            if (!json_is_integer(s)) {
+                char why[200];
+                if (o) snprintf(why, sizeof why, "%s without an integer \"step\"", json_kind(o));
+                else snprintf(why, sizeof why, "not JSON (%s)", je.text);
+                if (!nl)
+                    snprintf(note, note_bytes, "%s:%ld: an unfinished last line (%s), as an interrupted write "
+                             "leaves it: dropped", p, number, why);
+                else
+                    rc = err_set(err, "%s:%ld: %s; the resume would drop it: repair or remove the line, then resume",
+                                 p, number, why);
+            } else if (json_integer_value(s) <= step && !json_object_get(o, "train_runtime")) {
                 n += (size_t)sprintf(out + n, "%s\n", line);
+            }
             json_decref(o);
         }
-        rc = fs_write_file_atomic(p, out, n, err);
+        if (!rc) rc = fs_write_file_atomic(p, out, n, err);
         free(out);
         free(buf);
     }

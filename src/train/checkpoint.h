@@ -46,9 +46,19 @@ int ckpt_read_params(const char *path, const ParamTable *tab, float *params, Grp
 /* "latest" -> the newest checkpoint-N in output_dir (malloc'd), else a copy of spec. */
 char *ckpt_resolve(const char *output_dir, const char *spec, GrpoErr *err);
 
+/* A resume from step `step`: output_dir's checkpoint-N with N > step are what a
+ * run that went on past it wrote, which `latest` (the highest N, as transformers'
+ * get_last_checkpoint picks) would later pick over this run's. Refused (-1,
+ * naming them), or with overwrite removed, note[note_bytes] saying so (else ""). */
+int ckpt_check_later(const char *output_dir, long step, int overwrite, char *note, size_t note_bytes, GrpoErr *err);
+
 /* Keeps the lines of output_dir/file whose "step" is <= step (drops what an
- * interrupted run logged after its last checkpoint), replacing the file atomically. */
-int ckpt_truncate_log(const char *output_dir, const char *file, long step, GrpoErr *err);
+ * interrupted run logged after its last checkpoint), replacing the file atomically.
+ * A line that is not a JSON object with an integer "step": the last one without
+ * its newline (an interrupted write) is dropped, note[note_bytes] saying so with
+ * FILE:LINE (else ""); any other is an error naming FILE:LINE, the file untouched. */
+int ckpt_truncate_log(const char *output_dir, const char *file, long step, char *note, size_t note_bytes,
+                      GrpoErr *err);
 
 /* Removes the temporary directories (NAME.tmp-PID-N) that a killed save of this
  * program left: checkpoint-N's in output_dir and the final save's beside it —

@@ -220,8 +220,15 @@ static int resume(Loop *lp, GrpoErr *err) {
         rc = train_model_load_state(lp->tm, dir, err);
         if (!rc && L->algo->load) rc = L->algo->load(L->algo->self, dir, st, err);
     }
-    if (!rc) rc = RANK0(ckpt_truncate_log(lp->out_dir, "metrics.jsonl", lp->step, err));
-    if (!rc && L->algo->log_file) rc = RANK0(ckpt_truncate_log(lp->out_dir, L->algo->log_file, lp->step, err));
+    char later[400] = "";
+    if (!rc) rc = RANK0(ckpt_check_later(lp->out_dir, lp->step, L->args->overwrite_output_dir, later, sizeof later, err));
+    if (!rc && later[0]) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = later});
+    const char *logs[2] = {"metrics.jsonl", L->algo->log_file};
+    for (int i = 0; i < 2 && !rc && logs[i]; i++) {
+        char dropped[1200] = "";
+        rc = RANK0(ckpt_truncate_log(lp->out_dir, logs[i], lp->step, dropped, sizeof dropped, err));
+        if (!rc && dropped[0]) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = dropped});
+    }
     if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_RESUMED, .path = dir});
     json_t *threads = json_object_get(st, "threads");
     if (!rc && json_is_integer(threads) && json_integer_value(threads) != omp_get_max_threads()) {

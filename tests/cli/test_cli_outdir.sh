@@ -44,7 +44,8 @@ grep -q "metrics.jsonl: write failed" "$TMP/full.err" || fail "no write-failure 
 # resume on another thread count: said, not silent
 OMP_NUM_THREADS=1 "$GRPO" "${S[@]}" --max_steps 2 --save_steps 1 --output_dir "$TMP/t" || fail "1-thread run"
 OMP_NUM_THREADS=2 "$GRPO" sft --model "$TMP/m" --dataset "$TMP/s.jsonl" --per_device_train_batch_size 2 --max_steps 2 \
-    --output_dir "$TMP/t" --resume_from_checkpoint "$TMP/t/checkpoint-1" 2>"$TMP/t.err" || fail "2-thread resume"
+    --output_dir "$TMP/t" --resume_from_checkpoint "$TMP/t/checkpoint-1" --overwrite_output_dir true 2>"$TMP/t.err" \
+    || fail "2-thread resume"
 grep -q "warning: the checkpoint was written with 1 thread(s), this run has 2" "$TMP/t.err" || fail "no thread-count warning: $(cat "$TMP/t.err")"
 
 # SIGTERM stops after the current step with a checkpoint (save_steps > 0), and the

@@ -45,7 +45,8 @@ PY
 [ "$(grep eval_ "$TMP/e1/metrics.jsonl")" = "$(grep eval_ "$TMP/e2/metrics.jsonl")" ] || fail "eval numbers differ between runs"
 # a resume from step 2 evaluates steps 4 and 5 as the uninterrupted run did
 rm -rf "$TMP/e1/checkpoint-4" "$TMP/e1/model.safetensors"
-"$GRPO" "${R[@]}" "${E[@]}" --output_dir "$TMP/e1" --resume_from_checkpoint "$TMP/e1/checkpoint-2" || fail "resume"
+"$GRPO" "${R[@]}" "${E[@]}" --output_dir "$TMP/e1" --resume_from_checkpoint "$TMP/e1/checkpoint-2" \
+    --overwrite_output_dir true || fail "resume" # checkpoint-5 (the last step's), later than the resume, is removed
 [ "$(grep eval_ "$TMP/e1/metrics.jsonl")" = "$(grep eval_ "$TMP/e2/metrics.jsonl")" ] || fail "eval after a resume: $(grep eval_ "$TMP/e1/metrics.jsonl")"
 cmp -s "$TMP/plain/model.safetensors" "$TMP/e1/model.safetensors" || fail "resumed weights"
 # pass_threshold: every completion passes a threshold below any reward

@@ -33,6 +33,7 @@
 #include "core/rng.h"
 #include "io/fsutil.h"
 #include "testutil.h"
+#include "train/checkpoint.h"
 #include "train/loop.h"
 #include "train/model.h"
 #include "train/world.h"
@@ -404,10 +405,77 @@ static void run_world_of_two(const TrainingArgs *a, Result *r0, uint64_t hash[2]
     munmap(sh, bytes);
 }
 
+/* What a resume does to output_dir's logs and checkpoints, line by line: a
+ * corrupted metrics line is refused with FILE:LINE (the file untouched), an
+ * unfinished last line dropped with a note naming it; `latest` is the highest
+ * checkpoint-N directory (a file of that name, checkpoint-+5, checkpoint-x are
+ * none), and the checkpoints later than the step resumed from are refused or,
+ * with overwrite, removed. */
+static void test_resume_files(const char *tmp) {
+    char dir[700], note[1200];
+    snprintf(dir, sizeof dir, "%s/logs", tmp);
+    GrpoErr err = {{0}};
+    CHECK(fs_mkdir_p(dir, &err) == 0);
+    char *path = fs_join(dir, "metrics.jsonl"), *text = NULL;
+    size_t len;
+    const char *corrupt = "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"lo\n{\"step\": 3}\n";
+    CHECK(fs_write_file_atomic(path, corrupt, strlen(corrupt), &err) == 0);
+    T_CHECK(ckpt_truncate_log(dir, "metrics.jsonl", 3, note, sizeof note, &err) == -1 &&
+                strstr(err.msg, "metrics.jsonl:2: not JSON") && !strchr(err.msg, '\n'), "a corrupted line: %s", err.msg);
+    T_CHECK(fs_read_file(path, &text, &len, &err) == 0 && !strcmp(text, corrupt), "the file is left as it was");
+    free(text);
+    const char *no_step = "{\"step\": 1}\n[1, 2]\n";
+    CHECK(fs_write_file_atomic(path, no_step, strlen(no_step), &err) == 0);
+    T_CHECK(ckpt_truncate_log(dir, "metrics.jsonl", 3, note, sizeof note, &err) == -1 &&
+                strstr(err.msg, "metrics.jsonl:2: an array without an integer \"step\""), "no step: %s", err.msg);
+    const char *unfinished = "{\"step\": 1}\n\n{\"step\": 2}\n{\"step\": 3}\n{\"step\": 4, \"lo";
+    CHECK(fs_write_file_atomic(path, unfinished, strlen(unfinished), &err) == 0);
+    T_CHECK(ckpt_truncate_log(dir, "metrics.jsonl", 2, note, sizeof note, &err) == 0 &&
+                strstr(note, "metrics.jsonl:5: an unfinished last line") && strstr(note, "dropped"),
+            "an unfinished last line: '%s' %s", note, err.msg);
+    T_CHECK(fs_read_file(path, &text, &len, &err) == 0 && !strcmp(text, "{\"step\": 1}\n{\"step\": 2}\n"),
+            "kept: '%s'", text);
+    free(text);
+    T_CHECK(ckpt_truncate_log(dir, "metrics.jsonl", 2, note, sizeof note, &err) == 0 && !note[0], "clean: '%s'", note);
+    free(path);
+
+    const char *names[] = {"checkpoint-2", "checkpoint-5", "checkpoint-9"};
+    for (int i = 0; i < 3; i++) {
+        char *p = fs_join(dir, names[i]);
+        CHECK(fs_mkdir_p(p, &err) == 0);
+        free(p);
+    }
+    const char *not_ones[] = {"checkpoint-12", "checkpoint-+20", "checkpoint-30x"};
+    for (int i = 0; i < 3; i++) {
+        if (i) {
+            char *p = fs_join(dir, not_ones[i]);
+            CHECK(fs_mkdir_p(p, &err) == 0);
+            free(p);
+        } else {
+            char *p = fs_join(dir, not_ones[i]);
+            CHECK(fs_write_file_atomic(p, "x", 1, &err) == 0);
+            free(p);
+        }
+    }
+    char *latest = ckpt_resolve(dir, "latest", &err), *want = fs_join(dir, "checkpoint-9");
+    T_CHECK(latest && !strcmp(latest, want), "latest: %s", latest ? latest : err.msg);
+    free(latest), free(want);
+    T_CHECK(ckpt_check_later(dir, 9, 0, note, sizeof note, &err) == 0 && !note[0], "nothing later than 9");
+    T_CHECK(ckpt_check_later(dir, 2, 0, note, sizeof note, &err) == -1 &&
+                strstr(err.msg, "holds 2 checkpoints (checkpoint-5 to checkpoint-9), later than step 2"),
+            "later than 2: %s", err.msg);
+    char *five = fs_join(dir, "checkpoint-5"), *nine = fs_join(dir, "checkpoint-9");
+    T_CHECK(fs_is_dir(five) && fs_is_dir(nine), "refused: nothing removed");
+    T_CHECK(ckpt_check_later(dir, 2, 1, note, sizeof note, &err) == 0 && strstr(note, "removed 2 checkpoints") &&
+                !fs_exists(five) && !fs_exists(nine), "overwrite: '%s' %s", note, err.msg);
+    free(five), free(nine);
+}
+
 int main(void) {
     char tmpl[] = "/tmp/test_loop.XXXXXX", out[600], out2[600];
     char *tmp = mkdtemp(tmpl);
     make_model_dir(tmp);
+    test_resume_files(tmp);
     snprintf(out, sizeof out, "%s/out", tmp);
     snprintf(out2, sizeof out2, "%s/out2", tmp);
     TrainingArgs a;
@@ -503,7 +571,23 @@ int main(void) {
     char ck[700];
     snprintf(ck, sizeof ck, "%s/checkpoint-2", out);
     a.resume_from_checkpoint = ck;
+    /* checkpoint-4 is later than the resume: refused, the run's files left as they
+     * were; --overwrite_output_dir removes it (a deliberate change: this resume ran
+     * without it, and checkpoint-4 was rewritten at step 4) */
     a.overwrite_output_dir = 0;
+    char *metrics_path = fs_join(out, "metrics.jsonl"), *before = NULL, *after = NULL;
+    size_t before_len = 0, after_len = 0;
+    GrpoErr ferr;
+    fs_read_file(metrics_path, &before, &before_len, &ferr);
+    toy_init(&t, train_world_processes());
+    run(&a, &t, &resumed);
+    fs_read_file(metrics_path, &after, &after_len, &ferr);
+    T_CHECK(resumed.rc != 0 && strstr(resumed.msg, "holds checkpoint-4, later than step 2 resumed from") &&
+                before && after && before_len == after_len && !memcmp(before, after, before_len),
+            "a resume before a later checkpoint: %s", resumed.msg);
+    free(before), free(after), free(metrics_path), free(resumed.w);
+    toy_free(&t);
+    a.overwrite_output_dir = 1;
     toy_init(&t, train_world_processes());
     run(&a, &t, &resumed);
     T_CHECK(resumed.rc == 0 && t.pos == 16 && resumed.adam_steps == 4, "resume: %s (position %ld, %ld steps)",
