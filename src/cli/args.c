@@ -208,6 +208,13 @@ static int is_list(const OptSpec *o) {
     return o->type == OPT_LIST || o->type == OPT_F64_LIST;
 }
 
+/* A YAML null as PyYAML's safe_load reads one: a plain ~, null, Null, NULL or nothing. */
+static int yaml_is_null(const yaml_node_t *v) {
+    const char *t = (const char *)v->data.scalar.value;
+    return v->type == YAML_SCALAR_NODE && v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+           (!*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL"));
+}
+
 /* A YAML node as JSON: plain scalars typed as YAML reads them (booleans, null,
  * numbers), quoted ones as strings; sequences and mappings as arrays and objects. */
 static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *v, int depth) {
@@ -216,7 +223,7 @@ static json_t *yaml_to_json(yaml_document_t *doc, yaml_node_t *v, int depth) {
         const char *t = (const char *)v->data.scalar.value;
         if (v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return json_string(t);
         int b;
-        if (!*t || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL") || !strcmp(t, "~")) return json_null();
+        if (yaml_is_null(v)) return json_null();
         if (strlen(t) > 1 && opt_parse_bool(t, &b) == 0) return json_boolean(b);
         char *end;
         long long i = strtoll(t, &end, 10);
@@ -259,10 +266,14 @@ static int apply_yaml_value(const char *cmd, const char *src, yaml_document_t *d
         *(const char **)value = keep(text);
         return 0;
     }
+    if (yaml_is_null(v)) { /* what TRL's dataclass makes of None (trl_null_is_default) */
+        if (trl_null_is_default(o->name)) return 0;
+        usage_error(cmd, "%s%s: null is not a value of this option (TRL's field is not Optional with default None); "
+                    "give a value, or leave the key out for the default", src, o->name);
+        return 2;
+    }
     if (v->type == YAML_SCALAR_NODE) {
         const char *val = (const char *)v->data.scalar.value;
-        if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!strcmp(val, "null") || !strcmp(val, "~") || !*val))
-            return 0;
         val = keep(xstrdup(val));
         if (is_list(o) ? set_list(o, value, &val, 1, &err) : opt_set_text(o, value, val, &err)) {
             usage_error(cmd, "%s%s", src, err.msg);
@@ -444,8 +455,10 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         const TrlKey *t;
         const OptSpec *o = yaml_key_option(cmd, g, ng, key, &base, &t);
         if (!o && also_setting(key)) continue; /* the other command's setting (args_config_also) */
-        /* a TRL key's value as text: "" for an empty list or mapping, NULL for another one */
-        const char *val = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value
+        /* a TRL key's value as text: "" for null (None, which "" stands for among the
+         * accepted values) and for an empty list or mapping, NULL for another one */
+        const char *val = yaml_is_null(v) ? ""
+                          : v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value
                           : (v->type == YAML_MAPPING_NODE && v->data.mapping.pairs.top == v->data.mapping.pairs.start) ||
                                     (v->type == YAML_SEQUENCE_NODE && v->data.sequence.items.top == v->data.sequence.items.start)
                               ? ""

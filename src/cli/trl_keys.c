@@ -281,6 +281,25 @@ static int same_value(const char *want, const char *value) {
     return !strcmp(want, value);
 }
 
+/* TRL's `X | None = None` fields, by the name of the grpo.c option they set, with
+ * ours that have no value by default (eval_dataset, adapter). */
+static const char *const null_is_default[] = {
+    "model", "dataset", "output_dir", "resume_from_checkpoint", "logging_dir",                 /* Script/TrainingArguments */
+    "reward_funcs", "reward_weights", "min_p", "chat_template_kwargs", "epsilon_high", "delta", /* GRPOConfig, grpo.py */
+    "steps_per_generation", "generation_batch_size", "num_generations_eval",
+    "lr_scheduler_kwargs", "bf16", "eval_steps", "save_total_limit",                         /* _BaseConfig, TrainingArguments */
+    "lora_target_modules",                                                                    /* ModelConfig: PEFT's per-model default */
+    "completion_only_loss",                                                                   /* SFTConfig */
+    "system_prompt", "chat_template",                                                         /* open-r1's GRPOConfig/SFTConfig */
+    "eval_dataset", "adapter",                                                                /* ours */
+};
+
+int trl_null_is_default(const char *option) {
+    for (size_t i = 0; i < sizeof null_is_default / sizeof null_is_default[0]; i++)
+        if (!strcmp(option, null_is_default[i])) return 1;
+    return 0;
+}
+
 int trl_value_accepted(const TrlKey *k, const char *value) {
     for (const char *p = k->target;;) {
         const char *bar = strchr(p, '|');

@@ -44,6 +44,15 @@ int trl_value_accepted(const TrlKey *k, const char *value);
  * core/suggest.h's suggest_name (words and their shorthands, then typos). */
 const char *closest_name(const char *name, const char *const *cands, int n);
 
+/* 1 when a YAML null for grpo.c's option `option` means its default: its TRL
+ * field is typed Optional with default None (GRPOConfig, SFTConfig, TRL's
+ * _BaseConfig, transformers' TrainingArguments, ModelConfig, ScriptArguments,
+ * open-r1's configs), where our default is what TRL's None does; or it is one of
+ * ours, not TRL's, that has no value by default. Else 0: TRL's None is no value
+ * of the field, or means other than its default (max_completion_length: None is no
+ * limit, TRL's default 256 one). */
+int trl_null_is_default(const char *option);
+
 /* Every TRL key name for cmd, for did-you-mean suggestions; returns the count. */
 int trl_key_names(const char *cmd, const char **out, int cap);
 
