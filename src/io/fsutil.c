@@ -107,6 +107,22 @@ int fs_path_check(const char *path, const char *what, size_t room_bytes, GrpoErr
     return 0;
 }
 
+int fs_tmpdir_check(const char *final_dir, const char *what, GrpoErr *err) {
+    if (fs_path_check(final_dir, what, FS_TMP_SUFFIX_BYTES, err)) return -1;
+    size_t len = strlen(final_dir);
+    while (len > 1 && final_dir[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && final_dir[start - 1] != '/') start--;
+    if (len - start + FS_TMP_SUFFIX_BYTES > NAME_MAX) {
+        char shown[400];
+        return err_set(err, "%s '%s': its last name is %zu bytes long; it is written as NAME.tmp-PID-N first, which "
+                       "must fit the %d a file system allows (NAME_MAX): at most %d; choose a shorter one", what,
+                       text_escaped(shown, sizeof shown, final_dir, 60), len - start, NAME_MAX,
+                       NAME_MAX - FS_TMP_SUFFIX_BYTES);
+    }
+    return 0;
+}
+
 int fs_mkdir_p(const char *path, GrpoErr *err) {
     if (!path[0]) return err_set(err, "cannot create a directory with an empty name");
     if (fs_path_check(path, "directory", 0, err)) return -1; /* before any directory exists */
@@ -235,6 +251,7 @@ static char *strip_slashes(const char *p) {
 int fs_tmpdir_for(const char *final_dir, char **tmp, GrpoErr *err) {
     static unsigned counter = 0;
     *tmp = NULL;
+    if (fs_tmpdir_check(final_dir, "directory", err)) return -1; /* before its parent is made */
     char *base = strip_slashes(final_dir);
     char *slash = strrchr(base, '/');
     if (slash && slash != base) {

@@ -35,6 +35,11 @@ enum { FS_OUTPUT_ROOM_BYTES = 256 };
  * than NAME_MAX. Else -1, the message naming `what` and the path shortened and
  * escaped. Nothing is created or looked at. */
 int fs_path_check(const char *path, const char *what, size_t room_bytes, GrpoErr *err);
+/* The longest suffix fs_tmpdir_for adds to a name: ".tmp-PID-N". */
+enum { FS_TMP_SUFFIX_BYTES = 40 };
+/* fs_path_check for a directory written through fs_tmpdir_for: its temporary
+ * twin, the name with FS_TMP_SUFFIX_BYTES more, must fit too. */
+int fs_tmpdir_check(const char *final_dir, const char *what, GrpoErr *err);
 /* Creates every missing component of path (mode 0755). A path fs_path_check
  * refuses is refused before anything is created; an existing component that is
  * not a directory is an error. */

@@ -107,7 +107,9 @@ const int training_args_n_options = sizeof training_args_options / sizeof traini
 
 int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     /* a path the system cannot hold, refused before any directory is made */
-    if (a->output_dir && fs_path_check(a->output_dir, "output_dir", FS_OUTPUT_ROOM_BYTES, err)) return -1;
+    if (a->output_dir && (fs_path_check(a->output_dir, "output_dir", FS_OUTPUT_ROOM_BYTES, err) ||
+                          fs_tmpdir_check(a->output_dir, "output_dir", err))) /* the final save's twin */
+        return -1;
     if (a->logging_dir && fs_path_check(a->logging_dir, "logging_dir", FS_OUTPUT_ROOM_BYTES, err)) return -1;
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");

@@ -225,6 +225,23 @@ static void test_path_limits(void) {
     long_path[k + NAME_MAX] = 0;
     memset(long_path + k, 'n', NAME_MAX);
     T_CHECK(fs_path_check(long_path, "dir", 0, &err) == 0, "a name of NAME_MAX bytes: %s", err.msg);
+    /* a directory written through a temporary twin (NAME.tmp-PID-N): the twin's name must fit too, and
+     * its parent is not made when it does not */
+    snprintf(long_path, 64, "%s/p/", g_dir);
+    k = (int)strlen(long_path);
+    memset(long_path + k, 't', NAME_MAX - FS_TMP_SUFFIX_BYTES + 1);
+    long_path[k + NAME_MAX - FS_TMP_SUFFIX_BYTES + 1] = 0;
+    char *twin = NULL;
+    T_CHECK(fs_tmpdir_for(long_path, &twin, &err) == -1 && strstr(err.msg, "NAME.tmp-PID-N") && !twin,
+            "a name with no room for its twin: %s", err.msg);
+    long_path[k] = 0;
+    T_CHECK(!fs_exists(long_path), "no parent made for a name with no room for its twin");
+    memset(long_path + k, 't', NAME_MAX - FS_TMP_SUFFIX_BYTES);
+    long_path[k + NAME_MAX - FS_TMP_SUFFIX_BYTES] = 0;
+    T_CHECK(fs_tmpdir_for(long_path, &twin, &err) == 0 && twin && strlen(strrchr(twin, '/') + 1) <= NAME_MAX,
+            "the longest name with its twin: %s", err.msg);
+    if (twin) fs_rm_rf(twin);
+    free(twin);
     free(long_path);
 }
 
