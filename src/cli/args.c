@@ -119,7 +119,8 @@ static int report_unknown(const char *cmd, const OptGroup *g, int ng) {
         const char *near = shown <= 10 ? closest_name(seen[i].name, cands, nc) : NULL, *dashes = seen[i].where ? "" : "--";
         fprintf(stderr, n_unknown > 1 ? "\n  " : "grpo %s: ", cmd);
         if (seen[i].where) fprintf(stderr, "%s: ", seen[i].where);
-        fprintf(stderr, "unknown option '%s%s'", dashes, seen[i].name);
+        char name[200]; /* a --config file's key is the file's text */
+        fprintf(stderr, "unknown option '%s%s'", dashes, text_escaped(name, sizeof name, seen[i].name, 80));
         if (near) fprintf(stderr, "; did you mean '%s%s'?", dashes, near);
         if (n_unknown == 1) fprintf(stderr, " (see grpo %s --help)", cmd);
     }

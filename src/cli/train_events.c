@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "dist/dist.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -50,9 +51,11 @@ static void print_event(const TrainEvent *ev, void *ctx) {
     case TRAIN_EVENT_NONFINITE:
         fprintf(stderr, "grpo %s: step %ld: loss or gradient is NaN/Inf; the update was not applied\n", e->cmd, ev->step);
         break;
-    case TRAIN_EVENT_WARNING:
-        fprintf(stderr, "grpo %s: warning: %s\n", e->cmd, ev->text);
+    case TRAIN_EVENT_WARNING: { /* a warning may quote a file's text: one line, escaped */
+        char line[1200];
+        fprintf(stderr, "grpo %s: warning: %s\n", e->cmd, text_one_line(line, sizeof line, ev->text, 0));
         break;
+    }
     case TRAIN_EVENT_CHECKPOINT:
         fprintf(stderr, "grpo %s: wrote %s\n", e->cmd, ev->path);
         break;

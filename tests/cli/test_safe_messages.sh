@@ -105,6 +105,11 @@ safe 1 '\ufeff' "$GRPO" generate --model "$TMP/mbom" --prompt hi --max_completio
 printf 'lr_scheduler_type: "cos\\eine"\n' > "$TMP/esc.yaml"
 safe 2 'cos\x1bine' "$GRPO" "${T[@]}" --config "$TMP/esc.yaml" --reward_funcs length:5 --max_steps 1 --output_dir "$TMP/o6"
 
+# a --config key with an escape in it (a quoted YAML key)
+printf '"lear\\e[2Jning_rate\\n": 1\n' > "$TMP/key.yaml"
+safe 2 "unknown option 'lear\x1b[2Jning_rate\n'" "$GRPO" "${T[@]}" --config "$TMP/key.yaml" --reward_funcs length:5 \
+    --output_dir "$TMP/o7"
+
 # ---- paths the system cannot hold: refused at once, nothing made ----
 family "paths refused before anything is made"
 long=$(python3 -c "print('/'.join(['d' * 240] * 21))") # 5,060 bytes, relative: made under $TMP/w if at all
@@ -165,10 +170,12 @@ cp "$TMP/c/metrics.jsonl" "$TMP/c.before"
 safe 1 "metrics.jsonl:1: not JSON" "$GRPO" "${M[@]}" --quiet --max_steps 3 --resume_from_checkpoint latest
 check cmp -s "$TMP/c.before" "$TMP/c/metrics.jsonl" || fail "a refused resume changed metrics.jsonl"
 sed -i '1s/.*/{"step": 1}/' "$TMP/c/metrics.jsonl"
-printf '{"step": 3, "lo' >> "$TMP/c/metrics.jsonl" # an interrupted write
+printf '{"step": 3, "lo\033' >> "$TMP/c/metrics.jsonl" # an interrupted write
 "$GRPO" "${M[@]}" --max_steps 3 --resume_from_checkpoint latest >/dev/null 2>"$TMP/c.err"
 check [ $? -eq 0 ] || fail "resume after an unfinished last line: $(cat "$TMP/c.err")"
 check grep -q "metrics.jsonl:[0-9]*: an unfinished last line" "$TMP/c.err" || fail "no warning for the unfinished line: $(cat "$TMP/c.err")"
+CHECKS=$((CHECKS + 1))
+grep -q "$ESC" "$TMP/c.err" && fail "the warning holds a raw ESC: $(cat -v "$TMP/c.err")"
 check python3 -c '
 import json, sys
 steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
