@@ -276,6 +276,7 @@ static void resume_lora(const char *model, const char *data) {
     unlink(ad);
     c.train.resume_from_checkpoint = ck3;
     c.train.save_steps = 0;
+    c.train.overwrite_output_dir = 1; /* checkpoint-4 is later: removed (a deliberate change, as below) */
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "lora resume: %s", err.msg);
     size_t na, nb, *sa, *sb;
     int ta, tb;
@@ -325,7 +326,11 @@ static void resume(const char *model, const char *data) {
         unlink(model_b);
         c.train.resume_from_checkpoint = ck3;
         c.train.save_steps = 0;
+        /* checkpoint-4 is later: removed with overwrite_output_dir (a deliberate change: this resume ran
+         * without it, and left checkpoint-4 beside the resumed run's files) */
+        c.train.overwrite_output_dir = 1;
         T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
+        c.train.overwrite_output_dir = 0;
         size_t na, nb;
         float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
         T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "variant %d: resumed run differs from the uninterrupted one", variant);
