@@ -18,7 +18,10 @@
 #include "train/adapters.h"
 #include "train/checkpoint.h"
 
-typedef enum { REF_NONE, REF_MODEL, REF_BASE } RefKind;
+/* The KL reference: none, a second copy of the model directory's weights, the
+ * base with the adapters off (new adapters), or the base under a frozen copy of
+ * the adapters the run started from (--adapter: TRL's "ref" adapter). */
+typedef enum { REF_NONE, REF_MODEL, REF_BASE, REF_ADAPTER } RefKind;
 
 struct TrainModel {
     const TrainingArgs *args;
@@ -29,6 +32,7 @@ struct TrainModel {
     char base_digest[17];    /* with adapters: model_weights_digest of the base, which a checkpoint records */
     RefKind ref_kind;
     Model ref;               /* REF_MODEL */
+    LoraLayers ref_lora;     /* REF_ADAPTER: --adapter as read, never trained */
     /* planned by train_model_plan */
     int max_seqs, max_len;
     Activations acts;
@@ -63,7 +67,12 @@ TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs
         rc = tm->adapters < 0 ? -1 : 0;
     }
     if (!rc && tm->adapters > 0) rc = model_weights_digest(&tm->pre.model, a->model_dir, tm->base_digest, err);
-    if (!rc && needs->reference && tm->adapters) {
+    if (!rc && needs->reference && tm->adapters && a->adapter) {
+        /* TRL re-training a PeftModel: the reference is a frozen copy of the adapter it started from (read again
+         * from --adapter, also on a resume: the checkpoint holds the trained copy) */
+        rc = lora_layers_load(&tm->ref_lora, a->adapter, &tm->pre.model, a->seed, err);
+        if (!rc) tm->ref_kind = REF_ADAPTER;
+    } else if (!rc && needs->reference && tm->adapters) {
         tm->ref_kind = REF_BASE;
     } else if (!rc && needs->reference) {
         rc = model_load_ex(&tm->ref, a->model_dir, needs->reference_moves ? WEIGHTS_FP32 : frozen, err);
@@ -139,6 +148,7 @@ void train_model_close(TrainModel *tm) {
         free(tm->keys);
     }
     if (tm->ref_kind == REF_MODEL) model_free(&tm->ref);
+    if (tm->ref_kind == REF_ADAPTER) lora_layers_free(&tm->ref_lora);
     if (tm->adapters) lora_layers_free(&tm->lora);
     pretrained_close(&tm->pre);
     free(tm);
@@ -160,6 +170,7 @@ static double weight_bytes(const TrainModel *tm) {
 }
 
 static double reference_bytes(const TrainModel *tm) {
+    if (tm->ref_kind == REF_ADAPTER) return sizeof(float) * (double)tm->ref_lora.table.total;
     return tm->ref_kind == REF_MODEL ? (double)model_weight_bytes(&tm->ref) : 0;
 }
 
@@ -192,7 +203,9 @@ void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, 
     char ref[200] = "";
     if (tm->ref_kind != REF_NONE)
         snprintf(ref, sizeof ref, ", reference %.0f%s%s", reference_bytes(tm) / mb,
-                 tm->ref_kind == REF_BASE ? " (the base, adapters off)" : "",
+                 tm->ref_kind == REF_BASE      ? " (the base, adapters off)"
+                 : tm->ref_kind == REF_ADAPTER ? " (the base under the starting adapter, frozen)"
+                                               : "",
                  tm->ref_kind == REF_MODEL && tm->ref.half ? " (in bf16)" : "");
     snprintf(memory, nm, "%s%s, activations %.0f (micro-batch of %d x %d tokens%s)", weights, ref, tm->acts.bytes / mb,
              tm->max_seqs, tm->max_len, a->gradient_checkpointing ? ", checkpointed" : "");
@@ -215,9 +228,12 @@ void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b,
     if (which == TRAIN_REFERENCE) {
         CHECK(tm->ref_kind != REF_NONE);
         if (tm->ref_kind == REF_MODEL) m = &tm->ref;
-        else pass.base_only = 1; /* TRL with PEFT: the reference is the base, adapters disabled */
+        else if (tm->ref_kind == REF_BASE) pass.base_only = 1; /* TRL with new PEFT adapters: adapters disabled */
     }
+    LoraLayers *trained = m->lora;
+    if (which == TRAIN_REFERENCE && tm->ref_kind == REF_ADAPTER) m->lora = &tm->ref_lora; /* same shapes */
     padded_batch_logprobs(m, &tm->acts, &tm->pb, &pass, b->inv_temperature, logp, entropy);
+    m->lora = trained;
 }
 
 void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float *entropy, const LogprobGrad *grad) {

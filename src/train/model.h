@@ -32,8 +32,9 @@ typedef struct TrainModel TrainModel;
 
 /* What an algorithm needs beyond the policy. */
 typedef struct {
-    int reference;       /* a frozen KL reference (GRPO's beta > 0): the model directory's weights again, or
-                            under LoRA the base with the adapters off (TRL with PEFT) */
+    int reference;       /* a frozen KL reference (GRPO's beta > 0): the model directory's weights again;
+                            under new LoRA adapters the base with the adapters off, under --adapter the base
+                            with a frozen copy of that adapter (TRL with PEFT) */
     int reference_moves; /* it is mixed with the policy (sync_ref_model): held in fp32 and checkpointed */
 } TrainModelNeeds;
 

@@ -65,6 +65,26 @@ grep -q "LoRA r 4, alpha 8, dropout 0.05 on q_proj v_proj down_proj" "$TMP/o.err
 cmp -s "$TMP/o/adapter_model.safetensors" "$TMP/c/adapter_model.safetensors" || fail "--adapter with lr 0 changed the adapter"
 grep -q '"r": 4' "$TMP/c/adapter_config.json" || fail "--adapter keeps the adapter's r"
 
+# --adapter with beta > 0: the reference is the base under a frozen copy of the starting adapter (TRL's "ref"
+# adapter), so the first step's KL is 0 although the adapter is not zero (its dropout 0: a training pass's dropout
+# would move the policy's log-probs); resumed, the reference stays the start
+cp -r "$TMP/o" "$TMP/o0"
+python3 -c "import json,sys; p='$TMP/o0/adapter_config.json'; c=json.load(open(p)); c['lora_dropout']=0.0; json.dump(c, open(p,'w'))"
+"$GRPO" "${T[@]}" --output_dir "$TMP/k" --max_steps 3 --save_steps 1 --adapter "$TMP/o0" --beta 0.04 --quiet false \
+    2>"$TMP/k.err" || fail "--adapter with beta: $(cat "$TMP/k.err")"
+grep -q "reference [0-9]* (the base under the starting adapter, frozen)" "$TMP/k.err" \
+    || fail "the plan names the adapter reference: $(cat "$TMP/k.err")"
+"$GRPO" "${T[@]}" --output_dir "$TMP/k" --max_steps 3 --adapter "$TMP/o0" --beta 0.04 --overwrite_output_dir \
+    --resume_from_checkpoint "$TMP/k/checkpoint-1" 2>"$TMP/k2.err" || fail "--adapter resume: $(cat "$TMP/k2.err")"
+python3 - "$TMP/k" <<'PY' || fail "--adapter's KL reference"
+import json, os, sys
+rows = [json.loads(l) for l in open(os.path.join(sys.argv[1], "metrics.jsonl")) if '"kl"' in l]
+kl = [r["kl"] for r in rows]
+assert len(kl) == 3 and kl[0] == 0 and kl[1] > 0 and kl[2] > 0, kl
+PY
+"$GRPO" "${T[@]}" --output_dir "$TMP/k3" --max_steps 3 --adapter "$TMP/o0" --beta 0.04 2>/dev/null || fail "--adapter, beta, 3 steps"
+cmp -s "$TMP/k/adapter_model.safetensors" "$TMP/k3/adapter_model.safetensors" || fail "--adapter with beta: resumed != uninterrupted"
+
 # a model given by Hub id (found in a Hugging Face cache): the adapter records the id as PEFT
 # does (the final one and the checkpoint's); the same snapshot given as a path stays the path
 snap="$TMP/hf/hub/models--TinyOrg--tiny-model/snapshots/0123abcd"
