@@ -101,7 +101,7 @@ const OptSpec training_args_options[] = {
     {"use_rslora", OPT_BOOL, A(use_rslora), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_LORA),
      "rank-stabilised LoRA: scale by lora_alpha / sqrt(lora_r)"},
     {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_INPUT | OPT_IN(OPT_SEC_LORA),
-     "a PEFT LoRA adapter directory to continue training (implies use_peft; its r, alpha, dropout and targets)"},
+     "a PEFT LoRA adapter directory to continue training (its r, alpha, dropout and targets; not with use_peft)"},
 };
 const int training_args_n_options = sizeof training_args_options / sizeof training_args_options[0];
 
@@ -114,6 +114,10 @@ int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     if (a->max_steps <= 0 && !(a->num_train_epochs > 0))
         return err_set(err, "set max_steps > 0 or num_train_epochs > 0");
     if (!(a->lora_dropout < 1)) return err_set(err, "lora_dropout %g: must be below 1", a->lora_dropout);
+    if (a->adapter && a->use_peft) /* TRL refuses a PeftModel together with a peft_config */
+        return err_set(err, "use_peft true with --adapter: --adapter continues that adapter with its own r, alpha, "
+                       "dropout and targets, use_peft would add new ones; give one of them (to add new adapters on "
+                       "top, merge this one first: grpo merge)");
     if (a->save_strategy == TRAIN_SAVE_BEST)
         return err_set(err, "save_strategy 'best' saves when an evaluation improves metric_for_best_model, which "
                        "grpo.c does not track; use steps or epoch");

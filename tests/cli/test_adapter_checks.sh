@@ -123,6 +123,9 @@ for d in t-alpha t-seqcls; do [ -e "$TMP/$d/adapter_model.safetensors" ] && fail
 grep -q "continuing --adapter $TMP/o: its r, alpha, dropout and targets, whatever use_peft" "$TMP/np.err" \
     || fail "the plan does not say --adapter trains whatever use_peft says: $(head -c 600 "$TMP/np.err")"
 [ -f "$TMP/np/adapter_model.safetensors" ] && [ ! -e "$TMP/np/model.safetensors" ] || fail "--use_peft false: not an adapter"
+# --adapter with use_peft true: TRL refuses a PeftModel together with a peft_config; so do we, before writing anything
+expect_error 2 "use_peft true with --adapter" "$GRPO" "${T[@]}" --adapter "$TMP/o" --use_peft --lora_r 16 --output_dir "$TMP/up"
+[ -e "$TMP/up" ] && fail "--adapter --use_peft: output_dir made"
 
 # resume: the checkpoint's LoRA options and base against this run's
 resume_refused() { # NAME PATTERN OPTIONS...: resuming a copy of $TMP/o at checkpoint-1 with OPTIONS
