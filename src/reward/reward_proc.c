@@ -283,7 +283,7 @@ static void guard_main(int fds[8], char *const argv[], const char *name) {
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) signal(sigs[i], SIG_IGN);
     /* the descriptors at fixed numbers: above everything first, so none is overwritten */
     for (int i = 0; i < 8; i++) {
-        int high = fcntl(fds[i], F_DUPFD, 100);
+        int high = fcntl(fds[i], F_DUPFD, G_ERR_W + 1);
         if (high < 0) _exit(1);
         fds[i] = high;
     }
