@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/ranks.h"
 #include "cli/train_events.h"
 #include "dist/dist.h"
 #include "sft/sft.h"
@@ -16,6 +17,7 @@ int cmd_sft(int argc, char **argv) {
     sft_config_groups(g);
     int rc = args_parse("sft", "--model DIR --dataset FILE --output_dir DIR [options]", argc, argv, g,
                         SFT_CONFIG_N_GROUPS, &c);
+    rc = cli_ranks_agree("sft", rc, g, SFT_CONFIG_N_GROUPS, &c); /* under mpirun: same options, same inputs */
     GrpoErr err;
     if (rc) {
         rc = rc == 1 ? 0 : rc;

@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/ranks.h"
 #include "cli/train_events.h"
 #include "dist/dist.h"
 #include "grpo/trainer.h"
@@ -17,6 +18,7 @@ int cmd_train(int argc, char **argv) {
     train_config_groups(g);
     int rc = args_parse("train", "--model DIR --dataset FILE --reward_funcs SPEC... --output_dir DIR [options]", argc,
                         argv, g, TRAIN_CONFIG_N_GROUPS, &c);
+    rc = cli_ranks_agree("train", rc, g, TRAIN_CONFIG_N_GROUPS, &c); /* under mpirun: same options, same inputs */
     GrpoErr err;
     if (rc) {
         rc = rc == 1 ? 0 : rc; /* --help, or a usage error */

@@ -158,7 +158,6 @@ static const TrlKey keys[] = {
     {"ddp_bucket_cap_mb", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"ddp_broadcast_buffers", B, TRL_IGNORE, 'b', NULL, R_DIST},
     {"ddp_backend", B, TRL_IGNORE, 'v', NULL, R_DIST},
-    {"ddp_timeout", B, TRL_IGNORE, 'v', NULL, R_DIST},
     {"fsdp", B, TRL_IGNORE, 'l', NULL, R_DIST},
     {"sharded_ddp", B, TRL_IGNORE, 'l', NULL, R_DIST},
     {"xpu_backend", B, TRL_IGNORE, 'v', NULL, R_DIST},

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/wait.h"
+
 static int g_mpi, g_rank, g_size = 1, g_shared;
 
 /* mpirun (OpenMPI's ORTE/PRRTE) and PMI/PMIx launchers say so in the environment. */
@@ -23,7 +25,13 @@ void dist_init(int *argc, char ***argv) {
 
 void dist_finalize(void) {
     int done = 0;
-    if (g_mpi && MPI_Finalized(&done) == MPI_SUCCESS && !done) MPI_Finalize();
+    if (!g_mpi || MPI_Finalized(&done) != MPI_SUCCESS || done) return;
+    if (g_size > 1) { /* MPI_Finalize waits for every rank, without a timeout: this barrier has one */
+        MPI_Request r;
+        MPI_Ibarrier(MPI_COMM_WORLD, &r);
+        dist_wait(&r, "the end of the run");
+    }
+    MPI_Finalize();
 }
 
 int dist_rank(void) { return g_rank; }
@@ -56,13 +64,16 @@ void dist_sum_f32(float *x, size_t n) {
         }
         int my = cnt[g_rank];
         for (int j = 0; j < N; j++) rcnt[j] = my, rdsp[j] = j * my;
-        MPI_Alltoallv(x + base, cnt, dsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, MPI_COMM_WORLD);
+        MPI_Request r;
+        MPI_Ialltoallv(x + base, cnt, dsp, MPI_FLOAT, recv, rcnt, rdsp, MPI_FLOAT, MPI_COMM_WORLD, &r);
+        dist_wait(&r, "the gradient sum");
         for (int k = 0; k < my; k++) {
             float s = recv[k];
             for (int j = 1; j < N; j++) s += recv[(size_t)j * my + k];
             mine[k] = s;
         }
-        MPI_Allgatherv(mine, my, MPI_FLOAT, x + base, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
+        MPI_Iallgatherv(mine, my, MPI_FLOAT, x + base, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD, &r);
+        dist_wait(&r, "the gradient sum");
     }
     free(recv), free(mine), free(cnt), free(dsp), free(rcnt), free(rdsp);
 }
@@ -70,7 +81,9 @@ void dist_sum_f32(float *x, size_t n) {
 void dist_sum_f64(double *x, int n) {
     if (g_size == 1 || n <= 0) return;
     double *all = xmalloc(sizeof(double) * n * g_size);
-    MPI_Allgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Request r;
+    MPI_Iallgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "a sum of the step's statistics");
     for (int k = 0; k < n; k++) {
         double s = all[k];
         for (int j = 1; j < g_size; j++) s += all[(size_t)j * n + k];
@@ -84,7 +97,9 @@ void dist_gather_i64(int64_t *all, const int64_t *mine, int n) {
         memcpy(all, mine, sizeof(int64_t) * n);
         return;
     }
-    MPI_Allgather(mine, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD);
+    MPI_Request r;
+    MPI_Iallgather(mine, n, MPI_INT64_T, all, n, MPI_INT64_T, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "a gather of the weights' checksums");
 }
 
 /* ---- items owned by one rank each ---- */
@@ -103,14 +118,17 @@ static void *gather_owned(const void *mine, size_t my_bytes, size_t *total) {
     int N = g_size;
     int *cnt = xmalloc(sizeof(int) * N), *dsp = xmalloc(sizeof(int) * N), c = (int)my_bytes;
     if (my_bytes > (size_t)INT32_MAX) DIE("dist_share_items: %zu bytes from one rank", my_bytes);
-    MPI_Allgather(&c, 1, MPI_INT, cnt, 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Request r;
+    MPI_Iallgather(&c, 1, MPI_INT, cnt, 1, MPI_INT, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "the sharing of generated items");
     size_t t = 0;
     for (int j = 0; j < N; j++) {
         if (t > (size_t)INT32_MAX) DIE("dist_share_items: more than 2 GiB in one exchange");
         dsp[j] = (int)t, t += (size_t)cnt[j];
     }
     char *all = xmalloc(t ? t : 1);
-    MPI_Allgatherv(mine, c, MPI_BYTE, all, cnt, dsp, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Iallgatherv(mine, c, MPI_BYTE, all, cnt, dsp, MPI_BYTE, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "the sharing of generated items");
     free(cnt), free(dsp);
     *total = t;
     return all;
@@ -167,15 +185,19 @@ int dist_check(int rc, GrpoErr *err) {
         return rc ? -1 : 0;
     }
     int failed = rc != 0, any = 0;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Request r;
+    MPI_Iallreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "a check for errors");
     if (!any) return 0;
     char mine[sizeof err->msg];
     memset(mine, 0, sizeof mine);
     if (failed) snprintf(mine, sizeof mine, "%s", err->msg);
     char *msgs = xmalloc(sizeof mine * g_size);
     int *f = xmalloc(sizeof(int) * g_size);
-    MPI_Allgather(mine, sizeof mine, MPI_CHAR, msgs, sizeof mine, MPI_CHAR, MPI_COMM_WORLD);
-    MPI_Allgather(&failed, 1, MPI_INT, f, 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Iallgather(mine, sizeof mine, MPI_CHAR, msgs, sizeof mine, MPI_CHAR, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "a check for errors");
+    MPI_Iallgather(&failed, 1, MPI_INT, f, 1, MPI_INT, MPI_COMM_WORLD, &r);
+    dist_wait(&r, "a check for errors");
     int first = 0;
     while (!f[first]) first++;
     const char *m = msgs + sizeof mine * first;

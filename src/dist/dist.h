@@ -12,7 +12,14 @@
  * them waiting in the next collective. The places where a rank can fail on its
  * own (inputs, rewards, files rank 0 writes) end with dist_check, which tells
  * every rank and gives them all the same error; any other error in a world of
- * more than one stops the whole job (dist_abort). */
+ * more than one stops the whole job (dist_abort).
+ *
+ * Ranks that would not meet: at start-up dist_agree compares what each rank was
+ * asked to do, so ranks given other options or other files stop before they
+ * train apart. Every collective waits at most the run's timeout (transformers'
+ * ddp_timeout, dist_set_timeout): a rank that stopped, hangs or is still busy
+ * past it ends the job with a line naming it, instead of the others waiting
+ * forever (dist/wait.c). */
 #ifndef GRPO_DIST_DIST_H
 #define GRPO_DIST_DIST_H
 
@@ -28,6 +35,31 @@ void dist_init(int *argc, char ***argv);
 void dist_finalize(void);
 int dist_rank(void);
 int dist_size(void);
+
+/* Every collective from now on waits at most timeout_s (1800 until set; <= 0
+ * keeps it) for the other ranks. Past it the job ends (MPI_Abort, status 1) and
+ * the lowest rank that waited passes report one line, "rank 1 did not reach the
+ * gradient sum within ddp_timeout 1800 s; stopping the job" (report prints it;
+ * NULL: nothing is said). */
+void dist_set_timeout(double timeout_s, void (*report)(const char *msg));
+
+/* One thing every rank must have alike: an option's value, an input's contents. */
+typedef struct {
+    char name[128];  /* "--seed", "dataset d.jsonl" (shown as given: escape untrusted text first) */
+    char shown[128]; /* the value shown in a message, "" for an item named only (a file's contents) */
+    uint64_t digest[2]; /* what is compared: the whole value, a file's io/digest.h fingerprint */
+} DistItem;
+
+/* Collective, before anything else: every rank passes rc (0: it parsed its
+ * command line; otherwise its exit status, its own message already printed) and
+ * items[n] in the same order (items[0] the command). Returns 0 when every rc is
+ * 0 and every rank's items equal rank 0's. Otherwise every rank gets the same
+ * answer: 1 with *rc_out the largest rc when some rank's rc was not 0 (the rank
+ * that refused its command line said why), else -1 with err
+ * "ranks disagree: --seed is 1 on rank 0 and 2 on rank 1" (an item with a shown
+ * value) or "ranks disagree: dataset d.jsonl differs between rank 0 and rank 1"
+ * for the first item that differs and the lowest rank that differs from rank 0. */
+int dist_agree(int rc, const DistItem *items, int n, int *rc_out, GrpoErr *err);
 
 /* Stops every process of the job (MPI_Abort); exit(code) in a world of one. */
 void dist_abort(int code) __attribute__((noreturn));

@@ -60,6 +60,10 @@ const OptSpec training_args_options[] = {
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 256, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "LM-head rows computed at once: a rows x vocab fp32 scratch (256 rows of a 152k vocab: 155 MB); fewer "
      "rows take less memory and more passes over the head's weight gradient"},
+    {"ddp_timeout", OPT_INT, A(ddp_timeout_s), 1800, NULL, 1, 1 << 30, NULL, NULL,
+     OPT_NO_RECORD | OPT_IN(OPT_SEC_SPEED),
+     "seconds a process waits for the others in a collective (sums, gathers) under mpirun, as transformers' "
+     "ddp_timeout: a process stopped, stuck or slower than that ends the job with a line naming it"},
     {"logging_steps", OPT_INT, A(logging_steps), 10, NULL, 1, 1 << 30, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_LOG),
      "steps per metrics.jsonl line"},
     {"logging_first_step", OPT_BOOL, A(logging_first_step), 0, NULL, OPT_NO_RANGE, NULL, NULL,

@@ -39,6 +39,7 @@ typedef struct {
     int gradient_checkpointing;        /* 1 */
     int bf16;                          /* 1: products in bf16, frozen models held in bf16; 0; -1: auto */
     int logprob_chunk_rows;            /* LM-head rows per chunk (256) */
+    int ddp_timeout_s;                 /* under mpirun: the longest wait in a collective (1800 s, transformers') */
     int logging_steps;                 /* 10 */
     int logging_first_step;            /* 0: a metrics line after step 1 too when 1 */
     int save_strategy;                 /* TRAIN_SAVE_*: steps */

@@ -132,11 +132,11 @@ PY
     --num_generations 4 --gradient_accumulation_steps 2 --output_dir "$TMP/rf" >/dev/null 2>"$TMP/rf.err" && fail "a failing rank went unnoticed"
 [ "$(grep -c '^grpo train: rank 1: .*exited' "$TMP/rf.err")" -eq 1 ] || fail "failing reward on rank 1: $(cat "$TMP/rf.err")"
 [ -f "$TMP/rf/model.safetensors" ] && fail "a model was saved after a failed run"
-# a rank that cannot read the dataset
-"${MPI[@]}" -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then d=/nonexistent/d.jsonl; else d=$0; fi; exec "$@" --dataset "$d"' \
-    "$TMP/d.jsonl" "$GRPO" "${BASE[@]}" --per_device_train_batch_size 2 --num_generations 4 --gradient_accumulation_steps 2 \
+# a rank that cannot read the dataset (the same --dataset d.jsonl; rank 1 runs in /, where there is none)
+"${MPI[@]}" -np 2 -wdir "$TMP" sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then cd /; fi; exec "$@" --dataset d.jsonl' \
+    sh "$GRPO" "${BASE[@]}" --per_device_train_batch_size 2 --num_generations 4 --gradient_accumulation_steps 2 \
     --output_dir "$TMP/nd" >/dev/null 2>"$TMP/nd.err" && fail "a rank without its dataset went unnoticed"
-[ "$(grep -c '^grpo train: rank 1: /nonexistent/d.jsonl' "$TMP/nd.err")" -eq 1 ] || fail "missing dataset on rank 1: $(cat "$TMP/nd.err")"
+[ "$(grep -c '^grpo train: rank 1: d.jsonl' "$TMP/nd.err")" -eq 1 ] || fail "missing dataset on rank 1: $(cat "$TMP/nd.err")"
 
 # a process that dies (kill -9 of rank 1 during step 2): mpirun stops the job, only whole
 # checkpoints remain, and resuming from the last one equals the uninterrupted run
