@@ -37,7 +37,9 @@ int gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int
 
 void completion_free(Completion *c) {
     free(c->ids);
+    free(c->logp);
     c->ids = NULL;
+    c->logp = NULL;
     c->n = 0;
 }
 
@@ -131,7 +133,7 @@ typedef struct {
 } Live;
 
 static void sample_rows(Generator *g, Live *live, const int *which, const float *logits, int n,
-                        int32_t *tok) {
+                        int32_t *tok, float *logp) {
     int V = g->m->cfg.vocab_size;
     /* num_threads: scratch exists for the n_scratch threads of gen_create only */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(g->n_scratch)
@@ -140,8 +142,8 @@ static void sample_rows(Generator *g, Live *live, const int *which, const float 
         int tid = omp_get_thread_num();
         CHECK(tid < g->n_scratch);
         double u = rng_uniform_f64(&L->rng);
-        tok[r] = sampler_sample(logits + (size_t)r * V, V, &g->opts.sampler, L->ctx, L->n_ctx, u,
-                                &g->scratch[tid]);
+        tok[r] = sampler_sample_logp(logits + (size_t)r * V, V, &g->opts.sampler, L->ctx, L->n_ctx, u,
+                                     &g->scratch[tid], &logp[r]);
     }
 }
 
@@ -160,6 +162,7 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
     Live *live = xcalloc(g->chunk, sizeof(Live));
     int *which = xmalloc(sizeof(int) * g->chunk), *slots = xmalloc(sizeof(int) * g->chunk);
     int32_t *tok = xmalloc(sizeof(int32_t) * g->chunk);
+    float *lp = xmalloc(sizeof(float) * g->chunk);
     for (int c0 = 0; c0 < G; c0 += g->chunk) {
         int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
         int extra = o->share_prefix ? 1 : 0;
@@ -172,6 +175,7 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
             L->done = 0;
             Completion *c = &out[c0 + i];
             c->ids = xmalloc(sizeof(int32_t) * maxc);
+            c->logp = xmalloc(sizeof(float) * maxc);
             c->n = 0;
             c->stopped = 0;
             if (o->share_prefix) kv_cache_share_prefix(&g->kv, i + extra, 0);
@@ -184,11 +188,12 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
             if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
         int step_rows = nc;
         while (step_rows > 0) {
-            sample_rows(g, live, which, g->logits, step_rows, tok);
+            sample_rows(g, live, which, g->logits, step_rows, tok, lp);
             int next = 0;
             for (int r = 0; r < step_rows; r++) {
                 int i = which[r];
                 Completion *c = &out[c0 + i];
+                c->logp[c->n] = lp[r];
                 c->ids[c->n++] = tok[r];
                 live[i].ctx[live[i].n_ctx++] = tok[r];
                 generated++;
@@ -206,6 +211,6 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
         }
         for (int i = 0; i < nc; i++) free(live[i].ctx);
     }
-    free(live), free(which), free(slots), free(tok);
+    free(live), free(which), free(slots), free(tok), free(lp);
     return generated;
 }

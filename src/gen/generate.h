@@ -48,6 +48,8 @@ int gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int
 
 typedef struct {
     int32_t *ids;      /* completion tokens; ends with the eos token when stopped */
+    float *logp;       /* [n] each token's log-probability under the distribution it was drawn from
+                          (sampler_sample_logp: the sampling log-probs), or NULL */
     int n;
     int stopped;       /* 1: ended by an eos token; 0: truncated at max_completion_length */
 } Completion;

@@ -148,30 +148,40 @@ static int temperature_only(const SamplerOpts *o, int V) {
            o->top_p >= 1.0f && o->min_p == 0.0f;
 }
 
-static int32_t sample_temperature(const float *logits, int V, float temperature, double u, SamplerScratch *s) {
+static int32_t sample_temperature(const float *logits, int V, float temperature, double u, SamplerScratch *s,
+                                  float *logp) {
     float mx = vec_max(logits, V);
-    double target = u * vec_exp_sum(s->e, logits, mx, 1.0f / temperature, V), cum = 0;
-    int32_t last = 0;
-    for (int v = 0; v < V; v++) {
+    double total = vec_exp_sum(s->e, logits, mx, 1.0f / temperature, V), target = u * total, cum = 0;
+    int32_t last = 0, tok = -1;
+    for (int v = 0; v < V && tok < 0; v++) {
         if (s->e[v] <= 0) continue;
         cum += s->e[v];
         last = v;
-        if (target < cum) return v;
+        if (target < cum) tok = v;
     }
-    return last; /* u beyond the rounding of the total */
+    if (tok < 0) tok = last; /* u beyond the rounding of the total */
+    if (logp) *logp = (float)(log((double)s->e[tok]) - log(total));
+    return tok;
 }
 
 int32_t sampler_sample(const float *logits, int V, const SamplerOpts *o, const int32_t *context,
                        int n_context, double u, SamplerScratch *s) {
-    if (temperature_only(o, V)) return sample_temperature(logits, V, o->temperature, u, s);
+    return sampler_sample_logp(logits, V, o, context, n_context, u, s, NULL);
+}
+
+int32_t sampler_sample_logp(const float *logits, int V, const SamplerOpts *o, const int32_t *context,
+                            int n_context, double u, SamplerScratch *s, float *logp) {
+    if (temperature_only(o, V)) return sample_temperature(logits, V, o->temperature, u, s, logp);
     sampler_distribution(s->p, logits, V, o, context, n_context, s);
     double cum = 0;
-    int32_t last = 0;
-    for (int v = 0; v < V; v++) {
+    int32_t last = 0, tok = -1;
+    for (int v = 0; v < V && tok < 0; v++) {
         if (s->p[v] <= 0) continue;
         cum += s->p[v];
         last = v;
-        if (u < cum) return v;
+        if (u < cum) tok = v;
     }
-    return last; /* u beyond the rounding of the total */
+    if (tok < 0) tok = last; /* u beyond the rounding of the total */
+    if (logp) *logp = (float)log(s->p[tok]);
+    return tok;
 }

@@ -43,5 +43,11 @@ void sampler_distribution(double *probs, const float *logits, int V, const Sampl
 /* Draws a token with uniform u in [0, 1) by inverse CDF in token-id order. */
 int32_t sampler_sample(const float *logits, int V, const SamplerOpts *o, const int32_t *context,
                        int n_context, double u, SamplerScratch *s);
+/* The same draw, and *logp (when not NULL) the log-probability of the drawn token
+ * under the distribution it was drawn from: after every processor (temperature,
+ * top_k, top_p, min_p, repetition_penalty), as vLLM's processed_logprobs, which
+ * TRL asks for as its sampling_per_token_logps. 0 for greedy decoding. */
+int32_t sampler_sample_logp(const float *logits, int V, const SamplerOpts *o, const int32_t *context,
+                            int n_context, double u, SamplerScratch *s, float *logp);
 
 #endif

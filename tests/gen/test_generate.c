@@ -49,9 +49,12 @@ static void run_threads(Model *m, const GenOpts *o, const int32_t *prompt, uint6
     omp_set_num_threads(saved);
 }
 
+/* The same tokens, and the same sampling log-probs bit for bit (a row's logits,
+ * hence its log-probs, do not depend on the rows decoded beside it). */
 static int same(const Completion *a, const Completion *b) {
     for (int i = 0; i < G; i++)
-        if (a[i].n != b[i].n || a[i].stopped != b[i].stopped || memcmp(a[i].ids, b[i].ids, sizeof(int32_t) * a[i].n))
+        if (a[i].n != b[i].n || a[i].stopped != b[i].stopped || memcmp(a[i].ids, b[i].ids, sizeof(int32_t) * a[i].n) ||
+            !a[i].logp || !b[i].logp || memcmp(a[i].logp, b[i].logp, sizeof(float) * a[i].n))
             return 0;
     return 1;
 }
@@ -87,6 +90,12 @@ static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt
             double lo = 0;
             for (int v = 0; v < c[i].ids[t]; v++) lo += p[v];
             double hi = lo + p[c[i].ids[t]];
+            /* the recorded log-prob: the decoder's, the forward pass's within fp32 rounding */
+            if (!(fabs(c[i].logp[t] - log(p[c[i].ids[t]])) <= 1e-4)) {
+                fprintf(stderr, "completion %d token %d: sampling log-prob %.7g, forward pass %.7g\n", i, t,
+                        c[i].logp[t], log(p[c[i].ids[t]]));
+                ok = 0;
+            }
             if (!(u >= lo - 1e-5 && u < hi + 1e-5)) {
                 fprintf(stderr, "completion %d token %d: u %.6f outside [%.6f, %.6f)\n", i, t, u, lo, hi);
                 ok = 0;

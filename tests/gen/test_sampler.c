@@ -125,6 +125,41 @@ int main(void) {
         sampler_scratch_free(&s);
     }
 
+    /* the sampling log-prob: log of the drawn token's probability under the distribution
+     * drawn from, after every processor (the temperature-only path and the general one),
+     * for u across [0, 1); the draw itself unchanged; greedy gives 0 */
+    {
+        static const struct { float temperature; int top_k; float top_p, min_p, rep; } set[] = {
+            {1.0f, 0, 1.0f, 0, 1.0f}, {0.7f, 0, 1.0f, 0, 1.0f}, {1.3f, 3, 1.0f, 0, 1.0f},
+            {0.9f, 0, 0.8f, 0, 1.0f}, {1.0f, 0, 1.0f, 0.05f, 1.0f}, {1.0f, 0, 1.0f, 0, 1.3f}};
+        int32_t context[3] = {5, 2, 5};
+        int ok = 1, zero = 1;
+        sampler_scratch_create(&s, V);
+        for (size_t k = 0; k < sizeof set / sizeof set[0]; k++) {
+            sampler_opts_default(&o);
+            o.temperature = set[k].temperature, o.top_k = set[k].top_k, o.top_p = set[k].top_p;
+            o.min_p = set[k].min_p, o.repetition_penalty = set[k].rep;
+            sampler_distribution(p, z, V, &o, context, 3, &s);
+            for (int i = 0; i < 50; i++) {
+                double u = (i + 0.37) / 50;
+                float lp = 1.0f;
+                int32_t tok = sampler_sample_logp(z, V, &o, context, 3, u, &s, &lp);
+                ok &= tok == sampler_sample(z, V, &o, context, 3, u, &s);
+                ok &= p[tok] > 0 && fabs(lp - log(p[tok])) <= 1e-6 * fabs(log(p[tok])) + 1e-6;
+                if (!ok) {
+                    fprintf(stderr, "set %zu u %g: token %d logp %.9g, log p %.9g\n", k, u, tok, lp, log(p[tok]));
+                    break;
+                }
+            }
+        }
+        o.temperature = 0;
+        float lp = 1.0f;
+        zero = sampler_sample_logp(z, V, &o, NULL, 0, 0.3, &s, &lp) == 5 && lp == 0.0f;
+        T_CHECK(ok, "sampling log-probs are log p(token) of the distribution drawn from");
+        T_CHECK(zero, "greedy: log-prob 0 (got %g)", lp);
+        sampler_scratch_free(&s);
+    }
+
     /* option checks */
     sampler_opts_default(&o);
     o.top_p = 0;
