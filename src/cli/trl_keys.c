@@ -200,11 +200,9 @@ static const TrlKey keys[] = {
     {"vllm_gpu_memory_utilization", G, TRL_IGNORE, 'v', NULL, R_VLLM},
     {"vllm_max_model_length", G, TRL_IGNORE, 'v', NULL, R_VLLM},
     {"vllm_tensor_parallel_size", G, TRL_IGNORE, 'v', NULL, R_VLLM},
-    {"vllm_importance_sampling_correction", G, TRL_IGNORE, 'b', NULL, R_VLLM},
-    {"vllm_importance_sampling_mode", G, TRL_IGNORE, 'v', NULL, R_VLLM},
-    {"vllm_importance_sampling_cap", G, TRL_IGNORE, 'v', NULL, R_VLLM},
-    {"vllm_importance_sampling_clip_max", G, TRL_IGNORE, 'v', NULL, R_VLLM},
-    {"vllm_importance_sampling_clip_min", G, TRL_IGNORE, 'v', NULL, R_VLLM},
+    /* vllm_importance_sampling_correction, _mode, _clip_max, _clip_min are grpo train's own options
+     * (grpo/loss.c): the sampler/trainer correction, without vLLM; _cap is TRL's deprecated _clip_max */
+    {"vllm_importance_sampling_cap", G, TRL_ALIAS, 'v', "vllm_importance_sampling_clip_max", NULL},
     {"use_transformers_continuous_batching", G, TRL_IGNORE, 'b', NULL, R_VLLM},
     {"transformers_continuous_batching_config", G, TRL_IGNORE, 'v', NULL, R_VLLM},
     {"use_transformers_paged", G, TRL_IGNORE, 'b', NULL, R_VLLM},

@@ -25,6 +25,8 @@ static json_t *rollout_json(const Rollout *r, int F) {
         json_t *c = json_pack("{s:o, s:b, s:s}", "ids", ids, "stopped", r->comp[i].stopped, "text", r->text[i]);
         if (r->old_logp) json_object_set_new(c, "old_logp", json_from_floats(r->old_logp[i], r->comp[i].n));
         if (r->ref_logp) json_object_set_new(c, "ref_logp", json_from_floats(r->ref_logp[i], r->comp[i].n));
+        if (r->is_w) /* the correction's weights are recomputed from these and old_logp */
+            json_object_set_new(c, "sampling_logp", json_from_floats(r->comp[i].logp, r->comp[i].n));
         json_array_append_new(comps, c);
     }
     json_object_set_new(o, "example", ex);
@@ -80,6 +82,8 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         json_t *tx = json_object_get(c, "text");
         r->text[i] = xstrdup(json_is_string(tx) ? json_string_value(tx) : "");
         json_t *old = json_object_get(c, "old_logp"), *ref = json_object_get(c, "ref_logp");
+        json_t *samp = json_object_get(c, "sampling_logp");
+        if (t->c.loss.is_correction) bad |= !samp || !old || !(r->comp[i].logp = json_to_floats(samp, n));
         if (old) {
             if (!r->old_logp) r->old_logp = xcalloc(r->n, sizeof(float *));
             bad |= !(r->old_logp[i] = json_to_floats(old, n));
@@ -97,8 +101,10 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
     }
     if (bad) {
         rollout_free(r);
-        return err_set(err, "%s: malformed or from another dataset", path);
+        return err_set(err, "%s: malformed or from another dataset%s", path,
+                       t->c.loss.is_correction ? " (or saved without vllm_importance_sampling_correction)" : "");
     }
+    if (t->c.loss.is_correction) rollout_is_weights(t, r);
     *out = r;
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gen/options.h"
+#include "grpo/is_correction.h"
 #include "grpo/trainer.h"
 #include "train/world.h"
 
@@ -114,6 +115,14 @@ int train_config_check(const TrainConfig *c, GrpoErr *err) {
     if (c->loss.delta != 0 && !(c->loss.delta > 1 + eps_high))
         return err_set(err, "delta (%g) must be > 1 + epsilon_high (%g) when set", c->loss.delta, 1 + eps_high);
     if (reward_args_check(&c->rewards, err)) return -1;
+    const GrpoLossConfig *l = &c->loss;
+    if (l->is_correction && !(l->is_clip_min < l->is_clip_max))
+        return err_set(err, "vllm_importance_sampling_clip_min (%g) must be less than vllm_importance_sampling_clip_max "
+                       "(%g)", l->is_clip_min, l->is_clip_max);
+    if (l->is_correction && l->loss_type == GRPO_LOSS_VESPO && l->is_mode != GRPO_ISC_TOKEN_TRUNCATE &&
+        l->is_mode != GRPO_ISC_TOKEN_MASK)
+        return err_set(err, "loss_type vespo needs vllm_importance_sampling_mode token_truncate or token_mask (got %s), "
+                       "as TRL", grpo_is_mode_names[l->is_mode]);
     if (c->sync_ref_model && c->loss.beta == 0)
         return err_set(err, "sync_ref_model needs a reference model: set beta > 0");
     if (c->sync_ref_model && (c->train.use_peft || c->train.adapter))

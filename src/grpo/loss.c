@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/options.h"
+#include "grpo/is_correction.h"
 
 const char *const grpo_loss_type_names[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo",
                                              NULL};
@@ -60,6 +61,17 @@ const OptSpec grpo_loss_options[] = {
      "VESPO's power exponent for negative advantages"},
     {"vespo_lambda_neg", OPT_F64, L(vespo_lambda_neg), 2.0, NULL, -1e300, 1e300, NULL, NULL, 0,
      "VESPO's decay for negative advantages (clamped to >= 1e-4)"},
+    /* TRL's names; no vLLM is involved: the mismatch is between grpo.c's decoder and its training pass */
+    {"vllm_importance_sampling_correction", OPT_BOOL, L(is_correction), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "weigh each token's loss by exp(trainer log-prob - sampler log-prob), truncated or masked, to correct "
+     "the sampler/trainer mismatch (TRL's name; no vLLM here), and log sampling/* metrics"},
+    {"vllm_importance_sampling_mode", OPT_ENUM, L(is_mode), GRPO_ISC_SEQUENCE_MASK, NULL, OPT_NO_RANGE,
+     grpo_is_mode_names, NULL, 0, "the correction's ratios per token or per sequence, clamped (truncate) or "
+     "zeroed (mask) outside [clip_min, clip_max]"},
+    {"vllm_importance_sampling_clip_max", OPT_F64, L(is_clip_max), 3.0, NULL, 0, 1e300, NULL, NULL, 0,
+     "the correction's upper bound C_max"},
+    {"vllm_importance_sampling_clip_min", OPT_F64, L(is_clip_min), 0.0, NULL, 0, 1e300, NULL, NULL, 0,
+     "the correction's lower bound C_min (0: none, TRL's None)"},
 };
 const int grpo_loss_n_options = sizeof grpo_loss_options / sizeof grpo_loss_options[0];
 
@@ -143,14 +155,20 @@ static void surrogate(const GrpoLossConfig *c, double r, double A, double *l, do
  * ratio exp(sum_t clamp(logp_t - old_t, -20, 20)) clamped to [1e-8, e^20], k and
  * lambda by the advantage's sign (A >= 0: the _pos pair), lambda >= 1e-4;
  * computed in log space, NaN/Inf as 0. Without old log-probs w = 1. */
-static double vespo_phi(const GrpoLossConfig *c, const float *logp, const float *old_logp, int t0, int t1, double A) {
+static double vespo_phi(const GrpoLossConfig *c, const float *logp, const float *old_logp, const double *isw,
+                        int t0, int t1, double A) {
     double s = 0.0;
+    const double lo = log(1e-8);
     if (old_logp)
         for (int t = t0; t < t1; t++) {
             double d = (double)logp[t] - (double)old_logp[t];
             s += d < -20.0 ? -20.0 : d > 20.0 ? 20.0 : d;
         }
-    const double lo = log(1e-8);
+    if (isw) /* the sampler correction, token-level only (TRL: log(pi_old / pi_sampler) added) */
+        for (int t = t0; t < t1; t++) {
+            double l = log(isw[t]);
+            s += l < lo ? lo : l > 20.0 ? 20.0 : l;
+        }
     double log_w = s < lo ? lo : s > 20.0 ? 20.0 : s, w = exp(log_w);
     double k = A >= 0 ? c->vespo_k_pos : c->vespo_k_neg, lam = A >= 0 ? c->vespo_lambda_pos : c->vespo_lambda_neg;
     if (!(lam >= 1e-4)) lam = 1e-4;
@@ -222,10 +240,10 @@ double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, i
 }
 
 double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float logp, const float *old_logp,
-                            const float *ref_logp) {
+                            const float *ref_logp, double is_weight) {
     if (w == 0.0) return 0.0;
     double loss = 0.0, kl;
-    double g = token_term(c, w, 1.0, A, token_ratio(logp, old_logp), logp, &loss);
+    double g = token_term(c, w, is_weight, A, token_ratio(logp, old_logp), logp, &loss);
     return ref_logp ? kl_term(c, w, logp, *ref_logp, g, &loss, &kl) : g;
 }
 
@@ -254,6 +272,7 @@ static double entropy_threshold(const GrpoLossConfig *c, const float *entropy, c
 typedef struct {
     const GrpoLossConfig *c;
     const float *logp, *old_logp, *ref_logp, *entropy;
+    const double *isw;     /* the sampler correction's weights, or NULL */
     const uint8_t *truncated;
     const int *offsets;
     double normalizer;
@@ -278,7 +297,7 @@ static void sequence_loss(LossPass *q, int i, double A) {
     const int t0 = q->offsets[i], t1 = q->offsets[i + 1];
     const int len = seq_masked(c, q->truncated, i) ? 0 : t1 - t0;
     /* a masked sequence's mask is all zeros: TRL's phi sees a ratio of 1 */
-    const double phi = vespo ? vespo_phi(c, logp, old_logp, t0, len ? t1 : t0, A) : 0.0;
+    const double phi = vespo ? vespo_phi(c, logp, old_logp, q->isw, t0, len ? t1 : t0, A) : 0.0;
     if (stats) {
         stats->sequences++;
         stats->vespo_phi_sum += phi;
@@ -307,6 +326,7 @@ static void sequence_loss(LossPass *q, int i, double A) {
     double dl_dr_seq_total = 0.0; /* sequence level: sum_t w e_t dl/dr */
     for (int t = t0; t < t1; t++) {
         const double e = kept(q, t);
+        const double ew = q->isw ? e * q->isw[t] : e;   /* the policy term's factor: mask, then correction */
         const double r = seq_level ? r_seq : token_ratio(logp[t], old_logp ? &old_logp[t] : NULL);
         if (stats) {
             stats->tokens++;
@@ -325,10 +345,10 @@ static void sequence_loss(LossPass *q, int i, double A) {
         } else if (seq_level && !cispo) {
             double l, dl_dr;
             surrogate(c, r, A, &l, &dl_dr);
-            q->loss += w * e * l;
-            dl_dr_seq_total += w * e * dl_dr;
+            q->loss += w * ew * l;
+            dl_dr_seq_total += w * ew * dl_dr;
         } else {
-            g = token_term(c, w, e, A, r, logp[t], &q->loss);
+            g = token_term(c, w, ew, A, r, logp[t], &q->loss);
         }
         if (q->ref_logp) {
             double kl;
@@ -369,11 +389,11 @@ static void entropy_bonus(LossPass *q, double *dentropy, int S) {
 
 double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
-                            const double *advantages, const uint8_t *truncated, const int *offsets,
-                            int S, double normalizer, const GrpoLossConfig *c) {
+                            const double *is_weight, const double *advantages, const uint8_t *truncated,
+                            const int *offsets, int S, double normalizer, const GrpoLossConfig *c) {
     CHECK(normalizer > 0);
     CHECK(c->beta == 0.0 || ref_logp);
-    LossPass q = {c, logp, old_logp, ref_logp, entropy, truncated, offsets, normalizer,
+    LossPass q = {c, logp, old_logp, ref_logp, entropy, is_weight, truncated, offsets, normalizer,
                   c->top_entropy_quantile < 1.0, 0, INFINITY, dlogp, 0.0, stats};
     CHECK(!q.use_emask || entropy);
     if (q.use_emask) q.threshold = entropy_threshold(c, entropy, truncated, offsets, S, &q.have_threshold);

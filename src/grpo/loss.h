@@ -34,6 +34,10 @@
  *   cispo          l = -sg(min(r, eps_high)) A logp_t
  *   sapo           l = -sigmoid(tau (r - 1)) * 4 / tau * A,  tau = tau_pos if A > 0 else tau_neg
  *   KL (beta != 0) + beta (exp(ref - logp) - (ref - logp) - 1)   (k3 estimator, Schulman)
+ * With the sampler/trainer correction (is_correction.h: weights rho_t, constants)
+ * the policy term (after the high-entropy mask) is multiplied by rho_t before the
+ * KL term is added, as TRL's _compute_loss does; VESPO instead adds
+ * sum_t clamp(log rho_t, log 1e-8, 20) to the log of its sequence ratio w.
  * Ties in min() split the gradient evenly, as torch.minimum's backward. */
 #ifndef GRPO_GRPO_LOSS_H
 #define GRPO_GRPO_LOSS_H
@@ -59,6 +63,14 @@ typedef enum {
     GRPO_IS_SEQUENCE,    /* "sequence" (GSPO) */
 } GrpoIsLevel;
 
+/* vllm_importance_sampling_mode (grpo/is_correction.h) */
+typedef enum {
+    GRPO_ISC_TOKEN_TRUNCATE,
+    GRPO_ISC_TOKEN_MASK,
+    GRPO_ISC_SEQUENCE_TRUNCATE,
+    GRPO_ISC_SEQUENCE_MASK,      /* TRL default */
+} GrpoIsMode;
+
 typedef struct {
     GrpoLossType loss_type;       /* loss_type */
     GrpoIsLevel is_level;         /* importance_sampling_level */
@@ -78,6 +90,9 @@ typedef struct {
     double entropy_coef_min, entropy_coef_max, entropy_coef_delta, entropy_target; /* 0, 1, 0.005, 0.2 */
     int grad_accum_steps;         /* the bonus's divisor for the per-sequence loss types (1) */
     int max_completion_length;    /* for dr_grpo's normaliser (256) */
+    int is_correction;            /* vllm_importance_sampling_correction (0 here; TRL's True acts with vLLM only) */
+    GrpoIsMode is_mode;           /* vllm_importance_sampling_mode (sequence_mask) */
+    double is_clip_min, is_clip_max; /* vllm_importance_sampling_clip_min (0: TRL's None), _clip_max (3.0) */
 } GrpoLossConfig;
 
 /* Sums over a micro-batch, to be added up over the micro-batches of a step.
@@ -138,10 +153,11 @@ double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const u
  *   < 1; TRL's get_high_entropy_mask thresholds over THIS micro-batch's
  *   tokens, so that option depends on the split, as in TRL);
  * advantages: [S]; truncated: [S] or NULL; offsets: [S+1];
+ * is_weight: [T] the correction's weights rho (is_correction.h), or NULL (none);
  * normalizer: grpo_loss_normalizer(...) as documented above. */
 double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
-                            const double *advantages, const uint8_t *truncated, const int *offsets,
+                            const double *is_weight, const double *advantages, const uint8_t *truncated, const int *offsets,
                             int S, double normalizer, const GrpoLossConfig *c);
 
 /* Token-local losses: a token's gradient follows from its own log-prob (token-level
@@ -152,10 +168,11 @@ int grpo_loss_token_local(const GrpoLossConfig *c);
 double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, int i, const int *offsets,
                             double normalizer);
 /* For a token-local loss: d loss / d logp of one token of a sequence with weight w
- * and advantage A; old_logp, ref_logp point to the token's values or are NULL.
+ * and advantage A; old_logp, ref_logp point to the token's values or are NULL;
+ * is_weight: the token's correction weight rho (1 without the correction).
  * The same value grpo_loss_accumulate adds to dlogp. */
 double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float logp, const float *old_logp,
-                            const float *ref_logp);
+                            const float *ref_logp, double is_weight);
 
 /* For logging: mean entropy and mean KL (exp(ref-logp) - (ref-logp) - 1) over
  * the completion tokens (after truncation masking when mask_truncated), as

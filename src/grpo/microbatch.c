@@ -22,13 +22,14 @@ void micro_scratch_init(MicroScratch *ms, int B, int max_tokens) {
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = xmalloc(sizeof(float) * T);
     ms->dlogp = xmalloc(sizeof(double) * T);
     ms->dentropy = xmalloc(sizeof(double) * T);
+    ms->isw = xmalloc(sizeof(double) * T);
     ms->seq_of = xmalloc(sizeof(int) * T);
 }
 
 void micro_scratch_free(MicroScratch *ms) {
     free(ms->seqs), free(ms->ids), free(ms->off), free(ms->adv), free(ms->w), free(ms->trunc);
     free(ms->logp), free(ms->ent), free(ms->old), free(ms->ref), free(ms->dlp), free(ms->dent);
-    free(ms->dlogp), free(ms->dentropy), free(ms->seq_of);
+    free(ms->dlogp), free(ms->dentropy), free(ms->isw), free(ms->seq_of);
     memset(ms, 0, sizeof *ms);
 }
 
@@ -46,11 +47,13 @@ void micro_batch_of(MicroScratch *ms, const CompletionRef *seqs, int S, TrainBat
     *b = (TrainBatch){ms->seqs, S, ms->ids, inv_temperature};
 }
 
-/* The completions' advantages, truncation flags and recorded log-probs; *old and
- * *ref NULL where the rollouts recorded none. */
-static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, float **old, float **ref) {
+/* The completions' advantages, truncation flags, recorded log-probs and correction
+ * weights; *old, *ref and *isw NULL where the rollouts recorded none. */
+static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, float **old, float **ref,
+                          double **isw) {
     *old = seqs[0].r->old_logp ? ms->old : NULL;
     *ref = seqs[0].r->ref_logp ? ms->ref : NULL;
+    *isw = seqs[0].r->is_w ? ms->isw : NULL;
     for (int i = 0; i < S; i++) {
         const Rollout *r = seqs[i].r;
         int k = seqs[i].i, len = ms->off[i + 1] - ms->off[i];
@@ -58,6 +61,7 @@ static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, fl
         ms->trunc[i] = !r->comp[k].stopped;
         if (*old) memcpy(*old + ms->off[i], r->old_logp[k], sizeof(float) * len);
         if (*ref) memcpy(*ref + ms->off[i], r->ref_logp[k], sizeof(float) * len);
+        if (*isw) memcpy(*isw + ms->off[i], r->is_w[k], sizeof(double) * len);
     }
 }
 
@@ -68,6 +72,7 @@ typedef struct {
     const int *seq_of;      /* [ntok] each token's sequence */
     const double *w, *adv;  /* [S] */
     const float *old, *ref; /* [ntok] or NULL */
+    const double *isw;      /* [ntok] or NULL */
 } TokenGrad;
 
 static void token_grads(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
@@ -75,7 +80,7 @@ static void token_grads(void *ctx, const int *js, int m, const float *logp, floa
     for (int i = 0; i < m; i++) {
         int j = js[i], s = t->seq_of[j];
         dlogp[i] = (float)grpo_loss_token_grad(t->loss, t->w[s], t->adv[s], logp[i], t->old ? &t->old[j] : NULL,
-                                               t->ref ? &t->ref[j] : NULL);
+                                               t->ref ? &t->ref[j] : NULL, t->isw ? t->isw[j] : 1.0);
     }
 }
 
@@ -86,7 +91,8 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
     const int *off = ms->off;
     int ntok = off[S];
     float *old, *ref;
-    gather_inputs(ms, seqs, S, &old, &ref);
+    double *isw;
+    gather_inputs(ms, seqs, S, &old, &ref, &isw);
     memset(ms->dlogp, 0, sizeof(double) * ntok);
     const int fused = grpo_loss_token_local(loss);
     if (fused) {
@@ -94,7 +100,7 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
             ms->w[i] = grpo_loss_seq_weight(loss, ms->trunc, i, off, normalizer);
             for (int j = off[i]; j < off[i + 1]; j++) ms->seq_of[j] = i;
         }
-        TokenGrad tg = {loss, ms->seq_of, ms->w, ms->adv, old, ref};
+        TokenGrad tg = {loss, ms->seq_of, ms->w, ms->adv, old, ref, isw};
         train_model_forward(tm, &b, ms->logp, ms->ent, &(LogprobGrad){token_grads, &tg});
     } else {
         train_model_forward(tm, &b, ms->logp, ms->ent, NULL);
@@ -102,8 +108,8 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
     /* the loss and its statistics; fused, the gradient it also gives was taken already */
     double *dent = NULL;
     if (loss->entropy_coef != 0.0) memset(dent = ms->dentropy, 0, sizeof(double) * ntok);
-    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, ms->adv, ms->trunc, off, S,
-                                    normalizer, loss);
+    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, isw, ms->adv, ms->trunc, off,
+                                    S, normalizer, loss);
     if (fused) {
         train_model_backward(tm, NULL, NULL);
         return l;

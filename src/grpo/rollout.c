@@ -1,8 +1,9 @@
 /* grpo/rollout.c — the first half of a GRPO step: for P prompts, sample G
  * completions each, score them with the reward functions, turn the rewards into
  * group-relative advantages, and (when the loss needs them) record the log-probs
- * of the generating policy and of the reference model. Also logs the rollout's
- * metrics and, with log_completions, completions.jsonl. */
+ * of the generating policy and of the reference model, and the sampler/trainer
+ * correction's weights (is_correction.h). Also logs the rollout's metrics and,
+ * with log_completions, completions.jsonl. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "core/rng.h"
 #include "core/timer.h"
+#include "grpo/is_correction.h"
 #include "grpo/trainer_internal.h"
 #include "io/fsutil.h"
 #include "log/completions.h"
@@ -25,9 +27,10 @@ void rollout_free(Rollout *r) {
         free(r->text[i]);
         if (r->old_logp) free(r->old_logp[i]);
         if (r->ref_logp) free(r->ref_logp[i]);
+        if (r->is_w) free(r->is_w[i]);
     }
     free(r->example), free(r->prompt), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
-    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->order);
+    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->is_w), free(r->order);
     free(r);
 }
 
@@ -128,12 +131,16 @@ static void generate(GrpoTrainer *t, Rollout *r) {
     for (int i = 0; i < r->n; i++) ids[i] = r->comp[i].ids, len[i] = r->comp[i].n, stop[i] = &r->comp[i].stopped, one[i] = 1;
     train_world_share(t->world, ids, len, r->n, sizeof(int32_t), 1);
     train_world_share(t->world, stop, one, r->n, sizeof(int), 0);
+    void **lp = xmalloc(sizeof(void *) * r->n); /* the sampling log-probs, as long as the ids */
+    for (int i = 0; i < r->n; i++) lp[i] = r->comp[i].logp;
+    train_world_share(t->world, lp, len, r->n, sizeof(float), 0);
     for (int i = 0; i < r->n; i++)
         if (i < lo || i >= hi) {
             r->comp[i].ids = ids[i], r->comp[i].n = len[i], r->comp[i].stopped = *(int *)stop[i];
+            r->comp[i].logp = lp[i];
             free(stop[i]);
         }
-    free(ids), free(stop), free(len), free(one);
+    free(ids), free(stop), free(len), free(one), free(lp);
 }
 
 /* Decodes every completion; scores this process's slice (a reward failing on
@@ -215,6 +222,46 @@ static void add_metrics(GrpoTrainer *t, const Rollout *r, const GrpoRewardStats 
     metric_add(m, "completions/clipped_ratio", clipped / r->n);
 }
 
+void rollout_is_weights(const GrpoTrainer *t, Rollout *r) {
+    const GrpoLossConfig *c = &t->c.loss;
+    CHECK(c->is_correction && r->old_logp);
+    r->is_w = xcalloc(r->n, sizeof(double *));
+    for (int i = 0; i < r->n; i++) {
+        CHECK(r->comp[i].logp);
+        r->is_w[i] = xmalloc(sizeof(double) * r->comp[i].n);
+        int masked = c->mask_truncated_completions && !r->comp[i].stopped;
+        grpo_is_weights(r->is_w[i], r->old_logp[i], r->comp[i].logp, r->comp[i].n, masked, c);
+    }
+}
+
+/* TRL's sampling metrics: each process's over the completions it generated,
+ * then the mean of the means, the max of the maxima, the min of the minima. */
+static void add_is_metrics(GrpoTrainer *t, const Rollout *r) {
+    const GrpoLossConfig *c = &t->c.loss;
+    int P = train_world_size(t->world);
+    const float **old = xmalloc(sizeof(float *) * r->n), **samp = xmalloc(sizeof(float *) * r->n);
+    int *len = xmalloc(sizeof(int) * r->n);
+    uint8_t *masked = xmalloc(r->n);
+    for (int i = 0; i < r->n; i++) {
+        old[i] = r->old_logp[i], samp[i] = r->comp[i].logp, len[i] = r->comp[i].n;
+        masked[i] = c->mask_truncated_completions && !r->comp[i].stopped;
+    }
+    GrpoIsMetrics *each = xmalloc(sizeof(GrpoIsMetrics) * P), all;
+    for (int k = 0; k < P; k++) {
+        int lo, hi;
+        train_world_range_of(t->world, r->n, k, &lo, &hi);
+        grpo_is_metrics(&each[k], old, samp, (const double *const *)r->is_w, len, masked, lo, hi, c);
+    }
+    grpo_is_metrics_gather(&all, each, P);
+    MetricAcc *m = t->st.metrics;
+    metric_add(m, "sampling/sampling_logp_difference/mean", all.diff_mean);
+    metric_add(m, "sampling/sampling_logp_difference/max", all.diff_max);
+    metric_add(m, "sampling/importance_sampling_ratio/min", all.ratio_min);
+    metric_add(m, "sampling/importance_sampling_ratio/mean", all.ratio_mean);
+    metric_add(m, "sampling/importance_sampling_ratio/max", all.ratio_max);
+    free(old), free(samp), free(len), free(masked), free(each);
+}
+
 /* TRL shuffles the generation batch before splitting it into micro-batches. */
 static void shuffle(const TrainConfig *c, Rollout *r) {
     Rng rng;
@@ -241,6 +288,10 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     /* the generating policy's and the reference's log-probs */
     if (!rc && t->need_old) r->old_logp = all_logprobs(t, TRAIN_POLICY, r);
     if (!rc && t->c.loss.beta != 0) r->ref_logp = all_logprobs(t, TRAIN_REFERENCE, r);
+    if (!rc && t->c.loss.is_correction) {
+        rollout_is_weights(t, r);
+        add_is_metrics(t, r);
+    }
     t->st.t_ref += time_now_s() - t2;
     if (!rc && t->c.log_completions) rc = train_world_once(t->world, log_completions, &(LogCompletions){t, r}, err);
     if (rc) {

@@ -50,7 +50,8 @@ static void plan_batches(GrpoTrainer *t) {
     t->gen_batch = B * N * t->spg; /* global, as TRL's */
     /* TRL records the generating policy's log-probs when the policy moves while a
      * generation batch is still in use */
-    t->need_old = c->num_iterations > 1 || t->spg > GA;
+    /* TRL computes them for the sampler correction too, whatever num_iterations */
+    t->need_old = c->num_iterations > 1 || t->spg > GA || c->loss.is_correction;
     GrpoStep *st = &t->st;
     int S_all = GA * B * N;
     st->mb = xmalloc(sizeof(Rollout *) * GA);

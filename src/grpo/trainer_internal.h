@@ -32,6 +32,8 @@ typedef struct {
     double *adv;           /* [n] */
     float **old_logp;      /* [n][len] or NULL */
     float **ref_logp;      /* [n][len] or NULL */
+    double **is_w;         /* [n][len] the sampler/trainer correction's weights (is_correction.h), or NULL;
+                              recomputed from old_logp and comp[i].logp, never saved */
     int *order;            /* [n] shuffled completion order: global micro-batch k of the round is
                               order[k * micro_size .. (k+1) * micro_size) */
     int uses;              /* micro-batches taken from it so far (of spg * num_iterations) */
@@ -53,7 +55,7 @@ typedef struct {
     double *adv, *w;       /* [B] */
     uint8_t *trunc;        /* [B] */
     float *logp, *ent, *old, *ref, *dlp, *dent; /* [tokens] */
-    double *dlogp, *dentropy; /* [tokens] */
+    double *dlogp, *dentropy, *isw; /* [tokens] */
     int *seq_of;           /* [tokens] */
 } MicroScratch;
 
@@ -101,6 +103,9 @@ typedef struct {
 /* rollout.c */
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err);
 void rollout_free(Rollout *r);
+/* With vllm_importance_sampling_correction: r->is_w from r->old_logp and the
+ * completions' sampling log-probs (a made or a resumed rollout). */
+void rollout_is_weights(const GrpoTrainer *t, Rollout *r);
 /* microbatch.c */
 void micro_scratch_init(MicroScratch *ms, int B, int max_tokens);
 void micro_scratch_free(MicroScratch *ms);

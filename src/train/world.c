@@ -34,6 +34,11 @@ static void range_of(int n, int j, int world, int *lo, int *hi) {
 
 void train_world_range(const TrainWorld *w, int n, int *lo, int *hi) { range_of(n, w->rank(w), w->size(w), lo, hi); }
 
+void train_world_range_of(const TrainWorld *w, int n, int process, int *lo, int *hi) {
+    CHECK(process >= 0 && process < w->size(w));
+    range_of(n, process, w->size(w), lo, hi);
+}
+
 void train_world_share(const TrainWorld *w, void **items, int *len, int n, size_t elem, int with_len) {
     int world = w->size(w);
     if (world == 1) return;

@@ -48,6 +48,8 @@ int train_world_writes(const TrainWorld *w);
 /* Items [*lo, *hi) of n: this process's range, contiguous, the ranges in process
  * order covering [0, n). */
 void train_world_range(const TrainWorld *w, int n, int *lo, int *hi);
+/* The range of process `process` (0 .. size - 1), for a statistic gathered per process. */
+void train_world_range_of(const TrainWorld *w, int n, int process, int *lo, int *hi);
 /* After each process computed the items of its range: every process holds all n
  * (share_items with the ranges as owners). */
 void train_world_share(const TrainWorld *w, void **items, int *len, int n, size_t elem, int with_len);

@@ -66,7 +66,7 @@ static double run_split(double *grad, double *dent, GrpoLossStats *st, const Bat
                           ? grpo_loss_normalizer(c, b->offsets + s0, b->truncated + s0, n, n_mb)
                           : norm_all;
         loss += grpo_loss_accumulate(grad, dent, st, b->logp, has_old ? b->old : NULL, b->ref, b->ent,
-                                     b->adv + s0, b->truncated + s0, b->offsets + s0, n, norm, c);
+                                     NULL, b->adv + s0, b->truncated + s0, b->offsets + s0, n, norm, c);
         s0 += n;
     }
     return loss;
@@ -160,7 +160,7 @@ int main(void) {
                 double w = grpo_loss_seq_weight(&c, b.truncated, i, b.offsets, norm);
                 for (int t = b.offsets[i]; t < b.offsets[i + 1]; t++)
                     same &= grpo_loss_token_grad(&c, w, b.adv[i], b.logp[t], has_old ? &b.old[t] : NULL,
-                                                 b.ref ? &b.ref[t] : NULL) == grad[t];
+                                                 b.ref ? &b.ref[t] : NULL, 1.0) == grad[t];
             }
             T_CHECK(same, "%s: token-local gradients differ from the batch's", what);
             local_cases++;
@@ -218,9 +218,9 @@ int main(void) {
             double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
             memset(d1, 0, sizeof(double) * T), memset(d3, 0, sizeof(double) * T);
             c.grad_accum_steps = 1;
-            grpo_loss_accumulate(g, d1, NULL, b.logp, b.old, NULL, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+            grpo_loss_accumulate(g, d1, NULL, b.logp, b.old, NULL, b.ent, NULL, b.adv, b.truncated, b.offsets, b.S, norm, &c);
             c.grad_accum_steps = 3;
-            grpo_loss_accumulate(g, d3, NULL, b.logp, b.old, NULL, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+            grpo_loss_accumulate(g, d3, NULL, b.logp, b.old, NULL, b.ent, NULL, b.adv, b.truncated, b.offsets, b.S, norm, &c);
             int ok = d1[0] != 0;
             for (int t = 0; t < T; t++) ok &= fabs(d3[t] - (lt ? d1[t] / 3 : d1[t])) <= 1e-15 * fabs(d1[t]);
             T_CHECK(ok, "entropy bonus and gradient_accumulation_steps (%s)", lt ? "grpo: / GA" : "dapo: unchanged");
@@ -238,7 +238,7 @@ int main(void) {
         double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
         memset(grad, 0, sizeof(double) * T);
         memset(&st, 0, sizeof st);
-        grpo_loss_accumulate(grad, NULL, &st, b.logp, b.old, b.ref, b.ent, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+        grpo_loss_accumulate(grad, NULL, &st, b.logp, b.old, b.ref, b.ent, NULL, b.adv, b.truncated, b.offsets, b.S, norm, &c);
         double me, mk;
         grpo_token_means(&me, &mk, b.ent, b.logp, b.ref, b.truncated, b.offsets, b.S, 1);
         T_CHECK(fabs(me - st.entropy_sum / st.tokens) <= 1e-12 * fabs(me), "mean entropy %g", me);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grpo/is_correction.h"
 #include "grpo/trainer.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
@@ -381,6 +382,144 @@ static void bad_configs(const char *model, const char *data) {
             "weights count: %s", err.msg);
 }
 
+/* A metric of metrics.jsonl's step line `step` (1-based), NAN when absent. */
+static double metric_at(const char *out, const char *key, int step) {
+    char *text = read_all(out, "metrics.jsonl"), pat[200];
+    double v = NAN;
+    const char *line = text;
+    for (int k = 1; line && k < step; k++) line = (line = strchr(line, '\n')) ? line + 1 : NULL;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *end = line ? strchr(line, '\n') : NULL, *p = line ? strstr(line, pat) : NULL;
+    if (p && (!end || p < end)) v = strtod(p + strlen(pat), NULL);
+    free(text);
+    return v;
+}
+
+/* The sampler/trainer correction (vllm_importance_sampling_*) in whole runs:
+ *  - its metrics, measured: fp32 weights without top_k (decoder and training pass
+ *    differ by rounding only), the same in bf16, and with top_k, whose truncation
+ *    the training pass does not apply (log-probs lower than the sampler's);
+ *  - split invariance with it on (token_mask and sequence_truncate, top_k 100 so the
+ *    weights are away from 1 and some are masked or clamped), within fp32 rounding as above;
+ *  - a resumed run equals the uninterrupted one bit for bit, from the middle of a
+ *    generation batch;
+ *  - off, the metrics are absent; on, the weights change the result. */
+static void is_correction_runs(const char *model, const char *data) {
+    GrpoErr err;
+    TrainConfig c;
+    char *out = path("isc");
+    double diff[3];
+    (void)diff;
+    for (int v = 0; v < 3; v++) {
+        fs_rm_rf(out);
+        base_config(&c, model, data, out);
+        c.loss.is_correction = 1;
+        c.loss.is_mode = GRPO_ISC_TOKEN_TRUNCATE;
+        c.train.bf16 = v == 1;
+        c.gen.sampler.top_k = v == 2 ? 100 : 0;
+        T_CHECK(trainer_run(&c, NULL, &err) == 0, "metrics run %d: %s", v, err.msg);
+        double d = diff[v] = metric_at(out, "sampling/sampling_logp_difference/mean", 1);
+        double dmax = metric_at(out, "sampling/sampling_logp_difference/max", 1);
+        double rmin = metric_at(out, "sampling/importance_sampling_ratio/min", 1);
+        double rmean = metric_at(out, "sampling/importance_sampling_ratio/mean", 1);
+        double rmax = metric_at(out, "sampling/importance_sampling_ratio/max", 1);
+        printf("sampler/trainer mismatch (%s): |logp difference| mean %.3g max %.3g, ratio min %.6g mean %.6g max %.6g\n",
+               v == 0 ? "fp32" : v == 1 ? "bf16" : "fp32, top_k 100", d, dmax, rmin, rmean, rmax);
+        T_CHECK(d >= 0 && dmax >= d && rmin <= rmean && rmean <= rmax && rmin >= 0 && rmax <= 3,
+                "run %d: metrics out of order or range", v);
+        if (v < 2) /* rounding only (measured: ~3e-7 in fp32, ~3e-9 in bf16, whose decoder and training
+                      pass round the same bf16 products): ratios within 1e-5 of 1, not all exactly 1 */
+            T_CHECK(dmax > 0 && dmax < 1e-5 && fabs(rmin - 1) < 1e-5 && fabs(rmax - 1) < 1e-5, "run %d: %g %g %g", v, dmax,
+                    rmin, rmax);
+        else /* truncation: the trainer's log-probs are lower, every ratio below 1 (measured 0.76 .. 0.85) */
+            T_CHECK(d > 0.1 && rmin < 0.9 && rmax < 1, "top_k: %g %g %g", d, rmin, rmax);
+        T_CHECK(!isnan(metric_at(out, "sampling/importance_sampling_ratio/mean", 2)), "run %d: step 2 logs them", v);
+    }
+    fs_rm_rf(out);
+    base_config(&c, model, data, out);
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "off: %s", err.msg);
+    T_CHECK(isnan(metric_at(out, "sampling/importance_sampling_ratio/mean", 1)) && !isnan(metric_at(out, "loss", 1)),
+            "off: no sampling metrics");
+
+    /* split invariance, and the correction's effect */
+    const GrpoIsMode modes[2] = {GRPO_ISC_TOKEN_MASK, GRPO_ISC_SEQUENCE_TRUNCATE};
+    const GrpoLossType types[2] = {GRPO_LOSS_DAPO, GRPO_LOSS_GRPO};
+    for (int k = 0; k < 2; k++) {
+        float *w0 = NULL, *woff = NULL;
+        double d_split = 0;
+        size_t n0 = 0, n;
+        int sizes[] = {8, 2, 1};
+        for (int si = 0; si < 4; si++) {
+            fs_rm_rf(out);
+            base_config(&c, model, data, out);
+            c.loss.loss_type = types[k];
+            c.loss.is_correction = si < 3;
+            c.loss.is_mode = modes[k];
+            /* top_k 100: token ratios 0.76 .. 0.85, so [0.8, 2] masks about half the tokens,
+             * and [0.05, 0.12] clamps the products of 10-token sequences (0.06 .. 0.2) unevenly */
+            c.loss.is_clip_min = k ? 0.05 : 0.8, c.loss.is_clip_max = k ? 0.12 : 2.0;
+            c.loss.beta = 0.04;
+            c.gen.sampler.top_k = 100;
+            int B = sizes[si < 3 ? si : 0];
+            c.train.per_device_train_batch_size = B;
+            c.train.gradient_accumulation_steps = 8 / B;
+            T_CHECK(trainer_run(&c, NULL, &err) == 0, "split %s: %s", grpo_is_mode_names[modes[k]], err.msg);
+            float *w = final_weights(out, &n);
+            if (si == 0) {
+                w0 = w, n0 = n;
+                continue;
+            }
+            double mx = 0, d = 0;
+            for (size_t i = 0; i < n0 && n == n0; i++) mx = fmax(mx, fabs(w0[i])), d = fmax(d, fabs((double)w[i] - w0[i]));
+            if (si < 3) {
+                T_CHECK(n == n0 && d <= 1e-6 * mx, "%s batch %d: weights differ by %.3g (max |w| %.3g)",
+                        grpo_is_mode_names[modes[k]], B, d, mx);
+                d_split = fmax(d_split, d);
+            } else {
+                printf("%s: the correction moves the weights by %.3g, the split by %.3g\n", grpo_is_mode_names[modes[k]], d,
+                       d_split);
+                T_CHECK(n == n0 && d > 10 * d_split && d > 1e-6 * mx, "%s: the correction changes nothing (%.3g)",
+                        grpo_is_mode_names[modes[k]], d);
+            }
+            if (si < 3) free(w);
+            else woff = w;
+        }
+        free(w0), free(woff);
+    }
+
+    /* resume from the middle of a generation batch */
+    char *b = path("isc_b");
+    fs_rm_rf(out);
+    fs_rm_rf(b);
+    base_config(&c, model, data, out);
+    c.loss.is_correction = 1;
+    c.loss.is_mode = GRPO_ISC_SEQUENCE_MASK;
+    c.gen.sampler.top_k = 100;
+    c.train.max_steps = 4;
+    c.train.per_device_train_batch_size = 4;
+    c.train.gradient_accumulation_steps = 1;
+    c.steps_per_generation = 2, c.num_iterations = 2;
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "uninterrupted: %s", err.msg);
+    c.train.output_dir = b;
+    c.train.save_steps = 1;
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "with checkpoints: %s", err.msg);
+    char *ck = fs_join(b, "checkpoint-3"), *ro = fs_join(ck, "rollout.json");
+    char *saved = read_all(ck, "rollout.json");
+    T_CHECK(saved && strstr(saved, "\"sampling_logp\""), "the checkpoint's rollout keeps the sampling log-probs");
+    free(saved);
+    char *mb = fs_join(b, "model.safetensors");
+    unlink(mb);
+    c.train.resume_from_checkpoint = ck;
+    c.train.save_steps = 0;
+    T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
+    size_t na, nb;
+    float *wa = final_weights(out, &na), *wb = final_weights(b, &nb);
+    T_CHECK(na == nb && !memcmp(wa, wb, sizeof(float) * na), "the resumed run differs from the uninterrupted one");
+    char *ma = read_all(out, "metrics.jsonl"), *mbx = read_all(b, "metrics.jsonl");
+    T_CHECK(ma && mbx && strstr(mbx, "sampling/importance_sampling_ratio/mean"), "resumed metrics");
+    free(ma), free(mbx), free(wa), free(wb), free(mb), free(ro), free(ck), free(b), free(out);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/grpo-test-trainer-%d", (int)getpid());
     GrpoErr err;
@@ -392,6 +531,12 @@ int main(void) {
           "{\"prompt\": \"xyz\"}\n", f);
     fclose(f);
     bad_configs(model, data);
+    if (getenv("ONLY_IS")) { /* a developer's shortcut: only the correction's runs */
+        is_correction_runs(model, data);
+        fs_rm_rf(root);
+        return t_summary("test_trainer");
+    }
+    is_correction_runs(model, data);
     split_invariance(model, data, 0);
     split_invariance(model, data, 1);
     resume(model, data);
