@@ -2,8 +2,8 @@
 # `mpirun -np N grpo train`: the same global batch on 1, 2 and 4 processes gives the
 # same completions (byte for byte) and the same final weights (1e-6 relative; AdamW
 # epsilon 1e-2 so rounding of near-zero gradients is not amplified) — for dapo, grpo
-# with a KL reference (beta), num_iterations 2, and a group split between processes,
-# and for sft;
+# with a KL reference (beta), num_iterations 2, a group split between processes, and the
+# sampler/trainer correction (its metrics gathered as TRL's), and for sft;
 # a resume under N = 2 equals the uninterrupted N = 2 run bit for bit (log_history
 # included); an evaluation's console line comes once, from rank 0; and bad usage
 # and one rank's failure stop the whole job with one line; a rank killed mid-run
@@ -54,6 +54,19 @@ run_case beta --loss_type grpo --beta 0.1 --num_generations 4 --gradient_accumul
 run_case iter2 --loss_type dapo --num_iterations 2 --num_generations 4 --gradient_accumulation_steps 2
 # one group of 8 completions split between the processes that generate it
 run_case span --loss_type dapo --num_generations 8 --gradient_accumulation_steps 2 --beta 0.05
+# the sampler/trainer correction: sampling log-probs shared with the completions, ratios away from 1 (top_k);
+# TRL's gathered metrics: the extremes equal the one process's, the means are means of the processes'
+run_case iscorr --loss_type dapo --num_generations 4 --gradient_accumulation_steps 2 --top_k 100 \
+    --vllm_importance_sampling_correction true --vllm_importance_sampling_mode token_truncate
+python3 - "$TMP/iscorr.1/metrics.jsonl" "$TMP/iscorr.2/metrics.jsonl" <<'PY' || fail "sampling metrics, 1 vs 2 processes"
+import json, sys
+one, two = ([json.loads(l) for l in open(p) if '"loss"' in l] for p in sys.argv[1:])
+assert len(one) == len(two) == 3
+for a, b in zip(one, two):
+    for k in ("sampling_logp_difference/max", "importance_sampling_ratio/min", "importance_sampling_ratio/max"):
+        assert abs(a["sampling/" + k] - b["sampling/" + k]) <= 1e-6 * abs(a["sampling/" + k]), (k, a, b)
+    assert a["sampling/importance_sampling_ratio/max"] < 1 and a["sampling/sampling_logp_difference/mean"] > 0.01, a
+PY
 
 # rank 0 alone writes: one metrics line per step and the closing one, every completion once, in global order
 [ "$(grep -c '"loss"' "$TMP/dapo.2/metrics.jsonl")" -eq 3 ] && [ "$(grep -c '"train_runtime"' "$TMP/dapo.2/metrics.jsonl")" -eq 1 ] \
