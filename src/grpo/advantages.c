@@ -62,14 +62,9 @@ static double nanstd_of(const double *x, int k, double u) {
 /* torch.isclose(std, 0): |std| <= atol 1e-8 (rtol * 0 adds nothing). */
 static int isclose_zero(double s) { return fabs(s) <= 1e-8; }
 
-void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
-                     const double *rpf, const double *weights, int F, int n, int G,
-                     GrpoScaleRewards scale, GrpoRewardAggregation agg) {
+void grpo_aggregate_rewards(double *r, const double *rpf, const double *weights, int F, int n, int G,
+                            GrpoRewardAggregation agg) {
     CHECK(F >= 1 && n > 0 && G >= 1 && n % G == 0);
-    double *r = xmalloc((size_t)n * sizeof(double));
-    double *stdv = xmalloc((size_t)n * sizeof(double));   /* std_rewards, per completion */
-    const int ngroups = n / G;
-
     if (agg == GRPO_AGG_SUM_THEN_NORMALIZE) {
         for (int i = 0; i < n; i++) {
             double s = 0;
@@ -79,6 +74,41 @@ void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
             }
             r[i] = s;
         }
+        return;
+    }
+    double *z = xmalloc((size_t)G * sizeof(double));
+    for (int i = 0; i < n; i++) r[i] = 0.0;
+    for (int f = 0; f < F; f++) {
+        double w = weights ? weights[f] : 1.0;
+        for (int g = 0; g < n / G; g++) {
+            const double *x = rpf + (size_t)f * n + (size_t)g * G;
+            const double u = unit_of(x, (size_t)G);
+            double mu = nanmean_of(x, G, u);
+            double sd = G > 1 ? nanstd_of(x, G, u) : 0.0;
+            for (int j = 0; j < G; j++) z[j] = (x[j] / u - mu) / (sd + 1e-4 / u) * w;
+            for (int j = 0; j < G; j++)
+                if (!isnan(z[j])) r[g * G + j] += z[j];   /* nansum over functions */
+        }
+    }
+    free(z);
+}
+
+int grpo_group_rewards_equal(const double *r, int G) {
+    for (int j = 1; j < G; j++)
+        if (!(r[j] == r[0])) return 0;
+    return 1;
+}
+
+void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
+                     const double *rpf, const double *weights, int F, int n, int G,
+                     GrpoScaleRewards scale, GrpoRewardAggregation agg) {
+    CHECK(F >= 1 && n > 0 && G >= 1 && n % G == 0);
+    double *r = xmalloc((size_t)n * sizeof(double));
+    double *stdv = xmalloc((size_t)n * sizeof(double));   /* std_rewards, per completion */
+    const int ngroups = n / G;
+
+    grpo_aggregate_rewards(r, rpf, weights, F, n, G, agg);
+    if (agg == GRPO_AGG_SUM_THEN_NORMALIZE) {
         const double u = unit_of(r, (size_t)n);
         double batch_std = n > 1 ? std_of(r, n, u) : 0.0;
         for (int g = 0; g < ngroups; g++) {
@@ -94,21 +124,6 @@ void grpo_advantages(double *adv, double *rewards_out, GrpoRewardStats *stats,
             }
         }
     } else {
-        double *z = xmalloc((size_t)G * sizeof(double));
-        for (int i = 0; i < n; i++) r[i] = 0.0;
-        for (int f = 0; f < F; f++) {
-            double w = weights ? weights[f] : 1.0;
-            for (int g = 0; g < ngroups; g++) {
-                const double *x = rpf + (size_t)f * n + (size_t)g * G;
-                const double u = unit_of(x, (size_t)G);
-                double mu = nanmean_of(x, G, u);
-                double sd = G > 1 ? nanstd_of(x, G, u) : 0.0;
-                for (int j = 0; j < G; j++) z[j] = (x[j] / u - mu) / (sd + 1e-4 / u) * w;
-                for (int j = 0; j < G; j++)
-                    if (!isnan(z[j])) r[g * G + j] += z[j];   /* nansum over functions */
-            }
-        }
-        free(z);
         const double u = unit_of(r, (size_t)n);
         double mu = mean_of(r, n, u);
         double sd = n > 1 ? std_of(r, n, u) : 0.0;

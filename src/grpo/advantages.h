@@ -52,4 +52,18 @@ void grpo_advantages(double *advantages, double *rewards, GrpoRewardStats *stats
                      const double *rewards_per_func, const double *weights, int F, int n, int G,
                      GrpoScaleRewards scale, GrpoRewardAggregation agg);
 
+/* The aggregated reward each completion's advantage is computed from, as
+ * grpo_advantages takes it (its `rewards` output): sum_then_normalize, the
+ * weighted nansum over functions; normalize_then_sum, the nansum of each
+ * function's group z-scores. Either is a group's own: it never depends on the
+ * other groups of the batch. r: [n] out; the rest as grpo_advantages. */
+void grpo_aggregate_rewards(double *r, const double *rewards_per_func, const double *weights, int F, int n, int G,
+                            GrpoRewardAggregation agg);
+
+/* DAPO's dynamic sampling (arXiv 2503.14476; verl's filter_groups): 1 when the
+ * G aggregated rewards r[0..G) of a group are all equal (==, so a NaN is never
+ * equal), i.e. the group has no signal: its advantages are all zero
+ * (sum_then_normalize) or all the same (normalize_then_sum). */
+int grpo_group_rewards_equal(const double *r, int G);
+
 #endif

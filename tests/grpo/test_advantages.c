@@ -117,6 +117,44 @@ int main(void) {
         for (int i = 0; i < 4; i++) T_CHECK(isfinite(a[i]), "advantage %d finite: %g", i, a[i]);
     }
     {
+        /* dynamic sampling's test of a group (filter_groups): the aggregate the
+         * advantages come from equal within the group. Two functions, weights
+         * {1, 2}, groups of 3: [0] every function constant; [1] the first varies
+         * but its weight is 0 in the second call; [2] the functions vary and cancel
+         * in the weighted sum (1*2 + 2*0 = 1*0 + 2*1); [3] a None (NaN, dropped by
+         * nansum) beside an equal total; [4] differ in the last completion only. */
+        enum { G3 = 3, NG = 5, N = G3 * NG };
+        const double f1[N] = {1, 1, 1, 0, 1, 0, 2, 0, 0, NAN, 1, 1, 5, 5, 5},
+                     f2[N] = {0, 0, 0, 3, 3, 3, 0, 1, 1, 1, 0.5, 0.5, 1, 1, 1.5};
+        double rpf[2 * N], r[N], weights[2] = {1, 2};
+        memcpy(rpf, f1, sizeof f1), memcpy(rpf + N, f2, sizeof f2);
+        const int want_equal[NG] = {1, 0, 1, 1, 0};
+        grpo_aggregate_rewards(r, rpf, weights, 2, N, G3, GRPO_AGG_SUM_THEN_NORMALIZE);
+        double adv[N], r2[N];
+        grpo_advantages(adv, r2, NULL, rpf, weights, 2, N, G3, GRPO_SCALE_GROUP, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(!memcmp(r, r2, sizeof r), "the aggregate is grpo_advantages' rewards");
+        for (int g = 0; g < NG; g++) {
+            int eq = grpo_group_rewards_equal(r + g * G3, G3);
+            T_CHECK(eq == want_equal[g], "sum_then_normalize group %d: equal %d, want %d", g, eq, want_equal[g]);
+            for (int j = 0; eq && j < G3; j++) T_CHECK(adv[g * G3 + j] == 0, "an equal group's advantage %g", adv[g * G3 + j]);
+        }
+        weights[0] = 0; /* group 1 then sums to 6, 6, 6 */
+        grpo_aggregate_rewards(r, rpf, weights, 2, N, G3, GRPO_AGG_SUM_THEN_NORMALIZE);
+        T_CHECK(grpo_group_rewards_equal(r + G3, G3), "a varying function of weight 0 gives no signal");
+        /* normalize_then_sum: each function's group z-scores; a group whose every
+         * function is constant sums to 0 everywhere, cancelling z-scores of unequal
+         * weights do not */
+        weights[0] = 1;
+        grpo_aggregate_rewards(r, rpf, weights, 2, N, G3, GRPO_AGG_NORMALIZE_THEN_SUM);
+        grpo_advantages(adv, r2, NULL, rpf, weights, 2, N, G3, GRPO_SCALE_GROUP, GRPO_AGG_NORMALIZE_THEN_SUM);
+        T_CHECK(!memcmp(r, r2, sizeof r), "the normalize_then_sum aggregate is grpo_advantages' rewards");
+        T_CHECK(grpo_group_rewards_equal(r, G3) && r[0] == 0, "constant functions: z-scores 0 (%g)", r[0]);
+        T_CHECK(!grpo_group_rewards_equal(r + 2 * G3, G3), "z-scores of weights 1 and 2 do not cancel");
+        T_CHECK(!grpo_group_rewards_equal(r + 4 * G3, G3), "normalize_then_sum: the last completion differs");
+        const double nan_group[2] = {NAN, NAN};
+        T_CHECK(!grpo_group_rewards_equal(nan_group, 2), "NaN is never equal");
+    }
+    {
         T_CHECK(!strcmp(grpo_scale_rewards_names[GRPO_SCALE_BATCH], "batch") && !grpo_scale_rewards_names[3], "names");
         T_CHECK(!strcmp(grpo_aggregation_names[GRPO_AGG_NORMALIZE_THEN_SUM], "normalize_then_sum"), "agg");
     }
