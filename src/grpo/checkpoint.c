@@ -113,7 +113,7 @@ int grpo_checkpoint_save(void *self, const char *dir, json_t *state, GrpoErr *er
     GrpoTrainer *t = self;
     const TrainConfig *c = &t->c;
     json_t *g = json_pack("{s:I, s:I, s:{s:s, s:I, s:s}}", "generation_rounds", (json_int_t)t->rounds_made,
-                          "data_position", (json_int_t)(t->rounds_made * (t->gen_batch / c->num_generations)), "rng",
+                          "data_position", (json_int_t)t->prompts_drawn, "rng",
                           "algorithm", "philox4x32-10", "seed", (json_int_t)c->train.seed, "streams",
                           "derived from (seed, data position, round index)");
     json_object_update(state, g);
@@ -140,6 +140,12 @@ int grpo_checkpoint_load(void *self, const char *dir, const json_t *state, GrpoE
         return err_set(err, "%s/trainer_state.json: malformed (expected generation_rounds of a grpo train checkpoint)",
                        dir);
     t->rounds_made = rounds;
+    /* the prompts drawn: more than the rounds' with filter_groups (older checkpoints
+     * have it too, as rounds x prompts per round) */
+    const json_t *pos = json_object_get(state, "data_position");
+    t->prompts_drawn = json_is_integer(pos) ? (long)json_integer_value(pos) : rounds * (t->gen_batch / t->c.num_generations);
+    if (t->prompts_drawn < 0)
+        return err_set(err, "%s/trainer_state.json: data_position (%ld) must be >= 0", dir, t->prompts_drawn);
     t->resumed = 1;
     const json_t *ec = json_object_get(state, "entropy_control");
     if (t->c.loss.use_adaptive_entropy) {

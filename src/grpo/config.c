@@ -23,6 +23,12 @@ static const OptSpec grpo_options[] = {
      "micro-batches per generation batch (0 = gradient_accumulation_steps)"},
     {"generation_batch_size", OPT_INT, C(generation_batch_size), 0, NULL, 0, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "completions per generation batch (0 = derived; exclusive with steps_per_generation)"},
+    {"filter_groups", OPT_BOOL, C(filter_groups), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
+     "DAPO's dynamic sampling: drop the groups whose rewards are all equal and generate more prompts until the "
+     "generation batch is full of groups that differ (verl's algorithm.filter_groups.enable)"},
+    {"max_num_gen_batches", OPT_INT, C(max_num_gen_batches), 0, NULL, 0, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
+     "with filter_groups: generation rounds one generation batch may take; when they leave it short the run "
+     "stops with an error, as verl's (0 = no bound)"},
     {"num_iterations", OPT_INT, C(num_iterations), 1, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "uses of each generation batch (mu)"},
     {"scale_rewards", OPT_ENUM, C(scale_rewards), GRPO_SCALE_GROUP, NULL, OPT_NO_RANGE, grpo_scale_rewards_names,

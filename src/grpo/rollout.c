@@ -2,8 +2,10 @@
  * completions each, score them with the reward functions, turn the rewards into
  * group-relative advantages, and (when the loss needs them) record the log-probs
  * of the generating policy and of the reference model, and the sampler/trainer
- * correction's weights (is_correction.h). Also logs the rollout's metrics and,
- * with log_completions, completions.jsonl. */
+ * correction's weights (is_correction.h). With filter_groups (DAPO's dynamic
+ * sampling) the P groups are those with signal among as many rounds of P prompts
+ * as it takes. Also logs the rollout's metrics and, with log_completions,
+ * completions.jsonl. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -109,14 +111,14 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
     return r;
 }
 
-/* The round's prompts (dataset positions index*P ..) and this process's slice of
- * their completions, completion i of prompt position pos drawing from stream
- * (pos, i) whichever process draws it; then every process has them all. */
-static void generate(GrpoTrainer *t, Rollout *r) {
+/* The round's prompts (data positions pos0 .. pos0 + P - 1) and this process's
+ * slice of their completions, completion i of prompt position pos drawing from
+ * stream (pos, i) whichever process draws it; then every process has them all. */
+static void generate(GrpoTrainer *t, Rollout *r, long pos0) {
     int lo, hi;
     train_world_range(t->world, r->n, &lo, &hi);
     for (int p = 0; p < r->P; p++) {
-        long pos = r->index * r->P + p;
+        long pos = pos0 + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
         const DatasetExample *ex = r->prompt[p] = &t->sess.data.ex[r->example[p]];
         int a = p * r->G > lo ? p * r->G : lo, b = (p + 1) * r->G < hi ? (p + 1) * r->G : hi;
@@ -144,9 +146,8 @@ static void generate(GrpoTrainer *t, Rollout *r) {
 }
 
 /* Decodes every completion; scores this process's slice (a reward failing on
- * any process stops every one), shares the scores, then the group-relative
- * advantages over whole groups. */
-static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) {
+ * any process stops every one), then every process has every score. */
+static int score(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
     int F = t->rewards.n_funcs, lo, hi;
     train_world_range(t->world, r->n, &lo, &hi);
     int cnt = hi - lo;
@@ -186,10 +187,6 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoRewardStats *st, GrpoErr *err) 
          * (the same per_func on every process: each stops alike) */
         if (t->c.aggregation == GRPO_AGG_SUM_THEN_NORMALIZE)
             rc = reward_weighted_check(&t->rewards, r->per_func, r->n, err);
-    }
-    if (!rc) {
-        grpo_advantages(r->adv, r->rewards, st, r->per_func, t->rewards.weights, F, r->n, r->G, t->c.scale_rewards,
-                        t->c.aggregation);
     }
     free(mine);
     return rc;
@@ -270,21 +267,89 @@ static void shuffle(const TrainConfig *c, Rollout *r) {
     rng_shuffle(&rng, r->order, r->n);
 }
 
-int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
-    int F = t->rewards.n_funcs;
-    Rollout *r = rollout_alloc(t->rounds_made, t->gen_batch, t->c.num_generations, F);
-    shuffle(&t->c, r);
+/* One round: r's P prompts drawn at the data position, generated and scored. */
+static int draw_round(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
     double t0 = time_now_s();
-    generate(t, r);
+    generate(t, r, t->prompts_drawn);
+    t->prompts_drawn += r->P;
     double t1 = time_now_s();
     t->st.t_gen += t1 - t0;
-    double *fmean = xmalloc(sizeof(double) * F), *fstd = xmalloc(sizeof(double) * F);
-    GrpoRewardStats st = {0, 0, 0, fmean, fstd};
-    int rc = score(t, r, &st, err);
-    if (!rc) add_metrics(t, r, &st);
-    free(fmean), free(fstd);
+    int rc = score(t, r, err);
+    t->st.t_score += time_now_s() - t1;
+    return rc;
+}
+
+/* Group g of src becomes group k of dst: its prompt, completions, texts and scores. */
+static void move_group(Rollout *dst, int k, Rollout *src, int g, int F) {
+    int G = src->G;
+    dst->example[k] = src->example[g];
+    dst->prompt[k] = src->prompt[g];
+    for (int j = 0; j < G; j++) {
+        int a = k * G + j, b = g * G + j;
+        dst->comp[a] = src->comp[b];
+        src->comp[b] = (Completion){0};
+        dst->text[a] = src->text[b];
+        src->text[b] = NULL;
+        for (int f = 0; f < F; f++) dst->per_func[(size_t)f * dst->n + a] = src->per_func[(size_t)f * src->n + b];
+    }
+}
+
+/* DAPO's dynamic sampling (arXiv 2503.14476, as verl's filter_groups): rounds of
+ * r->P prompts, drawn in data order, generated and scored until r holds r->P
+ * groups whose aggregated rewards differ, in data order. A group with equal
+ * rewards is dropped; groups with signal beyond a full batch are left unused;
+ * every prompt drawn is consumed either way (verl's). After max_num_gen_batches
+ * rounds (> 0) that leave r short, the run stops, as verl's does. Every process
+ * decides alike: each has every score. */
+static int draw_filtered(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
+    int F = t->rewards.n_funcs, G = r->G, kept = 0, rounds = 0, dropped = 0, surplus = 0, rc = 0;
+    int max = t->c.max_num_gen_batches;
+    double *agg = xmalloc(sizeof(double) * r->n);
+    while (kept < r->P && !rc) {
+        if (max > 0 && rounds == max) {
+            rc = err_set(err, "dynamic sampling (filter_groups): after max_num_gen_batches (%d) rounds of %d prompts, "
+                         "%d of the %d groups of a generation batch have rewards that differ (%d groups with equal "
+                         "rewards dropped); the prompts may be too easy or too hard for the model: raise "
+                         "max_num_gen_batches (0 = no bound) or turn filter_groups off", max, r->P, kept, r->P, dropped);
+            break;
+        }
+        Rollout *c = rollout_alloc(r->index, r->n, G, F);
+        rounds++;
+        rc = draw_round(t, c, err);
+        if (!rc) {
+            grpo_aggregate_rewards(agg, c->per_func, t->rewards.weights, F, c->n, G, t->c.aggregation);
+            for (int p = 0; p < c->P; p++) {
+                if (grpo_group_rewards_equal(agg + (size_t)p * G, G)) dropped++;
+                else if (kept == r->P) surplus++;
+                else move_group(r, kept++, c, p, F);
+            }
+        }
+        rollout_free(c);
+    }
+    free(agg);
+    if (!rc) {
+        metric_add(t->st.metrics, "dynamic_sampling/gen_rounds", rounds);
+        metric_add(t->st.metrics, "dynamic_sampling/groups_dropped", dropped);
+        metric_add(t->st.metrics, "dynamic_sampling/groups_surplus", surplus);
+    }
+    return rc;
+}
+
+int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
+    int F = t->rewards.n_funcs;
+    long drawn = t->prompts_drawn;
+    Rollout *r = rollout_alloc(t->rounds_made, t->gen_batch, t->c.num_generations, F);
+    shuffle(&t->c, r);
+    int rc = t->c.filter_groups ? draw_filtered(t, r, err) : draw_round(t, r, err);
+    if (!rc) { /* the group-relative advantages over the batch trained on */
+        double *fmean = xmalloc(sizeof(double) * F), *fstd = xmalloc(sizeof(double) * F);
+        GrpoRewardStats st = {0, 0, 0, fmean, fstd};
+        grpo_advantages(r->adv, r->rewards, &st, r->per_func, t->rewards.weights, F, r->n, r->G, t->c.scale_rewards,
+                        t->c.aggregation);
+        add_metrics(t, r, &st);
+        free(fmean), free(fstd);
+    }
     double t2 = time_now_s();
-    t->st.t_score += t2 - t1;
     /* the generating policy's and the reference's log-probs */
     if (!rc && t->need_old) r->old_logp = all_logprobs(t, TRAIN_POLICY, r);
     if (!rc && t->c.loss.beta != 0) r->ref_logp = all_logprobs(t, TRAIN_REFERENCE, r);
@@ -296,6 +361,7 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     if (!rc && t->c.log_completions) rc = train_world_once(t->world, log_completions, &(LogCompletions){t, r}, err);
     if (rc) {
         rollout_free(r);
+        t->prompts_drawn = drawn;
         return -1;
     }
     t->rounds_made++;

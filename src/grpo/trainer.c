@@ -146,7 +146,7 @@ static int take_micro(GrpoTrainer *t, Rollout **r, int *slice, Rollout **retired
  * can save the last completed step: the rounds made for it dropped and the round in
  * use (live: not used up, so take_micro retired it rather than freeing it) put back
  * with the uses it had. */
-static void untake_micros(GrpoTrainer *t, Rollout *live, int uses, int pending, long rounds) {
+static void untake_micros(GrpoTrainer *t, Rollout *live, int uses, int pending, long rounds, long drawn) {
     GrpoStep *st = &t->st;
     for (int i = 0; i < st->n_retired; i++)
         if (st->retired[i] != live) rollout_free(st->retired[i]);
@@ -155,6 +155,7 @@ static void untake_micros(GrpoTrainer *t, Rollout *live, int uses, int pending, 
     t->cur = live;
     if (live) live->uses = uses, live->pending = pending;
     t->rounds_made = rounds;
+    t->prompts_drawn = drawn;
 }
 
 /* The normaliser of a micro-batch's part (the step's sequences first ..
@@ -205,10 +206,10 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
     st->t_gen = st->t_score = st->t_ref = 0;
     Rollout *live = t->cur && t->cur->uses < t->spg * c->num_iterations ? t->cur : NULL;
     int uses = live ? live->uses : 0, pending = live ? live->pending : 0;
-    long rounds = t->rounds_made;
+    long rounds = t->rounds_made, drawn = t->prompts_drawn;
     for (int k = 0; k < GA; k++)
         if (take_micro(t, &st->mb[k], &st->slice[k], st->retired, &st->n_retired, err)) {
-            untake_micros(t, live, uses, pending, rounds);
+            untake_micros(t, live, uses, pending, rounds, drawn);
             return -1;
         }
     st->t_train = time_now_s();
@@ -273,12 +274,20 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         const TrainConfig *tc = &t->c;
         int B = tc->train.per_device_train_batch_size, GA = tc->train.gradient_accumulation_steps;
         long prompts_per_step = (long)B * train_world_size(t->world) * GA / ((long)tc->num_generations * tc->num_iterations);
-        char line[400], memory[200];
+        char line[600], memory[200], filter[200] = "";
+        if (tc->filter_groups && tc->max_num_gen_batches > 0)
+            snprintf(filter, sizeof filter, "; dynamic sampling (filter_groups): groups with equal rewards dropped, "
+                     "at most %d rounds of %d prompts per generation batch", tc->max_num_gen_batches,
+                     t->gen_batch / tc->num_generations);
+        else if (tc->filter_groups)
+            snprintf(filter, sizeof filter, "; dynamic sampling (filter_groups): groups with equal rewards dropped, "
+                     "rounds of %d prompts until the generation batch is full (max_num_gen_batches 0: no bound)",
+                     t->gen_batch / tc->num_generations);
         snprintf(line, sizeof line, "generation batch %d = %d prompts x %d completions; micro-batch %d%s, %d "
-                 "accumulation steps, %d micro-batches per generation%s", t->gen_batch,
+                 "accumulation steps, %d micro-batches per generation%s%s", t->gen_batch,
                  t->gen_batch / tc->num_generations, tc->num_generations, B,
                  train_world_size(t->world) > 1 ? " per process" : "", GA, t->spg,
-                 t->need_old ? ", old log-probs recorded" : "");
+                 t->need_old ? ", old log-probs recorded" : "", filter);
         /* a group is decoded in chunks of gen.chunk completions (planned from kv_cache_mb alone) */
         int G = tc->num_generations, chunk = t->sess.gen.chunk;
         if (chunk >= G)

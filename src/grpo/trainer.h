@@ -9,7 +9,10 @@
  *   generation_batch_size = per_device_train_batch_size * steps_per_generation
  *   (steps_per_generation defaults to gradient_accumulation_steps), divisible by
  *   num_generations; each generation batch is used num_iterations times; its
- *   completions are shuffled and split into steps_per_generation micro-batches. */
+ *   completions are shuffled and split into steps_per_generation micro-batches.
+ * With filter_groups (DAPO's dynamic sampling, named as verl's; TRL has none), a
+ * generation batch holds only groups whose rewards differ: rounds of as many
+ * prompts are generated until it is full (at most max_num_gen_batches). */
 #ifndef GRPO_GRPO_TRAINER_H
 #define GRPO_GRPO_TRAINER_H
 
@@ -33,6 +36,8 @@ typedef struct {
     int num_generations;               /* 8, the group size G */
     int num_iterations;                /* 1 (mu) */
     int max_prompt_length;             /* 512 */
+    int filter_groups;                 /* DAPO's dynamic sampling: groups with equal rewards dropped (0) */
+    int max_num_gen_batches;           /* with filter_groups: generation rounds per generation batch (0: no bound) */
     GrpoLossConfig loss;               /* loss_type, beta, epsilon, ... (max_completion_length: gen's) */
     GrpoScaleRewards scale_rewards;
     GrpoRewardAggregation aggregation;

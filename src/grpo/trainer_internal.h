@@ -92,7 +92,9 @@ typedef struct {
     int have_eval;
     DatasetSampler data_order;
     RewardSet rewards;
-    long rounds_made;      /* generation rounds started */
+    long rounds_made;      /* generation batches made */
+    long prompts_drawn;    /* the data position: prompts generated for so far, dropped ones included
+                              (filter_groups), rounds_made x P without */
     Rollout *cur;          /* the round being consumed (NULL before the first) */
     int resumed;           /* completions.jsonl is appended to */
     FILE *completions_f;
