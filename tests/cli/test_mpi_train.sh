@@ -2,8 +2,9 @@
 # `mpirun -np N grpo train`: the same global batch on 1, 2 and 4 processes gives the
 # same completions (byte for byte) and the same final weights (1e-6 relative; AdamW
 # epsilon 1e-2 so rounding of near-zero gradients is not amplified) — for dapo, grpo
-# with a KL reference (beta), num_iterations 2, a group split between processes, and the
-# sampler/trainer correction (its metrics gathered as TRL's), and for sft;
+# with a KL reference (beta), num_iterations 2, a group split between processes, the
+# sampler/trainer correction (its metrics gathered as TRL's), and filter_groups (dynamic
+# sampling: every process keeps the same groups), and for sft;
 # a resume under N = 2 equals the uninterrupted N = 2 run bit for bit (log_history
 # included); an evaluation's console line comes once, from rank 0; and bad usage
 # and one rank's failure stop the whole job with one line; a rank killed mid-run
@@ -67,6 +68,28 @@ for a, b in zip(one, two):
         assert abs(a["sampling/" + k] - b["sampling/" + k]) <= 1e-6 * abs(a["sampling/" + k]), (k, a, b)
     assert a["sampling/importance_sampling_ratio/max"] < 1 and a["sampling/sampling_logp_difference/mean"] > 0.01, a
 PY
+
+# dynamic sampling (filter_groups): the processes keep the same groups, those of "ab" and "ef" (a reward read off
+# the ids); "cd" and "gh" score 1 whatever the completion, and their groups are dropped on every process
+cat > "$TMP/prompt_reward.py" <<'PY'
+import json, sys
+for line in sys.stdin:
+    q = json.loads(line)
+    r = [1.0 if p in ("cd", "gh") else float(sum(ids) % 97) for p, ids in zip(q["prompts"], q["completion_ids"])]
+    print(json.dumps({"rewards": r}), flush=True)
+PY
+run_case filter --loss_type dapo --num_generations 4 --gradient_accumulation_steps 2 --filter_groups true \
+    --reward_funcs "cmd:python3 $TMP/prompt_reward.py"
+for n in 1 2 4; do
+    python3 - "$TMP/filter.$n" <<'PY' || fail "filter_groups on $n process(es): a group without signal was trained on, or none dropped"
+import json, sys
+d = sys.argv[1]
+prompts = [json.loads(l)["prompt"] for l in open(d + "/completions.jsonl")]
+assert len(prompts) == 24 and set(prompts) == {"ab", "ef"}, prompts
+steps = [json.loads(l) for l in open(d + "/metrics.jsonl") if '"loss"' in l]
+assert len(steps) == 3 and sum(s["dynamic_sampling/groups_dropped"] for s in steps) > 0, steps
+PY
+done
 
 # rank 0 alone writes: one metrics line per step and the closing one, every completion once, in global order
 [ "$(grep -c '"loss"' "$TMP/dapo.2/metrics.jsonl")" -eq 3 ] && [ "$(grep -c '"train_runtime"' "$TMP/dapo.2/metrics.jsonl")" -eq 1 ] \
