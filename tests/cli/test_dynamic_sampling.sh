@@ -43,7 +43,7 @@ EOF
 
 COLUMNS=1000 "$GRPO" train --help | sed -n '/^batches & length of training:$/,/^$/p' > "$TMP/help"
 grep -q -- "--filter_groups \[BOOL\] .*DAPO's dynamic sampling.*(default false)" "$TMP/help" || fail "--help: filter_groups"
-grep -q -- "--max_num_gen_batches N .*(0 = no bound) (default 0; >= 0)" "$TMP/help" || fail "--help: max_num_gen_batches"
+grep -q -- "--max_num_gen_batches N .*(0 = no bound) (default 0; in \[0, 1048576\])" "$TMP/help" || fail "--help: max_num_gen_batches"
 
 "$GRPO" train --config "$TMP/run.yaml" --output_dir "$TMP/o" 2>"$TMP/o.err" || fail "filter_groups run: $(tail -3 "$TMP/o.err")"
 grep -q "dynamic sampling (filter_groups): groups with equal rewards dropped, at most 6 rounds of 2 prompts per generation batch" \

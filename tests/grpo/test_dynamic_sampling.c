@@ -344,7 +344,9 @@ static void resume(const char *model, const char *data) {
     unlink(model_b);
     c.train.resume_from_checkpoint = ck3;
     c.train.save_steps = 0;
+    c.train.overwrite_output_dir = 1; /* checkpoint-4 of the run with checkpoints is later: removed */
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
+    c.train.overwrite_output_dir = 0;
     size_t na, nb;
     float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
     T_CHECK(na == nb && !memcmp(wa, wb, sizeof(float) * na), "the resumed run differs from the uninterrupted one");
