@@ -196,3 +196,13 @@ for i, (c, sol) in enumerate([(r"\boxed{\frac{1}{3}}", r"\frac{1}{3}"),
                               (r"\boxed{(1,2,3)}", r"$\binom{5}{2}! \cdot |{-3}|$")]):
     put("math", "seed%02d" % (i + 1), c + "\0" + sol)
 
+
+# ---- tool calls in a model's answer: the first byte picks the format (fuzz_tool_calls.c)
+for i, t in enumerate(['\x00<tool_call>\n{"name": "calculator", "arguments": {"expression": "12*34"}}\n</tool_call><|im_end|>',
+                       '\x00Let me see.\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": "b"}\n</tool_call>',
+                       '\x00<think>\nhmm <tool_call>\n</think>\n\nThe answer is 4.',
+                       '\x00<tool_call>\n{"name": "f", "arguments": "x"}\n</tool_call> trailing',
+                       '\x01{"name": "calculator", "parameters": {"expression": "1+1"}}<|eot_id|>',
+                       '\x01{"name": "calculator", "parameters": {"expression": }',
+                       '\x02<tool_call>{"name": "x"}</tool_call>']):
+    put("tool_calls", "seed%02d" % (i + 1), t)
