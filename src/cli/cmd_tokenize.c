@@ -15,6 +15,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "io/jsonl.h"
 #include "tokenizer/tok_internal.h"
 
 /* Appends s as a JSON string literal (UTF-8 kept as is). */
@@ -35,34 +36,29 @@ static void put_json_string(TokBuf *o, const char *s, size_t n) {
     tbuf_putc(o, '"');
 }
 
-/* {"messages": [...], ...} -> {"text": ...}; 0, or -1 with msg filled. */
+/* {"messages": [...], ...} -> {"text": ...}; 0, or -1 with msg filled. The messages
+ * go to the template whole (an assistant's tool_calls, a tool message), and
+ * "tools" (a list of JSON schemas) as apply_chat_template's tools=. */
 static int render_chat(Tokenizer *tok, const json_t *j, TokBuf *out, char *msg, size_t msg_len) {
     const json_t *m = json_object_get(j, "messages");
     if (!json_is_array(m)) {
         snprintf(msg, msg_len, "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}");
         return -1;
     }
-    size_t n = json_array_size(m);
-    TokMessage *msgs = xcalloc(n + 1, sizeof *msgs);
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(m, i);
-        const json_t *r = json_object_get(e, "role"), *c = json_object_get(e, "content");
-        if (!json_is_string(r) || !json_is_string(c)) {
-            snprintf(msg, msg_len, "messages[%zu]: expected {\"role\": string, \"content\": string}", i);
-            free(msgs);
-            return -1;
-        }
-        msgs[i].role = json_string_value(r);
-        msgs[i].content = json_string_value(c);
-    }
     const json_t *agp = json_object_get(j, "add_generation_prompt");
     const json_t *et = json_object_get(j, "enable_thinking");
-    json_t *kw = json_is_boolean(et) ? json_pack("{s:O}", "enable_thinking", (json_t *)et) : NULL;
+    const json_t *tools = json_object_get(j, "tools");
+    if (tools && !json_is_array(tools) && !json_is_null(tools)) {
+        snprintf(msg, msg_len, "\"tools\" must be a list of JSON schemas, got %s", json_kind(tools));
+        return -1;
+    }
+    json_t *kw = json_object();
+    if (json_is_boolean(et)) json_object_set(kw, "enable_thinking", (json_t *)et);
+    if (json_is_array(tools)) json_object_set(kw, "tools", (json_t *)tools);
     GrpoErr err = {{0}};
     char *text;
-    int rc = tok_chat_render(tok, msgs, (int)n, agp ? json_is_true(agp) : 1, kw, &text, &err);
+    int rc = tok_chat_render_json(tok, m, agp ? json_is_true(agp) : 1, kw, &text, &err);
     json_decref(kw);
-    free(msgs);
     if (rc) { snprintf(msg, msg_len, "%s", err.msg); return -1; }
     tbuf_put(out, "{\"text\": ", 9);
     put_json_string(out, text, strlen(text));
@@ -147,7 +143,7 @@ static const OptSpec tokenize_options[] = {
      "with --decode: transformers' clean-up of spaces before punctuation (config: tokenizer_config.json's)"},
     {"chat", OPT_BOOL, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "read {\"messages\": [{\"role\", \"content\"}...], \"add_generation_prompt\": bool (default true), "
-     "\"enable_thinking\": bool (optional)}, write {\"text\": ...} rendered by the model's chat_template"},
+     "\"enable_thinking\": bool (optional), \"tools\": [JSON schemas] (optional)}, write {\"text\": ...} rendered by the model's chat_template"},
 };
 #undef A
 

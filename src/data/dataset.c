@@ -43,6 +43,22 @@ static int check_row(json_t *row, int *conversational, GrpoErr *err) {
     return 0;
 }
 
+/* A row's `tools` column (TRL's conversational datasets: the JSON schemas of the
+ * functions the model may call, rendered by the chat template as tools=): absent,
+ * null, or a list of objects. */
+static int check_tools(json_t *row, GrpoErr *err) {
+    json_t *tools = json_object_get(row, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools))
+        return err_set(err, "'tools' must be a list of JSON schemas ({\"type\": \"function\", \"function\": "
+                            "{\"name\", \"description\", \"parameters\"}}), got %s", json_kind(tools));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) if (!json_is_object(t))
+        return err_set(err, "'tools'[%zu] must be a JSON schema object, got %s", i, json_kind(t));
+    return 0;
+}
+
 typedef struct {
     Dataset d;
     int cap, columns_cap;
@@ -111,7 +127,7 @@ static int add_row(json_t *row, long line, void *ctx, GrpoErr *err) {
     int conv = 0;
     if (!json_is_object(row)) return err_set(err, "expected a JSON object");
     if (l->conv && make_conversation(row, l->conv, err)) return -1;
-    if (check_row(row, &conv, err)) return -1;
+    if (check_row(row, &conv, err) || check_tools(row, err)) return -1;
     if (l->d.n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->d.ex = xrealloc(l->d.ex, (size_t)l->cap * sizeof *l->d.ex);
@@ -167,15 +183,16 @@ static int render_prompt(const Dataset *d, const DatasetExample *e, Tokenizer *t
         *text = xstrdup(json_string_value(e->prompt));
         return 0;
     }
-    size_t n = json_array_size(e->prompt);
-    TokMessage *msgs = xmalloc(n * sizeof *msgs);
-    for (size_t i = 0; i < n; i++) {
-        json_t *m = json_array_get(e->prompt, i);
-        msgs[i].role = json_string_value(json_object_get(m, "role"));
-        msgs[i].content = json_string_value(json_object_get(m, "content"));
+    /* the row's tools as apply_chat_template's tools=; an empty list is none, as TRL
+     * passes `tools or None` (Llama 3.1's template writes its tool preamble for []) */
+    const json_t *tools = json_object_get(e->row, "tools");
+    json_t *kw = NULL;
+    if (json_array_size(tools) > 0) {
+        kw = json_is_object(chat_kwargs) ? json_copy((json_t *)chat_kwargs) : json_object();
+        json_object_set(kw, "tools", (json_t *)tools);
     }
-    int rc = tok_chat_render(tok, msgs, (int)n, 1, chat_kwargs, text, err);
-    free(msgs);
+    int rc = tok_chat_render_json(tok, e->prompt, 1, kw ? kw : chat_kwargs, text, err);
+    json_decref(kw);
     if (rc) return err_prefix(err, "%s:%ld: chat template", d->path, e->line);
     return 0;
 }

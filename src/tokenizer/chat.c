@@ -65,22 +65,54 @@ int tok_set_chat_template(Tokenizer *tok, const char *template_text, GrpoErr *er
     return 0;
 }
 
-int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
-                    int add_generation_prompt, const json_t *kwargs, char **out, GrpoErr *err) {
-    *out = NULL;
+/* Parses the model's template into t (in ar); -1 naming the model when it has none
+ * or it is outside the subset. */
+static int parse_template(const Tokenizer *tok, JArena *ar, JTemplate *t, GrpoErr *err) {
     if (!tok->chat_template)
         return err_set(err, "%s: tokenizer_config.json has no chat_template (%s)", model_name(tok),
                        SUPPORTED);
-    JArena *ar = jar_new();
-    JTemplate t;
-    if (jinja_parse(ar, tok->chat_template, &t, err)) {
+    if (jinja_parse(ar, tok->chat_template, t, err)) {
         err_prefix(err, "%s: chat_template", model_name(tok));
         size_t l = strlen(err->msg);
         snprintf(err->msg + l, sizeof err->msg - l, " (%s)", SUPPORTED);
+        return -1;
+    }
+    return 0;
+}
+
+/* Renders t with messages (a JV_LIST), the special tokens, kwargs and
+ * add_generation_prompt, as transformers' apply_chat_template. */
+static int render(const Tokenizer *tok, JArena *ar, const JTemplate *t, JVal messages, int add_generation_prompt,
+                  const json_t *kwargs, char **out, GrpoErr *err) {
+    JDict *ctx = jar_alloc(ar, sizeof *ctx);
+    if (tok->bos_token) jdict_set(ar, ctx, (JStr){"bos_token", 9}, jv_cstr(tok->bos_token));
+    if (tok->eos_token) jdict_set(ar, ctx, (JStr){"eos_token", 9}, jv_cstr(tok->eos_token));
+    if (tok->pad_token) jdict_set(ar, ctx, (JStr){"pad_token", 9}, jv_cstr(tok->pad_token));
+    const char *key;
+    const json_t *kv;
+    if (json_is_object(kwargs))
+        json_object_foreach((json_t *)kwargs, key, kv) jdict_set(ar, ctx, (JStr){key, strlen(key)}, from_json(ar, kv));
+    jdict_set(ar, ctx, (JStr){"messages", 8}, messages);
+    JVal agp = {.k = JV_BOOL};
+    agp.u.b = !!add_generation_prompt;
+    jdict_set(ar, ctx, (JStr){"add_generation_prompt", 21}, agp);
+    size_t len;
+    char *text;
+    int rc = jinja_render(ar, t, ctx, &text, &len, err);
+    if (rc) err_prefix(err, "%s: chat_template", model_name(tok));
+    else *out = text;
+    return rc;
+}
+
+int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
+                    int add_generation_prompt, const json_t *kwargs, char **out, GrpoErr *err) {
+    *out = NULL;
+    JArena *ar = jar_new();
+    JTemplate t;
+    if (parse_template(tok, ar, &t, err)) {
         jar_free(ar);
         return -1;
     }
-    JDict *ctx = jar_alloc(ar, sizeof *ctx);
     JList *ml = jar_alloc(ar, sizeof *ml);
     for (int i = 0; i < n_msgs; i++) {
         JVal m = {.k = JV_DICT};
@@ -89,24 +121,34 @@ int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
         jdict_set(ar, m.u.d, (JStr){"content", 7}, jv_cstr(msgs[i].content ? msgs[i].content : ""));
         jlist_push(ar, ml, m);
     }
-    if (tok->bos_token) jdict_set(ar, ctx, (JStr){"bos_token", 9}, jv_cstr(tok->bos_token));
-    if (tok->eos_token) jdict_set(ar, ctx, (JStr){"eos_token", 9}, jv_cstr(tok->eos_token));
-    if (tok->pad_token) jdict_set(ar, ctx, (JStr){"pad_token", 9}, jv_cstr(tok->pad_token));
-    const char *key;
-    const json_t *kv;
-    if (json_is_object(kwargs))
-        json_object_foreach((json_t *)kwargs, key, kv) jdict_set(ar, ctx, (JStr){key, strlen(key)}, from_json(ar, kv));
     JVal mv = {.k = JV_LIST};
     mv.u.l = ml;
-    jdict_set(ar, ctx, (JStr){"messages", 8}, mv);
-    JVal agp = {.k = JV_BOOL};
-    agp.u.b = !!add_generation_prompt;
-    jdict_set(ar, ctx, (JStr){"add_generation_prompt", 21}, agp);
-    size_t len;
-    char *text;
-    int rc = jinja_render(ar, &t, ctx, &text, &len, err);
-    if (rc) err_prefix(err, "%s: chat_template", model_name(tok));
-    else *out = text;
+    int rc = render(tok, ar, &t, mv, add_generation_prompt, kwargs, out, err);
+    jar_free(ar);
+    return rc;
+}
+
+int tok_chat_render_json(const Tokenizer *tok, const json_t *messages, int add_generation_prompt,
+                         const json_t *kwargs, char **out, GrpoErr *err) {
+    *out = NULL;
+    size_t i;
+    const json_t *m;
+    if (!json_is_array(messages)) return err_set(err, "messages: expected a list of {role, content} objects");
+    json_array_foreach(messages, i, m) {
+        const json_t *c = json_object_get(m, "content");
+        if (!json_is_string(json_object_get(m, "role")))
+            return err_set(err, "messages[%zu]: expected an object with a string \"role\"", i);
+        if (c && !json_is_string(c) && !json_is_null(c))
+            return err_set(err, "messages[%zu]: \"content\" must be a string or null, got %s", i,
+                           json_is_array(c) ? "a list" : json_is_object(c) ? "an object" : "a number or boolean");
+    }
+    JArena *ar = jar_new();
+    JTemplate t;
+    if (parse_template(tok, ar, &t, err)) {
+        jar_free(ar);
+        return -1;
+    }
+    int rc = render(tok, ar, &t, from_json(ar, messages), add_generation_prompt, kwargs, out, err);
     jar_free(ar);
     return rc;
 }

@@ -103,5 +103,12 @@ int tok_set_chat_template(Tokenizer *tok, const char *template_text, GrpoErr *er
  * override the special tokens, not messages or add_generation_prompt. */
 int tok_chat_render(const Tokenizer *tok, const TokMessage *msgs, int n_msgs,
                     int add_generation_prompt, const json_t *kwargs, char **out, GrpoErr *err);
+/* The same with messages a JSON list of message objects handed to the template
+ * whole, as transformers does: an assistant's `tool_calls`, a tool message's
+ * `name`, content null. Tools go in kwargs as {"tools": [JSON schemas...]}
+ * (apply_chat_template's tools=). Each message needs a string role and a
+ * content that is a string, null or absent; else -1 naming messages[i]. */
+int tok_chat_render_json(const Tokenizer *tok, const json_t *messages, int add_generation_prompt,
+                         const json_t *kwargs, char **out, GrpoErr *err);
 
 #endif

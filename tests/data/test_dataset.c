@@ -153,6 +153,10 @@ static void test_bad_input(void) {
                       "bad.jsonl:1: 'prompt'[1].role must be a string, got nothing");
     expect_load_error("{\"prompt\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}\n",
                       "bad.jsonl:1: 'prompt'[0].content must be a string, got an array");
+    expect_load_error("{\"prompt\": \"a\", \"tools\": {\"name\": \"f\"}}\n",
+                      "bad.jsonl:1: 'tools' must be a list of JSON schemas");
+    expect_load_error("{\"prompt\": \"a\", \"tools\": null}\n{\"prompt\": \"a\", \"tools\": [{\"name\": \"f\"}, \"g\"]}\n",
+                      "bad.jsonl:2: 'tools'[1] must be a JSON schema object, got a string");
     expect_load_error("", "bad.jsonl: no examples");
     expect_load_error("\n  \n", "bad.jsonl: no examples");
     Dataset d;
@@ -340,6 +344,32 @@ static void test_qwen3(const char *model_dir) {
     kw = json_pack("{s:b}", "enable_thinking", 1);
     T_CHECK(dataset_tokenize(&d, tok, 0, kw, &err) == 0 && !strcmp(d.ex[0].prompt_text, want),
             "enable_thinking true renders as unset: '%s'", d.ex[0].prompt_text ? d.ex[0].prompt_text : "");
+    json_decref(kw);
+    dataset_free(&d);
+
+    /* a row's `tools` column reaches the template as tools= (Qwen3's <tools>
+     * section in the system turn), beside chat_template_kwargs; an empty list is
+     * no tools (TRL: `tools or None`); a row without the column has none */
+    path = write_file("tools.jsonl",
+                      "{\"prompt\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}], \"tools\": [{\"type\": "
+                      "\"function\", \"function\": {\"name\": \"calculator\", \"parameters\": {}}}]}\n"
+                      "{\"prompt\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}], \"tools\": []}\n"
+                      "{\"prompt\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}]}\n");
+    if (dataset_load(&d, path, &err)) { T_CHECK(0, "load tools: %s", err.msg); tok_free(tok); return; }
+    kw = json_pack("{s:b}", "enable_thinking", 0);
+    T_CHECK(dataset_tokenize(&d, tok, 0, kw, &err) == 0, "qwen3 tokenize with tools: %s", err.msg);
+    const char *t0 = d.ex[0].prompt_text ? d.ex[0].prompt_text : "";
+    const char *head = "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user "
+                       "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+                       "{\"type\": \"function\", \"function\": {\"name\": \"calculator\", \"parameters\": {}}}\n</tools>";
+    T_CHECK(!strncmp(t0, head, strlen(head)), "tools rendered: '%s'", t0);
+    size_t l0 = strlen(t0);
+    T_CHECK(l0 > strlen(want_nothink) && !strcmp(t0 + l0 - strlen(want_nothink), want_nothink),
+            "the conversation and enable_thinking after the tools: '%s'", t0);
+    T_CHECK(d.ex[1].prompt_text && !strcmp(d.ex[1].prompt_text, want_nothink), "tools [] is none: '%s'",
+            d.ex[1].prompt_text ? d.ex[1].prompt_text : "");
+    T_CHECK(d.ex[2].prompt_text && !strcmp(d.ex[2].prompt_text, want_nothink), "no column, no tools");
+    T_CHECK(json_object_size(kw) == 1, "the caller's kwargs untouched");
     json_decref(kw);
     dataset_free(&d);
     tok_free(tok);

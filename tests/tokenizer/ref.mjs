@@ -89,6 +89,7 @@ if (mode === "encode") {
     for (const k of ["bos_token", "eos_token", "pad_token", "unk_token"])
       if (tokstr(cfg[k]) != null) ctx[k] = tokstr(cfg[k]);
     if (cs.enable_thinking !== undefined) ctx.enable_thinking = cs.enable_thinking;
+    if (cs.tools != null) ctx.tools = cs.tools; // apply_chat_template's tools=
     out.push(JSON.stringify({ text: tmpl.render(ctx) }));
   }
 } else if (mode === "bench") {
