@@ -320,3 +320,22 @@ int reward_cmd_hello(RewardFunc *f, json_t **hello, GrpoErr *err) {
     c->step = -1;
     return cmd_reply_object(&c->reply, c->what, hello, err) ? cmd_fail(c) : 0;
 }
+
+int reward_cmd_request(RewardFunc *f, const char *line, size_t len, json_t **reply, GrpoErr *err) {
+    CmdState *c = f->state;
+    *reply = NULL;
+    if (c->failed) return err_set(err, "%s: not running (an earlier call failed)", c->what);
+    if (cmd_exchange(c, line, len, 1, err)) return -1;
+    json_error_t je;
+    *reply = json_loadb(c->reply.buf, c->reply.line_len, 0, &je);
+    if (!*reply) {
+        char shown[64], line[48];
+        size_t k = c->reply.line_len < sizeof line - 1 ? c->reply.line_len : sizeof line - 1;
+        memcpy(line, c->reply.buf, k);
+        line[k] = 0;
+        text_escaped(shown, sizeof shown, line, 40);
+        err_set(err, "%s: reply %ld is not a JSON object ('%s')", c->what, c->requests, shown);
+        return cmd_fail(c);
+    }
+    return 0;
+}
