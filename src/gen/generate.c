@@ -38,8 +38,10 @@ int gen_opts_set_eos(GenOpts *o, const int32_t *a, int na, const int32_t *b, int
 void completion_free(Completion *c) {
     free(c->ids);
     free(c->logp);
+    free(c->mask);
     c->ids = NULL;
     c->logp = NULL;
+    c->mask = NULL;
     c->n = 0;
 }
 
@@ -109,6 +111,17 @@ void gen_free(Generator *g) {
     memset(g, 0, sizeof *g);
 }
 
+void gen_set_turns(Generator *g, const GenTurns *t) {
+    g->turns = t ? *t : (GenTurns){0};
+    int need = g->opts.max_completion_length + 1; /* a turn's ids after its eos, in one call */
+    if (t && g->ds.max_rows < need) {
+        int keys = g->ds.max_keys, old = g->ds.max_rows;
+        decode_state_free(&g->ds);
+        decode_state_create(&g->ds, &g->m->cfg, need, keys);
+        g->bytes += decode_state_bytes(&g->m->cfg, need, keys) - decode_state_bytes(&g->m->cfg, old, keys);
+    }
+}
+
 static int is_eos(const GenOpts *o, int32_t t) {
     for (int i = 0; i < o->n_eos; i++)
         if (o->eos_ids[i] == t) return 1;
@@ -163,6 +176,10 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
     int *which = xmalloc(sizeof(int) * g->chunk), *slots = xmalloc(sizeof(int) * g->chunk);
     int32_t *tok = xmalloc(sizeof(int32_t) * g->chunk);
     float *lp = xmalloc(sizeof(float) * g->chunk);
+    /* rows whose turn just ended with appended ids, and the ids' count */
+    int *turn_rows = xmalloc(sizeof(int) * g->chunk), *turn_len = xmalloc(sizeof(int) * g->chunk);
+    int *tslots = xmalloc(sizeof(int) * (maxc + 1));
+    uint8_t *twant = xmalloc((size_t)maxc + 1);
     for (int c0 = 0; c0 < G; c0 += g->chunk) {
         int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
         int extra = o->share_prefix ? 1 : 0;
@@ -176,7 +193,9 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
             Completion *c = &out[c0 + i];
             c->ids = xmalloc(sizeof(int32_t) * maxc);
             c->logp = xmalloc(sizeof(float) * maxc);
+            c->mask = g->turns.turn_end ? xmalloc(maxc) : NULL;
             c->n = 0;
+            c->n_turns = 0;
             c->stopped = 0;
             if (o->share_prefix) kv_cache_share_prefix(&g->kv, i + extra, 0);
             else prefill(g, i, prompt, n_prompt, g->logits + (size_t)i * V);
@@ -186,19 +205,36 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
         for (int i = 0; i < nc; i++) which[n++] = i;
         for (int i = 0; i < nc; i++)
             if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
-        int step_rows = nc;
+        int step_rows = nc, failed = 0;
         while (step_rows > 0) {
             sample_rows(g, live, which, g->logits, step_rows, tok, lp);
-            int next = 0;
+            int next = 0, n_turn = 0;
             for (int r = 0; r < step_rows; r++) {
                 int i = which[r];
                 Completion *c = &out[c0 + i];
                 c->logp[c->n] = lp[r];
+                if (c->mask) c->mask[c->n] = 1;
                 c->ids[c->n++] = tok[r];
                 live[i].ctx[live[i].n_ctx++] = tok[r];
                 generated++;
-                if (is_eos(o, tok[r])) c->stopped = 1, live[i].done = 1;
-                else if (c->n == maxc) live[i].done = 1;
+                if (is_eos(o, tok[r])) {
+                    const int32_t *add = NULL;
+                    int k = g->turns.turn_end && !failed ? g->turns.turn_end(g->turns.ctx, first + c0 + i, c, &add) : 0;
+                    if (k < 0) failed = 1;
+                    if (k > 0 && c->n + k <= maxc) {
+                        /* the turn's ids go in after the eos, decoded below on their own */
+                        memcpy(c->ids + c->n, add, sizeof(int32_t) * k);
+                        memset(c->mask + c->n, 0, k);
+                        /* a tool's ids were not sampled: no sampling log-prob (masked out of the loss) */
+                        for (int t = 0; t < k; t++) c->logp[c->n + t] = 0.0f;
+                        memcpy(live[i].ctx + live[i].n_ctx, add, sizeof(int32_t) * k);
+                        c->n += k, live[i].n_ctx += k, c->n_turns++;
+                        if (c->n < maxc) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
+                        else live[i].done = 1;
+                    } else {
+                        c->stopped = 1, live[i].done = 1;
+                    }
+                } else if (c->n == maxc) live[i].done = 1;
                 else {
                     which[next] = i;
                     slots[next] = i + extra;
@@ -206,11 +242,31 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
                     next++;
                 }
             }
+            if (next > 0) model_decode(g->m, &g->kv, &g->ds, next, slots, tok, NULL, g->logits);
+            /* each row after a turn alone, its eos and the turn's ids in one call, so its
+             * logits do not depend on which rows share its chunk */
+            for (int q = 0; q < n_turn; q++) {
+                int i = turn_rows[q], k = 1 + turn_len[q];
+                Completion *c = &out[c0 + i];
+                for (int t = 0; t < k; t++) tslots[t] = i + extra, twant[t] = t == k - 1;
+                model_decode(g->m, &g->kv, &g->ds, k, tslots, c->ids + c->n - k, twant, g->logits + (size_t)next * V);
+                which[next] = i;
+                slots[next] = i + extra;
+                next++;
+            }
             step_rows = next;
-            if (step_rows > 0) model_decode(g->m, &g->kv, &g->ds, step_rows, slots, tok, NULL, g->logits);
         }
         for (int i = 0; i < nc; i++) free(live[i].ctx);
+        if (failed) {
+            for (int i = 0; i < G; i++) {
+                if (i < c0 + nc) completion_free(&out[i]);
+                else memset(&out[i], 0, sizeof out[i]);
+            }
+            generated = -1;
+            break;
+        }
     }
     free(live), free(which), free(slots), free(tok), free(lp);
+    free(turn_rows), free(turn_len), free(tslots), free(twant);
     return generated;
 }

@@ -52,7 +52,26 @@ typedef struct {
                           (sampler_sample_logp: the sampling log-probs), or NULL */
     int n;
     int stopped;       /* 1: ended by an eos token; 0: truncated at max_completion_length */
+    uint8_t *mask;     /* with turns (GenTurns): [n] 1 for the model's tokens, 0 for the ones a turn
+                          appended (TRL's tool_mask); NULL without */
+    int n_turns;       /* turns appended */
 } Completion;
+
+/* Multi-turn generation (tool calling, tools/): when completion `index` of a group
+ * ends a turn with an eos token, turn_end sees its ids so far and may hand back
+ * ids to append — the tool results and the next assistant header — after which
+ * the model goes on (TRL's _tool_call_loop). It returns the count (> 0; *ids
+ * valid until the next call), 0 to end the completion there, -1 on an error
+ * (its own to report). Appended ids are in the context, masked out (mask 0), and
+ * draw nothing from the completion's random stream, so samples still do not
+ * depend on chunking. The completion (the model's ids and the appended ones)
+ * stays within max_completion_length, as TRL's: ids that would pass it end the
+ * completion instead; the model's last turn is cut at it. turn_end must give the
+ * same ids for the same completion whatever the order it is called in. */
+typedef struct {
+    int (*turn_end)(void *ctx, int index, const Completion *c, const int32_t **ids);
+    void *ctx;
+} GenTurns;
 
 void completion_free(Completion *c);
 
@@ -68,6 +87,7 @@ typedef struct {
     int n_scratch;             /* sampling runs on at most this many threads */
     float *logits;     /* [max(chunk, 1), V] */
     float *first;      /* [V] the prompt's last logits */
+    GenTurns turns;    /* turn_end NULL: one turn (gen_set_turns) */
     size_t bytes;      /* planned memory */
 } Generator;
 
@@ -75,11 +95,14 @@ typedef struct {
  * Fails with a message stating the numbers when even one completion does not fit. */
 int gen_create(Generator *g, Model *m, const GenOpts *opts, int max_prompt, GrpoErr *err);
 void gen_free(Generator *g);
+/* Generates with turns from now on (t NULL: one turn again); plans the decode
+ * scratch for a turn's appended ids (up to max_completion_length rows). */
+void gen_set_turns(Generator *g, const GenTurns *t);
 
 /* Samples G completions of prompt[n_prompt] (1 <= n_prompt <= max_prompt) into
  * out[G] (each out[i].ids malloc'd; free with completion_free). stream_id names
  * this prompt occurrence, e.g. rng_mix(step, prompt_index). Returns the number of
- * tokens generated. */
+ * tokens generated (the model's), or -1 when a turn_end failed (out freed). */
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out);
 /* Completions first .. first+G-1 of that group into out[G]: each the same as

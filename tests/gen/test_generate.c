@@ -8,7 +8,11 @@
  *  - another stream or seed gives other completions; the memory limit sets the chunk;
  *  - gen_opts_set_eos keeps the union in order up to GEN_MAX_EOS and fails past it;
  *  - a Generator made on one OpenMP thread and run on eight gives the same completions
- *    (its per-thread scratch is never overrun: ASan, and CHECKs in the library). */
+ *    (its per-thread scratch is never overrun: ASan, and CHECKs in the library);
+ *  - with turns (tool calling): ids appended after a turn's eos are in the context,
+ *    masked 0, draw nothing; samples are the same for every chunk size and with and
+ *    without the shared prefix; the model's tokens are draws from the model given
+ *    the whole context; max_completion_length bounds both; a failing turn is -1. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +67,8 @@ static void free_all(Completion *c) {
     for (int i = 0; i < G; i++) completion_free(&c[i]);
 }
 
-/* Each token's uniform must fall inside its CDF interval under a full forward pass. */
+/* Each token's uniform must fall inside its CDF interval under a full forward pass;
+ * tokens a turn appended (mask 0) are context only and draw nothing. */
 static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream,
                                const Completion *c) {
     int V = m->cfg.vocab_size, ok = 1;
@@ -85,6 +90,7 @@ static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt
         Rng r;
         rng_init(&r, o->seed, rng_mix(stream, (uint64_t)i));
         for (int t = 0; t < c[i].n; t++) {
+            if (c[i].mask && !c[i].mask[t]) continue;
             double u = rng_uniform_f64(&r);
             sampler_distribution(p, logits + (size_t)(NP + t - 1) * V, V, &o->sampler, ids, NP + t, &s);
             double lo = 0;
@@ -204,8 +210,123 @@ static void check_eos_union(void) {
     T_CHECK(rc == 0 && o.n_eos == NA, "duplicates: rc %d n %d", rc, o.n_eos);
 }
 
+/* A fake tool: after each of a completion's first two turns it appends 1 to 3 ids
+ * that depend on the completion so far; fails on call fail_at (0: never). */
+typedef struct {
+    int calls, fail_at;
+    int32_t ids[4];
+} FakeTool;
+
+static int fake_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids) {
+    FakeTool *f = ctx;
+    if (++f->calls == f->fail_at) return -1;
+    if (c->n_turns >= 2) return 0;
+    int k = 1 + (c->ids[0] + index + c->n) % 3;
+    for (int j = 0; j < k; j++) f->ids[j] = 40 + (c->ids[c->n - 1] + j * 7 + index) % 50;
+    *ids = f->ids;
+    return k;
+}
+
+static long run_turns(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream, FakeTool *f,
+                      Completion *out) {
+    Generator g;
+    GrpoErr err;
+    if (gen_create(&g, m, o, 16, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    GenTurns t = {fake_turn_end, f};
+    gen_set_turns(&g, &t);
+    long n = gen_group(&g, prompt, NP, G, stream, out);
+    gen_free(&g);
+    return n;
+}
+
+static int same_turns(const Completion *a, const Completion *b) {
+    if (!same(a, b)) return 0;
+    for (int i = 0; i < G; i++)
+        if (a[i].n_turns != b[i].n_turns || memcmp(a[i].mask, b[i].mask, a[i].n)) return 0;
+    return 1;
+}
+
+static void check_turns(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    int32_t prompt[NP] = {3, 17, 42, 8, 91};
+    GenOpts o;
+    gen_opts_default(&o);
+    o.seed = 99;
+    o.max_completion_length = 24;
+    o.n_eos = 12; /* turns end often */
+    for (int i = 0; i < 12; i++) o.eos_ids[i] = 2 + 3 * i;
+    o.sampler.top_k = 50;
+    o.sampler.repetition_penalty = 1.1f;
+    Completion ref[G], c[G];
+    FakeTool f = {0};
+    o.chunk_size = G;
+    long model_tokens = run_turns(&m, &o, prompt, 5, &f, ref);
+    int turns1 = 0, turns2 = 0, ok = 1;
+    long counted = 0;
+    for (int i = 0; i < G; i++) {
+        turns1 += ref[i].n_turns >= 1, turns2 += ref[i].n_turns == 2;
+        ok &= ref[i].n <= 24 && ref[i].mask != NULL && ref[i].mask[0] == 1;
+        /* a run of 0s follows an eos the model wrote; the turns counted are those runs */
+        int runs = 0;
+        for (int t = 0; t < ref[i].n; t++) {
+            counted += ref[i].mask[t];
+            if (!ref[i].mask[t] && ref[i].mask[t - 1]) {
+                runs++;
+                int e = 0;
+                for (int k = 0; k < o.n_eos; k++) e |= ref[i].ids[t - 1] == o.eos_ids[k];
+                ok &= e;
+            }
+        }
+        ok &= runs == ref[i].n_turns;
+        /* it ends with the model's eos (stopped), or at the length limit */
+        ok &= ref[i].stopped ? ref[i].mask[ref[i].n - 1] == 1 : ref[i].n == 24;
+    }
+    T_CHECK(ok, "%s: masks, lengths and turns consistent", name);
+    T_CHECK(counted == model_tokens, "%s: generated counts the model's tokens (%ld vs %ld)", name, model_tokens, counted);
+    T_CHECK(turns1 >= 2 && turns2 >= 1, "%s: turns happened (%d with one or more, %d with two)", name, turns1, turns2);
+    int chunks[] = {1, 3, 5};
+    for (int k = 0; k < 3; k++) {
+        o.chunk_size = chunks[k];
+        run_turns(&m, &o, prompt, 5, &f, c);
+        T_CHECK(same_turns(ref, c), "%s: turns, chunk %d differs from chunk G", name, chunks[k]);
+        free_all(c);
+        o.share_prefix = 0;
+        run_turns(&m, &o, prompt, 5, &f, c);
+        T_CHECK(same_turns(ref, c), "%s: turns, chunk %d without the shared prefix differs", name, chunks[k]);
+        free_all(c);
+        o.share_prefix = 1;
+    }
+    T_CHECK(tokens_follow_model(&m, &o, prompt, 5, ref), "%s: with turns, tokens are not draws from the model", name);
+    /* without turns the same seed differs once a turn happened, and has no mask */
+    o.chunk_size = G;
+    run(&m, &o, prompt, 5, c);
+    T_CHECK(!same(ref, c) && c[0].mask == NULL, "%s: turns change the completions", name);
+    free_all(c);
+    free_all(ref);
+    /* a failing turn: -1, nothing left allocated */
+    f = (FakeTool){.fail_at = 3};
+    o.chunk_size = 3;
+    long n = run_turns(&m, &o, prompt, 5, &f, c);
+    int freed = 1;
+    for (int i = 0; i < G; i++) freed &= c[i].ids == NULL && c[i].mask == NULL;
+    T_CHECK(n == -1 && freed, "%s: a failing turn gives -1 (%ld), completions freed", name, n);
+    model_free(&m);
+}
+
 int main(void) {
     check_eos_union();
+    check_turns("qwen2");
+    check_turns("llama");
     check("qwen2");
     check("llama");
     check("qwen3");
