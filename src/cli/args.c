@@ -360,7 +360,8 @@ static int key_order(const void *a, const void *b) {
  * PyYAML's safe_load would. */
 static int yaml_strict(const char *cmd, const char *path, yaml_parser_t *parser, yaml_document_t *doc,
                        const OptGroup *g, int ng) {
-    char shown[200], tag[200];
+    char shown[200], tag[200], at[300];
+    path = text_escaped(at, sizeof at, path, 200); /* the file's name as messages show it */
     yaml_node_t *root = yaml_document_get_root_node(doc), *bad = foreign_tag(doc, root, 0);
     if (bad) {
         const char *t = bad->tag ? (const char *)bad->tag : "?", *core = "tag:yaml.org,2002:";
@@ -423,6 +424,8 @@ static int yaml_strict(const char *cmd, const char *path, yaml_parser_t *parser,
 /* Applies a YAML mapping file to the options. */
 static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int ng, void *obj) {
     GrpoErr err;
+    char at[300]; /* the file's name as messages show it */
+    text_escaped(at, sizeof at, path, 200);
     FILE *f = fs_fopen_regular(path, &err);
     if (!f) {
         fprintf(stderr, "grpo %s: %s (the --config file)\n", cmd, err.msg);
@@ -433,7 +436,7 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, f);
     if (!yaml_parser_load(&parser, &doc)) {
-        fprintf(stderr, "grpo %s: %s:%zu: invalid YAML: %s\n", cmd, path, parser.problem_mark.line + 1,
+        fprintf(stderr, "grpo %s: %s:%zu: invalid YAML: %s\n", cmd, at, parser.problem_mark.line + 1,
                 parser.problem ? parser.problem : "?");
         yaml_parser_delete(&parser);
         fclose(f);
@@ -442,7 +445,7 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     int rc = yaml_strict(cmd, path, &parser, &doc, g, ng);
     if (!rc && root && root->type != YAML_MAPPING_NODE) {
-        fprintf(stderr, "grpo %s: %s: expected a mapping of option names to values\n", cmd, path);
+        fprintf(stderr, "grpo %s: %s: expected a mapping of option names to values\n", cmd, at);
         rc = 2;
     }
     for (yaml_node_pair_t *p = root && !rc ? root->data.mapping.pairs.start : NULL;
@@ -451,7 +454,7 @@ static int apply_yaml(const char *cmd, const char *path, const OptGroup *g, int 
         if (k->type != YAML_SCALAR_NODE) continue;
         const char *key = (const char *)k->data.scalar.value;
         char where[600];
-        snprintf(where, sizeof where, "%s:%zu", path, k->start_mark.line + 1);
+        snprintf(where, sizeof where, "%s:%zu", at, k->start_mark.line + 1);
         size_t base;
         const TrlKey *t;
         const OptSpec *o = yaml_key_option(cmd, g, ng, key, &base, &t);
@@ -565,7 +568,9 @@ static int resolve_paths(const char *cmd, const OptGroup *g, int ng, void *obj) 
             if (o->flags & OPT_MODEL_PATH) {
                 char *dir = hf_cache_model_dir(*v, NULL);
                 if (dir) {
-                    fprintf(stderr, "grpo %s: --%s %s: the Hugging Face cache's %s\n", cmd, o->name, *v, dir);
+                    char id[200], at[300];
+                    fprintf(stderr, "grpo %s: --%s %s: the Hugging Face cache's %s\n", cmd, o->name,
+                            text_escaped(id, sizeof id, *v, 80), text_escaped(at, sizeof at, dir, 200));
                     *v = keep(dir);
                     continue;
                 }

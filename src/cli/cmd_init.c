@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "core/text.h"
 #include "cli/commands.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
@@ -70,7 +71,9 @@ int cmd_init(int argc, char **argv) {
     json_t *root = preset(config);
     if (root) {
         if (!tok) {
-            fprintf(stderr, "grpo init: the '%s' preset takes its vocabulary from --tokenizer DIR\n", config);
+            char shown[200];
+            fprintf(stderr, "grpo init: the '%s' preset takes its vocabulary from --tokenizer DIR\n",
+                    text_escaped(shown, sizeof shown, config, 80));
             json_decref(root);
             return 2;
         }
@@ -130,8 +133,9 @@ int cmd_init(int argc, char **argv) {
     so.copy_from = tokenizer;
     so.meta = &meta;
     rc = model_save(&m, output_dir, &so, &err);
+    char shown[300];
     if (!rc)
-        fprintf(stderr, "grpo init: wrote %s (%s, %lld parameters, %s)\n", output_dir,
+        fprintf(stderr, "grpo init: wrote %s (%s, %lld parameters, %s)\n", text_escaped(shown, sizeof shown, output_dir, 200),
                 config_model_type_name(m.cfg.type), config_param_count(&m.cfg), DTYPE_NAMES[dtype]);
     model_free(&m);
     json_decref((json_t *)meta.generation_config);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "core/text.h"
 #include "cli/commands.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
@@ -93,8 +94,10 @@ int cmd_merge(int argc, char **argv) {
     so.dtype = dtypes[a.dtype];
     so.copy_from = a.model_dir;
     rc = model_save(&m, a.output_dir, &so, &err);
+    char shown[300];
     if (!rc)
-        fprintf(stderr, "grpo merge: wrote %s (%d adapted weights, r %d, scaling %g)\n", a.output_dir, lora.n, lora.r,
+        fprintf(stderr, "grpo merge: wrote %s (%d adapted weights, r %d, scaling %g)\n",
+                text_escaped(shown, sizeof shown, a.output_dir, 200), lora.n, lora.r,
                 lora.scaling);
     lora_free(&lora);
     model_free(&m);

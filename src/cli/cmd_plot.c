@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "core/text.h"
 #include "cli/commands.h"
 #include "core/check.h"
 #include "io/fsutil.h"
@@ -53,7 +54,9 @@ int cmd_plot(int argc, char **argv) {
         } else if (!input && a[0] != '-') {
             input = a;
         } else {
-            fprintf(stderr, "grpo plot: unexpected argument '%s' (usage: grpo plot %s)\n", a, SYNOPSIS);
+            char shown[200];
+            fprintf(stderr, "grpo plot: unexpected argument '%s' (usage: grpo plot %s)\n",
+                    text_escaped(shown, sizeof shown, a, 80), SYNOPSIS);
             free(av);
             return 2;
         }
@@ -88,7 +91,8 @@ int cmd_plot(int argc, char **argv) {
             char *c = strchr(p, ',');
             if (c) *c = 0;
             if (!*p) {
-                fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", metrics);
+                char shown[200];
+                fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", text_escaped(shown, sizeof shown, metrics, 80));
                 free(list), free(req);
                 free(default_output), free(run_metrics);
                 return 2;
@@ -123,7 +127,8 @@ int cmd_plot(int argc, char **argv) {
     if (!rc) {
         char evals[64] = "";
         if (log.n_eval_rows) snprintf(evals, sizeof evals, ", %d evaluation%s", log.n_eval_rows, log.n_eval_rows == 1 ? "" : "s");
-        fprintf(stderr, "grpo plot: wrote %s (%d panel%s, %d logged steps%s)\n", output, n, n == 1 ? "" : "s",
+        char shown[300];
+        fprintf(stderr, "grpo plot: wrote %s (%d panel%s, %d logged steps%s)\n", text_escaped(shown, sizeof shown, output, 200), n, n == 1 ? "" : "s",
                 plot_log_train_rows(&log), evals);
     } else
         cli_fail("plot", err.msg);

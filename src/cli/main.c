@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "core/text.h"
 #include "core/suggest.h"
 #include "core/version.h"
 #include "dist/dist.h"
@@ -51,7 +52,8 @@ static int unknown_command(const char *name) {
     cands[N_COMMANDS] = "help", cands[N_COMMANDS + 1] = "version";
     const char *near = suggest_name(name, cands, N_COMMANDS + 2);
     if (dist_rank() == 0) {
-        fprintf(stderr, "grpo: unknown command '%s'", name);
+        char shown[200];
+        fprintf(stderr, "grpo: unknown command '%s'", text_escaped(shown, sizeof shown, name, 80));
         if (near) fprintf(stderr, "; did you mean '%s'?", near);
         fprintf(stderr, " (grpo help lists the commands)\n");
     }

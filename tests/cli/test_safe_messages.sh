@@ -109,6 +109,20 @@ safe 2 'cos\x1bine' "$GRPO" "${T[@]}" --config "$TMP/esc.yaml" --reward_funcs le
 printf '"lear\\e[2Jning_rate\\n": 1\n' > "$TMP/key.yaml"
 safe 2 "unknown option 'lear\x1b[2Jning_rate\n'" "$GRPO" "${T[@]}" --config "$TMP/key.yaml" --reward_funcs length:5 \
     --output_dir "$TMP/o7"
+# the command line's own words: a --config file named with a newline and an escape, an unknown command, a stray
+# argument of grpo plot (the file name is shown escaped wherever it appears)
+mkdir -p "$TMP/odd"
+NLESC="$TMP/odd/a$(printf '\n\033')b.yaml"
+printf 'foo_bar: 1\n' > "$NLESC"
+safe 2 "a\n\x1bb.yaml:1: unknown option 'foo_bar'" "$GRPO" "${T[@]}" --config "$NLESC" --reward_funcs length:5 \
+    --output_dir "$TMP/o8"
+printf 'learning_rate: [\n' > "$NLESC"
+CHECKS=$((CHECKS + 1))
+"$GRPO" "${T[@]}" --config "$NLESC" --reward_funcs length:5 --output_dir "$TMP/o9" 2>"$TMP/yaml.err"
+grep -qF 'a\n\x1bb.yaml:2: invalid YAML' "$TMP/yaml.err" && ! grep -q "$ESC" "$TMP/yaml.err" \
+    || fail "invalid YAML in an oddly named file: $(cat -v "$TMP/yaml.err")"
+safe 2 "unknown command 'tr\x1b[2Jain\n.'" "$GRPO" "$(printf 'tr\033[2Jain\n.')"
+safe 2 "unexpected argument 'x\ny'" "$GRPO" plot "$TMP/o1" "$(printf 'x\ny')"
 
 # ---- paths the system cannot hold: refused at once, nothing made ----
 family "paths refused before anything is made"
