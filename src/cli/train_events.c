@@ -10,6 +10,7 @@
 
 #include "core/text.h"
 #include "dist/dist.h"
+#include "reward/reward.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -95,6 +96,7 @@ TrainHooks train_events_start(TrainEvents *e, const char *cmd) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    reward_watch_stop(&stop_signal); /* a reward that does not answer does not hold the stop up */
     return (TrainHooks){print_event, e, &stop_signal};
 }
 

@@ -4,7 +4,9 @@
  * values and how they were made), non-finite step, warning, resume, checkpoint
  * and final save (--quiet: the loop sends none); and
  * SIGINT/SIGTERM as a request to stop after the current step, with a checkpoint —
- * a second signal ends the process at once. */
+ * a cmd or Python reward that does not answer within a few seconds of it ends the
+ * step unfinished (the completed steps kept) — a second signal ends the process at
+ * once. */
 #ifndef GRPO_CLI_TRAIN_EVENTS_H
 #define GRPO_CLI_TRAIN_EVENTS_H
 

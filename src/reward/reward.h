@@ -30,6 +30,7 @@
 #define GRPO_REWARD_REWARD_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "core/check.h"
@@ -111,6 +112,14 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
 int reward_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err);
 /* Frees f (stops a cmd child, unloads a plugin). NULL is fine. */
 void reward_free(RewardFunc *f);
+
+/* The grace a cmd or Python reward gets to answer once a stop is requested. */
+#define REWARD_STOP_GRACE_S 3.0
+/* Process-wide: a flag (a signal handler's) that, once non-zero, asks waiting
+ * cmd and Python rewards to give up: a reply not there within REWARD_STOP_GRACE_S
+ * of the request fails the call ("stopped while waiting for ...") and stops the
+ * process, instead of waiting for the whole reward_timeout. NULL: none. */
+void reward_watch_stop(const volatile sig_atomic_t *stop);
 
 /* The final answer in a completion, as exact_match reads it: the content of
  * the last balanced \boxed{...}, else of the last <answer>...</answer>, else

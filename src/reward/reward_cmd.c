@@ -9,7 +9,9 @@
  * stdin and stdout are sockets, so that a child that dies mid-request gives
  * EPIPE (send with MSG_NOSIGNAL) rather than SIGPIPE in the trainer, and a
  * closed stdout is EOF here. Any failure — timeout, exit, a bad reply — stops
- * the child; later calls fail at once. Exactly one reply line per request
+ * the child; later calls fail at once. A stop requested while waiting
+ * (reward_watch_stop) gives the child REWARD_STOP_GRACE_S more, then is such a
+ * failure. Exactly one reply line per request
  * (reward/cmd_reply.c frames and decodes it). Not here: restarting a failed
  * child, running several children in parallel. */
 #include <errno.h>
@@ -39,6 +41,12 @@ typedef struct {
     long step;      /* the request's trainer_state.global_step, for messages; -1: none (the start-up line) */
     int failed;     /* an earlier call failed; the child is gone */
 } CmdState;
+
+static const volatile sig_atomic_t *stop_flag; /* reward_watch_stop's */
+
+void reward_watch_stop(const volatile sig_atomic_t *stop) {
+    stop_flag = stop;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -120,7 +128,7 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, int quiet,
     if (quiet && cmd_check_quiet(c, err)) return -1;
     cmd_reply_reset(&c->reply);
     c->requests++;
-    double deadline = now_s() + c->timeout_s;
+    double deadline = now_s() + c->timeout_s, stop_deadline = INFINITY;
     size_t sent = 0;
     for (;;) {
         if (c->reply.complete && sent == req_len) return 0;
@@ -134,7 +142,14 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, int quiet,
             if (c->reply.complete && sent == req_len) return 0;
             return cmd_died(c, err);
         }
-        double left = deadline - now_s();
+        if (stop_flag && *stop_flag && isinf(stop_deadline)) stop_deadline = now_s() + REWARD_STOP_GRACE_S;
+        if (now_s() >= stop_deadline) {
+            err_set(err, "stopped while waiting for %s (no reply within %g s of the stop request; the process was "
+                    "stopped)", c->what, REWARD_STOP_GRACE_S);
+            return cmd_fail(c);
+        }
+        double left = fmin(deadline, stop_deadline) - now_s();
+        if (left <= 0 && now_s() < deadline) continue; /* the stop's grace is over: said above */
         if (left <= 0) {
             err_set(err, "%s: no reply within %g s (reward_timeout)%s; the process was stopped", c->what,
                     c->timeout_s,

@@ -651,6 +651,8 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
         if (!rc) rc = log_end_of_training(&lp, err);
         if (!rc) rc = save_final(&lp, err);
         if (rc < 0) keep_steps(&lp);
+        /* a step abandoned on a stop request (a reward that did not answer): a stop, its steps kept */
+        if (rc < 0 && L->hooks.stop && *L->hooks.stop) rc = TRAIN_STOPPED;
     }
     if (lp.metrics_f) fclose(lp.metrics_f);
     tb_close(&lp.tb);

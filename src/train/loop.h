@@ -133,7 +133,9 @@ typedef struct {
     void *event_ctx;
     /* NULL, or a flag (set by a signal handler) checked after every step: when
      * set, the loop writes a checkpoint (if the run keeps them: save_strategy epoch, or steps with save_steps > 0), reports STOPPED and
-     * returns TRAIN_STOPPED. */
+     * returns TRAIN_STOPPED. A run that fails while it is set (a step abandoned
+     * because its reward did not answer) keeps its steps as any failure does and
+     * returns TRAIN_STOPPED too. */
     const volatile sig_atomic_t *stop;
 } TrainHooks;
 
@@ -157,7 +159,7 @@ typedef struct {
 long train_loop_total_steps(const TrainingArgs *a, long n_examples, long examples_per_step);
 
 /* Runs (or resumes) training to the end and saves the model in output_dir.
- * Returns 0; TRAIN_STOPPED when *stop was set; or -1 with err (bad input, the
+ * Returns 0; TRAIN_STOPPED when *stop was set (after a step, or failing with it set); or -1 with err (bad input, the
  * algorithm's failure, repeated NaN). A failure after this run completed a step
  * first writes a checkpoint of the last completed step (unless one was written at
  * it) and reports TRAIN_EVENT_KEPT: no completed step is lost. */
