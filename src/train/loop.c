@@ -518,11 +518,45 @@ static int stop_requested(const Loop *lp) {
     return v > 0;
 }
 
+/* The step just done has an evaluation (eval_strategy steps): every eval_steps
+ * steps and the last. */
+static int eval_due(const Loop *lp) {
+    return lp->L->algo->evaluate && (lp->step % lp->L->algo->eval_steps == 0 || lp->step == lp->total_steps);
+}
+
+/* The evaluation after the step just done: its own metrics.jsonl line, as TRL
+ * logs an evaluation; rank 0 evaluates. */
+static int evaluate(Loop *lp, GrpoErr *err) {
+    MetricAcc eacc;
+    metric_acc_init(&eacc);
+    HfStateInfo state = state_info(lp, lp->step);
+    int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, &state, &eacc, err));
+    if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_EVAL, .metrics = &eacc, .text = lp->L->algo->eval_text});
+    if (!rc) rc = write_logs(lp, &eacc, err);
+    metric_acc_free(&eacc);
+    return train_world_check(lp->world, rc, err);
+}
+
+/* log_history holds an evaluation's entry (an eval_* key) at the step just done. */
+static int evaluated_here(const Loop *lp) {
+    for (size_t i = 0; i < json_array_size(lp->log_history); i++) {
+        const json_t *e = json_array_get(lp->log_history, i);
+        if (json_integer_value(json_object_get(e, "step")) != lp->step) continue;
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)e, key, v) if (!strncmp(key, "eval_", 5)) return 1;
+    }
+    return 0;
+}
+
 static int run_steps(Loop *lp, GrpoErr *err) {
     const TrainingArgs *a = lp->L->args;
     double start = lp->start_s = time_now_s();
     lp->save_every = training_args_save_every(a, lp->total_steps);
     long step0 = lp->start_step = lp->step, tokens0 = lp->num_tokens;
+    /* a resume from the checkpoint a failed evaluation left (nothing lost after
+     * step 1 writes it) runs that evaluation first, as the run would have */
+    if (lp->step > 0 && eval_due(lp) && !evaluated_here(lp) && evaluate(lp, err)) return -1;
     while (lp->step < lp->total_steps) {
         if (train_step(lp, err)) return -1;
         double el = time_now_s() - start;
@@ -535,17 +569,7 @@ static int run_steps(Loop *lp, GrpoErr *err) {
                               .logged = logged});
         if (logged && (check_same_weights(lp, err) || train_world_check(lp->world, write_logs(lp, &lp->acc, err), err)))
             return -1;
-        if (lp->L->algo->evaluate && (lp->step % lp->L->algo->eval_steps == 0 || lp->step == lp->total_steps)) {
-            /* its own metrics.jsonl line, as TRL logs an evaluation; rank 0 evaluates */
-            MetricAcc eacc;
-            metric_acc_init(&eacc);
-            HfStateInfo state = state_info(lp, lp->step);
-            int rc = RANK0(lp->L->algo->evaluate(lp->L->algo->self, &state, &eacc, err));
-            if (!rc) emit(lp, (TrainEvent){.kind = TRAIN_EVENT_EVAL, .metrics = &eacc, .text = lp->L->algo->eval_text});
-            if (!rc) rc = write_logs(lp, &eacc, err);
-            metric_acc_free(&eacc);
-            if (train_world_check(lp->world, rc, err)) return -1;
-        }
+        if (eval_due(lp) && evaluate(lp, err)) return -1;
         int saved = save_due(lp);
         if (saved && save_checkpoint(lp, err)) return -1;
         if (lp->step < lp->total_steps && stop_requested(lp)) return stop_here(lp, saved, err);

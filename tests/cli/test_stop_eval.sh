@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# A stop that a reward does not hold up (issue 38). SIGTERM while a cmd: reward
-# never answers ends the run within a few seconds (the reward's grace, REWARD_STOP_GRACE_S), as a stop: exit 143,
+# A stop that a reward does not hold up, and an evaluation that a failure does not
+# lose (issue 38). SIGTERM while a cmd: reward never answers ends the run within
+# a few seconds (the reward's grace, REWARD_STOP_GRACE_S), as a stop: exit 143,
 # the step in progress abandoned, the completed one kept in checkpoint-1, the
 # reward's processes gone, and resuming from it ends with the weights of a run
-# never interrupted. A stop while the reward answers within its grace is the
-# ordinary stop after the step.
+# never interrupted; a stop while the reward answers within its grace is the
+# ordinary stop after the step. An evaluation whose reward dies after step 2 (checkpoint-2
+# kept) is run again by the resume from checkpoint-2: metrics.jsonl ends with the
+# eval line at step 2, the same values as an uninterrupted run's; a resume from a
+# checkpoint whose evaluation ran does not run it twice.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 "$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --output_dir "$TMP/m" 2>/dev/null \
@@ -71,4 +75,32 @@ rc=$?
 [ "$rc" -eq 143 ] && grep -q "^grpo train: stopped at step 1 of 4; resume with --resume_from_checkpoint .*/g/checkpoint-1$" "$TMP/g.err" \
     && ! grep -q "waiting for" "$TMP/g.err" || fail "a stop within the reward's grace: exit $rc: $(cat "$TMP/g.err")"
 
+# ---- an evaluation that failed runs again on resume ----
+printf '{"prompt": "x"}\n{"prompt": "yz"}\n' > "$TMP/ev.jsonl"
+E=(--eval_strategy steps --eval_steps 2 --eval_dataset "$TMP/ev.jsonl")
+"$GRPO" "${T[@]}" "${E[@]}" --reward_funcs "cmd:python3 $TMP/len.py" --output_dir "$TMP/ew" || fail "uninterrupted run with evaluations"
+# the evaluation after step 2 (global_step 2, before step 3's rollouts) loses its reward
+"$GRPO" "${T[@]}" "${E[@]}" --reward_funcs "cmd:python3 $TMP/len.py -1 - 2" --output_dir "$TMP/e" 2>"$TMP/e.err"
+rc=$?
+[ "$rc" -eq 1 ] && [ -d "$TMP/e/checkpoint-2" ] && ! grep -q '"eval_' "$TMP/e/metrics.jsonl" \
+    || fail "a dying eval reward: exit $rc, $(ls "$TMP/e"): $(cat "$TMP/e.err")"
+"$GRPO" "${T[@]}" "${E[@]}" --reward_funcs "cmd:python3 $TMP/len.py" --output_dir "$TMP/e" --resume_from_checkpoint latest \
+    2>"$TMP/e2.err" || fail "resume after the eval reward died: $(cat "$TMP/e2.err")"
+evals() { grep '"eval_' "$1" | sed 's/"eval_runtime": [^,}]*//; s/"eval_[a-z_]*per_second": [^,}]*//g'; }
+[ "$(evals "$TMP/e/metrics.jsonl" | grep -c '"step": 2[,}]')" -eq 1 ] || fail "no eval line at step 2 after the resume: $(cat "$TMP/e/metrics.jsonl")"
+[ "$(evals "$TMP/e/metrics.jsonl")" = "$(evals "$TMP/ew/metrics.jsonl")" ] \
+    || fail "eval lines after the resume differ from an uninterrupted run's: $(evals "$TMP/e/metrics.jsonl") vs $(evals "$TMP/ew/metrics.jsonl")"
+cmp -s "$TMP/ew/model.safetensors" "$TMP/e/model.safetensors" || fail "weights after an eval failure and resume"
+python3 - "$TMP/e/trainer_state.json" "$TMP/ew/trainer_state.json" <<'PY' || fail "log_history's eval entries differ"
+import json, sys
+ev = lambda p: [(e["step"], sorted((k, v) for k, v in e.items() if k.startswith("eval_") and "runtime" not in k and "per_second" not in k))
+                for e in json.load(open(p))["log_history"] if any(k.startswith("eval_") for k in e)]
+a, b = ev(sys.argv[1]), ev(sys.argv[2])
+sys.exit(0 if a == b and [s for s, _ in a] == [2, 4] else 1)
+PY
+# a resume from a checkpoint whose evaluation ran does not run it again
+"$GRPO" "${T[@]}" "${E[@]}" --reward_funcs "cmd:python3 $TMP/len.py" --max_steps 2 --output_dir "$TMP/e4" || fail "2 steps"
+"$GRPO" "${T[@]}" "${E[@]}" --reward_funcs "cmd:python3 $TMP/len.py" --output_dir "$TMP/e4" --save_steps 2 \
+    --resume_from_checkpoint "$TMP/e4/checkpoint-2" 2>/dev/null
+[ "$(grep -c '"eval_' "$TMP/e4/metrics.jsonl")" -eq 2 ] || fail "an evaluation run twice: $(cat "$TMP/e4/metrics.jsonl")"
 finish
