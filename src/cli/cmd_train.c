@@ -26,6 +26,9 @@ int cmd_train(int argc, char **argv) {
         if (dist_rank() == 0) fprintf(stderr, "grpo train: %s\n", err.msg);
         rc = 2;
     } else {
+        if (c.eval_dataset && !c.eval_strategy && dist_rank() == 0) /* transformers is silent; nothing would be */
+            fprintf(stderr, "grpo train: warning: eval_dataset is set but eval_strategy is 'no': no evaluation will run; "
+                    "set eval_strategy steps (and eval_steps)\n");
         cli_setup_threads();
         TrainEvents ev;
         TrainHooks hooks = train_events_start(&ev, "train");

@@ -7,7 +7,7 @@
 # after a resume; TensorBoard gets them as eval/NAME; a console line per
 # evaluation saying how its numbers were made (not with --quiet); grpo plot of
 # the run draws unbroken curves; eval prompts longer than the training prompts;
-# bad input.
+# eval_dataset with eval_strategy no warns in one line (nothing evaluated); bad input.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 "$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --output_dir "$TMP/m" 2>/dev/null \
@@ -100,6 +100,18 @@ PY
 printf 'evaluation_strategy: steps\neval_dataset: %s\nper_device_eval_batch_size: 4\n' "$TMP/ev.jsonl" > "$TMP/e.yaml"
 "$GRPO" "${R[@]}" --output_dir "$TMP/y" --config "$TMP/e.yaml" 2>"$TMP/y.err" || fail "TRL eval keys: $(cat "$TMP/y.err")"
 grep -q eval_reward "$TMP/y/metrics.jsonl" || fail "eval from YAML"
+grep -q "no evaluation will run" "$TMP/y.err" && fail "the eval_dataset warning with eval_strategy steps: $(cat "$TMP/y.err")"
+# eval_dataset with eval_strategy no (TRL's default): one warning line, nothing evaluated, training unchanged
+W="^grpo train: warning: eval_dataset is set but eval_strategy is 'no': no evaluation will run; set eval_strategy steps (and eval_steps)$"
+"$GRPO" "${R[@]}" --output_dir "$TMP/nw" --eval_dataset "$TMP/ev.jsonl" 2>"$TMP/nw.err" || fail "eval_dataset alone: $(cat "$TMP/nw.err")"
+grep -q "$W" "$TMP/nw.err" && [ "$(wc -l < "$TMP/nw.err")" -eq 1 ] || fail "eval_dataset without eval_strategy, the warning: $(cat "$TMP/nw.err")"
+grep -q '"eval_' "$TMP/nw/metrics.jsonl" && fail "eval_strategy no evaluated"
+cmp -s "$TMP/plain/model.safetensors" "$TMP/nw/model.safetensors" || fail "eval_dataset alone changed the training"
+printf 'eval_dataset: %s\neval_steps: 2\n' "$TMP/ev.jsonl" > "$TMP/n.yaml"
+"$GRPO" "${R[@]}" --output_dir "$TMP/nwy" --config "$TMP/n.yaml" 2>"$TMP/nwy.err"
+grep -q "$W" "$TMP/nwy.err" || fail "eval_dataset without eval_strategy in YAML, the warning: $(cat "$TMP/nwy.err")"
+"$GRPO" "${R[@]}" --output_dir "$TMP/nw2" --eval_strategy no 2>"$TMP/nw2.err"
+[ -s "$TMP/nw2.err" ] && fail "a warning without eval_dataset: $(cat "$TMP/nw2.err")"
 # bad input
 expect_error 2 "eval_strategy steps needs an eval_dataset" "$GRPO" "${R[@]}" --output_dir "$TMP/b1" --eval_strategy steps
 printf '{"prompt": "ok"}\n{"nope": 1}\n' > "$TMP/bad.jsonl"
