@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "model/model_io.h"
+#include "grpo/tiny_run.h"
 #include "testutil.h"
 
 static char root[256];
@@ -35,26 +36,6 @@ static const char *const PROMPTS[] = {"a0", "b1", "c0", "d0", "e1", "f1", "g0", 
 static int has_signal(int ex) { return PROMPTS[ex][1] == '1'; }
 
 static char *path(const char *name) { return fs_join(root, name); }
-
-static void make_model(const char *dir) {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:i, s:i}", "model_type", "qwen3",
-                          "hidden_size", 32, "intermediate_size", 64, "num_hidden_layers", 2, "num_attention_heads", 4,
-                          "num_key_value_heads", 2, "head_dim", 8, "vocab_size", 259, "rms_norm_eps", 1e-6,
-                          "rope_theta", 10000.0, "tie_word_embeddings", 1, "max_position_embeddings", 256,
-                          "eos_token_id", 258);
-    ModelConfig cfg;
-    GrpoErr err;
-    CHECK(config_from_json(&cfg, j, "tiny", &err) == 0);
-    json_decref(j);
-    Model m;
-    model_create(&m, &cfg);
-    model_init_random(&m, 5, 0.2f);
-    ModelSaveOpts o;
-    model_save_opts_default(&o);
-    o.copy_from = "assets/byte-tokenizer";
-    CHECK(model_save(&m, dir, &o, &err) == 0);
-    model_free(&m);
-}
 
 /* data: every prompt with its signal column (all_signal: 1 for every one). */
 static void write_data(const char *file, int all_signal) {
@@ -119,40 +100,9 @@ out:
     return done;
 }
 
-static float *final_weights(const char *out, size_t *n) {
-    char *p = fs_join(out, "model.safetensors");
-    StFile f;
-    GrpoErr err;
-    if (st_open(&f, p, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(1);
-    }
-    size_t total = 0;
-    for (int i = 0; i < f.n_tensors; i++) total += f.tensors[i].numel;
-    float *w = malloc(sizeof(float) * total);
-    size_t k = 0;
-    for (int i = 0; i < f.n_tensors; i++) {
-        CHECK(st_read_f32(&f, &f.tensors[i], w + k, &err) == 0);
-        k += f.tensors[i].numel;
-    }
-    st_close(&f);
-    free(p);
-    *n = total;
-    return w;
-}
-
-static char *read_all(const char *dir, const char *file) {
-    char *p = fs_join(dir, file), *buf = NULL;
-    size_t len;
-    GrpoErr err;
-    if (fs_read_file(p, &buf, &len, &err)) buf = NULL;
-    free(p);
-    return buf;
-}
-
 /* The lines of dir/file as JSON objects (at most max); returns their count. */
 static int read_lines(const char *dir, const char *file, json_t **out, int max) {
-    char *text = read_all(dir, file);
+    char *text = tiny_run_file(dir, file);
     int n = 0;
     for (char *line = text ? strtok(text, "\n") : NULL; line && n < max; line = strtok(NULL, "\n"))
         out[n++] = json_loads(line, 0, NULL);
@@ -264,7 +214,7 @@ static void bound(const char *model, const char *data) {
     c.max_num_gen_batches = 100;
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "max_num_gen_batches 100: %s", err.msg);
     size_t na, nb;
-    float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
+    float *wa = tiny_run_weights(a, &na), *wb = tiny_run_weights(b, &nb);
     T_CHECK(na == nb && !memcmp(wa, wb, sizeof(float) * na), "a bound never reached changed the weights");
     free(wa), free(wb), free(a), free(b);
 }
@@ -281,9 +231,9 @@ static void all_signal(const char *model, const char *data_all) {
     c.train.output_dir = b;
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "all signal, filter off: %s", err.msg);
     size_t na, nb;
-    float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
+    float *wa = tiny_run_weights(a, &na), *wb = tiny_run_weights(b, &nb);
     T_CHECK(na == nb && !memcmp(wa, wb, sizeof(float) * na), "filter_groups changed a run where every group has signal");
-    char *ca = read_all(a, "completions.jsonl"), *cb = read_all(b, "completions.jsonl");
+    char *ca = tiny_run_file(a, "completions.jsonl"), *cb = tiny_run_file(b, "completions.jsonl");
     T_CHECK(ca && cb && !strcmp(ca, cb), "filter_groups changed the completions where every group has signal");
     free(wa), free(wb), free(ca), free(cb), free(a), free(b);
 }
@@ -306,8 +256,8 @@ static void split_invariance(const char *model, const char *data) {
         GrpoErr err;
         T_CHECK(trainer_run(&c, NULL, &err) == 0, "batch %d: %s", sizes[si], err.msg);
         size_t n;
-        float *w = final_weights(out, &n);
-        char *comp = read_all(out, "completions.jsonl");
+        float *w = tiny_run_weights(out, &n);
+        char *comp = tiny_run_file(out, "completions.jsonl");
         if (!w0) {
             w0 = w, comp0 = comp, n0 = n;
         } else {
@@ -348,9 +298,9 @@ static void resume(const char *model, const char *data) {
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
     c.train.overwrite_output_dir = 0;
     size_t na, nb;
-    float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
+    float *wa = tiny_run_weights(a, &na), *wb = tiny_run_weights(b, &nb);
     T_CHECK(na == nb && !memcmp(wa, wb, sizeof(float) * na), "the resumed run differs from the uninterrupted one");
-    char *ma = read_all(a, "completions.jsonl"), *mb = read_all(b, "completions.jsonl");
+    char *ma = tiny_run_file(a, "completions.jsonl"), *mb = tiny_run_file(b, "completions.jsonl");
     T_CHECK(ma && mb && !strcmp(ma, mb), "completions.jsonl differs after resume");
     free(wa), free(wb), free(ma), free(mb), free(ck3), free(rollout), free(model_b), free(a), free(b);
 }
@@ -360,7 +310,7 @@ int main(void) {
     GrpoErr err;
     fs_mkdir_p(root, &err);
     char *model = path("model"), *data = path("data.jsonl"), *data_all = path("all.jsonl"), *script = path("reward.py");
-    make_model(model);
+    tiny_model_save(model);
     write_data(data, 0);
     write_data(data_all, 1);
     FILE *f = fopen(script, "w");

@@ -24,33 +24,13 @@
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "model/model_io.h"
+#include "grpo/tiny_run.h"
 #include "testutil.h"
 
 static char root[256];
 
 static char *path(const char *name) {
     return fs_join(root, name);
-}
-
-/* A tiny random model: qwen3 architecture, vocab = the byte tokenizer's 259 ids. */
-static void make_model(const char *dir) {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:i, s:i}", "model_type", "qwen3",
-                          "hidden_size", 32, "intermediate_size", 64, "num_hidden_layers", 2, "num_attention_heads", 4,
-                          "num_key_value_heads", 2, "head_dim", 8, "vocab_size", 259, "rms_norm_eps", 1e-6,
-                          "rope_theta", 10000.0, "tie_word_embeddings", 1, "max_position_embeddings", 256,
-                          "eos_token_id", 258);
-    ModelConfig cfg;
-    GrpoErr err;
-    CHECK(config_from_json(&cfg, j, "tiny", &err) == 0);
-    json_decref(j);
-    Model m;
-    model_create(&m, &cfg);
-    model_init_random(&m, 5, 0.2f);
-    ModelSaveOpts o;
-    model_save_opts_default(&o);
-    o.copy_from = "assets/byte-tokenizer";
-    CHECK(model_save(&m, dir, &o, &err) == 0);
-    model_free(&m);
 }
 
 static void base_config(TrainConfig *c, const char *model, const char *data, const char *out) {
@@ -69,28 +49,6 @@ static void base_config(TrainConfig *c, const char *model, const char *data, con
     c->train.save_steps = 0;
     c->train.quiet = 1;
     c->train.seed = 11;
-}
-
-static float *final_weights(const char *out, size_t *n) {
-    StSet s;
-    GrpoErr err;
-    if (stset_open_dir(&s, out, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(1);
-    }
-    size_t total = 0;
-    for (int f = 0; f < s.n_files; f++)
-        for (int i = 0; i < s.files[f].n_tensors; i++) total += s.files[f].tensors[i].numel;
-    float *w = malloc(sizeof(float) * total);
-    size_t k = 0;
-    for (int f = 0; f < s.n_files; f++)
-        for (int i = 0; i < s.files[f].n_tensors; i++) {
-            CHECK(st_read_f32(&s.files[f], &s.files[f].tensors[i], w + k, &err) == 0);
-            k += s.files[f].tensors[i].numel;
-        }
-    stset_close(&s);
-    *n = total;
-    return w;
 }
 
 /* out/adapter_model.safetensors: its tensors in file order, with their sizes. */
@@ -116,15 +74,6 @@ static float *adapter_weights(const char *out, size_t *n, int *n_tensors, size_t
     st_close(&f);
     free(p);
     return w;
-}
-
-static char *read_all(const char *dir, const char *file) {
-    char *p = fs_join(dir, file), *buf = NULL;
-    size_t len;
-    GrpoErr err;
-    if (fs_read_file(p, &buf, &len, &err)) buf = NULL;
-    free(p);
-    return buf;
 }
 
 /* bf16: mixed precision (train.bf16) on dapo, grpo (the fused LM head) and vespo
@@ -164,8 +113,8 @@ static void split_invariance(const char *model, const char *data, int bf16) {
                     int rc = trainer_run(&c, NULL, &err);
                     T_CHECK(rc == 0, "%s: %s", losses[li], err.msg);
                     size_t n;
-                    float *w = final_weights(out, &n);
-                    char *comp = read_all(out, "completions.jsonl");
+                    float *w = tiny_run_weights(out, &n);
+                    char *comp = tiny_run_file(out, "completions.jsonl");
                     if (!w0) {
                         w0 = w, comp0 = comp, n0 = n;
                     } else {
@@ -226,7 +175,7 @@ static void split_invariance_lora(const char *model, const char *data, int bf16)
                 size_t n, *sz;
                 int nt;
                 float *w = adapter_weights(out, &n, &nt, &sz);
-                char *comp = read_all(out, "completions.jsonl");
+                char *comp = tiny_run_file(out, "completions.jsonl");
                 if (!w0) {
                     w0 = w, n0 = n, nt0 = nt, sz0 = sz, comp0 = comp;
                     free(out);
@@ -283,7 +232,7 @@ static void resume_lora(const char *model, const char *data) {
     int ta, tb;
     float *wa = adapter_weights(a, &na, &ta, &sa), *wb = adapter_weights(b, &nb, &tb, &sb);
     T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "lora: the resumed run differs from the uninterrupted one");
-    char *ma = read_all(a, "completions.jsonl"), *mb = read_all(b, "completions.jsonl");
+    char *ma = tiny_run_file(a, "completions.jsonl"), *mb = tiny_run_file(b, "completions.jsonl");
     T_CHECK(ma && mb && !strcmp(ma, mb), "lora: completions.jsonl differs after resume");
     c.train.use_peft = 0;
     T_CHECK(trainer_run(&c, NULL, &err) == -1 && strstr(err.msg, "a checkpoint of a LoRA run"),
@@ -333,7 +282,7 @@ static void resume(const char *model, const char *data) {
         T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
         c.train.overwrite_output_dir = 0;
         size_t na, nb;
-        float *wa = final_weights(a, &na), *wb = final_weights(b, &nb);
+        float *wa = tiny_run_weights(a, &na), *wb = tiny_run_weights(b, &nb);
         T_CHECK(na == nb && memcmp(wa, wb, sizeof(float) * na) == 0, "variant %d: resumed run differs from the uninterrupted one", variant);
         if (variant == 0) fp32 = malloc(sizeof(float) * na), memcpy(fp32, wa, sizeof(float) * na);
         if (variant == 2) {
@@ -342,7 +291,7 @@ static void resume(const char *model, const char *data) {
             T_CHECK(d > 0 && d <= 1e-2 * mx, "bf16 against fp32: weights differ by %.3g (max |w| %.3g)", d, mx);
             free(fp32);
         }
-        char *ma = read_all(a, "completions.jsonl"), *mb = read_all(b, "completions.jsonl");
+        char *ma = tiny_run_file(a, "completions.jsonl"), *mb = tiny_run_file(b, "completions.jsonl");
         T_CHECK(ma && mb && !strcmp(ma, mb), "variant %d: completions.jsonl differs after resume", variant);
         /* "latest" finds checkpoint-4 */
         c.train.resume_from_checkpoint = "latest";
@@ -384,7 +333,7 @@ static void bad_configs(const char *model, const char *data) {
 
 /* A metric of metrics.jsonl's step line `step` (1-based), NAN when absent. */
 static double metric_at(const char *out, const char *key, int step) {
-    char *text = read_all(out, "metrics.jsonl"), pat[200];
+    char *text = tiny_run_file(out, "metrics.jsonl"), pat[200];
     double v = NAN;
     const char *line = text;
     for (int k = 1; line && k < step; k++) line = (line = strchr(line, '\n')) ? line + 1 : NULL;
@@ -464,7 +413,7 @@ static void is_correction_runs(const char *model, const char *data) {
             c.train.per_device_train_batch_size = B;
             c.train.gradient_accumulation_steps = 8 / B;
             T_CHECK(trainer_run(&c, NULL, &err) == 0, "split %s: %s", grpo_is_mode_names[modes[k]], err.msg);
-            float *w = final_weights(out, &n);
+            float *w = tiny_run_weights(out, &n);
             if (si == 0) {
                 w0 = w, n0 = n;
                 continue;
@@ -504,7 +453,7 @@ static void is_correction_runs(const char *model, const char *data) {
     c.train.save_steps = 1;
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "with checkpoints: %s", err.msg);
     char *ck = fs_join(b, "checkpoint-3"), *ro = fs_join(ck, "rollout.json");
-    char *saved = read_all(ck, "rollout.json");
+    char *saved = tiny_run_file(ck, "rollout.json");
     T_CHECK(saved && strstr(saved, "\"sampling_logp\""), "the checkpoint's rollout keeps the sampling log-probs");
     free(saved);
     char *mb = fs_join(b, "model.safetensors");
@@ -515,9 +464,9 @@ static void is_correction_runs(const char *model, const char *data) {
     T_CHECK(trainer_run(&c, NULL, &err) == 0, "resume: %s", err.msg);
     c.train.overwrite_output_dir = 0;
     size_t na, nb;
-    float *wa = final_weights(out, &na), *wb = final_weights(b, &nb);
+    float *wa = tiny_run_weights(out, &na), *wb = tiny_run_weights(b, &nb);
     T_CHECK(na == nb && !memcmp(wa, wb, sizeof(float) * na), "the resumed run differs from the uninterrupted one");
-    char *ma = read_all(out, "metrics.jsonl"), *mbx = read_all(b, "metrics.jsonl");
+    char *ma = tiny_run_file(out, "metrics.jsonl"), *mbx = tiny_run_file(b, "metrics.jsonl");
     T_CHECK(ma && mbx && strstr(mbx, "sampling/importance_sampling_ratio/mean"), "resumed metrics");
     free(ma), free(mbx), free(wa), free(wb), free(mb), free(ro), free(ck), free(b), free(out);
 }
@@ -527,7 +476,7 @@ int main(void) {
     GrpoErr err;
     fs_mkdir_p(root, &err);
     char *model = path("model"), *data = path("data.jsonl");
-    make_model(model);
+    tiny_model_save(model);
     FILE *f = fopen(data, "w");
     fputs("{\"prompt\": \"ab\"}\n{\"prompt\": \"hello\"}\n{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"
           "{\"prompt\": \"xyz\"}\n", f);
