@@ -249,6 +249,18 @@ static json_t *build_request(const RewardBatch *b, GrpoErr *err, const char *wha
     return req;
 }
 
+/* req as one protocol line: compact JSON and its newline (malloc'd, *len bytes). */
+static char *request_line(const json_t *req, size_t *len) {
+    char *text = json_dumps(req, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    CHECK(text);
+    size_t n = strlen(text);
+    text = xrealloc(text, n + 2);
+    text[n++] = '\n';
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
 static int cmd_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr *err) {
     CmdState *c = f->state;
     if (c->failed)
@@ -257,13 +269,9 @@ static int cmd_compute(RewardFunc *f, const RewardBatch *b, double *out, GrpoErr
     if (!req) return -1;
     json_t *step = json_object_get(json_object_get(req, "trainer_state"), "global_step");
     c->step = json_is_integer(step) ? (long)json_integer_value(step) : 0;
-    char *text = json_dumps(req, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    size_t len;
+    char *text = request_line(req, &len);
     json_decref(req);
-    CHECK(text);
-    size_t len = strlen(text);
-    text = xrealloc(text, len + 2);
-    text[len++] = '\n';
-    text[len] = 0;
     int rc = cmd_exchange(c, text, len, 1, err);
     free(text);
     if (rc) return -1;
@@ -336,11 +344,15 @@ int reward_cmd_hello(RewardFunc *f, json_t **hello, GrpoErr *err) {
     return cmd_reply_object(&c->reply, c->what, hello, err) ? cmd_fail(c) : 0;
 }
 
-int reward_cmd_request(RewardFunc *f, const char *line, size_t len, json_t **reply, GrpoErr *err) {
+int reward_cmd_request(RewardFunc *f, const json_t *req, json_t **reply, GrpoErr *err) {
     CmdState *c = f->state;
     *reply = NULL;
     if (c->failed) return err_set(err, "%s: not running (an earlier call failed)", c->what);
-    if (cmd_exchange(c, line, len, 1, err)) return -1;
+    size_t len;
+    char *text = request_line(req, &len);
+    int rc = cmd_exchange(c, text, len, 1, err);
+    free(text);
+    if (rc) return -1;
     json_error_t je;
     *reply = json_loadb(c->reply.buf, c->reply.line_len, 0, &je);
     if (!*reply) {

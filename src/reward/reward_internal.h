@@ -29,12 +29,12 @@ int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const 
  * timeout into *hello (the caller's reference); {"error": TEXT} or a failure
  * is -1 with err, and the process is stopped. */
 int reward_cmd_hello(RewardFunc *f, json_t **hello, GrpoErr *err);
-/* Sends one request line (line[len], ending in '\n') and reads the one reply
+/* Sends req as one request line (compact JSON) and reads the one reply
  * line within the timeout as a JSON object into *reply (the caller's reference),
  * {"error": ...} included: what it means is the caller's. A timeout, an exit, a
  * reply that is not one line of a JSON object is -1 with err, the process
  * stopped. For processes that are not rewards (tools/tool_proc.c). */
-int reward_cmd_request(RewardFunc *f, const char *line, size_t len, json_t **reply, GrpoErr *err);
+int reward_cmd_request(RewardFunc *f, const json_t *req, json_t **reply, GrpoErr *err);
 /* A Python reward function (reward_python.c): spec is FILE.py:FUNCTION or
  * module.function (reward_python_spec says whether a spec is one). python3 is
  * started and the function loaded here; *default_name gets its log name (TRL's:

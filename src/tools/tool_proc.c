@@ -59,16 +59,9 @@ int tool_proc_call(ToolProc *p, const ToolCall *c, char **content, int *failed, 
     if (p->stopped) return err_set(err, "%s: not running (an earlier call failed)", p->what);
     json_t *req = json_pack("{s:s, s:O}", "name", c->name, "arguments", c->arguments);
     CHECK(req);
-    char *line = json_dumps(req, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(req);
-    CHECK(line);
-    size_t len = strlen(line);
-    line = xrealloc(line, len + 2);
-    line[len++] = '\n';
-    line[len] = 0;
     json_t *reply;
-    int rc = reward_cmd_request(&p->f, line, len, &reply, err);
-    free(line);
+    int rc = reward_cmd_request(&p->f, req, &reply, err);
+    json_decref(req);
     if (rc) return -1;
     const json_t *ct = json_object_get(reply, "content"), *er = json_object_get(reply, "error");
     if (ct && !er) {
