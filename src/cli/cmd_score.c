@@ -65,7 +65,7 @@ static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n,
     PaddedBatch pb = {0};
     float *lp = NULL;
     if (S) {
-        padded_batch_build(&pb, seqs, S);
+        padded_batch_build(&pb, seqs, S, 0);
         lp = xmalloc(sizeof(float) * (pb.offsets[S] + 1));
         padded_batch_logprobs(m, a, &pb, NULL, inv_temp, lp, NULL);
     }

@@ -1,4 +1,4 @@
-/* model/batch.c — padded batches and their CSR targets (see batch.h).
+/* model/batch.c — padded or packed batches and their CSR targets (see batch.h).
  *
  * Is: the one place that lays sequences out for model_forward / model_logprobs
  * and maps per-position arrays to per-target ones and back. Is not: a planner
@@ -11,10 +11,12 @@
 
 #include "core/check.h"
 
-void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens) {
+void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens, int packed) {
     CHECK(max_seqs >= 1 && max_tokens >= max_seqs);
     memset(pb, 0, sizeof *pb);
     size_t N = (size_t)max_tokens;
+    pb->packed = packed != 0;
+    pb->start = xmalloc(sizeof(int) * (max_seqs + 1));
     pb->cap_seqs = max_seqs;
     pb->cap_tokens = max_tokens;
     pb->ids = xmalloc(sizeof(int32_t) * N);
@@ -30,24 +32,30 @@ void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens) {
 void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
     CHECK(S >= 1 && S <= pb->cap_seqs);
     int T = 1;
+    long sum = 0;
     for (int i = 0; i < S; i++) {
         const BatchSeq *q = &seqs[i];
         CHECK(q->na >= 0 && q->nb >= 0 && (q->na == 0 || q->a) && (q->nb == 0 || q->b));
         int len = q->na + q->nb;
         CHECK(q->first_target >= 1 && q->first_target <= len);
         T = len > T ? len : T;
+        sum += len;
     }
-    CHECK((long)S * T <= pb->cap_tokens);
-    int N = S * T;
+    long need = pb->packed ? sum : (long)S * T;
+    CHECK(need <= pb->cap_tokens);
+    int N = (int)need;
     pb->S = S;
     pb->T = T;
+    pb->N = N;
+    pb->start[0] = 0;
+    for (int i = 0; i < S; i++) pb->start[i + 1] = pb->packed ? pb->start[i] + seqs[i].na + seqs[i].nb : (i + 1) * T;
     memset(pb->ids, 0, sizeof(int32_t) * N);
     memset(pb->mask, 0, N);
     for (int n = 0; n < N; n++) pb->targets[n] = -1;
     pb->offsets[0] = 0;
     for (int i = 0; i < S; i++) {
         const BatchSeq *q = &seqs[i];
-        int len = q->na + q->nb, base = i * T;
+        int len = q->na + q->nb, base = pb->start[i];
         int32_t *ids = pb->ids + base;
         if (q->na) memcpy(ids, q->a, sizeof(int32_t) * q->na);
         if (q->nb) memcpy(ids + q->na, q->b, sizeof(int32_t) * q->nb);
@@ -59,17 +67,21 @@ void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
     }
 }
 
-void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed) {
     CHECK(S >= 1);
-    long T = 1;
-    for (int i = 0; i < S; i++) T = seqs[i].na + seqs[i].nb > T ? seqs[i].na + seqs[i].nb : T;
-    CHECK((long)S * T <= 0x7fffffffL);
-    padded_batch_reserve(pb, S, (int)(S * T));
+    long T = 1, sum = 0;
+    for (int i = 0; i < S; i++) {
+        T = seqs[i].na + seqs[i].nb > T ? seqs[i].na + seqs[i].nb : T;
+        sum += seqs[i].na + seqs[i].nb;
+    }
+    long N = packed ? sum : S * T;
+    CHECK(N <= 0x7fffffffL);
+    padded_batch_reserve(pb, S, (int)N, packed);
     padded_batch_fill(pb, seqs, S);
 }
 
 void padded_batch_free(PaddedBatch *pb) {
-    free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
+    free(pb->start), free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
     free(pb->full), free(pb->full2), free(pb->js);
     memset(pb, 0, sizeof *pb);
 }
@@ -82,22 +94,34 @@ void padded_batch_gather(const PaddedBatch *pb, const float *full, float *csr) {
 }
 
 void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full) {
-    memset(full, 0, sizeof(float) * pb->S * pb->T);
+    memset(full, 0, sizeof(float) * pb->N);
     for (int i = 0; i < pb->S; i++)
         memcpy(full + pb->row0[i], csr + pb->offsets[i], sizeof(float) * (pb->offsets[i + 1] - pb->offsets[i]));
 }
 
-/* Row n of the flat batch -> its target's CSR index (n holds a target). */
+/* Row n of the flat batch -> its target's CSR index (n holds a target); the
+ * sequence of row n is the last whose start is <= n. */
 typedef struct {
     const PaddedBatch *pb;
     const LogprobGrad *grad;
 } RowsToCsr;
 
+static int seq_of(const PaddedBatch *pb, int n) {
+    if (!pb->packed) return n / pb->T;
+    int lo = 0, hi = pb->S - 1; /* start[lo] <= n < start[hi+1] */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (pb->start[mid] <= n) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
     const RowsToCsr *r = ctx;
     int *js = r->pb->js; /* m: a chunk of the head, or every target of a frozen one */
     for (int i = 0; i < m; i++) {
-        int b = rows[i] / r->pb->T;
+        int b = seq_of(r->pb, rows[i]);
         js[i] = r->pb->offsets[b] + rows[i] - r->pb->row0[b];
     }
     r->grad->fn(r->grad->ctx, js, m, logp, dlogp);
@@ -109,7 +133,8 @@ static void batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const Mode
                            float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
                            const LogprobGrad *grad) {
     float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
-    model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T, pass);
+    if (pb->packed) model_forward_packed(m, a, pb->ids, pb->start, pb->S, pass);
+    else model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T, pass);
     if (grad) {
         RowsToCsr r = {pb, grad};
         model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &(LogprobGrad){grad_by_csr, &r});

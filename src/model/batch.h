@@ -1,11 +1,13 @@
-/* model/batch.h — a batch of token sequences right-padded to one length, with
- * the next-token targets the model is scored on, in CSR form.
+/* model/batch.h — a batch of token sequences, right-padded to one length or
+ * packed end to end without padding, with the next-token targets the model is
+ * scored on, in CSR form.
  *
  * Every user of the training forward (GRPO micro-batches, SFT, `grpo score`)
- * pads sequences the same way: ids right-padded with 0, mask 1 on real tokens,
- * position t predicting token t+1, and only a suffix of each sequence counted
+ * lays sequences out the same way: ids right-padded with 0, mask 1 on real tokens
+ * (or, packed, sequence i at positions start[i] .. start[i+1]-1, attention and
+ * positions per sequence: model_forward_packed), position t predicting token t+1, and only a suffix of each sequence counted
  * (a GRPO completion, the SFT tokens after the prompt). This is that one
- * layout, plus the gather/scatter between per-position arrays [S*T] and the
+ * layout, plus the gather/scatter between per-position arrays [N] and the
  * compact per-target arrays [offsets[S]] that losses work on. */
 #ifndef GRPO_MODEL_BATCH_H
 #define GRPO_MODEL_BATCH_H
@@ -27,37 +29,41 @@ typedef struct {
 } BatchSeq;
 
 typedef struct {
+    int packed;          /* 1: sequences end to end, no padding (TRL's padding_free); 0: right-padded */
     int S, T;            /* sequences, padded length = the longest na+nb (>= 1) */
-    int32_t *ids;        /* [S*T] right-padded with 0 */
-    uint8_t *mask;       /* [S*T] 1 on real tokens */
-    int32_t *targets;    /* [S*T] the id predicted at each position, -1 where none */
+    int N;               /* positions laid out: S*T padded, the sum of the lengths packed */
+    int *start;          /* [S+1] sequence i's first position (i*T padded); start[S] = N */
+    int32_t *ids;        /* [N] right-padded with 0 */
+    uint8_t *mask;       /* [N] 1 on real tokens */
+    int32_t *targets;    /* [N] the id predicted at each position, -1 where none */
     int *offsets;        /* [S+1] CSR: sequence i's targets are entries offsets[i] .. offsets[i+1]-1 */
     int *row0;           /* [S] flat position predicting sequence i's first target */
-    int cap_seqs, cap_tokens; /* what the arrays hold (padded_batch_reserve) */
+    int cap_seqs, cap_tokens; /* what the arrays hold (padded_batch_reserve): sequences, positions N */
     float *full, *full2; /* [cap_tokens] per-position scratch of the passes below (log-probs, entropies, or
                             their gradients laid out for model_backward) */
     int *js;             /* [cap_tokens] target indices handed to a LogprobGrad */
 } PaddedBatch;
 
 /* Allocates pb's arrays for batches of up to max_seqs sequences and max_tokens
- * padded positions (S*T), once: padded_batch_fill then reuses them. */
-void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens);
+ * positions (N: S*T padded, the sum of the lengths packed), once: padded_batch_fill
+ * then reuses them. packed: lay sequences end to end (model_forward_packed). */
+void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens, int packed);
 /* Lays seqs[S] (S >= 1) out in pb's reserved arrays. A sequence breaking the
  * BatchSeq contract, or a batch beyond the reservation, is a programmer error (CHECK). */
 void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S);
 /* padded_batch_reserve for exactly this batch, then padded_batch_fill. */
-void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S);
+void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed);
 /* Frees what pb owns and zeroes it. Safe on a zeroed PaddedBatch. */
 void padded_batch_free(PaddedBatch *pb);
-/* full[S*T] per position -> csr[offsets[S]] of the target positions, sequence by sequence */
+/* full[N] per position -> csr[offsets[S]] of the target positions, sequence by sequence */
 void padded_batch_gather(const PaddedBatch *pb, const float *full, float *csr);
-/* csr[offsets[S]] -> full[S*T], zero elsewhere */
+/* csr[offsets[S]] -> full[N], zero elsewhere */
 void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full);
 /* Forward of the batch through m (model_forward with pass, NULL for inference, then
  * model_logprobs with inv_temperature) and the target log-probs (and entropies, if entropy != NULL)
  * gathered CSR into logp[offsets[S]] / entropy. Leaves the activations in a for
  * a model_backward, whose dlogprob is per position: padded_batch_scatter it (into
- * pb->full, free again once the log-probs are gathered). Requires S*T <= the
+ * pb->full, free again once the log-probs are gathered). Requires N <= the
  * max_tokens a was planned for. */
 void padded_batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                            float inv_temperature, float *logp, float *entropy);

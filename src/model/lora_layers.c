@@ -155,7 +155,7 @@ static void draw_mask(const LoraLayers *lo, const ModelConfig *cfg, const LoraBa
     size_t rb, off = mask_offset(cfg, mod, &rb), stride = lora_mask_bytes_per_token(cfg);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < b->N; n++) {
-        uint64_t site = rng_mix(rng_mix(b->keys[n / b->T], (uint64_t)b->pos[n]), (uint64_t)l * LORA_N_MODULES + mod);
+        uint64_t site = rng_mix(rng_mix(b->keys[b->seq[n]], (uint64_t)b->pos[n]), (uint64_t)l * LORA_N_MODULES + mod);
         rng_keep_bits(lo->dropout_seed, site, 0, rb, thresh, b->mask + (size_t)n * stride + off);
     }
 }

@@ -74,9 +74,10 @@ void lora_init_peft(LoraLayers *lo, uint64_t seed);
  * [row0, row0 + out) and its input width. */
 void lora_module_geometry(const ModelConfig *cfg, LoraModule mod, LoraLinear *lin, int *row0, int *out, int *in);
 
-/* One batch's view for the adapters: N rows of B sequences of T positions. */
+/* One batch's view for the adapters: N rows of B sequences, padded or packed. */
 typedef struct {
-    int N, T;
+    int N;
+    const int32_t *seq;      /* [N] the sequence of each row, in [0, B) */
     const int32_t *pos;      /* [N] position of each row in its sequence */
     const uint64_t *keys;    /* [B] dropout key of each sequence, or NULL: no dropout */
     float *scratch;          /* [N, max in] */

@@ -304,6 +304,8 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
                          head_dw_rows(max_tokens, ckpt, chunk_rows, bf16));
     a->ids = xmalloc(sizeof(int32_t) * N);
     a->pos = xmalloc(sizeof(int32_t) * N);
+    a->seq = xmalloc(sizeof(int32_t) * N);
+    a->starts = xmalloc(sizeof(int) * (N + 1));
     a->targets = xmalloc(sizeof(int32_t) * N);
     a->mask = xmalloc(N);
     a->head_dlp = xmalloc(sizeof(float) * N);
@@ -347,6 +349,8 @@ void acts_free(Activations *a) {
     free(a->layers);
     free(a->ids);
     free(a->pos);
+    free(a->seq);
+    free(a->starts);
     free(a->targets);
     free(a->mask);
     free(a->head_dlp);
@@ -370,7 +374,7 @@ static const LoraLayers *adapters(const Model *m, const Activations *a, int l, L
     if (!lo) return NULL;
     CHECK(a->lora_arena); /* acts_reserve_lora */
     size_t width = lora_scratch_floats_per_token(lo, &m->cfg) - lo->spec.r;
-    *b = (LoraBatch){a->N, a->T, a->pos, a->lora_mask ? a->pass.drop_keys : NULL, a->lora_scratch,
+    *b = (LoraBatch){a->N, a->seq, a->pos, a->lora_mask ? a->pass.drop_keys : NULL, a->lora_scratch,
                      a->lora_scratch + (size_t)a->N * width, NULL, NULL};
     if (a->lora_mask) {
         b->mask = a->lora_mask + (size_t)l * a->N * lora_mask_bytes_per_token(&m->cfg);
@@ -411,6 +415,46 @@ static const uint16_t *save16(const Model *m, uint16_t *x16, const float *x, siz
     return x16;
 }
 
+
+/* Attention over the batch: padded, one call over B x T; packed, one call per
+ * sequence over its own rows (B 1, T its length), so no row meets another
+ * sequence's keys. lse [B,H,T] padded; packed, sequence b's [H, len] block starts at
+ * H starts[b]. */
+static void attend_forward(const Activations *a, const LayerActs *L, int H, int Hkv, int D) {
+    int QK = (H + Hkv) * D, QKV = (H + 2 * Hkv) * D;
+    if (a->T) {
+        attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask, a->B, a->T, H, Hkv,
+                          D, H * D, QK, QK, QKV, a->att_scratch);
+        return;
+    }
+    for (int b = 0; b < a->B; b++) {
+        size_t s0 = (size_t)a->starts[b];
+        int len = a->starts[b + 1] - a->starts[b];
+        attention_forward(L->att + s0 * H * D, L->lse + s0 * H, L->qk + s0 * QK, L->qk + s0 * QK + H * D,
+                          L->qkv + s0 * QKV + (H + Hkv) * D, a->mask + s0, 1, len, H, Hkv, D, H * D, QK, QK, QKV,
+                          a->att_scratch);
+    }
+}
+
+/* Its backward: a->dqk's query and key parts, a->dqkv's value part (accumulated). */
+static void attend_backward(Activations *a, const LayerActs *L, int H, int Hkv, int D) {
+    int QK = (H + Hkv) * D, QKV = (H + 2 * Hkv) * D;
+    if (a->T) {
+        attention_backward(a->dqk, a->dqk + H * D, a->dqkv + (H + Hkv) * D, a->datt, L->qk, L->qk + H * D,
+                           L->qkv + (H + Hkv) * D, L->att, L->lse, a->mask, a->B, a->T, H, Hkv, D, QK, QK, QKV, H * D,
+                           QK, QK, QKV, H * D, a->att_scratch);
+        return;
+    }
+    for (int b = 0; b < a->B; b++) {
+        size_t s0 = (size_t)a->starts[b];
+        int len = a->starts[b + 1] - a->starts[b];
+        attention_backward(a->dqk + s0 * QK, a->dqk + s0 * QK + H * D, a->dqkv + s0 * QKV + (H + Hkv) * D,
+                           a->datt + s0 * H * D, L->qk + s0 * QK, L->qk + s0 * QK + H * D,
+                           L->qkv + s0 * QKV + (H + Hkv) * D, L->att + s0 * H * D, L->lse + s0 * H, a->mask + s0, 1,
+                           len, H, Hkv, D, QK, QK, QKV, H * D, QK, QK, QKV, H * D, a->att_scratch);
+    }
+}
+
 /* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted).
  * With bf16 activations h1, h2 and act are computed in the backward's scratch (dh,
  * dact: free until a layer's backward starts) and saved in bf16 (save16). */
@@ -441,8 +485,7 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
             memcpy(L->qk + (size_t)n * QK, L->qkv + (size_t)n * QKV, sizeof(float) * QK);
     }
     rope_forward(L->qk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
-    attention_forward(L->att, L->lse, L->qk, L->qk + H * D, L->qkv + (H + Hkv) * D, a->mask,
-                      a->B, a->T, H, Hkv, D, H * D, QK, QK, QKV, a->att_scratch);
+    attend_forward(a, L, H, Hkv, D);
     matmul_forward_weight(L->xmid, L->att, W(wo), w->bo, N, H * D, C);
     if (lo) lora_linear_forward(lo, c, l, LORA_LIN_O, L->xmid, C, L->att, L->lora_u, &lb);
     add_inplace(L->xmid, x_in, (size_t)N * C);
@@ -502,9 +545,7 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
     if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
-    attention_backward(a->dqk, a->dqk + H * D, a->dqkv + (H + Hkv) * D, a->datt, L->qk,
-                       L->qk + H * D, L->qkv + (H + Hkv) * D, L->att, L->lse, a->mask, a->B,
-                       a->T, H, Hkv, D, QK, QK, QKV, H * D, QK, QK, QKV, H * D, a->att_scratch);
+    attend_backward(a, L, H, Hkv, D);
     rope_backward(a->dqk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
     if (c->qk_norm) {
         for (int h = 0; h < H + Hkv; h++)
@@ -527,15 +568,16 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 
 /* ---- whole model ---- */
 
+static void run_layers(Model *m, Activations *a);
+
 void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T,
                    const ModelPass *pass) {
     const ModelConfig *c = &m->cfg;
     CHECK(B > 0 && T > 0 && (long)B * T <= a->max_tokens);
-    int N = B * T, C = c->hidden_size;
     a->pass = pass ? *pass : (ModelPass){0};
     a->B = B;
     a->T = T;
-    a->N = N;
+    a->N = B * T;
     a->head = HEAD_NONE;
     for (int b = 0; b < B; b++) {
         int p = 0;
@@ -545,8 +587,39 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
             a->ids[n] = ids[n];
             a->mask[n] = mask[n] ? 1 : 0;
             a->pos[n] = a->mask[n] ? p++ : 0;
+            a->seq[n] = b;
         }
     }
+    run_layers(m, a);
+}
+
+void model_forward_packed(Model *m, Activations *a, const int32_t *ids, const int *starts, int B,
+                          const ModelPass *pass) {
+    const ModelConfig *c = &m->cfg;
+    CHECK(B > 0 && starts[0] == 0 && starts[B] <= a->max_tokens);
+    a->pass = pass ? *pass : (ModelPass){0};
+    a->B = B;
+    a->T = 0;
+    a->N = starts[B];
+    a->head = HEAD_NONE;
+    for (int b = 0; b <= B; b++) a->starts[b] = starts[b];
+    for (int b = 0; b < B; b++) {
+        CHECK(starts[b + 1] > starts[b]);
+        for (int n = starts[b]; n < starts[b + 1]; n++) {
+            CHECK(ids[n] >= 0 && ids[n] < c->vocab_size);
+            a->ids[n] = ids[n];
+            a->mask[n] = 1;
+            a->pos[n] = n - starts[b];
+            a->seq[n] = b;
+        }
+    }
+    run_layers(m, a);
+}
+
+/* The layers and the final norm of the batch model_forward or _packed laid out. */
+static void run_layers(Model *m, Activations *a) {
+    const ModelConfig *c = &m->cfg;
+    int N = a->N, C = c->hidden_size;
     if (a->lora_mask_ready) memset(a->lora_mask_ready, 0, (size_t)c->n_layers * LORA_N_MODULES);
     model_embed(m, a->x, a->ids, N);
     for (int l = 0; l < c->n_layers; l++) {

@@ -169,8 +169,10 @@ typedef struct {
     int max_tokens;        /* N capacity */
     int checkpointing;
     int bf16;              /* the products' saved inputs in bf16 (LayerActs) */
-    int B, T, N;           /* of the last forward */
+    int B, T, N;           /* of the last forward; T 0 when it was packed (model_forward_packed) */
     int32_t *ids, *pos, *targets;  /* [N] */
+    int32_t *seq;          /* [N] the sequence of each position */
+    int *starts;           /* [max_tokens+1] packed: sequence b holds positions starts[b] .. starts[b+1]-1 */
     uint8_t *mask;         /* [N] */
     float inv_temp;
     float *x;              /* [L+1, N, C] residual stream at each layer input (and final) */
@@ -222,6 +224,14 @@ size_t acts_lora_plan_bytes(const ModelConfig *cfg, const struct LoraLayers *lo,
  * ids in [0, V). */
 void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *mask, int B, int T,
                    const ModelPass *pass);
+/* The same for B sequences packed end to end, without padding: sequence b is
+ * ids[starts[b] .. starts[b+1]-1] (starts[0] = 0, each at least 1 token), its
+ * positions restart at 0 and its attention sees its own earlier tokens only. Every
+ * position's results equal model_forward's for the sequence padded, to the GEMMs'
+ * rounding at the other shape; the batch costs N = starts[B] tokens. Requires
+ * N <= max_tokens and ids in [0, V). */
+void model_forward_packed(Model *m, Activations *a, const int32_t *ids, const int *starts, int B,
+                          const ModelPass *pass);
 /* After model_forward: logits[N,V] of every position (unscaled). For tests and
  * small vocabularies: materialises [N,V]. */
 void model_logits(Model *m, Activations *a, float *logits);

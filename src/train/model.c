@@ -131,7 +131,7 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     adamw_init(&tm->opt, P);
     tm->decay_mask = xmalloc(P ? P : 1);
     adamw_decay_mask_build(tm->decay_mask, tm->table);
-    padded_batch_reserve(&tm->pb, max_seqs, (int)tokens);
+    padded_batch_reserve(&tm->pb, max_seqs, (int)tokens, 1); /* packed: a micro-batch costs its real tokens */
     tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
     return 0;
 }

@@ -4,10 +4,13 @@
  * and entropies of a batch equal to each sequence run alone through
  * model_forward + model_logprobs (tests/fixtures/qwen2 and llama), and a broken
  * BatchSeq contract aborting; and the LM head's backward fused into its forward
- * bit-identical to the two passes.
+ * bit-identical to the two passes. Packed batches (no padding): their layout by
+ * hand, and log-probs, entropies and every gradient equal to the padded batch's on
+ * sequences of spread lengths, and split into micro-batches of 2 and 4.
  *
  * Tolerance: batched against alone differ only by GEMM shapes (fp32 summation
  * order), so atol = rtol = 1e-5. */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +35,7 @@ static void test_layout(void) {
     BatchSeq seqs[3];
     mixed(seqs);
     PaddedBatch pb;
-    padded_batch_build(&pb, seqs, 3);
+    padded_batch_build(&pb, seqs, 3, 0);
     T_CHECK(pb.S == 3 && pb.T == 6, "S %d T %d", pb.S, pb.T);
     const int32_t ids[18] = {1, 2, 3, 4, 5, 0, 7, 8, 9, 10, 11, 12, 5, 6, 7, 0, 0, 0};
     const uint8_t mask[18] = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
@@ -52,7 +55,7 @@ static void test_layout(void) {
 
     /* a single sequence of one token: T = 1, no targets */
     BatchSeq one = {p0, 1, NULL, 0, 1};
-    padded_batch_build(&pb, &one, 1);
+    padded_batch_build(&pb, &one, 1, 0);
     T_CHECK(pb.T == 1 && pb.offsets[1] == 0 && pb.targets[0] == -1 && pb.mask[0] == 1, "one token");
     padded_batch_free(&pb);
 }
@@ -61,7 +64,7 @@ static void test_gather_scatter(void) {
     BatchSeq seqs[3];
     mixed(seqs);
     PaddedBatch pb;
-    padded_batch_build(&pb, seqs, 3);
+    padded_batch_build(&pb, seqs, 3, 0);
     int N = pb.S * pb.T, K = pb.offsets[pb.S];
     float full[18], back[18], csr[6], csr2[6];
     for (int n = 0; n < N; n++) full[n] = 100.0f + n;
@@ -79,6 +82,42 @@ static void test_gather_scatter(void) {
     padded_batch_free(&pb);
 }
 
+/* The mixed batch packed: sequence i at positions start[i] .., no padding. */
+static void test_packed_layout(void) {
+    BatchSeq seqs[3];
+    mixed(seqs);
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, 3, 1);
+    T_CHECK(pb.packed && pb.S == 3 && pb.N == 14, "S %d N %d", pb.S, pb.N);
+    const int32_t ids[14] = {1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 5, 6, 7};
+    const int32_t targets[14] = {-1, -1, 4, 5, -1, -1, 9, 10, 11, 12, -1, -1, -1, -1};
+    const int start[4] = {0, 5, 11, 14}, offsets[4] = {0, 2, 6, 6}, row0[3] = {2, 6, 13};
+    int ones = 1;
+    for (int n = 0; n < 14; n++) ones &= pb.mask[n] == 1;
+    T_CHECK(!memcmp(pb.ids, ids, sizeof ids) && ones, "packed ids and mask");
+    T_CHECK(!memcmp(pb.targets, targets, sizeof targets), "packed targets");
+    T_CHECK(!memcmp(pb.start, start, sizeof start), "packed starts %d %d %d %d", pb.start[0], pb.start[1],
+            pb.start[2], pb.start[3]);
+    T_CHECK(!memcmp(pb.offsets, offsets, sizeof offsets), "packed offsets");
+    T_CHECK(!memcmp(pb.row0, row0, sizeof row0), "packed row0 %d %d %d", pb.row0[0], pb.row0[1], pb.row0[2]);
+    float full[14], back[14], csr[6];
+    for (int n = 0; n < 14; n++) full[n] = 100.0f + n, back[n] = -1.0f;
+    padded_batch_gather(&pb, full, csr);
+    const float want[6] = {102, 103, 106, 107, 108, 109};
+    T_CHECK(!memcmp(csr, want, sizeof want), "packed gather: %g %g %g %g %g %g", csr[0], csr[1], csr[2], csr[3],
+            csr[4], csr[5]);
+    padded_batch_scatter(&pb, csr, back);
+    int ok = 1;
+    for (int n = 0; n < 14; n++) ok &= back[n] == (pb.targets[n] >= 0 ? full[n] : 0.0f);
+    T_CHECK(ok, "packed scatter: the target positions, zero elsewhere");
+    padded_batch_free(&pb);
+    /* a reservation holds packed tokens: 3 sequences of up to 6 tokens pack in 14 */
+    padded_batch_reserve(&pb, 3, 14, 1);
+    padded_batch_fill(&pb, seqs, 3);
+    T_CHECK(pb.N == 14 && pb.cap_tokens == 14, "packed fill within 14 positions");
+    padded_batch_free(&pb);
+}
+
 /* tests/fixtures/NAME loaded, and the mixed batch built; 1 (a failed check) when it
  * does not load. */
 static int open_fixture(const char *name, Model *m, BatchSeq seqs[3], PaddedBatch *pb) {
@@ -90,7 +129,7 @@ static int open_fixture(const char *name, Model *m, BatchSeq seqs[3], PaddedBatc
         return 1;
     }
     mixed(seqs);
-    padded_batch_build(pb, seqs, 3);
+    padded_batch_build(pb, seqs, 3, 0);
     return 0;
 }
 
@@ -188,6 +227,101 @@ static void check_fused_head(const char *name) {
     model_free(&m);
 }
 
+/* grad_fn for a micro-batch whose targets start at index base of the whole. */
+typedef struct {
+    int base, calls;
+} ShiftedGrad;
+
+static void shifted_grad_fn(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
+    ShiftedGrad *s = ctx;
+    s->calls++;
+    for (int i = 0; i < m; i++) dlogp[i] = grad_of(s->base + js[i], logp[i]);
+}
+
+/* Sequences of spread lengths (1 .. 40 tokens, targets from a varying first
+ * one), padded and packed: the same log-probs, entropies and gradients of a
+ * token-local objective (through the fused head, two micro-batches accumulated).
+ * Each row's computation is the same either way but for the GEMMs' rounding at
+ * the other shape (attention over T = the sequence's length instead of the
+ * longest); measured: the largest difference is printed, held to 1e-5. */
+static void check_packed(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "model_load %s: %s", dir, err.msg);
+        return;
+    }
+    enum { S = 6 };
+    static const int len[S] = {40, 3, 17, 1, 29, 8}, first[S] = {12, 1, 5, 1, 28, 2};
+    int32_t ids[S][40];
+    BatchSeq seqs[S];
+    for (int i = 0; i < S; i++) {
+        for (int t = 0; t < len[i]; t++) ids[i][t] = (int32_t)((7 * i + 13 * t + t * t) % m.cfg.vocab_size);
+        seqs[i] = (BatchSeq){ids[i], len[i], NULL, 0, first[i]};
+    }
+    PaddedBatch pb[2];
+    padded_batch_build(&pb[0], seqs, S, 0);
+    padded_batch_build(&pb[1], seqs, S, 1);
+    T_CHECK(pb[0].N == S * 40 && pb[1].N == 98, "%s: padded %d positions, packed %d (want 240, 98)", name, pb[0].N,
+            pb[1].N);
+    int K = pb[0].offsets[S];
+    Activations a;
+    acts_create(&a, &m.cfg, pb[0].N, 0, 16, 0);
+    float lp[2][128], en[2][128];
+    float *g[2];
+    ModelView gv[2];
+    for (int k = 0; k < 2; k++) {
+        g[k] = xcalloc(m.table.total, sizeof(float));
+        params_view(&gv[k], &m.table, &m.cfg, g[k]);
+        for (int rep = 0; rep < 2; rep++) {
+            int calls = 0;
+            ModelGrads fg = {&gv[k], NULL, NULL};
+            padded_batch_logprobs_train(&m, &a, &pb[k], NULL, 1.0f / 0.7f, lp[k], en[k], &fg,
+                                        &(LogprobGrad){grad_fn, &calls});
+            model_backward(&m, &a, &fg, NULL, NULL);
+        }
+    }
+    double dlp = 0, den = 0, dg = 0, gmax = 0;
+    for (int j = 0; j < K; j++) dlp = fmax(dlp, fabs(lp[0][j] - lp[1][j])), den = fmax(den, fabs(en[0][j] - en[1][j]));
+    for (size_t i = 0; i < m.table.total; i++) dg = fmax(dg, fabs(g[0][i] - g[1][i])), gmax = fmax(gmax, fabs(g[0][i]));
+    /* split invariance, packed: the six as micro-batches of 2 and 4, accumulated,
+     * give the one micro-batch's gradient (the objective's index j counted
+     * over the six) */
+    float *gs = xcalloc(m.table.total, sizeof(float));
+    ModelView gsv;
+    params_view(&gsv, &m.table, &m.cfg, gs);
+    double dsplit_lp = 0;
+    for (int rep = 0; rep < 2; rep++)
+        for (int part = 0; part < 2; part++) {
+            int s0 = part ? 2 : 0, ns = part ? 4 : 2;
+            PaddedBatch mb;
+            padded_batch_build(&mb, seqs + s0, ns, 1);
+            ShiftedGrad sh = {pb[1].offsets[s0], 0};
+            float slp[128];
+            ModelGrads fg = {&gsv, NULL, NULL};
+            padded_batch_logprobs_train(&m, &a, &mb, NULL, 1.0f / 0.7f, slp, NULL, &fg,
+                                        &(LogprobGrad){shifted_grad_fn, &sh});
+            model_backward(&m, &a, &fg, NULL, NULL);
+            for (int j = 0; j < mb.offsets[ns]; j++) dsplit_lp = fmax(dsplit_lp, fabs(slp[j] - lp[1][sh.base + j]));
+            padded_batch_free(&mb);
+        }
+    double dsplit = 0;
+    for (size_t i = 0; i < m.table.total; i++) dsplit = fmax(dsplit, fabs(gs[i] - g[1][i]));
+    params_view_free(&gsv), free(gs);
+    printf("%s packed vs padded: log-probs %.3g, entropies %.3g, gradients %.3g (of max |g| %.3g)\n", name, dlp, den,
+           dg, gmax);
+    printf("%s packed, split 2 + 4 vs one micro-batch: log-probs %.3g, gradients %.3g\n", name, dsplit_lp, dsplit);
+    T_CHECK(dsplit_lp <= 1e-5 && dsplit <= 1e-5 * gmax, "%s: packed split changes the gradients by %.3g of %.3g", name, dsplit, gmax);
+    T_CHECK(K == 49, "%s: %d targets, want 49", name, K);
+    T_CHECK(dlp <= 1e-5 && den <= 1e-5, "%s: packed log-probs/entropies differ by %.3g/%.3g", name, dlp, den);
+    T_CHECK(gmax > 0 && dg <= 1e-5 * gmax, "%s: packed gradients differ by %.3g of %.3g", name, dg, gmax);
+    for (int k = 0; k < 2; k++) params_view_free(&gv[k]), free(g[k]), padded_batch_free(&pb[k]);
+    acts_free(&a);
+    model_free(&m);
+}
+
 /* 1 when building seqs[S] aborts (a CHECK), run in a child. */
 static int build_aborts(const BatchSeq *seqs, int S) {
     fflush(NULL);
@@ -195,7 +329,7 @@ static int build_aborts(const BatchSeq *seqs, int S) {
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stderr)) _exit(3);
         PaddedBatch pb;
-        padded_batch_build(&pb, seqs, S);
+        padded_batch_build(&pb, seqs, S, 0);
         _exit(0);
     }
     int status = 0;
@@ -218,6 +352,9 @@ static void test_contract(void) {
 int main(void) {
     test_layout();
     test_gather_scatter();
+    test_packed_layout();
+    check_packed("qwen2");
+    check_packed("llama");
     check_model("qwen2");
     check_model("llama");
     check_fused_head("qwen2"); /* tied embeddings */

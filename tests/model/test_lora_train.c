@@ -324,15 +324,15 @@ static void check_dropout_masks(void) {
     lora_layers_create(&lo, &cfg, &spec, seed);
     for (size_t i = 0; i < lo.table.total; i++) lo.params[i] = 0.2f * sinf(0.7f * (float)i + 0.1f);
     enum { B = 2, T = 7, N = B * T, L = 1 };
-    int32_t pos[N];
+    int32_t pos[N], seq[N];
     uint64_t keys[B] = {1234, 5678};
-    for (int n = 0; n < N; n++) pos[n] = n % T + 3;
+    for (int n = 0; n < N; n++) pos[n] = n % T + 3, seq[n] = n / T;
     size_t stride = lora_mask_bytes_per_token(&cfg);
     int r = spec.r;
     float *scratch = malloc(sizeof(float) * N * lora_scratch_floats_per_token(&lo, &cfg)), *du = malloc(sizeof(float) * N * r);
     float *u = malloc(sizeof(float) * LORA_N_MODULES * N * r), *grads = calloc(lo.table.total, sizeof(float));
     uint8_t *mask = calloc(N, stride), ready[LORA_N_MODULES] = {0};
-    LoraBatch b = {N, T, pos, keys, scratch, du, mask, ready};
+    LoraBatch b = {N, seq, pos, keys, scratch, du, mask, ready};
     const double keep_scale = 1.0 / (1.0 - p);
     size_t off = 0, kept = 0, total = 0;
     int masks_ok = 1, tails = 0;
