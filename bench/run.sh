@@ -357,11 +357,22 @@ dist_bench() {
 }
 # ---- end data parallel -------------------------------------------------------------
 
+# ---- packing (bench/bench_packing.c) ----------------------------------------------
+# The training pass per micro-batch with realistic completion lengths (4 x a 64-token
+# prompt + 16..128 completion tokens, drawn uniformly), padded to the longest against
+# packed end to end (the trainers' layout), fp32 then bf16 products: medians, ranges
+# and the padded/packed ratio. PACKING_LAYERS (default 24) for a quicker look.
+packing_bench() {
+    echo "packing: training pass, padded vs packed micro-batches (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$BUILD/bench/bench_packing" --layers "${PACKING_LAYERS:-24}" | sed 's/^/  /' || echo "  bench_packing failed"
+}
+# ---- end packing -------------------------------------------------------------------
+
 # Every section by default; or the ones named: bench/run.sh model generate
-SECTIONS="${*:-tokenizer gemm model generate grpo_step lora dist}"
+SECTIONS="${*:-tokenizer gemm model generate grpo_step packing lora dist}"
 for section in $SECTIONS; do
     case "$section" in
-    tokenizer | gemm | model | generate | grpo_step | lora | dist) "${section}_bench" ;;
-    *) echo "bench/run.sh: unknown section '$section' (tokenizer gemm model generate grpo_step lora dist)" >&2; exit 2 ;;
+    tokenizer | gemm | model | generate | grpo_step | packing | lora | dist) "${section}_bench" ;;
+    *) echo "bench/run.sh: unknown section '$section' (tokenizer gemm model generate grpo_step packing lora dist)" >&2; exit 2 ;;
     esac
 done
