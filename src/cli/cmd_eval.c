@@ -37,6 +37,7 @@
 #include "grpo/trainer.h"
 #include "model/lora.h"
 #include "reward/reward.h"
+#include "tools/tool_args.h"
 #include "train/hf_state.h"
 
 #define SYNOPSIS "--model DIR --dataset FILE --reward_funcs SPEC... [options]"
@@ -94,6 +95,7 @@ typedef struct {
     double pass_threshold;
     GenOpts gen;
     Bf16Options bf16;
+    ToolArgs tools;
 } EvalArgs;
 
 #define A(f) offsetof(EvalArgs, f)
@@ -118,7 +120,8 @@ int cmd_eval(int argc, char **argv) {
     OptGroup g[] = {OPT_GROUP_IN(eval_options, 0, OPT_SEC_MODEL_DATA), PROMPT_OPTIONS_GROUP(A(prompts)),
                     REWARD_OPTIONS_GROUP(A(rewards)),
                     PROMPT_LENGTH_GROUP(A(max_prompt_length)), GEN_OPTIONS_GROUP(A(gen)),
-                    SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION), BF16_OPTIONS_GROUP(A(bf16))};
+                    SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION), BF16_OPTIONS_GROUP(A(bf16)),
+                    TOOL_OPTIONS_GROUP(A(tools))};
     int ng = sizeof g / sizeof g[0];
     gen_opts_default(&a.gen); /* first: it clears GenOpts */
     opts_defaults(g, ng, &a);
@@ -134,7 +137,7 @@ int cmd_eval(int argc, char **argv) {
     const char *bad = sampler_opts_check(&a.gen.sampler);
     if (!bad) bad = bf16_options_form(&a.bf16, !!a.adapter, &a.gen.weights);
     GrpoErr err;
-    if (bad || reward_args_check(&a.rewards, &err)) {
+    if (bad || reward_args_check(&a.rewards, &err) || tool_args_check(&a.tools, &err)) {
         fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);
         args_free();
         return 2;
@@ -145,6 +148,13 @@ int cmd_eval(int argc, char **argv) {
     GenSession s;
     DatasetConversation conv;
     a.gen.chat_template = a.prompts.chat_template;
+    json_t *tool_schemas = NULL; /* the tools file: the prompts' tools= */
+    char *tools_json = NULL;
+    if (a.tools.tools_path && tool_schemas_load(a.tools.tools_path, &tool_schemas, &err)) {
+        args_free();
+        return cli_fail("eval", err.msg);
+    }
+    if (tool_schemas) a.gen.tools_json = tools_json = json_dumps(tool_schemas, JSON_COMPACT);
     int failed = reward_set_from_args(&rs, &a.rewards, &err) ||
                  dataset_load_conversation(&ds, a.dataset, prompt_options_conversation(&a.prompts, &conv), &err);
     if (!failed && eval_check_columns(&rs, &ds, a.max_examples, &err)) { /* before the model is even read */
@@ -154,12 +164,16 @@ int cmd_eval(int argc, char **argv) {
     if (failed || gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
         reward_set_free(&rs);
         args_free();
+        json_decref(tool_schemas);
+        free(tools_json);
         return cli_fail("eval", err.msg);
     }
     if (a.adapter && lora_apply_dir(s.model, a.adapter, &err)) {
         gen_session_close(&s);
         reward_set_free(&rs);
         args_free();
+        json_decref(tool_schemas);
+        free(tools_json);
         return cli_fail("eval", err.msg);
     }
     int n_ex = s.n, G = a.num_generations;
@@ -188,5 +202,7 @@ int cmd_eval(int argc, char **argv) {
     gen_session_close(&s);
     reward_set_free(&rs);
     args_free();
+    json_decref(tool_schemas);
+    free(tools_json);
     return rc ? 1 : 0;
 }

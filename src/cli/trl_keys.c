@@ -206,7 +206,6 @@ static const TrlKey keys[] = {
     {"use_transformers_continuous_batching", G, TRL_IGNORE, 'b', NULL, R_VLLM},
     {"transformers_continuous_batching_config", G, TRL_IGNORE, 'v', NULL, R_VLLM},
     {"use_transformers_paged", G, TRL_IGNORE, 'b', NULL, R_VLLM},
-    {"max_tool_calling_iterations", G, TRL_IGNORE, 'v', NULL, "tool calling is not supported"},
     {"off_policy_mask_threshold", G, TRL_ONLY, 'v', "", "off-policy sequence masking is not supported"},
     {"use_bias_correction_kl", G, TRL_ONLY, 'b', "false", "the bias-corrected KL estimator is not supported"},
     {"log_multimodal", G, TRL_IGNORE, 'b', NULL, R_LOG},
@@ -288,7 +287,8 @@ static const char *const null_is_default[] = {
     "lora_target_modules",                                                                    /* ModelConfig: PEFT's per-model default */
     "completion_only_loss",                                                                   /* SFTConfig */
     "system_prompt", "chat_template",                                                         /* open-r1's GRPOConfig/SFTConfig */
-    "eval_dataset", "adapter",                                                                /* ours */
+    "max_tool_calling_iterations",                                                            /* GRPOConfig */
+    "eval_dataset", "adapter", "tools", "tool_command",                                       /* ours */
 };
 
 int trl_null_is_default(const char *option) {

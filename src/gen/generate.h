@@ -32,6 +32,8 @@ typedef struct {
     int32_t eos_ids[GEN_MAX_EOS];
     const char *chat_template_kwargs; /* a JSON object's text or NULL: more chat template variables
                                          for the prompts (gen/pretrained.c renders them) */
+    const char *tools_json;      /* NULL, or a JSON list of tool schemas (the `tools` file, tools/tool_args.h): the
+                                    prompts' tools= where a row has no `tools` column; not an option of its own */
     const char *chat_template;   /* NULL, or a Jinja template set on the session's tokenizer before its
                                     prompts are rendered: the prompt options' (gen/options.h), not an
                                     option of its own */

@@ -64,13 +64,27 @@ static int check_prompts(const GenSession *s, const Dataset *data, int n, const 
     return 0;
 }
 
+/* The chat template variables the prompts are rendered with: chat_template_kwargs,
+ * and the tools file's schemas as tools= (TRL renders every prompt with
+ * tools=self.tools) unless the kwargs name tools themselves. NULL: none. */
+static json_t *prompt_kwargs(const GenOpts *o) {
+    json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    json_t *tools = o->tools_json ? json_loads(o->tools_json, 0, NULL) : NULL;
+    if (json_array_size(tools) > 0) {
+        if (!kwargs) kwargs = json_object();
+        if (!json_object_get(kwargs, "tools")) json_object_set(kwargs, "tools", tools);
+    }
+    json_decref(tools);
+    return kwargs;
+}
+
 /* The rest of a session's setup once s->model and s->tok are set. */
 static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, int n, GrpoErr *err) {
     s->data = *data;
     memset(data, 0, sizeof *data);
     s->n = n > 0 && n < s->data.n ? n : s->data.n;
     int longest = 1, rc = o->chat_template ? tok_set_chat_template(s->tok, o->chat_template, err) : 0;
-    json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    json_t *kwargs = prompt_kwargs(o);
     if (!rc) rc = dataset_tokenize(&s->data, s->tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
@@ -101,7 +115,7 @@ int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *dat
 }
 
 int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, GrpoErr *err) {
-    json_t *kwargs = o->chat_template_kwargs ? json_loads(o->chat_template_kwargs, 0, NULL) : NULL;
+    json_t *kwargs = prompt_kwargs(o);
     int longest = 1, rc = dataset_tokenize(data, s->tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
     if (!rc) rc = dataset_longest_prompt(data, 0, &longest, err);

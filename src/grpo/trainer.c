@@ -27,6 +27,8 @@ static void trainer_free(GrpoTrainer *t) {
     if (t->have_eval) dataset_free(&t->eval_data);
     train_model_close(t->tm);
     micro_scratch_free(&t->ms);
+    json_decref(t->tool_schemas);
+    free(t->tools_json);
     GrpoStep *st = &t->st;
     free(st->mb), free(st->slice), free(st->retired), free(st->seqs), free(st->off), free(st->trunc);
 }
@@ -72,6 +74,11 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     plan_batches(t);
     t->entropy_coef = c->loss.entropy_coef;
     t->last_world_entropy = INFINITY; /* no bonus in the first step of adaptive control, as TRL */
+    if (c->tools.tools_path) { /* the schemas first: every prompt is rendered with them */
+        if (tool_schemas_load(c->tools.tools_path, &t->tool_schemas, err)) return -1;
+        t->tools_json = json_dumps(t->tool_schemas, JSON_COMPACT);
+        t->c.gen.tools_json = t->tools_json;
+    }
     TrainModelNeeds needs = {c->loss.beta != 0, c->sync_ref_model};
     Dataset data;
     DatasetConversation conv;

@@ -15,6 +15,7 @@
 #include "log/metrics.h"
 #include "reward/reward.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/tool_loop.h"
 #include "train/model.h"
 #include "train/world.h"
 
@@ -100,6 +101,8 @@ typedef struct {
     FILE *completions_f;
     GrpoStep st;
     MicroScratch ms;
+    json_t *tool_schemas;  /* the tools file's list (tools), or NULL: tool calling off */
+    char *tools_json;      /* the same as text: the prompts' tools= (GenOpts.tools_json) */
 } GrpoTrainer;
 
 /* rollout.c */

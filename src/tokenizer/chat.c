@@ -49,6 +49,8 @@ static JVal from_json(JArena *ar, const json_t *j) {
     return v;
 }
 
+const char *tok_chat_template(const Tokenizer *tok) { return tok->chat_template; }
+
 int tok_set_chat_template(Tokenizer *tok, const char *template_text, GrpoErr *err) {
     JArena *ar = jar_new();
     JTemplate t;

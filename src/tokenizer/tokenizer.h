@@ -96,6 +96,8 @@ typedef struct {
  * option, as it sets tokenizer.chat_template), parsed first: -1 with the parse
  * error when it is not a template this engine runs, the old one kept. */
 int tok_set_chat_template(Tokenizer *tok, const char *template_text, GrpoErr *err);
+/* The chat template in use (the option's, else tokenizer_config.json's); NULL: none. */
+const char *tok_chat_template(const Tokenizer *tok);
 
 /* Renders msgs with the model's chat_template into a malloc'd string.
  * kwargs (a JSON object, or NULL): more template variables, as TRL's

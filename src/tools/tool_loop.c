@@ -50,3 +50,28 @@ int tool_loop_turn_end(void *ctx, int index, const Completion *c, const int32_t 
 }
 
 void tool_loop_free(ToolLoop *l) { tok_ids_free(&l->suffix); }
+
+int tool_loop_open(ToolLoop *l, const ToolArgs *a, const json_t *schemas, Tokenizer *tok,
+                   const char *chat_template_kwargs, GrpoErr *err) {
+    memset(l, 0, sizeof *l);
+    if (!a->tools_path) return 0;
+    if (tool_args_check(a, err)) return -1;
+    ToolFormat f = tool_format_of_template(tok_chat_template(tok));
+    if (f == TOOL_FORMAT_NONE)
+        return err_set(err, "tools: the chat template writes no tool calls this trainer reads (Qwen2.5/Qwen3's "
+                       "<tool_call> blocks or Llama 3.1's JSON); set chat_template to one that does");
+    if (tool_proc_start(&l->proc, a->command, schemas, a->timeout_s, err)) return -1;
+    l->tok = tok;
+    l->format = f;
+    l->own_kwargs = chat_template_kwargs ? json_loads(chat_template_kwargs, 0, NULL) : NULL;
+    l->kwargs = l->own_kwargs;
+    l->max_iterations = a->max_iterations;
+    return 0;
+}
+
+void tool_loop_close(ToolLoop *l) {
+    tool_proc_close(l->proc);
+    tool_loop_free(l);
+    json_decref(l->own_kwargs);
+    memset(l, 0, sizeof *l);
+}

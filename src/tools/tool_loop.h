@@ -5,8 +5,9 @@
  * process (tool_proc.h) in order and the results come back as `tool` messages
  * rendered by the template (tool_turn.h), after which the model goes on. A turn
  * without a call — or with a malformed one, which TRL reads as plain text — ends
- * the completion, as does max_tool_calling_iterations rounds of calls. Not
- * wired into `grpo train` / `grpo eval` yet. */
+ * the completion, as does max_tool_calling_iterations rounds of calls.
+ * tool_loop_open sets one up from the options (tool_args.h): what `grpo train`
+ * and `grpo eval` hand their generator (gen_set_turns). */
 #ifndef GRPO_TOOLS_TOOL_LOOP_H
 #define GRPO_TOOLS_TOOL_LOOP_H
 
@@ -15,6 +16,7 @@
 #include "core/check.h"
 #include "gen/generate.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/tool_args.h"
 #include "tools/tool_calls.h"
 #include "tools/tool_proc.h"
 
@@ -28,7 +30,19 @@ typedef struct {
     long calls, failures, malformed;
     GrpoErr err;             /* why the last turn_end returned -1 */
     TokIds suffix;           /* the ids handed back, valid until the next call */
+    json_t *own_kwargs;      /* what tool_loop_open made of chat_template_kwargs */
 } ToolLoop;
+
+/* Sets up l from the options: the calls checked against schemas (the tools
+ * file's, tool_schemas_load; borrowed: it must outlive l), the format of tok's
+ * chat template (one this parser knows, else -1: TRL too refuses a template
+ * without tool calling), the tool process started, chat_template_kwargs (JSON
+ * text or NULL) for the tool turns. a->tools_path NULL: l zeroed, nothing
+ * started, 0. -1 with err; nothing then left to close. */
+int tool_loop_open(ToolLoop *l, const ToolArgs *a, const json_t *schemas, Tokenizer *tok,
+                   const char *chat_template_kwargs, GrpoErr *err);
+/* Stops the process tool_loop_open started and frees what it made; a zeroed l is fine. */
+void tool_loop_close(ToolLoop *l);
 
 /* The GenTurns callback (ctx: a ToolLoop). -1 when the tool process fails or the
  * template does not render the tool turn; loop->err says why. */
