@@ -89,11 +89,22 @@ static int seq_masked(const GrpoLossConfig *c, const uint8_t *truncated, int i) 
     return c->mask_truncated_completions && truncated && truncated[i];
 }
 
+/* Is token t the model's (TRL's tool_mask 1), not one a tool turn appended? */
+static inline int model_token(const uint8_t *tool_mask, int t) { return !tool_mask || tool_mask[t]; }
+
+/* The model's tokens among [t0, t1). */
+static int model_tokens(const uint8_t *tool_mask, int t0, int t1) {
+    if (!tool_mask) return t1 - t0;
+    int n = 0;
+    for (int t = t0; t < t1; t++) n += tool_mask[t] != 0;
+    return n;
+}
+
 double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const uint8_t *truncated,
-                            int S, int grad_accum_steps) {
+                            const uint8_t *tool_mask, int S, int grad_accum_steps) {
     long long all_tokens = 0, kept_tokens = 0;
     for (int i = 0; i < S; i++) {
-        int len = offsets[i + 1] - offsets[i];
+        int len = model_tokens(tool_mask, offsets[i], offsets[i + 1]); /* TRL: completion_mask * tool_mask */
         all_tokens += len;
         if (!seq_masked(c, truncated, i)) kept_tokens += len;
     }
@@ -156,16 +167,18 @@ static void surrogate(const GrpoLossConfig *c, double r, double A, double *l, do
  * lambda by the advantage's sign (A >= 0: the _pos pair), lambda >= 1e-4;
  * computed in log space, NaN/Inf as 0. Without old log-probs w = 1. */
 static double vespo_phi(const GrpoLossConfig *c, const float *logp, const float *old_logp, const double *isw,
-                        int t0, int t1, double A) {
+                        const uint8_t *tool_mask, int t0, int t1, double A) {
     double s = 0.0;
     const double lo = log(1e-8);
     if (old_logp)
         for (int t = t0; t < t1; t++) {
+            if (!model_token(tool_mask, t)) continue;
             double d = (double)logp[t] - (double)old_logp[t];
             s += d < -20.0 ? -20.0 : d > 20.0 ? 20.0 : d;
         }
     if (isw) /* the sampler correction, token-level only (TRL: log(pi_old / pi_sampler) added) */
         for (int t = t0; t < t1; t++) {
+            if (!model_token(tool_mask, t)) continue;
             double l = log(isw[t]);
             s += l < lo ? lo : l > 20.0 ? 20.0 : l;
         }
@@ -231,9 +244,9 @@ int grpo_loss_token_local(const GrpoLossConfig *c) {
            c->entropy_coef == 0.0;
 }
 
-double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, int i, const int *offsets,
-                            double normalizer) {
-    int len = seq_masked(c, truncated, i) ? 0 : offsets[i + 1] - offsets[i];
+double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, const uint8_t *tool_mask, int i,
+                            const int *offsets, double normalizer) {
+    int len = seq_masked(c, truncated, i) ? 0 : model_tokens(tool_mask, offsets[i], offsets[i + 1]);
     if (len == 0) return 0.0;
     int per_seq_mean = c->loss_type == GRPO_LOSS_GRPO || c->loss_type == GRPO_LOSS_SAPO;
     return per_seq_mean ? 1.0 / (normalizer * len) : 1.0 / normalizer;
@@ -251,17 +264,18 @@ double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float l
  * masked tokens, 1 - top_entropy_quantile); keep entropy >= threshold. INFINITY
  * (no token kept) when no token is masked in. */
 static double entropy_threshold(const GrpoLossConfig *c, const float *entropy, const uint8_t *truncated,
-                                const int *offsets, int S, int *have) {
+                                const uint8_t *tool_mask, const int *offsets, int S, int *have) {
     long long k = 0;
     for (int i = 0; i < S; i++)
-        if (!seq_masked(c, truncated, i)) k += offsets[i + 1] - offsets[i];
+        if (!seq_masked(c, truncated, i)) k += model_tokens(tool_mask, offsets[i], offsets[i + 1]);
     *have = k > 0;
     if (k == 0) return INFINITY;
     double *vals = xmalloc((size_t)k * sizeof(double));
     long long j = 0;
     for (int i = 0; i < S; i++)
         if (!seq_masked(c, truncated, i))
-            for (int t = offsets[i]; t < offsets[i + 1]; t++) vals[j++] = entropy[t];
+            for (int t = offsets[i]; t < offsets[i + 1]; t++)
+                if (model_token(tool_mask, t)) vals[j++] = entropy[t];
     qsort(vals, (size_t)k, sizeof(double), cmp_double);
     double threshold = quantile_sorted(vals, (int)k, 1.0 - c->top_entropy_quantile);
     free(vals);
@@ -274,6 +288,7 @@ typedef struct {
     const float *logp, *old_logp, *ref_logp, *entropy;
     const double *isw;     /* the sampler correction's weights, or NULL */
     const uint8_t *truncated;
+    const uint8_t *tool_mask; /* [T] 0: a tool turn's token, out of the loss (NULL: none) */
     const int *offsets;
     double normalizer;
     int use_emask, have_threshold;
@@ -295,9 +310,9 @@ static void sequence_loss(LossPass *q, int i, double A) {
     const int seq_level = c->is_level == GRPO_IS_SEQUENCE;
     const int cispo = c->loss_type == GRPO_LOSS_CISPO, vespo = c->loss_type == GRPO_LOSS_VESPO;
     const int t0 = q->offsets[i], t1 = q->offsets[i + 1];
-    const int len = seq_masked(c, q->truncated, i) ? 0 : t1 - t0;
+    const int len = seq_masked(c, q->truncated, i) ? 0 : model_tokens(q->tool_mask, t0, t1);
     /* a masked sequence's mask is all zeros: TRL's phi sees a ratio of 1 */
-    const double phi = vespo ? vespo_phi(c, logp, old_logp, q->isw, t0, len ? t1 : t0, A) : 0.0;
+    const double phi = vespo ? vespo_phi(c, logp, old_logp, q->isw, q->tool_mask, t0, len ? t1 : t0, A) : 0.0;
     if (stats) {
         stats->sequences++;
         stats->vespo_phi_sum += phi;
@@ -311,12 +326,13 @@ static void sequence_loss(LossPass *q, int i, double A) {
         }
         return;
     }
-    const double w = grpo_loss_seq_weight(c, q->truncated, i, q->offsets, q->normalizer);
+    const double w = grpo_loss_seq_weight(c, q->truncated, q->tool_mask, i, q->offsets, q->normalizer);
     double r_seq = 1.0;
     if (seq_level) {
         double s = 0.0;
         if (old_logp)
-            for (int t = t0; t < t1; t++) s += (double)logp[t] - (double)old_logp[t];
+            for (int t = t0; t < t1; t++)
+                if (model_token(q->tool_mask, t)) s += (double)logp[t] - (double)old_logp[t];
         r_seq = exp(s / len);
         if (stats) {
             stats->clip_count++;
@@ -325,6 +341,7 @@ static void sequence_loss(LossPass *q, int i, double A) {
     }
     double dl_dr_seq_total = 0.0; /* sequence level: sum_t w e_t dl/dr */
     for (int t = t0; t < t1; t++) {
+        if (!model_token(q->tool_mask, t)) continue; /* a tool's token: no loss, no gradient, not counted */
         const double e = kept(q, t);
         const double ew = q->isw ? e * q->isw[t] : e;   /* the policy term's factor: mask, then correction */
         const double r = seq_level ? r_seq : token_ratio(logp[t], old_logp ? &old_logp[t] : NULL);
@@ -360,7 +377,8 @@ static void sequence_loss(LossPass *q, int i, double A) {
     if (seq_level && !cispo && !vespo) {
         /* r = exp(mean_t(logp_t - old_t)): dr/dlogp_t = r / len for every token */
         const double gt = dl_dr_seq_total * r_seq / len;
-        for (int t = t0; t < t1; t++) q->dlogp[t] += gt;
+        for (int t = t0; t < t1; t++)
+            if (model_token(q->tool_mask, t)) q->dlogp[t] += gt;
     }
 }
 
@@ -374,6 +392,7 @@ static void entropy_bonus(LossPass *q, double *dentropy, int S) {
     double n_kept = 0.0, sum = 0.0;
     for (int i = 0; i < S; i++)
         for (int t = q->offsets[i]; !seq_masked(c, q->truncated, i) && t < q->offsets[i + 1]; t++) {
+            if (!model_token(q->tool_mask, t)) continue;
             const double e = kept(q, t);
             n_kept += e, sum += e * q->entropy[t];
         }
@@ -384,19 +403,20 @@ static void entropy_bonus(LossPass *q, double *dentropy, int S) {
     if (q->stats) q->stats->entropy_bonus += c->entropy_coef * sum / denom;
     for (int i = 0; i < S; i++)
         for (int t = q->offsets[i]; !seq_masked(c, q->truncated, i) && t < q->offsets[i + 1]; t++)
-            dentropy[t] -= c->entropy_coef * kept(q, t) / denom;
+            if (model_token(q->tool_mask, t)) dentropy[t] -= c->entropy_coef * kept(q, t) / denom;
 }
 
 double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
                             const double *is_weight, const double *advantages, const uint8_t *truncated,
-                            const int *offsets, int S, double normalizer, const GrpoLossConfig *c) {
+                            const uint8_t *tool_mask, const int *offsets, int S, double normalizer,
+                            const GrpoLossConfig *c) {
     CHECK(normalizer > 0);
     CHECK(c->beta == 0.0 || ref_logp);
-    LossPass q = {c, logp, old_logp, ref_logp, entropy, is_weight, truncated, offsets, normalizer,
+    LossPass q = {c, logp, old_logp, ref_logp, entropy, is_weight, truncated, tool_mask, offsets, normalizer,
                   c->top_entropy_quantile < 1.0, 0, INFINITY, dlogp, 0.0, stats};
     CHECK(!q.use_emask || entropy);
-    if (q.use_emask) q.threshold = entropy_threshold(c, entropy, truncated, offsets, S, &q.have_threshold);
+    if (q.use_emask) q.threshold = entropy_threshold(c, entropy, truncated, tool_mask, offsets, S, &q.have_threshold);
     for (int i = 0; i < S; i++) sequence_loss(&q, i, advantages[i]);
     if (c->entropy_coef != 0.0) entropy_bonus(&q, dentropy, S);
     return q.loss;
@@ -404,12 +424,13 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
 
 void grpo_token_means(double *mean_entropy, double *mean_kl, const float *entropy,
                       const float *logp, const float *ref_logp, const uint8_t *truncated,
-                      const int *offsets, int S, int mask_truncated) {
+                      const uint8_t *tool_mask, const int *offsets, int S, int mask_truncated) {
     double es = 0.0, ks = 0.0;
     long long n = 0;
     for (int i = 0; i < S; i++) {
         if (mask_truncated && truncated && truncated[i]) continue;
         for (int t = offsets[i]; t < offsets[i + 1]; t++) {
+            if (!model_token(tool_mask, t)) continue;
             if (entropy) es += entropy[t];
             if (ref_logp) {
                 double d = (double)ref_logp[t] - (double)logp[t];

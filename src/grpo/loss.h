@@ -132,9 +132,13 @@ extern const int grpo_loss_n_options;
  * micro-batch's sequences, and call it per micro-batch.
  * offsets: [S+1] CSR offsets of completion tokens (length of i = offsets[i+1]
  * - offsets[i]); truncated: [S] 1 = no EOS (the completion hit
- * max_completion_length), or NULL; grad_accum_steps: used by bnpo only. */
+ * max_completion_length), or NULL; tool_mask: [offsets[S]] 1 for the model's
+ * tokens, 0 for those a tool turn appended (TRL's tool_mask), or NULL (all the
+ * model's): only the model's tokens are counted, as TRL's num_items_in_batch
+ * and lengths are taken over completion_mask * tool_mask; grad_accum_steps: used
+ * by bnpo only. */
 double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const uint8_t *truncated,
-                            int S, int grad_accum_steps);
+                            const uint8_t *tool_mask, int S, int grad_accum_steps);
 
 /* One micro-batch: returns its loss contribution and ADDS d loss / d logp to
  * dlogp, and the metric sums to *stats.
@@ -153,20 +157,25 @@ double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const u
  *   < 1; TRL's get_high_entropy_mask thresholds over THIS micro-batch's
  *   tokens, so that option depends on the split, as in TRL);
  * advantages: [S]; truncated: [S] or NULL; offsets: [S+1];
+ * tool_mask: [T] or NULL, as grpo_loss_normalizer's: a tool's token (0) has no
+ *   loss, no gradient (dlogp and dentropy untouched), is in no statistic, no
+ *   sequence-level mean and no entropy quantile (TRL's mask = completion_mask *
+ *   tool_mask in _compute_loss);
  * is_weight: [T] the correction's weights rho (is_correction.h), or NULL (none);
  * normalizer: grpo_loss_normalizer(...) as documented above. */
 double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stats, const float *logp,
                             const float *old_logp, const float *ref_logp, const float *entropy,
-                            const double *is_weight, const double *advantages, const uint8_t *truncated, const int *offsets,
-                            int S, double normalizer, const GrpoLossConfig *c);
+                            const double *is_weight, const double *advantages, const uint8_t *truncated,
+                            const uint8_t *tool_mask, const int *offsets, int S, double normalizer,
+                            const GrpoLossConfig *c);
 
 /* Token-local losses: a token's gradient follows from its own log-prob (token-level
  * ratio, no vespo, no high-entropy mask, no entropy bonus), so it can be taken
  * while the log-probs are being computed (model_logprobs_train). */
 int grpo_loss_token_local(const GrpoLossConfig *c);
 /* w of the table above for sequence i (0 when it is masked). */
-double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, int i, const int *offsets,
-                            double normalizer);
+double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, const uint8_t *tool_mask, int i,
+                            const int *offsets, double normalizer);
 /* For a token-local loss: d loss / d logp of one token of a sequence with weight w
  * and advantage A; old_logp, ref_logp point to the token's values or are NULL;
  * is_weight: the token's correction weight rho (1 without the correction).
@@ -180,6 +189,6 @@ double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float l
  * NAN also when there are no tokens. Arguments as grpo_loss_accumulate. */
 void grpo_token_means(double *mean_entropy, double *mean_kl, const float *entropy,
                       const float *logp, const float *ref_logp, const uint8_t *truncated,
-                      const int *offsets, int S, int mask_truncated);
+                      const uint8_t *tool_mask, const int *offsets, int S, int mask_truncated);
 
 #endif

@@ -18,6 +18,7 @@ void micro_scratch_init(MicroScratch *ms, int B, int max_tokens) {
     ms->adv = xmalloc(sizeof(double) * B);
     ms->w = xmalloc(sizeof(double) * B);
     ms->trunc = xmalloc(B);
+    ms->tmask = xmalloc(T);
     float **f[] = {&ms->logp, &ms->ent, &ms->old, &ms->ref, &ms->dlp, &ms->dent};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = xmalloc(sizeof(float) * T);
     ms->dlogp = xmalloc(sizeof(double) * T);
@@ -27,7 +28,7 @@ void micro_scratch_init(MicroScratch *ms, int B, int max_tokens) {
 }
 
 void micro_scratch_free(MicroScratch *ms) {
-    free(ms->seqs), free(ms->ids), free(ms->off), free(ms->adv), free(ms->w), free(ms->trunc);
+    free(ms->seqs), free(ms->ids), free(ms->off), free(ms->adv), free(ms->w), free(ms->trunc), free(ms->tmask);
     free(ms->logp), free(ms->ent), free(ms->old), free(ms->ref), free(ms->dlp), free(ms->dent);
     free(ms->dlogp), free(ms->dentropy), free(ms->isw), free(ms->seq_of);
     memset(ms, 0, sizeof *ms);
@@ -48,9 +49,11 @@ void micro_batch_of(MicroScratch *ms, const CompletionRef *seqs, int S, TrainBat
 }
 
 /* The completions' advantages, truncation flags, recorded log-probs and correction
- * weights; *old, *ref and *isw NULL where the rollouts recorded none. */
+ * weights; *old, *ref and *isw NULL where the rollouts recorded none; *tmask the
+ * tool mask (Completion.mask), NULL when no completion has tool turns. */
 static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, float **old, float **ref,
-                          double **isw) {
+                          double **isw, uint8_t **tmask) {
+    *tmask = NULL;
     *old = seqs[0].r->old_logp ? ms->old : NULL;
     *ref = seqs[0].r->ref_logp ? ms->ref : NULL;
     *isw = seqs[0].r->is_w ? ms->isw : NULL;
@@ -62,7 +65,14 @@ static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, fl
         if (*old) memcpy(*old + ms->off[i], r->old_logp[k], sizeof(float) * len);
         if (*ref) memcpy(*ref + ms->off[i], r->ref_logp[k], sizeof(float) * len);
         if (*isw) memcpy(*isw + ms->off[i], r->is_w[k], sizeof(double) * len);
+        if (r->comp[k].mask) *tmask = ms->tmask;
     }
+    if (*tmask)
+        for (int i = 0; i < S; i++) {
+            const Completion *c = &seqs[i].r->comp[seqs[i].i];
+            if (c->mask) memcpy(ms->tmask + ms->off[i], c->mask, (size_t)c->n);
+            else memset(ms->tmask + ms->off[i], 1, (size_t)c->n);
+        }
 }
 
 /* What a token's gradient needs when the loss is token-local: the LM head's
@@ -73,12 +83,17 @@ typedef struct {
     const double *w, *adv;  /* [S] */
     const float *old, *ref; /* [ntok] or NULL */
     const double *isw;      /* [ntok] or NULL */
+    const uint8_t *tmask;   /* [ntok] or NULL: 0 a tool's token, gradient 0 */
 } TokenGrad;
 
 static void token_grads(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
     const TokenGrad *t = ctx;
     for (int i = 0; i < m; i++) {
         int j = js[i], s = t->seq_of[j];
+        if (t->tmask && !t->tmask[j]) {
+            dlogp[i] = 0.0f;
+            continue;
+        }
         dlogp[i] = (float)grpo_loss_token_grad(t->loss, t->w[s], t->adv[s], logp[i], t->old ? &t->old[j] : NULL,
                                                t->ref ? &t->ref[j] : NULL, t->isw ? t->isw[j] : 1.0);
     }
@@ -92,15 +107,16 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
     int ntok = off[S];
     float *old, *ref;
     double *isw;
-    gather_inputs(ms, seqs, S, &old, &ref, &isw);
+    uint8_t *tmask;
+    gather_inputs(ms, seqs, S, &old, &ref, &isw, &tmask);
     memset(ms->dlogp, 0, sizeof(double) * ntok);
     const int fused = grpo_loss_token_local(loss);
     if (fused) {
         for (int i = 0; i < S; i++) {
-            ms->w[i] = grpo_loss_seq_weight(loss, ms->trunc, i, off, normalizer);
+            ms->w[i] = grpo_loss_seq_weight(loss, ms->trunc, tmask, i, off, normalizer);
             for (int j = off[i]; j < off[i + 1]; j++) ms->seq_of[j] = i;
         }
-        TokenGrad tg = {loss, ms->seq_of, ms->w, ms->adv, old, ref, isw};
+        TokenGrad tg = {loss, ms->seq_of, ms->w, ms->adv, old, ref, isw, tmask};
         train_model_forward(tm, &b, ms->logp, ms->ent, &(LogprobGrad){token_grads, &tg});
     } else {
         train_model_forward(tm, &b, ms->logp, ms->ent, NULL);
@@ -108,7 +124,7 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
     /* the loss and its statistics; fused, the gradient it also gives was taken already */
     double *dent = NULL;
     if (loss->entropy_coef != 0.0) memset(dent = ms->dentropy, 0, sizeof(double) * ntok);
-    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, isw, ms->adv, ms->trunc, off,
+    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, isw, ms->adv, ms->trunc, tmask, off,
                                     S, normalizer, loss);
     if (fused) {
         train_model_backward(tm, NULL, NULL);

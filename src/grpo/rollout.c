@@ -33,6 +33,7 @@ void rollout_free(Rollout *r) {
     }
     free(r->example), free(r->prompt), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
     free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->is_w), free(r->order);
+    free(r->tool_calls), free(r->tool_failures);
     free(r);
 }
 
@@ -86,7 +87,7 @@ static int log_completions(void *ctx, GrpoErr *err) {
     for (int i = 0; i < r->n; i++)
         completion_record_write(f, &(CompletionRecord){t->st.step + 1, r->prompt[i / r->G]->prompt_text, r->text[i],
                                                         r->comp[i].ids, r->comp[i].n, names, r->per_func + i, r->n,
-                                                        F, r->rewards[i], r->adv[i]});
+                                                        F, r->rewards[i], r->adv[i], r->comp[i].mask});
     free(names);
     if (fflush(f) || ferror(f))
         return err_set(err, "%s/completions.jsonl: write failed: %s; stopping (the checkpoints are untouched)",
@@ -111,23 +112,68 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
     return r;
 }
 
+int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids) {
+    struct RolloutTurns *rt = ctx;
+    long calls = rt->loop->calls, failures = rt->loop->failures;
+    int k = tool_loop_turn_end(rt->loop, index, c, ids);
+    if (rt->calls) rt->calls[index] += (int)(rt->loop->calls - calls), rt->failures[index] += (int)(rt->loop->failures - failures);
+    return k;
+}
+
+/* With tools, every process gets the tool masks and call counts of every completion. */
+static void share_tools(GrpoTrainer *t, Rollout *r, int lo, int hi) {
+    void **mask = xmalloc(sizeof(void *) * r->n), **cnt = xmalloc(sizeof(void *) * r->n);
+    int *len = xmalloc(sizeof(int) * r->n), *two = xmalloc(sizeof(int) * r->n);
+    for (int i = 0; i < r->n; i++) {
+        mask[i] = r->comp[i].mask, len[i] = r->comp[i].n, two[i] = 2;
+        cnt[i] = NULL;
+        if (i >= lo && i < hi) {
+            int *c2 = xmalloc(sizeof(int) * 2);
+            c2[0] = r->tool_calls[i], c2[1] = r->tool_failures[i];
+            cnt[i] = c2;
+        }
+    }
+    train_world_share(t->world, mask, len, r->n, 1, 0);
+    train_world_share(t->world, cnt, two, r->n, sizeof(int), 0);
+    for (int i = 0; i < r->n; i++) {
+        const int *c2 = cnt[i];
+        r->tool_calls[i] = c2[0], r->tool_failures[i] = c2[1];
+        if (i < lo || i >= hi) r->comp[i].mask = mask[i];
+        free(cnt[i]);
+    }
+    free(mask), free(cnt), free(len), free(two);
+}
+
 /* The round's prompts (data positions pos0 .. pos0 + P - 1) and this process's
  * slice of their completions, completion i of prompt position pos drawing from
- * stream (pos, i) whichever process draws it; then every process has them all. */
-static void generate(GrpoTrainer *t, Rollout *r, long pos0) {
-    int lo, hi;
+ * stream (pos, i) whichever process draws it; then every process has them all.
+ * With tools, the calls of each completion are counted; a tool process failing
+ * on any process stops every one. */
+static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
+    int lo, hi, rc = 0;
     train_world_range(t->world, r->n, &lo, &hi);
+    if (t->tools.proc) {
+        r->tool_calls = xcalloc(r->n, sizeof(int));
+        r->tool_failures = xcalloc(r->n, sizeof(int));
+    }
     for (int p = 0; p < r->P; p++) {
         long pos = pos0 + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
         const DatasetExample *ex = r->prompt[p] = &t->sess.data.ex[r->example[p]];
         int a = p * r->G > lo ? p * r->G : lo, b = (p + 1) * r->G < hi ? (p + 1) * r->G : hi;
-        if (a >= b) continue;
-        gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, a - p * r->G, b - a,
-                       rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a);
+        if (a >= b || rc) continue;
+        if (r->tool_calls) /* turn_end's index is the completion's within its group */
+            t->turns.calls = r->tool_calls + p * r->G, t->turns.failures = r->tool_failures + p * r->G;
+        if (gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, a - p * r->G, b - a,
+                           rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a) < 0) {
+            rc = err_set(err, "%s", t->tools.err.msg); /* the completions are freed */
+            continue;
+        }
         for (int i = a; i < b; i++) t->st.tokens += ex->n_prompt_ids + r->comp[i].n;
     }
-    if (train_world_size(t->world) == 1) return;
+    t->turns.calls = t->turns.failures = NULL;
+    if (train_world_check(t->world, rc, err)) return -1;
+    if (train_world_size(t->world) == 1) return 0;
     void **ids = xmalloc(sizeof(void *) * r->n), **stop = xmalloc(sizeof(void *) * r->n);
     int *len = xmalloc(sizeof(int) * r->n), *one = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) ids[i] = r->comp[i].ids, len[i] = r->comp[i].n, stop[i] = &r->comp[i].stopped, one[i] = 1;
@@ -143,6 +189,8 @@ static void generate(GrpoTrainer *t, Rollout *r, long pos0) {
             free(stop[i]);
         }
     free(ids), free(stop), free(len), free(one), free(lp);
+    if (r->tool_calls) share_tools(t, r, lo, hi);
+    return 0;
 }
 
 /* Decodes every completion; scores this process's slice (a reward failing on
@@ -207,7 +255,12 @@ static void add_metrics(GrpoTrainer *t, const Rollout *r, const GrpoRewardStats 
     metric_add(m, "frac_reward_zero_std", st->frac_reward_zero_std);
     double sum = 0, mn = INFINITY, mx = 0, clipped = 0;
     for (int i = 0; i < r->n; i++) {
-        int L = r->comp[i].n;
+        const Completion *c = &r->comp[i];
+        int L = c->n; /* TRL counts the model's tokens only (tool_mask 1) */
+        if (c->mask) {
+            L = 0;
+            for (int k = 0; k < c->n; k++) L += c->mask[k];
+        }
         sum += L;
         mn = L < mn ? L : mn;
         mx = L > mx ? L : mx;
@@ -217,6 +270,12 @@ static void add_metrics(GrpoTrainer *t, const Rollout *r, const GrpoRewardStats 
     metric_add(m, "completions/min_length", mn);
     metric_add(m, "completions/max_length", mx);
     metric_add(m, "completions/clipped_ratio", clipped / r->n);
+    if (r->tool_calls) { /* TRL: calls per completion of the generation batch; failed calls per call */
+        long calls = 0, failures = 0;
+        for (int i = 0; i < r->n; i++) calls += r->tool_calls[i], failures += r->tool_failures[i];
+        metric_add(m, "tools/call_frequency", (double)calls / r->n);
+        metric_add(m, "tools/failure_frequency", calls > 0 ? (double)failures / calls : 0.0);
+    }
 }
 
 void rollout_is_weights(const GrpoTrainer *t, Rollout *r) {
@@ -227,7 +286,17 @@ void rollout_is_weights(const GrpoTrainer *t, Rollout *r) {
         CHECK(r->comp[i].logp);
         r->is_w[i] = xmalloc(sizeof(double) * r->comp[i].n);
         int masked = c->mask_truncated_completions && !r->comp[i].stopped;
-        grpo_is_weights(r->is_w[i], r->old_logp[i], r->comp[i].logp, r->comp[i].n, masked, c);
+        const Completion *ci = &r->comp[i];
+        if (!ci->mask) {
+            grpo_is_weights(r->is_w[i], r->old_logp[i], ci->logp, ci->n, masked, c);
+            continue;
+        }
+        /* TRL's (old - sampling) * tool_mask: a tool's token differs by 0 (its weight exp(0), its
+         * share of a sequence's sum none) */
+        float *samp = xmalloc(sizeof(float) * (ci->n ? ci->n : 1));
+        for (int k = 0; k < ci->n; k++) samp[k] = ci->mask[k] ? ci->logp[k] : r->old_logp[i][k];
+        grpo_is_weights(r->is_w[i], r->old_logp[i], samp, ci->n, masked, c);
+        free(samp);
     }
 }
 
@@ -270,7 +339,7 @@ static void shuffle(const TrainConfig *c, Rollout *r) {
 /* One round: r's P prompts drawn at the data position, generated and scored. */
 static int draw_round(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
     double t0 = time_now_s();
-    generate(t, r, t->prompts_drawn);
+    if (generate(t, r, t->prompts_drawn, err)) return -1;
     t->prompts_drawn += r->P;
     double t1 = time_now_s();
     t->st.t_gen += t1 - t0;
@@ -291,6 +360,10 @@ static void move_group(Rollout *dst, int k, Rollout *src, int g, int F) {
         dst->text[a] = src->text[b];
         src->text[b] = NULL;
         for (int f = 0; f < F; f++) dst->per_func[(size_t)f * dst->n + a] = src->per_func[(size_t)f * src->n + b];
+        if (src->tool_calls) {
+            if (!dst->tool_calls) dst->tool_calls = xcalloc(dst->n, sizeof(int)), dst->tool_failures = xcalloc(dst->n, sizeof(int));
+            dst->tool_calls[a] = src->tool_calls[b], dst->tool_failures[a] = src->tool_failures[b];
+        }
     }
 }
 

@@ -27,10 +27,11 @@ static void trainer_free(GrpoTrainer *t) {
     if (t->have_eval) dataset_free(&t->eval_data);
     train_model_close(t->tm);
     micro_scratch_free(&t->ms);
+    tool_loop_close(&t->tools);
     json_decref(t->tool_schemas);
     free(t->tools_json);
     GrpoStep *st = &t->st;
-    free(st->mb), free(st->slice), free(st->retired), free(st->seqs), free(st->off), free(st->trunc);
+    free(st->mb), free(st->slice), free(st->retired), free(st->seqs), free(st->off), free(st->trunc), free(st->tmask_buf);
 }
 
 /* The options with their derived values resolved. */
@@ -62,6 +63,7 @@ static void plan_batches(GrpoTrainer *t) {
     st->seqs = xmalloc(sizeof(CompletionRef) * S_all);
     st->off = xmalloc(sizeof(int) * (S_all + 1));
     st->trunc = xmalloc(S_all);
+    if (c->tools.tools_path) st->tmask_buf = xmalloc((size_t)S_all * c->gen.max_completion_length);
 }
 
 static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
@@ -91,6 +93,12 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     if (gen_session_borrow(&t->sess, train_model_policy(t->tm), train_model_tokenizer(t->tm), &data, &c->gen,
                            c->max_prompt_length, 0, err))
         return -1;
+    if (tool_loop_open(&t->tools, &c->tools, t->tool_schemas, t->sess.tok, c->gen.chat_template_kwargs, err))
+        return -1;
+    if (t->tools.proc) { /* the generator goes on after each tool turn (TRL's _tool_call_loop) */
+        t->turns.loop = &t->tools;
+        gen_set_turns(&t->sess.gen, &(GenTurns){rollout_turn_end, &t->turns});
+    }
     dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
     if (reward_set_from_args(&t->rewards, &c->rewards, err) || eval_check_columns(&t->rewards, &t->sess.data, 0, err))
         return -1;
@@ -173,7 +181,8 @@ static double normalizer(const GrpoStep *st, int first, int count, int shares) {
     if (st->loss.loss_type != GRPO_LOSS_BNPO) return st->norm;
     int o2[count + 1];
     for (int i = 0; i <= count; i++) o2[i] = st->off[first + i] - st->off[first];
-    return grpo_loss_normalizer(&st->loss, o2, st->trunc + first, count, shares);
+    return grpo_loss_normalizer(&st->loss, o2, st->trunc + first, st->tmask ? st->tmask + st->off[first] : NULL, count,
+                                shares);
 }
 
 static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
@@ -227,7 +236,14 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
         st->off[q + 1] = st->off[q] + r->comp[st->seqs[q].i].n;
         st->trunc[q] = !r->comp[st->seqs[q].i].stopped;
     }
-    st->norm = c->loss.loss_type == GRPO_LOSS_BNPO ? 0 : grpo_loss_normalizer(&c->loss, st->off, st->trunc, S_all, GA);
+    st->tmask = NULL; /* the tool mask over the step's tokens, when a completion has tool turns */
+    for (int q = 0; q < S_all && st->tmask_buf; q++) {
+        const Completion *cq = &st->seqs[q].r->comp[st->seqs[q].i];
+        if (cq->mask) memcpy(st->tmask_buf + st->off[q], cq->mask, (size_t)cq->n), st->tmask = st->tmask_buf;
+        else memset(st->tmask_buf + st->off[q], 1, (size_t)cq->n);
+    }
+    st->norm = c->loss.loss_type == GRPO_LOSS_BNPO
+                   ? 0 : grpo_loss_normalizer(&c->loss, st->off, st->trunc, st->tmask, S_all, GA);
     /* the entropy bonus's coefficient for this whole step: adaptive control
      * applies it only while the last step's entropy was <= entropy_target */
     st->loss = c->loss;

@@ -16,6 +16,17 @@ void completion_record_write(FILE *f, const CompletionRecord *r) {
     json_t *ids = json_array();
     for (int k = 0; k < r->n; k++) json_array_append_new(ids, json_integer(r->ids[k]));
     json_object_set_new(o, "completion_ids", ids);
+    if (r->mask) { /* the tool turns' token ranges, [start, end) */
+        json_t *spans = json_array();
+        for (int k = 0; k < r->n; k++) {
+            if (r->mask[k]) continue;
+            int e = k;
+            while (e < r->n && !r->mask[e]) e++;
+            json_array_append_new(spans, json_pack("[i, i]", k, e));
+            k = e;
+        }
+        json_object_set_new(o, "tool_spans", spans);
+    }
     json_t *rw = json_object();
     for (int i = 0; i < r->n_rewards; i++) {
         double v = r->rewards[i * r->stride];

@@ -80,12 +80,12 @@ static double ref_loss(const Batch *b, const float *logp, const GrpoLossConfig *
 
 static double run(double *grad, const Batch *b, const GrpoLossConfig *c, const double *rho, const int *sizes, int n_mb) {
     memset(grad, 0, sizeof(double) * T);
-    double norm = grpo_loss_normalizer(c, b->off, TRUNC, S, n_mb), loss = 0;
+    double norm = grpo_loss_normalizer(c, b->off, TRUNC, NULL, S, n_mb), loss = 0;
     for (int s0 = 0, k = 0; s0 < S; s0 += sizes[k++]) {
-        double nm = c->loss_type == GRPO_LOSS_BNPO ? grpo_loss_normalizer(c, b->off + s0, TRUNC + s0, sizes[k], n_mb)
+        double nm = c->loss_type == GRPO_LOSS_BNPO ? grpo_loss_normalizer(c, b->off + s0, TRUNC + s0, NULL, sizes[k], n_mb)
                                                    : norm;
         loss += grpo_loss_accumulate(grad, NULL, NULL, b->logp, b->old, c->beta ? b->ref : NULL, NULL, rho,
-                                     b->adv + s0, TRUNC + s0, b->off + s0, sizes[k], nm, c);
+                                     b->adv + s0, TRUNC + s0, NULL, b->off + s0, sizes[k], nm, c);
     }
     return loss;
 }
@@ -215,7 +215,7 @@ static void check_loss(void) {
                         double loss = run(g, &b, &c, b.rho, whole, 1);
                         double loss0 = run(g0, &b, &c, NULL, whole, 1);
                         n_differs += loss != loss0;
-                        const double norm = grpo_loss_normalizer(&c, b.off, TRUNC, S, 1);
+                        const double norm = grpo_loss_normalizer(&c, b.off, TRUNC, NULL, S, 1);
                         if (!cispo && !vespo) {
                             double want = ref_loss(&b, b.logp, &c, norm);
                             T_CHECK(fabs(loss - want) <= 1e-14 + 1e-12 * fabs(want), "%s: loss %.17g, formula %.17g",
@@ -239,7 +239,7 @@ static void check_loss(void) {
                             /* detached weights: cispo -w rho min(r, eps_high) A; vespo -w phi A, log rho in phi */
                             int ok = 1;
                             for (int i = 0; i < S; i++) {
-                                double w = grpo_loss_seq_weight(&c, TRUNC, i, b.off, norm), s = 0;
+                                double w = grpo_loss_seq_weight(&c, TRUNC, NULL, i, b.off, norm), s = 0;
                                 for (int t = b.off[i]; t < b.off[i + 1]; t++)
                                     s += (double)b.logp[t] - b.old[t] + fmax(log(b.rho[t]), log(1e-8));
                                 double A = b.adv[i], k = A >= 0 ? c.vespo_k_pos : c.vespo_k_neg;
@@ -267,7 +267,7 @@ static void check_loss(void) {
                         if (grpo_loss_token_local(&c)) {
                             int same = 1;
                             for (int i = 0; i < S; i++) {
-                                double w = grpo_loss_seq_weight(&c, TRUNC, i, b.off, norm);
+                                double w = grpo_loss_seq_weight(&c, TRUNC, NULL, i, b.off, norm);
                                 for (int t = b.off[i]; t < b.off[i + 1]; t++)
                                     same &= grpo_loss_token_grad(&c, w, b.adv[i], b.logp[t], &b.old[t],
                                                                  c.beta ? &b.ref[t] : NULL, b.rho[t]) == g[t];

@@ -10,7 +10,12 @@
  * group-centred advantages the loss is 0 up to cancellation, ~1e-17) and bit
  * for bit for the gradient (each token's
  * gradient is computed by the same operations whatever the split), as is the
- * token-local gradient of one token (grpo_loss_token_grad). */
+ * token-local gradient of one token (grpo_loss_token_grad).
+ *
+ * Tool turns (TRL's tool_mask): the same batch with tokens a tool appended
+ * inserted into every sequence, masked out, gives the reference's loss and
+ * gradient on the model's tokens (same tolerances), exactly zero gradient on
+ * the tool's, the same statistics, and the same split invariance. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,7 +31,39 @@ typedef struct {
     uint8_t *truncated;
     float *logp, *old, *ref, *ent;
     double *adv;
+    uint8_t *tmask;     /* [T] 0: a tool's token (NULL: none) */
+    int *orig;          /* [T] with tmask: the model token's index in the batch without tools (-1: a tool's) */
 } Batch;
+
+/* b with 1 + i % 3 tool tokens inserted in the middle of sequence i, their values
+ * far from the model's (a high entropy, a low log-prob), masked out. */
+static Batch with_tool_tokens(const Batch *b) {
+    Batch t = {.S = b->S, .adv = b->adv, .truncated = b->truncated};
+    t.T = b->T;
+    for (int i = 0; i < b->S; i++) t.T += 1 + i % 3;
+    t.offsets = malloc(sizeof(int) * (b->S + 1));
+    t.logp = malloc(sizeof(float) * t.T), t.old = malloc(sizeof(float) * t.T);
+    t.ref = malloc(sizeof(float) * t.T), t.ent = malloc(sizeof(float) * t.T);
+    t.tmask = malloc(t.T), t.orig = malloc(sizeof(int) * t.T);
+    int j = 0;
+    t.offsets[0] = 0;
+    for (int i = 0; i < b->S; i++) {
+        int len = b->offsets[i + 1] - b->offsets[i], at = len / 2;
+        for (int k = 0; k <= len; k++) {
+            if (k == at)
+                for (int q = 0; q < 1 + i % 3; q++, j++)
+                    t.logp[j] = -7.5f - q, t.old[j] = -0.25f, t.ref[j] = -4.0f, t.ent[j] = 9.0f, t.tmask[j] = 0,
+                    t.orig[j] = -1;
+            if (k == len) break;
+            int o = b->offsets[i] + k;
+            t.logp[j] = b->logp[o], t.old[j] = b->old[o], t.ref[j] = b->ref[o], t.ent[j] = b->ent[o];
+            t.tmask[j] = 1, t.orig[j] = o, j++;
+        }
+        t.offsets[i + 1] = j;
+    }
+    CHECK(j == t.T);
+    return t;
+}
 
 static void config_from(GrpoLossConfig *c, const double *cfg) {
     grpo_loss_config_default(c);
@@ -57,16 +94,16 @@ static double run_split(double *grad, double *dent, GrpoLossStats *st, const Bat
     memset(st, 0, sizeof *st);
     int n_mb = 0;
     for (int s = 0, k = 0; s < b->S; n_mb++) s += mb ? mb : sizes[k++];
-    double norm_all = grpo_loss_normalizer(c, b->offsets, b->truncated, b->S, n_mb);
+    double norm_all = grpo_loss_normalizer(c, b->offsets, b->truncated, b->tmask, b->S, n_mb);
     double loss = 0;
     for (int s0 = 0, k = 0; s0 < b->S;) {
         int n = mb ? mb : sizes[k++];
         if (s0 + n > b->S) n = b->S - s0;
         double norm = c->loss_type == GRPO_LOSS_BNPO
-                          ? grpo_loss_normalizer(c, b->offsets + s0, b->truncated + s0, n, n_mb)
+                          ? grpo_loss_normalizer(c, b->offsets + s0, b->truncated + s0, b->tmask, n, n_mb)
                           : norm_all;
         loss += grpo_loss_accumulate(grad, dent, st, b->logp, has_old ? b->old : NULL, b->ref, b->ent,
-                                     NULL, b->adv + s0, b->truncated + s0, b->offsets + s0, n, norm, c);
+                                     NULL, b->adv + s0, b->truncated + s0, b->tmask, b->offsets + s0, n, norm, c);
         s0 += n;
     }
     return loss;
@@ -97,6 +134,10 @@ int main(void) {
         CHECK((double)b.logp[t] == lp[t] && (double)b.old[t] == old[t]);   /* exact inputs */
     }
     b.adv = fx_f64(&f, "adv0.advantages", NULL);
+    Batch bt = with_tool_tokens(&b);
+    double *gt = malloc(sizeof(double) * bt.T), *gt2 = malloc(sizeof(double) * bt.T);
+    double *dt = malloc(sizeof(double) * bt.T), *dt2 = malloc(sizeof(double) * bt.T);
+    int tool_cases = 0;
 
     double *grad = malloc(sizeof(double) * T), *grad2 = malloc(sizeof(double) * T);
     double *dent = malloc(sizeof(double) * T), *dent2 = malloc(sizeof(double) * T);
@@ -154,10 +195,10 @@ int main(void) {
         /* 3. token-local losses: each token's gradient from grpo_loss_token_grad (what
          * the fused LM-head pass asks for) is the one the whole batch gives, bit for bit */
         if (grpo_loss_token_local(&c)) {
-            double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
+            double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 1);
             int same = 1;
             for (int i = 0; i < b.S; i++) {
-                double w = grpo_loss_seq_weight(&c, b.truncated, i, b.offsets, norm);
+                double w = grpo_loss_seq_weight(&c, b.truncated, NULL, i, b.offsets, norm);
                 for (int t = b.offsets[i]; t < b.offsets[i + 1]; t++)
                     same &= grpo_loss_token_grad(&c, w, b.adv[i], b.logp[t], has_old ? &b.old[t] : NULL,
                                                  b.ref ? &b.ref[t] : NULL, 1.0) == grad[t];
@@ -172,8 +213,49 @@ int main(void) {
             T_CHECK(fabs(l1 - loss) > 1e-6 * fabs(loss), "%s: bnpo expected to depend on the split", what);
             bnpo_checked++;
         }
+        /* 4. tool tokens in every sequence, masked: the reference on the model's tokens,
+         * zero on the tool's, the same counts, and split invariance as above */
+        {
+            GrpoLossStats stt, stt2;
+            double lt = run_split(gt, dt, &stt, &bt, &c, has_old, bt.S, NULL);
+            snprintf(w2, sizeof w2, "%s with tool tokens: loss", what);
+            close_f64(w2, &lt, want_loss, 1, 1e-13, 1e-9);
+            int zero = 1, close = 1;
+            for (int j = 0; j < bt.T; j++) {
+                int o = bt.orig[j];
+                if (o < 0) zero &= gt[j] == 0.0 && dt[j] == 0.0;
+                else close &= t_close(gt[j], want_grad[o], 1e-13, 1e-9) && t_close(dt[j], want_dent[o], 1e-13, 1e-9);
+            }
+            T_CHECK(zero, "%s: a tool token's gradient is not exactly 0", what);
+            T_CHECK(close, "%s: the model tokens' gradients differ from the reference with tool tokens in", what);
+            T_CHECK(stt.tokens == st.tokens && stt.clip_count == st.clip_count && stt.kept_tokens == st.kept_tokens &&
+                        stt.sequences == st.sequences && t_close(stt.entropy_sum, st.entropy_sum, 1e-12, 1e-12) &&
+                        t_close(stt.kl_sum, st.kl_sum, 1e-12, 1e-12),
+                    "%s: statistics with tool tokens (tokens %g vs %g)", what, stt.tokens, st.tokens);
+            if (c.loss_type != GRPO_LOSS_BNPO && c.top_entropy_quantile >= 1.0 && (c.entropy_coef == 0 || token_norm))
+                for (int mb = 1; mb <= 2; mb++) {
+                    double l2 = run_split(gt2, dt2, &stt2, &bt, &c, has_old, mb, NULL);
+                    T_CHECK(fabs(l2 - lt) <= 1e-12 * fabs(lt) + 1e-15 && !memcmp(gt, gt2, sizeof(double) * bt.T) &&
+                                !memcmp(dt, dt2, sizeof(double) * bt.T),
+                            "%s with tool tokens: split %d differs", what, mb);
+                }
+            if (grpo_loss_token_local(&c)) { /* the fused pass's per-token gradients, tool tokens 0 */
+                double norm = grpo_loss_normalizer(&c, bt.offsets, bt.truncated, bt.tmask, bt.S, 1);
+                int same = 1;
+                for (int i = 0; i < bt.S; i++) {
+                    double w = grpo_loss_seq_weight(&c, bt.truncated, bt.tmask, i, bt.offsets, norm);
+                    for (int t = bt.offsets[i]; t < bt.offsets[i + 1]; t++)
+                        if (bt.tmask[t])
+                            same &= grpo_loss_token_grad(&c, w, bt.adv[i], bt.logp[t], has_old ? &bt.old[t] : NULL,
+                                                         &bt.ref[t], 1.0) == gt[t];
+                }
+                T_CHECK(same, "%s with tool tokens: token-local gradients differ", what);
+            }
+            tool_cases++;
+        }
         free(cfg), free(want_loss), free(want_grad), free(want_dent);
     }
+    T_CHECK(tool_cases == n_cases, "tool-token cases %d of %d", tool_cases, n_cases);
     T_CHECK(ent_cases == 4, "entropy bonus cases %d", ent_cases);
     T_CHECK(local_cases >= 20, "token-local cases %d of %d", local_cases, n_cases);
     T_CHECK(bnpo_checked == 3, "bnpo split cases %d", bnpo_checked);
@@ -188,22 +270,22 @@ int main(void) {
             if (b.truncated[i]) trunc_tok += b.offsets[i + 1] - b.offsets[i];
         c.loss_type = GRPO_LOSS_DAPO;
         c.mask_truncated_completions = 1;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == tot, "dapo counts truncated tokens");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "dapo counts truncated tokens");
         c.loss_type = GRPO_LOSS_CISPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == tot, "cispo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "cispo");
         c.loss_type = GRPO_LOSS_VESPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == tot, "vespo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "vespo");
         c.loss_type = GRPO_LOSS_BNPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == 3.0 * (tot - trunc_tok), "bnpo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == 3.0 * (tot - trunc_tok), "bnpo");
         c.loss_type = GRPO_LOSS_GRPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == b.S, "grpo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == b.S, "grpo");
         c.loss_type = GRPO_LOSS_LUSPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == b.S, "luspo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == b.S, "luspo");
         c.loss_type = GRPO_LOSS_DR_GRPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 3) == b.S * 10.0, "dr_grpo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == b.S * 10.0, "dr_grpo");
         int zero_off[2] = {0, 0};
         c.loss_type = GRPO_LOSS_DAPO;
-        T_CHECK(grpo_loss_normalizer(&c, zero_off, NULL, 1, 1) == 1.0, "clamp(min=1)");
+        T_CHECK(grpo_loss_normalizer(&c, zero_off, NULL, NULL, 1, 1) == 1.0, "clamp(min=1)");
     }
 
     /* 3b. the entropy bonus of a per-sequence loss type is divided by
@@ -215,12 +297,12 @@ int main(void) {
         double *d1 = calloc(T, sizeof(double)), *d3 = calloc(T, sizeof(double)), *g = calloc(T, sizeof(double));
         for (int lt = 0; lt < 2; lt++) {
             c.loss_type = lt ? GRPO_LOSS_GRPO : GRPO_LOSS_DAPO;
-            double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
+            double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 1);
             memset(d1, 0, sizeof(double) * T), memset(d3, 0, sizeof(double) * T);
             c.grad_accum_steps = 1;
-            grpo_loss_accumulate(g, d1, NULL, b.logp, b.old, NULL, b.ent, NULL, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+            grpo_loss_accumulate(g, d1, NULL, b.logp, b.old, NULL, b.ent, NULL, b.adv, b.truncated, NULL, b.offsets, b.S, norm, &c);
             c.grad_accum_steps = 3;
-            grpo_loss_accumulate(g, d3, NULL, b.logp, b.old, NULL, b.ent, NULL, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+            grpo_loss_accumulate(g, d3, NULL, b.logp, b.old, NULL, b.ent, NULL, b.adv, b.truncated, NULL, b.offsets, b.S, norm, &c);
             int ok = d1[0] != 0;
             for (int t = 0; t < T; t++) ok &= fabs(d3[t] - (lt ? d1[t] / 3 : d1[t])) <= 1e-15 * fabs(d1[t]);
             T_CHECK(ok, "entropy bonus and gradient_accumulation_steps (%s)", lt ? "grpo: / GA" : "dapo: unchanged");
@@ -235,17 +317,17 @@ int main(void) {
         c.beta = 0.04;
         c.mask_truncated_completions = 1;
         GrpoLossStats st;
-        double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, b.S, 1);
+        double norm = grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 1);
         memset(grad, 0, sizeof(double) * T);
         memset(&st, 0, sizeof st);
-        grpo_loss_accumulate(grad, NULL, &st, b.logp, b.old, b.ref, b.ent, NULL, b.adv, b.truncated, b.offsets, b.S, norm, &c);
+        grpo_loss_accumulate(grad, NULL, &st, b.logp, b.old, b.ref, b.ent, NULL, b.adv, b.truncated, NULL, b.offsets, b.S, norm, &c);
         double me, mk;
-        grpo_token_means(&me, &mk, b.ent, b.logp, b.ref, b.truncated, b.offsets, b.S, 1);
+        grpo_token_means(&me, &mk, b.ent, b.logp, b.ref, b.truncated, NULL, b.offsets, b.S, 1);
         T_CHECK(fabs(me - st.entropy_sum / st.tokens) <= 1e-12 * fabs(me), "mean entropy %g", me);
         T_CHECK(fabs(mk - st.kl_sum / st.tokens) <= 1e-12 * fabs(mk), "mean kl %g", mk);
         T_CHECK(st.tokens == b.offsets[b.S] - 20 && st.sequences == 12 && st.clip_count == st.tokens, "counts %g",
                 st.tokens);
-        grpo_token_means(&me, &mk, NULL, b.logp, NULL, b.truncated, b.offsets, b.S, 1);
+        grpo_token_means(&me, &mk, NULL, b.logp, NULL, b.truncated, NULL, b.offsets, b.S, 1);
         T_CHECK(isnan(me) && isnan(mk), "NULL inputs give NAN");
     }
 

@@ -138,7 +138,7 @@ static void test_completion_line(void) {
     const char *names[3] = {"a", "b", "c"};
     const double rewards[3] = {INFINITY, NAN, 1.5};
     const int32_t ids[2] = {7, 8};
-    CompletionRecord r = {3, "p", "c", ids, 2, names, rewards, 1, 3, -INFINITY, NAN};
+    CompletionRecord r = {3, "p", "c", ids, 2, names, rewards, 1, 3, -INFINITY, NAN, NULL};
     char *text = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&text, &n);
@@ -152,12 +152,33 @@ static void test_completion_line(void) {
                 json_is_null(json_object_get(rw, "a")) && json_is_null(json_object_get(rw, "b")) &&
                 json_real_value(json_object_get(rw, "c")) == 1.5,
             "non-finite values as null, every key kept: %s", text);
+    T_CHECK(!json_object_get(j, "tool_spans"), "no tool_spans without tool calling: %s", text);
+    json_decref(j);
+    free(text);
+}
+
+/* With tool calling: the tool turns' token ranges, [start, end), one per run of 0s. */
+static void test_tool_spans(void) {
+    const int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const uint8_t mask[9] = {1, 1, 0, 0, 1, 0, 1, 0, 0};
+    CompletionRecord r = {1, "p", "c", ids, 9, NULL, NULL, 1, 0, 1.0, 0.5, mask};
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    CHECK(f);
+    completion_record_write(f, &r);
+    fclose(f);
+    json_t *j = json_loads(text, 0, NULL);
+    char *spans = json_dumps(json_object_get(j, "tool_spans"), JSON_COMPACT);
+    T_CHECK(spans && !strcmp(spans, "[[2,4],[5,6],[7,9]]"), "tool_spans: %s", text);
+    free(spans);
     json_decref(j);
     free(text);
 }
 
 int main(void) {
     test_completion_line();
+    test_tool_spans();
     test_many_names();
     test_set();
     test_escaping();
