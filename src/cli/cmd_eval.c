@@ -38,6 +38,7 @@
 #include "model/lora.h"
 #include "reward/reward.h"
 #include "tools/tool_args.h"
+#include "tools/tool_loop.h"
 #include "train/hf_state.h"
 
 #define SYNOPSIS "--model DIR --dataset FILE --reward_funcs SPEC... [options]"
@@ -176,6 +177,16 @@ int cmd_eval(int argc, char **argv) {
         free(tools_json);
         return cli_fail("eval", err.msg);
     }
+    ToolLoop tools; /* with tools: the generator goes on after each tool turn, as in training */
+    if (tool_loop_open(&tools, &a.tools, tool_schemas, s.tok, a.gen.chat_template_kwargs, &err)) {
+        gen_session_close(&s);
+        reward_set_free(&rs);
+        args_free();
+        json_decref(tool_schemas);
+        free(tools_json);
+        return cli_fail("eval", err.msg);
+    }
+    if (tools.proc) gen_set_turns(&s.gen, &(GenTurns){tool_loop_turn_end, &tools});
     int n_ex = s.n, G = a.num_generations;
     Tokenizer *tok = s.tok;
     char how[300];
@@ -195,8 +206,13 @@ int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
                     eval_reward(&t), eval_pass_at_1(&t), time_now_s() - t0);
     }
+    if (!rc && tools.proc) /* TRL's tools/call_frequency and tools/failure_frequency, on stderr */
+        fprintf(stderr, "grpo eval: tools: %ld calls (%.4f per completion), %ld failed (failure_frequency %.4f)\n",
+                tools.calls, t.completions ? (double)tools.calls / t.completions : 0.0, tools.failures,
+                tools.calls ? (double)tools.failures / tools.calls : 0.0);
     if (!rc) report(&t, &rs, G, &a.gen.sampler, a.pass_threshold, a.json);
-    else cli_fail("eval", err.msg);
+    else cli_fail("eval", tools.proc && tools.err.msg[0] ? tools.err.msg : err.msg);
+    tool_loop_close(&tools);
     eval_totals_free(&t);
     json_decref(trainer_state);
     gen_session_close(&s);

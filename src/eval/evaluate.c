@@ -36,7 +36,8 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
     char **text = xcalloc(G, sizeof(char *));
     RewardItem *items = xcalloc(G, sizeof(RewardItem));
     double *per_func = xmalloc(sizeof(double) * (F ? F : 1) * G), *total = xmalloc(sizeof(double) * G);
-    gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(stream_base, (uint64_t)p), out);
+    if (gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(stream_base, (uint64_t)p), out) < 0)
+        rc = err_set(err, "example %d: a turn of its generation failed (the generator's turns say why)", p);
     for (int i = 0; i < G && !rc; i++) {
         size_t len = 0;
         if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;
@@ -48,7 +49,7 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
         t->completions++;
         t->total_sum += total[i], t->total_sqsum += total[i] * total[i];
         t->passed += total[i] >= pass_threshold;
-        t->tokens += out[i].n;
+        for (int k = 0; k < out[i].n; k++) t->tokens += !out[i].mask || out[i].mask[k]; /* the model's, as TRL */
         t->stopped += out[i].stopped;
         for (int f = 0; f < F; f++) {
             double v = per_func[(size_t)f * G + i];

@@ -36,7 +36,10 @@ void eval_totals_free(EvalTotals *t);
 int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr *err);
 
 /* Generates, decodes and scores example p of data (tokenized) and adds it to t.
- * trainer_state: what the reward functions get as trainer_state (RewardBatch). */
+ * trainer_state: what the reward functions get as trainer_state (RewardBatch).
+ * With the generator's turns (tool calling) the rewards see the whole trajectory
+ * and the lengths count the model's tokens; a turn that fails is -1 with a
+ * generic message: the turns' owner (its ToolLoop.err) says why. */
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
                  uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
                  GrpoErr *err);

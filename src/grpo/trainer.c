@@ -131,6 +131,7 @@ static int grpo_evaluate(void *self, const HfStateInfo *state, MetricAcc *m, Grp
     for (int p = 0; p < t->eval_data.n && !rc; p++)
         rc = eval_example(&tot, &t->sess.gen, t->sess.tok, &t->eval_data, p, G, stream, &t->rewards, trainer_state,
                           c->pass_threshold, err);
+    if (rc && t->tools.proc && t->tools.err.msg[0]) err_set(err, "%s", t->tools.err.msg); /* the tool's failure */
     if (!rc) eval_add_metrics(&tot, &t->rewards, m);
     eval_totals_free(&tot);
     json_decref(trainer_state);
