@@ -13,7 +13,8 @@
 # 2) equals the uninterrupted run bit for bit and calls no tool. grpo eval runs the
 # same loop. Bad input (the tools file, the options together, a template without
 # tool calls) and a tool that crashes, hangs or writes garbage mid-run: one clear
-# line, the completed steps kept.
+# line, the completed steps kept. Under mpirun -np 2 (a tool process each): the
+# completions, calls and tools/* metrics of one process.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 python3 - "$ROOT/examples/demo/base_config.json" "$TMP/cfg.json" <<'PY' || { fail "config"; finish; }
@@ -157,4 +158,22 @@ for mode in crash hang garbage; do
     [ "$(wc -l < "$TMP/f$mode.err")" -eq 2 ] || fail "$mode: two lines: $(cat "$TMP/f$mode.err")"
     [ -d "$TMP/f$mode/checkpoint-1" ] && [ ! -e "$TMP/f$mode/checkpoint-2" ] || fail "$mode: after the stop: $(ls "$TMP/f$mode")"
 done
+
+# 7. two processes (a tool process each): the completions and the calls of one process, its update
+if command -v mpirun >/dev/null; then
+    mpi_env
+    MP=("${RUN[@]}" "${TOOLS[@]}" --max_steps 2 --bf16 false)
+    "$GRPO" train "${MP[@]}" --tool_command "python3 $TMP/calc.py $TMP/p1.log" --per_device_train_batch_size 2 \
+        --gradient_accumulation_steps 2 --output_dir "$TMP/p1" 2>"$TMP/p1.err" || fail "1 process: $(cat "$TMP/p1.err")"
+    "${MPI[@]}" -np 2 "$GRPO" train "${MP[@]}" --tool_command "python3 $TMP/calc.py $TMP/p2.log" \
+        --per_device_train_batch_size 1 --gradient_accumulation_steps 2 --output_dir "$TMP/p2" 2>"$TMP/p2.err" \
+        || fail "2 processes: $(cat "$TMP/p2.err")"
+    cmp -s "$TMP/p1/completions.jsonl" "$TMP/p2/completions.jsonl" || fail "2 processes: the completions differ"
+    [ "$(calls "$TMP/p1.log")" -eq "$(calls "$TMP/p2.log")" ] && [ "$(calls "$TMP/p1.log")" -gt 0 ] \
+        || fail "2 processes: $(calls "$TMP/p2.log") calls, 1 process $(calls "$TMP/p1.log")"
+    cmp -s <(grep -o '"tools/[a-z_]*":[^,]*' "$TMP/p1/metrics.jsonl") <(grep -o '"tools/[a-z_]*":[^,]*' "$TMP/p2/metrics.jsonl") \
+        || fail "2 processes: the tools/* metrics differ"
+else
+    fail "mpirun not found (tools/install-deps.sh installs openmpi-bin)"
+fi
 finish
