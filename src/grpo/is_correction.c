@@ -38,14 +38,16 @@ void grpo_is_weights(double *rho, const float *old_logp, const float *sampling_l
 }
 
 void grpo_is_metrics(GrpoIsMetrics *m, const float *const *old_logp, const float *const *sampling_logp,
-                     const double *const *rho, const int *len, const uint8_t *masked, int lo, int hi,
-                     const GrpoLossConfig *c) {
+                     const double *const *rho, const int *len, const uint8_t *masked,
+                     const uint8_t *const *tool_mask, int lo, int hi, const GrpoLossConfig *c) {
     double dsum = 0.0, dmax = -INFINITY, rsum = 0.0, rmin = INFINITY, rmax = -INFINITY;
     long long ntok = 0, nr = 0;
     const int seq = sequence_level(c);
     for (int i = lo; i < hi; i++) {
         const int keep = !(masked && masked[i]);
+        const uint8_t *tm = tool_mask ? tool_mask[i] : NULL;
         for (int t = 0; t < len[i] && keep; t++) {
+            if (tm && !tm[t]) continue; /* a tool's token */
             double d = fabs((double)old_logp[i][t] - (double)sampling_logp[i][t]);
             dsum += d, dmax = d > dmax ? d : dmax, ntok++;
             if (!seq) {

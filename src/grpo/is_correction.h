@@ -44,10 +44,12 @@ typedef struct {
 
 /* The metrics of completions [lo, hi) of a rollout: completion i's len[i] tokens
  * have old_logp[i], sampling_logp[i] and their weights rho[i]; masked[i] as above
- * (or NULL). */
+ * (or NULL); tool_mask[i] (tool_mask or its entry NULL: none) 0 for the tokens a
+ * tool turn appended, left out of the differences and the token-level ratios as
+ * TRL takes them over completion_mask * tool_mask. */
 void grpo_is_metrics(GrpoIsMetrics *m, const float *const *old_logp, const float *const *sampling_logp,
-                     const double *const *rho, const int *len, const uint8_t *masked, int lo, int hi,
-                     const GrpoLossConfig *c);
+                     const double *const *rho, const int *len, const uint8_t *masked,
+                     const uint8_t *const *tool_mask, int lo, int hi, const GrpoLossConfig *c);
 
 /* TRL's gathering of the processes' metrics m[n]: mean of the means, max of the
  * maxima, min of the minima. */

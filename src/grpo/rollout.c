@@ -308,15 +308,16 @@ static void add_is_metrics(GrpoTrainer *t, const Rollout *r) {
     const float **old = xmalloc(sizeof(float *) * r->n), **samp = xmalloc(sizeof(float *) * r->n);
     int *len = xmalloc(sizeof(int) * r->n);
     uint8_t *masked = xmalloc(r->n);
+    const uint8_t **tmask = xmalloc(sizeof(uint8_t *) * r->n);
     for (int i = 0; i < r->n; i++) {
-        old[i] = r->old_logp[i], samp[i] = r->comp[i].logp, len[i] = r->comp[i].n;
+        old[i] = r->old_logp[i], samp[i] = r->comp[i].logp, len[i] = r->comp[i].n, tmask[i] = r->comp[i].mask;
         masked[i] = c->mask_truncated_completions && !r->comp[i].stopped;
     }
     GrpoIsMetrics *each = xmalloc(sizeof(GrpoIsMetrics) * P), all;
     for (int k = 0; k < P; k++) {
         int lo, hi;
         train_world_range_of(t->world, r->n, k, &lo, &hi);
-        grpo_is_metrics(&each[k], old, samp, (const double *const *)r->is_w, len, masked, lo, hi, c);
+        grpo_is_metrics(&each[k], old, samp, (const double *const *)r->is_w, len, masked, tmask, lo, hi, c);
     }
     grpo_is_metrics_gather(&all, each, P);
     MetricAcc *m = t->st.metrics;
@@ -325,7 +326,7 @@ static void add_is_metrics(GrpoTrainer *t, const Rollout *r) {
     metric_add(m, "sampling/importance_sampling_ratio/min", all.ratio_min);
     metric_add(m, "sampling/importance_sampling_ratio/mean", all.ratio_mean);
     metric_add(m, "sampling/importance_sampling_ratio/max", all.ratio_max);
-    free(old), free(samp), free(len), free(masked), free(each);
+    free(old), free(samp), free(len), free(masked), free(each), free(tmask);
 }
 
 /* TRL shuffles the generation batch before splitting it into micro-batches. */

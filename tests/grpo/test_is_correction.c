@@ -152,7 +152,7 @@ static void check_metrics(void) {
 
     c.is_mode = GRPO_ISC_TOKEN_TRUNCATE;
     grpo_is_weights(r0, o0, s0, 4, 0, &c), grpo_is_weights(r1, o1, s1, 2, 1, &c), grpo_is_weights(r2, o2, s2, 1, 0, &c);
-    grpo_is_metrics(&m, old, samp, rho, len, masked, 0, 3, &c);
+    grpo_is_metrics(&m, old, samp, rho, len, masked, NULL, 0, 3, &c);
     /* kept tokens: |diff| 0.5 1 0 1.75 0.25; ratios e^.5 e^-1 1 3 e^-.25 */
     double rmean = (exp(0.5) + exp(-1.0) + 1 + 3 + exp(-0.25)) / 5;
     T_CHECK(fabs(m.diff_mean - 3.5 / 5) < 1e-15 && m.diff_max == 1.75, "token: difference %g %g", m.diff_mean,
@@ -162,15 +162,15 @@ static void check_metrics(void) {
 
     c.is_mode = GRPO_ISC_SEQUENCE_TRUNCATE;
     grpo_is_weights(r0, o0, s0, 4, 0, &c), grpo_is_weights(r1, o1, s1, 2, 1, &c), grpo_is_weights(r2, o2, s2, 1, 0, &c);
-    grpo_is_metrics(&m, old, samp, rho, len, masked, 0, 3, &c);
+    grpo_is_metrics(&m, old, samp, rho, len, masked, NULL, 0, 3, &c);
     /* one ratio per completion, the masked one (1) counted: 3, 1, e^-0.25 */
     T_CHECK(fabs(m.diff_mean - 3.5 / 5) < 1e-15 && m.ratio_min == exp(-0.25) && m.ratio_max == 3 &&
                 fabs(m.ratio_mean - (4 + exp(-0.25)) / 3) < 1e-15,
             "sequence: %g %g %g %g", m.diff_mean, m.ratio_min, m.ratio_mean, m.ratio_max);
 
     /* two processes: [0, 1) and [1, 3); TRL gathers each one's mean, max, min */
-    grpo_is_metrics(&each[0], old, samp, rho, len, masked, 0, 1, &c);
-    grpo_is_metrics(&each[1], old, samp, rho, len, masked, 1, 3, &c);
+    grpo_is_metrics(&each[0], old, samp, rho, len, masked, NULL, 0, 1, &c);
+    grpo_is_metrics(&each[1], old, samp, rho, len, masked, NULL, 1, 3, &c);
     T_CHECK(fabs(each[1].diff_mean - 0.25) < 1e-15 && fabs(each[1].ratio_mean - (1 + exp(-0.25)) / 2) < 1e-15,
             "process 1: %g %g", each[1].diff_mean, each[1].ratio_mean);
     grpo_is_metrics_gather(&all, each, 2);
@@ -179,8 +179,28 @@ static void check_metrics(void) {
                 fabs(all.ratio_mean - (3 + (1 + exp(-0.25)) / 2) / 2) < 1e-15,
             "gathered: %g %g %g %g %g", all.diff_mean, all.diff_max, all.ratio_min, all.ratio_mean, all.ratio_max);
     /* nothing to count: 0, as TRL */
-    grpo_is_metrics(&m, old, samp, rho, len, masked, 1, 1, &c);
+    grpo_is_metrics(&m, old, samp, rho, len, masked, NULL, 1, 1, &c);
     T_CHECK(m.diff_mean == 0 && m.diff_max == 0 && m.ratio_min == 0 && m.ratio_mean == 0 && m.ratio_max == 0, "empty");
+
+    /* tool turns: completion 0 with three tool tokens appended after its second token (sampling
+     * log-prob 0, the generator's; rho 1) gives the metrics of the completion without them */
+    const float ot[7] = {-1.0f, -2.0f, -9.0f, -9.0f, -9.0f, -0.5f, -0.25f}, st[7] = {-1.5f, -1.0f, 0, 0, 0, -0.5f, -2.0f};
+    const uint8_t tm0[7] = {1, 1, 0, 0, 0, 1, 1};
+    const float *oldt[3] = {ot, o1, o2}, *sampt[3] = {st, s1, s2};
+    const int lent[3] = {7, 2, 1};
+    const uint8_t *tmask[3] = {tm0, NULL, NULL};
+    double rt[7];
+    const double *rhot[3] = {rt, r1, r2};
+    c.is_mode = GRPO_ISC_TOKEN_TRUNCATE;
+    grpo_is_weights(r0, o0, s0, 4, 0, &c), grpo_is_weights(r1, o1, s1, 2, 1, &c), grpo_is_weights(r2, o2, s2, 1, 0, &c);
+    for (int t = 0, k = 0; t < 7; t++) rt[t] = tm0[t] ? r0[k++] : 1.0;
+    GrpoIsMetrics mt;
+    grpo_is_metrics(&m, old, samp, rho, len, masked, NULL, 0, 3, &c);
+    grpo_is_metrics(&mt, oldt, sampt, rhot, lent, masked, tmask, 0, 3, &c);
+    T_CHECK(mt.diff_mean == m.diff_mean && mt.diff_max == m.diff_max && mt.ratio_min == m.ratio_min &&
+                mt.ratio_mean == m.ratio_mean && mt.ratio_max == m.ratio_max,
+            "tool tokens left out: difference %g (want %g), max %g, ratio mean %g (want %g)", mt.diff_mean, m.diff_mean,
+            mt.diff_max, mt.ratio_mean, m.ratio_mean);
 }
 
 static void check_loss(void) {
