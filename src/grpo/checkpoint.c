@@ -28,18 +28,8 @@ static json_t *rollout_json(const Rollout *r, int F) {
         if (r->ref_logp) json_object_set_new(c, "ref_logp", json_from_floats(r->ref_logp[i], r->comp[i].n));
         if (r->is_w) /* the correction's weights are recomputed from these and old_logp */
             json_object_set_new(c, "sampling_logp", json_from_floats(r->comp[i].logp, r->comp[i].n));
-        if (r->comp[i].mask) { /* the tool mask's 0s, as [start, end) spans (completions.jsonl's tool_spans) */
-            json_t *spans = json_array();
-            const Completion *ci = &r->comp[i];
-            for (int k = 0; k < ci->n; k++) {
-                if (ci->mask[k]) continue;
-                int e = k;
-                while (e < ci->n && !ci->mask[e]) e++;
-                json_array_append_new(spans, json_pack("[i, i]", k, e));
-                k = e;
-            }
-            json_object_set_new(c, "tool_spans", spans);
-        }
+        if (r->comp[i].mask) /* the tool mask's 0s, as completions.jsonl's tool_spans */
+            json_object_set_new(c, "tool_spans", json_from_zero_runs(r->comp[i].mask, r->comp[i].n));
         json_array_append_new(comps, c);
     }
     json_object_set_new(o, "example", ex);
@@ -94,22 +84,8 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         }
         json_t *spans = json_object_get(c, "tool_spans");
         if (t->tools.proc) { /* with tools every completion has its mask, as a made rollout's */
-            bad |= !json_is_array(spans);
             r->comp[i].mask = xmalloc((size_t)t->c.gen.max_completion_length);
-            memset(r->comp[i].mask, 1, (size_t)n);
-            size_t k;
-            json_t *sp;
-            int last = 0;
-            json_array_foreach(spans, k, sp) {
-                int a = (int)json_integer_value(json_array_get(sp, 0)), b = (int)json_integer_value(json_array_get(sp, 1));
-                if (json_array_size(sp) != 2 || a < last || b <= a || b > n) {
-                    bad = 1;
-                    break;
-                }
-                memset(r->comp[i].mask + a, 0, (size_t)(b - a));
-                r->comp[i].n_turns++;
-                last = b;
-            }
+            bad |= json_to_zero_runs(spans, r->comp[i].mask, n, &r->comp[i].n_turns);
         } else if (spans) { /* tool turns saved, tools off now */
             rollout_free(r);
             return err_set(err, "%s: saved by a run with tools: resume it with the same tools and tool_command", path);

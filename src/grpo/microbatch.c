@@ -124,8 +124,8 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
     /* the loss and its statistics; fused, the gradient it also gives was taken already */
     double *dent = NULL;
     if (loss->entropy_coef != 0.0) memset(dent = ms->dentropy, 0, sizeof(double) * ntok);
-    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, isw, ms->adv, ms->trunc, tmask, off,
-                                    S, normalizer, loss);
+    double l = grpo_loss_accumulate(ms->dlogp, dent, stats, ms->logp, old, ref, ms->ent, isw, ms->adv, ms->trunc, tmask,
+                                    off, S, normalizer, loss);
     if (fused) {
         train_model_backward(tm, NULL, NULL);
         return l;

@@ -116,7 +116,10 @@ int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **
     struct RolloutTurns *rt = ctx;
     long calls = rt->loop->calls, failures = rt->loop->failures;
     int k = tool_loop_turn_end(rt->loop, index, c, ids);
-    if (rt->calls) rt->calls[index] += (int)(rt->loop->calls - calls), rt->failures[index] += (int)(rt->loop->failures - failures);
+    if (rt->calls) {
+        rt->calls[index] += (int)(rt->loop->calls - calls);
+        rt->failures[index] += (int)(rt->loop->failures - failures);
+    }
     return k;
 }
 
@@ -362,7 +365,10 @@ static void move_group(Rollout *dst, int k, Rollout *src, int g, int F) {
         src->text[b] = NULL;
         for (int f = 0; f < F; f++) dst->per_func[(size_t)f * dst->n + a] = src->per_func[(size_t)f * src->n + b];
         if (src->tool_calls) {
-            if (!dst->tool_calls) dst->tool_calls = xcalloc(dst->n, sizeof(int)), dst->tool_failures = xcalloc(dst->n, sizeof(int));
+            if (!dst->tool_calls) {
+                dst->tool_calls = xcalloc(dst->n, sizeof(int));
+                dst->tool_failures = xcalloc(dst->n, sizeof(int));
+            }
             dst->tool_calls[a] = src->tool_calls[b], dst->tool_failures[a] = src->tool_failures[b];
         }
     }

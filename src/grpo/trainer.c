@@ -31,7 +31,8 @@ static void trainer_free(GrpoTrainer *t) {
     json_decref(t->tool_schemas);
     free(t->tools_json);
     GrpoStep *st = &t->st;
-    free(st->mb), free(st->slice), free(st->retired), free(st->seqs), free(st->off), free(st->trunc), free(st->tmask_buf);
+    free(st->mb), free(st->slice), free(st->retired), free(st->seqs), free(st->off), free(st->trunc);
+    free(st->tmask_buf);
 }
 
 /* The options with their derived values resolved. */

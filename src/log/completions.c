@@ -4,6 +4,8 @@
 #include <jansson.h>
 #include <math.h>
 
+#include "io/json_numbers.h"
+
 /* JSON has no NaN or infinity, and jansson's json_real gives NULL for them (the key
  * would be left out without a word): a value that is no finite number is null. */
 static json_t *number_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -16,17 +18,7 @@ void completion_record_write(FILE *f, const CompletionRecord *r) {
     json_t *ids = json_array();
     for (int k = 0; k < r->n; k++) json_array_append_new(ids, json_integer(r->ids[k]));
     json_object_set_new(o, "completion_ids", ids);
-    if (r->mask) { /* the tool turns' token ranges, [start, end) */
-        json_t *spans = json_array();
-        for (int k = 0; k < r->n; k++) {
-            if (r->mask[k]) continue;
-            int e = k;
-            while (e < r->n && !r->mask[e]) e++;
-            json_array_append_new(spans, json_pack("[i, i]", k, e));
-            k = e;
-        }
-        json_object_set_new(o, "tool_spans", spans);
-    }
+    if (r->mask) json_object_set_new(o, "tool_spans", json_from_zero_runs(r->mask, r->n)); /* [start, end) */
     json_t *rw = json_object();
     for (int i = 0; i < r->n_rewards; i++) {
         double v = r->rewards[i * r->stride];
