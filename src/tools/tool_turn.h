@@ -20,4 +20,13 @@
  * shorter one as its prefix (TRL's "Unexpected tokenization"). */
 int tool_suffix_ids(Tokenizer *tok, const json_t *tool_messages, const json_t *kwargs, TokIds *out, GrpoErr *err);
 
+/* The same for any turn: the ids that `added` (a non-empty JSON list of messages)
+ * appends to the conversation `before` (a JSON list ending with an assistant
+ * turn), up to and with the generation prompt — the ids of before + added
+ * rendered with the generation prompt after those of `before` alone, up to its
+ * last end-of-turn token — appended to out. what opens the messages ("tool
+ * turn", "environment turn"). -1 with err as above. */
+int tool_turn_suffix_ids(Tokenizer *tok, const json_t *before, const json_t *added, const json_t *kwargs,
+                         const char *what, TokIds *out, GrpoErr *err);
+
 #endif
