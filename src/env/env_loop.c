@@ -99,3 +99,21 @@ void env_loop_free(EnvLoop *l) {
     l->turns = NULL, l->reward = NULL, l->cap = l->n = 0;
     tok_ids_free(&l->suffix);
 }
+
+int env_loop_open(EnvLoop *l, const EnvArgs *a, Tokenizer *tok, const char *chat_template_kwargs, GrpoErr *err) {
+    memset(l, 0, sizeof *l);
+    if (!a->command) return 0;
+    if (env_proc_start(&l->proc, a->command, a->timeout_s, err)) return -1;
+    l->tok = tok;
+    l->own_kwargs = chat_template_kwargs ? json_loads(chat_template_kwargs, 0, NULL) : NULL;
+    l->kwargs = l->own_kwargs;
+    l->max_turns = a->max_turns;
+    return 0;
+}
+
+void env_loop_close(EnvLoop *l) {
+    env_proc_close(l->proc);
+    env_loop_free(l);
+    json_decref(l->own_kwargs);
+    memset(l, 0, sizeof *l);
+}

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "core/check.h"
+#include "env/env_args.h"
 #include "env/env_proc.h"
 #include "gen/generate.h"
 #include "tokenizer/tokenizer.h"
@@ -41,7 +42,17 @@ typedef struct {
     long steps, done, limited;
     GrpoErr err;             /* why the last turn_end returned -1 */
     TokIds suffix;           /* the ids handed back, valid until the next call */
+    json_t *own_kwargs;      /* what env_loop_open made of chat_template_kwargs */
 } EnvLoop;
+
+/* Sets up l from the options: the environment process started, tok and
+ * chat_template_kwargs (JSON text or NULL) for its turns, max_environment_turns.
+ * a->command NULL: l zeroed, nothing started, 0. -1 with err; nothing then left
+ * to close. */
+int env_loop_open(EnvLoop *l, const EnvArgs *a, Tokenizer *tok, const char *chat_template_kwargs, GrpoErr *err);
+/* Stops the process env_loop_open started and frees what the loop made; a
+ * zeroed l is fine. */
+void env_loop_close(EnvLoop *l);
 
 /* Starts a group of n completions of the prompt `messages` (a JSON list of
  * {"role", "content"}) for dataset row `row` (a JSON object or NULL): their
