@@ -41,7 +41,7 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
     for (int i = 0; i < G && !rc; i++) {
         size_t len = 0;
         if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;
-        items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, data->path, ex->line};
+        items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, data->path, ex->line, NULL};
     }
     RewardBatch batch = {items, G, trainer_state, data->columns, data->n_columns};
     if (!rc) rc = reward_set_compute(rs, &batch, per_func, total, err);

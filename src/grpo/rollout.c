@@ -210,7 +210,7 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
         if (tok_decode_generated(t->sess.tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
         if (i >= lo && i < hi)
             items[i - lo] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
-                                         ex->row, t->sess.data.path, ex->line};
+                                         ex->row, t->sess.data.path, ex->line, NULL};
     }
     double *mine = xmalloc(sizeof(double) * F * (cnt ? cnt : 1));
     json_t *trainer_state = hf_state_fields(&t->st.state); /* TRL passes the trainer's state */

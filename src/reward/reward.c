@@ -181,6 +181,9 @@ int reward_new(RewardFunc **out, const char *spec, const RewardOptions *opt, Grp
             rc = err_set(err, "reward '%s': expected exact_match:COLUMN (the column holding the answer)", spec);
         else
             rc = reward_exact_match_init(f, column, err);
+    } else if (!strcmp(kind, "environment_reward")) {
+        rc = arg ? err_set(err, "reward '%s': environment_reward takes no argument", spec)
+                 : reward_environment_init(f, err);
     } else if (reward_python_spec(body)) { /* FILE.py:FUNCTION or module.function */
         rc = reward_python_init(f, body, name, timeout_s, &owned_default, err);
     } else if (!strcmp(kind, "cmd")) {

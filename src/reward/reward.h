@@ -10,6 +10,8 @@
  *                          completion (search; anchor with ^ $ yourself), else 0
  *   exact_match:COLUMN     1 if the completion's final answer equals the example's
  *                          COLUMN, else 0
+ *   environment_reward     the reward the environment gave the completion's
+ *                          trajectory (env/env_loop.h), NAN when it gave none
  *   accuracy_reward[:COL], think_format_reward   TRL's (reward_math.c)
  *   accuracy[:COLUMN], format, tag_count, reasoning_steps, cosine,
  *   repetition_penalty, length, soft_overlong_punishment
@@ -50,6 +52,8 @@ typedef struct {
     const json_t *row;             /* the whole example: every column, incl. `prompt` */
     const char *file;              /* where the example came from, for messages; may be NULL */
     long line;                     /* its 1-based line; 0 when unknown */
+    const double *env_reward;      /* the environment's reward for this completion (NAN: none given);
+                                      NULL: the run has no environment (environment_command) */
 } RewardItem;
 
 typedef struct {
@@ -104,6 +108,10 @@ struct RewardFunc {
      * functions read what they like). Valid for f's life. */
     const char *column;
 };
+
+/* 1 when spec (with or without a NAME= prefix) is the function kind `kind`,
+ * e.g. "environment_reward", as reward_new reads it. */
+int reward_spec_is(const char *spec, const char *kind);
 
 /* Builds the function described by spec (see above). A cmd child is started
  * here; a plugin is loaded here. */

@@ -7,6 +7,8 @@
 #include "reward/reward.h"
 
 int reward_exact_match_init(RewardFunc *f, const char *column, GrpoErr *err);
+/* environment_reward (reward_env.c): each item's env_reward. */
+int reward_environment_init(RewardFunc *f, GrpoErr *err);
 /* TRL's accuracy_reward over a column ("solution" when NULL) and
  * think_format_reward (reward_math.c). */
 int reward_accuracy_init(RewardFunc *f, const char *column, GrpoErr *err);

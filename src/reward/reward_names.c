@@ -16,7 +16,7 @@ static const char *const reward_kinds[] = {
     "accuracy",        "format",          "tag_count",      "reasoning_steps",
     "cosine",          "repetition_penalty", "length",      "soft_overlong_punishment",
     "accuracy_reward", "think_format_reward", "reward_len", "exact_match",
-    "cmd",             "plugin",
+    "environment_reward", "cmd",          "plugin",
 };
 #define N_KINDS (int)(sizeof reward_kinds / sizeof reward_kinds[0])
 
@@ -63,4 +63,13 @@ int reward_spec_check(const char *spec, GrpoErr *err) {
     /* FILE.py:FUNCTION or module.function is a Python reward function, which reward_new builds or refuses itself */
     if (reward_python_spec(body)) return 0;
     return reward_unknown_err(spec, kind, err);
+}
+
+int reward_spec_is(const char *spec, const char *kind) {
+    const char *body = spec;
+    size_t id = 0;
+    while (isalnum((unsigned char)spec[id]) || spec[id] == '_' || spec[id] == '-' || spec[id] == '.') id++;
+    if (id > 0 && spec[id] == '=') body = spec + id + 1;
+    size_t len = strcspn(body, ":");
+    return len == strlen(kind) && !strncmp(body, kind, len);
 }
