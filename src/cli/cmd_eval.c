@@ -37,6 +37,8 @@
 #include "grpo/trainer.h"
 #include "model/lora.h"
 #include "reward/reward.h"
+#include "env/env_args.h"
+#include "env/env_loop.h"
 #include "tools/tool_args.h"
 #include "tools/tool_loop.h"
 #include "train/hf_state.h"
@@ -97,6 +99,7 @@ typedef struct {
     GenOpts gen;
     Bf16Options bf16;
     ToolArgs tools;
+    EnvArgs env;
 } EvalArgs;
 
 #define A(f) offsetof(EvalArgs, f)
@@ -122,7 +125,7 @@ int cmd_eval(int argc, char **argv) {
                     REWARD_OPTIONS_GROUP(A(rewards)),
                     PROMPT_LENGTH_GROUP(A(max_prompt_length)), GEN_OPTIONS_GROUP(A(gen)),
                     SEED_OPTION_GROUP(A(gen.seed), OPT_SEC_GENERATION), BF16_OPTIONS_GROUP(A(bf16)),
-                    TOOL_OPTIONS_GROUP(A(tools))};
+                    TOOL_OPTIONS_GROUP(A(tools)), ENV_OPTIONS_GROUP(A(env))};
     int ng = sizeof g / sizeof g[0];
     gen_opts_default(&a.gen); /* first: it clears GenOpts */
     opts_defaults(g, ng, &a);
@@ -138,7 +141,8 @@ int cmd_eval(int argc, char **argv) {
     const char *bad = sampler_opts_check(&a.gen.sampler);
     if (!bad) bad = bf16_options_form(&a.bf16, !!a.adapter, &a.gen.weights);
     GrpoErr err;
-    if (bad || reward_args_check(&a.rewards, &err) || tool_args_check(&a.tools, &err)) {
+    if (bad || reward_args_check(&a.rewards, &err) || tool_args_check(&a.tools, &err) ||
+        env_args_check(&a.env, a.tools.tools_path, &a.rewards.funcs, &err)) {
         fprintf(stderr, "grpo eval: %s\n", bad ? bad : err.msg);
         args_free();
         return 2;
@@ -187,6 +191,17 @@ int cmd_eval(int argc, char **argv) {
         return cli_fail("eval", err.msg);
     }
     if (tools.proc) gen_set_turns(&s.gen, &(GenTurns){tool_loop_turn_end, &tools});
+    EnvLoop env; /* with an environment: the generator goes on after each of its messages, as in training */
+    if (env_loop_open(&env, &a.env, s.tok, a.gen.chat_template_kwargs, &err)) {
+        tool_loop_close(&tools);
+        gen_session_close(&s);
+        reward_set_free(&rs);
+        args_free();
+        json_decref(tool_schemas);
+        free(tools_json);
+        return cli_fail("eval", err.msg);
+    }
+    if (env.proc) gen_set_turns(&s.gen, &(GenTurns){env_loop_turn_end, &env});
     int n_ex = s.n, G = a.num_generations;
     Tokenizer *tok = s.tok;
     char how[300];
@@ -201,7 +216,8 @@ int cmd_eval(int argc, char **argv) {
     hf_state_fresh(&fresh);
     json_t *trainer_state = hf_state_fields(&fresh);
     for (int p = 0; p < n_ex && !rc; p++) {
-        rc = eval_example(&t, &s.gen, tok, &s.data, p, G, 0, &rs, trainer_state, a.pass_threshold, &err);
+        rc = eval_example(&t, &s.gen, tok, &s.data, p, G, 0, &rs, trainer_state, a.pass_threshold,
+                          env.proc ? &env : NULL, &err);
         if (!rc && ((p + 1) % every == 0 || p + 1 == n_ex))
             fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
                     eval_reward(&t), eval_pass_at_1(&t), time_now_s() - t0);
@@ -210,9 +226,15 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "grpo eval: tools: %ld calls (%.4f per completion), %ld failed (failure_frequency %.4f)\n",
                 tools.calls, t.completions ? (double)tools.calls / t.completions : 0.0, tools.failures,
                 tools.calls ? (double)tools.failures / tools.calls : 0.0);
+    if (!rc && env.proc) /* how the conversations went, on stderr */
+        fprintf(stderr, "grpo eval: environment: %ld replies (%.4f per completion), %ld conversations it ended, %ld "
+                        "ended by max_environment_turns\n",
+                env.steps, t.completions ? (double)env.steps / t.completions : 0.0, env.done, env.limited);
     if (!rc) report(&t, &rs, G, &a.gen.sampler, a.pass_threshold, a.json);
-    else cli_fail("eval", tools.proc && tools.err.msg[0] ? tools.err.msg : err.msg);
+    else cli_fail("eval", tools.proc && tools.err.msg[0] ? tools.err.msg
+                          : env.proc && env.err.msg[0] ? env.err.msg : err.msg);
     tool_loop_close(&tools);
+    env_loop_close(&env);
     eval_totals_free(&t);
     json_decref(trainer_state);
     gen_session_close(&s);

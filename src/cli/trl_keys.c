@@ -288,7 +288,7 @@ static const char *const null_is_default[] = {
     "completion_only_loss",                                                                   /* SFTConfig */
     "system_prompt", "chat_template",                                                         /* open-r1's GRPOConfig/SFTConfig */
     "max_tool_calling_iterations",                                                            /* GRPOConfig */
-    "eval_dataset", "adapter", "tools", "tool_command",                                       /* ours */
+    "eval_dataset", "adapter", "tools", "tool_command", "environment_command",                /* ours */
 };
 
 int trl_null_is_default(const char *option) {

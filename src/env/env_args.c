@@ -20,9 +20,13 @@ const OptSpec env_options[ENV_N_OPTIONS] = {
 };
 #undef A
 
-int env_args_check(const EnvArgs *a, const char *tools_path, GrpoErr *err) {
+int env_args_check(const EnvArgs *a, const char *tools_path, const StrList *reward_funcs, GrpoErr *err) {
     if (a->command && tools_path)
         return err_set(err, "environment_command and tools together: a completion's turns go to the environment or "
                             "to the tools, not both; give one");
+    for (int i = 0; !a->command && reward_funcs && i < reward_funcs->n; i++)
+        if (reward_spec_is(reward_funcs->v[i], "environment_reward"))
+            return err_set(err, "reward_funcs has environment_reward, which needs environment_command (the "
+                                "environment whose rewards it reads)");
     return 0;
 }

@@ -25,7 +25,8 @@ extern const OptSpec env_options[ENV_N_OPTIONS];
 
 /* The rules between the options: an environment and tools (tools_path, the
  * `tools` option; NULL: none) are not run together — each is the whole of a
- * completion's turns. -1 with err naming both. */
-int env_args_check(const EnvArgs *a, const char *tools_path, GrpoErr *err);
+ * completion's turns; the environment_reward function among reward_funcs (NULL:
+ * none) needs an environment. -1 with err naming the options. */
+int env_args_check(const EnvArgs *a, const char *tools_path, const StrList *reward_funcs, GrpoErr *err);
 
 #endif

@@ -11,7 +11,11 @@
 #include "tools/tool_turn.h"
 
 void env_loop_begin_group(EnvLoop *l, const json_t *messages, const json_t *row, int n) {
-    CHECK(json_is_array(messages) && n >= 0);
+    CHECK((json_is_array(messages) || json_is_string(messages)) && n >= 0);
+    json_decref(l->own_prompt);
+    l->own_prompt = NULL;
+    if (json_is_string(messages))
+        messages = l->own_prompt = json_pack("[{s:s, s:O}]", "role", "user", "content", messages);
     if (n > l->cap) {
         l->turns = xrealloc(l->turns, sizeof *l->turns * (size_t)n);
         l->reward = xrealloc(l->reward, sizeof *l->reward * (size_t)n);
@@ -96,7 +100,8 @@ void env_loop_free(EnvLoop *l) {
     for (int i = 0; i < l->cap; i++) json_decref(l->turns[i]);
     free(l->turns);
     free(l->reward);
-    l->turns = NULL, l->reward = NULL, l->cap = l->n = 0;
+    json_decref(l->own_prompt);
+    l->turns = NULL, l->reward = NULL, l->own_prompt = NULL, l->cap = l->n = 0;
     tok_ids_free(&l->suffix);
 }
 

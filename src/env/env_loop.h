@@ -43,6 +43,7 @@ typedef struct {
     GrpoErr err;             /* why the last turn_end returned -1 */
     TokIds suffix;           /* the ids handed back, valid until the next call */
     json_t *own_kwargs;      /* what env_loop_open made of chat_template_kwargs */
+    json_t *own_prompt;      /* a plain-text prompt made a user message */
 } EnvLoop;
 
 /* Sets up l from the options: the environment process started, tok and
@@ -55,8 +56,9 @@ int env_loop_open(EnvLoop *l, const EnvArgs *a, Tokenizer *tok, const char *chat
 void env_loop_close(EnvLoop *l);
 
 /* Starts a group of n completions of the prompt `messages` (a JSON list of
- * {"role", "content"}) for dataset row `row` (a JSON object or NULL): their
- * conversations and rewards are reset. Both borrowed until the next group. */
+ * {"role", "content"}, or a dataset's plain-text prompt, which the environment
+ * sees as one user message) for dataset row `row` (a JSON object or NULL):
+ * their conversations and rewards are reset. Both borrowed until the next group. */
 void env_loop_begin_group(EnvLoop *l, const json_t *messages, const json_t *row, int n);
 
 /* The GenTurns callback (ctx: an EnvLoop). -1 when the environment process

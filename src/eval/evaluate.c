@@ -29,19 +29,23 @@ int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr 
 
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
                  uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
-                 GrpoErr *err) {
+                 EnvLoop *env, GrpoErr *err) {
     const DatasetExample *ex = &data->ex[p];
     int F = rs->n_funcs, rc = 0;
     Completion *out = xcalloc(G, sizeof(Completion));
     char **text = xcalloc(G, sizeof(char *));
     RewardItem *items = xcalloc(G, sizeof(RewardItem));
     double *per_func = xmalloc(sizeof(double) * (F ? F : 1) * G), *total = xmalloc(sizeof(double) * G);
+    double *env_reward = xmalloc(sizeof(double) * G);
+    if (env) env_loop_begin_group(env, ex->prompt, ex->row, G);
     if (gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(stream_base, (uint64_t)p), out) < 0)
         rc = err_set(err, "example %d: a turn of its generation failed (the generator's turns say why)", p);
     for (int i = 0; i < G && !rc; i++) {
         size_t len = 0;
         if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;
-        items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, data->path, ex->line, NULL};
+        env_reward[i] = env ? env_loop_reward(env, i) : NAN;
+        items[i] = (RewardItem){ex->prompt, ex->prompt_text, text[i], out[i].ids, out[i].n, ex->row, data->path,
+                                ex->line, env ? &env_reward[i] : NULL};
     }
     RewardBatch batch = {items, G, trainer_state, data->columns, data->n_columns};
     if (!rc) rc = reward_set_compute(rs, &batch, per_func, total, err);
@@ -61,7 +65,7 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
         completion_free(&out[i]);
         free(text[i]);
     }
-    free(out), free(text), free(items), free(per_func), free(total);
+    free(out), free(text), free(items), free(per_func), free(total), free(env_reward);
     return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "data/dataset.h"
+#include "env/env_loop.h"
 #include "gen/generate.h"
 #include "log/metrics.h"
 #include "reward/reward.h"
@@ -39,10 +40,12 @@ int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr 
  * trainer_state: what the reward functions get as trainer_state (RewardBatch).
  * With the generator's turns (tool calling) the rewards see the whole trajectory
  * and the lengths count the model's tokens; a turn that fails is -1 with a
- * generic message: the turns' owner (its ToolLoop.err) says why. */
+ * generic message: the turns' owner (its ToolLoop.err) says why. env: the
+ * EnvLoop that is the generator's turns (its group begun here with the example's
+ * prompt and row, its rewards the items' env_reward), or NULL. */
 int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
                  uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
-                 GrpoErr *err);
+                 EnvLoop *env, GrpoErr *err);
 
 /* The numbers (NaN without completions): mean weighted reward, its sample
  * standard deviation, pass@1, mean completion length in tokens, the fraction

@@ -1,7 +1,8 @@
 /* grpo/checkpoint.c — what a GRPO checkpoint adds to the training loop's (and
  * the trainable model's reference): the generation batch still being used
  * (rollout.json: completions, rewards, advantages, old/reference log-probs, with
- * tools the token spans tool turns appended, so a resume never calls a tool) and
+ * tools or an environment the token spans their turns appended, so a resume never
+ * calls a tool or the environment again) and
  * GRPO's position in trainer_state.json (generation rounds, data position, random
  * streams), so a resumed run equals one never interrupted. */
 #include <math.h>
@@ -83,12 +84,13 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
             r->comp[i].ids[k] = tmp[k];
         }
         json_t *spans = json_object_get(c, "tool_spans");
-        if (t->tools.proc) { /* with tools every completion has its mask, as a made rollout's */
+        if (t->tools.proc || t->env.proc) { /* with turns every completion has its mask, as a made rollout's */
             r->comp[i].mask = xmalloc((size_t)t->c.gen.max_completion_length);
             bad |= json_to_zero_runs(spans, r->comp[i].mask, n, &r->comp[i].n_turns);
-        } else if (spans) { /* tool turns saved, tools off now */
+        } else if (spans) { /* tool or environment turns saved, both off now */
             rollout_free(r);
-            return err_set(err, "%s: saved by a run with tools: resume it with the same tools and tool_command", path);
+            return err_set(err, "%s: saved by a run with tools or an environment: resume it with the same tools and "
+                                "tool_command, or environment_command", path);
         }
         json_t *tx = json_object_get(c, "text");
         r->text[i] = xstrdup(json_is_string(tx) ? json_string_value(tx) : "");
@@ -114,7 +116,7 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         rollout_free(r);
         return err_set(err, "%s: malformed or from another dataset%s%s", path,
                        t->c.loss.is_correction ? " (or saved without vllm_importance_sampling_correction)" : "",
-                       t->tools.proc ? " (or saved without tools)" : "");
+                       t->tools.proc ? " (or saved without tools)" : t->env.proc ? " (or saved without an environment)" : "");
     }
     if (t->c.loss.is_correction) rollout_is_weights(t, r);
     *out = r;

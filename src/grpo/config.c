@@ -68,6 +68,7 @@ void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]) {
     g[6] = OPT_GROUP(grpo_options, 0);
     g[7] = PROMPT_OPTIONS_GROUP(C(prompts)); /* open-r1's, shared with eval and generate */
     g[8] = TOOL_OPTIONS_GROUP(C(tools));     /* shared with eval */
+    g[9] = ENV_OPTIONS_GROUP(C(env));        /* shared with eval */
 }
 
 void train_config_default(TrainConfig *c) {
@@ -121,7 +122,9 @@ int train_config_check(const TrainConfig *c, GrpoErr *err) {
     double eps_high = isnan(c->loss.epsilon_high) ? c->loss.epsilon_low : c->loss.epsilon_high;
     if (c->loss.delta != 0 && !(c->loss.delta > 1 + eps_high))
         return err_set(err, "delta (%g) must be > 1 + epsilon_high (%g) when set", c->loss.delta, 1 + eps_high);
-    if (reward_args_check(&c->rewards, err) || tool_args_check(&c->tools, err)) return -1;
+    if (reward_args_check(&c->rewards, err) || tool_args_check(&c->tools, err) ||
+        env_args_check(&c->env, c->tools.tools_path, &c->rewards.funcs, err))
+        return -1;
     const GrpoLossConfig *l = &c->loss;
     if (l->is_correction && !(l->is_clip_min < l->is_clip_max))
         return err_set(err, "vllm_importance_sampling_clip_min (%g) must be less than vllm_importance_sampling_clip_max "

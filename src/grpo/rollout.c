@@ -33,7 +33,7 @@ void rollout_free(Rollout *r) {
     }
     free(r->example), free(r->prompt), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
     free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->is_w), free(r->order);
-    free(r->tool_calls), free(r->tool_failures);
+    free(r->tool_calls), free(r->tool_failures), free(r->env_reward);
     free(r);
 }
 
@@ -123,24 +123,25 @@ int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **
     return k;
 }
 
-/* With tools, every process gets the tool masks and call counts of every completion. */
+/* With tools or an environment, every process gets the masks of every completion
+ * (and with tools their call counts). */
 static void share_tools(GrpoTrainer *t, Rollout *r, int lo, int hi) {
     void **mask = xmalloc(sizeof(void *) * r->n), **cnt = xmalloc(sizeof(void *) * r->n);
     int *len = xmalloc(sizeof(int) * r->n), *two = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) {
         mask[i] = r->comp[i].mask, len[i] = r->comp[i].n, two[i] = 2;
         cnt[i] = NULL;
-        if (i >= lo && i < hi) {
+        if (i >= lo && i < hi && r->tool_calls) {
             int *c2 = xmalloc(sizeof(int) * 2);
             c2[0] = r->tool_calls[i], c2[1] = r->tool_failures[i];
             cnt[i] = c2;
         }
     }
     train_world_share(t->world, mask, len, r->n, 1, 0);
-    train_world_share(t->world, cnt, two, r->n, sizeof(int), 0);
+    if (r->tool_calls) train_world_share(t->world, cnt, two, r->n, sizeof(int), 0);
     for (int i = 0; i < r->n; i++) {
         const int *c2 = cnt[i];
-        r->tool_calls[i] = c2[0], r->tool_failures[i] = c2[1];
+        if (c2) r->tool_calls[i] = c2[0], r->tool_failures[i] = c2[1];
         if (i < lo || i >= hi) r->comp[i].mask = mask[i];
         free(cnt[i]);
     }
@@ -159,6 +160,10 @@ static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
         r->tool_calls = xcalloc(r->n, sizeof(int));
         r->tool_failures = xcalloc(r->n, sizeof(int));
     }
+    if (t->env.proc) {
+        r->env_reward = xmalloc(sizeof(double) * r->n);
+        for (int i = 0; i < r->n; i++) r->env_reward[i] = NAN;
+    }
     for (int p = 0; p < r->P; p++) {
         long pos = pos0 + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
@@ -167,11 +172,14 @@ static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
         if (a >= b || rc) continue;
         if (r->tool_calls) /* turn_end's index is the completion's within its group */
             t->turns.calls = r->tool_calls + p * r->G, t->turns.failures = r->tool_failures + p * r->G;
+        if (r->env_reward) /* the environment sees the group's prompt and row */
+            env_loop_begin_group(&t->env, ex->prompt, ex->row, r->G);
         if (gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, a - p * r->G, b - a,
                            rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a) < 0) {
-            rc = err_set(err, "%s", t->tools.err.msg); /* the completions are freed */
+            rc = err_set(err, "%s", r->env_reward ? t->env.err.msg : t->tools.err.msg); /* the completions are freed */
             continue;
         }
+        for (int i = a; r->env_reward && i < b; i++) r->env_reward[i] = env_loop_reward(&t->env, i - p * r->G);
         for (int i = a; i < b; i++) t->st.tokens += ex->n_prompt_ids + r->comp[i].n;
     }
     t->turns.calls = t->turns.failures = NULL;
@@ -192,7 +200,7 @@ static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
             free(stop[i]);
         }
     free(ids), free(stop), free(len), free(one), free(lp);
-    if (r->tool_calls) share_tools(t, r, lo, hi);
+    if (r->tool_calls || r->env_reward) share_tools(t, r, lo, hi);
     return 0;
 }
 
@@ -210,7 +218,8 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
         if (tok_decode_generated(t->sess.tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
         if (i >= lo && i < hi)
             items[i - lo] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
-                                         ex->row, t->sess.data.path, ex->line, NULL};
+                                         ex->row, t->sess.data.path, ex->line,
+                                         r->env_reward ? &r->env_reward[i] : NULL};
     }
     double *mine = xmalloc(sizeof(double) * F * (cnt ? cnt : 1));
     json_t *trainer_state = hf_state_fields(&t->st.state); /* TRL passes the trainer's state */

@@ -28,6 +28,7 @@ static void trainer_free(GrpoTrainer *t) {
     train_model_close(t->tm);
     micro_scratch_free(&t->ms);
     tool_loop_close(&t->tools);
+    env_loop_close(&t->env);
     json_decref(t->tool_schemas);
     free(t->tools_json);
     GrpoStep *st = &t->st;
@@ -64,7 +65,7 @@ static void plan_batches(GrpoTrainer *t) {
     st->seqs = xmalloc(sizeof(CompletionRef) * S_all);
     st->off = xmalloc(sizeof(int) * (S_all + 1));
     st->trunc = xmalloc(S_all);
-    if (c->tools.tools_path) st->tmask_buf = xmalloc((size_t)S_all * c->gen.max_completion_length);
+    if (c->tools.tools_path || c->env.command) st->tmask_buf = xmalloc((size_t)S_all * c->gen.max_completion_length);
 }
 
 static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
@@ -100,6 +101,9 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
         t->turns.loop = &t->tools;
         gen_set_turns(&t->sess.gen, &(GenTurns){rollout_turn_end, &t->turns});
     }
+    if (env_loop_open(&t->env, &c->env, t->sess.tok, c->gen.chat_template_kwargs, err)) return -1;
+    if (t->env.proc) /* the generator goes on after each environment message */
+        gen_set_turns(&t->sess.gen, &(GenTurns){env_loop_turn_end, &t->env});
     dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
     if (reward_set_from_args(&t->rewards, &c->rewards, err) || eval_check_columns(&t->rewards, &t->sess.data, 0, err))
         return -1;
@@ -131,8 +135,9 @@ static int grpo_evaluate(void *self, const HfStateInfo *state, MetricAcc *m, Grp
     eval_totals_init(&tot, t->rewards.n_funcs);
     for (int p = 0; p < t->eval_data.n && !rc; p++)
         rc = eval_example(&tot, &t->sess.gen, t->sess.tok, &t->eval_data, p, G, stream, &t->rewards, trainer_state,
-                          c->pass_threshold, err);
+                          c->pass_threshold, t->env.proc ? &t->env : NULL, err);
     if (rc && t->tools.proc && t->tools.err.msg[0]) err_set(err, "%s", t->tools.err.msg); /* the tool's failure */
+    if (rc && t->env.proc && t->env.err.msg[0]) err_set(err, "%s", t->env.err.msg); /* the environment's */
     if (!rc) eval_add_metrics(&tot, &t->rewards, m);
     eval_totals_free(&tot);
     json_decref(trainer_state);

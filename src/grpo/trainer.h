@@ -24,6 +24,7 @@
 #include "grpo/advantages.h"
 #include "grpo/loss.h"
 #include "reward/reward.h"
+#include "env/env_args.h"
 #include "tools/tool_args.h"
 #include "train/args.h"
 #include "train/loop.h"
@@ -53,10 +54,11 @@ typedef struct {
     double pass_threshold;             /* eval_pass@1: reward >= this (1.0) */
     PromptOptions prompts;             /* open-r1's system_prompt, dataset_prompt_column, chat_template */
     ToolArgs tools;                    /* tool calling in rollouts: tools, tool_command, ... (tools/tool_args.h) */
+    EnvArgs env;                       /* an environment in rollouts: environment_command, ... (env/env_args.h) */
 } TrainConfig;
 
 /* The options of `grpo train`, declared once: their groups placed in TrainConfig. */
-#define TRAIN_CONFIG_N_GROUPS 9
+#define TRAIN_CONFIG_N_GROUPS 10
 void train_config_groups(OptGroup g[TRAIN_CONFIG_N_GROUPS]);
 
 void train_config_default(TrainConfig *c);

@@ -15,6 +15,7 @@
 #include "log/metrics.h"
 #include "reward/reward.h"
 #include "tokenizer/tokenizer.h"
+#include "env/env_loop.h"
 #include "tools/tool_loop.h"
 #include "train/model.h"
 #include "train/world.h"
@@ -38,6 +39,8 @@ typedef struct {
     int *order;            /* [n] shuffled completion order: global micro-batch k of the round is
                               order[k * micro_size .. (k+1) * micro_size) */
     int *tool_calls, *tool_failures; /* [n] with tools: each completion's calls and failed calls (metrics) */
+    double *env_reward;    /* [n] with an environment: each completion's reward from it (NAN: none), for
+                              environment_reward; this process's slice only, read when it scores */
     int uses;              /* micro-batches taken from it so far (of spg * num_iterations) */
     int pending;           /* micro-batches of the current step still reading it */
 } Rollout;
@@ -113,6 +116,7 @@ typedef struct {
         int *calls, *failures; /* [G] the group's, or NULL (evaluation) */
     } turns;
     char *tools_json;      /* the same as text: the prompts' tools= (GenOpts.tools_json) */
+    EnvLoop env;           /* the generator's turns with an environment (one process per process) */
 } GrpoTrainer;
 
 /* rollout.c */

@@ -1,6 +1,6 @@
 /* tests/env/test_env_args.c — the environment options (env/env_args.h): their
  * declared defaults (no environment, reward_timeout's 600 s, no turn limit), the
- * rule against an environment and tools together, and env_loop_open: nothing
+ * rules (no environment with tools; environment_reward needs an environment), and env_loop_open: nothing
  * started without a command, the process and the limit set up with one. */
 #include <string.h>
 
@@ -16,10 +16,18 @@ int main(void) {
     T_CHECK(a.command == NULL && a.timeout_s == 600 && a.max_turns == -1, "defaults: %p %g %d", (void *)a.command,
             a.timeout_s, a.max_turns);
     GrpoErr err;
-    T_CHECK(env_args_check(&a, NULL, &err) == 0 && env_args_check(&a, "tools.json", &err) == 0, "no environment");
+    const char *specs[] = {"reward_len", "game=environment_reward"};
+    StrList funcs = {1, specs};
+    T_CHECK(env_args_check(&a, NULL, NULL, &err) == 0 && env_args_check(&a, "tools.json", &funcs, &err) == 0,
+            "no environment");
+    funcs.n = 2;
+    T_CHECK(env_args_check(&a, NULL, &funcs, &err) == -1 &&
+                strstr(err.msg, "environment_reward, which needs environment_command"),
+            "environment_reward without an environment: %s", err.msg);
     a.command = "python3 game.py";
-    T_CHECK(env_args_check(&a, NULL, &err) == 0, "an environment alone");
-    T_CHECK(env_args_check(&a, "tools.json", &err) == -1 && strstr(err.msg, "environment_command and tools together"),
+    T_CHECK(env_args_check(&a, NULL, &funcs, &err) == 0, "an environment alone, its reward read");
+    T_CHECK(env_args_check(&a, "tools.json", NULL, &err) == -1 &&
+                strstr(err.msg, "environment_command and tools together"),
             "with tools: %s", err.msg);
 
     EnvLoop l;
