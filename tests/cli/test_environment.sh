@@ -7,9 +7,10 @@
 # once with "last" and appends nothing; a resume mid generation batch gives the
 # uninterrupted run's weights and asks the environment only for the batches it
 # had not made; micro-batches of 4, 2 and 1 give the same completions and
-# weights; grpo eval runs the same loop; an environment with tools, or
-# environment_reward without one, is a usage error; an environment that crashes
-# or breaks the protocol stops the run with one line.
+# weights, and so do 2 processes; grpo eval and training's evaluation run the
+# same loop; an environment with tools, or environment_reward without one, is a
+# usage error; an environment that crashes or breaks the protocol stops the run
+# with one line.
 set -u
 . "$ROOT/tests/cli/lib.sh"
 # the byte tokenizer's tiny model, its turns ended by <|im_end|> and 7 letters (eos_token_id is a list)
@@ -131,6 +132,16 @@ GAME_LOG="$TMP/e.log" "$GRPO" eval --model "$TMP/m" --dataset "$TMP/d.jsonl" --n
     --temperature 1.0 "${ENV[@]}" --max_environment_turns 1 >"$TMP/e.out" 2>"$TMP/e.err" || fail "eval: $(cat "$TMP/e.err")"
 grep -qE "grpo eval: environment: [1-9][0-9]* replies" "$TMP/e.err" || fail "eval's environment line: $(cat "$TMP/e.err")"
 [ -s "$TMP/e.log" ] || fail "eval asked the environment nothing"
+
+# training's evaluation runs the same loop: eval_rewards/environment_reward from the environment
+GAME_LOG="$TMP/te.log" "$GRPO" "${T[@]}" --output_dir "$TMP/te" --per_device_train_batch_size 4 --max_steps 1 \
+    --eval_strategy steps --eval_steps 1 --eval_dataset "$TMP/d.jsonl" 2>"$TMP/te.err" || fail "train with eval: $(cat "$TMP/te.err")"
+python3 - "$TMP/te/metrics.jsonl" <<'PY' || fail "the evaluation's environment reward"
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1])]
+e = [x for x in m if "eval_rewards/environment_reward/mean" in x]
+assert len(e) == 1 and isinstance(e[0]["eval_rewards/environment_reward/mean"], (int, float)), m
+PY
 
 # usage errors and a broken environment
 printf '[{"type": "function", "function": {"name": "calc"}}]\n' > "$TMP/tools.json"
