@@ -255,12 +255,18 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
     if (dW) dw_finish(s, dW, C, V, &dw_beta);
 }
 
+/* The rows a piece at a time through buffers on the stack (the gradient is
+ * token-local: the pieces give what the whole would), so that a training pass
+ * allocates nothing here. */
 void logprob_grad_rows(const LogprobGrad *grad, const int *rows, int m, const float *logprob, float *dlogprob) {
-    float *lp = xmalloc(sizeof(float) * (m + 1)), *g = xmalloc(sizeof(float) * (m + 1));
-    for (int i = 0; i < m; i++) lp[i] = logprob[rows[i]];
-    grad->fn(grad->ctx, rows, m, lp, g);
-    for (int i = 0; i < m; i++) dlogprob[rows[i]] = g[i];
-    free(lp), free(g);
+    enum { PIECE = 256 };
+    float lp[PIECE], g[PIECE];
+    for (int i0 = 0; i0 < m; i0 += PIECE) {
+        int k = m - i0 < PIECE ? m - i0 : PIECE;
+        for (int i = 0; i < k; i++) lp[i] = logprob[rows[i0 + i]];
+        grad->fn(grad->ctx, rows + i0, k, lp, g);
+        for (int i = 0; i < k; i++) dlogprob[rows[i0 + i]] = g[i];
+    }
 }
 
 void logprob_forward_backward(float *logprob, float *entropy, float *lse, float *dlogprob, float *dh, float *dW,

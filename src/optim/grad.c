@@ -11,21 +11,25 @@
 #include "core/check.h"
 
 #define GRAD_BLOCK 4096
+#define GRAD_PARTS 1024 /* block sums held at once, on the stack: no allocation per step */
 
+/* Block b's sum of squares is part of the total in block order, whatever the
+ * thread count; the blocks are summed GRAD_PARTS at a time into the total, which
+ * adds them in the same order as one array of every block's would. */
 double grad_norm(const float *g, size_t n) {
     long long nb = (long long)((n + GRAD_BLOCK - 1) / GRAD_BLOCK);
-    if (nb == 0) return 0.0;
-    double *part = xmalloc((size_t)nb * sizeof(double));
+    double part[GRAD_PARTS], total = 0.0;
+    for (long long b0 = 0; b0 < nb; b0 += GRAD_PARTS) {
+        int k = nb - b0 < GRAD_PARTS ? (int)(nb - b0) : GRAD_PARTS;
 #pragma omp parallel for schedule(static)
-    for (long long b = 0; b < nb; b++) {
-        size_t lo = (size_t)b * GRAD_BLOCK, hi = lo + GRAD_BLOCK < n ? lo + GRAD_BLOCK : n;
-        double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)g[i] * (double)g[i];
-        part[b] = s;
+        for (int i = 0; i < k; i++) {
+            size_t lo = (size_t)(b0 + i) * GRAD_BLOCK, hi = lo + GRAD_BLOCK < n ? lo + GRAD_BLOCK : n;
+            double s = 0.0;
+            for (size_t j = lo; j < hi; j++) s += (double)g[j] * (double)g[j];
+            part[i] = s;
+        }
+        for (int i = 0; i < k; i++) total += part[i]; /* fixed order */
     }
-    double total = 0.0;
-    for (long long b = 0; b < nb; b++) total += part[b];   /* fixed order */
-    free(part);
     return sqrt(total);
 }
 
