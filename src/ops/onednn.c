@@ -1,13 +1,19 @@
 /* ops/onednn.c — oneDNN's matmul (Debian's libdnnl-dev, the library PyTorch's CPU
  * bf16 autocast runs on) behind gemm_f32 and gemm_bf16: one engine and stream,
  * primitives cached per shape, run on our OpenMP pool (Debian's build uses
- * libgomp). Not thread-safe: called outside parallel regions only. */
+ * libgomp). Each primitive's memory objects are made once and pointed at the
+ * operands of each call, and oneDNN's scratchpad is ours (user mode), one buffer
+ * grown to the largest primitive's need and kept: oneDNN's own (library mode)
+ * is allocated and freed around every execution, and above glibc's mmap threshold
+ * each of those maps and faults fresh pages. Not thread-safe: called outside
+ * parallel regions only. */
 #include "ops/onednn.h"
 
 #include <dnnl.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
@@ -38,7 +44,9 @@ typedef struct {
 typedef struct {
     PrimKey key;
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_memory_desc_t a_md, b_md, c_md, s_md;
+    dnnl_memory_t ma, mb, mc, ms; /* made once, no buffer of their own: pointed at each call's */
+    size_t scratch_bytes;         /* the primitive's scratchpad, 0 if none */
     int reference;         /* oneDNN's reference code: correct, far slower than the fallbacks */
 } Prim;
 
@@ -49,11 +57,29 @@ typedef struct {
 static Prim cache[PRIM_CACHE];
 static int cache_n, cache_next;
 
+/* The scratchpad every primitive runs with: grown to the largest need, never shrunk. */
+static void *scratch;
+static size_t scratch_cap;
+
+size_t onednn_scratch_bytes(void) {
+    return scratch_cap;
+}
+
+static void prim_destroy(Prim *p) {
+    dnnl_memory_t *m[] = {&p->ma, &p->mb, &p->mc, &p->ms};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (*m[i]) dnnl_memory_destroy(*m[i]), *m[i] = NULL;
+    if (p->prim) dnnl_primitive_destroy(p->prim), p->prim = NULL;
+}
+
 /* p's primitive from its descriptor pd (destroyed), and its implementation's name in impl[n]. */
 static void prim_from_desc(Prim *p, const PrimKey *k, dnnl_primitive_desc_t pd, char *impl, size_t n) {
     const char *name = "";
     dnnl_must(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name), "impl info");
     snprintf(impl, n, "%s", name);
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (p->scratch_bytes) p->s_md = *smd;
     dnnl_must(dnnl_primitive_create(&p->prim, pd), "primitive");
     dnnl_primitive_desc_destroy(pd);
     p->key = *k;
@@ -93,6 +119,7 @@ static dnnl_status_t prim_create(Prim *p, const PrimKey *k, char *impl, size_t n
     dnnl_must(dnnl_matmul_desc_init(&md, &p->a_md, &p->b_md, NULL, &p->c_md), "matmul desc");
     dnnl_primitive_attr_t attr;
     dnnl_must(dnnl_primitive_attr_create(&attr), "attr");
+    dnnl_must(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode");
     if (k->alpha != 1.0f) dnnl_must(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha), "output scale");
     if (k->beta != 0.0f) {
         dnnl_post_ops_t po;
@@ -104,7 +131,13 @@ static dnnl_status_t prim_create(Prim *p, const PrimKey *k, char *impl, size_t n
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_success) prim_from_desc(p, k, pd, impl, n);
+    if (st != dnnl_success) return st;
+    prim_from_desc(p, k, pd, impl, n);
+    dnnl_must(dnnl_memory_create(&p->ma, &p->a_md, engine, DNNL_MEMORY_NONE), "src memory");
+    dnnl_must(dnnl_memory_create(&p->mb, &p->b_md, engine, DNNL_MEMORY_NONE), "weights memory");
+    dnnl_must(dnnl_memory_create(&p->mc, &p->c_md, engine, DNNL_MEMORY_NONE), "dst memory");
+    if (p->scratch_bytes)
+        dnnl_must(dnnl_memory_create(&p->ms, &p->s_md, engine, DNNL_MEMORY_NONE), "scratchpad memory");
     return st;
 }
 
@@ -117,9 +150,10 @@ static const Prim *prim_get(const PrimKey *k) {
     } else {
         p = &cache[cache_next];
         cache_next = (cache_next + 1) % PRIM_CACHE;
-        if (p->prim) dnnl_primitive_destroy(p->prim);
+        prim_destroy(p);
     }
     char impl[64];
+    memset(p, 0, sizeof *p);
     if (prim_create(p, k, impl, sizeof impl) != dnnl_success) { /* no such matmul here: the caller's fallback */
         p->key = *k;
         p->prim = NULL;
@@ -136,16 +170,22 @@ static int run(const PrimKey *k, const void *A, const void *B, void *C) {
     dnnl_start();
     const Prim *p = prim_get(k);
     if (p->reference) return -1;
-    dnnl_memory_t ma, mb = NULL, mc;
-    dnnl_must(dnnl_memory_create(&ma, &p->a_md, engine, (void *)A), "src memory");
-    dnnl_must(dnnl_memory_create(&mb, &p->b_md, engine, (void *)B), "weights memory");
-    dnnl_must(dnnl_memory_create(&mc, &p->c_md, engine, C), "dst memory");
-    dnnl_exec_arg_t product[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-    dnnl_must(dnnl_primitive_execute(p->prim, stream, 3, product), "matmul");
+    if (p->scratch_bytes > scratch_cap) {
+        free(scratch);
+        scratch = xaligned(p->scratch_bytes);
+        scratch_cap = p->scratch_bytes;
+    }
+    dnnl_must(dnnl_memory_set_data_handle(p->ma, (void *)A), "src handle");
+    dnnl_must(dnnl_memory_set_data_handle(p->mb, (void *)B), "weights handle");
+    dnnl_must(dnnl_memory_set_data_handle(p->mc, C), "dst handle");
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->ma}, {DNNL_ARG_WEIGHTS, p->mb}, {DNNL_ARG_DST, p->mc}};
+    int n_args = 3;
+    if (p->scratch_bytes) {
+        dnnl_must(dnnl_memory_set_data_handle(p->ms, scratch), "scratchpad handle");
+        args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->ms};
+    }
+    dnnl_must(dnnl_primitive_execute(p->prim, stream, n_args, args), "matmul");
     dnnl_must(dnnl_stream_wait(stream), "stream wait");
-    dnnl_memory_destroy(ma);
-    dnnl_memory_destroy(mb);
-    dnnl_memory_destroy(mc);
     return 0;
 }
 
@@ -178,8 +218,9 @@ int onednn_impl(int bf16, char *impl, size_t n) {
     Prim p;
     PrimKey k = key(bf16, 0, 1, 256, 256, 256, 1.0f, 256, 256, 0.0f, 256);
     snprintf(impl, n, "none");
+    memset(&p, 0, sizeof p);
     if (prim_create(&p, &k, impl, n) != dnnl_success) return 0;
-    dnnl_primitive_destroy(p.prim);
+    prim_destroy(&p);
     return 1;
 }
 

@@ -22,4 +22,8 @@ int onednn_gemm_batch(const int nb[3], const long sa[3], const long sb[3], const
  * implementation's name ("brg:avx512_core_bf16", "ref:any", ...) in impl[n]. */
 int onednn_impl(int bf16, char *impl, size_t n);
 
+/* Bytes of oneDNN scratchpad held for the matmuls run so far: one buffer, grown to
+ * the largest primitive's need and kept for the rest of the run. */
+size_t onednn_scratch_bytes(void);
+
 #endif
