@@ -37,6 +37,16 @@ void rollout_free(Rollout *r) {
     free(r);
 }
 
+/* r's completions and texts freed, its arrays kept for the next round drawn into it. */
+static void rollout_clear(Rollout *r) {
+    for (int i = 0; i < r->n; i++) {
+        completion_free(&r->comp[i]);
+        r->comp[i] = (Completion){0};
+        free(r->text[i]);
+        r->text[i] = NULL;
+    }
+}
+
 /* Log-probs of every completion of r under the policy or the reference: this
  * process's range of them, in micro-batches of the training size; then every
  * process has all of them. */
@@ -389,7 +399,8 @@ static void move_group(Rollout *dst, int k, Rollout *src, int g, int F) {
  * rewards is dropped; groups with signal beyond a full batch are left unused;
  * every prompt drawn is consumed either way (verl's). After max_num_gen_batches
  * rounds (> 0) that leave r short, the run stops, as verl's does. Every process
- * decides alike: each has every score. */
+ * decides alike: each has every score. Each round is drawn into t->round, made
+ * once and reused. */
 static int draw_filtered(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
     int F = t->rewards.n_funcs, G = r->G, kept = 0, rounds = 0, dropped = 0, surplus = 0, rc = 0;
     int max = t->c.max_num_gen_batches;
@@ -402,7 +413,9 @@ static int draw_filtered(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
                          "max_num_gen_batches (0 = no bound) or turn filter_groups off", max, r->P, kept, r->P, dropped);
             break;
         }
-        Rollout *c = rollout_alloc(r->index, r->n, G, F);
+        if (!t->round) t->round = rollout_alloc(r->index, r->n, G, F);
+        Rollout *c = t->round;
+        c->index = r->index;
         rounds++;
         rc = draw_round(t, c, err);
         if (!rc) {
@@ -413,7 +426,7 @@ static int draw_filtered(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
                 else move_group(r, kept++, c, p, F);
             }
         }
-        rollout_free(c);
+        rollout_clear(c);
     }
     free(agg);
     if (!rc) {

@@ -21,6 +21,7 @@
 static void trainer_free(GrpoTrainer *t) {
     if (t->completions_f) fclose(t->completions_f);
     rollout_free(t->cur);
+    rollout_free(t->round);
     reward_set_free(&t->rewards);
     dataset_sampler_free(&t->data_order);
     gen_session_close(&t->sess);

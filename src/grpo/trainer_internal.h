@@ -105,6 +105,7 @@ typedef struct {
     long prompts_drawn;    /* the data position: prompts generated for so far, dropped ones included
                               (filter_groups), rounds_made x P without */
     Rollout *cur;          /* the round being consumed (NULL before the first) */
+    Rollout *round;        /* dynamic sampling's buffer for each extra round drawn, made once and reused */
     int resumed;           /* completions.jsonl is appended to */
     FILE *completions_f;
     GrpoStep st;
