@@ -2,9 +2,15 @@
  * TRL's SFTTrainer reads its dataset formats:
  *   {"text": ...}                       language modelling: every token is a target
  *   {"prompt": ..., "completion": ...}  loss on the completion only (completion_only_loss)
- *   {"messages": [{role, content}...]}  the conversation rendered by the chat template
- * An eos token is appended to text and completions; examples are cut to their
- * first max_length tokens. Errors name the file and line ("data.jsonl:7: ...").
+ *   {"messages": [{role, content}...]}  the conversation rendered by the chat template,
+ *                                       every token a target
+ *   {"prompt": [messages], "completion": [messages]}
+ *                                       conversational: the prompt rendered with the
+ *                                       generation prompt, loss after it (completion_only_loss)
+ * Messages go to the template whole (an assistant's tool_calls, tool messages), and a
+ * row's "tools" (JSON schemas, or that list as a JSON string) as its tools=, as TRL's
+ * SFTTrainer renders them. An eos token is appended to text and string completions
+ * (a template ends its turns itself); examples are cut to their first max_length tokens. Errors name the file and line ("data.jsonl:7: ...").
  * Nothing here prints. */
 #ifndef GRPO_DATA_SFT_DATA_H
 #define GRPO_DATA_SFT_DATA_H

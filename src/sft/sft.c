@@ -36,6 +36,8 @@ static const OptSpec sft_options[] = {
      "tokens kept per example"},
     {"completion_only_loss", OPT_BOOL, offsetof(SftConfig, completion_only_loss), 1, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "prompt + completion: loss on the completion only"},
+    {"chat_template", OPT_STR, offsetof(SftConfig, chat_template), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
+     "open-r1's: a Jinja chat template used instead of the model's (saved as the tokenizer's)"},
 };
 
 void sft_config_groups(OptGroup g[SFT_CONFIG_N_GROUPS]) {
@@ -63,6 +65,7 @@ static int sft_setup(SftTrainer *t, const SftConfig *c, GrpoErr *err) {
     if (sft_config_check(c, err) || !(t->tm = train_model_open(&c->train, &(TrainModelNeeds){0}, NULL, err)))
         return -1;
     t->tok = train_model_tokenizer(t->tm);
+    if (c->chat_template && tok_set_chat_template(t->tok, c->chat_template, err)) return -1;
     const ModelConfig *mc = train_model_config(t->tm);
     SftFormat f = {t->tok, train_model_eos(t->tm), mc->vocab_size, mc->max_position_embeddings, c->max_length,
                    c->completion_only_loss};
@@ -160,6 +163,7 @@ int sft_run(const SftConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         sft_config_groups(g);
         ModelSaveMeta meta;
         gen_save_meta(&meta, t.tok, NULL);
+        meta.chat_template = c->chat_template; /* open-r1's: saved as the tokenizer's, as it sets it */
         TrainLoop L = {a, t.tm, &algo, g, SFT_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta, w};
         rc = train_loop_run(&L, err);
         json_decref((json_t *)meta.generation_config);

@@ -15,6 +15,7 @@ typedef struct {
     TrainingArgs train;                /* learning_rate 2e-5 (TRL SFTConfig) */
     int max_length;                    /* 1024: tokens kept per example, from the left */
     int completion_only_loss;          /* 1 */
+    char *chat_template;               /* NULL: the model's (open-r1's SFTConfig.chat_template) */
 } SftConfig;
 
 /* The options of `grpo sft`, declared once: their groups placed in SftConfig. */

@@ -75,6 +75,17 @@ cmp -s "$TMP/sa/model.safetensors" "$TMP/sb/model.safetensors" || fail "resumed 
 printf '{"text": "ok"}\n{"nothing": 1}\n' > "$TMP/bad_sft.jsonl"
 expect_error 1 "bad_sft.jsonl:2: expected a 'text' string" "$GRPO" sft --model "$TMP/m" --dataset "$TMP/bad_sft.jsonl" --output_dir "$TMP/x"
 
+# sft --chat_template (open-r1's SFTConfig option): it renders the messages (one that raises
+# says so, from the command line or YAML) and is saved as the trained model's tokenizer's
+TPL='{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}'
+"$GRPO" "${SFT[@]}" --max_steps 1 --chat_template "$TPL" --output_dir "$TMP/st" || fail "sft --chat_template"
+python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["chat_template"] != sys.argv[2])' \
+    "$TMP/st/tokenizer_config.json" "$TPL" || fail "sft's chat_template is not saved as the tokenizer's"
+expect_error 1 "the sft template renders" "$GRPO" "${SFT[@]}" --output_dir "$TMP/x" \
+    --chat_template "{{ raise_exception('the sft template renders') }}"
+printf 'chat_template: "{{ raise_exception(\x27from yaml\x27) }}"\n' > "$TMP/sft_tpl.yaml"
+expect_error 1 "from yaml" "$GRPO" "${SFT[@]}" --output_dir "$TMP/x" --config "$TMP/sft_tpl.yaml"
+
 # progress: one line per logging step when stderr is not a terminal, a bar redrawn
 # in place at every step on a terminal (script(1) gives the run one)
 P=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 --num_generations 2 --per_device_train_batch_size 2
