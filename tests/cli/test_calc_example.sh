@@ -4,6 +4,7 @@
 #    other set, and every transcript's tool reply is what calculator.py answers;
 #  - calculator.py speaks the tool protocol, evaluates only digits and + - *, and
 #    answers an error (never runs anything) for the rest;
+#  - reward.py credits the final answer only, never the tool's reply;
 #  - the chat template renders an SFT transcript as the prompt, then a call the
 #    tool-call parser's format (Qwen2.5's <tool_call>), then exactly the ids TRL's
 #    _get_tool_suffix_ids gives for the tool reply (what GRPO appends), then the
@@ -51,6 +52,21 @@ got=$(printf '%s\n' '{"name": "calculator", "arguments": {"expression": "123456 
 [ "$got" = '{"content": "777777"}|{"content": "-10"}|{"error": "only digits and + - * are allowed"}|{"error": "expected numbers joined by + - *"}|{"error": "expected numbers joined by + - *"}|{"error": "expression must be a string of at most 200 characters"}|{"error": "unknown tool '"'calc'"'"}|' ] \
     || fail "calculator.py replies: $got"
 [ -e "$TMP/pwned" ] && fail "calculator.py ran code"
+
+# the reward reads the final answer only: the tool's reply is no answer
+python3 - "$EX" <<'PY' || fail "reward.py:final_answer"
+import sys
+sys.path.insert(0, sys.argv[1])
+from reward import final_answer
+call = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1 + 2"}}\n</tool_call>'
+reply = "\nuser\n<tool_response>\n3\n</tool_response>\nassistant\n"
+cases = [(call + reply + "3", 1.0), (call + reply, 0.0), (call + reply + "4", 0.0), (call + reply + "3 or 4", 0.0),
+         ("3", 1.0), ("<tool_response>\n3\n</tool_response>", 0.0), ([{"role": "assistant", "content": "3"}], 1.0),
+         (call + "<|im_end|>\n<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n"
+          "<|im_start|>assistant\n3<|im_end|>", 1.0)]
+got = final_answer([c for c, _ in cases], ["3"] * len(cases))
+assert got == [w for _, w in cases], got
+PY
 
 # the template: an SFT transcript = prompt + call + TRL's tool suffix + answer
 "$GRPO" init --config examples/demo/base_config.json --tokenizer assets/byte-tokenizer --seed 0 --output_dir "$TMP/init" \
