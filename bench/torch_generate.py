@@ -27,13 +27,26 @@ What makes it a fair peer rather than a strawman:
 F.scaled_dot_product_attention does not exist in 1.13, so attention is matmul +
 softmax, which at one query row per sequence is what a fused kernel would do too.
 
---bf16 runs it under bf16 autocast (torch.autocast("cpu", torch.bfloat16), what TRL's
-`bf16: true` gives): the weights stay fp32 and require grad as in training, so autocast
-casts each to bf16 once per generation and reuses it.
+--dtype picks the precision:
+  fp32      the weights and the KV cache in fp32;
+  bf16      the peer a user would run (issue 36): the model cast to bf16 as
+            model.to(torch.bfloat16) does, what transformers' torch_dtype=bfloat16 and
+            vLLM load — weights, KV cache, RoPE tables and the mask in bf16; RMSNorm
+            computed in fp32 and cast back, and the logits widened to fp32 before
+            sampling, as HF's Qwen2 and generate do;
+  autocast  fp32 weights under torch.autocast("cpu", torch.bfloat16) (TRL's `bf16: true`
+            during training): autocast casts the fp32 weights to bf16 as it goes (issue 36
+            measured 118 tokens/s at G = 32 on a 2-core Zen 5 where bf16 weights gave 324). Kept as
+            the figure of that set-up, not as the bf16 peer.
+--bf16 is --dtype bf16.
 
-  /usr/bin/python3 bench/torch_generate.py [--shape qwen2-0.5b|small|all] [--G N] [--reps R] [--bf16]
+  /usr/bin/python3 bench/torch_generate.py [--shape qwen2-0.5b|small|all] [--G N] [--reps R]
+                                           [--dtype fp32|bf16|autocast] [--check]
 prints one line per case:
-  gen impl=torch|torch-bf16 shape=S G=N tokens=T seconds=X tokens_per_s=Y
+  gen impl=torch|torch-bf16|torch-autocast shape=S G=N tokens=T seconds=X tokens_per_s=Y
+--check also prints, per case, how far the first decode step's fp32 logits of the same
+prompt are from this dtype's (max |difference| and whether the top tokens agree): a
+bf16 peer that computed something else would show it there.
 """
 import argparse
 import math
@@ -88,9 +101,24 @@ class Qwen2:
         emb = torch.cat([ang, ang], dim=-1)  # [max_pos, D]
         self.cos, self.sin = emb.cos(), emb.sin()
 
+    dtype = torch.float32
+
+    def to_bf16(self):
+        """The model in bf16, as model.to(torch.bfloat16): every weight and the RoPE
+        tables (HF casts cos/sin to the activations' dtype); the cache follows."""
+        c = lambda t: t.to(torch.bfloat16)  # noqa: E731
+        self.embed, self.norm = c(self.embed), c(self.norm)
+        self.layers = [{k: c(v) for k, v in w.items()} for w in self.layers]
+        self.cos, self.sin = c(self.cos), c(self.sin)
+        self.dtype = torch.bfloat16
+        return self
+
     @staticmethod
     def rmsnorm(x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * w
+        # HF's Qwen2RMSNorm: the statistics in fp32, the result back in x's dtype, then
+        # the weight (a no-op cast in fp32)
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + RMS_EPS)).to(x.dtype) * w
 
     @staticmethod
     def rope(x, cos, sin):
@@ -113,7 +141,7 @@ class Qwen2:
         causal = None
         if T > 1:
             # [T, end] additive mask: query t sees keys <= pos0 + t
-            causal = torch.full((T, end), float("-inf")).triu_(pos0 + 1)
+            causal = torch.full((T, end), float("-inf"), dtype=self.dtype).triu_(pos0 + 1)
         x = F.embedding(ids, self.embed)  # [B, T, C]
         for li, w in enumerate(self.layers):
             h = self.rmsnorm(x, w["ln1"])
@@ -144,11 +172,12 @@ class Qwen2:
         return F.linear(x, self.embed)  # [B, V]
 
     def new_cache(self, B, cap):
-        return ([torch.empty(B, self.Hkv, cap, self.D) for _ in range(self.L)],
-                [torch.empty(B, self.Hkv, cap, self.D) for _ in range(self.L)])
+        return ([torch.empty(B, self.Hkv, cap, self.D, dtype=self.dtype) for _ in range(self.L)],
+                [torch.empty(B, self.Hkv, cap, self.D, dtype=self.dtype) for _ in range(self.L)])
 
 
 def sample(logits, temperature, gen):
+    logits = logits.float()  # HF generate widens the last position's logits to fp32
     if temperature != 1.0:  # HF adds no TemperatureLogitsWarper at 1.0
         logits = logits / temperature
     return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=gen)  # [G, 1]
@@ -181,21 +210,40 @@ def main():
     ap.add_argument("--shape", default="all", choices=["all"] + list(SHAPES))
     ap.add_argument("--G", type=int, default=0)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=0, help="layers of the shape (0: all), for a quick look")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (TRL's bf16: true)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "autocast"])
+    ap.add_argument("--bf16", action="store_true", help="--dtype bf16 (weights in bf16)")
+    ap.add_argument("--check", action="store_true", help="compare the first step's logits with fp32's")
     a = ap.parse_args()
+    dtype = "bf16" if a.bf16 else a.dtype
     torch.set_num_threads(a.threads)
-    impl = "torch-bf16" if a.bf16 else "torch"
+    impl = {"fp32": "torch", "bf16": "torch-bf16", "autocast": "torch-autocast"}[dtype]
     for name, shape in SHAPES.items():
         if a.shape not in ("all", name):
             continue
+        if a.layers:
+            shape = shape[:1] + (a.layers,) + shape[2:]
         model = Qwen2(shape, PROMPT_TOKENS + COMPLETION_TOKENS)
-        if a.bf16:  # trainable weights, as in training: autocast then casts each once per region
+        V = shape[5]
+        prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(PROMPT_TOKENS)]])
+        ref_logits = None
+        if a.check:
+            with torch.inference_mode():
+                ref_logits = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0]
+        if dtype == "bf16":
+            model.to_bf16()
+        elif dtype == "autocast":  # trainable weights, as in training
             for w in [model.embed, model.norm] + [t for L in model.layers for t in L.values()]:
                 w.requires_grad_(True)
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            V = shape[5]
-            prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(PROMPT_TOKENS)]])
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "autocast"):
+            if ref_logits is not None:
+                got = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0].float()
+                d = (got - ref_logits).abs().max().item()
+                print(f"check impl={impl} shape={name} max_abs_logit_diff={d:.4f} logit_scale={ref_logits.abs().max().item():.4f} "
+                      f"top1_same={int(got.argmax() == ref_logits.argmax())} "
+                      f"top10_overlap={len(set(got.topk(10).indices.tolist()) & set(ref_logits.topk(10).indices.tolist()))}",
+                      flush=True)
             generate(model, prompt, 2, 4, seed=99)  # warm-up, as bench_generate.c
             for G in (8, 32, 64):
                 if a.G and G != a.G:
@@ -206,6 +254,7 @@ def main():
                     out = generate(model, prompt, G, COMPLETION_TOKENS, seed=1 + r)
                     best = min(best, time.perf_counter() - t0)
                     assert out.shape == (G, COMPLETION_TOKENS)
+                    assert int(out.min()) >= 0 and int(out.max()) < V
                 n = G * COMPLETION_TOKENS
                 print(f"gen impl={impl} shape={name} G={G} tokens={n} seconds={best:.3f} "
                       f"tokens_per_s={n / best:.1f}", flush=True)
