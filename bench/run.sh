@@ -209,78 +209,102 @@ generate_bench() {
 # One optimizer step of the trainer (trainer_run): G = 32 completions x 128 tokens of
 # one 64-token prompt, reward length:50, dapo loss, micro-batch 4 x 8 accumulation
 # steps, clip 1.0, AdamW; random fp32 Qwen2 models of the small shape (hidden 256, 4
-# layers, 8/4 heads, intermediate 768, vocab 32000) and the Qwen2-0.5B shape. grpo.c
-# runs its defaults (gradient checkpointing on); the PyTorch peer (Debian's
-# python3-torch, as many threads as ours, KV-cached generation, autograd training,
-# checkpointing off) does the same step, in fp32 and under bf16 autocast; the Qwen2-0.5B row is repeated for grpo.c with checkpointing
-# off (marked *). Small shape: a warm-up step, then the timed step; Qwen2-0.5B: one cold
-# step each (minutes on 2 cores). Split: generation / scoring / training.
-# Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same --kv_cache_mb),
-# and of one step in fp32 and bf16 (bench/bf16_rss.sh: Qwen2-0.5B shape, beta 0 and 0.04).
-# Targets: step >= 2x faster than PyTorch (fp32); with --bf16 (issue 14) >= 3x PyTorch fp32 and
-# >= 1.5x PyTorch bf16 autocast; RSS(G=64) / RSS(G=8) <= 1.1; bf16 RSS <= fp32's.
+# layers, 8/4 heads, intermediate 768, vocab 32000) and the Qwen2-0.5B shape. Each
+# grpo.c run has its PyTorch peer set up the same way (bench/torch_grpo_step.py: Debian's
+# python3-torch, as many threads as ours, KV-cached generation, logits for the
+# completion positions only): gradient checkpointing on (ckpt 1: grpo.c's default;
+# torch.utils.checkpoint per layer) or off, beta 0 or 0.04 (the KL reference forward:
+# ref_s), in fp32 or bf16 (grpo.c --bf16; PyTorch generating from bf16 weights and
+# training under bf16 autocast, TRL's bf16: true). The Qwen2-0.5B bf16 rows run where the
+# CPU has bf16 instructions. Small shape: a warm-up step, then the timed step;
+# Qwen2-0.5B: one cold step each (minutes on 2 cores). Split: generation / scoring +
+# reference / training. Then PyTorch's step with realistic lengths (completions stopped
+# at lengths drawn from 16..128, micro-batches padded as TRL's): bench_grpo_step has no
+# length control yet, so grpo.c's side of that workload is the packing section's
+# training pass. Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same
+# --kv_cache_mb), and of one step in fp32 and bf16 (bench/bf16_rss.sh: Qwen2-0.5B
+# shape, beta 0 and 0.04).
+# Targets: fp32 step >= 2x PyTorch fp32; bf16 (issue 36, against PyTorch bf16 set up the
+# same way): defaults >= 1.5x, beta 0.04 >= 1.5x with the reference forward <= 30 % of
+# the training pass and >= 1.3x PyTorch's; checkpointed step <= 1.08x the
+# non-checkpointed one; RSS(G=64) / RSS(G=8) <= 1.1; bf16 RSS <= fp32's.
 grpo_step_bench() {
-    local tmp
+    local tmp have_torch=0 c
     tmp=$(mktemp)
-    echo "grpo step: G=32 x 128 tokens, 64-token prompt, micro-batch 4, fp32, seconds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-    "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 >> "$tmp" || echo "  grpo small: bench failed"
-    "$BUILD/bench/bench_grpo_step" --shape small --G 32 --warmup 1 --bf16 >> "$tmp" || echo "  grpo small --bf16: bench failed"
-    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        local bf
-        cpu_has_bf16 || echo "  $NO_BF16"
-        for bf in "" --bf16; do
-            torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$(nproc)" --shape small --G 32 --warmup 1 $bf >> "$tmp" ||
-                echo "  torch$bf small: bench failed"
-        done
-    else
-        echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
-    fi
-    "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
-    "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --no_ckpt >> "$tmp" || echo "  grpo qwen2-0.5b --no_ckpt: bench failed"
-    if cpu_has_bf16; then
-        "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --G 32 --warmup 0 --bf16 >> "$tmp" || echo "  grpo qwen2-0.5b --bf16: bench failed"
-    fi
-    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        for bf in "" --bf16; do
-            [ -z "$bf" ] || cpu_has_bf16 || continue
-            torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$(nproc)" --shape qwen2-0.5b --G 32 --warmup 0 $bf >> "$tmp" ||
-                echo "  torch$bf qwen2-0.5b: bench failed"
-        done
+    echo "grpo step: G=32 x 128 tokens, 64-token prompt, micro-batch 4, seconds (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    /usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=1
+    [ $have_torch = 1 ] || echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
+    cpu_has_bf16 || echo "  $NO_BF16"
+    # each case: shape, then grpo.c's flags; the peer's are derived from them
+    local cases=("small" "small --bf16" "qwen2-0.5b" "qwen2-0.5b --no_ckpt")
+    cpu_has_bf16 && cases+=("qwen2-0.5b --bf16" "qwen2-0.5b --bf16 --no_ckpt" "qwen2-0.5b --bf16 --beta 0.04")
+    for c in "${cases[@]}"; do
+        set -- $c
+        local shape=$1 warm=0 ck=1 peer=()
+        shift
+        [ "$shape" = small ] && warm=1
+        for f in "$@"; do case "$f" in --no_ckpt) ck=0 ;; --bf16) peer+=(--bf16) ;; esac; done
+        [[ " $* " = *" --beta 0.04 "* ]] && peer+=(--beta 0.04)
+        "$BUILD/bench/bench_grpo_step" --shape "$shape" --G 32 --warmup $warm "$@" >> "$tmp" || echo "  grpo $c: bench failed"
+        [ $have_torch = 1 ] || continue
+        [ "$shape" = small ] || [[ " ${peer[*]} " != *" --bf16 "* ]] || cpu_has_bf16 || continue
+        torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$THREADS" --shape "$shape" --G 32 --warmup $warm \
+            --ckpt $ck "${peer[@]}" >> "$tmp" || echo "  torch $c: bench failed"
+    done
+    if [ $have_torch = 1 ]; then
+        local bf=--bf16
+        cpu_has_bf16 || bf=""
+        torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$THREADS" --shape qwen2-0.5b --G 32 --warmup 0 \
+            --ckpt 1 --lengths uniform $bf >> "$tmp" || echo "  torch realistic lengths: bench failed"
     fi
     awk '
     /^grpo_step / {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        key = f["shape"] " " f["G"]
-        if (f["impl"] == "grpo" && ("ckpt" in f) && f["ckpt"] == 0) key = key " no-ckpt"
-        if (f["impl"] == "grpo" && f["bf16"] == 1) key = key " bf16"
+        side = (f["impl"] == "grpo") ? "grpo" : "torch"
+        dt = (f["impl"] == "torch-bf16" || f["bf16"] == 1) ? "bf16" : "fp32"
+        key = f["shape"] " " f["ckpt"] " " f["beta"] " " dt " " (("lengths" in f) ? f["lengths"] : "fixed")
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
-        step[f["impl"], key] = f["step_s"]
-        split_s[f["impl"], key] = sprintf("%.1f/%.2f/%.1f", f["gen_s"], f["score_s"] + f["ref_s"], f["train_s"])
-        len[f["impl"], key] = f["mean_len"]
+        step[side, key] = f["step_s"]; ref[side, key] = f["ref_s"]; train[side, key] = f["train_s"]
+        split_s[side, key] = sprintf("(%.1f/%.2f/%.1f)", f["gen_s"], f["score_s"] + f["ref_s"], f["train_s"])
+        len[side, key] = f["mean_len"]
     }
     END {
-        printf "  %-15s %3s %9s %-18s %9s %-18s %7s  %-12s %9s %-18s %7s%-14s  %s\n", "shape", "G", "grpo s", "(gen/score/train)", "torch s",
-               "(gen/score/train)", "speedup", "target", "bf16 s", "(gen/score/train)", "speedup", " target", "mean completion length grpo/torch"
+        printf "  %-11s %4s %5s %-5s %-8s %9s %-18s %9s %-18s %7s  %-14s %s\n", "shape", "ckpt", "beta", "dtype", "lengths",
+               "grpo s", "(gen/score/train)", "torch s", "(gen/score/train)", "ratio", "target", "mean length grpo/torch"
         for (i = 0; i < n; i++) {
             key = order[i]; split(key, p, " ")
-            base = p[1] " " p[2]
-            g = step["grpo", key]; t = step["torch", base]; tb = step["torch-bf16", base]
-            if (p[3] == "no-ckpt") p[1] = p[1] "*"
-            if (p[3] == "bf16") p[1] = p[1] "+bf16"
+            g = step["grpo", key]; t = step["torch", key]
             r = (g != "" && t != "" && g > 0) ? t / g : -1
-            rb = (g != "" && tb != "" && g > 0) ? tb / g : -1
-            # fp32 rows: >= 2x PyTorch fp32; bf16 rows (issue 14): >= 3x PyTorch fp32, >= 1.5x PyTorch bf16 autocast
-            tg = p[3] == "bf16" ? 3 : 2
-            tgb = p[3] == "bf16" ? sprintf(" >= 1.5x %s", rb < 0 ? "" : (rb >= 1.5 ? "met" : "MISSED")) : ""
-            printf "  %-15s %3d %9s %-18s %9s %-18s %7s  >= %dx %-6s %9s %-18s %7s%-14s  %s/%s\n", p[1], p[2], g == "" ? "-" : g,
-                   "(" split_s["grpo", key] ")", t == "" ? "-" : t, "(" split_s["torch", base] ")", r < 0 ? "-" : sprintf("%.2fx", r),
-                   tg, r < 0 ? "" : (r >= tg ? "met" : "MISSED"), tb == "" ? "-" : tb, "(" split_s["torch-bf16", base] ")",
-                   rb < 0 ? "-" : sprintf("%.2fx", rb), tgb, len["grpo", key], len["torch", base]
+            tg = (p[4] == "bf16") ? 1.5 : 2
+            printf "  %-11s %4s %5s %-5s %-8s %9s %-18s %9s %-18s %7s  %-14s %s/%s\n", p[1], p[2], p[3], p[4], p[5],
+                   g == "" ? "-" : g, g == "" ? "" : split_s["grpo", key], t == "" ? "-" : t, t == "" ? "" : split_s["torch", key],
+                   r < 0 ? "-" : sprintf("%.2fx", r), (g == "") ? "-" : sprintf(">= %.1fx %s", tg, r < 0 ? "" : (r >= tg ? "met" : "MISSED")),
+                   g == "" ? "-" : len["grpo", key], t == "" ? "-" : len["torch", key]
+            if (p[3] != 0 && g != "" && ref["grpo", key] > 0) {
+                share = ref["grpo", key] / train["grpo", key]
+                printf "    reference forward: grpo.c %.2f s = %.0f%% of its training pass (target <= 30%% %s)", ref["grpo", key],
+                       100 * share, share <= 0.30 ? "met" : "MISSED"
+                if (ref["torch", key] > 0) printf ", PyTorch %.2f s: %.2fx (target >= 1.3x %s)", ref["torch", key],
+                       ref["torch", key] / ref["grpo", key], (ref["torch", key] / ref["grpo", key] >= 1.3) ? "met" : "MISSED"
+                printf "\n"
+            }
         }
-        print "  (* grpo.c with --no_ckpt: gradient checkpointing off, as the PyTorch peer; same PyTorch figures)"
-        print "  (+bf16: grpo.c with --bf16, mixed precision; the Qwen2-0.5B row only where the CPU has bf16 instructions)"
-        print "  (bf16: PyTorch under bf16 autocast, TRL'"'"'s bf16: true)"
+        for (i = 0; i < n; i++) {
+            key = order[i]; split(key, p, " ")
+            if (p[2] != 1) continue
+            off = p[1] " 0 " p[3] " " p[4] " " p[5]
+            if (step["grpo", key] == "" || step["grpo", off] == "") continue
+            q = step["grpo", key] / step["grpo", off]
+            printf "  checkpointed / not, %s %s: grpo.c %.2fx (target <= 1.08x %s)", p[1], p[4], q, q <= 1.08 ? "met" : "MISSED"
+            if (step["torch", key] != "" && step["torch", off] != "")
+                printf ", PyTorch %.2fx", step["torch", key] / step["torch", off]
+            printf "\n"
+        }
+        print "  (grpo.c and PyTorch set up alike on each row: ckpt 1 = grpo.c default / torch.utils.checkpoint per layer;"
+        print "   bf16 = grpo.c --bf16 / PyTorch generating from bf16 weights, training under bf16 autocast, TRL'"'"'s bf16: true;"
+        print "   lengths uniform = completions stopped at 16..128 tokens, PyTorch padding each micro-batch to its longest;"
+        print "   grpo.c'"'"'s side of that workload is the packing section'"'"'s training pass)"
     }' "$tmp"
     bench/grpo_step_rss.sh | awk '
         /^rss G=/ { print "  peak RSS, grpo train, small shape, micro-batch 4: " $0 }
