@@ -9,7 +9,8 @@
  * its longest sequence and packed end to end, the two alternating; the seconds per
  * micro-batch are the median (and range) over every micro-batch and iteration, in
  * fp32, then with the products in bf16 (model_use_bf16_compute, the trainers'
- * --bf16). Printed: the real and padded tokens, the times and the ratio.
+ * --bf16). Printed: the real and padded tokens, the completion lengths (micro-batches
+ * separated by ';', for bench/torch_model.py's PyTorch peer of the same work), the times and the ratio.
  *   build/bench/bench_packing [--layers L] [--iters N] [--batches M] [--bf16 0|1|2]
  *   (--bf16 0: fp32 only, 1: bf16 only, 2: both; default 24 layers, 2 iterations,
  *   4 micro-batches, both) */
@@ -114,6 +115,7 @@ int main(int argc, char **argv) {
     static int32_t ids[MAX_BATCHES][SEQS][PROMPT + MAX_COMPLETION];
     PaddedBatch pb[MAX_BATCHES][2];
     long real = 0, padded = 0;
+    char lens_text[MAX_BATCHES * SEQS * 5 + 1] = "";
     for (int b = 0; b < nb; b++) {
         BatchSeq seqs[SEQS];
         for (int s = 0; s < SEQS; s++) {
@@ -121,6 +123,8 @@ int main(int argc, char **argv) {
             int len = PROMPT + MIN_COMPLETION + (int)(r % (MAX_COMPLETION - MIN_COMPLETION + 1));
             for (int t = 0; t < len; t++) ids[b][s][t] = (int32_t)(rng_mix(r, (uint64_t)t) % (uint64_t)cfg.vocab_size);
             seqs[s] = (BatchSeq){ids[b][s], len, NULL, 0, PROMPT};
+            snprintf(lens_text + strlen(lens_text), sizeof lens_text - strlen(lens_text), "%s%d",
+                     s ? "," : b ? ";" : "", len - PROMPT);
         }
         padded_batch_build(&pb[b][0], seqs, SEQS, 0);
         padded_batch_build(&pb[b][1], seqs, SEQS, 1);
@@ -130,6 +134,7 @@ int main(int argc, char **argv) {
            "%.0f real tokens per micro-batch, %.0f padded (%.0f%% padding)\n",
            layers, nb, SEQS, PROMPT, MIN_COMPLETION, MAX_COMPLETION, (double)real / nb, (double)padded / nb,
            100.0 * (padded - real) / padded);
+    printf("completion lengths: %s\n", lens_text); /* bench/torch_model.py --completions takes them */
     fflush(stdout);
     if (which != 1) run(&m, "fp32", 0, pb, nb, iters);
     if (which != 0) {

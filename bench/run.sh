@@ -387,14 +387,41 @@ dist_bench() {
 }
 # ---- end data parallel -------------------------------------------------------------
 
-# ---- packing (bench/bench_packing.c) ----------------------------------------------
+# ---- packing (bench/bench_packing.c, bench/torch_model.py --completions) ----------
 # The training pass per micro-batch with realistic completion lengths (4 x a 64-token
 # prompt + 16..128 completion tokens, drawn uniformly), padded to the longest against
 # packed end to end (the trainers' layout), fp32 then bf16 products: medians, ranges
-# and the padded/packed ratio. PACKING_LAYERS (default 24) for a quicker look.
+# and the padded/packed ratio. Then PyTorch's pass on the same lengths (bench_packing
+# prints them), padded as TRL pads, logits for the completion positions only, no
+# checkpointing as bench_packing's, in fp32 and under bf16 autocast (where the CPU has
+# bf16 instructions), and grpo.c packed against it. PACKING_LAYERS (default 24) for a
+# quicker look. Target (issue 36, the training share of the realistic-lengths step):
+# >= 1.8x PyTorch (which pads).
 packing_bench() {
+    local tmp lens
+    tmp=$(mktemp)
     echo "packing: training pass, padded vs packed micro-batches (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-    "$BUILD/bench/bench_packing" --layers "${PACKING_LAYERS:-24}" | sed 's/^/  /' || echo "  bench_packing failed"
+    "$BUILD/bench/bench_packing" --layers "${PACKING_LAYERS:-24}" > "$tmp" || echo "  bench_packing failed"
+    sed 's/^/  /' "$tmp"
+    lens=$(sed -n 's/^completion lengths: //p' "$tmp")
+    if [ -n "$lens" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        local mode=both
+        cpu_has_bf16 || { mode=fp32; echo "  $NO_BF16"; }
+        torch_peer /usr/bin/python3 bench/torch_model.py --threads "$THREADS" --layers "${PACKING_LAYERS:-24}" \
+            --completions "$lens" --mode $mode >> "$tmp" || echo "  torch: bench failed"
+        awk '
+        /^train (fp32|bf16), per micro-batch/ { ours[$2 == "fp32," ? "fp32" : "bf16"] = $10 }
+        /^packing impl=torch/ {
+            delete f
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            printf "  PyTorch %s, padded: %s s per micro-batch (%s..%s)",
+                   f["dtype"] == "bf16" ? "bf16 autocast" : "fp32", f["median_s"], f["min_s"], f["max_s"]
+            if (ours[f["dtype"]] > 0) printf "; grpo.c packed %s s: %.2fx (target >= 1.8x %s)", ours[f["dtype"]],
+                   f["median_s"] / ours[f["dtype"]], (f["median_s"] / ours[f["dtype"]] >= 1.8) ? "met" : "MISSED"
+            printf "\n"
+        }' "$tmp"
+    fi
+    rm -f "$tmp"
 }
 # ---- end packing -------------------------------------------------------------------
 

@@ -16,6 +16,15 @@ as ours (--threads, default all cores); a warm-up pass, then the best of --iters
   /usr/bin/python3 bench/torch_model.py [--layers 24] [--iters 2] [--threads N] [--mode fp32|bf16|both]
 prints one line per mode:
   model impl=torch dtype=fp32|bf16 tokens=768 train_s=X tokens_per_s=Y
+
+--completions "L,L,L,L;L,L,L,L;...": bench/bench_packing.c's realistic-lengths workload
+instead (it prints the lengths it drew): micro-batches of a 64-token prompt + L
+completion tokens each, right-padded to the micro-batch's longest (as TRL pads), the
+log-probs of the completion tokens only (TRL's logits_to_keep), their mean over the
+real ones the objective; --ckpt 1 wraps each layer in torch.utils.checkpoint. The
+seconds per micro-batch are the median (and range) over every micro-batch and
+iteration after a warm-up, as bench_packing times its own; prints one line per mode:
+  packing impl=torch dtype=fp32|bf16 ckpt=0|1 median_s=X min_s=.. max_s=.. passes=N
 """
 import argparse
 import os
@@ -36,19 +45,57 @@ def fwd_bwd(m, ids):
     logp.float().mean().backward()
 
 
+PROMPT = 64
+
+
+def completions_pass(m, ids, lens, ckpt):
+    """One padded micro-batch's training pass: ids [B, PROMPT + max(lens)]."""
+    w = max(lens)
+    logp = train_logprobs(m, ids, PROMPT, w, ckpt=ckpt).float()  # [B, w]
+    mask = (torch.arange(w).unsqueeze(0) < torch.tensor(lens).unsqueeze(1)).float()
+    ((logp * mask).sum() / sum(lens)).backward()
+
+
+def packing_peer(m, params, a):
+    batches = [[int(x) for x in b.split(",")] for b in a.completions.split(";")]
+    V = m.V
+    ids = [torch.tensor([[(i * 7919 + s * 104729 + k * 15485863) % V for i in range(PROMPT + max(lens))]
+                         for s in range(len(lens))]) for k, lens in enumerate(batches)]
+    for mode in ("fp32", "bf16"):
+        if a.mode not in ("both", mode):
+            continue
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "bf16"):
+            completions_pass(m, ids[0], batches[0], a.ckpt)  # warm-up
+            times = []
+            for _ in range(a.iters):
+                for x, lens in zip(ids, batches):
+                    for p in params:
+                        p.grad = None
+                    t0 = time.perf_counter()
+                    completions_pass(m, x, lens, a.ckpt)
+                    times.append(time.perf_counter() - t0)
+        times.sort()
+        print(f"packing impl=torch dtype={mode} ckpt={a.ckpt} median_s={times[len(times) // 2]:.3f} "
+              f"min_s={times[0]:.3f} max_s={times[-1]:.3f} passes={len(times)}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--iters", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--mode", default="both", choices=["fp32", "bf16", "both"])
+    ap.add_argument("--completions", default="", help="bench_packing's completion lengths: the padded peer")
+    ap.add_argument("--ckpt", type=int, default=0, choices=[0, 1], help="with --completions: checkpoint each layer")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     C, _, H, Hkv, Fi, V = SHAPES["qwen2-0.5b"]
-    m = Qwen2((C, a.layers, H, Hkv, Fi, V), T + 1)
+    m = Qwen2((C, a.layers, H, Hkv, Fi, V), PROMPT + 128 + 1 if a.completions else T + 1)
     params = [m.embed, m.norm] + [t for w in m.layers for t in w.values()]
     for p in params:
         p.requires_grad_(True)
+    if a.completions:
+        return packing_peer(m, params, a)
     ids = torch.tensor([[(i * 7919 + b * 104729) % V for i in range(T + 1)] for b in range(B)])
     for mode in ("fp32", "bf16"):
         if a.mode not in ("both", mode):
