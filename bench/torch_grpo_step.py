@@ -144,7 +144,6 @@ def step(m, ref, params, opt, prompt, G, V, tb, seed, a):
              for row, L in zip(comp.tolist(), lens.tolist())]
     rewards = torch.tensor([-abs(LENGTH_TARGET - len(t)) for t in texts], dtype=torch.float32)
     adv = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
-    t2 = time.perf_counter()
     ids = torch.cat([prompt.expand(G, -1), comp], dim=1)
     mask = (torch.arange(n).unsqueeze(0) < lens.unsqueeze(1)).float()  # [G, n]
     n_items = float(lens.sum())  # completion tokens of the whole step (dapo's num_items_in_batch)
@@ -152,6 +151,7 @@ def step(m, ref, params, opt, prompt, G, V, tb, seed, a):
     for k in range(0, G, MICRO_BATCH):  # each micro-batch right-padded to its longest
         w = int(lens[k:k + MICRO_BATCH].max())
         batches.append((k, w, ids[k:k + MICRO_BATCH, :P + w]))
+    t2 = time.perf_counter()
     ref_logp = []
     if a.beta > 0:
         with torch.inference_mode():
