@@ -191,6 +191,8 @@ int cmd_eval(int argc, char **argv) {
         return cli_fail("eval", err.msg);
     }
     if (tools.proc) gen_set_turns(&s.gen, &(GenTurns){tool_loop_turn_end, &tools});
+    if (tools.pool) /* tool_workers: the tool waits overlap the other sequences' decoding */
+        gen_set_overlap(&s.gen, &(GenOverlap){tool_loop_turn_begin, tool_loop_turn_wait});
     EnvLoop env; /* with an environment: the generator goes on after each of its messages, as in training */
     if (env_loop_open(&env, &a.env, s.tok, a.gen.chat_template_kwargs, &err)) {
         tool_loop_close(&tools);

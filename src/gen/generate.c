@@ -113,6 +113,7 @@ void gen_free(Generator *g) {
 
 void gen_set_turns(Generator *g, const GenTurns *t) {
     g->turns = t ? *t : (GenTurns){0};
+    if (!t) g->overlap = (GenOverlap){0};
     int need = g->opts.max_completion_length + 1; /* a turn's ids after its eos, in one call */
     if (t && g->ds.max_rows < need) {
         int keys = g->ds.max_keys, old = g->ds.max_rows;
@@ -120,6 +121,11 @@ void gen_set_turns(Generator *g, const GenTurns *t) {
         decode_state_create(&g->ds, &g->m->cfg, need, keys);
         g->bytes += decode_state_bytes(&g->m->cfg, need, keys) - decode_state_bytes(&g->m->cfg, old, keys);
     }
+}
+
+void gen_set_overlap(Generator *g, const GenOverlap *ov) {
+    CHECK(!ov || (ov->turn_begin && ov->turn_wait && g->turns.turn_end));
+    g->overlap = ov ? *ov : (GenOverlap){0};
 }
 
 static int is_eos(const GenOpts *o, int32_t t) {
@@ -158,6 +164,26 @@ static void sample_rows(Generator *g, Live *live, const int *which, const float 
         tok[r] = sampler_sample_logp(logits + (size_t)r * V, V, &g->opts.sampler, L->ctx, L->n_ctx, u,
                                      &g->scratch[tid], &logp[r]);
     }
+}
+
+/* Appends a turn's k ids (add: turn_end's answer) to completion c, or ends it:
+ * k <= 0, or ids that would pass maxc (TRL's: the completion ends at its eos).
+ * 1 when the row goes on, its eos and the ids to be decoded. */
+static int turn_append(Completion *c, Live *L, const int32_t *add, int k, int maxc) {
+    if (k <= 0 || c->n + k > maxc) {
+        c->stopped = 1, L->done = 1;
+        return 0;
+    }
+    /* the turn's ids go in after the eos, decoded on their own */
+    memcpy(c->ids + c->n, add, sizeof(int32_t) * k);
+    memset(c->mask + c->n, 0, k);
+    /* a tool's ids were not sampled: no sampling log-prob (masked out of the loss) */
+    for (int t = 0; t < k; t++) c->logp[c->n + t] = 0.0f;
+    memcpy(L->ctx + L->n_ctx, add, sizeof(int32_t) * k);
+    c->n += k, L->n_ctx += k, c->n_turns++;
+    if (c->n < maxc) return 1;
+    L->done = 1;
+    return 0;
 }
 
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
@@ -205,9 +231,10 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
         for (int i = 0; i < nc; i++) which[n++] = i;
         for (int i = 0; i < nc; i++)
             if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
-        int step_rows = nc, failed = 0;
-        while (step_rows > 0) {
-            sample_rows(g, live, which, g->logits, step_rows, tok, lp);
+        /* n_wait: rows whose turn is with turn_begin, waiting aside (overlapped turns) */
+        int step_rows = nc, failed = 0, n_wait = 0, overlap = g->overlap.turn_begin != NULL;
+        while (step_rows > 0 || n_wait > 0) {
+            if (step_rows > 0) sample_rows(g, live, which, g->logits, step_rows, tok, lp);
             int next = 0, n_turn = 0;
             for (int r = 0; r < step_rows; r++) {
                 int i = which[r];
@@ -219,21 +246,15 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
                 generated++;
                 if (is_eos(o, tok[r])) {
                     const int32_t *add = NULL;
-                    int k = g->turns.turn_end && !failed ? g->turns.turn_end(g->turns.ctx, first + c0 + i, c, &add) : 0;
-                    if (k < 0) failed = 1;
-                    if (k > 0 && c->n + k <= maxc) {
-                        /* the turn's ids go in after the eos, decoded below on their own */
-                        memcpy(c->ids + c->n, add, sizeof(int32_t) * k);
-                        memset(c->mask + c->n, 0, k);
-                        /* a tool's ids were not sampled: no sampling log-prob (masked out of the loss) */
-                        for (int t = 0; t < k; t++) c->logp[c->n + t] = 0.0f;
-                        memcpy(live[i].ctx + live[i].n_ctx, add, sizeof(int32_t) * k);
-                        c->n += k, live[i].n_ctx += k, c->n_turns++;
-                        if (c->n < maxc) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
-                        else live[i].done = 1;
-                    } else {
-                        c->stopped = 1, live[i].done = 1;
+                    int k = 0, index = first + c0 + i;
+                    if (overlap && !failed) k = g->overlap.turn_begin(g->turns.ctx, index, c, &add);
+                    else if (g->turns.turn_end && !failed) k = g->turns.turn_end(g->turns.ctx, index, c, &add);
+                    if (k == GEN_TURN_PENDING) {
+                        n_wait++;
+                        continue;
                     }
+                    if (k < 0) failed = 1;
+                    if (turn_append(c, &live[i], add, k, maxc)) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
                 } else if (c->n == maxc) live[i].done = 1;
                 else {
                     which[next] = i;
@@ -241,6 +262,25 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
                     tok[next] = tok[r];
                     next++;
                 }
+            }
+            /* the overlapped turns answered by now; waiting for one only when no row has anything to
+             * decode. Whenever an answer comes, it is appended as turn_end's would be: the row's
+             * samples do not depend on it. */
+            while (n_wait > 0) {
+                const int32_t *add = NULL;
+                int index = -1, block = next == 0 && n_turn == 0;
+                int k = g->overlap.turn_wait(g->turns.ctx, block, &index, &add);
+                if (k == GEN_TURN_PENDING) {
+                    CHECK(!block);
+                    break;
+                }
+                int i = index - first - c0;
+                CHECK(i >= 0 && i < nc && !live[i].done);
+                n_wait--;
+                if (k < 0) failed = 1;
+                if (failed) k = 0; /* the group is dropped: the rows only end */
+                if (turn_append(&out[c0 + i], &live[i], add, k, maxc))
+                    turn_len[n_turn] = k, turn_rows[n_turn++] = i;
             }
             if (next > 0) model_decode(g->m, &g->kv, &g->ds, next, slots, tok, NULL, g->logits);
             /* each row after a turn alone, its eos and the turn's ids in one call, so its

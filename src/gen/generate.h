@@ -75,6 +75,22 @@ typedef struct {
     void *ctx;
 } GenTurns;
 
+/* Overlapped turns (gen_set_overlap), on the same ctx as turn_end: turn_begin
+ * answers as turn_end does, or GEN_TURN_PENDING when the answer comes later
+ * from turn_wait — meanwhile the completion waits aside and the others go on
+ * decoding. turn_wait hands back one pending turn's answer (*index its
+ * completion's; the count, 0 or -1 as turn_end's) in any order, or
+ * GEN_TURN_PENDING when none is done yet (block 0; block 1 waits for one).
+ * Each answer must be what turn_end would give: then samples do not depend on
+ * when the answers arrive (a waiting row's cache slot and random stream are its
+ * own, its ids decoded on their own when they come). */
+typedef struct {
+    int (*turn_begin)(void *ctx, int index, const Completion *c, const int32_t **ids);
+    int (*turn_wait)(void *ctx, int block, int *index, const int32_t **ids);
+} GenOverlap;
+
+#define GEN_TURN_PENDING (-2)
+
 void completion_free(Completion *c);
 
 typedef struct {
@@ -90,6 +106,7 @@ typedef struct {
     float *logits;     /* [max(chunk, 1), V] */
     float *first;      /* [V] the prompt's last logits */
     GenTurns turns;    /* turn_end NULL: one turn (gen_set_turns) */
+    GenOverlap overlap; /* turn_begin NULL: turns made in the decode batch (gen_set_overlap) */
     size_t bytes;      /* planned memory */
 } Generator;
 
@@ -100,6 +117,8 @@ void gen_free(Generator *g);
 /* Generates with turns from now on (t NULL: one turn again); plans the decode
  * scratch for a turn's appended ids (up to max_completion_length rows). */
 void gen_set_turns(Generator *g, const GenTurns *t);
+/* With turns set, makes them overlapped from now on (both callbacks set; NULL: off). */
+void gen_set_overlap(Generator *g, const GenOverlap *ov);
 
 /* Samples G completions of prompt[n_prompt] (1 <= n_prompt <= max_prompt) into
  * out[G] (each out[i].ids malloc'd; free with completion_free). stream_id names

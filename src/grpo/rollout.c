@@ -122,14 +122,35 @@ static Rollout *rollout_alloc(long index, int n, int G, int F) {
     return r;
 }
 
+/* The calls the tool loop made since (calls, failures), counted to completion index. */
+static void count_calls(struct RolloutTurns *rt, int index, long calls, long failures) {
+    if (!rt->calls || index < 0) return;
+    rt->calls[index] += (int)(rt->loop->calls - calls);
+    rt->failures[index] += (int)(rt->loop->failures - failures);
+}
+
 int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids) {
     struct RolloutTurns *rt = ctx;
     long calls = rt->loop->calls, failures = rt->loop->failures;
     int k = tool_loop_turn_end(rt->loop, index, c, ids);
-    if (rt->calls) {
-        rt->calls[index] += (int)(rt->loop->calls - calls);
-        rt->failures[index] += (int)(rt->loop->failures - failures);
-    }
+    count_calls(rt, index, calls, failures);
+    return k;
+}
+
+int rollout_turn_begin(void *ctx, int index, const Completion *c, const int32_t **ids) {
+    struct RolloutTurns *rt = ctx;
+    long calls = rt->loop->calls, failures = rt->loop->failures;
+    int k = tool_loop_turn_begin(rt->loop, index, c, ids);
+    count_calls(rt, index, calls, failures);
+    return k;
+}
+
+int rollout_turn_wait(void *ctx, int block, int *index, const int32_t **ids) {
+    struct RolloutTurns *rt = ctx;
+    long calls = rt->loop->calls, failures = rt->loop->failures;
+    *index = -1;
+    int k = tool_loop_turn_wait(rt->loop, block, index, ids);
+    count_calls(rt, *index, calls, failures);
     return k;
 }
 

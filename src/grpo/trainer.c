@@ -101,6 +101,8 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     if (t->tools.proc) { /* the generator goes on after each tool turn (TRL's _tool_call_loop) */
         t->turns.loop = &t->tools;
         gen_set_turns(&t->sess.gen, &(GenTurns){rollout_turn_end, &t->turns});
+        if (t->tools.pool) /* tool_workers: the tool waits overlap the other sequences' decoding */
+            gen_set_overlap(&t->sess.gen, &(GenOverlap){rollout_turn_begin, rollout_turn_wait});
     }
     if (env_loop_open(&t->env, &c->env, t->sess.tok, c->gen.chat_template_kwargs, err)) return -1;
     if (t->env.proc) /* the generator goes on after each environment message */

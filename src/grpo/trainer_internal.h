@@ -125,6 +125,9 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err);
 /* With tools: the generator's GenTurns (ctx: t->turns), the ToolLoop's turn_end that
  * also counts each completion's calls. */
 int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids);
+/* The overlapped pair (tool_workers > 0), counting the same way. */
+int rollout_turn_begin(void *ctx, int index, const Completion *c, const int32_t **ids);
+int rollout_turn_wait(void *ctx, int block, int *index, const int32_t **ids);
 void rollout_free(Rollout *r);
 /* With vllm_importance_sampling_correction: r->is_w from r->old_logp and the
  * completions' sampling log-probs (a made or a resumed rollout). */

@@ -22,6 +22,11 @@ const OptSpec tool_options[TOOL_N_OPTIONS] = {
      "seconds to wait for the tool process's reply to one call"},
     {"max_tool_calling_iterations", OPT_INT, A(max_iterations), -1, NULL, -1, 1 << 30, NULL, NULL, 0,
      "rounds of tool calls per completion (-1 = no limit, TRL's None)"},
+    /* 4: a group's calls come in bursts (its sequences call at about the same turn); four processes take
+     * most of a burst at once for G = 8..16 at little cost, and the results do not depend on it */
+    {"tool_workers", OPT_INT, A(workers), 4, NULL, 0, 256, NULL, NULL, OPT_NO_RECORD,
+     "tool processes whose calls run while the other sequences go on decoding, each call of a turn in order on "
+     "one of them (0 = the calls are made inside the decoding batch, which waits for them; same samples)"},
 };
 #undef A
 

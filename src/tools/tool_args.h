@@ -7,6 +7,7 @@
  *   tool_command                 the process that makes the calls (docs/tool-protocol.md)
  *   tool_timeout                 seconds to wait for one reply
  *   max_tool_calling_iterations  TRL's: rounds of calls per completion (-1: no limit, TRL's None)
+ *   tool_workers                 tool processes making calls while the other sequences decode (0: none)
  * and the reading of the schemas file. Not the loop itself (tool_loop.h). */
 #ifndef GRPO_TOOLS_TOOL_ARGS_H
 #define GRPO_TOOLS_TOOL_ARGS_H
@@ -21,9 +22,11 @@ typedef struct {
     const char *command;         /* tool_command */
     double timeout_s;            /* tool_timeout */
     int max_iterations;          /* max_tool_calling_iterations; -1: no limit */
+    int workers;                 /* tool_workers: tool processes whose calls overlap decoding; 0: calls made
+                                    inside the decoding batch (every other sequence waits) */
 } ToolArgs;
 
-#define TOOL_N_OPTIONS 4
+#define TOOL_N_OPTIONS 5
 extern const OptSpec tool_options[TOOL_N_OPTIONS];
 #define TOOL_OPTIONS_GROUP(base) ((OptGroup){tool_options, TOOL_N_OPTIONS, (base), OPT_SEC_GENERATION})
 

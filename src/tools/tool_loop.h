@@ -18,17 +18,20 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/tool_args.h"
 #include "tools/tool_calls.h"
+#include "tools/tool_pool.h"
 #include "tools/tool_proc.h"
 
 typedef struct {
     Tokenizer *tok;          /* borrowed */
     ToolFormat format;       /* tool_format_of_template of the chat template in use */
-    ToolProc *proc;          /* borrowed: the tool process */
+    ToolProc *proc;          /* the tool process (the pool's first worker's too) */
+    ToolPool *pool;          /* tool_workers > 0: the calls made off the decoding thread; NULL: in it */
     const json_t *kwargs;    /* borrowed: chat_template_kwargs, or NULL */
     int max_iterations;      /* rounds of calls per completion; < 0: no limit (TRL's None) */
     /* counts since the last reset, TRL's tools/call_frequency and tools/failure_frequency */
     long calls, failures, malformed;
-    GrpoErr err;             /* why the last turn_end returned -1 */
+    GrpoErr err;             /* why the last turn_end returned -1 (with a pool: the first failure) */
+    int pool_failed;         /* a pool's call failed: later calls fail too, err keeps the first reason */
     TokIds suffix;           /* the ids handed back, valid until the next call */
     json_t *own_kwargs;      /* what tool_loop_open made of chat_template_kwargs */
 } ToolLoop;
@@ -47,6 +50,15 @@ void tool_loop_close(ToolLoop *l);
 /* The GenTurns callback (ctx: a ToolLoop). -1 when the tool process fails or the
  * template does not render the tool turn; loop->err says why. */
 int tool_loop_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids);
+
+/* The overlapped callbacks (GenTurns.turn_begin / turn_wait): without a pool,
+ * turn_begin is turn_end. With one, a turn with calls is handed to the pool
+ * (GEN_TURN_PENDING) and turn_wait gives its ids when its calls are done, in
+ * whatever order they finish; the counts (calls, failures) are made there, on the
+ * caller's thread. A turn's ids depend only on its calls, so the samples are
+ * the synchronous path's. */
+int tool_loop_turn_begin(void *ctx, int index, const Completion *c, const int32_t **ids);
+int tool_loop_turn_wait(void *ctx, int block, int *index, const int32_t **ids);
 
 void tool_loop_free(ToolLoop *l); /* frees the suffix buffer only */
 

@@ -33,14 +33,13 @@ cat > "$TMP/tools.json" <<'J'
 [{"type": "function", "function": {"name": "calc", "description": "evaluates arithmetic",
   "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]
 J
-# a calculator that logs each request to $1; from call $3 on (when given) it fails as $2 says
+# a calculator that logs each request to $1; from the run's call $3 on (when given) it fails as $2 says
 cat > "$TMP/calc.py" <<'PY'
 import json, sys, time
 log, mode, after = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "", int(sys.argv[3]) if len(sys.argv) > 3 else 0
-n = 0
 for line in sys.stdin:
-    n += 1
     open(log, "a").write(line)
+    n = sum(1 for _ in open(log))  # the calls of all the run's tool processes (tool_workers)
     if mode and n > after:
         if mode == "crash": sys.exit(3)
         if mode == "hang": time.sleep(60)

@@ -12,7 +12,8 @@
  *  - with turns (tool calling): ids appended after a turn's eos are in the context,
  *    masked 0, draw nothing; samples are the same for every chunk size and with and
  *    without the shared prefix; the model's tokens are draws from the model given
- *    the whole context; max_completion_length bounds both; a failing turn is -1. */
+ *    the whole context; max_completion_length bounds both; a failing turn is -1.
+ *    Overlapped turns (gen_set_overlap) answered late and out of order give the same. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,61 @@ static long run_turns(Model *m, const GenOpts *o, const int32_t *prompt, uint64_
     return n;
 }
 
+/* The same tool, overlapped (GenOverlap): turn_begin keeps fake_turn_end's answer
+ * aside; turn_wait gives a kept answer only after it was asked for `delay` times
+ * (a latency counted in decode steps, different per completion and turn) and, of
+ * those ready, the one begun last, so answers come back out of order and rows wait
+ * several steps while the others decode. fail_at's -1 comes back through turn_wait. */
+typedef struct {
+    FakeTool tool;
+    int n_pending, max_pending;
+    struct { int index, k, polls_left; int32_t ids[4]; } pending[G];
+    int32_t out[4];
+} FakeOverlap;
+
+static int fake_turn_begin(void *ctx, int index, const Completion *c, const int32_t **ids) {
+    FakeOverlap *f = ctx;
+    const int32_t *add = NULL;
+    int k = fake_turn_end(&f->tool, index, c, &add);
+    if (k == 0) return 0; /* no call: answered at once, as tools/tool_loop.c does */
+    CHECK(f->n_pending < G);
+    __typeof__(f->pending[0]) *p = &f->pending[f->n_pending++];
+    p->index = index, p->k = k, p->polls_left = (index * 5 + c->n) % 4;
+    if (k > 0) memcpy(p->ids, add, sizeof(int32_t) * k);
+    if (f->n_pending > f->max_pending) f->max_pending = f->n_pending;
+    (void)ids;
+    return GEN_TURN_PENDING;
+}
+
+static int fake_turn_wait(void *ctx, int block, int *index, const int32_t **ids) {
+    FakeOverlap *f = ctx;
+    int pick = -1;
+    for (int q = 0; q < f->n_pending; q++)
+        if (f->pending[q].polls_left-- <= 0 || block) pick = q;
+    if (pick < 0) return GEN_TURN_PENDING;
+    int k = f->pending[pick].k;
+    *index = f->pending[pick].index;
+    memcpy(f->out, f->pending[pick].ids, sizeof f->out);
+    f->pending[pick] = f->pending[--f->n_pending];
+    *ids = f->out;
+    return k;
+}
+
+static long run_overlap(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream, FakeOverlap *f,
+                        Completion *out) {
+    Generator g;
+    GrpoErr err;
+    if (gen_create(&g, m, o, 16, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    gen_set_turns(&g, &(GenTurns){fake_turn_end, &f->tool});
+    gen_set_overlap(&g, &(GenOverlap){fake_turn_begin, fake_turn_wait});
+    long n = gen_group(&g, prompt, NP, G, stream, out);
+    gen_free(&g);
+    return n;
+}
+
 static int same_turns(const Completion *a, const Completion *b) {
     if (!same(a, b)) return 0;
     for (int i = 0; i < G; i++)
@@ -306,6 +362,17 @@ static void check_turns(const char *name) {
         free_all(c);
         o.share_prefix = 1;
     }
+    /* overlapped: the answers arrive late and out of order, the samples are the same */
+    for (int k = 0; k < 3; k++) {
+        FakeOverlap fo = {0};
+        o.chunk_size = k == 0 ? G : chunks[k];
+        long n = run_overlap(&m, &o, prompt, 5, &fo, c);
+        T_CHECK(n == model_tokens && same_turns(ref, c) && fo.n_pending == 0,
+                "%s: overlapped turns, chunk %d differ from the synchronous ones (%ld tokens, %d left pending)",
+                name, o.chunk_size, n, fo.n_pending);
+        if (k == 0) T_CHECK(fo.max_pending >= 2, "%s: overlapped turns waited together (%d)", name, fo.max_pending);
+        free_all(c);
+    }
     T_CHECK(tokens_follow_model(&m, &o, prompt, 5, ref), "%s: with turns, tokens are not draws from the model", name);
     /* without turns the same seed differs once a turn happened, and has no mask */
     o.chunk_size = G;
@@ -320,6 +387,13 @@ static void check_turns(const char *name) {
     int freed = 1;
     for (int i = 0; i < G; i++) freed &= c[i].ids == NULL && c[i].mask == NULL;
     T_CHECK(n == -1 && freed, "%s: a failing turn gives -1 (%ld), completions freed", name, n);
+    /* overlapped, the failure arriving late: -1, freed, every pending answer collected */
+    FakeOverlap fo = {.tool = {.fail_at = 3}};
+    n = run_overlap(&m, &o, prompt, 5, &fo, c);
+    freed = 1;
+    for (int i = 0; i < G; i++) freed &= c[i].ids == NULL && c[i].mask == NULL;
+    T_CHECK(n == -1 && freed && fo.n_pending == 0, "%s: a failing overlapped turn gives -1 (%ld), freed, %d pending",
+            name, n, fo.n_pending);
     model_free(&m);
 }
 
