@@ -56,9 +56,10 @@ int tool_loop_turn_end(void *ctx, int index, const Completion *c, const int32_t 
     ToolAnswer a;
     int rc = turn_calls(l, c, &a);
     if (rc <= 0) return rc;
+    rc = 0;
     char **contents = xcalloc(a.n_calls, sizeof(char *));
     int *failed = xcalloc(a.n_calls, sizeof(int)), made = 0;
-    for (; made < a.n_calls && !rc; made++)
+    for (; made < a.n_calls; made++)
         if ((rc = tool_proc_call(l->proc, &a.calls[made], &contents[made], &failed[made], &l->err))) break;
     int k = turn_suffix(l, &a, contents, failed, made, rc, ids);
     for (int q = 0; q < a.n_calls; q++) free(contents[q]);
