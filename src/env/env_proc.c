@@ -27,7 +27,7 @@ int env_proc_start(EnvProc **out, const char *command, double timeout_s, GrpoErr
     p->what = xmalloc(len);
     snprintf(p->what, len, "environment command '%s'", command);
     char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
-    if (reward_cmd_start(&p->f, argv, p->what, "env", timeout_s, err)) {
+    if (reward_cmd_start(&p->f, argv, p->what, "environment", "environment_timeout", timeout_s, err)) {
         free(p->what);
         free(p);
         return -1;

@@ -4,7 +4,7 @@
  *
  * The child is started once (/bin/sh -c COMMAND, or a program without a shell:
  * reward_cmd_start, as Python rewards are) under a guardian (reward_proc.c: its
- * process group, its stderr relayed prefixed "[reward NAME] ", its exit
+ * process group, its stderr relayed prefixed "[reward NAME] " (a tool's "[tool] "), its exit
  * reported, nothing it starts outliving the run) and kept across batches. Its
  * stdin and stdout are sockets, so that a child that dies mid-request gives
  * EPIPE (send with MSG_NOSIGNAL) rather than SIGPIPE in the trainer, and a
@@ -35,6 +35,7 @@ typedef struct {
     char *what;     /* opens every message: "reward command 'LINE'", "python reward 'SPEC'" */
     int shell;      /* started as /bin/sh -c LINE (its messages may hint at flushing) */
     double timeout_s;
+    const char *timeout_option; /* what a timeout message names: "reward_timeout", "tool_timeout", ... */
     RewardProc proc;
     CmdReply reply; /* the reply being read */
     long requests;  /* requests sent, for messages */
@@ -151,8 +152,8 @@ static int cmd_exchange(CmdState *c, const char *req, size_t req_len, int quiet,
         double left = fmin(deadline, stop_deadline) - now_s();
         if (left <= 0 && now_s() < deadline) continue; /* the stop's grace is over: said above */
         if (left <= 0) {
-            err_set(err, "%s: no reply within %g s (reward_timeout)%s; the process was stopped", c->what,
-                    c->timeout_s,
+            err_set(err, "%s: no reply within %g s (%s)%s; the process was stopped", c->what, c->timeout_s,
+                    c->timeout_option,
                     c->reply.len ? " — its reply line never ended with a newline"
                     : c->shell   ? " — does it flush stdout?"
                                  : "");
@@ -286,16 +287,17 @@ static void cmd_destroy(RewardFunc *f) {
     free(c);
 }
 
-int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const char *name, double timeout_s,
-                     GrpoErr *err) {
+int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const char *label,
+                     const char *timeout_option, double timeout_s, GrpoErr *err) {
     CmdState *c = xcalloc(1, sizeof *c);
-    if (reward_proc_start(&c->proc, argv, name, what, err)) {
+    if (reward_proc_start(&c->proc, argv, label, what, err)) {
         free(c);
         return -1;
     }
     c->what = xstrdup(what);
     c->shell = !strcmp(argv[0], "/bin/sh");
     c->timeout_s = timeout_s;
+    c->timeout_option = timeout_option;
     c->step = -1;
     f->state = c;
     f->compute = cmd_compute;
@@ -330,7 +332,9 @@ int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double
     char shown[512], what[600]; /* the command as messages name it: escaped, shortened */
     snprintf(what, sizeof what, "reward command '%s'", text_escaped(shown, sizeof shown, command, 120));
     char *argv[] = {"/bin/sh", "-c", line, NULL};
-    int rc = reward_cmd_start(f, argv, what, name, timeout_s, err);
+    char label[300];
+    snprintf(label, sizeof label, "reward %s", name);
+    int rc = reward_cmd_start(f, argv, what, label, "reward_timeout", timeout_s, err);
     free(line);
     return rc;
 }

@@ -21,12 +21,15 @@ int math_answers_equal(const char *answer, const char *gold);
  * rewards use it too): 1 if its answer equals the solution's, 0 if not or it
  * has none, -1 when the solution holds no answer to compare with (TRL: None). */
 int reward_math_correct(const char *completion, const char *solution);
-/* name: what the reward's stderr lines are prefixed with ("[reward NAME] "). */
+/* name: the reward's name, its stderr lines prefixed "[reward NAME] ". */
 int reward_cmd_init(RewardFunc *f, const char *command, const char *name, double timeout_s, GrpoErr *err);
-/* The same process machinery for a program run without a shell: argv[0] a
- * path, what opens every message ("python reward 'f.py:fn'"). */
-int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const char *name, double timeout_s,
-                     GrpoErr *err);
+/* The same process machinery for any program: argv[0] a path, what opens
+ * every message ("python reward 'f.py:fn'"), label prefixes its stderr lines
+ * ("[LABEL] ": "reward NAME", "tool", "environment") and timeout_option is the
+ * option a timeout message names ("reward_timeout", "tool_timeout", ...; a
+ * string that outlives the process). */
+int reward_cmd_start(RewardFunc *f, char *const argv[], const char *what, const char *label,
+                     const char *timeout_option, double timeout_s, GrpoErr *err);
 /* Reads the process's start-up line (sent before any request) within the
  * timeout into *hello (the caller's reference); {"error": TEXT} or a failure
  * is -1 with err, and the process is stopped. */

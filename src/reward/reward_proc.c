@@ -300,7 +300,7 @@ static void guard_main(int fds[8], char *const argv[], const char *name) {
     sigaction(SIGCHLD, &sa, NULL);
 
     Relay *r = &g_relay;
-    const char *parts[3] = {"[reward ", name, "] "};
+    const char *parts[3] = {"[", name, "] "};
     for (int k = 0; k < 3; k++)
         for (const char *s = parts[k]; *s && r->n < 200; s++) r->buf[r->n++] = *s;
     r->prefix_len = r->n;

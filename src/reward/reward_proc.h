@@ -22,8 +22,8 @@ typedef struct {
 
 /* Starts argv (execv: argv[0] a path) as a reward process: a guardian is forked
  * first, and the guardian starts the reward in its own process group, stdin
- * and stdout sockets to us, stderr relayed line by line prefixed
- * "[reward NAME] ". The guardian ends the reward and every process it started
+ * and stdout sockets to us, stderr relayed line by line prefixed "[LABEL] "
+ * (name: "reward NAME" for a reward, "tool", "environment"). The guardian ends the reward and every process it started
  * when the trainer closes life_fd (reward_proc_stop) or dies, kill -9 included.
  * 0, or -1 with err ("WHAT: fork: ..."). */
 int reward_proc_start(RewardProc *p, char *const argv[], const char *name, const char *what, GrpoErr *err);

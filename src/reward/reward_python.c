@@ -103,7 +103,9 @@ int reward_python_init(RewardFunc *f, const char *spec, const char *name, double
         rc = err_set(err, "%s: python3 not found on PATH (a Python reward runs in the first python3 there)", what);
     if (!rc) {
         char *argv[] = {python, "-c", (char *)py_runner_source, kind, target, attr, NULL};
-        rc = reward_cmd_start(f, argv, what, name ? name : attr, timeout_s, err);
+        char label[300];
+        snprintf(label, sizeof label, "reward %s", name ? name : attr);
+        rc = reward_cmd_start(f, argv, what, label, "reward_timeout", timeout_s, err);
     }
     json_t *hello = NULL;
     if (!rc && (rc = reward_cmd_hello(f, &hello, err)) == 0) {

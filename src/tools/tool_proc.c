@@ -28,7 +28,7 @@ int tool_proc_start(ToolProc **out, const char *command, const json_t *tools, do
     p->what = xmalloc(len);
     snprintf(p->what, len, "tool command '%s'", command);
     char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
-    if (reward_cmd_start(&p->f, argv, p->what, "tools", timeout_s, err)) {
+    if (reward_cmd_start(&p->f, argv, p->what, "tool", "tool_timeout", timeout_s, err)) {
         free(p->what);
         free(p);
         return -1;

@@ -41,7 +41,7 @@ for line in sys.stdin:
     open(log, "a").write(line)
     n = sum(1 for _ in open(log))  # the calls of all the run's tool processes (tool_workers)
     if mode and n > after:
-        if mode == "crash": sys.exit(3)
+        if mode == "crash": sys.stderr.write("calc: giving up\n"); sys.stderr.flush(); sys.exit(3)
         if mode == "hang": time.sleep(60)
         if mode == "garbage": print("hello", flush=True); continue
     req = json.loads(line)
@@ -154,7 +154,10 @@ for mode in crash hang garbage; do
     grep -q "^grpo train: tool command 'python3 .*calc.py .*$mode 8': " "$TMP/f$mode.err" \
         || fail "$mode: the tool's line: $(cat "$TMP/f$mode.err")"
     tail -1 "$TMP/f$mode.err" | grep -q "kept in .*/f$mode/checkpoint-1" || fail "$mode: where step 1 is kept: $(cat "$TMP/f$mode.err")"
-    [ "$(wc -l < "$TMP/f$mode.err")" -eq 2 ] || fail "$mode: two lines: $(cat "$TMP/f$mode.err")"
+    # the tool's own stderr comes prefixed "[tool] " (the crash writes one line), a timeout names tool_timeout
+    [ "$(grep -vc '^\[tool\] ' "$TMP/f$mode.err")" -eq 2 ] || fail "$mode: two lines: $(cat "$TMP/f$mode.err")"
+    [ "$mode" != crash ] || grep -qx '\[tool\] calc: giving up' "$TMP/f$mode.err" || fail "crash: its stderr prefixed: $(cat "$TMP/f$mode.err")"
+    [ "$mode" != hang ] || grep -q 'no reply within 2 s (tool_timeout)' "$TMP/f$mode.err" || fail "hang: the option named: $(cat "$TMP/f$mode.err")"
     [ -d "$TMP/f$mode/checkpoint-1" ] && [ ! -e "$TMP/f$mode/checkpoint-2" ] || fail "$mode: after the stop: $(ls "$TMP/f$mode")"
 done
 

@@ -129,7 +129,7 @@ int main(void) {
     fputs(FAKE, f);
     fclose(f);
     test_steps();
-    expect_failure("sleep", 1.0, "no reply within 1 s");
+    expect_failure("sleep", 1.0, "no reply within 1 s (environment_timeout)");
     expect_failure("crash", 10, "exited with status 3 before replying");
     expect_failure("garbage", 10, "is not a JSON object ('hello')");
     expect_failure("array", 10, "a reply must be a JSON object (turn 4 got '[1]')");

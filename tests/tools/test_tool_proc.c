@@ -129,7 +129,7 @@ int main(void) {
                        "{\"type\": \"object\", \"properties\": {\"expression\": {\"type\": \"string\"}}}}}]",
                        0, NULL);
     test_calls();
-    expect_failure("sleep", 1.0, "no reply within 1 s");
+    expect_failure("sleep", 1.0, "no reply within 1 s (tool_timeout)");
     expect_failure("crash", 10, "exited with status 3 before replying");
     expect_failure("garbage", 10, "is not a JSON object ('hello')");
     expect_failure("neither", 10, "exactly one of \"content\" or \"error\" (call of 'calculator' got '{\"result\":1}')");
