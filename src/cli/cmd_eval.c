@@ -118,6 +118,93 @@ static const OptSpec eval_options[] = {
     {"json", OPT_BOOL, A(json), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "one JSON object with the numbers and counts"},
 };
 
+/* What a run of eval holds once its inputs are read; eval_close frees what eval_open opened. */
+typedef struct {
+    RewardSet rs;
+    GenSession s;
+    int have_session;
+    json_t *tool_schemas; /* the tools file: the prompts' tools= */
+    char *tools_json;
+    ToolLoop tools;       /* with tools: the generator goes on after each tool turn, as in training */
+    int have_tools;
+    EnvLoop env;          /* with an environment: the generator goes on after each of its messages */
+    int have_env;
+} EvalRun;
+
+static void eval_close(EvalRun *r) {
+    if (r->have_tools) tool_loop_close(&r->tools);
+    if (r->have_env) env_loop_close(&r->env);
+    if (r->have_session) gen_session_close(&r->s);
+    reward_set_free(&r->rs);
+    json_decref(r->tool_schemas);
+    free(r->tools_json);
+}
+
+/* The rewards, the dataset, the model (and adapter), the tool loop and the
+ * environment of a, in that order; -1 with err at the first that fails. */
+static int eval_open(EvalRun *r, EvalArgs *a, GrpoErr *err) {
+    memset(r, 0, sizeof *r);
+    Dataset ds;
+    DatasetConversation conv;
+    a->gen.chat_template = a->prompts.chat_template;
+    if (a->tools.tools_path && tool_schemas_load(a->tools.tools_path, &r->tool_schemas, err)) return -1;
+    if (r->tool_schemas) a->gen.tools_json = r->tools_json = json_dumps(r->tool_schemas, JSON_COMPACT);
+    if (reward_set_from_args(&r->rs, &a->rewards, err) ||
+        dataset_load_conversation(&ds, a->dataset, prompt_options_conversation(&a->prompts, &conv), err))
+        return -1;
+    if (eval_check_columns(&r->rs, &ds, a->max_examples, err)) { /* before the model is even read */
+        dataset_free(&ds);
+        return -1;
+    }
+    if (gen_session_open(&r->s, a->model_dir, &ds, &a->gen, a->max_prompt_length, a->max_examples, err)) return -1;
+    r->have_session = 1;
+    if (a->adapter && lora_apply_dir(r->s.model, a->adapter, err)) return -1;
+    if (tool_loop_open(&r->tools, &a->tools, r->tool_schemas, r->s.tok, a->gen.chat_template_kwargs, err)) return -1;
+    r->have_tools = 1;
+    if (r->tools.proc) gen_set_turns(&r->s.gen, &(GenTurns){tool_loop_turn_end, &r->tools});
+    if (r->tools.pool) /* tool_workers: the tool waits overlap the other sequences' decoding */
+        gen_set_overlap(&r->s.gen, &(GenOverlap){tool_loop_turn_begin, tool_loop_turn_wait});
+    if (env_loop_open(&r->env, &a->env, r->s.tok, a->gen.chat_template_kwargs, err)) return -1;
+    r->have_env = 1;
+    if (r->env.proc) gen_set_turns(&r->s.gen, &(GenTurns){env_loop_turn_end, &r->env});
+    return 0;
+}
+
+/* Every example of r scored into t, progress on stderr; -1 with err (the tool's
+ * or the environment's message where theirs stopped it). */
+static int eval_all(EvalRun *r, const EvalArgs *a, EvalTotals *t, GrpoErr *err) {
+    int n_ex = r->s.n, G = a->num_generations, rc = 0;
+    char how[300];
+    eval_describe(how, sizeof how, n_ex, G, &a->gen.sampler);
+    fprintf(stderr, "grpo eval: %s, %d reward function(s)\n", how, r->rs.n_funcs);
+    int every = n_ex >= 20 ? n_ex / 20 : 1;
+    double t0 = time_now_s();
+    HfStateInfo fresh; /* no training run: the rewards see a fresh TrainerState, as Trainer.evaluate() alone */
+    hf_state_fresh(&fresh);
+    json_t *trainer_state = hf_state_fields(&fresh);
+    for (int p = 0; p < n_ex && !rc; p++) {
+        rc = eval_example(t, &r->s.gen, r->s.tok, &r->s.data, p, G, 0, &r->rs, trainer_state, a->pass_threshold,
+                          r->env.proc ? &r->env : NULL, err);
+        if (!rc && ((p + 1) % every == 0 || p + 1 == n_ex))
+            fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
+                    eval_reward(t), eval_pass_at_1(t), time_now_s() - t0);
+    }
+    json_decref(trainer_state);
+    if (rc && r->tools.proc && r->tools.err.msg[0]) *err = r->tools.err;
+    else if (rc && r->env.proc && r->env.err.msg[0]) *err = r->env.err;
+    if (rc) return -1;
+    if (r->tools.proc) /* TRL's tools/call_frequency and tools/failure_frequency, on stderr */
+        fprintf(stderr, "grpo eval: tools: %ld calls (%.4f per completion), %ld failed (failure_frequency %.4f)\n",
+                r->tools.calls, t->completions ? (double)r->tools.calls / t->completions : 0.0, r->tools.failures,
+                r->tools.calls ? (double)r->tools.failures / r->tools.calls : 0.0);
+    if (r->env.proc) /* how the conversations went, on stderr */
+        fprintf(stderr, "grpo eval: environment: %ld replies (%.4f per completion), %ld conversations it ended, %ld "
+                        "ended by max_environment_turns\n",
+                r->env.steps, t->completions ? (double)r->env.steps / t->completions : 0.0, r->env.done,
+                r->env.limited);
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv) {
     EvalArgs a;
     memset(&a, 0, sizeof a);
@@ -148,101 +235,17 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     cli_setup_threads();
-    RewardSet rs = {0};
-    Dataset ds;
-    GenSession s;
-    DatasetConversation conv;
-    a.gen.chat_template = a.prompts.chat_template;
-    json_t *tool_schemas = NULL; /* the tools file: the prompts' tools= */
-    char *tools_json = NULL;
-    if (a.tools.tools_path && tool_schemas_load(a.tools.tools_path, &tool_schemas, &err)) {
-        args_free();
-        return cli_fail("eval", err.msg);
-    }
-    if (tool_schemas) a.gen.tools_json = tools_json = json_dumps(tool_schemas, JSON_COMPACT);
-    int failed = reward_set_from_args(&rs, &a.rewards, &err) ||
-                 dataset_load_conversation(&ds, a.dataset, prompt_options_conversation(&a.prompts, &conv), &err);
-    if (!failed && eval_check_columns(&rs, &ds, a.max_examples, &err)) { /* before the model is even read */
-        dataset_free(&ds);
-        failed = 1;
-    }
-    if (failed || gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_examples, &err)) {
-        reward_set_free(&rs);
-        args_free();
-        json_decref(tool_schemas);
-        free(tools_json);
-        return cli_fail("eval", err.msg);
-    }
-    if (a.adapter && lora_apply_dir(s.model, a.adapter, &err)) {
-        gen_session_close(&s);
-        reward_set_free(&rs);
-        args_free();
-        json_decref(tool_schemas);
-        free(tools_json);
-        return cli_fail("eval", err.msg);
-    }
-    ToolLoop tools; /* with tools: the generator goes on after each tool turn, as in training */
-    if (tool_loop_open(&tools, &a.tools, tool_schemas, s.tok, a.gen.chat_template_kwargs, &err)) {
-        gen_session_close(&s);
-        reward_set_free(&rs);
-        args_free();
-        json_decref(tool_schemas);
-        free(tools_json);
-        return cli_fail("eval", err.msg);
-    }
-    if (tools.proc) gen_set_turns(&s.gen, &(GenTurns){tool_loop_turn_end, &tools});
-    if (tools.pool) /* tool_workers: the tool waits overlap the other sequences' decoding */
-        gen_set_overlap(&s.gen, &(GenOverlap){tool_loop_turn_begin, tool_loop_turn_wait});
-    EnvLoop env; /* with an environment: the generator goes on after each of its messages, as in training */
-    if (env_loop_open(&env, &a.env, s.tok, a.gen.chat_template_kwargs, &err)) {
-        tool_loop_close(&tools);
-        gen_session_close(&s);
-        reward_set_free(&rs);
-        args_free();
-        json_decref(tool_schemas);
-        free(tools_json);
-        return cli_fail("eval", err.msg);
-    }
-    if (env.proc) gen_set_turns(&s.gen, &(GenTurns){env_loop_turn_end, &env});
-    int n_ex = s.n, G = a.num_generations;
-    Tokenizer *tok = s.tok;
-    char how[300];
-    eval_describe(how, sizeof how, n_ex, G, &a.gen.sampler);
-    fprintf(stderr, "grpo eval: %s, %d reward function(s)\n", how, rs.n_funcs);
-
+    EvalRun r;
     EvalTotals t;
-    eval_totals_init(&t, rs.n_funcs);
-    int every = n_ex >= 20 ? n_ex / 20 : 1;
-    double t0 = time_now_s();
-    HfStateInfo fresh; /* no training run: the rewards see a fresh TrainerState, as Trainer.evaluate() alone */
-    hf_state_fresh(&fresh);
-    json_t *trainer_state = hf_state_fields(&fresh);
-    for (int p = 0; p < n_ex && !rc; p++) {
-        rc = eval_example(&t, &s.gen, tok, &s.data, p, G, 0, &rs, trainer_state, a.pass_threshold,
-                          env.proc ? &env : NULL, &err);
-        if (!rc && ((p + 1) % every == 0 || p + 1 == n_ex))
-            fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
-                    eval_reward(&t), eval_pass_at_1(&t), time_now_s() - t0);
+    rc = eval_open(&r, &a, &err);
+    if (!rc) {
+        eval_totals_init(&t, r.rs.n_funcs);
+        rc = eval_all(&r, &a, &t, &err);
+        if (!rc) report(&t, &r.rs, a.num_generations, &a.gen.sampler, a.pass_threshold, a.json);
+        eval_totals_free(&t);
     }
-    if (!rc && tools.proc) /* TRL's tools/call_frequency and tools/failure_frequency, on stderr */
-        fprintf(stderr, "grpo eval: tools: %ld calls (%.4f per completion), %ld failed (failure_frequency %.4f)\n",
-                tools.calls, t.completions ? (double)tools.calls / t.completions : 0.0, tools.failures,
-                tools.calls ? (double)tools.failures / tools.calls : 0.0);
-    if (!rc && env.proc) /* how the conversations went, on stderr */
-        fprintf(stderr, "grpo eval: environment: %ld replies (%.4f per completion), %ld conversations it ended, %ld "
-                        "ended by max_environment_turns\n",
-                env.steps, t.completions ? (double)env.steps / t.completions : 0.0, env.done, env.limited);
-    if (!rc) report(&t, &rs, G, &a.gen.sampler, a.pass_threshold, a.json);
-    else cli_fail("eval", tools.proc && tools.err.msg[0] ? tools.err.msg
-                          : env.proc && env.err.msg[0] ? env.err.msg : err.msg);
-    tool_loop_close(&tools);
-    env_loop_close(&env);
-    eval_totals_free(&t);
-    json_decref(trainer_state);
-    gen_session_close(&s);
-    reward_set_free(&rs);
+    if (rc) cli_fail("eval", err.msg);
+    eval_close(&r);
     args_free();
-    json_decref(tool_schemas);
-    free(tools_json);
     return rc ? 1 : 0;
 }
