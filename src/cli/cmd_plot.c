@@ -33,13 +33,9 @@ static const OptSpec plot_options[] = {
      "the file has)"},
 };
 
-int cmd_plot(int argc, char **argv) {
-    const char *input = NULL;
-    PlotArgs pa;
-    OptGroup g = OPT_GROUP(plot_options, 0);
-    opts_defaults(&g, 1, &pa);
-    /* args_parse knows only --options: take out the positional file and map -o */
-    char **av = xmalloc(sizeof(char *) * (argc + 1));
+/* argv without the positional METRICS file (*input) and with -o as --output, into
+ * av (argc + 1 entries); its count, or -1 after a usage line on an unexpected argument. */
+static int plot_argv(int argc, char **argv, char **av, const char **input) {
     int ac = 0;
     av[ac++] = argv[0];
     for (int i = 1; i < argc; i++) {
@@ -51,17 +47,49 @@ int cmd_plot(int argc, char **argv) {
             av[ac++] = argv[i];
             int takes_value = strcmp(a, "--help") && strcmp(a, "-h") && !strchr(a, '=');
             if (takes_value && i + 1 < argc) av[ac++] = argv[++i];
-        } else if (!input && a[0] != '-') {
-            input = a;
+        } else if (!*input && a[0] != '-') {
+            *input = a;
         } else {
             char shown[200];
             fprintf(stderr, "grpo plot: unexpected argument '%s' (usage: grpo plot %s)\n",
                     text_escaped(shown, sizeof shown, a, 80), SYNOPSIS);
-            free(av);
-            return 2;
+            return -1;
         }
     }
     av[ac] = NULL;
+    return ac;
+}
+
+/* list (a copy of --metrics, given) split at commas in place into req; the count,
+ * or -1 after a usage line on an empty name. */
+static int split_metrics(char *list, const char *given, const char **req) {
+    int n = 0;
+    for (char *p = list;; p++) {
+        char *c = strchr(p, ',');
+        if (c) *c = 0;
+        if (!*p) {
+            char shown[200];
+            fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", text_escaped(shown, sizeof shown, given, 80));
+            return -1;
+        }
+        req[n++] = p;
+        if (!c) return n;
+        p = c;
+    }
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *input = NULL;
+    PlotArgs pa;
+    OptGroup g = OPT_GROUP(plot_options, 0);
+    opts_defaults(&g, 1, &pa);
+    /* args_parse knows only --options: take out the positional file and map -o */
+    char **av = xmalloc(sizeof(char *) * (argc + 1));
+    int ac = plot_argv(argc, argv, av, &input);
+    if (ac < 0) {
+        free(av);
+        return 2;
+    }
     int rc = args_parse("plot", SYNOPSIS, ac, av, &g, 1, &pa);
     free(av);
     if (rc) return rc == 1 ? 0 : rc;
@@ -83,24 +111,13 @@ int cmd_plot(int argc, char **argv) {
         output = default_output;
     }
     /* the requested names, split at commas */
-    int n_req = 0;
     char *list = metrics ? xstrdup(metrics) : NULL;
     const char **req = xmalloc(sizeof(char *) * (metrics ? strlen(metrics) + 1 : 2));
-    if (list) {
-        for (char *p = list;; p++) {
-            char *c = strchr(p, ',');
-            if (c) *c = 0;
-            if (!*p) {
-                char shown[200];
-                fprintf(stderr, "grpo plot: --metrics '%s' has an empty name\n", text_escaped(shown, sizeof shown, metrics, 80));
-                free(list), free(req);
-                free(default_output), free(run_metrics);
-                return 2;
-            }
-            req[n_req++] = p;
-            if (!c) break;
-            p = c;
-        }
+    int n_req = list ? split_metrics(list, metrics, req) : 0;
+    if (n_req < 0) {
+        free(list), free(req);
+        free(default_output), free(run_metrics);
+        return 2;
     }
 
     GrpoErr err;
