@@ -223,6 +223,75 @@ static int parse_subscript(Parser *ps, MathNode *v) {
     return 1;
 }
 
+/* After \sqrt: [index] {radicand}, read as radicand^(1/index). */
+static MathNode *parse_sqrt(Parser *ps) {
+    MathNode *index = NULL;
+    if (eat(ps, "[")) {
+        index = parse_expr(ps);
+        if (!eat(ps, "]")) return fail(ps);
+    }
+    MathNode *a = parse_arg(ps);
+    if (!a) return fail(ps);
+    if (!index) {
+        index = node(ps, MN_NUM, NULL, NULL);
+        index->num = 2;
+    }
+    MathNode *one = node(ps, MN_NUM, NULL, NULL);
+    one->num = 1;
+    return node(ps, MN_POW, a, node(ps, MN_DIV, one, index));
+}
+
+/* After \text{: a word, one symbol named by it (parentheses and spaces around it dropped). */
+static MathNode *parse_text(Parser *ps) {
+    const char *e = strchr(ps->p, '}');
+    if (!e) return fail(ps);
+    const char *a = ps->p;
+    while (a < e && (isspace((unsigned char)*a) || *a == '(')) a++;
+    const char *b = e;
+    while (b > a && (isspace((unsigned char)b[-1]) || b[-1] == ')')) b--;
+    MathNode *r = node(ps, MN_VAR, NULL, NULL);
+    if (b == a || (size_t)(b - a) >= sizeof r->name) return fail(ps);
+    memcpy(r->name, a, (size_t)(b - a));
+    ps->p = e + 1;
+    return r;
+}
+
+/* A backslash command other than those parse_atom reads itself: a function (\sin, \log_b ...,
+ * with an optional ^power) or a Greek letter; NULL (failed) for an unknown one. */
+static MathNode *parse_command(Parser *ps) {
+    MathNode *r = NULL;
+    for (size_t k = 0; k < sizeof FUNCS / sizeof FUNCS[0] && !r; k++)
+        if (eat(ps, FUNCS[k][0])) {
+            MathNode *power = NULL;
+            if (eat(ps, "^")) power = parse_arg(ps);
+            if (eat(ps, "_")) { /* \log_2 x: log base b */
+                MathNode *base = parse_arg(ps);
+                MathNode *arg = base ? parse_power(ps) : NULL;
+                if (!arg) return fail(ps);
+                MathNode *ln_a = node(ps, MN_FUNC, arg, NULL), *ln_b = node(ps, MN_FUNC, base, NULL);
+                strcpy(ln_a->name, "ln"), strcpy(ln_b->name, "ln");
+                r = node(ps, MN_DIV, ln_a, ln_b);
+            } else {
+                MathNode *arg = parse_power(ps);
+                if (!arg) return fail(ps);
+                r = node(ps, MN_FUNC, arg, NULL);
+                strcpy(r->name, FUNCS[k][1]);
+            }
+            if (power) r = node(ps, MN_POW, r, power);
+        }
+    for (size_t k = 0; k < sizeof GREEK / sizeof GREEK[0] && !r; k++) {
+        char cmd[16] = "\\";
+        strcat(cmd, GREEK[k]);
+        if (eat(ps, cmd)) {
+            r = node(ps, MN_VAR, NULL, NULL);
+            strcpy(r->name, GREEK[k]);
+            if (!parse_subscript(ps, r)) return fail(ps);
+        }
+    }
+    if (!r) return fail(ps); /* an unknown command */
+    return r;
+}
+
 static MathNode *parse_atom(Parser *ps) {
     if (++ps->depth > MAX_DEPTH) return fail(ps);
     skip_ws(ps);
@@ -254,65 +323,15 @@ static MathNode *parse_atom(Parser *ps) {
         MathNode *a = parse_arg(ps), *b = a ? parse_arg(ps) : NULL;
         r = b ? node(ps, MN_BINOM, a, b) : fail(ps);
     } else if (eat(ps, "\\sqrt")) {
-        MathNode *index = NULL;
-        if (eat(ps, "[")) {
-            index = parse_expr(ps);
-            if (!eat(ps, "]")) return fail(ps);
-        }
-        MathNode *a = parse_arg(ps);
-        if (!a) return fail(ps);
-        if (!index) {
-            index = node(ps, MN_NUM, NULL, NULL);
-            index->num = 2;
-        }
-        MathNode *one = node(ps, MN_NUM, NULL, NULL);
-        one->num = 1;
-        r = node(ps, MN_POW, a, node(ps, MN_DIV, one, index));
+        r = parse_sqrt(ps);
     } else if (eat(ps, "\\pi")) {
         r = node(ps, MN_PI, NULL, NULL);
     } else if (eat(ps, "\\infty")) {
         r = node(ps, MN_INF, NULL, NULL);
     } else if (eat(ps, "\\text{")) { /* a word: one symbol named by it */
-        const char *e = strchr(ps->p, '}');
-        if (!e) return fail(ps);
-        const char *a = ps->p;
-        while (a < e && (isspace((unsigned char)*a) || *a == '(')) a++;
-        const char *b = e;
-        while (b > a && (isspace((unsigned char)b[-1]) || b[-1] == ')')) b--;
-        r = node(ps, MN_VAR, NULL, NULL);
-        if (b == a || (size_t)(b - a) >= sizeof r->name) return fail(ps);
-        memcpy(r->name, a, (size_t)(b - a));
-        ps->p = e + 1;
+        r = parse_text(ps);
     } else if (*p == '\\') {
-        for (size_t k = 0; k < sizeof FUNCS / sizeof FUNCS[0] && !r; k++)
-            if (eat(ps, FUNCS[k][0])) {
-                MathNode *power = NULL;
-                if (eat(ps, "^")) power = parse_arg(ps);
-                if (eat(ps, "_")) { /* \log_2 x: log base b */
-                    MathNode *base = parse_arg(ps);
-                    MathNode *arg = base ? parse_power(ps) : NULL;
-                    if (!arg) return fail(ps);
-                    MathNode *ln_a = node(ps, MN_FUNC, arg, NULL), *ln_b = node(ps, MN_FUNC, base, NULL);
-                    strcpy(ln_a->name, "ln"), strcpy(ln_b->name, "ln");
-                    r = node(ps, MN_DIV, ln_a, ln_b);
-                } else {
-                    MathNode *arg = parse_power(ps);
-                    if (!arg) return fail(ps);
-                    r = node(ps, MN_FUNC, arg, NULL);
-                    strcpy(r->name, FUNCS[k][1]);
-                }
-                if (power) r = node(ps, MN_POW, r, power);
-            }
-        for (size_t k = 0; k < sizeof GREEK / sizeof GREEK[0] && !r; k++) {
-            char cmd[16] = "\\";
-            strcat(cmd, GREEK[k]);
-            if (eat(ps, cmd)) {
-                r = node(ps, MN_VAR, NULL, NULL);
-                strcpy(r->name, GREEK[k]);
-                if (!parse_subscript(ps, r)) return fail(ps);
-            }
-        }
-        if (!r) return fail(ps); /* an unknown command */
+        r = parse_command(ps);
     } else {
         return fail(ps);
     }
