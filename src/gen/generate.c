@@ -186,6 +186,34 @@ static int turn_append(Completion *c, Live *L, const int32_t *add, int k, int ma
     return 0;
 }
 
+/* Rows 0 .. nc-1 of a chunk set out: completion out[i] (index first_index + i of
+ * the group) empty with its buffers, its random stream and context (the prompt),
+ * its cache slot holding the prompt, and its logits row the prompt's last. */
+static void chunk_begin(Generator *g, Live *live, Completion *out, int nc, const int32_t *prompt, int n_prompt,
+                        uint64_t stream_id, int first_index) {
+    const GenOpts *o = &g->opts;
+    int V = g->m->cfg.vocab_size, maxc = o->max_completion_length, extra = o->share_prefix ? 1 : 0;
+    for (int i = 0; i < nc; i++) {
+        Live *L = &live[i];
+        rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(first_index + i)));
+        L->ctx = xmalloc(sizeof(int32_t) * (n_prompt + maxc));
+        memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
+        L->n_ctx = n_prompt;
+        L->done = 0;
+        Completion *c = &out[i];
+        c->ids = xmalloc(sizeof(int32_t) * maxc);
+        c->logp = xmalloc(sizeof(float) * maxc);
+        c->mask = g->turns.turn_end ? xmalloc(maxc) : NULL;
+        c->n = 0;
+        c->n_turns = 0;
+        c->stopped = 0;
+        if (o->share_prefix) kv_cache_share_prefix(&g->kv, i + extra, 0);
+        else prefill(g, i, prompt, n_prompt, g->logits + (size_t)i * V);
+    }
+    for (int i = 0; i < nc; i++)
+        if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
+}
+
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out) {
     return gen_group_part(g, prompt, n_prompt, 0, G, stream_id, out);
@@ -209,28 +237,8 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
     for (int c0 = 0; c0 < G; c0 += g->chunk) {
         int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
         int extra = o->share_prefix ? 1 : 0;
-        for (int i = 0; i < nc; i++) {
-            Live *L = &live[i];
-            rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(first + c0 + i)));
-            L->ctx = xmalloc(sizeof(int32_t) * (n_prompt + maxc));
-            memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
-            L->n_ctx = n_prompt;
-            L->done = 0;
-            Completion *c = &out[c0 + i];
-            c->ids = xmalloc(sizeof(int32_t) * maxc);
-            c->logp = xmalloc(sizeof(float) * maxc);
-            c->mask = g->turns.turn_end ? xmalloc(maxc) : NULL;
-            c->n = 0;
-            c->n_turns = 0;
-            c->stopped = 0;
-            if (o->share_prefix) kv_cache_share_prefix(&g->kv, i + extra, 0);
-            else prefill(g, i, prompt, n_prompt, g->logits + (size_t)i * V);
-        }
-        /* first tokens from the prompt's logits */
-        int n = 0;
-        for (int i = 0; i < nc; i++) which[n++] = i;
-        for (int i = 0; i < nc; i++)
-            if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
+        chunk_begin(g, live, out + c0, nc, prompt, n_prompt, stream_id, first + c0);
+        for (int i = 0; i < nc; i++) which[i] = i; /* first tokens from the prompt's logits */
         /* n_wait: rows whose turn is with turn_begin, waiting aside (overlapped turns) */
         int step_rows = nc, failed = 0, n_wait = 0, overlap = g->overlap.turn_begin != NULL;
         while (step_rows > 0 || n_wait > 0) {
