@@ -2,10 +2,12 @@
 # The calculator example: sums of 6-digit numbers, which the demo model cannot work
 # out itself, answered with a `calculator` tool
 # (calculator.py, a tool process: docs/tool-protocol.md).
-#   1. the demo's base model (make demo makes it) learns to call the tool by SFT
-#      (300 steps, then 400 at a constant learning rate) on 400 transcripts (call,
-#      tool reply, answer; make_data.py writes them and the prompts to $OUT/data),
-#      with this directory's chat template (Qwen2.5's <tool_call> / <tool_response>);
+#   1. the demo's base model (make demo makes it) learns to call the tool by SFT on
+#      400 transcripts (call, tool reply, answer; make_data.py writes them and the
+#      prompts to $OUT/data), with this directory's chat template (Qwen2.5's
+#      <tool_call> / <tool_response>): 250 steps, then 275 more with a fresh optimizer,
+#      stopped on purpose while the model still copies digits badly (about 0.4 of
+#      held-out sums right with the tool), so that GRPO has something to learn;
 #   2. the baseline: the same base model SFT'd on the same sums answered directly;
 #   3. grpo eval: held-out pass@1 (100 sums, calc_test.jsonl, 4 samples per sum at
 #      temperature 1) of the baseline without tools and of the SFT model with them;
@@ -31,10 +33,12 @@ SFT_STEPS=(${CALC_SFT_STEPS:+--max_steps "$CALC_SFT_STEPS"})
 echo "== 1/5 SFT on tool-call transcripts"
 "$GRPO" sft --config "$EX/sft_tools.yaml" --model "$BASE" --output_dir "$OUT/sft_format" --chat_template "$TEMPLATE" \
     --dataset "$OUT/data/sft_tools.jsonl" --quiet "${SFT_STEPS[@]}"
-# the format comes first; copying the prompt's digits into the call comes later, at a
-# constant rate (the loss falls from about 0.32 to 0.08 between steps 100 and 200 here)
+# the format comes in the first 100 steps; copying the prompt's digits into the call
+# and the tool's reply into the answer comes later, suddenly (the loss falls from
+# about 0.26 to 0.08 between steps 200 and 300 of this second run): step 275 is
+# part-way through, the start GRPO is meant for
 "$GRPO" sft --config "$EX/sft_tools.yaml" --model "$OUT/sft_format" --output_dir "$OUT/sft" \
-    --dataset "$OUT/data/sft_tools.jsonl" --max_steps 400 --lr_scheduler_type constant --warmup_steps 0 \
+    --dataset "$OUT/data/sft_tools.jsonl" --max_steps 275 \
     --quiet "${SFT_STEPS[@]}"
 echo "== 2/5 the baseline: SFT on direct answers"
 "$GRPO" sft --config "$EX/sft_direct.yaml" --model "$BASE" --output_dir "$OUT/direct" --chat_template "$TEMPLATE" \
