@@ -35,7 +35,7 @@ echo "== 1/5 SFT on tool-call transcripts"
     --dataset "$OUT/data/sft_tools.jsonl" --quiet "${SFT_STEPS[@]}"
 # the format comes in the first 100 steps; copying the prompt's digits into the call
 # and the tool's reply into the answer comes later, suddenly (in this second run the
-# loss is 0.26 at step 100, 0.19 at 200, 0.10 at 275 and 0.08 at 300): step 275 is
+# loss is 0.25 at step 100, 0.19 at 200, 0.10 at 275 and 0.08 at 300): step 275 is
 # part-way through, the start GRPO is meant for
 "$GRPO" sft --config "$EX/sft_tools.yaml" --model "$OUT/sft_format" --output_dir "$OUT/sft" \
     --dataset "$OUT/data/sft_tools.jsonl" --max_steps 275 \
