@@ -348,6 +348,8 @@ int main(void) {
     free(off), free(tr), free(lp), free(old), free(ref), free(ent), free(ncases), free(b.adv);
     free(b.offsets), free(b.truncated), free(b.logp), free(b.old), free(b.ref), free(b.ent);
     free(grad), free(grad2), free(dent), free(dent2);
+    free(bt.offsets), free(bt.logp), free(bt.old), free(bt.ref), free(bt.ent), free(bt.tmask), free(bt.orig);
+    free(gt), free(gt2), free(dt), free(dt2);
     st_close(&f);
     return t_summary("grpo/test_loss");
 }
