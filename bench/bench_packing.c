@@ -23,23 +23,9 @@
 #include "model/batch.h"
 #include "model/init.h"
 
-enum { SEQS = 4, PROMPT = 64, MIN_COMPLETION = 16, MAX_COMPLETION = 128, MAX_BATCHES = 16 };
+#include "qwen2_shape.h"
 
-static ModelConfig qwen2_05b(int layers) {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:i}", "model_type", "qwen2",
-                          "hidden_size", 896, "intermediate_size", 4864, "num_hidden_layers", layers,
-                          "num_attention_heads", 14, "num_key_value_heads", 2, "vocab_size", 151936,
-                          "rms_norm_eps", 1e-6, "rope_theta", 1000000.0, "tie_word_embeddings", 1,
-                          "max_position_embeddings", 32768);
-    ModelConfig c;
-    GrpoErr err;
-    if (config_from_json(&c, j, "qwen2-0.5b", &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        exit(1);
-    }
-    json_decref(j);
-    return c;
-}
+enum { SEQS = 4, PROMPT = 64, MIN_COMPLETION = 16, MAX_COMPLETION = 128, MAX_BATCHES = 16 };
 
 /* The objective: the mean log-prob of the targets (token-local, as the losses). */
 static void mean_grad(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
