@@ -27,6 +27,9 @@ LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c tests/*/test_*.c))
 MACHINE_OBJ := $(BUILD)/tests/machine/bf16_matmul.o
+# ... and a GPU on any machine (tests/machine/gpu_emulator.c: the kernels built for the
+# host, behind an emulated driver), linked into the test binaries only.
+GPU_EMU_OBJ := $(BUILD)/tests/machine/gpu_emulator.o
 # make test-isa sets it (0 or 1): every binary it builds, build/grpo included, starts
 # as a machine without (0) or with (1) a bf16 matmul (tests/machine/bf16_matmul.c).
 TEST_BF16_MATMUL ?=
@@ -99,14 +102,16 @@ $(TESTREF): $(TESTREF_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(MACHINE_OBJ): CFLAGS += -Itests $(if $(TEST_BF16_MATMUL),-DTEST_BF16_MATMUL=$(TEST_BF16_MATMUL))
+$(MACHINE_OBJ) $(GPU_EMU_OBJ): CFLAGS += -Itests $(if $(TEST_BF16_MATMUL),-DTEST_BF16_MATMUL=$(TEST_BF16_MATMUL))
+# the kernels' arithmetic as their PTX's (-ffp-contract=off there too): no FMA contraction
+$(GPU_EMU_OBJ): CFLAGS += -ffp-contract=off
 
 $(BUILD)/grpo: $(CLI_OBJ) $(if $(TEST_BF16_MATMUL),$(MACHINE_OBJ)) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(MACHINE_OBJ) $(LIB) $(TESTREF)
+$(BUILD)/tests/%: tests/%.c $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(LIB) $(TESTREF)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(MACHINE_OBJ) $(TESTREF) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(TESTREF) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -180,7 +185,7 @@ uninstall:
 	rm -f $(addprefix '$(DESTDIR)$(DOCDIR)'/,README.md $(notdir $(wildcard docs/*.md)))
 	-rmdir '$(DESTDIR)$(DOCDIR)' 2>/dev/null
 
--include $(LIB_OBJ:.o=.d) $(MACHINE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(MACHINE_OBJ:.o=.d) $(GPU_EMU_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTREF_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
 
 # ---- Fuzzing (docs/fuzzing.md): libFuzzer targets fuzz/fuzz_*.c, built with clang and
 # ASan+UBSan in their own tree $(FUZZ_BUILD)/ (libgrpo and src/cli/args.c recompiled there),

@@ -4,7 +4,9 @@
 # the GPU, then every check's figures; exits non-zero when a check fails.
 #
 # Today: the kernels of src/gpu/kernels/ against the CPU's ops (tests/gpu/
-# test_gpu_ops.c: RMSNorm, SwiGLU forward and backward, AdamW bit for bit).
+# test_gpu_ops.c: RMSNorm, SwiGLU forward and backward, AdamW bit for bit), which
+# `make test` runs on the tests' emulated GPU (tests/machine/gpu_emulator.c) and this
+# script on the real one (GRPO_REQUIRE_GPU=1: no emulator).
 #
 # The library is built here when this machine has grpo.c's build dependencies
 # (tools/install-deps.sh); where it has not (the device image has CUDA and Python,
@@ -28,8 +30,8 @@ elif [ -f "$BUILD/libgrpo.a" ]; then
 else
     echo "no libgrpo: the build failed and none was carried"; tail -5 "$OUT/build.log"; exit 1
 fi
-gcc -std=c11 -D_GNU_SOURCE -O2 -g -fopenmp -Isrc -Itests tests/gpu/test_gpu_ops.c "$BUILD/libgrpo.a" \
-    -o "$OUT/test_gpu_ops" -lm -ldl || { echo "test_gpu_ops: link failed"; exit 1; }
+gcc -std=c11 -D_GNU_SOURCE -O2 -g -fopenmp -ffp-contract=off -Isrc -Itests tests/gpu/test_gpu_ops.c \
+    tests/machine/gpu_emulator.c "$BUILD/libgrpo.a" -o "$OUT/test_gpu_ops" -lm -ldl -lpthread || { echo "test_gpu_ops: link failed"; exit 1; }
 echo "== the kernels against the CPU's ops"
 status=0
 GRPO_REQUIRE_GPU=1 timeout 300 "$OUT/test_gpu_ops" || status=1

@@ -49,9 +49,15 @@ static int load_kernels(GpuDevice *d, GrpoErr *err) {
     return 0;
 }
 
+static int (*driver_open)(CudaApi *api, char *why, size_t n) = cuda_api_open;
+
+void gpu_set_driver(int (*open_driver)(CudaApi *api, char *why, size_t n)) {
+    driver_open = open_driver ? open_driver : cuda_api_open;
+}
+
 int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) {
     memset(d, 0, sizeof *d);
-    if (cuda_api_open(&d->api, why, n)) return 0;
+    if (driver_open(&d->api, why, n)) return 0;
     int count = 0;
     CUresult r = d->api.Init(0);
     if (r == CUDA_SUCCESS) r = d->api.DeviceGetCount(&count);

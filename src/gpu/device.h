@@ -44,6 +44,9 @@ typedef struct {
  * says why: no driver, no device, compute capability below 8.0); -1 with err where
  * one is there but cannot be set up (the PTX refused: the driver's log in err). */
 int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err);
+/* The tests' seam: the driver gpu_open opens, in place of libcuda (cuda_api_open);
+ * NULL for libcuda. tests/machine/gpu_emulator.c installs an emulated GPU so. */
+void gpu_set_driver(int (*open_driver)(CudaApi *api, char *why, size_t n));
 void gpu_close(GpuDevice *d);
 
 int gpu_alloc(GpuDevice *d, CUdeviceptr *p, size_t bytes, GrpoErr *err);

@@ -1,26 +1,84 @@
-/* gpu/kernels/device.h — what the kernels need of CUDA C, from clang's NVPTX
- * builtins alone: the build has no CUDA toolkit (clang -x cuda -nocudainc
- * -nocudalib). Thread indices, the block barrier, warp shuffles, and the few
- * functions the kernels use, each lowered to one PTX instruction. */
+/* gpu/kernels/device.h — what the kernels need of CUDA C, in two lowerings:
+ *
+ * - for the GPU (clang -x cuda, __CUDA__): clang's NVPTX builtins alone, as the build
+ *   has no CUDA toolkit (-nocudainc -nocudalib). Thread indices, the block barrier,
+ *   warp shuffles, and the few functions the kernels use, each one PTX instruction;
+ * - for the host (plain C): the same names on the tests' emulated GPU
+ *   (tests/machine/gpu_emulator.c, which includes the kernels and runs every thread
+ *   of a block as a coroutine), so `make test` runs each kernel against the CPU's op
+ *   on machines without a GPU.
+ *
+ * Kernels are therefore written in the C that both accept: no templates, references
+ * or overloads; a kernel is `KERNEL void name(...)`, a helper `DEVICE`, block-shared
+ * memory `SHARED` (static shared arrays) or dynamic_shared() (the launch's bytes). */
 #ifndef GRPO_GPU_KERNELS_DEVICE_H
 #define GRPO_GPU_KERNELS_DEVICE_H
+
+typedef unsigned long long u64;
+
+#if defined(__CUDA__)
 
 #define KERNEL extern "C" __attribute__((global))
 #define DEVICE static __attribute__((device)) inline
 #define SHARED __attribute__((shared))
 
-typedef unsigned long long u64;
-
 DEVICE int thread_x(void) { return __nvvm_read_ptx_sreg_tid_x(); }
 DEVICE int block_dim_x(void) { return __nvvm_read_ptx_sreg_ntid_x(); }
 DEVICE int block_x(void) { return __nvvm_read_ptx_sreg_ctaid_x(); }
+DEVICE int block_y(void) { return __nvvm_read_ptx_sreg_ctaid_y(); }
 DEVICE int grid_dim_x(void) { return __nvvm_read_ptx_sreg_nctaid_x(); }
+DEVICE int grid_dim_y(void) { return __nvvm_read_ptx_sreg_nctaid_y(); }
 DEVICE void sync_block(void) { __nvvm_bar_sync(0); }
+/* The lane's v exchanged with lane ^ m's (m < 32) / lane src's / lane + d's (a lane
+ * past the warp's end keeps its own), across the whole warp (all 32 lanes call it). */
+DEVICE float shfl_xor(float v, int m) { return __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, m, 0x1f); }
+DEVICE float shfl_idx(float v, int src) { return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, src, 0x1f); }
+DEVICE float shfl_down(float v, int d) { return __nvvm_shfl_sync_down_f32(0xffffffffu, v, d, 0x1f); }
+/* The launch's dynamic shared memory (cuLaunchKernel's sharedMemBytes), 16-byte aligned. */
+extern __attribute__((shared)) __attribute__((aligned(16))) unsigned char gpu_dynamic_shared[];
+DEVICE void *dynamic_shared(void) { return gpu_dynamic_shared; }
+/* IEEE round-to-nearest square root and division (sqrt.rn, div.rn), as the CPU's. */
+DEVICE float sqrt_rn(float x) { return __builtin_sqrtf(x); }
+/* e^x through 2^(x log2 e) (ex2.approx: about 2 ulp). */
+DEVICE float exp_fast(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
+
+#else /* the tests' emulated GPU */
+
+#include <math.h>
+
+#define KERNEL static
+#define DEVICE static inline
+/* One copy per kernel, shared by the block's threads: the emulator runs one block at
+ * a time. */
+#define SHARED static
+
+enum { GPU_EMU_SHFL_XOR, GPU_EMU_SHFL_IDX, GPU_EMU_SHFL_DOWN };
+/* tests/machine/gpu_emulator.c: the running thread's indices, the barriers. */
+int gpu_emu_index(int which); /* 0 thread x, 1 block dim x, 2 block x, 3 block y, 4 grid x, 5 grid y */
+void gpu_emu_sync_block(void);
+float gpu_emu_shfl(float v, int kind, int arg);
+void *gpu_emu_dynamic_shared(void);
+
+DEVICE int thread_x(void) { return gpu_emu_index(0); }
+DEVICE int block_dim_x(void) { return gpu_emu_index(1); }
+DEVICE int block_x(void) { return gpu_emu_index(2); }
+DEVICE int block_y(void) { return gpu_emu_index(3); }
+DEVICE int grid_dim_x(void) { return gpu_emu_index(4); }
+DEVICE int grid_dim_y(void) { return gpu_emu_index(5); }
+DEVICE void sync_block(void) { gpu_emu_sync_block(); }
+DEVICE float shfl_xor(float v, int m) { return gpu_emu_shfl(v, GPU_EMU_SHFL_XOR, m); }
+DEVICE float shfl_idx(float v, int src) { return gpu_emu_shfl(v, GPU_EMU_SHFL_IDX, src); }
+DEVICE float shfl_down(float v, int d) { return gpu_emu_shfl(v, GPU_EMU_SHFL_DOWN, d); }
+DEVICE void *dynamic_shared(void) { return gpu_emu_dynamic_shared(); }
+DEVICE float sqrt_rn(float x) { return sqrtf(x); }
+DEVICE float exp_fast(float x) { return exp2f(x * 1.4426950408889634f); }
+
+#endif
 
 /* The sum of v over the warp's 32 lanes, in every lane (a butterfly: the same
  * order of additions in every lane, so every lane has the same bits). */
 DEVICE float warp_sum(float v) {
-    for (int m = 16; m > 0; m >>= 1) v += __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, m, 0x1f);
+    for (int m = 16; m > 0; m >>= 1) v += shfl_xor(v, m);
     return v;
 }
 
@@ -36,10 +94,5 @@ DEVICE float block_sum(float v, float *scratch) {
     v = lane < warps ? scratch[lane] : 0.0f;
     return warp_sum(v);
 }
-
-/* IEEE round-to-nearest square root and division (sqrt.rn, div.rn), as the CPU's. */
-DEVICE float sqrt_rn(float x) { return __builtin_sqrtf(x); }
-/* e^x through 2^(x log2 e) (ex2.approx: about 2 ulp). */
-DEVICE float exp_fast(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
 
 #endif

@@ -1,0 +1,365 @@
+/* tests/machine/gpu_emulator.c — see gpu_emulator.h. The driver's calls on host
+ * memory; a launch runs the kernel's host build block by block, the block's threads
+ * as ucontext coroutines switched by a scheduler that releases barriers and warp
+ * shuffles once every thread concerned waits at one. */
+#include "machine/gpu_emulator.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+/* the kernels, lowered for the host (KERNEL = static: only this file calls them) */
+#include "gpu/kernels/all.cu"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define FIBER_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define FIBER_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+enum { STACK_BYTES = 1 << 18 };
+#else
+#define FIBER_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define FIBER_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+enum { STACK_BYTES = 1 << 16 };
+#endif
+
+/* ---- the kernels by name: each unpacks cuLaunchKernel's params as its prototype
+ * reads them (the driver reads each by the kernel's parameter sizes likewise) ---- */
+
+#define P(i, T) (*(T *)p[i])
+typedef float *Fp;
+typedef const float *Cfp;
+
+static void run_rmsnorm_forward(void **p) {
+    rmsnorm_forward(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, int), P(5, int), P(6, int), P(7, float));
+}
+static void run_rmsnorm_backward_input(void **p) {
+    rmsnorm_backward_input(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, int), P(6, int), P(7, int),
+                           P(8, int));
+}
+static void run_rmsnorm_backward_weight(void **p) {
+    rmsnorm_backward_weight(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, int), P(5, int), P(6, int), P(7, int),
+                            P(8, int));
+}
+static void run_swiglu_forward(void **p) { swiglu_forward(P(0, Fp), P(1, Cfp), P(2, int), P(3, int)); }
+static void run_swiglu_backward(void **p) { swiglu_backward(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, int), P(4, int)); }
+static void run_adamw_step(void **p) {
+    adamw_step(P(0, Fp), P(1, Fp), P(2, Fp), P(3, Cfp), P(4, const unsigned char *), P(5, u64), P(6, float),
+               P(7, float), P(8, float), P(9, float), P(10, float), P(11, float), P(12, float), P(13, int));
+}
+
+typedef struct {
+    const char *name;
+    void (*run)(void **params);
+} EmuKernel;
+
+static const EmuKernel kernels[] = {
+    {"rmsnorm_forward", run_rmsnorm_forward},
+    {"rmsnorm_backward_input", run_rmsnorm_backward_input},
+    {"rmsnorm_backward_weight", run_rmsnorm_backward_weight},
+    {"swiglu_forward", run_swiglu_forward},
+    {"swiglu_backward", run_swiglu_backward},
+    {"adamw_step", run_adamw_step},
+};
+enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
+
+/* ---- a launch: one block at a time, its threads as coroutines ---- */
+
+enum { RUNNING, AT_BARRIER, AT_SHUFFLE, EXITED };
+enum { CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_LAUNCH_FAILED = 719 };
+
+typedef struct {
+    ucontext_t ctx;
+    void *stack;
+    int state, kind, arg;
+    float v, out;
+} EmuThread;
+
+static struct {
+    pthread_mutex_t lock;         /* one launch at a time */
+    EmuThread *t;                 /* [capacity] */
+    int capacity, n, cur;         /* threads a block, the one running */
+    int index[6];                 /* thread x, block dim x, block x, block y, grid x, grid y */
+    const EmuKernel *kernel;
+    void **params;
+    unsigned char *dynamic;
+    ucontext_t scheduler;
+    const void *sched_bottom;     /* the scheduler's stack, for AddressSanitizer's fiber switches */
+    size_t sched_size;
+    char fault[256];
+} E = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int gpu_emu_index(int which) { return which == 0 ? E.cur : E.index[which]; }
+void *gpu_emu_dynamic_shared(void) { return E.dynamic; }
+
+/* From the running thread back to the scheduler (its state set by the caller). */
+static void yield(void) {
+    void *fake = NULL;
+    FIBER_START(&fake, E.sched_bottom, E.sched_size);
+    swapcontext(&E.t[E.cur].ctx, &E.scheduler);
+    FIBER_FINISH(fake, NULL, NULL);
+}
+
+void gpu_emu_sync_block(void) {
+    E.t[E.cur].state = AT_BARRIER;
+    yield();
+}
+
+float gpu_emu_shfl(float v, int kind, int arg) {
+    EmuThread *t = &E.t[E.cur];
+    t->state = AT_SHUFFLE, t->kind = kind, t->arg = arg, t->v = v;
+    yield();
+    return t->out;
+}
+
+static void thread_main(void) {
+    FIBER_FINISH(NULL, &E.sched_bottom, &E.sched_size);
+    E.kernel->run(E.params);
+    E.t[E.cur].state = EXITED;
+    FIBER_START(NULL, E.sched_bottom, E.sched_size); /* this fiber ends: uc_link returns to the scheduler */
+}
+
+/* Releases the warp from lane w*32 if all its lanes wait at a shuffle: 1 released,
+ * 0 not all there yet, -1 a fault (E.fault says why). */
+static int release_warp(int w) {
+    EmuThread *lane = E.t + 32 * w;
+    int waiting = 0;
+    for (int l = 0; l < 32; l++) waiting += lane[l].state == AT_SHUFFLE;
+    if (waiting == 0) return 0;
+    for (int l = 0; l < 32; l++) {
+        if (lane[l].state == EXITED) {
+            snprintf(E.fault, sizeof E.fault, "a warp shuffle in warp %d while its lane %d has exited", w, l);
+            return -1;
+        }
+        if (lane[l].state != AT_SHUFFLE) return 0;
+        if (lane[l].kind != lane[0].kind) {
+            snprintf(E.fault, sizeof E.fault, "lanes 0 and %d of warp %d wait at different shuffles", l, w);
+            return -1;
+        }
+    }
+    for (int l = 0; l < 32; l++) {
+        int a = lane[l].arg, src = lane[l].kind == GPU_EMU_SHFL_XOR ? l ^ (a & 31)
+                                 : lane[l].kind == GPU_EMU_SHFL_IDX ? a & 31
+                                                                     : l + a;
+        lane[l].out = src < 32 ? lane[src].v : lane[l].v;
+    }
+    for (int l = 0; l < 32; l++) lane[l].state = RUNNING;
+    return 1;
+}
+
+/* One block to its end: 0, or -1 with E.fault. */
+static int run_block(void) {
+    for (int i = 0; i < E.n; i++) {
+        EmuThread *t = &E.t[i];
+        getcontext(&t->ctx);
+        t->ctx.uc_stack.ss_sp = t->stack;
+        t->ctx.uc_stack.ss_size = STACK_BYTES;
+        t->ctx.uc_link = &E.scheduler;
+        makecontext(&t->ctx, thread_main, 0);
+        t->state = RUNNING;
+    }
+    for (;;) {
+        for (int i = 0; i < E.n; i++)
+            if (E.t[i].state == RUNNING) {
+                void *fake = NULL;
+                E.cur = i;
+                FIBER_START(&fake, E.t[i].stack, STACK_BYTES);
+                swapcontext(&E.scheduler, &E.t[i].ctx);
+                FIBER_FINISH(fake, NULL, NULL);
+            }
+        int exited = 0, at_barrier = 0, released = 0;
+        for (int i = 0; i < E.n; i++) exited += E.t[i].state == EXITED, at_barrier += E.t[i].state == AT_BARRIER;
+        if (exited == E.n) return 0;
+        for (int w = 0; w < E.n / 32; w++) {
+            int r = release_warp(w);
+            if (r < 0) return -1;
+            released |= r;
+        }
+        if (released) continue;
+        if (at_barrier + exited == E.n) { /* threads that have exited count as arrived */
+            for (int i = 0; i < E.n; i++)
+                if (E.t[i].state == AT_BARRIER) E.t[i].state = RUNNING;
+            continue;
+        }
+        int first_shuffle = -1;
+        for (int i = 0; i < E.n && first_shuffle < 0; i++)
+            if (E.t[i].state == AT_SHUFFLE) first_shuffle = i;
+        snprintf(E.fault, sizeof E.fault,
+                 "deadlock: %d of %d threads wait at the block barrier while thread %d waits at a warp shuffle",
+                 at_barrier, E.n, first_shuffle);
+        return -1;
+    }
+}
+
+static int grow_threads(int n) {
+    if (n <= E.capacity) return 0;
+    EmuThread *t = realloc(E.t, sizeof *t * n);
+    if (!t) return -1;
+    E.t = t;
+    for (; E.capacity < n; E.capacity++) {
+        memset(&E.t[E.capacity], 0, sizeof *E.t);
+        if (!(E.t[E.capacity].stack = malloc(STACK_BYTES))) return -1;
+    }
+    return 0;
+}
+
+static void free_threads(void) {
+    for (int i = 0; i < E.capacity; i++) free(E.t[i].stack);
+    free(E.t);
+    E.t = NULL, E.capacity = 0;
+}
+
+int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, unsigned grid_y, unsigned block,
+                unsigned shared_bytes, void **params) {
+    pthread_mutex_lock(&E.lock);
+    EmuKernel k = {name, run};
+    int r = 0;
+    E.kernel = &k, E.params = params, E.n = (int)block, E.fault[0] = 0;
+    E.dynamic = shared_bytes ? malloc(shared_bytes) : NULL;
+    if (grow_threads(E.n) || (shared_bytes && !E.dynamic)) {
+        fprintf(stderr, "gpu emulator: kernel %s: out of host memory\n", name);
+        r = -1;
+    }
+    E.index[1] = (int)block, E.index[4] = (int)grid_x, E.index[5] = (int)grid_y;
+    for (unsigned y = 0; y < grid_y && !r; y++)
+        for (unsigned x = 0; x < grid_x && !r; x++) {
+            E.index[2] = (int)x, E.index[3] = (int)y;
+            if (E.dynamic) memset(E.dynamic, 0xff, shared_bytes);
+            if ((r = run_block())) fprintf(stderr, "gpu emulator: kernel %s, block (%u, %u): %s\n", name, x, y, E.fault);
+        }
+    free(E.dynamic);
+    E.dynamic = NULL, E.kernel = NULL;
+    pthread_mutex_unlock(&E.lock);
+    return r;
+}
+
+static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shared_bytes, CUstream stream, void **params, void **extra) {
+    if (!fn || gx == 0 || gy == 0 || gz != 1 || by != 1 || bz != 1 || bx == 0 || bx > 1024 || bx % 32 || extra) {
+        fprintf(stderr, "gpu emulator: launch %ux%ux%u blocks of %ux%ux%u threads: the emulator takes a grid x*y*1 "
+                        "of blocks of 32..1024 threads (a multiple of 32) x 1 x 1, params only\n",
+                gx, gy, gz, bx, by, bz);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const EmuKernel *k = (const EmuKernel *)fn;
+    return gpu_emu_run(k->name, k->run, gx, gy, bx, shared_bytes, params) ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+}
+
+/* ---- the rest of the driver, on host memory ---- */
+
+enum { EMU_SMS = 4 };
+static const size_t EMU_BYTES = (size_t)8 << 30;
+static size_t allocated;
+static int context_refs;
+
+static CUresult emu_init(unsigned flags) { return CUDA_SUCCESS; }
+static CUresult emu_count(int *count) { return *count = 1, CUDA_SUCCESS; }
+static CUresult emu_get(CUdevice *dev, int ordinal) { return ordinal ? CUDA_ERROR_INVALID_VALUE : (*dev = 0, CUDA_SUCCESS); }
+static CUresult emu_name(char *name, int len, CUdevice dev) {
+    snprintf(name, (size_t)len, "grpo.c's GPU emulator (tests/machine)");
+    return CUDA_SUCCESS;
+}
+static CUresult emu_attribute(int *value, int attribute, CUdevice dev) {
+    switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = EMU_SMS; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 8; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+static CUresult emu_total(size_t *bytes, CUdevice dev) { return *bytes = EMU_BYTES, CUDA_SUCCESS; }
+static CUresult emu_retain(CUcontext *ctx, CUdevice dev) {
+    context_refs++;
+    *ctx = (CUcontext)&E;
+    return CUDA_SUCCESS;
+}
+static CUresult emu_release(CUdevice dev) {
+    if (--context_refs == 0) free_threads();
+    return CUDA_SUCCESS;
+}
+static CUresult emu_set_current(CUcontext ctx) { return CUDA_SUCCESS; }
+static CUresult emu_sync(void) { return CUDA_SUCCESS; }
+static CUresult emu_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = EMU_BYTES - allocated, *total_bytes = EMU_BYTES;
+    return CUDA_SUCCESS;
+}
+/* Each allocation is prefixed by its size, for MemGetInfo's count. */
+static CUresult emu_alloc(CUdeviceptr *ptr, size_t bytes) {
+    if (bytes == 0 || bytes > EMU_BYTES - allocated) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    size_t *block = malloc(bytes + 16);
+    if (!block) return 2;
+    block[0] = bytes;
+    memset(block + 2, 0xff, bytes);
+    allocated += bytes;
+    *ptr = (CUdeviceptr)(block + 2);
+    return CUDA_SUCCESS;
+}
+static CUresult emu_free(CUdeviceptr ptr) {
+    if (!ptr) return CUDA_SUCCESS;
+    size_t *block = (size_t *)ptr - 2;
+    allocated -= block[0];
+    free(block);
+    return CUDA_SUCCESS;
+}
+static CUresult emu_put(CUdeviceptr dst, const void *src, size_t bytes) {
+    memcpy((void *)dst, src, bytes);
+    return CUDA_SUCCESS;
+}
+static CUresult emu_fetch(void *dst, CUdeviceptr src, size_t bytes) {
+    memcpy(dst, (const void *)src, bytes);
+    return CUDA_SUCCESS;
+}
+static CUresult emu_memset(CUdeviceptr dst, unsigned char value, size_t bytes) {
+    memset((void *)dst, value, bytes);
+    return CUDA_SUCCESS;
+}
+/* The module is the embedded PTX (checked to be it); its functions are the host
+ * builds of the same kernels, found by the same names. */
+static CUresult emu_load(CUmodule *mod, const void *image, unsigned n_options, int *options, void **values) {
+    if (image != (const void *)gpu_kernels_ptx) return CUDA_ERROR_INVALID_VALUE;
+    *mod = (CUmodule)kernels;
+    return CUDA_SUCCESS;
+}
+static CUresult emu_unload(CUmodule mod) { return CUDA_SUCCESS; }
+static CUresult emu_function(CUfunction *fn, CUmodule mod, const char *name) {
+    for (int k = 0; k < N_KERNELS; k++)
+        if (!strcmp(kernels[k].name, name)) return *fn = (CUfunction)&kernels[k], CUDA_SUCCESS;
+    return CUDA_ERROR_NOT_FOUND;
+}
+static CUresult emu_error_string(CUresult error, const char **text) {
+    *text = error == CUDA_ERROR_LAUNCH_FAILED ? "the emulated kernel failed (stderr says why)"
+          : error == CUDA_ERROR_NOT_FOUND    ? "named symbol not found"
+          : error == 2                        ? "out of memory"
+                                              : "invalid argument";
+    return CUDA_SUCCESS;
+}
+
+int gpu_emulator_open(CudaApi *api, char *why, size_t n) {
+    *api = (CudaApi){
+        .Init = emu_init,
+        .DeviceGetCount = emu_count,
+        .DeviceGet = emu_get,
+        .DeviceGetName = emu_name,
+        .DeviceGetAttribute = emu_attribute,
+        .DeviceTotalMem = emu_total,
+        .DevicePrimaryCtxRetain = emu_retain,
+        .DevicePrimaryCtxRelease = emu_release,
+        .CtxSetCurrent = emu_set_current,
+        .CtxSynchronize = emu_sync,
+        .MemGetInfo = emu_mem_info,
+        .MemAlloc = emu_alloc,
+        .MemFree = emu_free,
+        .MemcpyHtoD = emu_put,
+        .MemcpyDtoH = emu_fetch,
+        .MemsetD8 = emu_memset,
+        .ModuleLoadDataEx = emu_load,
+        .ModuleUnload = emu_unload,
+        .ModuleGetFunction = emu_function,
+        .LaunchKernel = launch,
+        .GetErrorString = emu_error_string,
+    };
+    return 0;
+}
+
+void test_gpu_machine(int on) { gpu_set_driver(on ? gpu_emulator_open : NULL); }
