@@ -1,38 +1,77 @@
 #!/usr/bin/env bash
 # tools/gpu-check.sh — the GPU issue's device checks, one command for a machine with
-# an NVIDIA GPU (the `device` tool's H100), under 8 minutes with its build. Prints
-# the GPU, then every check's figures; exits non-zero when a check fails.
+# an NVIDIA GPU (the `device` tool's H100/H200), under 8 minutes. Prints the GPU, then
+# every check's figures; exits non-zero when a check fails.
 #
-# Today: the kernels of src/gpu/kernels/ against the CPU's ops (tests/gpu/
-# test_gpu_ops.c: RMSNorm, SwiGLU forward and backward, AdamW bit for bit), which
-# `make test` runs on the tests' emulated GPU (tests/machine/gpu_emulator.c) and this
-# script on the real one (GRPO_REQUIRE_GPU=1: no emulator).
+# Prepared here, run there: the device image has CUDA and Python, not grpo.c's
+# build dependencies, and can fetch nothing. So build here (`make -j2 all tests-bin`,
+# then `tools/gpu-bundle.sh`) and run with carry ["build", ".gpu-bundle"]:
+#   OUT=$OUT tools/gpu-check.sh
+# The carried libraries are unpacked to a temporary folder and only those the
+# machine lacks are put on LD_LIBRARY_PATH; cuBLASLt is found where the image keeps
+# it (the CUDA toolkit or pip's nvidia-cublas).
 #
-# The library is built here when this machine has grpo.c's build dependencies
-# (tools/install-deps.sh); where it has not (the device image has CUDA and Python,
-# not oneDNN's or jansson's headers), the one built on the build machine is used:
-# run with carry ["build"] (build/libgrpo.a with the PTX embedded, 4 MB). The test
-# itself links against libc, libm and libgomp only.
+# Checks: every tests/gpu/test_* binary with GRPO_REQUIRE_GPU=1 (on the real GPU, no
+# emulator: `make test` runs the same tests on the emulated GPU of
+# tests/machine/gpu_emulator.c), then the kernel tests again under compute-sanitizer's
+# racecheck and memcheck where the image has it (the emulator cannot see races).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
+status=0
 echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
-echo "== build"
-t0=$(date +%s)
-if make -j"$(nproc)" "$BUILD/libgrpo.a" > "$OUT/build.log" 2>&1; then
-    echo "libgrpo built here ($(( $(date +%s) - t0 )) s)"
-elif [ -f "$BUILD/libgrpo.a" ]; then
-    echo "this machine cannot build libgrpo ($(grep -m1 -E 'error|No such' "$OUT/build.log")): the carried $BUILD/libgrpo.a is used"
+echo "== libraries"
+if [ -f .gpu-bundle/libs.tar.xz ]; then
+    lib=$(mktemp -d)
+    mkdir -p "$lib/all" "$lib/use"
+    tar -C "$lib/all" -xJf .gpu-bundle/libs.tar.xz
+    # expose what is missing, then what that pulls in, until nothing is missing
+    for round in 1 2 3 4; do
+        missing=$(ldd "$BUILD/grpo" "$BUILD"/tests/gpu/test_* "$lib"/use/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u)
+        [ -n "$missing" ] || break
+        for m in $missing; do [ -e "$lib/all/$m" ] && ln -sf "$lib/all/$m" "$lib/use/$m"; done
+        export LD_LIBRARY_PATH="$lib/use${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    done
+    echo "carried libraries used here: $(ls "$lib/use" | tr '\n' ' ')"
 else
-    echo "no libgrpo: the build failed and none was carried"; tail -5 "$OUT/build.log"; exit 1
+    echo "no .gpu-bundle/libs.tar.xz carried (tools/gpu-bundle.sh): the machine's own libraries only"
 fi
-gcc -std=c11 -D_GNU_SOURCE -O2 -g -fopenmp -ffp-contract=off -Isrc -Itests tests/gpu/test_gpu_ops.c \
-    tests/machine/gpu_emulator.c "$BUILD/libgrpo.a" -o "$OUT/test_gpu_ops" -lm -ldl -lpthread || { echo "test_gpu_ops: link failed"; exit 1; }
-echo "== the kernels against the CPU's ops"
-status=0
-GRPO_REQUIRE_GPU=1 timeout 300 "$OUT/test_gpu_ops" || status=1
+lt=$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so/ {print $NF; exit}')
+[ -n "$lt" ] || lt=$(find / -name 'libcublasLt.so*' -not -path '/proc/*' 2>/dev/null | sort | head -1)
+if [ -n "$lt" ]; then
+    export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "cuBLASLt: $lt"
+else
+    echo "cuBLASLt: not found on this machine"
+fi
+if ldd "$BUILD/grpo" | grep -q 'not found'; then
+    echo "build/grpo cannot load here:"; ldd "$BUILD/grpo" | grep 'not found'; status=1
+else
+    echo "grpo: $("$BUILD/grpo" --version 2>&1 | head -1)"
+fi
+echo "== the GPU tests, on the GPU"
+tests=$(find "$BUILD/tests/gpu" -type f -name 'test_*' ! -name '*.d' | sort)
+[ -n "$tests" ] || { echo "no $BUILD/tests/gpu/test_*: run make tests-bin here and carry build"; exit 1; }
+for t in $tests; do
+    echo "-- ${t#$BUILD/}"
+    GRPO_REQUIRE_GPU=1 timeout 240 "$t" || { echo "FAILED: ${t#$BUILD/}"; status=1; }
+done
+if command -v compute-sanitizer > /dev/null; then
+    for tool in racecheck memcheck; do
+        echo "== compute-sanitizer --tool $tool"
+        for t in $tests; do
+            case "$t" in *emulator*) continue ;; esac
+            GRPO_REQUIRE_GPU=1 timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 "$t" > "$OUT/$tool-$(basename "$t").log" 2>&1
+            rc=$?
+            echo "${t#$BUILD/}: rc $rc, $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool-$(basename "$t").log")"
+            [ $rc = 0 ] || [ $rc = 124 ] || status=1
+        done
+    done
+else
+    echo "== no compute-sanitizer on this machine: races unchecked"
+fi
 exit $status
