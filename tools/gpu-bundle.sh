@@ -3,7 +3,7 @@
 # (oneDNN, OpenBLAS, OpenMPI, jansson, Oniguruma, utf8proc, libyaml and what they
 # pull in), packed for the GPU machine, whose image has CUDA and Python but not
 # these Debian packages and can fetch nothing. Run here after `make all tests-bin`;
-# then the device tool's run with carry ["build", ".gpu-bundle"] and
+# then the device tool's run with carry ["build/grpo", "build/tests/gpu", "build/gpu", ".gpu-bundle"] and
 # `tools/gpu-check.sh`, which unpacks it there and exposes only the libraries the
 # machine lacks (its own glibc, libstdc++, libgomp are kept where it has them).
 # glibc itself is never packed: the binaries need GLIBC 2.34 or newer there.

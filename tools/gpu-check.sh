@@ -5,7 +5,7 @@
 #
 # Prepared here, run there: the device image has CUDA and Python, not grpo.c's
 # build dependencies, and can fetch nothing. So build here (`make -j2 all tests-bin`,
-# then `tools/gpu-bundle.sh`) and run with carry ["build", ".gpu-bundle"]:
+# then `tools/gpu-bundle.sh`) and run with carry ["build/grpo", "build/tests/gpu", "build/gpu", ".gpu-bundle"]:
 #   OUT=$OUT tools/gpu-check.sh
 # The carried libraries are unpacked to a temporary folder and only those the
 # machine lacks are put on LD_LIBRARY_PATH; cuBLASLt is found where the image keeps
