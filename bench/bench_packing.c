@@ -22,6 +22,7 @@
 #include "core/timer.h"
 #include "model/batch.h"
 #include "model/init.h"
+#include "ops/gemm.h"
 
 #include "qwen2_shape.h"
 
@@ -60,17 +61,26 @@ static void run(Model *m, const char *label, int bf16, PaddedBatch pb[][2], int 
     params_view(&gv, &m->table, &m->cfg, g);
     int fresh = 0;
     ModelGrads grads = {&gv, NULL, &fresh};
-    double t[2][MAX_BATCHES * 8];
+    double t[2][MAX_BATCHES * 8], made_s[2] = {0, 0};
+    long made[2] = {0, 0};
     int n = 0;
     pass_s(m, &a, &pb[0][0], &grads, lp), pass_s(m, &a, &pb[0][1], &grads, lp); /* warm-up */
     for (int it = 0; it < iters; it++)
         for (int b = 0; b < nb; b++, n++)
-            for (int k = 0; k < 2; k++) t[k][n] = pass_s(m, &a, &pb[b][k], &grads, lp);
+            for (int k = 0; k < 2; k++) {
+                gemm_stats_reset();
+                t[k][n] = pass_s(m, &a, &pb[b][k], &grads, lp);
+                GemmStats st = gemm_stats();
+                made[k] += st.primitives_made, made_s[k] += st.primitive_seconds;
+            }
     double med[2];
     for (int k = 0; k < 2; k++) qsort(t[k], n, sizeof(double), cmp_double), med[k] = t[k][n / 2];
     printf("train %s, per micro-batch: padded %.3f s (%.3f..%.3f), packed %.3f s (%.3f..%.3f); padded/packed %.2fx "
            "(%d passes each)\n",
            label, med[0], t[0][0], t[0][n - 1], med[1], t[1][0], t[1][n - 1], med[0] / med[1], n);
+    /* a shape oneDNN has not cached costs a new primitive: packing meets one at each new length */
+    printf("  oneDNN primitives made per pass: padded %.1f (%.3f s), packed %.1f (%.3f s)\n", (double)made[0] / n,
+           made_s[0] / n, (double)made[1] / n, made_s[1] / n);
     fflush(stdout);
     params_view_free(&gv);
     free(g);

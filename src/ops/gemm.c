@@ -36,6 +36,13 @@ static _Thread_local int depth; /* > 0 inside a counted product */
 void gemm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 GemmStats gemm_stats(void) { return stats; }
 
+void gemm_stats_primitive(double seconds) {
+#pragma omp atomic
+    stats.primitives_made++;
+#pragma omp atomic
+    stats.primitive_seconds += seconds;
+}
+
 double gemm_stats_enter(void) { return depth++ ? 0.0 : omp_get_wtime(); }
 
 void gemm_stats_leave(double t0, int M, int N, int K) {

@@ -124,18 +124,25 @@ GemmBf16Matmul gemm_bf16_set_matmul(GemmBf16Matmul m);
  * of these, the batched ones (attention's) also apart, with how many of them ran
  * per product on OpenBLAS (no oneDNN matmul for their layout here). Calls made
  * inside parallel regions apart, their seconds summed over the threads. A product
- * that runs another (gemm_bf16 on gemm_f32) counts once. */
+ * that runs another (gemm_bf16 on gemm_f32) counts once. And the oneDNN primitives
+ * made for shapes not in its cache (ops/onednn.c) and the seconds that took, inside
+ * the products' seconds: a new shape's cost, which packed micro-batches meet at
+ * every new sequence length. */
 typedef struct {
     double seconds, gflop;
     double batch_seconds, batch_gflop;
     long batch_calls, batch_openblas;
     double region_seconds, region_gflop;
+    long primitives_made;
+    double primitive_seconds;
 } GemmStats;
 void gemm_stats_reset(void);
 GemmStats gemm_stats(void);
 /* For the products' own files (ops/gemm*.c): around the body of a product. */
 double gemm_stats_enter(void);
 void gemm_stats_leave(double t0, int M, int N, int K);
+/* For ops/onednn.c: a primitive made, in `seconds`. */
+void gemm_stats_primitive(double seconds);
 
 /* Number of threads the kernels may use (OpenMP and OpenBLAS alike). */
 void gemm_set_threads(int n);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "ops/gemm.h"
 
 /* ---- oneDNN: one engine and stream, primitives cached per shape ---- */
 
@@ -154,7 +155,10 @@ static const Prim *prim_get(const PrimKey *k) {
     }
     char impl[64];
     memset(p, 0, sizeof *p);
-    if (prim_create(p, k, impl, sizeof impl) != dnnl_success) { /* no such matmul here: the caller's fallback */
+    double t0 = omp_get_wtime();
+    dnnl_status_t st = prim_create(p, k, impl, sizeof impl);
+    gemm_stats_primitive(omp_get_wtime() - t0);
+    if (st != dnnl_success) { /* no such matmul here: the caller's fallback */
         p->key = *k;
         p->prim = NULL;
         p->reference = 1;
