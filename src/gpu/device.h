@@ -55,6 +55,9 @@ int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoEr
 int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err);
 /* Kernel k on a grid x 1 x 1 of blocks of block x 1 x 1 threads, args as cuLaunchKernel's. */
 int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **args, GrpoErr *err);
+/* ...on a grid grid_x x grid_y x 1 (block_y() in the kernel counts grid_y). */
+int gpu_launch_xy(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block, void **args,
+                  GrpoErr *err);
 /* Waits for the launches so far; a fault in one of them is reported here. */
 int gpu_sync(GpuDevice *d, GrpoErr *err);
 

@@ -41,6 +41,8 @@ DEVICE void *dynamic_shared(void) { return gpu_dynamic_shared; }
 DEVICE float sqrt_rn(float x) { return __builtin_sqrtf(x); }
 /* e^x through 2^(x log2 e) (ex2.approx: about 2 ulp). */
 DEVICE float exp_fast(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
+/* ln x through log2 x ln 2 (lg2.approx: about 2^-22 relative). */
+DEVICE float log_fast(float x) { return __nvvm_lg2_approx_f(x) * 0.6931471805599453f; }
 
 #else /* the tests' emulated GPU */
 
@@ -72,6 +74,7 @@ DEVICE float shfl_down(float v, int d) { return gpu_emu_shfl(v, GPU_EMU_SHFL_DOW
 DEVICE void *dynamic_shared(void) { return gpu_emu_dynamic_shared(); }
 DEVICE float sqrt_rn(float x) { return sqrtf(x); }
 DEVICE float exp_fast(float x) { return exp2f(x * 1.4426950408889634f); }
+DEVICE float log_fast(float x) { return log2f(x) * 0.6931471805599453f; }
 
 #endif
 
