@@ -11,6 +11,13 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_SWIGLU_FORWARD] = "swiglu_forward",
     [GPU_K_SWIGLU_BACKWARD] = "swiglu_backward",
     [GPU_K_ADAMW_STEP] = "adamw_step",
+    /* RoPE and attention */
+    [GPU_K_ROPE_FORWARD] = "rope_forward",
+    [GPU_K_ROPE_BACKWARD] = "rope_backward",
+    [GPU_K_ATTENTION_FORWARD] = "attention_forward",
+    [GPU_K_ATTENTION_BACKWARD_QUERY] = "attention_backward_query",
+    [GPU_K_ATTENTION_BACKWARD_KEY] = "attention_backward_key",
+    [GPU_K_ATTENTION_DECODE] = "attention_decode",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

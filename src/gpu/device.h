@@ -21,6 +21,13 @@ typedef enum {
     GPU_K_SWIGLU_FORWARD,
     GPU_K_SWIGLU_BACKWARD,
     GPU_K_ADAMW_STEP,
+    /* RoPE and attention (gpu/kernels/rope.cu, attention.cu) */
+    GPU_K_ROPE_FORWARD,
+    GPU_K_ROPE_BACKWARD,
+    GPU_K_ATTENTION_FORWARD,
+    GPU_K_ATTENTION_BACKWARD_QUERY,
+    GPU_K_ATTENTION_BACKWARD_KEY,
+    GPU_K_ATTENTION_DECODE,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -4,6 +4,7 @@
 #include "gpu/ops.h"
 
 enum { ROW_THREADS = 256, FLAT_THREADS = 256 };
+enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256 }; /* gpu/kernels/rope.cu, attention.h */
 
 /* Blocks for n elements: enough for one element a thread, at most 8 per multiprocessor
  * (the kernels loop over the rest). */
@@ -52,4 +53,67 @@ int gpu_adamw_step(GpuDevice *d, CUdeviceptr p, CUdeviceptr m, CUdeviceptr v, CU
     int use_decay = s->use_decay;
     void *args[] = {&p, &m, &v, &g, &mask, &count, &step_size, &bc2_sqrt, &decay, &b1c, &b2, &b2c, &eps, &use_decay};
     return gpu_launch(d, GPU_K_ADAMW_STEP, flat_blocks(d, count), FLAT_THREADS, args, err);
+}
+
+/* ---- RoPE and attention ---- */
+
+int gpu_rope_forward(GpuDevice *d, CUdeviceptr x, CUdeviceptr pos, CUdeviceptr inv_freq, int N, int nh, int D, int ld,
+                     GrpoErr *err) {
+    if (D < 2 || D % 2) return err_set(err, "gpu_rope_forward: head dim D = %d; expected an even number >= 2", D);
+    void *args[] = {&x, &pos, &inv_freq, &nh, &D, &ld};
+    return gpu_launch(d, GPU_K_ROPE_FORWARD, (unsigned)N, ROPE_THREADS, args, err);
+}
+
+int gpu_rope_backward(GpuDevice *d, CUdeviceptr dx, CUdeviceptr pos, CUdeviceptr inv_freq, int N, int nh, int D,
+                      int ld, GrpoErr *err) {
+    if (D < 2 || D % 2) return err_set(err, "gpu_rope_backward: head dim D = %d; expected an even number >= 2", D);
+    void *args[] = {&dx, &pos, &inv_freq, &nh, &D, &ld};
+    return gpu_launch(d, GPU_K_ROPE_BACKWARD, (unsigned)N, ROPE_THREADS, args, err);
+}
+
+/* The heads the attention kernels take: 0, or -1 with err naming what is wrong. */
+static int attention_shape(const char *op, int H, int Hkv, int D, GrpoErr *err) {
+    if (D < 2 || D % 2 || D > ATT_MAX_D)
+        return err_set(err, "%s: head dim D = %d; expected an even number from 2 to %d", op, D, ATT_MAX_D);
+    if (Hkv < 1 || H < Hkv || H % Hkv)
+        return err_set(err, "%s: H = %d query heads, Hkv = %d key/value heads; expected H a multiple of Hkv >= 1", op,
+                       H, Hkv);
+    return 0;
+}
+
+int gpu_attention_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr lse, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
+                          CUdeviceptr mask, CUdeviceptr starts, int B, int N, int H, int Hkv, int D, int ldo, int ldq,
+                          int ldk, int ldv, GrpoErr *err) {
+    if (attention_shape("gpu_attention_forward", H, Hkv, D, err)) return -1;
+    void *args[] = {&out, &lse, &q, &k, &v, &mask, &starts, &B, &H, &Hkv, &D, &ldo, &ldq, &ldk, &ldv};
+    return gpu_launch_xy(d, GPU_K_ATTENTION_FORWARD, (unsigned)N, (unsigned)H, ATT_THREADS, args, err);
+}
+
+int gpu_attention_backward(GpuDevice *d, CUdeviceptr dq, CUdeviceptr dk, CUdeviceptr dv, CUdeviceptr dout,
+                           CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdeviceptr out, CUdeviceptr lse,
+                           CUdeviceptr mask, CUdeviceptr starts, int B, int N, int H, int Hkv, int D, int lddq,
+                           int lddk, int lddv, int lddo, int ldq, int ldk, int ldv, int ldo, GrpoErr *err) {
+    if (attention_shape("gpu_attention_backward", H, Hkv, D, err)) return -1;
+    if (!dk != !dv) return err_set(err, "gpu_attention_backward: dk and dv: expected both or neither");
+    if (dq) {
+        void *args[] = {&dq, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
+                        &lddq, &lddo, &ldq, &ldk, &ldv, &ldo};
+        if (gpu_launch_xy(d, GPU_K_ATTENTION_BACKWARD_QUERY, (unsigned)N, (unsigned)H, ATT_THREADS, args, err))
+            return -1;
+    }
+    if (dk) {
+        void *args[] = {&dk, &dv, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
+                        &lddk, &lddv, &lddo, &ldq, &ldk, &ldv, &ldo};
+        if (gpu_launch_xy(d, GPU_K_ATTENTION_BACKWARD_KEY, (unsigned)N, (unsigned)Hkv, ATT_THREADS, args, err))
+            return -1;
+    }
+    return 0;
+}
+
+int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdeviceptr kc, CUdeviceptr vc,
+                         CUdeviceptr slots, CUdeviceptr own, CUdeviceptr parent, CUdeviceptr parent_len, int n, int cap,
+                         int H, int Hkv, int D, int ldo, int ldq, GrpoErr *err) {
+    if (attention_shape("gpu_attention_decode", H, Hkv, D, err)) return -1;
+    void *args[] = {&out, &q, &kc, &vc, &slots, &own, &parent, &parent_len, &cap, &H, &Hkv, &D, &ldo, &ldq};
+    return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE, (unsigned)n, (unsigned)H, ATT_THREADS, args, err);
 }

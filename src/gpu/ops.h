@@ -23,4 +23,40 @@ int gpu_swiglu_backward(GpuDevice *d, CUdeviceptr dgu, CUdeviceptr dout, CUdevic
 int gpu_adamw_step(GpuDevice *d, CUdeviceptr p, CUdeviceptr m, CUdeviceptr v, CUdeviceptr g, CUdeviceptr mask,
                    size_t n, const AdamWStep *s, GrpoErr *err);
 
+/* ---- RoPE and attention (gpu/kernels/rope.cu, attention.cu, attention_backward.cu) ----
+ * Their arguments are the CPU ops' on device pointers, except that attention takes
+ * its sequences as starts[B + 1] (device ints; sequence b is rows starts[b] ..
+ * starts[b+1]-1, N = starts[B] given on the host too): a padded batch is starts
+ * b T with its mask, a packed one its sequences end to end, one launch either way
+ * (the CPU's model/transformer.c calls ops/attention.c once per packed sequence).
+ * D even, at most 256; H a multiple of Hkv. Bad sizes: -1 with err naming them. */
+
+/* rope_forward / rope_backward: x[N, nh, D] in place (row stride ld), pos[N] int32,
+ * inv_freq[D/2]. */
+int gpu_rope_forward(GpuDevice *d, CUdeviceptr x, CUdeviceptr pos, CUdeviceptr inv_freq, int N, int nh, int D, int ld,
+                     GrpoErr *err);
+int gpu_rope_backward(GpuDevice *d, CUdeviceptr dx, CUdeviceptr pos, CUdeviceptr inv_freq, int N, int nh, int D,
+                      int ld, GrpoErr *err);
+/* attention_forward: out[N, H D] (ldo), lse[H N] (sequence b's [H, len] block from
+ * H starts[b]), q[N, H D] (ldq), k/v[N, Hkv D] (ldk, ldv), mask[N] (0: every row
+ * real). */
+int gpu_attention_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr lse, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
+                          CUdeviceptr mask, CUdeviceptr starts, int B, int N, int H, int Hkv, int D, int ldo, int ldq,
+                          int ldk, int ldv, GrpoErr *err);
+/* attention_backward: dq WRITTEN (0: not wanted), dk and dv ACCUMULATED (both, or
+ * both 0); dout, q, k, v, out and lse as the forward's. */
+int gpu_attention_backward(GpuDevice *d, CUdeviceptr dq, CUdeviceptr dk, CUdeviceptr dv, CUdeviceptr dout,
+                           CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdeviceptr out, CUdeviceptr lse,
+                           CUdeviceptr mask, CUdeviceptr starts, int B, int N, int H, int Hkv, int D, int lddq,
+                           int lddk, int lddv, int lddo, int ldq, int ldk, int ldv, int ldo, GrpoErr *err);
+/* Decoding attention, as model/kvcache.c's for one layer: n rows, row r token own[r]
+ * of slot slots[r], its key and value already in the layer's cache kc/vc [n_slots,
+ * cap, Hkv D]; it attends parent[slot]'s first parent_len[slot] keys (parent -1:
+ * none) then its own 0 .. own[r]. out[n, H D] (ldo), q[n, H D] (ldq); slots, own
+ * [n], parent, parent_len [n_slots]: device ints. Each row's result is its own
+ * (never depends on the other rows of the call). */
+int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdeviceptr kc, CUdeviceptr vc,
+                         CUdeviceptr slots, CUdeviceptr own, CUdeviceptr parent, CUdeviceptr parent_len, int n, int cap,
+                         int H, int Hkv, int D, int ldo, int ldq, GrpoErr *err);
+
 #endif

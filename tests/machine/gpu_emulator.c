@@ -49,6 +49,34 @@ static void run_adamw_step(void **p) {
                P(7, float), P(8, float), P(9, float), P(10, float), P(11, float), P(12, float), P(13, int));
 }
 
+/* RoPE and attention */
+typedef const int *Cip;
+typedef const unsigned char *Cu8p;
+static void run_rope_forward(void **p) {
+    rope_forward(P(0, Fp), P(1, Cip), P(2, Cfp), P(3, int), P(4, int), P(5, int));
+}
+static void run_rope_backward(void **p) {
+    rope_backward(P(0, Fp), P(1, Cip), P(2, Cfp), P(3, int), P(4, int), P(5, int));
+}
+static void run_attention_forward(void **p) {
+    attention_forward(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cu8p), P(6, Cip), P(7, int),
+                      P(8, int), P(9, int), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int));
+}
+static void run_attention_backward_query(void **p) {
+    attention_backward_query(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cfp), P(6, Cfp), P(7, Cu8p),
+                             P(8, Cip), P(9, int), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int),
+                             P(15, int), P(16, int), P(17, int), P(18, int));
+}
+static void run_attention_backward_key(void **p) {
+    attention_backward_key(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cfp), P(6, Cfp), P(7, Cfp),
+                           P(8, Cu8p), P(9, Cip), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int),
+                           P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, int));
+}
+static void run_attention_decode(void **p) {
+    attention_decode(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cip), P(5, Cip), P(6, Cip), P(7, Cip), P(8, int),
+                     P(9, int), P(10, int), P(11, int), P(12, int), P(13, int));
+}
+
 typedef struct {
     const char *name;
     void (*run)(void **params);
@@ -61,6 +89,13 @@ static const EmuKernel kernels[] = {
     {"swiglu_forward", run_swiglu_forward},
     {"swiglu_backward", run_swiglu_backward},
     {"adamw_step", run_adamw_step},
+    /* RoPE and attention */
+    {"rope_forward", run_rope_forward},
+    {"rope_backward", run_rope_backward},
+    {"attention_forward", run_attention_forward},
+    {"attention_backward_query", run_attention_backward_query},
+    {"attention_backward_key", run_attention_backward_key},
+    {"attention_decode", run_attention_decode},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -3,3 +3,7 @@
 #include "rmsnorm.cu"
 #include "swiglu.cu"
 #include "adamw.cu"
+/* RoPE and attention */
+#include "rope.cu"
+#include "attention.cu"
+#include "attention_backward.cu"

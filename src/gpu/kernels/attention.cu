@@ -1,0 +1,117 @@
+/* gpu/kernels/attention.cu — causal grouped-query attention as ops/attention.c
+ * computes it (training: forward, and backward from the saved log-sum-exp) and as
+ * model/kvcache.c's decoding does (one new query row against a slot's cached keys,
+ * the shared prompt prefix first).
+ *
+ * Sequences are given by starts[B + 1]: sequence b is rows starts[b] ..
+ * starts[b+1]-1 (packed end to end; a padded batch is starts b T, with its mask).
+ * Query t of a sequence attends its key s iff s <= t and mask[s] (mask NULL: every
+ * row real); a query with no key gets out = 0 and lse = 0, as on the CPU. lse of
+ * sequence b is the block [H, len] from H starts[b] — the CPU's [B, H, T] when padded,
+ * and where model/transformer.c's per-sequence calls put it when packed.
+ *
+ * The design is the plain one, correct before fast: a block of ATT_THREADS threads
+ * per (query row, head), a thread per key of a tile of ATT_THREADS keys (its score a
+ * dot product in fp32, dimensions in order), an online softmax over the tiles (the
+ * running maximum and sum, the output rescaled per tile), the weighted sum of the
+ * values by a thread per output column, keys in order. Every sum has a fixed order
+ * and belongs to one block, so results are deterministic and a row's never depends
+ * on the other rows of the launch (generation is then independent of batching).
+ *
+ * The backward has no float atomics: dQ is written by the block owning the query
+ * row, dK and dV are summed by the block owning the key row (over the group's
+ * query heads, then the later queries in order) and added once.
+ *
+ * What a fast version changes (later, measured): blocks of 64-128 query rows with the
+ * group's G heads (each key and value row read from global memory once per block,
+ * not once per query), K/V tiles staged in shared memory, the products as bf16
+ * mma.sync (m16n8k16) with fp32 accumulators over warps (FlashAttention-2's split),
+ * and the backward's dK/dV with a block per key tile looping over the query tiles. */
+#include "attention.h"
+
+/* The keys a query attends: nk keys, the first n_first of them rows of first (a
+ * cached prefix), the rest rows of own (mask_own: which are real; NULL: all). */
+typedef struct {
+    const float *k_first, *v_first, *k_own, *v_own;
+    const unsigned char *mask_own;
+    int n_first, nk, ldk, ldv;
+} KeySpan;
+
+/* The shared memory of a block attending one query. */
+typedef struct {
+    float *q, *acc, *p, *scratch; /* [D], [D], [ATT_THREADS], [32] */
+} AttShared;
+
+/* out[D] = softmax(scale q . k_s) . v_s over the span's keys (q[D] in shared memory,
+ * read after the caller's barrier); lse = the log-sum-exp of the scaled scores, or
+ * both 0 for no key. Online over tiles of a key a thread. */
+DEVICE void attend_one(float *out, float *lse, const KeySpan *ks, int D, float scale, AttShared sh) {
+    int tid = thread_x();
+    for (int j = tid; j < D; j += block_dim_x()) sh.acc[j] = 0.0f; /* a thread's own columns */
+    float m = -__builtin_inff(), l = 0.0f;
+    for (int k0 = 0; k0 < ks->nk; k0 += ATT_THREADS) {
+        int s = k0 + tid, n_tile = ks->nk - k0 < ATT_THREADS ? ks->nk - k0 : ATT_THREADS;
+        float score = -__builtin_inff();
+        if (s < ks->nk) {
+            int own = s - ks->n_first;
+            const float *kr = own < 0 ? ks->k_first + (u64)s * ks->ldk : ks->k_own + (u64)own * ks->ldk;
+            if (own < 0 || !ks->mask_own || ks->mask_own[own]) score = dot_serial(sh.q, kr, D) * scale;
+        }
+        float m_new = block_max(score, sh.scratch);
+        m_new = m > m_new ? m : m_new;
+        float p = score == -__builtin_inff() ? 0.0f : exp_fast(score - m_new);
+        sh.p[tid] = p; /* the previous tile's p were read before block_max's barriers */
+        float alpha = m == -__builtin_inff() ? 0.0f : exp_fast(m - m_new);
+        l = l * alpha + block_sum(p, sh.scratch); /* its barriers publish sh.p */
+        m = m_new;
+        for (int j = tid; j < D; j += block_dim_x()) {
+            float a = 0.0f;
+            for (int i = 0; i < n_tile; i++) {
+                int own = k0 + i - ks->n_first;
+                const float *vr = own < 0 ? ks->v_first + (u64)(k0 + i) * ks->ldv : ks->v_own + (u64)own * ks->ldv;
+                a += sh.p[i] * vr[j];
+            }
+            sh.acc[j] = sh.acc[j] * alpha + a;
+        }
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int j = tid; j < D; j += block_dim_x()) out[j] = sh.acc[j] * inv;
+    if (tid == 0 && lse) *lse = l > 0.0f ? m + log_fast(l) : 0.0f;
+}
+
+/* The training forward: a block per (row n = block_x, head h = block_y); grid
+ * starts[B] x H. out[N, H D] (ldo), lse (see the top), q (ldq), k, v (ldk, ldv). */
+KERNEL void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                              const unsigned char *mask, const int *starts, int B, int H, int Hkv, int D, int ldo,
+                              int ldq, int ldk, int ldv) {
+    SHARED float qs[ATT_MAX_D], acc[ATT_MAX_D], p[ATT_THREADS], scratch[32];
+    int n = block_x(), h = block_y(), b = sequence_of(starts, B, n);
+    if (b < 0) return; /* the whole block */
+    int s0 = starts[b], len = starts[b + 1] - s0, t = n - s0, hk = h / (H / Hkv);
+    for (int j = thread_x(); j < D; j += block_dim_x()) qs[j] = q[(u64)n * ldq + (u64)h * D + j];
+    sync_block();
+    KeySpan ks = {0, 0, k + (u64)s0 * ldk + (u64)hk * D, v + (u64)s0 * ldv + (u64)hk * D, mask ? mask + s0 : 0,
+                  0, t + 1, ldk, ldv};
+    AttShared sh = {qs, acc, p, scratch};
+    attend_one(out + (u64)n * ldo + (u64)h * D, lse + (u64)H * s0 + (u64)h * len + t, &ks, D,
+               1.0f / sqrt_rn((float)D), sh);
+}
+
+/* Decoding: a block per (row r = block_x, head h = block_y); grid n x H. Row r is
+ * token own[r] of slot slots[r] of a cache layer kc/vc [n_slots, cap, Hkv D] whose
+ * keys and values are already written; it attends the slot's parent's first
+ * parent_len keys (parent[slot] >= 0) and its own keys 0 .. own[r], as
+ * model/kvcache.c's attend_row. out[n, H D] (ldo), q[n, H D] (ldq). */
+KERNEL void attention_decode(float *out, const float *q, const float *kc, const float *vc, const int *slots,
+                             const int *own, const int *parent, const int *parent_len, int cap, int H, int Hkv,
+                             int D, int ldo, int ldq) {
+    SHARED float qs[ATT_MAX_D], acc[ATT_MAX_D], p[ATT_THREADS], scratch[32];
+    int r = block_x(), h = block_y(), hk = h / (H / Hkv), slot = slots[r], par = parent[slot];
+    int n_first = par >= 0 ? parent_len[slot] : 0, ld = Hkv * D;
+    u64 own_at = ((u64)slot * cap) * ld + (u64)hk * D, first_at = ((u64)(par >= 0 ? par : 0) * cap) * ld + (u64)hk * D;
+    for (int j = thread_x(); j < D; j += block_dim_x()) qs[j] = q[(u64)r * ldq + (u64)h * D + j];
+    sync_block();
+    KeySpan ks = {kc + first_at, vc + first_at, kc + own_at, vc + own_at, 0, n_first, n_first + own[r] + 1, ld, ld};
+    AttShared sh = {qs, acc, p, scratch};
+    attend_one(out + (u64)r * ldo + (u64)h * D, 0, &ks, D, 1.0f / sqrt_rn((float)D), sh);
+}

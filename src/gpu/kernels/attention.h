@@ -1,0 +1,50 @@
+/* gpu/kernels/attention.h — what attention.cu and attention_backward.cu share: the
+ * block's shape, and the helpers that must give both the same bits. */
+#ifndef GRPO_GPU_KERNELS_ATTENTION_H
+#define GRPO_GPU_KERNELS_ATTENTION_H
+
+#include "device.h"
+
+enum {
+    ATT_THREADS = 128, /* a block: 4 warps; a tile of keys (or queries) is one a thread */
+    ATT_MAX_D = 256    /* head dims up to this (gpu/ops.c checks) */
+};
+
+/* The largest v over the block, in every thread (as block_sum; scratch 32 floats). */
+DEVICE float block_max(float v, float *scratch) {
+    int lane = thread_x() & 31, warp = thread_x() >> 5, warps = block_dim_x() >> 5;
+    for (int m = 16; m > 0; m >>= 1) {
+        float o = shfl_xor(v, m);
+        v = o > v ? o : v;
+    }
+    sync_block();
+    if (lane == 0) scratch[warp] = v;
+    sync_block();
+    v = lane < warps ? scratch[lane] : -__builtin_inff();
+    for (int m = 16; m > 0; m >>= 1) {
+        float o = shfl_xor(v, m);
+        v = o > v ? o : v;
+    }
+    return v;
+}
+
+/* a . b over n floats, in order (every thread computing it gets the same bits). */
+DEVICE float dot_serial(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* The sequence holding row n: its index, or -1 past the last (B + 1 starts). */
+DEVICE int sequence_of(const int *starts, int B, int n) {
+    if (n >= starts[B]) return -1;
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (starts[mid] <= n) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+#endif
