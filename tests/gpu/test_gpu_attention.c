@@ -5,11 +5,13 @@
  * - RoPE forward and backward against ops/rope.c, positions up to 40000 (angles in
  *   double on both sides; the GPU's sine and cosine are its own): 1e-6 + 1e-6 |cpu|.
  * - Training attention against ops/attention.c, packed (one CPU call per sequence,
- *   as model/transformer.c makes them; one sequence longer than a tile of 128 keys)
- *   and padded with a mask (left padding: queries with no key; holes): out, lse,
- *   dq (written), dk and dv (accumulated) within 1e-5 + 1e-4 |cpu| (fp32 dot products
- *   in another order than the CPU's GEMMs, ex2.approx against the CPU's exp). A
- *   sequence alone gives the same bits as in its batch.
+ *   as model/transformer.c makes them) and padded with a mask (left padding: queries
+ *   with no key; holes): out, lse, dq (written), dk and dv (accumulated) within
+ *   1e-5 + 1e-4 |cpu| (fp32 dot products in another order than the CPU's GEMMs,
+ *   ex2.approx against the CPU's exp). A sequence alone gives the same bits as in
+ *   its batch. Three head shapes: H 4, Hkv 2, D 64 (Qwen2-0.5B's head dim), with a
+ *   packed sequence longer than a tile of 128 keys; H 3, Hkv 1, D 256 (two output
+ *   columns a thread); H 2, Hkv 2, D 128 (no grouping).
  * - Decoding against a cache with a shared prefix (parent slot) against the CPU's
  *   attention_forward over the same keys (the last query row of the sequence
  *   prefix + own keys), 1e-5 + 1e-4 |cpu|; each row alone gives the same bits as in
@@ -67,7 +69,7 @@ static void compare(const char *what, const float *got, const float *want, size_
         if (isnan(got[i]) && isnan(want[i])) continue;
         double e = fabs((double)got[i] - want[i]);
         if (isnan(got[i]) || e > atol + rtol * fabs(want[i])) bad++;
-        if (e > worst) worst = e;
+        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e; /* a NaN on one side: inf */
         differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
     }
     printf("  %-34s max |gpu - cpu| %.3g (%zu of %zu differ in bits)\n", what, worst, differ, n);
@@ -149,8 +151,16 @@ static void check_rope(int D) {
 
 /* ---- training attention ---- */
 
-enum { H = 4, HKV = 2, D = 64 };
-enum { LDQ = H * D + 3, LDK = HKV * D + 5, LDV = HKV * D + 7, LDO = H * D + 1 };
+/* The heads of the case at hand (set_heads), and the row strides of its operands:
+ * every one wider than its heads, as the model's fused rows are. */
+static int H, HKV, D, LDQ, LDK, LDV, LDO;
+static int KVD, LDQD, LDOD; /* decoding's: the cache's rows, q's and out's */
+
+static void set_heads(int h, int hkv, int d) {
+    H = h, HKV = hkv, D = d;
+    LDQ = H * D + 3, LDK = HKV * D + 5, LDV = HKV * D + 7, LDO = H * D + 1;
+    KVD = HKV * D, LDQD = H * D + 9, LDOD = H * D + 2;
+}
 
 /* A batch: B sequences at rows starts[b] .. starts[b+1]-1, N rows; padded = the CPU
  * takes it in one call (B, T) rather than one a sequence. */
@@ -276,9 +286,10 @@ static void check_attention(const char *name, const Batch *bt) {
     free_tensors(&c);
 }
 
-static void check_training(void) {
-    /* packed: three sequences, the second over two tiles of keys */
-    Batch p = {.B = 3, .starts = {0, 5, 5 + 140, 5 + 140 + 23}};
+/* long_seq: the packed batch's second sequence spans two tiles of 128 keys. */
+static void check_training(int long_seq) {
+    int mid = long_seq ? 140 : 30;
+    Batch p = {.B = 3, .starts = {0, 5, 5 + mid, 5 + mid + 23}};
     p.N = p.starts[3];
     p.mask = malloc((size_t)p.N);
     memset(p.mask, 1, (size_t)p.N);
@@ -296,7 +307,7 @@ static void check_training(void) {
 
 /* ---- decoding against a cache ---- */
 
-enum { SLOTS = 5, CAP = 48, KVD = HKV * D, LDQD = H * D + 9, LDOD = H * D + 2 };
+enum { SLOTS = 5, CAP = 48 };
 
 /* The CPU's attention of query q against keys/values kr/vr[nk] (rows of KVD): the last
  * row of attention_forward over a sequence of nk rows whose earlier queries are zero. */
@@ -381,8 +392,14 @@ static void check_all(void) {
     printf("%s, compute capability %d.%d, %d multiprocessors\n", dev.name, dev.cc_major, dev.cc_minor, dev.sms);
     check_rope(64);
     check_rope(300); /* 150 pairs: two runs of the block's 128 */
-    check_training();
-    check_decode();
+    /* Qwen2-0.5B's head dim and a group of 2; a group of 3 at D 256 (two columns a
+     * thread); no grouping at D 128 */
+    int heads[3][3] = {{4, 2, 64}, {3, 1, 256}, {2, 2, 128}};
+    for (int i = 0; i < 3; i++) {
+        set_heads(heads[i][0], heads[i][1], heads[i][2]);
+        check_training(i == 0);
+        check_decode();
+    }
     check_bad_sizes();
     gpu_close(&dev);
 }
