@@ -255,6 +255,30 @@ static void check_alone(const Batch *bt, Tensors *c, int b, const float *out, co
     free(g_out), free(g_lse), free(g_dq), free(a);
 }
 
+/* dK and dV of sequence b, summed into zeros alone and in the batch: the same bits
+ * (a micro-batch's split never changes a sequence's gradient). */
+static void check_alone_kv(const Batch *bt, Tensors *c, int b) {
+    int s0 = bt->starts[b], len = bt->starts[b + 1] - s0, starts[2] = {0, len}, N = bt->N;
+    size_t fo = sizeof(float), nk = (size_t)N * LDK, nv = (size_t)N * LDV;
+    float *zero = calloc(nk + nv, fo), *got = malloc(fo * (nk + nv) * 2), *alone = got + nk + nv;
+    CUdeviceptr d_starts = upload(starts, sizeof starts), d_kv = upload(zero, fo * (nk + nv)),
+                d_kv1 = upload(zero, fo * (nk + nv));
+    T_CHECK(!gpu_attention_backward(&dev, 0, d_kv, d_kv + fo * nk, c->d_dout, c->d_q, c->d_k, c->d_v, c->d_out,
+                                    c->d_lse, c->d_mask, c->d_starts, bt->B, N, H, HKV, D, 0, LDK, LDV, LDO, LDQ, LDK,
+                                    LDV, LDO, &err),
+            "%s", err.msg);
+    T_CHECK(!gpu_attention_backward(&dev, 0, d_kv1, d_kv1 + fo * nk, c->d_dout + fo * s0 * LDO, c->d_q + fo * s0 * LDQ,
+                                    c->d_k + fo * s0 * LDK, c->d_v + fo * s0 * LDV, c->d_out + fo * s0 * LDO,
+                                    c->d_lse + fo * s0 * H, c->d_mask + (size_t)s0, d_starts, 1, len, H, HKV, D, 0,
+                                    LDK, LDV, LDO, LDQ, LDK, LDV, LDO, &err),
+            "%s", err.msg);
+    download(got, d_kv, fo * (nk + nv)), download(alone, d_kv1, fo * (nk + nv));
+    same_bits("  alone = in the batch: dk", alone, got + (size_t)s0 * LDK, (size_t)len * LDK);
+    same_bits("  alone = in the batch: dv", alone + nk, got + nk + (size_t)s0 * LDV, (size_t)len * LDV);
+    gpu_free(&dev, d_starts), gpu_free(&dev, d_kv), gpu_free(&dev, d_kv1);
+    free(zero), free(got);
+}
+
 static void check_attention(const char *name, const Batch *bt) {
     int N = bt->N;
     size_t fo = sizeof(float);
@@ -281,7 +305,7 @@ static void check_attention(const char *name, const Batch *bt) {
     compare("backward: dq (written)", dq, c.dq, (size_t)N * LDQ, 1e-5, 1e-4);
     compare("backward: dk (accumulated)", dk, c.dk, (size_t)N * LDK, 1e-5, 1e-4);
     compare("backward: dv (accumulated)", dv, c.dv, (size_t)N * LDV, 1e-5, 1e-4);
-    if (!bt->padded) check_alone(bt, &c, 1, out, lse, dq);
+    if (!bt->padded) check_alone(bt, &c, 1, out, lse, dq), check_alone_kv(bt, &c, 1);
     free(out), free(lse), free(dq), free(dk), free(dv), free(scratch);
     free_tensors(&c);
 }
