@@ -17,12 +17,7 @@
  *   prefix + own keys), 1e-5 + 1e-4 |cpu|; each row alone gives the same bits as in
  *   the batch (a row's result never depends on the other rows).
  * - Bad sizes (odd or too large D, H not a multiple of Hkv, dk without dv): -1 and a
- *   message naming them.
- *
- * The CPU's attention runs on oneDNN/OpenBLAS, which the GPU machine's image lacks:
- * tools/gpu-check.sh builds this file with -DGPU_CHECK_DOUBLE_REFERENCE, and the
- * attention is then compared with tests/ref's float64 attention (which test_ops
- * checks the CPU op against) at the same tolerances. */
+ *   message naming them. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +26,6 @@
 #include "machine/gpu_emulator.h"
 #include "ops/ops.h"
 #include "testutil.h"
-#ifdef GPU_CHECK_DOUBLE_REFERENCE
-#include "ref/ref_ops.h"
-#endif
 
 static uint64_t seed = 35;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -83,47 +75,6 @@ static void same_bits(const char *what, const float *a, const float *b, size_t n
     T_CHECK(differ == 0, "%s: %zu of %zu values differ", what, differ, n);
 }
 
-#ifdef GPU_CHECK_DOUBLE_REFERENCE
-/* The reference's arguments: n floats widened, and back. */
-static double *wide(const float *x, size_t n) {
-    double *y = malloc(sizeof(double) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) y[i] = x[i];
-    return y;
-}
-static void narrow(float *y, const double *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = (float)x[i];
-}
-
-/* The CPU op's calls (ops/ops.h), on tests/ref's float64 attention: n = B T rows of
- * each operand. The reference's lse of a query with no key is -inf, the CPU's 0. */
-static void cpu_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                                  const uint8_t *mask, int B, int T, int H, int Hkv, int D, int ldo, int ldq, int ldk,
-                                  int ldv, float *scratch) {
-    size_t n = (size_t)B * T;
-    double *o = wide(out, n * ldo), *l = malloc(sizeof(double) * n * H), *qd = wide(q, n * ldq), *kd = wide(k, n * ldk),
-           *vd = wide(v, n * ldv);
-    ref_attention_forward(o, l, qd, kd, vd, mask, B, T, H, Hkv, D, ldo, ldq, ldk, ldv);
-    for (size_t i = 0; i < n * H; i++) l[i] = isinf(l[i]) ? 0 : l[i];
-    narrow(out, o, n * ldo), narrow(lse, l, n * H);
-    free(o), free(l), free(qd), free(kd), free(vd);
-}
-
-static void cpu_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse, const uint8_t *mask, int B,
-                                   int T, int H, int Hkv, int D, int lddq, int lddk, int lddv, int lddo, int ldq,
-                                   int ldk, int ldv, int ldo, float *scratch) {
-    size_t n = (size_t)B * T;
-    double *dqd = wide(dq, n * lddq), *dkd = wide(dk, n * lddk), *dvd = wide(dv, n * lddv), *dod = wide(dout, n * lddo),
-           *qd = wide(q, n * ldq), *kd = wide(k, n * ldk), *vd = wide(v, n * ldv);
-    ref_attention_backward(dqd, dkd, dvd, dod, qd, kd, vd, NULL, NULL, mask, B, T, H, Hkv, D, lddq, lddk, lddv, lddo,
-                           ldq, ldk, ldv, ldo);
-    narrow(dq, dqd, n * lddq), narrow(dk, dkd, n * lddk), narrow(dv, dvd, n * lddv);
-    free(dqd), free(dkd), free(dvd), free(dod), free(qd), free(kd), free(vd);
-}
-#define attention_forward cpu_attention_forward
-#define attention_backward cpu_attention_backward
-#define attention_scratch_floats(N, H, D) ((size_t)1) /* the reference takes none */
-#endif
 
 /* ---- RoPE ---- */
 
