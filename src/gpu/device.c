@@ -1,6 +1,8 @@
 /* gpu/device.c — see device.h. */
 #include "gpu/device.h"
 
+#include "gpu/gemm.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +20,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_ATTENTION_BACKWARD_QUERY] = "attention_backward_query",
     [GPU_K_ATTENTION_BACKWARD_KEY] = "attention_backward_key",
     [GPU_K_ATTENTION_DECODE] = "attention_decode",
+    /* bf16 products (gpu/gemm.h): the operands rounded */
+    [GPU_K_ROUND_BF16] = "round_bf16",
 };
 
 const char *gpu_ptx_missing_kernel(void) {
@@ -100,6 +104,7 @@ int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) {
 }
 
 void gpu_close(GpuDevice *d) {
+    gpu_blas_close(d); /* cuBLASLt's state lives in the context: freed before it goes */
     if (d->mod) d->api.ModuleUnload(d->mod);
     if (d->ctx) d->api.DevicePrimaryCtxRelease(d->dev);
     cuda_api_close(&d->api);

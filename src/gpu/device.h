@@ -28,6 +28,8 @@ typedef enum {
     GPU_K_ATTENTION_BACKWARD_QUERY,
     GPU_K_ATTENTION_BACKWARD_KEY,
     GPU_K_ATTENTION_DECODE,
+    /* bf16 products (gpu/gemm.h): the operands rounded */
+    GPU_K_ROUND_BF16,
     GPU_N_KERNELS
 } GpuKernel;
 
@@ -36,6 +38,7 @@ extern const char *const gpu_kernel_names[GPU_N_KERNELS];
 /* The embedded PTX of gpu/kernels/all.cu, NUL-terminated (the build's kernels_ptx.o). */
 extern const char gpu_kernels_ptx[];
 
+struct GpuBlas; /* gpu/gemm.c: cuBLASLt, its handle, workspace and plans */
 typedef struct {
     CudaApi api;
     CUdevice dev;
@@ -45,6 +48,7 @@ typedef struct {
     char name[128];
     int cc_major, cc_minor, sms;
     size_t total_bytes;
+    struct GpuBlas *blas; /* made by the first product (gpu/gemm.h), freed by gpu_close */
 } GpuDevice;
 
 /* Opens the first GPU: 1 with d ready; 0 where there is none to use here (why[n]

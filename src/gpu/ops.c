@@ -117,3 +117,14 @@ int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdevicep
     void *args[] = {&out, &q, &kc, &vc, &slots, &own, &parent, &parent_len, &cap, &H, &Hkv, &D, &ldo, &ldq};
     return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE, (unsigned)n, (unsigned)H, ATT_THREADS, args, err);
 }
+
+/* ---- bf16 products (gpu/gemm.h): the operands rounded ---- */
+
+int gpu_round_bf16(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, int rows, int cols, int ld_dst, int ld_src,
+                   GrpoErr *err) {
+    if (rows < 0 || cols < 0 || ld_dst < cols || ld_src < cols)
+        return err_set(err, "gpu_round_bf16: rows %d cols %d ld_dst %d ld_src %d: expected sizes >= 0 and strides >= cols",
+                       rows, cols, ld_dst, ld_src);
+    void *args[] = {&dst, &src, &rows, &cols, &ld_dst, &ld_src};
+    return gpu_launch(d, GPU_K_ROUND_BF16, flat_blocks(d, (unsigned long long)rows * cols), FLAT_THREADS, args, err);
+}

@@ -58,5 +58,10 @@ int gpu_attention_backward(GpuDevice *d, CUdeviceptr dq, CUdeviceptr dk, CUdevic
 int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdeviceptr kc, CUdeviceptr vc,
                          CUdeviceptr slots, CUdeviceptr own, CUdeviceptr parent, CUdeviceptr parent_len, int n, int cap,
                          int H, int Hkv, int D, int ldo, int ldq, GrpoErr *err);
+/* ---- bf16 products (gpu/gemm.h): the operands rounded ---- */
+/* dst[rows, cols] (bf16, row stride ld_dst) = src[rows, cols] (fp32, ld_src) rounded
+ * to nearest, ties to even, NaN kept: ops.h's f32_to_bf16, bit for bit. */
+int gpu_round_bf16(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, int rows, int cols, int ld_dst, int ld_src,
+                   GrpoErr *err);
 
 #endif

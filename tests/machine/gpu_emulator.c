@@ -4,6 +4,9 @@
  * shuffles once every thread concerned waits at one. */
 #include "machine/gpu_emulator.h"
 
+#include "gpu/gemm.h"
+#include "machine/gpu_emulator_blas.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,10 @@ static void run_swiglu_backward(void **p) { swiglu_backward(P(0, Fp), P(1, Cfp),
 static void run_adamw_step(void **p) {
     adamw_step(P(0, Fp), P(1, Fp), P(2, Fp), P(3, Cfp), P(4, const unsigned char *), P(5, u64), P(6, float),
                P(7, float), P(8, float), P(9, float), P(10, float), P(11, float), P(12, float), P(13, int));
+}
+/* bf16 products (gpu/gemm.h): the operands rounded */
+static void run_round_bf16(void **p) {
+    round_bf16(P(0, unsigned short *), P(1, Cfp), P(2, int), P(3, int), P(4, int), P(5, int));
 }
 
 /* RoPE and attention */
@@ -96,6 +103,8 @@ static const EmuKernel kernels[] = {
     {"attention_backward_query", run_attention_backward_query},
     {"attention_backward_key", run_attention_backward_key},
     {"attention_decode", run_attention_decode},
+    /* bf16 products (gpu/gemm.h): the operands rounded */
+    {"round_bf16", run_round_bf16},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
@@ -319,21 +328,24 @@ static CUresult emu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = EMU_BYTES - allocated, *total_bytes = EMU_BYTES;
     return CUDA_SUCCESS;
 }
-/* Each allocation is prefixed by its size, for MemGetInfo's count. */
+/* Each allocation is 256-byte aligned, as cuMemAlloc's are (cuBLASLt's plans depend
+ * on it: gpu/gemm.c), and prefixed by its size, for MemGetInfo's count. */
+enum { EMU_ALIGN = 256 };
 static CUresult emu_alloc(CUdeviceptr *ptr, size_t bytes) {
     if (bytes == 0 || bytes > EMU_BYTES - allocated) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
-    size_t *block = malloc(bytes + 16);
-    if (!block) return 2;
-    block[0] = bytes;
-    memset(block + 2, 0xff, bytes);
+    void *block = NULL;
+    if (posix_memalign(&block, EMU_ALIGN, EMU_ALIGN + bytes)) return 2;
+    *(size_t *)block = bytes;
+    unsigned char *p = (unsigned char *)block + EMU_ALIGN;
+    memset(p, 0xff, bytes);
     allocated += bytes;
-    *ptr = (CUdeviceptr)(block + 2);
+    *ptr = (CUdeviceptr)p;
     return CUDA_SUCCESS;
 }
 static CUresult emu_free(CUdeviceptr ptr) {
     if (!ptr) return CUDA_SUCCESS;
-    size_t *block = (size_t *)ptr - 2;
-    allocated -= block[0];
+    unsigned char *block = (unsigned char *)ptr - EMU_ALIGN;
+    allocated -= *(size_t *)block;
     free(block);
     return CUDA_SUCCESS;
 }
@@ -397,4 +409,7 @@ int gpu_emulator_open(CudaApi *api, char *why, size_t n) {
     return 0;
 }
 
-void test_gpu_machine(int on) { gpu_set_driver(on ? gpu_emulator_open : NULL); }
+void test_gpu_machine(int on) {
+    gpu_set_driver(on ? gpu_emulator_open : NULL);
+    gpu_set_blas(on ? gpu_emulator_blas_open : NULL); /* its cuBLASLt: tests/machine/gpu_emulator_blas.c */
+}

@@ -34,7 +34,9 @@ int gpu_emulator_open(CudaApi *api, char *why, size_t n);
 int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, unsigned grid_y, unsigned block,
                 unsigned shared_bytes, void **params);
 
-/* Makes gpu_open find the emulated GPU instead of libcuda (on = 1) or libcuda again. */
+/* Makes gpu_open find the emulated GPU instead of libcuda, and the products
+ * (gpu/gemm.h) the emulated cuBLASLt (machine/gpu_emulator_blas.h) instead of
+ * libcublasLt (on = 1); or the real ones again (on = 0). */
 void test_gpu_machine(int on);
 
 #endif

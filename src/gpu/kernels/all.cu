@@ -7,3 +7,5 @@
 #include "rope.cu"
 #include "attention.cu"
 #include "attention_backward.cu"
+/* bf16 products (gpu/gemm.h): the operands rounded */
+#include "bf16.cu"
