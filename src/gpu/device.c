@@ -20,8 +20,10 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_ATTENTION_BACKWARD_QUERY] = "attention_backward_query",
     [GPU_K_ATTENTION_BACKWARD_KEY] = "attention_backward_key",
     [GPU_K_ATTENTION_DECODE] = "attention_decode",
-    /* bf16 products (gpu/gemm.h): the operands rounded */
+    /* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
     [GPU_K_ROUND_BF16] = "round_bf16",
+    [GPU_K_LINEAR_BIAS_ROWS] = "linear_bias_rows",
+    [GPU_K_LINEAR_BIAS_BACKWARD] = "linear_bias_backward",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

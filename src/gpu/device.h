@@ -28,8 +28,10 @@ typedef enum {
     GPU_K_ATTENTION_BACKWARD_QUERY,
     GPU_K_ATTENTION_BACKWARD_KEY,
     GPU_K_ATTENTION_DECODE,
-    /* bf16 products (gpu/gemm.h): the operands rounded */
+    /* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
     GPU_K_ROUND_BF16,
+    GPU_K_LINEAR_BIAS_ROWS,
+    GPU_K_LINEAR_BIAS_BACKWARD,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -3,6 +3,8 @@
  * as fill the GPU a few times for the element-wise ones. */
 #include "gpu/ops.h"
 
+#include "gpu/gemm.h"
+
 enum { ROW_THREADS = 256, FLAT_THREADS = 256 };
 enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256 }; /* gpu/kernels/rope.cu, attention.h */
 
@@ -118,7 +120,7 @@ int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdevicep
     return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE, (unsigned)n, (unsigned)H, ATT_THREADS, args, err);
 }
 
-/* ---- bf16 products (gpu/gemm.h): the operands rounded ---- */
+/* ---- bf16 products (gpu/gemm.h): the operands rounded; linear layers ---- */
 
 int gpu_round_bf16(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, int rows, int cols, int ld_dst, int ld_src,
                    GrpoErr *err) {
@@ -127,4 +129,30 @@ int gpu_round_bf16(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, int rows, int
                        rows, cols, ld_dst, ld_src);
     void *args[] = {&dst, &src, &rows, &cols, &ld_dst, &ld_src};
     return gpu_launch(d, GPU_K_ROUND_BF16, flat_blocks(d, (unsigned long long)rows * cols), FLAT_THREADS, args, err);
+}
+
+int gpu_matmul_forward_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdeviceptr in16, CUdeviceptr W16,
+                            CUdeviceptr bias, int N, int I, int O, GrpoErr *err) {
+    if (in && gpu_round_bf16(d, in16, in, N, I, I, I, err)) return -1;
+    if (bias) { /* out = bias, then the product added to it: the CPU's order */
+        void *args[] = {&out, &bias, &N, &O};
+        if (gpu_launch(d, GPU_K_LINEAR_BIAS_ROWS, flat_blocks(d, (unsigned long long)N * O), FLAT_THREADS, args, err))
+            return -1;
+    }
+    return gpu_gemm_bf16(d, 0, 1, N, O, I, 1.0f, in16, I, W16, I, bias ? 1.0f : 0.0f, out, O, err);
+}
+
+int gpu_matmul_backward_bf16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dbias, CUdeviceptr dout,
+                             CUdeviceptr dout16, CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
+                             GrpoErr *err) {
+    if (dbias) {
+        void *args[] = {&dbias, &dout, &N, &O, &write_dw};
+        if (gpu_launch(d, GPU_K_LINEAR_BIAS_BACKWARD, (unsigned)((O + FLAT_THREADS - 1) / FLAT_THREADS), FLAT_THREADS,
+                       args, err))
+            return -1;
+    }
+    if ((din || dW) && gpu_round_bf16(d, dout16, dout, N, O, O, O, err)) return -1;
+    if (din && gpu_gemm_bf16(d, 0, 0, N, I, O, 1.0f, dout16, O, W16, I, 0.0f, din, I, err)) return -1;
+    if (dW && gpu_gemm_bf16(d, 1, 0, O, I, N, 1.0f, dout16, O, in16, I, write_dw ? 0.0f : 1.0f, dW, I, err)) return -1;
+    return 0;
 }

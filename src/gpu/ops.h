@@ -58,10 +58,22 @@ int gpu_attention_backward(GpuDevice *d, CUdeviceptr dq, CUdeviceptr dk, CUdevic
 int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdeviceptr kc, CUdeviceptr vc,
                          CUdeviceptr slots, CUdeviceptr own, CUdeviceptr parent, CUdeviceptr parent_len, int n, int cap,
                          int H, int Hkv, int D, int ldo, int ldq, GrpoErr *err);
-/* ---- bf16 products (gpu/gemm.h): the operands rounded ---- */
+/* ---- bf16 products (gpu/gemm.h): the operands rounded; linear layers ---- */
 /* dst[rows, cols] (bf16, row stride ld_dst) = src[rows, cols] (fp32, ld_src) rounded
  * to nearest, ties to even, NaN kept: ops.h's f32_to_bf16, bit for bit. */
 int gpu_round_bf16(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, int rows, int cols, int ld_dst, int ld_src,
                    GrpoErr *err);
+/* matmul_forward_bf16 / matmul_backward_bf16_in16 (ops/ops.h) on gpu_gemm_bf16:
+ * forward out[N, O] = in[N, I] W[O, I]^T (+ bias[O]; 0: none), W16 bf16; in fp32 is
+ * rounded into in16 (N x I bf16, the caller's: what the backward reads), or in 0:
+ * in16 holds the input already. Backward: din[N, I] = dout W (written; 0: none),
+ * dW[O, I] += dout^T in16, dbias[O] += sum_n dout (write_dw: both written over; 0:
+ * none), dout fp32 rounded once into dout16 (N x O bf16, the caller's) for both
+ * products. The products' sums in cuBLASLt's order; dbias the CPU's bits. */
+int gpu_matmul_forward_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdeviceptr in16, CUdeviceptr W16,
+                            CUdeviceptr bias, int N, int I, int O, GrpoErr *err);
+int gpu_matmul_backward_bf16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dbias, CUdeviceptr dout,
+                             CUdeviceptr dout16, CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
+                             GrpoErr *err);
 
 #endif

@@ -51,9 +51,13 @@ static void run_adamw_step(void **p) {
     adamw_step(P(0, Fp), P(1, Fp), P(2, Fp), P(3, Cfp), P(4, const unsigned char *), P(5, u64), P(6, float),
                P(7, float), P(8, float), P(9, float), P(10, float), P(11, float), P(12, float), P(13, int));
 }
-/* bf16 products (gpu/gemm.h): the operands rounded */
+/* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
 static void run_round_bf16(void **p) {
     round_bf16(P(0, unsigned short *), P(1, Cfp), P(2, int), P(3, int), P(4, int), P(5, int));
+}
+static void run_linear_bias_rows(void **p) { linear_bias_rows(P(0, Fp), P(1, Cfp), P(2, int), P(3, int)); }
+static void run_linear_bias_backward(void **p) {
+    linear_bias_backward(P(0, Fp), P(1, Cfp), P(2, int), P(3, int), P(4, int));
 }
 
 /* RoPE and attention */
@@ -103,8 +107,10 @@ static const EmuKernel kernels[] = {
     {"attention_backward_query", run_attention_backward_query},
     {"attention_backward_key", run_attention_backward_key},
     {"attention_decode", run_attention_decode},
-    /* bf16 products (gpu/gemm.h): the operands rounded */
+    /* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
     {"round_bf16", run_round_bf16},
+    {"linear_bias_rows", run_linear_bias_rows},
+    {"linear_bias_backward", run_linear_bias_backward},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

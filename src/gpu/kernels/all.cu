@@ -7,5 +7,6 @@
 #include "rope.cu"
 #include "attention.cu"
 #include "attention_backward.cu"
-/* bf16 products (gpu/gemm.h): the operands rounded */
+/* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
 #include "bf16.cu"
+#include "linear.cu"
