@@ -6,7 +6,10 @@
  * - gpu_gemm_f32: A and B fp32, fp32 arithmetic (TF32 off: CUBLAS_COMPUTE_32F).
  * lda, ldb, ldc are row strides in elements, as gemm_f32's. beta 0: C is written, not
  * read (it may hold NaNs). The order of the sums is cuBLASLt's (its algorithm for the
- * shape on this GPU): deterministic for a GPU, a library and a shape, not the CPU's.
+ * shape on this GPU): deterministic for a GPU, a library and a shape, not the CPU's —
+ * and since the algorithm is chosen per shape, a row of C may differ in its last bits
+ * with M. So these serve training and prefill, not decoding, where a row's result
+ * must not depend on the batch (the CPU's matmul_rowwise: a kernel of our own).
  *
  * The library, its handle, a 32 MiB workspace and a plan per shape (the descriptors
  * and the algorithm cuBLASLt's heuristic picked) are made on a device's first
