@@ -5,7 +5,8 @@
  *   gpu/ops.h makes an operand from fp32), their products summed in fp32;
  * - gpu_gemm_f32: A and B fp32, fp32 arithmetic (TF32 off: CUBLAS_COMPUTE_32F).
  * lda, ldb, ldc are row strides in elements, as gemm_f32's. beta 0: C is written, not
- * read (it may hold NaNs). The order of the sums is cuBLASLt's (its algorithm for the
+ * read, so it may hold NaNs (the BLAS convention, which cuBLAS states for its gemm;
+ * tools/gpu-check.sh checks cuBLASLt keeps it). The order of the sums is cuBLASLt's (its algorithm for the
  * shape on this GPU): deterministic for a GPU, a library and a shape, not the CPU's —
  * and since the algorithm is chosen per shape, a row of C may differ in its last bits
  * with M. So these serve training and prefill, not decoding, where a row's result

@@ -13,7 +13,7 @@
  * leading dimension or row/column-major swap gives a wrong result or a refusal.
  * Products: each operand widened exactly to fp32 (bf16), or rounded to TF32 under
  * CUBLAS_COMPUTE_32F_FAST_TF32; summed in fp32 over k in order; C not read when beta
- * is 0. Stricter than the library where the library's behaviour is "undefined" or
+ * is 0 (the BLAS convention cuBLAS states for its gemm). Stricter than the library where the library's behaviour is "undefined" or
  * unstated: an algorithm is refused for a problem other than the one the heuristic
  * chose it for, a pointer less aligned than the preference promised is refused, and
  * the workspace is overwritten (so an operand placed in it shows). Not modelled:
