@@ -32,6 +32,12 @@ typedef enum {
     GPU_K_ROUND_BF16,
     GPU_K_LINEAR_BIAS_ROWS,
     GPU_K_LINEAR_BIAS_BACKWARD,
+    /* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+    GPU_K_EMBEDDING_FORWARD,
+    GPU_K_EMBEDDING_FORWARD_BF16,
+    GPU_K_EMBEDDING_BACKWARD,
+    GPU_K_LOGPROB_CHUNK_FORWARD,
+    GPU_K_LOGPROB_CHUNK_BACKWARD,
     GPU_N_KERNELS
 } GpuKernel;
 

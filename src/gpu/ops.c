@@ -156,3 +156,42 @@ int gpu_matmul_backward_bf16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUde
     if (dW && gpu_gemm_bf16(d, 1, 0, O, I, N, 1.0f, dout16, O, in16, I, write_dw ? 0.0f : 1.0f, dW, I, err)) return -1;
     return 0;
 }
+
+/* ---- the LM head's family: embedding, log-prob chunks ---- */
+
+/* A block per row for the head's row kernels: a power of two (their double sums
+ * are trees in shared memory). */
+enum { HEAD_THREADS = 512 };
+
+int gpu_embedding_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr ids, CUdeviceptr table, int N, int C,
+                          GrpoErr *err) {
+    void *args[] = {&out, &ids, &table, &C};
+    return gpu_launch(d, GPU_K_EMBEDDING_FORWARD, (unsigned)N, ROW_THREADS, args, err);
+}
+
+int gpu_embedding_forward_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr ids, CUdeviceptr table16, int N, int C,
+                               GrpoErr *err) {
+    void *args[] = {&out, &ids, &table16, &C};
+    return gpu_launch(d, GPU_K_EMBEDDING_FORWARD_BF16, (unsigned)N, ROW_THREADS, args, err);
+}
+
+/* Blocks split the vocabulary rows (row % blocks), 8 a multiprocessor: every block
+ * reads all N ids and adds only its own rows'. */
+int gpu_embedding_backward(GpuDevice *d, CUdeviceptr dtable, CUdeviceptr dout, CUdeviceptr ids, int N, int C,
+                           GrpoErr *err) {
+    void *args[] = {&dtable, &dout, &ids, &N, &C};
+    return gpu_launch(d, GPU_K_EMBEDDING_BACKWARD, N > 0 ? 8u * (unsigned)(d->sms > 0 ? d->sms : 1) : 0,
+                      ROW_THREADS, args, err);
+}
+
+int gpu_logprob_chunk_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,
+                              CUdeviceptr logits, CUdeviceptr targets, int m, int V, GrpoErr *err) {
+    void *args[] = {&logprob, &entropy, &lse, &logits, &targets, &V};
+    return gpu_launch(d, GPU_K_LOGPROB_CHUNK_FORWARD, (unsigned)m, HEAD_THREADS, args, err);
+}
+
+int gpu_logprob_chunk_backward(GpuDevice *d, CUdeviceptr logits, CUdeviceptr dlogprob, CUdeviceptr dentropy,
+                               CUdeviceptr lse, CUdeviceptr targets, int m, int V, float inv_temp, GrpoErr *err) {
+    void *args[] = {&logits, &dlogprob, &dentropy, &lse, &targets, &V, &inv_temp};
+    return gpu_launch(d, GPU_K_LOGPROB_CHUNK_BACKWARD, (unsigned)m, HEAD_THREADS, args, err);
+}

@@ -75,5 +75,26 @@ int gpu_matmul_forward_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdev
 int gpu_matmul_backward_bf16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dbias, CUdeviceptr dout,
                              CUdeviceptr dout16, CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
                              GrpoErr *err);
+/* ---- the LM head's family: embedding, log-prob chunks ---- */
+
+/* embedding_forward(_bf16): out[N, C] = table[ids[n]] (fp32 table, or bf16 widened). */
+int gpu_embedding_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr ids, CUdeviceptr table, int N, int C,
+                          GrpoErr *err);
+int gpu_embedding_forward_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr ids, CUdeviceptr table16, int N, int C,
+                               GrpoErr *err);
+/* embedding_backward: dtable[V, C] += dout[N, C] at rows ids[N], each element summed
+ * over n in increasing order, no atomics: the CPU's bits. */
+int gpu_embedding_backward(GpuDevice *d, CUdeviceptr dtable, CUdeviceptr dout, CUdeviceptr ids, int N, int C,
+                           GrpoErr *err);
+/* A chunk of m rows of LM-head logits[m, V] (already times 1/T: the GEMM's alpha),
+ * targets[m]: logprob[m], entropy[m] (0: none) and lse[m] as ops/logprob.c's
+ * logprob_forward gives them; a target outside [0, V) gives 0s. */
+int gpu_logprob_chunk_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,
+                              CUdeviceptr logits, CUdeviceptr targets, int m, int V, GrpoErr *err);
+/* The chunk's backward in place: logits[m, V] (z) become dz, the gradient of
+ * sum dlogprob logprob + dentropy entropy (dentropy 0: none) with respect to the
+ * logits before the 1/T scaling (inv_temp), as logprob_backward forms it. */
+int gpu_logprob_chunk_backward(GpuDevice *d, CUdeviceptr logits, CUdeviceptr dlogprob, CUdeviceptr dentropy,
+                               CUdeviceptr lse, CUdeviceptr targets, int m, int V, float inv_temp, GrpoErr *err);
 
 #endif

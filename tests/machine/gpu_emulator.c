@@ -88,6 +88,21 @@ static void run_attention_decode(void **p) {
                      P(9, int), P(10, int), P(11, int), P(12, int), P(13, int));
 }
 
+/* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+static void run_embedding_forward(void **p) { embedding_forward(P(0, Fp), P(1, Cip), P(2, Cfp), P(3, int)); }
+static void run_embedding_forward_bf16(void **p) {
+    embedding_forward_bf16(P(0, Fp), P(1, Cip), P(2, const unsigned short *), P(3, int));
+}
+static void run_embedding_backward(void **p) {
+    embedding_backward(P(0, Fp), P(1, Cfp), P(2, Cip), P(3, int), P(4, int));
+}
+static void run_logprob_chunk_forward(void **p) {
+    logprob_chunk_forward(P(0, Fp), P(1, Fp), P(2, Fp), P(3, Cfp), P(4, Cip), P(5, int));
+}
+static void run_logprob_chunk_backward(void **p) {
+    logprob_chunk_backward(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cip), P(5, int), P(6, float));
+}
+
 typedef struct {
     const char *name;
     void (*run)(void **params);
@@ -111,6 +126,12 @@ static const EmuKernel kernels[] = {
     {"round_bf16", run_round_bf16},
     {"linear_bias_rows", run_linear_bias_rows},
     {"linear_bias_backward", run_linear_bias_backward},
+    /* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+    {"embedding_forward", run_embedding_forward},
+    {"embedding_forward_bf16", run_embedding_forward_bf16},
+    {"embedding_backward", run_embedding_backward},
+    {"logprob_chunk_forward", run_logprob_chunk_forward},
+    {"logprob_chunk_backward", run_logprob_chunk_backward},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -43,6 +43,12 @@ DEVICE float sqrt_rn(float x) { return __builtin_sqrtf(x); }
 DEVICE float exp_fast(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
 /* ln x through log2 x ln 2 (lg2.approx: about 2^-22 relative). */
 DEVICE float log_fast(float x) { return __nvvm_lg2_approx_f(x) * 0.6931471805599453f; }
+/* The head's family (embedding, logprob, sampler): the CPU's own rounding steps —
+ * a fused multiply-add rounded once (fma.rn), round to the nearest integer, ties to
+ * even (cvt.rni) — so kernels/kmath.h computes the CPU's vec_exp_neg bits. */
+DEVICE float fma_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+DEVICE float rint_f32(float x) { return __builtin_rintf(x); }
+DEVICE double rint_f64(double x) { return __builtin_rint(x); }
 
 #else /* the tests' emulated GPU */
 
@@ -75,6 +81,9 @@ DEVICE void *dynamic_shared(void) { return gpu_emu_dynamic_shared(); }
 DEVICE float sqrt_rn(float x) { return sqrtf(x); }
 DEVICE float exp_fast(float x) { return exp2f(x * 1.4426950408889634f); }
 DEVICE float log_fast(float x) { return log2f(x) * 0.6931471805599453f; }
+DEVICE float fma_rn(float a, float b, float c) { return fmaf(a, b, c); }
+DEVICE float rint_f32(float x) { return rintf(x); }
+DEVICE double rint_f64(double x) { return rint(x); }
 
 #endif
 

@@ -1,0 +1,287 @@
+/* tests/gpu/test_gpu_head.c — the LM head's GPU kernels (gpu/ops.h: embedding,
+ * log-prob chunks) against the CPU's ops on random inputs: on the GPU where
+ * gpu_open finds one, on the tests' emulated GPU otherwise (GRPO_REQUIRE_GPU=1, as
+ * tools/gpu-check.sh runs it: no GPU is a failure).
+ *
+ * What each must meet, |gpu - cpu| <= atol + rtol |cpu|:
+ * - kmath.h on the host: exp_neg_cpu is ops/vec.h's vec_exp_neg bit for bit;
+ *   exp_f64 and log_f64 within 4 ulp of glibc's (they are not its bits);
+ * - embedding forward (fp32, bf16) and backward: the CPU's bits (copies; the same
+ *   sums in the same order);
+ * - log-prob chunk forward: lse, logprob 1e-6 + 1e-6 relative, entropy 1e-6 + 1e-5
+ *   (the CPU's exponentials, double sums in another order); backward through the
+ *   head (dh = dz W, dW = dz^T h by the CPU's GEMM on the GPU's dz) 1e-6 + 1e-5 of
+ *   the largest |cpu| (sums of terms that cancel), with dentropy 1e-5 + 1e-4. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/kernels/kmath.h"
+#include "gpu/ops.h"
+#include "machine/gpu_emulator.h"
+#ifndef GPU_HEAD_NO_CPU_GEMM
+#include "ops/gemm.h"
+#endif
+#include "ops/ops.h"
+#include "ops/vec.h"
+#include "testutil.h"
+
+static uint64_t seed = 29;
+static float frand(void) { /* uniform in [-1, 1) */
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((seed >> 40) / 8388608.0 - 1.0);
+}
+static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * n) % n; }
+
+static GpuDevice dev;
+static GrpoErr err;
+
+static CUdeviceptr upload(const void *x, size_t bytes) {
+    CUdeviceptr p;
+    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err) && !gpu_put(&dev, p, x, bytes, &err), "%s", err.msg);
+    return p;
+}
+
+static CUdeviceptr alloc(size_t bytes) {
+    CUdeviceptr p;
+    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err), "%s", err.msg);
+    return p;
+}
+
+static void download(void *x, CUdeviceptr p, size_t bytes) {
+    T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
+}
+
+static float *randoms(size_t n, float scale) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
+    return x;
+}
+
+/* got against want: within atol + rtol |want| (scale_rel: rtol of the largest |want|
+ * instead), and how many differ in their bits. */
+static void compare(const char *what, const float *got, const float *want, size_t n, double atol, double rtol,
+                    int scale_rel) {
+    double worst = 0, big = 0;
+    long bits = 0, outside = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]), tol = atol + rtol * (scale_rel ? big : fabs(want[i]));
+        outside += isnan(got[i]) != isnan(want[i]) || e > tol;
+        worst = fmax(worst, e);
+        bits += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    }
+    printf("  %-40s max |gpu - cpu| %.3g, %ld of %zu differ in bits\n", what, worst, bits, n);
+    T_CHECK(outside == 0, "%s: %ld of %zu outside %g + %g |cpu| (max error %.3g)", what, outside, n, atol, rtol, worst);
+}
+
+static void compare_bits(const char *what, const float *got, const float *want, size_t n) {
+    long diff = 0;
+    for (size_t i = 0; i < n; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    printf("  %-40s %ld of %zu differ from the CPU's bits\n", what, diff, n);
+    T_CHECK(diff == 0, "%s: %ld of %zu values differ from the CPU's bits", what, diff, n);
+}
+
+/* ---- kmath.h, its host lowering (the same source as the kernels') ---- */
+
+static double ulps(double got, double want) {
+    if (got == want) return 0;
+    return fabs(got - want) / fmax(nextafter(fabs(want), INFINITY) - fabs(want), 4.9e-324);
+}
+
+static void check_kmath(void) {
+    long exp_diff = 0;
+    for (int i = 0; i < 400000; i++) { /* [-100, 0] and the edges */
+        float x = i < 4 ? (float[]){-87.0f, -87.00001f, 0.0f, -0.0f}[i] : -100.0f * (frand() + 1.0f) * 0.5f;
+        float a = exp_neg_cpu(x), b = vec_exp_neg(x);
+        exp_diff += memcmp(&a, &b, sizeof a) != 0;
+    }
+    printf("  %-40s %ld of 400000 differ from vec_exp_neg\n", "exp_neg_cpu", exp_diff);
+    T_CHECK(exp_diff == 0, "exp_neg_cpu: %ld values differ from vec_exp_neg's bits", exp_diff);
+    double worst_exp = 0, worst_log = 0;
+    for (int i = 0; i < 200000; i++) {
+        double x = i % 2 ? 1400.0 * frand() : 40.0 * frand(), y = exp2(1000.0 * frand()) * (1.0 + frand() * 0.5);
+        if (i == 0) x = -745.0, y = 4.9e-322; /* near the subnormal edges */
+        worst_exp = fmax(worst_exp, ulps(exp_f64(x), exp(x)));
+        worst_log = fmax(worst_log, ulps(log_f64(y), log(y)));
+    }
+    printf("  %-40s exp %.2f ulp, log %.2f ulp of glibc's at worst\n", "exp_f64, log_f64", worst_exp, worst_log);
+    T_CHECK(worst_exp <= 4 && worst_log <= 4, "exp_f64 %.2f ulp, log_f64 %.2f ulp from glibc's (4 allowed)", worst_exp,
+            worst_log);
+    T_CHECK(log_f64(0) == -INFINITY && isnan(log_f64(-1)) && exp_f64(-800) == 0 && exp_f64(800) == INFINITY,
+            "exp_f64/log_f64 at their edges");
+}
+
+/* ---- embedding ---- */
+
+static void check_embedding(void) {
+    enum { N = 45, C = 300, V = 23 };
+    int32_t ids[N];
+    for (int n = 0; n < N; n++) ids[n] = irand(V); /* repeated ids: their rows' sums in order */
+    float *table = randoms((size_t)V * C, 1.0f), *out = malloc(sizeof(float) * N * C);
+    float *g_out = malloc(sizeof(float) * N * C);
+    uint16_t *t16 = malloc(sizeof(uint16_t) * V * C);
+    for (int i = 0; i < V * C; i++) t16[i] = f32_to_bf16(table[i]);
+    CUdeviceptr d_ids = upload(ids, sizeof ids), d_table = upload(table, sizeof(float) * V * C),
+                d_t16 = upload(t16, sizeof(uint16_t) * V * C), d_out = alloc(sizeof(float) * N * C);
+    embedding_forward(out, ids, table, N, C);
+    T_CHECK(!gpu_embedding_forward(&dev, d_out, d_ids, d_table, N, C, &err), "%s", err.msg);
+    download(g_out, d_out, sizeof(float) * N * C);
+    compare_bits("embedding forward (fp32)", g_out, out, (size_t)N * C);
+    embedding_forward_bf16(out, ids, t16, N, C);
+    T_CHECK(!gpu_embedding_forward_bf16(&dev, d_out, d_ids, d_t16, N, C, &err), "%s", err.msg);
+    download(g_out, d_out, sizeof(float) * N * C);
+    compare_bits("embedding forward (bf16 table)", g_out, out, (size_t)N * C);
+    /* backward: summed into a random table, twice */
+    float *dout = randoms((size_t)N * C, 1.0f), *dtable = randoms((size_t)V * C, 0.1f);
+    float *g_dtable = malloc(sizeof(float) * V * C);
+    CUdeviceptr d_dout = upload(dout, sizeof(float) * N * C), d_dtable = upload(dtable, sizeof(float) * V * C);
+    for (int pass = 0; pass < 2; pass++) {
+        embedding_backward(dtable, dout, ids, N, C);
+        T_CHECK(!gpu_embedding_backward(&dev, d_dtable, d_dout, d_ids, N, C, &err), "%s", err.msg);
+    }
+    download(g_dtable, d_dtable, sizeof(float) * V * C);
+    compare_bits("embedding backward (+= twice)", g_dtable, dtable, (size_t)V * C);
+    gpu_free(&dev, d_ids), gpu_free(&dev, d_table), gpu_free(&dev, d_t16), gpu_free(&dev, d_out);
+    gpu_free(&dev, d_dout), gpu_free(&dev, d_dtable);
+    free(table), free(out), free(g_out), free(t16), free(dout), free(dtable), free(g_dtable);
+}
+
+/* ---- the log-prob chunk ---- */
+
+/* out[m, V] = (h[m, C] . W[V, C]^T) alpha, or the CPU's GEMM where linked (below). */
+static void logits_of(float *out, const float *h, const float *W, int m, int V, int C, float alpha) {
+#ifdef GPU_HEAD_NO_CPU_GEMM
+    for (int i = 0; i < m; i++)
+        for (int v = 0; v < V; v++) {
+            float s = 0;
+            for (int c = 0; c < C; c++) s += h[(size_t)i * C + c] * W[(size_t)v * C + c];
+            out[(size_t)i * V + v] = s * alpha;
+        }
+#else
+    gemm_f32(0, 1, m, V, C, alpha, h, C, W, C, 0.0f, out, V);
+#endif
+}
+
+/* The chunk's statistics and dz in double from the same float logits: the
+ * definitions of ops/ops.h, an independent reference (and the only one where the
+ * check is linked without the CPU's GEMM: tools/gpu-check.sh on a machine without
+ * oneDNN and OpenBLAS). */
+static void chunk_reference(float *lse, float *lp, float *ent, float *dz, const float *z, const int32_t *targets,
+                            const float *dlp, const float *dent, int m, int V, float inv_temp) {
+    for (int i = 0; i < m; i++) {
+        const float *zi = z + (size_t)i * V;
+        double mx = -INFINITY, sum = 0, pz = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, zi[v]);
+        for (int v = 0; v < V; v++) sum += exp(zi[v] - mx), pz += exp(zi[v] - mx) * zi[v];
+        double l = mx + log(sum), H = l - pz / sum;
+        int t = targets[i];
+        lse[i] = t < 0 ? 0 : (float)l, lp[i] = t < 0 ? 0 : (float)(zi[t] - l), ent[i] = t < 0 ? 0 : (float)H;
+        for (int v = 0; v < V; v++) {
+            double lpv = zi[v] - l, p = exp(lpv), de = dent ? dent[i] : 0;
+            double d = (dlp[i] * ((v == t) - p) - de * p * (lpv + H)) * inv_temp;
+            dz[(size_t)i * V + v] = t < 0 ? 0 : (float)d;
+        }
+    }
+}
+
+/* m rows of hidden states h[m, C] through a head W[V, C] at temperature 1/inv_temp:
+ * the GPU's chunk kernels on the chunk's logits against the double reference, and
+ * (where linked with the CPU's GEMM) against the CPU's logprob_forward and
+ * logprob_backward, one chunk of every row: dh and dW by the CPU's GEMMs on the
+ * GPU's dz. */
+static void check_logprob(int m, int V, float inv_temp, int with_entropy_grad) {
+    enum { C = 8 };
+    char what[96];
+    char *tag = what + snprintf(what, sizeof what, "logprob chunk %dx%d%s: ", m, V, with_entropy_grad ? " +H" : "");
+    size_t tag_room = sizeof what - (size_t)(tag - what);
+    float *h = randoms((size_t)m * C, 2.0f), *W = randoms((size_t)V * C, 1.0f);
+    int32_t *targets = malloc(sizeof(int32_t) * m);
+    for (int i = 0; i < m; i++) targets[i] = i == 1 && m > 8 ? -1 : irand(V); /* a row without a target */
+    float *r_lp = malloc(sizeof(float) * m), *r_ent = malloc(sizeof(float) * m), *r_lse = malloc(sizeof(float) * m);
+    float *g_lp = malloc(sizeof(float) * m), *g_ent = malloc(sizeof(float) * m), *g_lse = malloc(sizeof(float) * m);
+    float *dlp = randoms(m, 1.0f), *dent = randoms(m, 0.5f), *logits = malloc(sizeof(float) * m * V);
+    float *r_dz = malloc(sizeof(float) * m * V);
+    logits_of(logits, h, W, m, V, C, inv_temp);
+    chunk_reference(r_lse, r_lp, r_ent, r_dz, logits, targets, dlp, with_entropy_grad ? dent : NULL, m, V, inv_temp);
+    CUdeviceptr d_logits = upload(logits, sizeof(float) * m * V), d_t = upload(targets, sizeof(int32_t) * m),
+                d_lp = alloc(sizeof(float) * m), d_ent = alloc(sizeof(float) * m), d_lse = alloc(sizeof(float) * m);
+    T_CHECK(!gpu_logprob_chunk_forward(&dev, d_lp, d_ent, d_lse, d_logits, d_t, m, V, &err), "%s", err.msg);
+    download(g_lp, d_lp, sizeof(float) * m);
+    download(g_ent, d_ent, sizeof(float) * m);
+    download(g_lse, d_lse, sizeof(float) * m);
+    CUdeviceptr d_dlp = upload(dlp, sizeof(float) * m);
+    CUdeviceptr d_dent = with_entropy_grad ? upload(dent, sizeof(float) * m) : 0;
+    T_CHECK(!gpu_logprob_chunk_backward(&dev, d_logits, d_dlp, d_dent, d_lse, d_t, m, V, inv_temp, &err), "%s",
+            err.msg);
+    download(logits, d_logits, sizeof(float) * m * V); /* now dz */
+    snprintf(tag, tag_room, "lse vs double");
+    compare(what, g_lse, r_lse, m, 1e-6, 1e-6, 0);
+    snprintf(tag, tag_room, "logprob vs double");
+    compare(what, g_lp, r_lp, m, 1e-6, 1e-6, 0);
+    snprintf(tag, tag_room, "entropy vs double");
+    compare(what, g_ent, r_ent, m, 1e-6, 1e-5, 0);
+    snprintf(tag, tag_room, "dz vs double");
+    compare(what, logits, r_dz, (size_t)m * V, 1e-7, 1e-5, 1);
+#ifndef GPU_HEAD_NO_CPU_GEMM
+    float *lp = malloc(sizeof(float) * m), *ent = malloc(sizeof(float) * m), *lse = malloc(sizeof(float) * m);
+    LogprobScratch s;
+    float *base = malloc(sizeof(float) * logprob_scratch_floats(m, C, V, 0));
+    logprob_scratch_init(&s, base, m, C, V, 0);
+    WeightMatrix Wm = {.w = W};
+    logprob_forward(lp, ent, lse, NULL, h, Wm, targets, m, C, V, inv_temp, &s);
+    snprintf(tag, tag_room, "lse");
+    compare(what, g_lse, lse, m, 1e-6, 1e-6, 0);
+    snprintf(tag, tag_room, "logprob");
+    compare(what, g_lp, lp, m, 1e-6, 1e-6, 0);
+    snprintf(tag, tag_room, "entropy");
+    compare(what, g_ent, ent, m, 1e-6, 1e-5, 0);
+    float *dh = calloc((size_t)m * C, sizeof(float)), *dW = malloc(sizeof(float) * V * C);
+    float *g_dh = malloc(sizeof(float) * m * C), *g_dW = malloc(sizeof(float) * V * C);
+    logprob_backward(dh, dW, dlp, with_entropy_grad ? dent : NULL, h, Wm, targets, lse, m, C, V, inv_temp, &s, 1);
+    gemm_f32(0, 0, m, C, V, 1.0f, logits, V, W, C, 0.0f, g_dh, C);
+    gemm_f32(1, 0, V, C, m, 1.0f, logits, V, h, C, 0.0f, g_dW, C);
+    double rtol = with_entropy_grad ? 1e-4 : 1e-5, atol = with_entropy_grad ? 1e-5 : 1e-6;
+    snprintf(tag, tag_room, "backward dh");
+    compare(what, g_dh, dh, (size_t)m * C, atol, rtol, 1);
+    snprintf(tag, tag_room, "backward dW");
+    compare(what, g_dW, dW, (size_t)V * C, atol, rtol, 1);
+    free(lp), free(ent), free(lse), free(base), free(dh), free(dW), free(g_dh), free(g_dW);
+#endif
+    gpu_free(&dev, d_logits), gpu_free(&dev, d_t), gpu_free(&dev, d_lp), gpu_free(&dev, d_ent), gpu_free(&dev, d_lse);
+    gpu_free(&dev, d_dlp), gpu_free(&dev, d_dent);
+    free(h), free(W), free(targets), free(r_lp), free(r_ent), free(r_lse), free(g_lp), free(g_ent), free(g_lse);
+    free(dlp), free(dent), free(logits), free(r_dz);
+}
+
+static void check_all(void) {
+    printf("%s, compute capability %d.%d, %d multiprocessors, %.1f GiB\n", dev.name, dev.cc_major, dev.cc_minor, dev.sms,
+           dev.total_bytes / 1073741824.0);
+    check_embedding();
+    check_logprob(24, 1000, 1.0f, 0);
+    check_logprob(24, 1000, 1.0f / 0.7f, 1);
+    check_logprob(3, 151936, 1.0f, 0);
+    check_logprob(2, 151936, 1.0f / 0.9f, 1);
+    gpu_close(&dev);
+}
+
+int main(void) {
+    check_kmath();
+    const char *missing = gpu_ptx_missing_kernel();
+    T_CHECK(!missing, "the embedded PTX has no kernel %s", missing);
+    char why[256] = "";
+    int r = gpu_open(&dev, why, sizeof why, &err);
+    T_CHECK(r >= 0, "gpu_open: %s", err.msg);
+    if (r == 1) check_all();
+    if (r != 0) return t_summary("test_gpu_head");
+    const char *need = getenv("GRPO_REQUIRE_GPU"); /* tools/gpu-check.sh: on the GPU machine, none is a failure */
+    T_CHECK(!need || strcmp(need, "1"), "GRPO_REQUIRE_GPU=1 and no GPU: %s", why);
+    if (need && !strcmp(need, "1")) return t_summary("test_gpu_head");
+    printf("no GPU here (%s): the kernels run on the emulated GPU\n", why);
+    test_gpu_machine(1);
+    r = gpu_open(&dev, why, sizeof why, &err);
+    T_CHECK(r == 1, "the emulated GPU did not open: %s%s", why, err.msg);
+    if (r == 1) check_all();
+    test_gpu_machine(0);
+    return t_summary("test_gpu_head");
+}
