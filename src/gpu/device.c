@@ -24,12 +24,13 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_ROUND_BF16] = "round_bf16",
     [GPU_K_LINEAR_BIAS_ROWS] = "linear_bias_rows",
     [GPU_K_LINEAR_BIAS_BACKWARD] = "linear_bias_backward",
-    /* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+    /* the LM head's family: embedding, log-prob chunks, sampler */
     [GPU_K_EMBEDDING_FORWARD] = "embedding_forward",
     [GPU_K_EMBEDDING_FORWARD_BF16] = "embedding_forward_bf16",
     [GPU_K_EMBEDDING_BACKWARD] = "embedding_backward",
     [GPU_K_LOGPROB_CHUNK_FORWARD] = "logprob_chunk_forward",
     [GPU_K_LOGPROB_CHUNK_BACKWARD] = "logprob_chunk_backward",
+    [GPU_K_SAMPLER_SAMPLE] = "sampler_sample",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -32,12 +32,13 @@ typedef enum {
     GPU_K_ROUND_BF16,
     GPU_K_LINEAR_BIAS_ROWS,
     GPU_K_LINEAR_BIAS_BACKWARD,
-    /* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+    /* the LM head's family: embedding, log-prob chunks, sampler */
     GPU_K_EMBEDDING_FORWARD,
     GPU_K_EMBEDDING_FORWARD_BF16,
     GPU_K_EMBEDDING_BACKWARD,
     GPU_K_LOGPROB_CHUNK_FORWARD,
     GPU_K_LOGPROB_CHUNK_BACKWARD,
+    GPU_K_SAMPLER_SAMPLE,
     GPU_N_KERNELS
 } GpuKernel;
 

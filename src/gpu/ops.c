@@ -157,11 +157,13 @@ int gpu_matmul_backward_bf16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUde
     return 0;
 }
 
-/* ---- the LM head's family: embedding, log-prob chunks ---- */
+/* ---- the LM head's family: embedding, log-prob chunks, sampler ---- */
 
 /* A block per row for the head's row kernels: a power of two (their double sums
  * are trees in shared memory). */
 enum { HEAD_THREADS = 512 };
+/* The sampler's: a power of two, at most 256 (its shared buffer: 16 doubles a thread). */
+enum { SAMPLER_THREADS = 256 };
 
 int gpu_embedding_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr ids, CUdeviceptr table, int N, int C,
                           GrpoErr *err) {
@@ -194,4 +196,16 @@ int gpu_logprob_chunk_backward(GpuDevice *d, CUdeviceptr logits, CUdeviceptr dlo
                                CUdeviceptr lse, CUdeviceptr targets, int m, int V, float inv_temp, GrpoErr *err) {
     void *args[] = {&logits, &dlogprob, &dentropy, &lse, &targets, &V, &inv_temp};
     return gpu_launch(d, GPU_K_LOGPROB_CHUNK_BACKWARD, (unsigned)m, HEAD_THREADS, args, err);
+}
+
+int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdeviceptr logits, CUdeviceptr scratch,
+                       const GpuSampleRows *rows, int m, int V, const SamplerOpts *o, int force_sequential,
+                       GrpoErr *err) {
+    if (V <= 0 || V >= (1 << 24)) return err_set(err, "GPU sampler: vocabulary of %d tokens (1 .. 2^24 - 1)", V);
+    GpuSampleRows r = *rows;
+    float temperature = o->temperature, top_p = o->top_p, min_p = o->min_p, penalty = o->repetition_penalty;
+    int top_k = o->top_k;
+    void *args[] = {&tok,  &logp, &logits,      &scratch, &r.seed, &r.stream, &r.draw,   &r.ctx_first,
+                    &r.ctx_len, &r.ctx, &V, &temperature, &top_k, &top_p, &min_p, &penalty, &force_sequential};
+    return gpu_launch(d, GPU_K_SAMPLER_SAMPLE, (unsigned)m, SAMPLER_THREADS, args, err);
 }

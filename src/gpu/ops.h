@@ -6,6 +6,7 @@
 #define GRPO_GPU_OPS_H
 
 #include "gpu/device.h"
+#include "gen/sampler.h"
 #include "optim/optim.h"
 
 /* rmsnorm_forward: out[N, C] (ld_out), rstd[N], in[N, C] (ld_in), w[C]. */
@@ -75,7 +76,7 @@ int gpu_matmul_forward_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdev
 int gpu_matmul_backward_bf16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dbias, CUdeviceptr dout,
                              CUdeviceptr dout16, CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
                              GrpoErr *err);
-/* ---- the LM head's family: embedding, log-prob chunks ---- */
+/* ---- the LM head's family: embedding, log-prob chunks, sampler ---- */
 
 /* embedding_forward(_bf16): out[N, C] = table[ids[n]] (fp32 table, or bf16 widened). */
 int gpu_embedding_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr ids, CUdeviceptr table, int N, int C,
@@ -96,5 +97,24 @@ int gpu_logprob_chunk_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr ent
  * logits before the 1/T scaling (inv_temp), as logprob_backward forms it. */
 int gpu_logprob_chunk_backward(GpuDevice *d, CUdeviceptr logits, CUdeviceptr dlogprob, CUdeviceptr dentropy,
                                CUdeviceptr lse, CUdeviceptr targets, int m, int V, float inv_temp, GrpoErr *err);
+
+/* A batch's rows for gpu_sampler_sample, device arrays of m: row r draws its uniform
+ * from u32 words draw[r], draw[r] + 1 of Philox stream stream[r] of seed[r] (as
+ * rng_uniform_f64 after draw[r] rng_u32 calls on rng_init(seed, stream)); its
+ * context (prompt and completion so far, for the repetition penalty) is
+ * ctx[ctx_first[r] .. + ctx_len[r]). */
+typedef struct {
+    CUdeviceptr seed, stream, draw; /* uint64_t[m] */
+    CUdeviceptr ctx_first, ctx_len; /* int32_t[m] */
+    CUdeviceptr ctx;                /* int32_t[] */
+} GpuSampleRows;
+/* sampler_sample_logp for m rows of logits[m, V] (V < 2^24): tok[m], logp[m] (0:
+ * none); scratch: m * V doubles. Each row on its own (never dependent on the batch).
+ * Temperature alone and greedy pick the CPU's token always (see
+ * gpu/kernels/sampler.cu); the other processors agree but where the CPU's rounding
+ * decides. force_sequential: the CPU's order of sums always (for tests). */
+int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdeviceptr logits, CUdeviceptr scratch,
+                       const GpuSampleRows *rows, int m, int V, const SamplerOpts *o, int force_sequential,
+                       GrpoErr *err);
 
 #endif

@@ -1,5 +1,5 @@
 /* tests/gpu/test_gpu_head.c — the LM head's GPU kernels (gpu/ops.h: embedding,
- * log-prob chunks) against the CPU's ops on random inputs: on the GPU where
+ * log-prob chunks, sampler) against the CPU's ops on random inputs: on the GPU where
  * gpu_open finds one, on the tests' emulated GPU otherwise (GRPO_REQUIRE_GPU=1, as
  * tools/gpu-check.sh runs it: no GPU is a failure).
  *
@@ -11,11 +11,19 @@
  * - log-prob chunk forward: lse, logprob 1e-6 + 1e-6 relative, entropy 1e-6 + 1e-5
  *   (the CPU's exponentials, double sums in another order); backward through the
  *   head (dh = dz W, dW = dz^T h by the CPU's GEMM on the GPU's dz) 1e-6 + 1e-5 of
- *   the largest |cpu| (sums of terms that cancel), with dentropy 1e-5 + 1e-4. */
+ *   the largest |cpu| (sums of terms that cancel), with dentropy 1e-5 + 1e-4; all
+ *   also against a double reference (dz: 1e-7 + 1e-5 of the largest), the only one
+ *   where built without the CPU's GEMM (-DGPU_HEAD_NO_CPU_GEMM: tools/gpu-check.sh
+ *   on a machine without oneDNN and OpenBLAS);
+ * - sampler: the CPU's token for every row and draw, for every option set of the
+ *   CPU's sampler tests; the pick's log-prob 1e-6 + 1e-6 relative; a row's pick the
+ *   same launched alone; a vocabulary of 2^24 refused with a message. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+#include "gen/sampler.h"
 #include "gpu/kernels/kmath.h"
 #include "gpu/ops.h"
 #include "machine/gpu_emulator.h"
@@ -254,6 +262,169 @@ static void check_logprob(int m, int V, float inv_temp, int with_entropy_grad) {
     free(dlp), free(dent), free(logits), free(r_dz);
 }
 
+/* ---- the sampler ---- */
+
+typedef struct {
+    float temperature;
+    int top_k;
+    float top_p, min_p, rep;
+} OptSet;
+
+/* The option sets of tests/gen/test_sampler.c. */
+static const OptSet sets[] = {
+    {1.0f, 0, 1.0f, 0, 1.0f},   {0.7f, 0, 1.0f, 0, 1.0f},   {0.01f, 0, 1.0f, 0, 1.0f},  {1.3f, 3, 1.0f, 0, 1.0f},
+    {1.0f, 2, 1.0f, 0, 1.0f},   {1.0f, 6, 1.0f, 0, 1.0f},   {0.9f, 0, 0.8f, 0, 1.0f},   {1.0f, 0, 0.9f, 0, 1.0f},
+    {1.0f, 0, 0.5f, 0, 1.0f},   {1.0f, 0, 0.01f, 0, 1.0f},  {1.0f, 0, 1.0f, 0.05f, 1.0f}, {1.0f, 0, 1.0f, 0.1f, 1.0f},
+    {1.0f, 0, 1.0f, 0.2f, 1.0f}, {1.0f, 0, 1.0f, 0, 1.3f},  {1.0f, 0, 1.0f, 0, 2.0f},   {0.5f, 0, 0.8f, 0, 2.0f},
+    {0, 0, 1.0f, 0, 1.0f},      {0, 0, 1.0f, 0, 2.0f},      {0, 3, 1.0f, 0, 1.0f},      {0.8f, 50, 0.95f, 0.02f, 1.1f},
+};
+
+typedef struct {
+    int m, V, n_ctx_total;
+    float *logits;
+    uint64_t *seeds, *streams;
+    int32_t *ctx_first, *ctx_len, *ctx;
+    CUdeviceptr d_logits, d_scratch, d_tok, d_logp, d_seed, d_stream, d_draw, d_first, d_len, d_ctx;
+} SampleCase;
+
+/* m rows of logits over V tokens: random, some rows coarse (ties), a token ruled out
+ * (-inf); contexts of 0..24 tokens with repeats and ids outside [0, V). */
+static void case_make(SampleCase *c, int m, int V) {
+    c->m = m, c->V = V;
+    c->logits = malloc(sizeof(float) * m * V);
+    for (int r = 0; r < m; r++)
+        for (int v = 0; v < V; v++) {
+            float x = frand() * 4.0f;
+            c->logits[(size_t)r * V + v] = r % 3 == 1 ? rintf(x * 2.0f) * 0.5f : x; /* rows of ties */
+        }
+    c->logits[3] = -INFINITY;
+    if (m > 1 && V > 812) /* row 1: the largest value three times, one thread's tokens (256 a block) */
+        for (int v = 300; v < V; v += 256) c->logits[V + v] = 10.0f;
+    c->seeds = malloc(sizeof(uint64_t) * m), c->streams = malloc(sizeof(uint64_t) * m);
+    c->ctx_first = malloc(sizeof(int32_t) * m), c->ctx_len = malloc(sizeof(int32_t) * m);
+    c->ctx = malloc(sizeof(int32_t) * m * 25);
+    int at = 0;
+    for (int r = 0; r < m; r++) {
+        c->seeds[r] = 1000 + r % 4, c->streams[r] = rng_mix(77, (uint64_t)r);
+        c->ctx_first[r] = at, c->ctx_len[r] = irand(25);
+        for (int i = 0; i < c->ctx_len[r]; i++, at++)
+            c->ctx[at] = i % 7 == 6 ? (i % 2 ? -1 : V) : i > 2 && i % 3 == 0 ? c->ctx[at - 2] : irand(V);
+    }
+    c->n_ctx_total = at;
+    c->d_logits = upload(c->logits, sizeof(float) * m * V), c->d_scratch = alloc(sizeof(double) * m * V);
+    c->d_tok = alloc(sizeof(int32_t) * m), c->d_logp = alloc(sizeof(float) * m);
+    c->d_seed = upload(c->seeds, sizeof(uint64_t) * m), c->d_stream = upload(c->streams, sizeof(uint64_t) * m);
+    c->d_draw = alloc(sizeof(uint64_t) * m);
+    c->d_first = upload(c->ctx_first, sizeof(int32_t) * m), c->d_len = upload(c->ctx_len, sizeof(int32_t) * m);
+    c->d_ctx = upload(c->ctx, sizeof(int32_t) * (at ? at : 1));
+}
+
+static void case_free(SampleCase *c) {
+    CUdeviceptr p[] = {c->d_logits, c->d_scratch, c->d_tok, c->d_logp, c->d_seed, c->d_stream, c->d_draw, c->d_first,
+                       c->d_len, c->d_ctx};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) gpu_free(&dev, p[i]);
+    free(c->logits), free(c->seeds), free(c->streams), free(c->ctx_first), free(c->ctx_len), free(c->ctx);
+}
+
+/* The CPU's pick for row r at u32 word `draw` of its stream. */
+static int32_t cpu_pick(const SampleCase *c, int r, uint64_t draw, const SamplerOpts *o, SamplerScratch *s, float *lp) {
+    Rng rng;
+    rng_init(&rng, c->seeds[r], c->streams[r]);
+    for (uint64_t k = 0; k < draw; k++) rng_u32(&rng);
+    double u = rng_uniform_f64(&rng);
+    const float *z = c->logits + (size_t)r * c->V;
+    return sampler_sample_logp(z, c->V, o, c->ctx + c->ctx_first[r], c->ctx_len[r], u, s, lp);
+}
+
+/* Rows [first, first + m) of the case on the GPU: tok, logp. */
+static void gpu_picks(SampleCase *c, int first, int m, const uint64_t *draws, const SamplerOpts *o, int sequential,
+                      int32_t *tok, float *logp) {
+    size_t V = (size_t)c->V;
+    GpuSampleRows rows = {c->d_seed + 8 * first, c->d_stream + 8 * first, c->d_draw, c->d_first + 4 * first,
+                          c->d_len + 4 * first, c->d_ctx};
+    T_CHECK(!gpu_put(&dev, c->d_draw, draws, sizeof(uint64_t) * m, &err), "%s", err.msg);
+    T_CHECK(!gpu_sampler_sample(&dev, c->d_tok, c->d_logp, c->d_logits + 4 * V * first, c->d_scratch, &rows, m, c->V,
+                                o, sequential, &err),
+            "%s", err.msg);
+    download(tok, c->d_tok, sizeof(int32_t) * m);
+    download(logp, c->d_logp, sizeof(float) * m);
+}
+
+/* Every option set, `draws` draws a row (words 0, 2, 4, ...: generation's one
+ * rng_uniform_f64 a token): the CPU's token for each; the log-prob close. */
+static void check_sampler(int m, int V, int set_from, int set_to, int draws, int sequential) {
+    SampleCase c;
+    case_make(&c, m, V);
+    SamplerScratch s;
+    sampler_scratch_create(&s, V);
+    int32_t *tok = malloc(sizeof(int32_t) * m);
+    float *logp = malloc(sizeof(float) * m);
+    uint64_t *dw = malloc(sizeof(uint64_t) * m);
+    for (int k = set_from; k < set_to; k++) {
+        SamplerOpts o = {sets[k].temperature, sets[k].top_k, sets[k].top_p, sets[k].min_p, sets[k].rep};
+        long picks = 0, wrong = 0, lp_bits = 0, lp_out = 0;
+        double lp_err = 0;
+        for (int d = 0; d < draws; d++) {
+            for (int r = 0; r < m; r++) dw[r] = 2 * (uint64_t)d + (uint64_t)(r % 3) * 1001; /* draws across blocks */
+            gpu_picks(&c, 0, m, dw, &o, sequential, tok, logp);
+            for (int r = 0; r < m; r++) {
+                float lp;
+                int32_t want = cpu_pick(&c, r, dw[r], &o, &s, &lp);
+                picks++;
+                wrong += tok[r] != want;
+                if (tok[r] != want && wrong <= 3)
+                    fprintf(stderr, "set %d row %d draw %d: gpu token %d, cpu %d\n", k, r, d, tok[r], want);
+                double e = fabs((double)logp[r] - lp);
+                lp_err = fmax(lp_err, e);
+                lp_out += !(e <= 1e-6 + 1e-6 * fabs(lp));
+                lp_bits += memcmp(&logp[r], &lp, sizeof lp) != 0;
+            }
+        }
+        printf("  sampler V %-6d T %-4g k %-2d p %-4g min_p %-4g rep %-3g%s: %ld/%ld tokens the CPU's, logp max err "
+               "%.2g (%ld differ in bits)\n",
+               V, o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty, sequential ? " (seq)" : "",
+               picks - wrong, picks, lp_err, lp_bits);
+        T_CHECK(wrong == 0, "sampler set %d (V %d): %ld of %ld picks differ from the CPU's", k, V, wrong, picks);
+        T_CHECK(lp_out == 0, "sampler set %d (V %d): %ld log-probs outside 1e-6 + 1e-6 |cpu| (max %.3g)", k, V, lp_out,
+                lp_err);
+    }
+    sampler_scratch_free(&s);
+    free(tok), free(logp), free(dw);
+    case_free(&c);
+}
+
+/* A row launched alone picks what it picks in a batch; a vocabulary the float
+ * encoding of token ids cannot hold is refused. */
+static void check_sampler_rows(void) {
+    enum { M = 9, V = 700 };
+    SampleCase c;
+    case_make(&c, M, V);
+    int32_t tok[M], one;
+    float logp[M], one_lp;
+    uint64_t dw[M];
+    int same = 1;
+    static const int some[] = {1, 17, 19}; /* temperature alone; greedy with a penalty; every processor */
+    for (int i = 0; i < 3; i++) {
+        int k = some[i];
+        SamplerOpts o = {sets[k].temperature, sets[k].top_k, sets[k].top_p, sets[k].min_p, sets[k].rep};
+        for (int r = 0; r < M; r++) dw[r] = 6;
+        gpu_picks(&c, 0, M, dw, &o, 0, tok, logp);
+        for (int r = 0; r < M; r += 4) {
+            gpu_picks(&c, r, 1, dw, &o, 0, &one, &one_lp);
+            same &= one == tok[r] && memcmp(&one_lp, &logp[r], sizeof one_lp) == 0;
+        }
+    }
+    T_CHECK(same, "a row launched alone picks another token (or log-prob) than in its batch");
+    SamplerOpts o;
+    sampler_opts_default(&o);
+    GpuSampleRows rows = {0};
+    err.msg[0] = 0;
+    T_CHECK(gpu_sampler_sample(&dev, c.d_tok, 0, c.d_logits, c.d_scratch, &rows, 1, 1 << 24, &o, 0, &err) == -1 &&
+                strstr(err.msg, "vocabulary of 16777216 tokens"),
+            "V = 2^24: refused with a message (got '%s')", err.msg);
+    case_free(&c);
+}
+
 static void check_all(void) {
     printf("%s, compute capability %d.%d, %d multiprocessors, %.1f GiB\n", dev.name, dev.cc_major, dev.cc_minor, dev.sms,
            dev.total_bytes / 1073741824.0);
@@ -262,6 +433,14 @@ static void check_all(void) {
     check_logprob(24, 1000, 1.0f / 0.7f, 1);
     check_logprob(3, 151936, 1.0f, 0);
     check_logprob(2, 151936, 1.0f / 0.9f, 1);
+    /* the emulator runs a block's threads one after another: fewer rows there */
+    int n_sets = (int)(sizeof sets / sizeof sets[0]), big = strstr(dev.name, "emulator") ? 1 : 4;
+    check_sampler(16 * big, 1000, 0, 3, 3 * big, 0); /* temperature alone */
+    check_sampler(6 * big, 1000, 3, n_sets, 2 * big, 0);
+    check_sampler(8, 1000, 0, 3, 2, 1); /* the CPU's order of sums, forced: the fallback itself */
+    check_sampler(3 * big, 151936, 0, 3, 2, 0);
+    check_sampler(2 * big, 151936, n_sets - 1, n_sets, 1, 0);
+    check_sampler_rows();
     gpu_close(&dev);
 }
 

@@ -88,7 +88,8 @@ static void run_attention_decode(void **p) {
                      P(9, int), P(10, int), P(11, int), P(12, int), P(13, int));
 }
 
-/* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+/* the LM head's family: embedding, log-prob chunks, sampler */
+typedef const u64 *Cup;
 static void run_embedding_forward(void **p) { embedding_forward(P(0, Fp), P(1, Cip), P(2, Cfp), P(3, int)); }
 static void run_embedding_forward_bf16(void **p) {
     embedding_forward_bf16(P(0, Fp), P(1, Cip), P(2, const unsigned short *), P(3, int));
@@ -101,6 +102,11 @@ static void run_logprob_chunk_forward(void **p) {
 }
 static void run_logprob_chunk_backward(void **p) {
     logprob_chunk_backward(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cip), P(5, int), P(6, float));
+}
+static void run_sampler_sample(void **p) {
+    sampler_sample(P(0, int *), P(1, Fp), P(2, Cfp), P(3, double *), P(4, Cup), P(5, Cup), P(6, Cup), P(7, Cip),
+                   P(8, Cip), P(9, Cip), P(10, int), P(11, float), P(12, int), P(13, float), P(14, float),
+                   P(15, float), P(16, int));
 }
 
 typedef struct {
@@ -126,12 +132,13 @@ static const EmuKernel kernels[] = {
     {"round_bf16", run_round_bf16},
     {"linear_bias_rows", run_linear_bias_rows},
     {"linear_bias_backward", run_linear_bias_backward},
-    /* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+    /* the LM head's family: embedding, log-prob chunks, sampler */
     {"embedding_forward", run_embedding_forward},
     {"embedding_forward_bf16", run_embedding_forward_bf16},
     {"embedding_backward", run_embedding_backward},
     {"logprob_chunk_forward", run_logprob_chunk_forward},
     {"logprob_chunk_backward", run_logprob_chunk_backward},
+    {"sampler_sample", run_sampler_sample},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

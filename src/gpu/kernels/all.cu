@@ -10,6 +10,7 @@
 /* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
 #include "bf16.cu"
 #include "linear.cu"
-/* the LM head's family: embedding, log-prob chunks (the sampler to come) */
+/* the LM head's family: embedding, log-prob chunks, sampler */
 #include "embedding.cu"
 #include "logprob.cu"
+#include "sampler.cu"
