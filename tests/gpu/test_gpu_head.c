@@ -415,6 +415,22 @@ static void check_sampler_rows(void) {
         }
     }
     T_CHECK(same, "a row launched alone picks another token (or log-prob) than in its batch");
+    /* a row whose every logit is -inf: the CPU's token (0 with temperature alone and
+     * greedy, V - 1 through its NaN probabilities otherwise), a NaN log-prob but greedy's */
+    for (int v = 0; v < V; v++) c.logits[2 * V + v] = -INFINITY;
+    T_CHECK(!gpu_put(&dev, c.d_logits, c.logits, sizeof(float) * M * V, &err), "%s", err.msg);
+    SamplerScratch s;
+    sampler_scratch_create(&s, V);
+    for (int i = 0; i < 3; i++) {
+        int k = (int[]){0, 16, 19}[i];
+        SamplerOpts o = {sets[k].temperature, sets[k].top_k, sets[k].top_p, sets[k].min_p, sets[k].rep};
+        float lp;
+        gpu_picks(&c, 2, 1, dw, &o, 0, &one, &one_lp);
+        int32_t want = cpu_pick(&c, 2, dw[0], &o, &s, &lp);
+        T_CHECK(one == want && (isnan(lp) ? isnan(one_lp) : one_lp == lp),
+                "a row of -inf logits, set %d: gpu token %d log-prob %g, cpu %d %g", k, one, one_lp, want, lp);
+    }
+    sampler_scratch_free(&s);
     SamplerOpts o;
     sampler_opts_default(&o);
     GpuSampleRows rows = {0};

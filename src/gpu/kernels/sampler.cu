@@ -89,7 +89,7 @@ DEVICE Draw draw_segments(const double *w, int V, double u, int normalised, doub
     if (first > 0 && found == V - (int)first) shared_before = before, shared_at = at;
     sync_block();
     double margin = (6.0 * V + 64.0) * (1.0 / 9007199254740992.0) * d.total;
-    d.tok = first > 0 ? V - (int)first : (int)final_pos - 1;
+    d.tok = first > 0 ? V - (int)first : final_pos > 0 ? (int)final_pos - 1 : 0; /* none positive: 0, as the CPU */
     d.certain = first > 0 && target - shared_before > margin && shared_at - target > margin;
     return d;
 }
@@ -262,7 +262,8 @@ DEVICE void processed_probs(double *w, int V, float temperature, int top_k, floa
     if (min_p > 0) min_p_filter(w, V, min_p, seg);
     double mx, sum;
     softmax_stats(w, V, &mx, &sum, seg);
-    for (int v = thread_x(); v < V; v += block_dim_x()) w[v] = w[v] == -inf_f64() ? 0.0 : exp_f64(w[v] - mx) / sum;
+    for (int v = thread_x(); v < V; v += block_dim_x()) /* 0 / 0: NaN, as the CPU's, where every token is -inf */
+        w[v] = (w[v] == -inf_f64() ? 0.0 : exp_f64(w[v] - mx)) / sum;
     sync_block();
 }
 
