@@ -12,9 +12,7 @@
  *   (the CPU's exponentials, double sums in another order); backward through the
  *   head (dh = dz W, dW = dz^T h by the CPU's GEMM on the GPU's dz) 1e-6 + 1e-5 of
  *   the largest |cpu| (sums of terms that cancel), with dentropy 1e-5 + 1e-4; all
- *   also against a double reference (dz: 1e-7 + 1e-5 of the largest), the only one
- *   where built without the CPU's GEMM (-DGPU_HEAD_NO_CPU_GEMM: tools/gpu-check.sh
- *   on a machine without oneDNN and OpenBLAS);
+ *   also against a double reference (dz: 1e-7 + 1e-5 of the largest);
  * - sampler: the CPU's token for every row and draw, for every option set of the
  *   CPU's sampler tests; the pick's log-prob 1e-6 + 1e-6 relative; a row's pick the
  *   same launched alone; a vocabulary of 2^24 refused with a message. */
@@ -27,9 +25,7 @@
 #include "gpu/kernels/kmath.h"
 #include "gpu/ops.h"
 #include "machine/gpu_emulator.h"
-#ifndef GPU_HEAD_NO_CPU_GEMM
 #include "ops/gemm.h"
-#endif
 #include "ops/ops.h"
 #include "ops/vec.h"
 #include "testutil.h"
@@ -157,24 +153,8 @@ static void check_embedding(void) {
 
 /* ---- the log-prob chunk ---- */
 
-/* out[m, V] = (h[m, C] . W[V, C]^T) alpha, or the CPU's GEMM where linked (below). */
-static void logits_of(float *out, const float *h, const float *W, int m, int V, int C, float alpha) {
-#ifdef GPU_HEAD_NO_CPU_GEMM
-    for (int i = 0; i < m; i++)
-        for (int v = 0; v < V; v++) {
-            float s = 0;
-            for (int c = 0; c < C; c++) s += h[(size_t)i * C + c] * W[(size_t)v * C + c];
-            out[(size_t)i * V + v] = s * alpha;
-        }
-#else
-    gemm_f32(0, 1, m, V, C, alpha, h, C, W, C, 0.0f, out, V);
-#endif
-}
-
 /* The chunk's statistics and dz in double from the same float logits: the
- * definitions of ops/ops.h, an independent reference (and the only one where the
- * check is linked without the CPU's GEMM: tools/gpu-check.sh on a machine without
- * oneDNN and OpenBLAS). */
+ * definitions of ops/ops.h, a reference independent of the CPU's op. */
 static void chunk_reference(float *lse, float *lp, float *ent, float *dz, const float *z, const int32_t *targets,
                             const float *dlp, const float *dent, int m, int V, float inv_temp) {
     for (int i = 0; i < m; i++) {
@@ -194,10 +174,9 @@ static void chunk_reference(float *lse, float *lp, float *ent, float *dz, const 
 }
 
 /* m rows of hidden states h[m, C] through a head W[V, C] at temperature 1/inv_temp:
- * the GPU's chunk kernels on the chunk's logits against the double reference, and
- * (where linked with the CPU's GEMM) against the CPU's logprob_forward and
- * logprob_backward, one chunk of every row: dh and dW by the CPU's GEMMs on the
- * GPU's dz. */
+ * the GPU's chunk kernels on the chunk's logits against the double reference and
+ * against the CPU's logprob_forward and logprob_backward, one chunk of every row: dh
+ * and dW by the CPU's GEMMs on the GPU's dz. */
 static void check_logprob(int m, int V, float inv_temp, int with_entropy_grad) {
     enum { C = 8 };
     char what[96];
@@ -210,7 +189,7 @@ static void check_logprob(int m, int V, float inv_temp, int with_entropy_grad) {
     float *g_lp = malloc(sizeof(float) * m), *g_ent = malloc(sizeof(float) * m), *g_lse = malloc(sizeof(float) * m);
     float *dlp = randoms(m, 1.0f), *dent = randoms(m, 0.5f), *logits = malloc(sizeof(float) * m * V);
     float *r_dz = malloc(sizeof(float) * m * V);
-    logits_of(logits, h, W, m, V, C, inv_temp);
+    gemm_f32(0, 1, m, V, C, inv_temp, h, C, W, C, 0.0f, logits, V); /* as logprob_forward's chunk */
     chunk_reference(r_lse, r_lp, r_ent, r_dz, logits, targets, dlp, with_entropy_grad ? dent : NULL, m, V, inv_temp);
     CUdeviceptr d_logits = upload(logits, sizeof(float) * m * V), d_t = upload(targets, sizeof(int32_t) * m),
                 d_lp = alloc(sizeof(float) * m), d_ent = alloc(sizeof(float) * m), d_lse = alloc(sizeof(float) * m);
@@ -231,7 +210,6 @@ static void check_logprob(int m, int V, float inv_temp, int with_entropy_grad) {
     compare(what, g_ent, r_ent, m, 1e-6, 1e-5, 0);
     snprintf(tag, tag_room, "dz vs double");
     compare(what, logits, r_dz, (size_t)m * V, 1e-7, 1e-5, 1);
-#ifndef GPU_HEAD_NO_CPU_GEMM
     float *lp = malloc(sizeof(float) * m), *ent = malloc(sizeof(float) * m), *lse = malloc(sizeof(float) * m);
     LogprobScratch s;
     float *base = malloc(sizeof(float) * logprob_scratch_floats(m, C, V, 0));
@@ -255,7 +233,6 @@ static void check_logprob(int m, int V, float inv_temp, int with_entropy_grad) {
     snprintf(tag, tag_room, "backward dW");
     compare(what, g_dW, dW, (size_t)V * C, atol, rtol, 1);
     free(lp), free(ent), free(lse), free(base), free(dh), free(dW), free(g_dh), free(g_dW);
-#endif
     gpu_free(&dev, d_logits), gpu_free(&dev, d_t), gpu_free(&dev, d_lp), gpu_free(&dev, d_ent), gpu_free(&dev, d_lse);
     gpu_free(&dev, d_dlp), gpu_free(&dev, d_dent);
     free(h), free(W), free(targets), free(r_lp), free(r_ent), free(r_lse), free(g_lp), free(g_ent), free(g_lse);
