@@ -122,7 +122,7 @@ DEVICE double log_f64(double x) {
 /* The largest of v over the block, in every thread (the maximum is exact: any
  * order gives it); scratch: 32 floats of shared memory. NaN partials are passed
  * over as the CPU's vec_max passes them. */
-DEVICE float block_max(float v, float *scratch) {
+DEVICE float block_max_f32(float v, float *scratch) {
     int lane = thread_x() & 31, warp = thread_x() >> 5, warps = block_dim_x() >> 5;
     for (int m = 16; m > 0; m >>= 1) {
         float o = shfl_xor(v, m);
