@@ -47,15 +47,26 @@ prints one line per case:
 --check also prints, per case, how far the first decode step's fp32 logits of the same
 prompt are from this dtype's (max |difference| and whether the top tokens agree): a
 bf16 peer that computed something else would show it there.
+
+On a GPU (issue 35; bench/gpu_peers.sh runs it): --device cuda builds the weights on the
+GPU, times after torch.cuda.synchronize() and warms each G up untimed; --G takes a list
+(64,8); --new-tokens sets the completion length (512 there); --impl transformers times
+transformers' Qwen2ForCausalLM.generate holding the same weights (bench/torch_hf.py,
+which first checks both models' fp32 logits agree). A GPU run adds device, new_tokens
+and gpu to each gen line and, at G <= 8, a line of the decode bandwidth bound:
+  bw impl=I shape=S G=8 gpu=NAME peak_TBs=B weights_GB=W kv_GB_per_step=K step_ms=X
+     bound_ms=Y fraction_of_bound=Y/X
 """
 import argparse
 import math
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_device import add_device_args, decode_step_bytes, gpu_name, now, open_device, peak_tbs  # noqa: E402
 
 PROMPT_TOKENS = 64
 COMPLETION_TOKENS = 128
@@ -64,7 +75,19 @@ COMPLETION_TOKENS = 128
 SHAPES = {
     "qwen2-0.5b": (896, 24, 14, 2, 4864, 151936),
     "small": (256, 4, 8, 4, 768, 32000),
+    # issue 35's GPU shapes, from the published config.json files
+    # (huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json: hidden_size 896,
+    # intermediate_size 4864, num_hidden_layers 24, num_attention_heads 14,
+    # num_key_value_heads 2, vocab_size 151936, tie_word_embeddings true, rope_theta
+    # 1000000.0, rms_norm_eps 1e-06 — the qwen2-0.5b shape above under its own name;
+    # huggingface.co/Qwen/Qwen2.5-1.5B-Instruct/blob/main/config.json, as the base
+    # model's: hidden_size 1536, intermediate_size 8960, num_hidden_layers 28,
+    # num_attention_heads 12, num_key_value_heads 2, vocab_size 151936,
+    # tie_word_embeddings true, rope_theta 1000000.0, rms_norm_eps 1e-06)
+    "qwen2.5-0.5b": (896, 24, 14, 2, 4864, 151936),
+    "qwen2.5-1.5b": (1536, 28, 12, 2, 8960, 151936),
 }
+CPU_SHAPES = ("qwen2-0.5b", "small")  # what --shape all runs: the CPU bench's pair
 RMS_EPS = 1e-6
 ROPE_THETA = 1000000.0
 
@@ -73,31 +96,40 @@ class Qwen2:
     """Random-weight Qwen2 (q/k/v bias, tied embeddings), fp32, HF initialisation:
     linear weights and embedding ~ N(0, 0.02^2), biases 0, norm weights 1."""
 
-    def __init__(self, shape, max_pos, seed=1):
+    def __init__(self, shape, max_pos, seed=1, device=torch.device("cpu")):
         C, L, H, Hkv, Fi, V = shape
         self.C, self.L, self.H, self.Hkv, self.F, self.V = C, L, H, Hkv, Fi, V
         self.D = C // H
-        g = torch.Generator().manual_seed(seed)
+        self.device = device
+        # made where they are used (a GPU run never copies them over); the CPU
+        # generator gives the same weights as before --device existed
+        g = torch.Generator(device=device).manual_seed(seed)
         std = 0.02
 
         def randn(*s):
-            return torch.randn(*s, generator=g) * std
+            return torch.randn(*s, generator=g, device=device) * std
+
+        def ones(n):
+            return torch.ones(n, device=device)
+
+        def zeros(n):
+            return torch.zeros(n, device=device)
 
         D, q, kv = self.D, H * self.D, Hkv * self.D
         self.embed = randn(V, C)  # tied: also the LM head
         self.layers = []
         for _ in range(L):
             self.layers.append(dict(
-                ln1=torch.ones(C),
-                w_qkv=randn(q + 2 * kv, C), b_qkv=torch.zeros(q + 2 * kv),
+                ln1=ones(C),
+                w_qkv=randn(q + 2 * kv, C), b_qkv=zeros(q + 2 * kv),
                 w_o=randn(C, q),
-                ln2=torch.ones(C),
+                ln2=ones(C),
                 w_gu=randn(2 * Fi, C),
                 w_down=randn(C, Fi),
             ))
-        self.norm = torch.ones(C)
-        inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
-        ang = torch.outer(torch.arange(max_pos, dtype=torch.float32), inv_freq)
+        self.norm = ones(C)
+        inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, D, 2, dtype=torch.float32, device=device) / D))
+        ang = torch.outer(torch.arange(max_pos, dtype=torch.float32, device=device), inv_freq)
         emb = torch.cat([ang, ang], dim=-1)  # [max_pos, D]
         self.cos, self.sin = emb.cos(), emb.sin()
 
@@ -141,7 +173,7 @@ class Qwen2:
         causal = None
         if T > 1:
             # [T, end] additive mask: query t sees keys <= pos0 + t
-            causal = torch.full((T, end), float("-inf"), dtype=self.dtype).triu_(pos0 + 1)
+            causal = torch.full((T, end), float("-inf"), dtype=self.dtype, device=ids.device).triu_(pos0 + 1)
         x = F.embedding(ids, self.embed)  # [B, T, C]
         for li, w in enumerate(self.layers):
             h = self.rmsnorm(x, w["ln1"])
@@ -172,8 +204,9 @@ class Qwen2:
         return F.linear(x, self.embed)  # [B, V]
 
     def new_cache(self, B, cap):
-        return ([torch.empty(B, self.Hkv, cap, self.D, dtype=self.dtype) for _ in range(self.L)],
-                [torch.empty(B, self.Hkv, cap, self.D, dtype=self.dtype) for _ in range(self.L)])
+        e = dict(dtype=self.dtype, device=self.device)
+        return ([torch.empty(B, self.Hkv, cap, self.D, **e) for _ in range(self.L)],
+                [torch.empty(B, self.Hkv, cap, self.D, **e) for _ in range(self.L)])
 
 
 def sample(logits, temperature, gen):
@@ -185,7 +218,7 @@ def sample(logits, temperature, gen):
 
 def generate(model, prompt, G, n_tokens, temperature=1.0, seed=0):
     """G completions of exactly n_tokens (no eos) of prompt [1, P]; returns [G, n]."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=prompt.device).manual_seed(seed)
     P = prompt.shape[1]
     cap = P + n_tokens
     # prefill once into a batch-1 cache, then expand it to G rows
@@ -196,7 +229,7 @@ def generate(model, prompt, G, n_tokens, temperature=1.0, seed=0):
         kc[li][:, :, :P] = k1[li]
         vc[li][:, :, :P] = v1[li]
     tok = sample(logits.expand(G, -1), temperature, gen)
-    out = torch.empty(G, n_tokens, dtype=torch.long)
+    out = torch.empty(G, n_tokens, dtype=torch.long, device=prompt.device)
     out[:, 0:1] = tok
     for t in range(1, n_tokens):
         logits = model.forward(tok, P + t - 1, kc, vc)
@@ -205,60 +238,116 @@ def generate(model, prompt, G, n_tokens, temperature=1.0, seed=0):
     return out
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", default="all", choices=["all"] + list(SHAPES))
-    ap.add_argument("--G", type=int, default=0)
+    ap.add_argument("--shape", default="all", choices=["all"] + list(SHAPES), help="all: " + " and ".join(CPU_SHAPES))
+    ap.add_argument("--G", default="0", help="group size, or sizes separated by commas (0: 8, 32 and 64)")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--layers", type=int, default=0, help="layers of the shape (0: all), for a quick look")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "autocast"])
     ap.add_argument("--bf16", action="store_true", help="--dtype bf16 (weights in bf16)")
     ap.add_argument("--check", action="store_true", help="compare the first step's logits with fp32's")
+    ap.add_argument("--impl", default="ours", choices=["ours", "transformers"],
+                    help="ours: the Qwen2 written here; transformers: Qwen2ForCausalLM.generate (torch_hf.py)")
+    ap.add_argument("--new-tokens", type=int, default=COMPLETION_TOKENS, help="tokens generated per completion")
+    add_device_args(ap)
     a = ap.parse_args()
-    dtype = "bf16" if a.bf16 else a.dtype
-    torch.set_num_threads(a.threads)
+    try:
+        a.G = [int(g) for g in a.G.split(",")]
+    except ValueError:
+        ap.error(f"--G: expected a number or numbers separated by commas, got {a.G!r}")
+    if a.new_tokens < 1:
+        ap.error(f"--new-tokens: expected at least 1, got {a.new_tokens}")
+    if a.impl == "transformers" and a.dtype == "autocast":
+        ap.error("--impl transformers: --dtype fp32 or bf16 expected (autocast is the training set-up)")
+    return a
+
+
+def build(a, dtype, name, shape, dev, prompt):
+    """The model in dtype and its generate(G, n, seed) -> [G, n]; prints the check lines."""
+    model = Qwen2(shape, PROMPT_TOKENS + a.new_tokens, device=dev)
     impl = {"fp32": "torch", "bf16": "torch-bf16", "autocast": "torch-autocast"}[dtype]
+    if a.impl == "transformers":
+        from torch_hf import check_logits, hf_generate, hf_model
+        hm = hf_model(model)
+        d, scale = check_logits(hm, model, prompt)
+        print(f"check impl=transformers shape={name} vs=ours max_abs_logit_diff={d:.2e} logit_scale={scale:.4f} "
+              f"attn={hm.config._attn_implementation}", flush=True)
+        if d > 1e-3 * scale + 1e-5:  # fp32 both: far below this unless the config differs
+            raise SystemExit(f"transformers' Qwen2 computes another function than ours (max |logit diff| {d:.3g})")
+        del model
+        if dtype == "bf16":
+            hm.to(torch.bfloat16)
+        impl = "transformers" + ("-bf16" if dtype == "bf16" else "")
+        return impl, lambda G, n, seed: hf_generate(hm, prompt, G, n, seed)
+    if a.check:
+        with torch.inference_mode():
+            ref_logits = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0]
+    if dtype == "bf16":
+        model.to_bf16()
+    elif dtype == "autocast":  # trainable weights, as in training
+        for w in [model.embed, model.norm] + [t for L in model.layers for t in L.values()]:
+            w.requires_grad_(True)
+    if a.check:
+        with torch.inference_mode(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "autocast"):
+            got = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0].float()
+        d = (got - ref_logits).abs().max().item()
+        print(f"check impl={impl} shape={name} max_abs_logit_diff={d:.4f} logit_scale={ref_logits.abs().max().item():.4f} "
+              f"top1_same={int(got.argmax() == ref_logits.argmax())} "
+              f"top10_overlap={len(set(got.topk(10).indices.tolist()) & set(ref_logits.topk(10).indices.tolist()))}",
+              flush=True)
+    return impl, lambda G, n, seed: generate(model, prompt, G, n, seed=seed)
+
+
+def bandwidth_line(impl, name, shape, G, n, seconds, dtype, dev):
+    """The G = 8 figure of issue 35: the bytes a decode step must read (weights + the
+    cached keys/values of the mean context P + (n-1)/2) over the GPU's bandwidth,
+    against the measured seconds per token step (prefill included)."""
+    gpu = gpu_name(dev)
+    tbs = peak_tbs(gpu)
+    w, kv = decode_step_bytes(shape, G, PROMPT_TOKENS + (n - 1) / 2, 4 if dtype == "fp32" else 2)
+    step_s = seconds / n
+    bound_s = (w + kv) / (tbs * 1e12) if tbs else float("nan")
+    print(f"bw impl={impl} shape={name} G={G} gpu={gpu.replace(' ', '_')} peak_TBs={tbs:g} weights_GB={w / 1e9:.3f} "
+          f"kv_GB_per_step={kv / 1e9:.4f} step_ms={step_s * 1e3:.3f} bound_ms={bound_s * 1e3:.3f} "
+          f"fraction_of_bound={bound_s / step_s:.3f}", flush=True)
+
+
+def main():
+    a = parse_args()
+    dtype = "bf16" if a.bf16 else a.dtype
+    dev = open_device(a.device, a.threads)
+    gpu = dev.type == "cuda"
+    long = gpu or a.long
     for name, shape in SHAPES.items():
-        if a.shape not in ("all", name):
+        if (a.shape == "all" and name not in CPU_SHAPES) or a.shape not in ("all", name):
             continue
         if a.layers:
             shape = shape[:1] + (a.layers,) + shape[2:]
-        model = Qwen2(shape, PROMPT_TOKENS + COMPLETION_TOKENS)
         V = shape[5]
-        prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(PROMPT_TOKENS)]])
-        ref_logits = None
-        if a.check:
-            with torch.inference_mode():
-                ref_logits = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0]
-        if dtype == "bf16":
-            model.to_bf16()
-        elif dtype == "autocast":  # trainable weights, as in training
-            for w in [model.embed, model.norm] + [t for L in model.layers for t in L.values()]:
-                w.requires_grad_(True)
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "autocast"):
-            if ref_logits is not None:
-                got = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0].float()
-                d = (got - ref_logits).abs().max().item()
-                print(f"check impl={impl} shape={name} max_abs_logit_diff={d:.4f} logit_scale={ref_logits.abs().max().item():.4f} "
-                      f"top1_same={int(got.argmax() == ref_logits.argmax())} "
-                      f"top10_overlap={len(set(got.topk(10).indices.tolist()) & set(ref_logits.topk(10).indices.tolist()))}",
-                      flush=True)
-            generate(model, prompt, 2, 4, seed=99)  # warm-up, as bench_generate.c
-            for G in (8, 32, 64):
-                if a.G and G != a.G:
-                    continue
+        prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(PROMPT_TOKENS)]], device=dev)
+        impl, gen = build(a, dtype, name, shape, dev, prompt)
+        n = a.new_tokens
+        with torch.inference_mode(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "autocast"):
+            if not gpu:
+                gen(2, 4, 99)  # warm-up, as bench_generate.c
+            for G in (8, 32, 64) if a.G == [0] else a.G:
+                if gpu:  # kernels picked, the allocator's pool grown for this G
+                    gen(G, min(n, 16), 99)
                 best = float("inf")
                 for r in range(a.reps):
-                    t0 = time.perf_counter()
-                    out = generate(model, prompt, G, COMPLETION_TOKENS, seed=1 + r)
-                    best = min(best, time.perf_counter() - t0)
-                    assert out.shape == (G, COMPLETION_TOKENS)
+                    t0 = now(dev)
+                    out = gen(G, n, 1 + r)
+                    best = min(best, now(dev) - t0)
+                    assert out.shape == (G, n)
                     assert int(out.min()) >= 0 and int(out.max()) < V
-                n = G * COMPLETION_TOKENS
-                print(f"gen impl={impl} shape={name} G={G} tokens={n} seconds={best:.3f} "
-                      f"tokens_per_s={n / best:.1f}", flush=True)
-            del model
+                extra = f" device={dev.type} new_tokens={n} gpu={gpu_name(dev).replace(' ', '_')}" if long else ""
+                print(f"gen impl={impl} shape={name} G={G} tokens={G * n} seconds={best:.3f} "
+                      f"tokens_per_s={G * n / best:.1f}{extra}", flush=True)
+                if long and G <= 8:
+                    bandwidth_line(impl, name, shape, G, n, best, dtype, dev)
+        del gen
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ op, matmuls on oneDNN in bf16 where the CPU has bf16 instructions). Same thread 
 as ours (--threads, default all cores); a warm-up pass, then the best of --iters.
 
   /usr/bin/python3 bench/torch_model.py [--layers 24] [--iters 2] [--threads N] [--mode fp32|bf16|both]
+                                        [--shape S] [--batch 4] [--prompt-tokens 1] [--completion-tokens 192]
 prints one line per mode:
   model impl=torch dtype=fp32|bf16 tokens=768 train_s=X tokens_per_s=Y
 
@@ -25,6 +26,15 @@ real ones the objective; --ckpt 1 wraps each layer in torch.utils.checkpoint. Th
 seconds per micro-batch are the median (and range) over every micro-batch and
 iteration after a warm-up, as bench_packing times its own; prints one line per mode:
   packing impl=torch dtype=fp32|bf16 ckpt=0|1 median_s=X min_s=.. max_s=.. passes=N
+
+On a GPU (issue 35; bench/gpu_peers.sh): --device cuda --shape qwen2.5-1.5b --batch 8
+--prompt-tokens 64 --completion-tokens 512 is a GRPO micro-batch (logits for the 512
+completion positions only); attention is F.scaled_dot_product_attention there. It
+prints the median and range of --iters passes after --warmup, and the MFU
+(bench/torch_device.py's train_flops against 989 TFLOP/s):
+  model impl=torch dtype=bf16 device=cuda shape=S batch=B seq=T logit_tokens=.. tokens=..
+        train_s=MEDIAN min_s=.. max_s=.. passes=N tokens_per_s=.. tflop_per_pass=..
+        tflops=.. mfu=.. peak_tflops=989 gpu=NAME
 """
 import argparse
 import os
@@ -34,15 +44,11 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_device import PEAK_BF16_TFLOPS, add_device_args, gpu_name, now, open_device, train_flops  # noqa: E402
 from torch_generate import SHAPES, Qwen2  # noqa: E402
 from torch_grpo_step import train_logprobs  # noqa: E402
 
 B, T = 4, 192
-
-
-def fwd_bwd(m, ids):
-    logp = train_logprobs(m, ids, 1, T)  # [B, T]
-    logp.float().mean().backward()
 
 
 PROMPT = 64
@@ -79,38 +85,76 @@ def packing_peer(m, params, a):
               f"min_s={times[0]:.3f} max_s={times[-1]:.3f} passes={len(times)}", flush=True)
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--shape", default="qwen2-0.5b", choices=list(SHAPES))
+    ap.add_argument("--layers", type=int, default=0, help="layers of the shape (0: all; 24 for qwen2-0.5b)")
     ap.add_argument("--iters", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1, help="untimed passes first")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--mode", default="both", choices=["fp32", "bf16", "both"])
+    ap.add_argument("--batch", type=int, default=B, help="sequences per pass")
+    ap.add_argument("--prompt-tokens", type=int, default=1, help="tokens before the first target (no logits)")
+    ap.add_argument("--completion-tokens", type=int, default=T, help="target tokens per sequence (the logits)")
     ap.add_argument("--completions", default="", help="bench_packing's completion lengths: the padded peer")
     ap.add_argument("--ckpt", type=int, default=0, choices=[0, 1], help="with --completions: checkpoint each layer")
+    add_device_args(ap)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    C, _, H, Hkv, Fi, V = SHAPES["qwen2-0.5b"]
-    m = Qwen2((C, a.layers, H, Hkv, Fi, V), PROMPT + 128 + 1 if a.completions else T + 1)
+    for name in ("iters", "batch", "prompt_tokens", "completion_tokens"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')}: expected at least 1, got {getattr(a, name)}")
+    if a.completions and a.device != "cpu":
+        ap.error("--completions: the packing peer is measured on the CPU only (--device cpu)")
+    return a
+
+
+def timed_passes(m, params, ids, a, dev, mode):
+    """Seconds of each of a.iters forward + backward passes after a.warmup untimed ones."""
+    P, n = a.prompt_tokens, a.completion_tokens
+    times = []
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=mode == "bf16"):
+        for i in range(a.warmup + a.iters):
+            for p in params:
+                p.grad = None
+            t0 = now(dev)
+            logp = train_logprobs(m, ids, P, n)  # [batch, n]
+            logp.float().mean().backward()
+            if i >= a.warmup:
+                times.append(now(dev) - t0)
+    return sorted(times)
+
+
+def main():
+    a = parse_args()
+    dev = open_device(a.device, a.threads)
+    shape = SHAPES[a.shape]
+    if a.layers:
+        shape = shape[:1] + (a.layers,) + shape[2:]
+    V = shape[5]
+    Bn, P, n = a.batch, a.prompt_tokens, a.completion_tokens
+    m = Qwen2(shape, PROMPT + 128 + 1 if a.completions else P + n, device=dev)
     params = [m.embed, m.norm] + [t for w in m.layers for t in w.values()]
     for p in params:
         p.requires_grad_(True)
     if a.completions:
         return packing_peer(m, params, a)
-    ids = torch.tensor([[(i * 7919 + b * 104729) % V for i in range(T + 1)] for b in range(B)])
+    ids = torch.tensor([[(i * 7919 + b * 104729) % V for i in range(P + n)] for b in range(Bn)], device=dev)
     for mode in ("fp32", "bf16"):
         if a.mode not in ("both", mode):
             continue
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "bf16"):
-            fwd_bwd(m, ids)  # warm-up
-            best = float("inf")
-            for _ in range(a.iters):
-                for p in params:
-                    p.grad = None
-                t0 = time.perf_counter()
-                fwd_bwd(m, ids)
-                best = min(best, time.perf_counter() - t0)
-        print(f"model impl=torch dtype={mode} tokens={B * T} train_s={best:.3f} tokens_per_s={B * T / best:.1f}",
-              flush=True)
+        times = timed_passes(m, params, ids, a, dev, mode)
+        if dev.type == "cpu" and not a.long:  # the CPU bench's line, as before --device existed
+            best = times[0]
+            print(f"model impl=torch dtype={mode} tokens={Bn * n} train_s={best:.3f} tokens_per_s={Bn * n / best:.1f}",
+                  flush=True)
+            continue
+        med = times[len(times) // 2]
+        flops = train_flops(shape, Bn, P + n, n)
+        print(f"model impl=torch dtype={mode} device={dev.type} shape={a.shape} batch={Bn} seq={P + n} logit_tokens={Bn * n} "
+              f"tokens={Bn * (P + n)} train_s={med:.4f} min_s={times[0]:.4f} max_s={times[-1]:.4f} passes={len(times)} "
+              f"tokens_per_s={Bn * (P + n) / med:.1f} tflop_per_pass={flops / 1e12:.2f} tflops={flops / med / 1e12:.1f} "
+              f"mfu={flops / med / 1e12 / PEAK_BF16_TFLOPS:.3f} peak_tflops={PEAK_BF16_TFLOPS:g} "
+              f"gpu={gpu_name(dev).replace(' ', '_')}", flush=True)
 
 
 if __name__ == "__main__":
