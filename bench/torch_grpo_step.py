@@ -85,10 +85,11 @@ LENGTH_TARGET = 50
 MIN_COMPLETION = 16
 
 
-def train_logprobs(m, ids, P, n, ckpt=False):
+def train_logprobs(m, ids, P, n, ckpt=False, fused=None):
     """ids [B, P + n] (right-padded: a causal mask is all they need); returns the
     log-probs [B, n] of ids[:, P:] given what precedes, with autograd (ckpt: each
-    layer recomputed in backward). Causal attention over the whole sequence."""
+    layer recomputed in backward). Causal attention over the whole sequence, fused
+    (fused_attention) or explicit; None: fused on a GPU."""
     B, T = ids.shape
     H, Hkv, D = m.H, m.Hkv, m.D
     rep = H // Hkv
@@ -100,7 +101,8 @@ def train_logprobs(m, ids, P, n, ckpt=False):
     # transformers' default "sdpa" attention runs it: scores materialised by
     # matmul + softmax there would make the peer a strawman. Debian's torch 1.13 has no
     # scaled_dot_product_attention, so the CPU peer keeps the explicit form.
-    fused = ids.device.type == "cuda"
+    if fused is None:
+        fused = ids.device.type == "cuda"
 
     def layer(x, w):
         h = m.rmsnorm(x, w["ln1"])

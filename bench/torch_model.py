@@ -42,6 +42,7 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_device import PEAK_BF16_TFLOPS, add_device_args, gpu_name, now, open_device, train_flops  # noqa: E402
@@ -124,6 +125,20 @@ def timed_passes(m, params, ids, a, dev, mode):
     return sorted(times)
 
 
+def check_attention(m, ids, a):
+    """Prints how far the fused attention's fp32 log-probs (what the GPU peer times) are
+    from the explicit matmul + softmax form's, on the first two sequences."""
+    P, n = a.prompt_tokens, a.completion_tokens
+    with torch.no_grad():
+        fused = train_logprobs(m, ids[:2], P, n, fused=True)
+        explicit = train_logprobs(m, ids[:2], P, n, fused=False)
+    d = (fused - explicit).abs().max().item()
+    print(f"check attention=fused vs=explicit dtype=fp32 max_abs_logp_diff={d:.2e} logp_scale={explicit.abs().max().item():.3f}",
+          flush=True)
+    if d > 1e-3:
+        raise SystemExit(f"fused attention disagrees with the explicit form (max |logp diff| {d:.3g})")
+
+
 def main():
     a = parse_args()
     dev = open_device(a.device, a.threads)
@@ -139,6 +154,8 @@ def main():
     if a.completions:
         return packing_peer(m, params, a)
     ids = torch.tensor([[(i * 7919 + b * 104729) % V for i in range(P + n)] for b in range(Bn)], device=dev)
+    if (dev.type == "cuda" or a.long) and hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+        check_attention(m, ids, a)
     for mode in ("fp32", "bf16"):
         if a.mode not in ("both", mode):
             continue
