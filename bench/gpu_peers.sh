@@ -33,7 +33,10 @@ else
 fi
 
 # One peer under a time limit; its lines (and any error) go to the screen and the log
-# as they come. A peer that fails or runs out of time says so and the next one runs.
+# as they come. A peer that fails or runs out of time says so and the next one runs;
+# the script then exits 1. The limits add up to 9.5 minutes: the device tool's
+# timeout_s 600 lets every peer use its own.
+failed=0
 peer() {
     local limit=$1
     shift
@@ -41,8 +44,12 @@ peer() {
     echo "# $*" | tee -a "$LOG"
     timeout "$limit" "$PY" "$@" --device "$DEVICE" $LONG 2>&1 | tee -a "$LOG"
     local rc=${PIPESTATUS[0]}
-    [ "$rc" = 124 ] && echo "peer: timed out after ${limit} s: $*" | tee -a "$LOG"
-    [ "$rc" != 0 ] && [ "$rc" != 124 ] && echo "peer: failed (exit $rc): $*" | tee -a "$LOG"
+    if [ "$rc" = 124 ]; then
+        echo "peer: timed out after ${limit} s: $*" | tee -a "$LOG"
+    elif [ "$rc" != 0 ]; then
+        echo "peer: failed (exit $rc): $*" | tee -a "$LOG"
+    fi
+    [ "$rc" = 0 ] || failed=$((failed + 1))
 }
 
 {
@@ -53,17 +60,18 @@ peer() {
 } | tee -a "$LOG"
 
 for shape in qwen2.5-0.5b qwen2.5-1.5b; do
-    peer 90 bench/torch_model.py --shape $shape $L --mode bf16 --batch $MB \
+    peer 60 bench/torch_model.py --shape $shape $L --mode bf16 --batch $MB \
         --prompt-tokens $PT --completion-tokens $CT $ITERS
 done
 for shape in qwen2.5-0.5b qwen2.5-1.5b; do
-    peer 150 bench/torch_generate.py --impl transformers --dtype bf16 --shape $shape $L \
+    peer 120 bench/torch_generate.py --impl transformers --dtype bf16 --shape $shape $L \
         --G $GSIZES --new-tokens $NEW --reps 1
 done
 peer 150 bench/torch_grpo_step.py --shape qwen2.5-1.5b $L --G $G --completion-tokens $NEW \
     --micro-batch $MB --bf16 --gen transformers --warmup 1 --warmup-tokens $WT
 for shape in qwen2.5-0.5b qwen2.5-1.5b; do
-    peer 60 bench/torch_generate.py --impl ours --dtype bf16 --shape $shape $L \
+    peer 30 bench/torch_generate.py --impl ours --dtype bf16 --shape $shape $L \
         --G $GSIZES --new-tokens $NEW --reps 1
 done
-echo "gpu_peers: done $(date -u +%FT%TZ)" | tee -a "$LOG"
+echo "gpu_peers: done $(date -u +%FT%TZ), $failed peer(s) failed or timed out" | tee -a "$LOG"
+[ "$failed" = 0 ]
