@@ -199,28 +199,62 @@ typedef struct {
 /* Floats that n bf16 values take (whole floats, so the arena stays in floats). */
 static size_t halves(size_t n) { return (n + 1) / 2; }
 
-static size_t layer_floats(const ModelConfig *c, size_t N, int bf16) {
+/* A layer's saved tensors but gate/up: what CKPT_SELECTIVE recomputes. */
+static size_t layer_floats_recomputed(const ModelConfig *c, size_t N, int bf16) {
     size_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
     size_t qkv = (H + 2 * Hkv) * D, qk = (H + Hkv) * D;
-    size_t saved16 = bf16 ? 2 * halves(N * C) + halves(N * F) + halves(N * 2 * F) : N * (C + C + F + 2 * F); /* h1, h2, act, gu */
+    size_t saved16 = bf16 ? 2 * halves(N * C) : N * (C + C + F); /* h1, h2 (and act in fp32) */
     return N * (1 + qkv + qk + (H + Hkv) + H * D + H + C + 1) + saved16;
+}
+
+/* Gate/up as the backward reads it: gu in fp32, or gu16 with act16 (SwiGLU's bf16 output is
+ * rounded from the fp32 gate/up, which gu16 no longer holds: it is kept, not recomputed). */
+static size_t layer_floats_gate_up(const ModelConfig *c, size_t N, int bf16) {
+    size_t F = c->intermediate_size;
+    return bf16 ? halves(N * F) + halves(N * 2 * F) : N * 2 * F;
+}
+
+/* Floats of the layers' saved tensors: one layer's recomputed part (every layer's
+ * without checkpointing) and the gate/up of one layer (CKPT_FULL) or of each. */
+static size_t layers_floats(const ModelConfig *c, size_t N, CheckpointMode ckpt, int bf16) {
+    size_t L = c->n_layers;
+    return (ckpt ? 1 : L) * layer_floats_recomputed(c, N, bf16) +
+           (ckpt == CKPT_FULL ? 1 : L) * layer_floats_gate_up(c, N, bf16);
+}
+
+size_t acts_kept_bytes(const ModelConfig *c, CheckpointMode ckpt, int bf16) {
+    size_t x = c->hidden_size; /* the layer's input, a->x */
+    if (ckpt == CKPT_NONE) x += layer_floats_recomputed(c, 2, bf16) / 2 + layer_floats_gate_up(c, 2, bf16) / 2;
+    if (ckpt == CKPT_SELECTIVE) x += layer_floats_gate_up(c, 2, bf16) / 2;
+    return sizeof(float) * x; /* 2 tokens: whole floats of bf16 values */
+}
+
+void acts_describe(const ModelConfig *c, CheckpointMode ckpt, int bf16, char *out, size_t n) {
+    double kb = acts_kept_bytes(c, ckpt, bf16) / 1024.0;
+    if (ckpt == CKPT_NONE)
+        snprintf(out, n, "no checkpointing: %.1f KB a token a layer kept", kb);
+    else if (ckpt == CKPT_FULL)
+        snprintf(out, n, "checkpointed, full: a layer's input kept, %.1f KB a token a layer, the layer recomputed", kb);
+    else
+        snprintf(out, n, "checkpointed, selective: a layer's input and gate/up product kept, %.1f KB a token a layer, "
+                 "its attention side recomputed", kb);
 }
 
 /* The LM head's gathered dz^T (LogprobScratch.dw_rows): with bf16 activations and no
  * checkpointing, where the layers' gate/up outputs saved in bf16 free more than it
  * takes (467 KB a token against 306 KB at Qwen2-0.5B); checkpointing keeps one layer's,
  * and there it would be memory the user asked not to spend. */
-static int head_dw_rows(int max_tokens, int ckpt, int chunk_rows, int bf16) {
+static int head_dw_rows(int max_tokens, CheckpointMode ckpt, int chunk_rows, int bf16) {
     return bf16 && !ckpt ? logprob_dw_rows(chunk_rows, max_tokens) : 0;
 }
 
-static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
+static Plan plan(const ModelConfig *c, int max_tokens, CheckpointMode ckpt, int chunk_rows, int bf16) {
     size_t N = max_tokens, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
     Plan p;
     p.x = (size_t)(c->n_layers + 1) * N * C;
-    p.layer = (ckpt ? 1 : (size_t)c->n_layers) * layer_floats(c, N, bf16);
+    p.layer = layers_floats(c, N, ckpt, bf16);
     p.final = N * C + N + N;
     p.back = N * (C + C + (H + 2 * Hkv) * D + (H + Hkv) * D + H * D + 2 * F + F + C) + halves(N * C);
     p.lp = logprob_scratch_floats(chunk_rows, c->hidden_size, c->vocab_size,
@@ -229,7 +263,7 @@ static Plan plan(const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows,
     return p;
 }
 
-size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chunk_rows, int bf16) {
+size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, CheckpointMode ckpt, int chunk_rows, int bf16) {
     /* Every term but the LM-head scratch is max_tokens x a size per token: with a
      * hostile config and a long micro-batch the product can pass 64 bits, so it
      * saturates at SIZE_MAX (never fits) instead of wrapping to a small plan. */
@@ -243,8 +277,8 @@ size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int ckpt, int chu
     return sizeof(float) * (p.x + p.layer + p.final + p.back + p.lp + p.att) + ints;
 }
 
-void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt, int chunk_rows, int bf16) {
-    CHECK(max_tokens > 0 && chunk_rows > 0);
+void acts_create(Activations *a, const ModelConfig *c, int max_tokens, CheckpointMode ckpt, int chunk_rows, int bf16) {
+    CHECK(max_tokens > 0 && chunk_rows > 0 && ckpt >= CKPT_NONE && ckpt <= CKPT_SELECTIVE);
     memset(a, 0, sizeof *a);
     a->max_tokens = max_tokens;
     a->checkpointing = ckpt;
@@ -260,10 +294,20 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, int ckpt,
     size_t H = c->n_heads, Hkv = c->n_kv_heads;
     size_t QKV = (H + 2 * Hkv) * D, QK = (H + Hkv) * D;
     a->x = TAKE(p.x);
-    int nl = ckpt ? 1 : c->n_layers;
+    int nl = ckpt == CKPT_FULL ? 1 : c->n_layers;
     a->layers = xcalloc(nl, sizeof(LayerActs));
     for (int l = 0; l < nl; l++) {
         LayerActs *L = &a->layers[l];
+        if (ckpt == CKPT_SELECTIVE && l > 0) { /* layer 0's recomputed buffers, its own gate/up */
+            *L = a->layers[0];
+            if (bf16) {
+                L->act16 = (uint16_t *)TAKE(halves(N * F));
+                L->gu16 = (uint16_t *)TAKE(halves(N * 2 * F));
+            } else {
+                L->gu = TAKE(N * 2 * F);
+            }
+            continue;
+        }
         L->rstd1 = TAKE(N);
         L->qkv = TAKE(N * QKV);
         L->qk = TAKE(N * QK);
@@ -318,7 +362,7 @@ static size_t mask_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tok
     return lo->spec.dropout > 0 ? (size_t)c->n_layers * max_tokens * lora_mask_bytes_per_token(c) : 0;
 }
 
-size_t acts_lora_plan_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tokens, int ckpt) {
+size_t acts_lora_plan_bytes(const ModelConfig *c, const LoraLayers *lo, int max_tokens, CheckpointMode ckpt) {
     size_t nl = ckpt ? 1 : (size_t)c->n_layers;
     return sizeof(float) * (size_t)max_tokens *
            (nl * lora_saved_floats_per_token(lo) + lora_scratch_floats_per_token(lo, c) + c->hidden_size) +
@@ -330,8 +374,9 @@ void acts_reserve_lora(Activations *a, const ModelConfig *c, const LoraLayers *l
     size_t N = a->max_tokens, saved = N * lora_saved_floats_per_token(lo);
     size_t bytes = acts_lora_plan_bytes(c, lo, a->max_tokens, a->checkpointing), masks = mask_bytes(c, lo, a->max_tokens);
     a->lora_arena = xaligned(bytes - masks);
-    int nl = a->checkpointing ? 1 : c->n_layers;
-    for (int l = 0; l < nl; l++) a->layers[l].lora_u = a->lora_arena + (size_t)l * saved;
+    int nl = a->checkpointing ? 1 : c->n_layers, nstruct = a->checkpointing == CKPT_FULL ? 1 : c->n_layers;
+    for (int l = 0; l < nstruct; l++) /* recomputed with checkpointing: one layer's, shared */
+        a->layers[l].lora_u = a->lora_arena + (size_t)(l < nl ? l : 0) * saved;
     a->lora_scratch = a->lora_arena + (size_t)nl * saved;
     a->pw = a->lora_scratch + N * lora_scratch_floats_per_token(lo, c);
     if (masks) {
@@ -455,7 +500,8 @@ static void attend_backward(Activations *a, const LayerActs *L, int H, int Hkv, 
     }
 }
 
-/* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted).
+/* x_out may be NULL during checkpoint recomputation (only the saved tensors are wanted;
+ * CKPT_SELECTIVE kept gate/up, and in bf16 act, so their products are not run again).
  * With bf16 activations h1, h2 and act are computed in the backward's scratch (dh,
  * dact: free until a layer's backward starts) and saved in bf16 (save16). */
 static void layer_forward(const Model *m, const Activations *a, int l, LayerActs *L, const float *x_in,
@@ -492,11 +538,12 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
     rmsnorm_forward(h2, L->rstd2, L->xmid, w->ln2, N, C, C, C, c->rms_norm_eps);
     const uint16_t *h2_16 = a->bf16 ? save16(m, L->h2_16, h2, (size_t)N * C) : NULL;
     float *gu = a->bf16 ? a->dgu : L->gu; /* bf16: the fp32 values in scratch, gu16 keeps them */
-    product_forward(gu, h2, h2_16, W(wgu), NULL, N, C, 2 * F);
-    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, gu, 2 * F, h2, L->lora_u, &lb);
+    int gu_kept = !x_out && a->checkpointing == CKPT_SELECTIVE;
+    if (!gu_kept) product_forward(gu, h2, h2_16, W(wgu), NULL, N, C, 2 * F);
+    if (lo) lora_linear_forward(lo, c, l, LORA_LIN_GU, gu_kept ? NULL : gu, 2 * F, h2, L->lora_u, &lb);
     const uint16_t *act16 = NULL;
     if (a->bf16 && m->mixed) {
-        swiglu_forward_bf16(L->act16, L->gu16, gu, N, F);
+        if (!gu_kept) swiglu_forward_bf16(L->act16, L->gu16, gu, N, F);
         act16 = L->act16;
     } else {
         swiglu_forward(act, gu, N, F);
@@ -623,7 +670,7 @@ static void run_layers(Model *m, Activations *a) {
     if (a->lora_mask_ready) memset(a->lora_mask_ready, 0, (size_t)c->n_layers * LORA_N_MODULES);
     model_embed(m, a->x, a->ids, N);
     for (int l = 0; l < c->n_layers; l++) {
-        LayerActs *L = &a->layers[a->checkpointing ? 0 : l];
+        LayerActs *L = &a->layers[a->checkpointing == CKPT_FULL ? 0 : l];
         layer_forward(m, a, l, L, a->x + (size_t)l * N * C, a->x + (size_t)(l + 1) * N * C);
     }
     rmsnorm_forward(a->hf, a->rstdf, a->x + (size_t)c->n_layers * N * C, m->w.norm, N, C, C, C,
@@ -698,7 +745,7 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
                      C, C, C, wr);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = a->x + (size_t)l * N * C;
-        LayerActs *la = &a->layers[a->checkpointing ? 0 : l];
+        LayerActs *la = &a->layers[a->checkpointing == CKPT_FULL ? 0 : l];
         if (a->checkpointing) layer_forward(m, a, l, la, x_in, NULL);
         layer_backward(m, a, l, g ? &g->layers[l] : NULL, wr, lg, la, x_in);
     }

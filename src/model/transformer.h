@@ -4,8 +4,9 @@
  *
  * Memory: Activations are planned once from (max tokens per micro-batch, config,
  * checkpointing) — never from the group size — and reused for every micro-batch.
- * With checkpointing only each layer's input is kept and the layer is recomputed
- * during backward. */
+ * With checkpointing each layer's input is kept and the layer recomputed during
+ * backward: all of it (CKPT_FULL), or all but its MLP's gate/up product, which is
+ * kept too (CKPT_SELECTIVE). */
 #ifndef GRPO_MODEL_TRANSFORMER_H
 #define GRPO_MODEL_TRANSFORMER_H
 
@@ -143,6 +144,22 @@ typedef struct {
     const uint64_t *drop_keys; /* [B] each sequence's adapter-dropout key (training), or NULL: no dropout */
 } ModelPass;
 
+/* What a backward recomputes (acts_create). Recomputation runs the forward's kernels
+ * on the forward's inputs, so every mode gives the same gradients bit for bit; they
+ * differ in memory and time only. Recomputation never runs wdown's product (its
+ * output is the next layer's input, kept); of what it does run at Qwen2-0.5B's shape
+ * the gate/up product is 82 % of the FLOPs, the q/k/v and o products 17 %. Keeping
+ * gate/up ([N,2F]: 38 KB a token a layer in fp32; in bf16, with act, 28.5 KB) makes
+ * recomputation ~5x cheaper for half the memory of keeping everything (80 KB;
+ * acts_kept_bytes). */
+typedef enum {
+    CKPT_NONE = 0,      /* every layer's saved tensors kept */
+    CKPT_FULL = 1,      /* each layer's input kept (x), the whole layer recomputed */
+    CKPT_SELECTIVE = 2, /* each layer's input and gate/up product kept (gu; in bf16 gu16 and act16, what
+                           SwiGLU's backward and wdown's weight gradient read): the attention side, the
+                           norms and (fp32) SwiGLU recomputed, the gate/up product not */
+} CheckpointMode;
+
 /* Saved tensors of one layer (shapes per token row; N rows). With bf16 activations
  * (acts_create) the three that only products read are saved in bf16 instead: h1,
  * h2 and act are NULL and h1_16, h2_16, act16 hold them (else NULL); and gu is
@@ -167,7 +184,7 @@ typedef struct {
 
 typedef struct {
     int max_tokens;        /* N capacity */
-    int checkpointing;
+    CheckpointMode checkpointing;
     int bf16;              /* the products' saved inputs in bf16 (LayerActs) */
     int B, T, N;           /* of the last forward; T 0 when it was packed (model_forward_packed) */
     int32_t *ids, *pos, *targets;  /* [N] */
@@ -176,7 +193,8 @@ typedef struct {
     uint8_t *mask;         /* [N] */
     float inv_temp;
     float *x;              /* [L+1, N, C] residual stream at each layer input (and final) */
-    LayerActs *layers;     /* [L], or [1] reused when checkpointing */
+    LayerActs *layers;     /* [L], or [1] reused (CKPT_FULL); CKPT_SELECTIVE: [L] sharing every buffer but
+                              the kept gate/up (gu, or gu16 and act16) */
     float *hf, *rstdf;     /* [N,C], [N] final norm */
     float *lse;            /* [N] of the LM head */
     /* backward scratch */
@@ -209,14 +227,23 @@ typedef struct {
  * Such activations serve forwards of any model (one without bf16 products, a KL
  * reference, saves nothing there: no backward follows), backwards only under mixed
  * precision without adapters. */
-void acts_create(Activations *a, const ModelConfig *cfg, int max_tokens, int checkpointing,
+void acts_create(Activations *a, const ModelConfig *cfg, int max_tokens, CheckpointMode checkpointing,
                  int chunk_rows, int bf16);
 void acts_free(Activations *a);
-size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, int checkpointing, int chunk_rows, int bf16);
+size_t acts_plan_bytes(const ModelConfig *cfg, int max_tokens, CheckpointMode checkpointing, int chunk_rows, int bf16);
+/* Bytes a token keeps in every layer between its forward and its backward under a
+ * mode: the layer's input (CKPT_FULL), with its gate/up product (CKPT_SELECTIVE), or
+ * every saved tensor (CKPT_NONE), for the plan's text (acts_describe). */
+size_t acts_kept_bytes(const ModelConfig *cfg, CheckpointMode checkpointing, int bf16);
+/* The plan line's words for a mode: "no checkpointing: 78.0 KB a token a layer kept", or
+ * "checkpointed, selective: a layer's input and gate/up product kept, 41.5 KB a token a
+ * layer", ... */
+void acts_describe(const ModelConfig *cfg, CheckpointMode checkpointing, int bf16, char *out, size_t n);
 /* Adds the memory the adapters of lo need (their saved products and scratch);
  * required before a forward of a model with lora set. */
 void acts_reserve_lora(Activations *a, const ModelConfig *cfg, const struct LoraLayers *lo);
-size_t acts_lora_plan_bytes(const ModelConfig *cfg, const struct LoraLayers *lo, int max_tokens, int checkpointing);
+size_t acts_lora_plan_bytes(const ModelConfig *cfg, const struct LoraLayers *lo, int max_tokens,
+                            CheckpointMode checkpointing);
 
 /* Forward to the final normed hidden states. ids[B,T], mask[B,T] (1 real, 0 pad);
  * positions are cumsum(mask) - 1 as Hugging Face computes them from the mask.

@@ -11,6 +11,7 @@
 #define BIG 1e300
 
 const char *const train_save_strategy_names[] = {"steps", "epoch", "no", "best", NULL};
+const char *const train_ckpt_policy_names[] = {"selective", "full", NULL};
 
 const OptSpec training_args_options[] = {
     OPT_CONFIG_ROW(A(config)),
@@ -52,7 +53,12 @@ const OptSpec training_args_options[] = {
     {"num_train_epochs", OPT_F64, A(num_train_epochs), 3, NULL, 0, BIG, NULL, NULL, OPT_IN(OPT_SEC_BATCH),
      "passes over the data"},
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL,
-     OPT_IN(OPT_SEC_SPEED), "recompute layers in backward"},
+     OPT_IN(OPT_SEC_SPEED), "recompute layers in backward (gradient_checkpointing_policy says how much)"},
+    {"gradient_checkpointing_policy", OPT_ENUM, A(gradient_checkpointing_policy), TRAIN_CKPT_SELECTIVE, NULL,
+     OPT_NO_RANGE, train_ckpt_policy_names, NULL, OPT_IN(OPT_SEC_SPEED),
+     "with gradient_checkpointing: selective keeps each layer's input and MLP gate/up product (Qwen2-0.5B: 41.5 KB a "
+     "token a layer in fp32, 32 in bf16) and recomputes the attention side; full keeps the input alone (3.5 KB) and "
+     "recomputes the whole layer, the least memory for ~15 % more time a step. Same results, bit for bit"},
     {"bf16", OPT_BOOL, A(bf16), -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO | OPT_IN(OPT_SEC_SPEED),
      "bf16 as TRL's: every matrix product in bf16 with fp32 sums — the trained model's on fp32 master weights "
      "(fp32 gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16; auto: "

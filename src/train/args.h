@@ -16,6 +16,10 @@
 /* save_strategy, as transformers' SaveStrategy ("best" is refused by training_args_check) */
 enum { TRAIN_SAVE_STEPS, TRAIN_SAVE_EPOCH, TRAIN_SAVE_NO, TRAIN_SAVE_BEST };
 extern const char *const train_save_strategy_names[];
+/* gradient_checkpointing_policy: what a checkpointed backward recomputes (CheckpointMode,
+ * model/transformer.h) */
+enum { TRAIN_CKPT_SELECTIVE, TRAIN_CKPT_FULL };
+extern const char *const train_ckpt_policy_names[];
 
 typedef struct {
     const char *config;                /* --config FILE.yaml (read by cli/args.c) */
@@ -37,6 +41,7 @@ typedef struct {
     double num_train_epochs;           /* 3 */
     uint64_t seed;                     /* 42 */
     int gradient_checkpointing;        /* 1 */
+    int gradient_checkpointing_policy; /* with it: TRAIN_CKPT_SELECTIVE (gate/up kept) or TRAIN_CKPT_FULL */
     int bf16;                          /* 1: products in bf16, frozen models held in bf16; 0; -1: auto */
     int logprob_chunk_rows;            /* LM-head rows per chunk (256) */
     int ddp_timeout_s;                 /* under mpirun: the longest wait in a collective (1800 s, transformers') */

@@ -91,15 +91,31 @@ static size_t trainable_floats(const TrainModel *tm) {
     return tm->adapters ? tm->lora.table.total : tm->pre.model.table.total;
 }
 
+/* The options' checkpointing as the activations take it. */
+static CheckpointMode ckpt_mode(const TrainingArgs *a) {
+    if (!a->gradient_checkpointing) return CKPT_NONE;
+    return a->gradient_checkpointing_policy == TRAIN_CKPT_FULL ? CKPT_FULL : CKPT_SELECTIVE;
+}
+
 static double activation_bytes(const TrainModel *tm, long tokens) {
     const TrainingArgs *a = tm->args;
     const ModelConfig *cfg = &tm->pre.model.cfg;
     if (tokens > INT32_MAX) return INFINITY;
-    double acts = (double)acts_plan_bytes(cfg, (int)tokens, a->gradient_checkpointing, a->logprob_chunk_rows,
+    double acts = (double)acts_plan_bytes(cfg, (int)tokens, ckpt_mode(a), a->logprob_chunk_rows,
                                           tm->pre.model.mixed != NULL);
     if (tm->adapters && isfinite(acts))
-        acts += (double)acts_lora_plan_bytes(cfg, &tm->lora, (int)tokens, a->gradient_checkpointing);
+        acts += (double)acts_lora_plan_bytes(cfg, &tm->lora, (int)tokens, ckpt_mode(a));
     return acts;
+}
+
+/* The plan's words for the checkpointing and what it keeps (acts_describe); *less:
+ * what a user short of memory can do about it, or "". */
+static void ckpt_describe(const TrainModel *tm, char *out, size_t n, const char **less) {
+    const TrainingArgs *a = tm->args;
+    acts_describe(&tm->pre.model.cfg, ckpt_mode(a), tm->pre.model.mixed != NULL, out, n);
+    *less = ckpt_mode(a) == CKPT_NONE        ? ", or set gradient_checkpointing true"
+            : ckpt_mode(a) == CKPT_SELECTIVE ? ", or set gradient_checkpointing_policy full"
+                                             : "";
 }
 
 int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *length_option, GrpoErr *err) {
@@ -107,16 +123,18 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     long tokens = (long)max_seqs * max_len;
     double mb = 1048576.0, acts = activation_bytes(tm, tokens), avail = (double)mem_available_bytes();
     double opt = 3.0 * sizeof(float) * (double)trainable_floats(tm); /* gradients, AdamW's m and v */
-    if (acts + opt > avail)
-        return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens%s) + "
+    if (acts + opt > avail) {
+        char kept[200];
+        const char *less;
+        ckpt_describe(tm, kept, sizeof kept, &less);
+        return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens; %s) + "
                        "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
-                       "or %s%s", acts / mb, max_seqs, max_len, a->gradient_checkpointing ? ", checkpointed" : "",
-                       opt / mb, avail / mb, length_option,
-                       a->gradient_checkpointing ? "" : ", or set gradient_checkpointing true");
+                       "or %s%s", acts / mb, max_seqs, max_len, kept, opt / mb, avail / mb, length_option, less);
+    }
     Model *m = &tm->pre.model;
     tm->max_seqs = max_seqs, tm->max_len = max_len;
     /* mixed precision: the products' inputs saved in bf16 */
-    acts_create(&tm->acts, &m->cfg, (int)tokens, a->gradient_checkpointing, a->logprob_chunk_rows, m->mixed != NULL);
+    acts_create(&tm->acts, &m->cfg, (int)tokens, ckpt_mode(a), a->logprob_chunk_rows, m->mixed != NULL);
     if (tm->adapters) acts_reserve_lora(&tm->acts, &m->cfg, &tm->lora);
     tm->table = tm->adapters ? &tm->lora.table : &m->table;
     size_t P = tm->table->total;
@@ -207,8 +225,11 @@ void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, 
                  : tm->ref_kind == REF_ADAPTER ? " (the base under the starting adapter, frozen)"
                                                : "",
                  tm->ref_kind == REF_MODEL && tm->ref.half ? " (in bf16)" : "");
-    snprintf(memory, nm, "%s%s, activations %.0f (micro-batch of %d x %d tokens%s)", weights, ref, tm->acts.bytes / mb,
-             tm->max_seqs, tm->max_len, a->gradient_checkpointing ? ", checkpointed" : "");
+    char kept[200];
+    const char *less;
+    ckpt_describe(tm, kept, sizeof kept, &less);
+    snprintf(memory, nm, "%s%s, activations %.0f (micro-batch of %d x %d tokens; %s)", weights, ref, tm->acts.bytes / mb,
+             tm->max_seqs, tm->max_len, kept);
 }
 
 /* ---- passes ---- */
