@@ -6,8 +6,8 @@
  * at temperature 1.0, rewarded by `length:50`, group advantages, then the dapo loss
  * (beta 0 unless --beta) over G/4 micro-batches of 4 completions with gradient
  * accumulation, gradient clipping at 1.0 and one AdamW step. Trainer defaults
- * otherwise (gradient checkpointing on unless --no_ckpt, log-prob chunk 64 rows,
- * KV cache limit 1 GiB).
+ * otherwise (gradient checkpointing on unless --no_ckpt, selective unless
+ * --ckpt_policy full, log-prob chunk 64 rows, KV cache limit 1 GiB).
  *
  * The model directory is written to a temporary directory: random fp32 Qwen2
  * weights (N(0, 0.02^2), q/k/v bias, tied head) of one of the shapes
@@ -33,12 +33,13 @@
  * train_s + opt_s (the rest of the step: clipping, AdamW) to compare.
  *
  *   build/bench/bench_grpo_step [--shape small|qwen2-0.5b] [--G 32] [--warmup 1] [--beta 0]
- *                               [--no_ckpt] [--bf16] [--kv_cache_mb N] [--lora R]
+ *                               [--no_ckpt] [--ckpt_policy selective|full] [--bf16] [--kv_cache_mb N]
+ *                               [--lora R]
  *   build/bench/bench_grpo_step --shape small --write_dir DIR   (writes the model
  *       directory and DIR/data.jsonl, then exits: for bench/grpo_step_rss.sh)
  * prints one line per run:
- *   grpo_step impl=grpo shape=S G=N ckpt=0|1 bf16=0|1 beta=B lora=R step_s=X gen_s=.. score_s=.. ref_s=.. train_s=..
- *             opt_s=.. mean_len=L */
+ *   grpo_step impl=grpo shape=S G=N ckpt=0|1 policy=selective|full bf16=0|1 beta=B lora=R step_s=X gen_s=..
+ *             score_s=.. ref_s=.. train_s=.. opt_s=.. mean_len=L */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,7 @@ static double metric(json_t *o, const char *k) {
 int main(int argc, char **argv) {
     const char *shape = "small", *write_dir = NULL;
     int G = 32, warmup = 1, ckpt = 1, lora = 0, bf16 = 0;
+    const char *policy = "selective"; /* the trainer's default */
     long kv_mb = 1024;
     double beta = 0;
     for (int i = 1; i < argc; i++) {
@@ -181,13 +183,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--beta") && i + 1 < argc) beta = atof(argv[++i]);
         else if (!strcmp(argv[i], "--kv_cache_mb") && i + 1 < argc) kv_mb = atol(argv[++i]);
         else if (!strcmp(argv[i], "--no_ckpt")) ckpt = 0;
+        else if (!strcmp(argv[i], "--ckpt_policy") && i + 1 < argc) policy = argv[++i];
         else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--write_dir") && i + 1 < argc) write_dir = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--shape small|qwen2-0.5b] [--G N] [--warmup N] [--beta B] [--no_ckpt] [--bf16] "
-                    "[--kv_cache_mb N] [--lora R] [--write_dir DIR]\n",
+                    "usage: %s [--shape small|qwen2-0.5b] [--G N] [--warmup N] [--beta B] [--no_ckpt] "
+                    "[--ckpt_policy selective|full] [--bf16] [--kv_cache_mb N] [--lora R] [--write_dir DIR]\n",
                     argv[0]);
             return 2;
         }
@@ -195,9 +198,11 @@ int main(int argc, char **argv) {
     const Shape *s = NULL;
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
         if (!strcmp(shape, SHAPES[k].name)) s = &SHAPES[k];
-    if (!s || G < MICRO_BATCH || G % MICRO_BATCH || warmup < 0 || kv_mb < 1 || lora < 0) {
+    int full = !strcmp(policy, "full");
+    if (!s || G < MICRO_BATCH || G % MICRO_BATCH || warmup < 0 || kv_mb < 1 || lora < 0 ||
+        (!full && strcmp(policy, "selective"))) {
         fprintf(stderr, "--shape must be small, qwen2-0.5b, qwen2.5-1.5b or qwen2.5-3b, --G a multiple of %d, "
-                "--warmup >= 0\n", MICRO_BATCH);
+                "--warmup >= 0, --ckpt_policy selective or full\n", MICRO_BATCH);
         return 2;
     }
     if (write_dir) {
@@ -223,6 +228,7 @@ int main(int argc, char **argv) {
     c.train.save_steps = 0;
     c.loss.beta = beta;
     c.train.gradient_checkpointing = ckpt;
+    c.train.gradient_checkpointing_policy = full ? TRAIN_CKPT_FULL : TRAIN_CKPT_SELECTIVE;
     c.train.bf16 = bf16;
     c.gen.kv_cache_bytes = (size_t)kv_mb << 20;
     c.train.quiet = 1;
@@ -249,9 +255,9 @@ int main(int argc, char **argv) {
     if (!o) die(mp, NULL);
     double step = metric(o, "step_time"), gen = metric(o, "step_time/generation"), score = metric(o, "step_time/scoring"),
            ref = metric(o, "step_time/reference"), train = metric(o, "step_time/training");
-    printf("grpo_step impl=grpo shape=%s G=%d ckpt=%d bf16=%d beta=%g lora=%d step_s=%.3f gen_s=%.3f score_s=%.3f "
-           "ref_s=%.3f train_s=%.3f opt_s=%.3f mean_len=%.1f\n",
-           s->name, G, ckpt, bf16, beta, lora, step, gen, score, ref, train, step - gen - score - ref - train,
+    printf("grpo_step impl=grpo shape=%s G=%d ckpt=%d policy=%s bf16=%d beta=%g lora=%d step_s=%.3f gen_s=%.3f "
+           "score_s=%.3f ref_s=%.3f train_s=%.3f opt_s=%.3f mean_len=%.1f\n",
+           s->name, G, ckpt, full ? "full" : "selective", bf16, beta, lora, step, gen, score, ref, train, step - gen - score - ref - train,
            metric(o, "completions/mean_length"));
     fflush(stdout);
     json_decref(o);

@@ -150,8 +150,8 @@ typedef struct {
  * output is the next layer's input, kept); of what it does run at Qwen2-0.5B's shape
  * the gate/up product is 82 % of the FLOPs, the q/k/v and o products 17 %. Keeping
  * gate/up ([N,2F]: 38 KB a token a layer in fp32; in bf16, with act, 28.5 KB) makes
- * recomputation ~5x cheaper for half the memory of keeping everything (80 KB;
- * acts_kept_bytes). */
+ * recomputation ~5x cheaper for half the memory of keeping everything (83 KB with
+ * the input; acts_kept_bytes). */
 typedef enum {
     CKPT_NONE = 0,      /* every layer's saved tensors kept */
     CKPT_FULL = 1,      /* each layer's input kept (x), the whole layer recomputed */

@@ -19,6 +19,28 @@ grep -q "processes\|per process" "$TMP/e1" && fail "one process: the plan speaks
 grep -q "generation [0-9]* (a group's 4 completions decoded 3 at a time)" "$TMP/e2" ||
     fail "chunk < G: $(grep 'memory plan' "$TMP/e2")"
 
+# what the activations keep (issue 36): selective checkpointing by default, the gate/up
+# product with each layer's input; full keeps the input alone; without checkpointing
+# every saved tensor. The plan's activations shrink in that order.
+grep -q "activations [0-9]* (micro-batch of 4 x [0-9]* tokens; checkpointed, selective: a layer's input and gate/up product kept, [0-9.]* KB a token a layer" "$TMP/e1" ||
+    fail "selective by default: $(grep 'memory plan' "$TMP/e1")"
+"$GRPO" "${RUN[@]}" --output_dir "$TMP/o4" --gradient_checkpointing_policy full 2> "$TMP/e4" || fail "train full: $(tail -n 3 "$TMP/e4")"
+grep -q "tokens; checkpointed, full: a layer's input kept, [0-9.]* KB a token a layer, the layer recomputed" "$TMP/e4" ||
+    fail "full: $(grep 'memory plan' "$TMP/e4")"
+"$GRPO" "${RUN[@]}" --output_dir "$TMP/o5" --gradient_checkpointing false 2> "$TMP/e5" || fail "train no ckpt: $(tail -n 3 "$TMP/e5")"
+grep -q "tokens; no checkpointing: [0-9.]* KB a token a layer kept" "$TMP/e5" || fail "none: $(grep 'memory plan' "$TMP/e5")"
+kb() { sed -n 's/.* \([0-9.]*\) KB a token a layer.*/\1/p' "$1"; }
+awk -v s="$(kb "$TMP/e1")" -v f="$(kb "$TMP/e4")" -v n="$(kb "$TMP/e5")" 'BEGIN { exit !(f < s && s < n) }' ||
+    fail "kept a token a layer: full $(kb "$TMP/e4"), selective $(kb "$TMP/e1"), none $(kb "$TMP/e5") not increasing"
+# the memory check says it too, and what to do about it
+expect_error 1 "tokens; checkpointed, selective: .*; lower per_device_train_batch_size or max_completion_length, or set gradient_checkpointing_policy full$" \
+    "$GRPO" "${RUN[@]}" --output_dir "$TMP/o6" --per_device_train_batch_size 1048576 --max_completion_length 64
+expect_error 1 "tokens; checkpointed, full: .*; lower per_device_train_batch_size or max_completion_length$" \
+    "$GRPO" "${RUN[@]}" --output_dir "$TMP/o7" --per_device_train_batch_size 1048576 --max_completion_length 64 \
+    --gradient_checkpointing_policy full
+expect_error 2 "gradient_checkpointing_policy 'partial' is not one of selective or full" \
+    "$GRPO" "${RUN[@]}" --output_dir "$TMP/o8" --gradient_checkpointing_policy partial
+
 if command -v mpirun >/dev/null; then
     mpi_env
     "${MPI[@]}" -np 2 "$GRPO" "${RUN[@]}" --per_device_train_batch_size 2 \
