@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/timer.h"
 #include "model/init.h"
@@ -42,7 +43,16 @@ static void mean_grad(void *ctx, const int *rows, int m, const float *logprob, f
  * backward together), the layers' backward with their recomputation. */
 typedef struct {
     double fwd, head, bwd;
+    double cpu; /* the process's CPU seconds over the pass: on a machine shared with other work,
+                   less moved by time spent descheduled than the wall clock (spin-waiting
+                   threads count: run with a small GOMP_SPINCOUNT) */
 } Parts;
+
+static double cpu_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
 
 /* One training pass of mode's activations; its seconds, its parts' in *p and its
  * products' in *g. */
@@ -54,14 +64,14 @@ static double pass_s(Model *m, Activations *a, float *grad, const int32_t *ids, 
     ModelGrads grads = {&gv, NULL, &fresh};
     float lp[N];
     gemm_stats_reset();
-    double t0 = time_now_s();
+    double c0 = cpu_now_s(), t0 = time_now_s();
     model_forward_packed(m, a, ids, starts, B, &(ModelPass){.backward = 1});
     double t1 = time_now_s();
     model_logprobs_train(m, a, tg, 1.0f, lp, NULL, &grads, &(LogprobGrad){mean_grad, NULL});
     double t2 = time_now_s();
     model_backward(m, a, &grads, NULL, NULL);
     double dt = time_now_s() - t0;
-    *p = (Parts){t1 - t0, t2 - t1, t0 + dt - t2};
+    *p = (Parts){t1 - t0, t2 - t1, t0 + dt - t2, cpu_now_s() - c0};
     *g = gemm_stats();
     params_view_free(&gv);
     return dt;
@@ -115,7 +125,7 @@ int main(int argc, char **argv) {
     if (la && fgets(load, sizeof load, la)) load[strcspn(load, " ")] = 0;
     if (la) fclose(la);
     printf("%s)\n", load);
-    double s[MODES][MAX_ROUNDS], layer_s[MODES][MAX_ROUNDS], head_s[MODES][MAX_ROUNDS];
+    double s[MODES][MAX_ROUNDS], layer_s[MODES][MAX_ROUNDS], head_s[MODES][MAX_ROUNDS], cpu_s[MODES][MAX_ROUNDS];
     GemmStats g[MODES];
     Parts p;
     for (int k = 0; k < MODES; k++) pass_s(&m, &acts[k], grad, ids, starts, tg, &p, &g[k]); /* warm-up */
@@ -123,20 +133,23 @@ int main(int argc, char **argv) {
         for (int j = 0; j < MODES; j++) {
             int k = (r + j) % MODES;
             s[k][r] = pass_s(&m, &acts[k], grad, ids, starts, tg, &p, &g[k]);
-            layer_s[k][r] = p.fwd + p.bwd, head_s[k][r] = p.head;
+            layer_s[k][r] = p.fwd + p.bwd, head_s[k][r] = p.head, cpu_s[k][r] = p.cpu;
         }
-    double med[MODES], lmed[MODES], hmed[MODES];
+    double med[MODES], lmed[MODES], hmed[MODES], cmed[MODES];
     for (int k = 0; k < MODES; k++) {
         med[k] = median(s[k], rounds), lmed[k] = median(layer_s[k], rounds), hmed[k] = median(head_s[k], rounds);
+        cmed[k] = median(cpu_s[k], rounds);
         qsort(s[k], rounds, sizeof(double), cmp_double);
     }
     for (int k = 0; k < MODES; k++) {
         char kept[200];
         acts_describe(&m.cfg, (CheckpointMode)k, bf16, kept, sizeof kept);
-        printf("ckpt mode=%s layers=%d bf16=%d median_s=%.3f min_s=%.3f max_s=%.3f ratio=%.3f layers_s=%.3f "
-               "layers_ratio=%.3f head_s=%.3f products_gflop=%.1f products_s=%.3f acts_mb=%.0f\n  (%s)\n",
-               names[k], layers, bf16, med[k], s[k][0], s[k][rounds - 1], med[k] / med[0], lmed[k], lmed[k] / lmed[0],
-               hmed[k], g[k].gflop, g[k].seconds, acts[k].bytes / 1048576.0, kept);
+        printf("ckpt mode=%s layers=%d bf16=%d median_s=%.3f min_s=%.3f max_s=%.3f ratio=%.3f cpu_s=%.3f "
+               "cpu_ratio=%.3f layers_s=%.3f layers_ratio=%.3f head_s=%.3f products_gflop=%.1f gflop_ratio=%.3f "
+               "products_s=%.3f acts_mb=%.0f\n  (%s)\n",
+               names[k], layers, bf16, med[k], s[k][0], s[k][rounds - 1], med[k] / med[0], cmed[k], cmed[k] / cmed[0],
+               lmed[k], lmed[k] / lmed[0], hmed[k], g[k].gflop, g[k].gflop / g[0].gflop, g[k].seconds,
+               acts[k].bytes / 1048576.0, kept);
     }
     /* The pass at 24 layers from these parts: the head's median (the same work in every
      * mode) plus 24 times a layer's, for a cut to fewer layers. */

@@ -242,13 +242,14 @@ int main(int argc, char **argv) {
     GrpoErr err;
     if (trainer_run(&c, NULL, &err)) die("trainer_run", &err);
 
-    /* the last line of metrics.jsonl is the timed step */
+    /* the last step line of metrics.jsonl is the timed step (the closing line, train_runtime and
+     * its kin, follows it) */
     char *mp = fs_join(out_dir, "metrics.jsonl");
     FILE *f = fopen(mp, "r");
     if (!f) die(mp, NULL);
     char line[1 << 14], last[1 << 14] = "";
     while (fgets(line, sizeof line, f))
-        if (line[0] == '{') memcpy(last, line, sizeof line);
+        if (line[0] == '{' && strstr(line, "\"step_time\"")) memcpy(last, line, sizeof line);
     fclose(f);
     json_error_t je;
     json_t *o = json_loads(last, 0, &je);
