@@ -13,7 +13,8 @@
  * over the modes alike. Printed per mode: the median seconds and the range over the
  * rounds, the ratio of medians to no checkpointing (target for the GRPO step: <= 1.08
  * with checkpointing; the step's generation and scoring, which checkpointing does not
- * touch, only lower its ratio), the same for the layers alone (forward and backward,
+ * touch, only lower its ratio), the same in the process's CPU seconds (steadier than
+ * the wall clock where other work shares the cores), the same for the layers alone (forward and backward,
  * the LM head apart), the products' GFLOP and seconds (gemm_stats: what the
  * recomputation runs again), and the activations' bytes from the plan with what a
  * token keeps a layer. With fewer layers than 24 (a quicker look: the LM head, the
@@ -43,7 +44,7 @@ static void mean_grad(void *ctx, const int *rows, int m, const float *logprob, f
  * backward together), the layers' backward with their recomputation. */
 typedef struct {
     double fwd, head, bwd;
-    double cpu; /* the process's CPU seconds over the pass: on a machine shared with other work,
+    double cpu, cpu_head; /* the process's CPU seconds over the pass, and over the head: on a machine shared with other work,
                    less moved by time spent descheduled than the wall clock (spin-waiting
                    threads count: run with a small GOMP_SPINCOUNT) */
 } Parts;
@@ -66,12 +67,12 @@ static double pass_s(Model *m, Activations *a, float *grad, const int32_t *ids, 
     gemm_stats_reset();
     double c0 = cpu_now_s(), t0 = time_now_s();
     model_forward_packed(m, a, ids, starts, B, &(ModelPass){.backward = 1});
-    double t1 = time_now_s();
+    double t1 = time_now_s(), c1 = cpu_now_s();
     model_logprobs_train(m, a, tg, 1.0f, lp, NULL, &grads, &(LogprobGrad){mean_grad, NULL});
-    double t2 = time_now_s();
+    double t2 = time_now_s(), c2 = cpu_now_s();
     model_backward(m, a, &grads, NULL, NULL);
     double dt = time_now_s() - t0;
-    *p = (Parts){t1 - t0, t2 - t1, t0 + dt - t2, cpu_now_s() - c0};
+    *p = (Parts){t1 - t0, t2 - t1, t0 + dt - t2, cpu_now_s() - c0, c2 - c1};
     *g = gemm_stats();
     params_view_free(&gv);
     return dt;
@@ -125,7 +126,8 @@ int main(int argc, char **argv) {
     if (la && fgets(load, sizeof load, la)) load[strcspn(load, " ")] = 0;
     if (la) fclose(la);
     printf("%s)\n", load);
-    double s[MODES][MAX_ROUNDS], layer_s[MODES][MAX_ROUNDS], head_s[MODES][MAX_ROUNDS], cpu_s[MODES][MAX_ROUNDS];
+    double s[MODES][MAX_ROUNDS], layer_s[MODES][MAX_ROUNDS], head_s[MODES][MAX_ROUNDS], cpu_s[MODES][MAX_ROUNDS],
+        cpu_head_s[MODES][MAX_ROUNDS];
     GemmStats g[MODES];
     Parts p;
     for (int k = 0; k < MODES; k++) pass_s(&m, &acts[k], grad, ids, starts, tg, &p, &g[k]); /* warm-up */
@@ -133,12 +135,12 @@ int main(int argc, char **argv) {
         for (int j = 0; j < MODES; j++) {
             int k = (r + j) % MODES;
             s[k][r] = pass_s(&m, &acts[k], grad, ids, starts, tg, &p, &g[k]);
-            layer_s[k][r] = p.fwd + p.bwd, head_s[k][r] = p.head, cpu_s[k][r] = p.cpu;
+            layer_s[k][r] = p.fwd + p.bwd, head_s[k][r] = p.head, cpu_s[k][r] = p.cpu, cpu_head_s[k][r] = p.cpu_head;
         }
-    double med[MODES], lmed[MODES], hmed[MODES], cmed[MODES];
+    double med[MODES], lmed[MODES], hmed[MODES], cmed[MODES], chmed[MODES];
     for (int k = 0; k < MODES; k++) {
         med[k] = median(s[k], rounds), lmed[k] = median(layer_s[k], rounds), hmed[k] = median(head_s[k], rounds);
-        cmed[k] = median(cpu_s[k], rounds);
+        cmed[k] = median(cpu_s[k], rounds), chmed[k] = median(cpu_head_s[k], rounds);
         qsort(s[k], rounds, sizeof(double), cmp_double);
     }
     for (int k = 0; k < MODES; k++) {
@@ -154,12 +156,14 @@ int main(int argc, char **argv) {
     /* The pass at 24 layers from these parts: the head's median (the same work in every
      * mode) plus 24 times a layer's, for a cut to fewer layers. */
     if (layers != 24) {
-        double head = (hmed[0] + hmed[1] + hmed[2]) / 3;
-        for (int k = 1; k < MODES; k++)
-            printf("ckpt_extrapolated mode=%s layers=24 ratio=%.3f (head %.2f s + 24 x %.3f s a layer, against "
-                   "24 x %.3f)\n",
-                   names[k], (head + 24 * lmed[k] / layers) / (head + 24 * lmed[0] / layers), head, lmed[k] / layers,
-                   lmed[0] / layers);
+        double head = (hmed[0] + hmed[1] + hmed[2]) / 3, chead = (chmed[0] + chmed[1] + chmed[2]) / 3;
+        for (int k = 1; k < MODES; k++) {
+            double cl = (cmed[k] - chmed[k]) / layers, cl0 = (cmed[0] - chmed[0]) / layers;
+            printf("ckpt_extrapolated mode=%s layers=24 ratio=%.3f cpu_ratio=%.3f (head %.2f s + 24 x %.3f s a layer, "
+                   "against 24 x %.3f; CPU: head %.2f s + 24 x %.3f s, against 24 x %.3f)\n",
+                   names[k], (head + 24 * lmed[k] / layers) / (head + 24 * lmed[0] / layers),
+                   (chead + 24 * cl) / (chead + 24 * cl0), head, lmed[k] / layers, lmed[0] / layers, chead, cl, cl0);
+        }
     }
     for (int k = 0; k < MODES; k++) acts_free(&acts[k]);
     free(grad), free(ids), free(tg);

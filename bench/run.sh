@@ -442,9 +442,11 @@ ckpt_bench() {
     /^ckpt / {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        printf "  %-9s %7.2f s (%.2f..%.2f) %5.3fx no checkpointing%s, activations %s MB\n", f["mode"], f["median_s"],
-               f["min_s"], f["max_s"], f["ratio"], f["mode"] == "selective" ? sprintf(" (target <= 1.08x %s)",
-               f["ratio"] <= 1.08 ? "met" : "MISSED") : "", f["acts_mb"]
+        tg = ""
+        if (f["mode"] == "selective") tg = sprintf(" (target <= 1.08x %s)", f["ratio"] <= 1.08 ? "met" : "MISSED")
+        printf "  %-9s %7.2f s (%.2f..%.2f) %5.3fx no checkpointing%s; CPU %.3fx, products %.3fx; activations %s MB\n",
+               f["mode"], f["median_s"], f["min_s"], f["max_s"], f["ratio"], tg, f["cpu_ratio"], f["gflop_ratio"],
+               f["acts_mb"]
         next
     }
     { print "  " $0 }' || echo "  bench_ckpt failed"
