@@ -117,6 +117,10 @@ $(BUILD)/tests/%: tests/%.c $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(LIB) $(TESTREF)
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+# bench_grpo_step --lengths uniform cuts the rollout's completions to drawn lengths
+# where gen_group_part hands them over (bench/bench_grpo_step.c): its own wrapper,
+# linked in place of the library's for the rollout's calls; the library is unchanged.
+$(BUILD)/bench/bench_grpo_step: LDFLAGS += -Wl,--wrap=gen_group_part
 
 tests-bin: $(BUILD)/grpo $(TEST_BIN)
 

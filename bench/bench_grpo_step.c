@@ -22,11 +22,27 @@
  * the reward, and tok_decode rejects an id the tokenizer does not have, so the
  * 259-id byte tokenizer itself cannot serve a model of vocab 32000. The tokenizer
  * names no eos token and config.json no eos_token_id, so every completion is exactly
- * 128 tokens, as in the PyTorch peer.
+ * 128 tokens, as in the PyTorch peer (unless --lengths uniform, below).
  *
  * Timing: max_steps = warm-up steps + 1; the figures are the last step's
  * step_time and step_time/{generation,scoring,reference,training} from the
  * trainer's own metrics.jsonl (logging_steps 1).
+ *
+ * With --lengths uniform, realistic completion lengths (bench/torch_grpo_step.py's
+ * workload): completion i of a step is cut to L_i tokens, L_i = 16 + rng_mix(seed, i)
+ * mod 113 (uniform over 16..128), seed 100 + w for warm-up step w and 1 for the timed
+ * step — the peer's rule, so both sides train on the same lengths. The cut is made
+ * where the rollout receives its completions: this program wraps gen_group_part at
+ * link time (-Wl,--wrap=gen_group_part, the Makefile's line for it), lets the real one
+ * decode all 128 tokens and then shortens each completion to its L_i, marking it
+ * stopped, as an eos drawn at position L_i would have. Why there: the model has no
+ * seam that makes a random-weight model stop at a chosen position, and the peer too
+ * decodes its whole group to 128 tokens (HF generate runs until the longest stops,
+ * and of 32 draws from 16..128 the longest is all but surely near 128), so generation
+ * costs the same on both sides and is timed at full length; scoring, the reference
+ * and training then see only the real tokens, as the trainer would after a real eos.
+ * The library is not changed. The L_i-th token stays the sampled one (the peer keeps
+ * its token there too): what it is does not change the cost.
  *
  * With --lora R the step trains LoRA adapters instead (use_peft, r R, lora_alpha
  * 2R, all-linear, dropout 0.05) on the frozen model: the same generation, and
@@ -34,23 +50,26 @@
  *
  *   build/bench/bench_grpo_step [--shape small|qwen2-0.5b] [--G 32] [--warmup 1] [--beta 0]
  *                               [--no_ckpt] [--ckpt_policy selective|full] [--bf16] [--kv_cache_mb N]
- *                               [--lora R]
+ *                               [--lora R] [--lengths fixed|uniform]
  *   build/bench/bench_grpo_step --shape small --write_dir DIR   (writes the model
  *       directory and DIR/data.jsonl, then exits: for bench/grpo_step_rss.sh)
  * prints one line per run:
- *   grpo_step impl=grpo shape=S G=N ckpt=0|1 policy=selective|full bf16=0|1 beta=B lora=R step_s=X gen_s=..
+ *   grpo_step impl=grpo shape=S G=N ckpt=0|1 policy=selective|full bf16=0|1 beta=B lora=R lengths=fixed|uniform
+ *     step_s=X gen_s=..
  *             score_s=.. ref_s=.. train_s=.. opt_s=.. mean_len=L */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/rng.h"
+#include "gen/generate.h"
 #include "grpo/trainer.h"
 #include "io/fsutil.h"
 #include "model/init.h"
 #include "model/model_io.h"
 
-enum { PROMPT_TOKENS = 64, COMPLETION_TOKENS = 128, MICRO_BATCH = 4 };
+enum { PROMPT_TOKENS = 64, COMPLETION_TOKENS = 128, MICRO_BATCH = 4, MIN_COMPLETION = 16 };
 
 typedef struct {
     const char *name;
@@ -165,6 +184,38 @@ static void write_model_dir(const Shape *s, const char *dir) {
     free(p);
 }
 
+/* --lengths uniform (see the top of the file): the drawn lengths, and which step's. */
+static struct {
+    int uniform;     /* 0: every completion COMPLETION_TOKENS tokens */
+    int warmup;      /* warm-up steps before the timed one */
+    long groups;     /* groups generated so far: one per step (one prompt, one process) */
+} lengths;
+
+/* Length of completion i of the group drawn with seed: uniform over
+ * MIN_COMPLETION .. COMPLETION_TOKENS (bench/torch_grpo_step.py's draw_lengths). */
+static int drawn_length(uint64_t seed, int i) {
+    return MIN_COMPLETION + (int)(rng_mix(seed, (uint64_t)i) % (COMPLETION_TOKENS - MIN_COMPLETION + 1));
+}
+
+long __real_gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
+                           Completion *out);
+
+/* The rollout's gen_group_part (linked with --wrap): the real one's completions, each
+ * then cut to its drawn length with --lengths uniform. Returns the real one's count:
+ * the tokens decoded. */
+long __wrap_gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
+                           Completion *out) {
+    long n = __real_gen_group_part(g, prompt, n_prompt, first, G, stream_id, out);
+    if (n < 0 || !lengths.uniform) return n;
+    uint64_t seed = lengths.groups < lengths.warmup ? 100 + (uint64_t)lengths.groups : 1; /* the peer's seeds */
+    lengths.groups++;
+    for (int i = 0; i < G; i++) {
+        int L = drawn_length(seed, first + i);
+        if (out[i].n > L) out[i].n = L, out[i].stopped = 1;
+    }
+    return n;
+}
+
 static double metric(json_t *o, const char *k) {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : -1;
@@ -187,14 +238,21 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
         else if (!strcmp(argv[i], "--lora") && i + 1 < argc) lora = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--write_dir") && i + 1 < argc) write_dir = argv[++i];
+        else if (!strcmp(argv[i], "--lengths") && i + 1 < argc && !strcmp(argv[i + 1], "fixed")) lengths.uniform = 0, i++;
+        else if (!strcmp(argv[i], "--lengths") && i + 1 < argc && !strcmp(argv[i + 1], "uniform")) lengths.uniform = 1, i++;
         else {
+            if (!strcmp(argv[i], "--lengths"))
+                fprintf(stderr, "bench_grpo_step: --lengths: expected fixed or uniform, got '%s'\n",
+                        i + 1 < argc ? argv[i + 1] : "nothing");
             fprintf(stderr,
                     "usage: %s [--shape small|qwen2-0.5b] [--G N] [--warmup N] [--beta B] [--no_ckpt] "
-                    "[--ckpt_policy selective|full] [--bf16] [--kv_cache_mb N] [--lora R] [--write_dir DIR]\n",
+                    "[--ckpt_policy selective|full] [--bf16] [--kv_cache_mb N] [--lora R] [--lengths fixed|uniform] "
+                    "[--write_dir DIR]\n",
                     argv[0]);
             return 2;
         }
     }
+    lengths.warmup = warmup;
     const Shape *s = NULL;
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++)
         if (!strcmp(shape, SHAPES[k].name)) s = &SHAPES[k];
@@ -242,23 +300,24 @@ int main(int argc, char **argv) {
     GrpoErr err;
     if (trainer_run(&c, NULL, &err)) die("trainer_run", &err);
 
-    /* the last step line of metrics.jsonl is the timed step (the closing line, train_runtime and
-     * its kin, follows it) */
+    /* the last step's line of metrics.jsonl is the timed step (the run's summary line,
+     * train_runtime and the like, follows it and has no step_time) */
     char *mp = fs_join(out_dir, "metrics.jsonl");
     FILE *f = fopen(mp, "r");
     if (!f) die(mp, NULL);
     char line[1 << 14], last[1 << 14] = "";
     while (fgets(line, sizeof line, f))
-        if (line[0] == '{' && strstr(line, "\"step_time\"")) memcpy(last, line, sizeof line);
+        if (line[0] == '{' && strstr(line, "\"step_time\":")) memcpy(last, line, sizeof line);
     fclose(f);
     json_error_t je;
     json_t *o = json_loads(last, 0, &je);
     if (!o) die(mp, NULL);
     double step = metric(o, "step_time"), gen = metric(o, "step_time/generation"), score = metric(o, "step_time/scoring"),
            ref = metric(o, "step_time/reference"), train = metric(o, "step_time/training");
-    printf("grpo_step impl=grpo shape=%s G=%d ckpt=%d policy=%s bf16=%d beta=%g lora=%d step_s=%.3f gen_s=%.3f "
-           "score_s=%.3f ref_s=%.3f train_s=%.3f opt_s=%.3f mean_len=%.1f\n",
-           s->name, G, ckpt, full ? "full" : "selective", bf16, beta, lora, step, gen, score, ref, train, step - gen - score - ref - train,
+    printf("grpo_step impl=grpo shape=%s G=%d ckpt=%d policy=%s bf16=%d beta=%g lora=%d lengths=%s step_s=%.3f "
+           "gen_s=%.3f score_s=%.3f ref_s=%.3f train_s=%.3f opt_s=%.3f mean_len=%.1f\n",
+           s->name, G, ckpt, full ? "full" : "selective", bf16, beta, lora, lengths.uniform ? "uniform" : "fixed", step,
+           gen, score, ref, train, step - gen - score - ref - train,
            metric(o, "completions/mean_length"));
     fflush(stdout);
     json_decref(o);

@@ -218,10 +218,12 @@ generate_bench() {
 # training under bf16 autocast, TRL's bf16: true). The Qwen2-0.5B bf16 rows run where the
 # CPU has bf16 instructions. Small shape: a warm-up step, then the timed step;
 # Qwen2-0.5B: one cold step each (minutes on 2 cores). Split: generation / scoring +
-# reference / training. Then PyTorch's step with realistic lengths (completions stopped
-# at lengths drawn from 16..128, micro-batches padded as TRL's): bench_grpo_step has no
-# length control yet, so grpo.c's side of that workload is the packing section's
-# training pass. Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same
+# reference / training. Then the step with realistic lengths at the Qwen2-0.5B shape
+# (--lengths uniform, in bf16 where the CPU has bf16 instructions, else fp32): each
+# completion stopped at a length drawn from 16..128 by the same rule on both sides, the
+# group decoded to 128 tokens as HF generate decodes until its longest stops; PyTorch
+# pads each micro-batch to its longest as TRL's, grpo.c trains them packed (target
+# >= 1.8x). Then peak RSS of `grpo train` at G = 8 and G = 64 (small shape, same
 # --kv_cache_mb), and of one step in fp32 and bf16 (bench/bf16_rss.sh: Qwen2-0.5B
 # shape, beta 0 and 0.04).
 # Targets: fp32 step >= 2x PyTorch fp32; bf16 (issue 36, against PyTorch bf16 set up the
@@ -229,7 +231,8 @@ generate_bench() {
 # the training pass and >= 1.3x PyTorch's; checkpointed step <= 1.08x the
 # non-checkpointed one (the default, selective recomputation; full recomputation,
 # --gradient_checkpointing_policy full, shown beside it without a peer: PyTorch's
-# per-layer checkpoint is the full kind); RSS(G=64) / RSS(G=8) <= 1.1; bf16 RSS <= fp32's.
+# per-layer checkpoint is the full kind); realistic lengths >= 1.8x PyTorch (which
+# pads); RSS(G=64) / RSS(G=8) <= 1.1; bf16 RSS <= fp32's.
 grpo_step_bench() {
     local tmp have_torch=0 c
     tmp=$(mktemp)
@@ -240,6 +243,8 @@ grpo_step_bench() {
     # each case: shape, then grpo.c's flags; the peer's are derived from them
     local cases=("small" "small --bf16" "qwen2-0.5b" "qwen2-0.5b --ckpt_policy full" "qwen2-0.5b --no_ckpt")
     cpu_has_bf16 && cases+=("qwen2-0.5b --bf16" "qwen2-0.5b --bf16 --no_ckpt" "qwen2-0.5b --bf16 --beta 0.04")
+    # realistic lengths: the bf16 pair where the CPU has bf16 instructions, else fp32's
+    if cpu_has_bf16; then cases+=("qwen2-0.5b --bf16 --lengths uniform"); else cases+=("qwen2-0.5b --lengths uniform"); fi
     for c in "${cases[@]}"; do
         set -- $c
         local shape=$1 warm=0 ck=1 peer=()
@@ -247,18 +252,13 @@ grpo_step_bench() {
         [ "$shape" = small ] && warm=1
         for f in "$@"; do case "$f" in --no_ckpt) ck=0 ;; --bf16) peer+=(--bf16) ;; esac; done
         [[ " $* " = *" --beta 0.04 "* ]] && peer+=(--beta 0.04)
+        [[ " $* " = *" --lengths uniform "* ]] && peer+=(--lengths uniform)
         "$BUILD/bench/bench_grpo_step" --shape "$shape" --G 32 --warmup $warm "$@" >> "$tmp" || echo "  grpo $c: bench failed"
         [ $have_torch = 1 ] && [[ " $* " != *" --ckpt_policy full "* ]] || continue
         [ "$shape" = small ] || [[ " ${peer[*]} " != *" --bf16 "* ]] || cpu_has_bf16 || continue
         torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$THREADS" --shape "$shape" --G 32 --warmup $warm \
             --ckpt $ck "${peer[@]}" >> "$tmp" || echo "  torch $c: bench failed"
     done
-    if [ $have_torch = 1 ]; then
-        local bf=--bf16
-        cpu_has_bf16 || bf=""
-        torch_peer /usr/bin/python3 bench/torch_grpo_step.py --threads "$THREADS" --shape qwen2-0.5b --G 32 --warmup 0 \
-            --ckpt 1 --lengths uniform $bf >> "$tmp" || echo "  torch realistic lengths: bench failed"
-    fi
     awk '
     /^grpo_step / {
         delete f
@@ -279,7 +279,7 @@ grpo_step_bench() {
             key = order[i]; split(key, p, " ")
             g = step["grpo", key]; t = step["torch", key]
             r = (g != "" && t != "" && g > 0) ? t / g : -1
-            tg = (p[4] == "bf16") ? 1.5 : 2
+            tg = (p[5] == "uniform") ? 1.8 : (p[4] == "bf16") ? 1.5 : 2
             printf "  %-11s %4s %5s %-5s %-8s %9s %-18s %9s %-18s %7s  %-14s %s/%s\n", p[1], p[2], p[3], p[4], p[5],
                    g == "" ? "-" : g, g == "" ? "" : split_s["grpo", key], t == "" ? "-" : t, t == "" ? "" : split_s["torch", key],
                    r < 0 ? "-" : sprintf("%.2fx", r), (g == "") ? "-" : sprintf(">= %.1fx %s", tg, r < 0 ? "" : (r >= tg ? "met" : "MISSED")),
@@ -308,8 +308,8 @@ grpo_step_bench() {
         print "  (grpo.c and PyTorch set up alike on each row: ckpt 1 = grpo.c default (selective: gate/up kept) /"
         print "   torch.utils.checkpoint per layer; ckpt full = grpo.c --gradient_checkpointing_policy full, no peer;"
         print "   bf16 = grpo.c --bf16 / PyTorch generating from bf16 weights, training under bf16 autocast, TRL'"'"'s bf16: true;"
-        print "   lengths uniform = completions stopped at 16..128 tokens, PyTorch padding each micro-batch to its longest;"
-        print "   grpo.c'"'"'s side of that workload is the packing section'"'"'s training pass)"
+        print "   lengths uniform = completions stopped at 16..128 tokens (the same draws on both sides, generation"
+        print "   decoded to 128 as HF generate'"'"'s), PyTorch padding each micro-batch to its longest, grpo.c packing it)"
     }' "$tmp"
     bench/grpo_step_rss.sh | awk '
         /^rss G=/ { print "  peak RSS, grpo train, small shape, micro-batch 4: " $0 }

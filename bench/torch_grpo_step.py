@@ -37,7 +37,10 @@ loads it in: bf16 under --bf16 (a bf16-weights forward is faster than an autocas
 over fp32 weights, which casts every weight per forward), fp32 otherwise.
 
 --lengths uniform: realistic completion lengths. Each completion stops at a length
-drawn uniformly from 16 to 128 (an eos forced there; the group is decoded until its
+drawn uniformly from 16 to 128 (draw_lengths: completion i of the step seeded s stops
+at 16 + rng_mix(s, i) mod 113, grpo.c's core/rng.h mixer, the rule
+bench_grpo_step.c --lengths uniform draws by, so both sides train on the same lengths;
+an eos forced there; the group is decoded until its
 longest stops, as HF generate does, so generation costs the same as fixed lengths);
 each micro-batch is right-padded to its longest sequence (TRL pads; its padding_free
 is for SFT), the loss masked to the real tokens and divided by the step's real
@@ -148,6 +151,27 @@ def fused_attention(q, k, v):
                                               is_causal=True)
 
 
+MASK64 = (1 << 64) - 1
+
+
+def rng_mix(a, b):
+    """grpo.c's rng_mix (src/core/rng.c): splitmix64's finalizer applied to a, then
+    to the result combined with b; 64-bit wrap-around arithmetic."""
+    def fin(z):
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+    h = fin((a + 0x9E3779B97F4A7C15) & MASK64)
+    return fin(h ^ ((b + 0x3C6EF372FE94F82A) & MASK64))
+
+
+def draw_lengths(seed, G, n):
+    """Completion lengths [G] uniform over MIN_COMPLETION..n: bench_grpo_step.c's
+    drawn_length, the same numbers for the same seed."""
+    span = n - MIN_COMPLETION + 1
+    return torch.tensor([MIN_COMPLETION + rng_mix(seed, i) % span for i in range(G)])
+
+
 def bf16_copy(m):
     """A no-grad bf16 copy of m's current weights (model.to(torch.bfloat16))."""
     c = copy.copy(m)
@@ -181,7 +205,7 @@ def step(m, hm, ref, params, opt, prompt, G, n, tb, seed, a):
     t0 = now(dev)
     comp = generate_completions(m, hm, prompt, G, n, seed, a)  # [G, n]
     if a.lengths == "uniform":  # an eos forced at each completion's drawn length
-        lens = torch.randint(MIN_COMPLETION, n + 1, (G,), generator=torch.Generator().manual_seed(seed))
+        lens = draw_lengths(seed, G, n)
     else:
         lens = torch.full((G,), n)
     t1 = now(dev)
