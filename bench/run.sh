@@ -326,6 +326,98 @@ grpo_step_bench() {
 }
 # ---- end GRPO step -----------------------------------------------------------------
 
+# ---- commands (grpo score / generate / eval, bench/torch_cli.py) -------------------
+# The commands a user runs besides train, on random-weight models of the Qwen2-0.5B
+# shape written as HF directories (bench_grpo_step --write_dir: fp32 weights and the
+# byte-level tokenizer; `grpo init` for 6 layers of the shape): `grpo score` on
+# CLI_SCORE_ROWS (default 16) rows of 64 prompt + 128 completion ids, 8 rows per forward
+# (--batch_tokens 1536), 24 layers; `grpo generate`, G = 8 completions x 64 tokens of one
+# 64-token prompt, and `grpo eval` on 2 such prompts (reward length:50), 6 layers; each
+# with --bf16 false and true. PyTorch's peer (bench/torch_cli.py) loads the same
+# directory in fp32 or in bf16 (model.to(torch.bfloat16)) and does the same work. The
+# figures exclude the model's load on both sides: generate and eval time their own
+# work (their stderr lines), score's forwards are the command's wall time less that of
+# the same command on an empty file. Where the CPU has no bf16 instructions the bf16
+# peer is not run (see NO_BF16) and the bf16 rows give grpo.c's figure alone.
+# Targets (issue 36, bf16 against PyTorch bf16): score >= 1.3x, generate >= 2x, eval >= 2x.
+cli_bench() {
+    local tmp rows=${CLI_SCORE_ROWS:-16} have_torch=0 dt bf t0 t1 t2
+    tmp=$(mktemp -d)
+    echo "commands: grpo score / generate / eval, Qwen2-0.5B shape, tokens/s after the model's load (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    /usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=1
+    [ $have_torch = 1 ] || echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
+    cpu_has_bf16 || echo "  PyTorch with bf16 weights: this CPU has no bf16 instructions (AVX512_BF16/AMX), where PyTorch's bf16 products run tens of times slower than its fp32: not run, the bf16 rows give grpo.c's figure alone"
+    if ! "$BUILD/bench/bench_grpo_step" --shape qwen2-0.5b --write_dir "$tmp/m24" ||
+        ! python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 6; json.dump(c, open(sys.argv[2], "w"))' \
+            "$tmp/m24/config.json" "$tmp/cfg6.json" ||
+        ! "$BUILD/grpo" init --config "$tmp/cfg6.json" --tokenizer "$tmp/m24" --output_dir "$tmp/m6" > "$tmp/init.log" 2>&1; then
+        echo "  model directories: failed"; sed 's/^/  /' "$tmp/init.log"; rm -rf "$tmp"; return
+    fi
+    # the rows to score (ids below the tokenizer's specials) and eval's two 64-byte prompts
+    python3 -c '
+import json, random, sys
+r, V = random.Random(7), 151936 - 3
+with open(sys.argv[1], "w") as f:
+    for _ in range(int(sys.argv[2])):
+        f.write(json.dumps({"prompt_ids": [r.randrange(V) for _ in range(64)],
+                            "completion_ids": [r.randrange(V) for _ in range(128)]}) + "\n")' "$tmp/score.jsonl" "$rows"
+    : > "$tmp/empty.jsonl"
+    { cat "$tmp/m24/data.jsonl"; echo '{"prompt": "Describe a quiet harbour town at dawn in the words of a sailor.\n"}'; } > "$tmp/eval.jsonl"
+    local score_args=(--model "$tmp/m24" --batch_tokens 1536) gen_args=(--model "$tmp/m6" --num_generations 8 --max_completion_length 64)
+    for dt in fp32 bf16; do
+        bf=false
+        [ $dt = bf16 ] && bf=true
+        t0=$(date +%s.%N)
+        "$BUILD/grpo" score "${score_args[@]}" --bf16 $bf --data "$tmp/empty.jsonl" > /dev/null || echo "  grpo score $dt (empty file): failed"
+        t1=$(date +%s.%N)
+        "$BUILD/grpo" score "${score_args[@]}" --bf16 $bf --data "$tmp/score.jsonl" > /dev/null || echo "  grpo score $dt: failed"
+        t2=$(date +%s.%N)
+        awk -v d=$dt -v n=$((rows * 192)) -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
+            printf "cli impl=grpo cmd=score dtype=%s tokens=%d load_s=%.3f seconds=%.3f tokens_per_s=%.1f\n", d, n, b - a, (c - b) - (b - a), n / ((c - b) - (b - a)) }' >> "$tmp/out"
+        "$BUILD/grpo" generate "${gen_args[@]}" --bf16 $bf --dataset "$tmp/m24/data.jsonl" 2>&1 > /dev/null |
+            awk -v d=$dt '/^grpo generate: [0-9]+ tokens in/ { printf "cli impl=grpo cmd=generate dtype=%s tokens=%d seconds=%s tokens_per_s=%.1f\n", d, $3, $6, $3 / $6 }' >> "$tmp/out"
+        "$BUILD/grpo" eval "${gen_args[@]}" --bf16 $bf --dataset "$tmp/eval.jsonl" --reward_funcs length:50 2>&1 > /dev/null |
+            awk -v d=$dt '/^grpo eval: 2\/2 examples/ { printf "cli impl=grpo cmd=eval dtype=%s tokens=%d seconds=%s tokens_per_s=%.1f\n", d, 2 * 8 * 64, $(NF - 1), 2 * 8 * 64 / $(NF - 1) }' >> "$tmp/out"
+        [ $have_torch = 1 ] || continue
+        [ $dt = fp32 ] || cpu_has_bf16 || continue
+        torch_peer /usr/bin/python3 bench/torch_cli.py score --threads "$THREADS" --dtype $dt --model "$tmp/m24" --data "$tmp/score.jsonl" \
+            --batch 8 >> "$tmp/out" || echo "  torch score $dt: failed"
+        torch_peer /usr/bin/python3 bench/torch_cli.py generate --threads "$THREADS" --dtype $dt --model "$tmp/m6" --dataset "$tmp/m24/data.jsonl" \
+            --G 8 --tokens 64 >> "$tmp/out" || echo "  torch generate $dt: failed"
+        torch_peer /usr/bin/python3 bench/torch_cli.py eval --threads "$THREADS" --dtype $dt --model "$tmp/m6" --dataset "$tmp/eval.jsonl" \
+            --G 8 --tokens 64 >> "$tmp/out" || echo "  torch eval $dt: failed"
+    done
+    awk '
+    /^cli / {
+        delete f
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        side = (f["impl"] == "grpo") ? "grpo" : "torch"
+        dt = (f["impl"] == "torch-bf16") ? "bf16" : (f["impl"] == "torch") ? "fp32" : f["dtype"]
+        tps[side, f["cmd"], dt] = f["tokens_per_s"]
+    }
+    END {
+        printf "  %-8s %-5s %-28s %10s %10s %7s  %s\n", "command", "dtype", "work", "grpo tok/s", "torch", "ratio", "target"
+        split("score generate eval", cmds, " ")
+        what["score"] = "8 x 192 tokens per forward"; what["generate"] = "G=8 x 64, 6 layers"; what["eval"] = "2 prompts x G=8 x 64, 6 layers"
+        tgt["score"] = 1.3; tgt["generate"] = 2; tgt["eval"] = 2
+        for (c = 1; c <= 3; c++) for (d = 0; d < 2; d++) {
+            cmd = cmds[c]; dt = d ? "bf16" : "fp32"
+            g = tps["grpo", cmd, dt]; t = tps["torch", cmd, dt]
+            r = (g != "" && t != "" && t > 0) ? g / t : -1
+            mark = dt == "fp32" ? "- (the targets are bf16'"'"'s)" : sprintf(">= %.1fx %s", tgt[cmd], r < 0 ? "(no peer)" : (r >= tgt[cmd] ? "met" : "MISSED"))
+            printf "  %-8s %-5s %-28s %10s %10s %7s  %s\n", cmd, dt, what[cmd], g == "" ? "-" : g, t == "" ? "-" : t,
+                   r < 0 ? "-" : sprintf("%.2fx", r), mark
+        }
+        if (tps["grpo", "score", "bf16"] != "" && tps["torch", "score", "fp32"] > 0)
+            printf "  grpo.c bf16 against PyTorch fp32: score %.2fx, generate %.2fx, eval %.2fx\n",
+                   tps["grpo", "score", "bf16"] / tps["torch", "score", "fp32"],
+                   (tps["torch", "generate", "fp32"] > 0) ? tps["grpo", "generate", "bf16"] / tps["torch", "generate", "fp32"] : 0,
+                   (tps["torch", "eval", "fp32"] > 0) ? tps["grpo", "eval", "bf16"] / tps["torch", "eval", "fp32"] : 0
+    }' "$tmp/out"
+    rm -rf "$tmp"
+}
+# ---- end commands ------------------------------------------------------------------
+
 # ---- LoRA (bench/bench_grpo_step.c --lora, bench/lora_rss.sh) ----------------------
 # One GRPO step at the Qwen2-0.5B shape (as above, checkpointing on), full fine-tuning
 # against LoRA r 16 on all linear layers: training + optimizer seconds (generation is
@@ -454,10 +546,10 @@ ckpt_bench() {
 # ---- end checkpointing -------------------------------------------------------------
 
 # Every section by default; or the ones named: bench/run.sh model generate
-SECTIONS="${*:-tokenizer gemm model generate grpo_step ckpt packing lora dist}"
+SECTIONS="${*:-tokenizer gemm model generate grpo_step ckpt cli packing lora dist}"
 for section in $SECTIONS; do
     case "$section" in
-    tokenizer | gemm | model | generate | grpo_step | ckpt | packing | lora | dist) "${section}_bench" ;;
-    *) echo "bench/run.sh: unknown section '$section' (tokenizer gemm model generate grpo_step ckpt packing lora dist)" >&2; exit 2 ;;
+    tokenizer | gemm | model | generate | grpo_step | ckpt | cli | packing | lora | dist) "${section}_bench" ;;
+    *) echo "bench/run.sh: unknown section '$section' (tokenizer gemm model generate grpo_step ckpt cli packing lora dist)" >&2; exit 2 ;;
     esac
 done

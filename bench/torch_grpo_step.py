@@ -88,11 +88,13 @@ LENGTH_TARGET = 50
 MIN_COMPLETION = 16
 
 
-def train_logprobs(m, ids, P, n, ckpt=False, fused=None):
+def train_logprobs(m, ids, P, n, ckpt=False, fused=None, logits_fp32=False):
     """ids [B, P + n] (right-padded: a causal mask is all they need); returns the
     log-probs [B, n] of ids[:, P:] given what precedes, with autograd (ckpt: each
     layer recomputed in backward). Causal attention over the whole sequence, fused
-    (fused_attention) or explicit; None: fused on a GPU."""
+    (fused_attention) or explicit; None: fused on a GPU. logits_fp32: the logits
+    widened to fp32 before the log-softmax (bench/torch_cli.py's scoring of a bf16
+    model; training here takes them as autocast gives them)."""
     B, T = ids.shape
     H, Hkv, D = m.H, m.Hkv, m.D
     rep = H // Hkv
@@ -133,6 +135,8 @@ def train_logprobs(m, ids, P, n, ckpt=False, fused=None):
     # only the positions that predict completion tokens go through the LM head
     hc = m.rmsnorm(x[:, P - 1:P - 1 + n], m.norm)
     logits = F.linear(hc, m.embed)  # [B, n, V]
+    if logits_fp32:
+        logits = logits.float()
     tgt = ids[:, P:P + n].unsqueeze(-1)
     return logits.gather(-1, tgt).squeeze(-1) - logits.logsumexp(-1)
 
