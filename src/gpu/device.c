@@ -31,6 +31,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_LOGPROB_CHUNK_FORWARD] = "logprob_chunk_forward",
     [GPU_K_LOGPROB_CHUNK_BACKWARD] = "logprob_chunk_backward",
     [GPU_K_SAMPLER_SAMPLE] = "sampler_sample",
+    /* one decoder layer (gpu/layer.h): the residual add */
+    [GPU_K_RESIDUAL_ADD] = "residual_add",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

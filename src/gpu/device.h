@@ -39,6 +39,8 @@ typedef enum {
     GPU_K_LOGPROB_CHUNK_FORWARD,
     GPU_K_LOGPROB_CHUNK_BACKWARD,
     GPU_K_SAMPLER_SAMPLE,
+    /* one decoder layer (gpu/layer.h): the residual add */
+    GPU_K_RESIDUAL_ADD,
     GPU_N_KERNELS
 } GpuKernel;
 

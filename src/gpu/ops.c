@@ -209,3 +209,10 @@ int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdevice
                     &r.ctx_len, &r.ctx, &V, &temperature, &top_k, &top_p, &min_p, &penalty, &force_sequential};
     return gpu_launch(d, GPU_K_SAMPLER_SAMPLE, (unsigned)m, SAMPLER_THREADS, args, err);
 }
+
+/* ---- one decoder layer (gpu/layer.h): the residual add ---- */
+int gpu_residual_add(GpuDevice *d, CUdeviceptr y, CUdeviceptr x, size_t n, GrpoErr *err) {
+    unsigned long long count = n;
+    void *args[] = {&y, &x, &count};
+    return gpu_launch(d, GPU_K_RESIDUAL_ADD, flat_blocks(d, count), FLAT_THREADS, args, err);
+}

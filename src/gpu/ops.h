@@ -116,5 +116,8 @@ typedef struct {
 int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdeviceptr logits, CUdeviceptr scratch,
                        const GpuSampleRows *rows, int m, int V, const SamplerOpts *o, int force_sequential,
                        GrpoErr *err);
+/* ---- one decoder layer (gpu/layer.h): the residual add ---- */
+/* y[n] += x[n] (model/transformer.c's add_inplace: the CPU's bits). */
+int gpu_residual_add(GpuDevice *d, CUdeviceptr y, CUdeviceptr x, size_t n, GrpoErr *err);
 
 #endif

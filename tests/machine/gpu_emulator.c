@@ -109,6 +109,9 @@ static void run_sampler_sample(void **p) {
                    P(15, float), P(16, int));
 }
 
+/* one decoder layer (gpu/layer.h): the residual add */
+static void run_residual_add(void **p) { residual_add(P(0, Fp), P(1, Cfp), P(2, u64)); }
+
 typedef struct {
     const char *name;
     void (*run)(void **params);
@@ -139,6 +142,8 @@ static const EmuKernel kernels[] = {
     {"logprob_chunk_forward", run_logprob_chunk_forward},
     {"logprob_chunk_backward", run_logprob_chunk_backward},
     {"sampler_sample", run_sampler_sample},
+    /* one decoder layer (gpu/layer.h): the residual add */
+    {"residual_add", run_residual_add},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

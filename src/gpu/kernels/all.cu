@@ -14,3 +14,5 @@
 #include "embedding.cu"
 #include "logprob.cu"
 #include "sampler.cu"
+/* one decoder layer (gpu/layer.h): the residual add */
+#include "residual.cu"
