@@ -1,0 +1,54 @@
+/* gpu/layer.h — one decoder layer's forward on the GPU (Qwen2's: no q/k norm), for a
+ * packed batch, in the CPU's order and with its formulas under mixed precision
+ * (model/transformer.c's layer_forward on a model with bf16 products):
+ *   h = rmsnorm(x, ln1); qkv = h W_qkv^T + b_qkv; RoPE on q and k; attention (GQA,
+ *   each sequence its own rows); xmid = att W_o^T (+ b_o) + x; h = rmsnorm(xmid,
+ *   ln2); [gate | up] = h W_gu^T; x_out = swiglu(gate, up) W_down^T + xmid,
+ * every product reading its input rounded to bf16 and the weights' bf16 values (the
+ * model's own bf16 copy, uploaded as it is), sums, norms, RoPE, attention and the
+ * residual adds in fp32. Forward only: nothing is saved for a backward. */
+#ifndef GRPO_GPU_LAYER_H
+#define GRPO_GPU_LAYER_H
+
+#include "gpu/device.h"
+#include "model/transformer.h"
+
+/* One layer's weights on the device. */
+typedef struct {
+    int C, F, H, Hkv, D;
+    float eps;                          /* rms_norm_eps */
+    CUdeviceptr ln1, ln2;               /* fp32 [C] */
+    CUdeviceptr bqkv, bo;               /* fp32 [(H+2Hkv)D], [C]; 0 where the model has none */
+    CUdeviceptr wqkv, wo, wgu, wdown;   /* bf16 [(H+2Hkv)D, C], [C, H D], [2F, C] gate | up, [C, F] */
+} GpuLayerWeights;
+
+/* Layer l of m, a model whose products are bf16 (mixed precision, or WEIGHTS_BF16),
+ * onto the device. -1 with err for a model the GPU layer does not run (fp32
+ * products; qk_norm) or a refused allocation (then nothing stays allocated). */
+int gpu_layer_upload(GpuDevice *d, GpuLayerWeights *w, const Model *m, int l, GrpoErr *err);
+void gpu_layer_free(GpuDevice *d, GpuLayerWeights *w);
+
+/* The forward's intermediate tensors, for batches of up to max_tokens rows. */
+typedef struct {
+    int max_tokens;
+    CUdeviceptr h, rstd, qkv, att, lse, xmid, gu, act; /* fp32 */
+    CUdeviceptr in16;                                  /* bf16: the product's input as it reads it */
+} GpuLayerScratch;
+int gpu_layer_scratch_create(GpuDevice *d, GpuLayerScratch *s, const GpuLayerWeights *w, int max_tokens,
+                             GrpoErr *err);
+void gpu_layer_scratch_free(GpuDevice *d, GpuLayerScratch *s);
+
+/* A packed batch on the device: B sequences, sequence b rows starts[b] ..
+ * starts[b+1]-1 (N = starts[B] rows, given on the host too), pos[N] each row's
+ * position (int32), inv_freq[D/2] RoPE's inverse frequencies (the model's). */
+typedef struct {
+    int B, N;
+    CUdeviceptr starts, pos, inv_freq;
+} GpuLayerBatch;
+
+/* x_out[N, C] = the layer applied to x_in[N, C] (fp32; x_out may be x_in). -1 with
+ * err for a batch larger than the scratch's, or a launch refused. */
+int gpu_layer_forward(GpuDevice *d, const GpuLayerWeights *w, GpuLayerScratch *s, const GpuLayerBatch *b,
+                      CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err);
+
+#endif

@@ -1,0 +1,183 @@
+/* tests/gpu/test_gpu_layer.c — one Qwen2 decoder layer's forward on the GPU
+ * (gpu/layer.h) against the CPU model's under mixed precision (model_forward_packed
+ * of a 1-layer model: the residual stream after the layer, a->x[1]), on the GPU where
+ * there is one and on the tests' emulated GPU and cuBLASLt otherwise: C 128, 4 heads
+ * over 2 KV heads of 32, F 256, q/k/v biases, random norms and biases, three packed
+ * sequences of 5, 40 and 17 tokens; and the residual add (gpu_residual_add) alone.
+ *
+ * Tolerance: |gpu - cpu| <= 1e-4 max|cpu| + 1e-3 |cpu| per element. The GPU runs the
+ * CPU's rounding points (the same operands rounded to bf16, the same fp32 norms,
+ * RoPE, attention and adds), but its products sum in cuBLASLt's order: an fp32
+ * difference of an ulp can move an activation across a bf16 rounding boundary before
+ * the next product, a change of up to 2^-8 of that one operand. The figures seen are
+ * printed. The residual add: the CPU's bits. Bad input: a model with fp32 products
+ * or q/k norm, a batch past the scratch, each refused with one line. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/layer.h"
+#include "gpu/ops.h"
+#include "machine/gpu_emulator.h"
+#include "model/init.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static uint64_t seed = 35;
+static float frand(void) { /* uniform in [-1, 1) */
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((seed >> 40) / 8388608.0 - 1.0);
+}
+
+static GpuDevice dev;
+static GrpoErr err;
+
+static CUdeviceptr upload(const void *x, size_t bytes) {
+    CUdeviceptr p;
+    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err) && !gpu_put(&dev, p, x, bytes, &err), "%s", err.msg);
+    return p;
+}
+
+static void download(void *x, CUdeviceptr p, size_t bytes) {
+    T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
+}
+
+enum { C = 128, H = 4, HKV = 2, D = 32, F = 256, V = 64, B = 3 };
+static const int starts[B + 1] = {0, 5, 45, 62};
+
+static void make_config(ModelConfig *c, int qk_norm) {
+    memset(c, 0, sizeof *c);
+    c->type = qk_norm ? MODEL_QWEN3 : MODEL_QWEN2;
+    c->hidden_size = C, c->intermediate_size = F, c->n_layers = 1, c->n_heads = H, c->n_kv_heads = HKV;
+    c->head_dim = D, c->vocab_size = V, c->max_position_embeddings = 4096, c->rms_norm_eps = 1e-6f;
+    c->rope_theta = 1e6, c->qkv_bias = 1, c->qk_norm = qk_norm, c->tie_word_embeddings = 1;
+    c->bos_token_id = -1, c->n_eos = 0;
+    strcpy(c->torch_dtype, "float32");
+}
+
+/* A 1-layer model of random weights, its norms and biases random too (Hugging Face's
+ * init leaves them 1 and 0, which would hide a norm or bias read from the wrong place). */
+static void make_model(Model *m, int qk_norm) {
+    ModelConfig c;
+    make_config(&c, qk_norm);
+    model_create(m, &c);
+    model_init_random(m, 11, 0.2f);
+    LayerView *v = &m->w.layers[0];
+    for (int i = 0; i < C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
+    for (int i = 0; i < (H + 2 * HKV) * D; i++) v->bqkv[i] = 0.5f * frand();
+}
+
+static void check_residual_add(void) {
+    enum { n = 3000 };
+    float *y = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    for (int i = 0; i < n; i++) y[i] = 100.0f * frand(), x[i] = frand();
+    CUdeviceptr dy = upload(y, sizeof(float) * n), dx = upload(x, sizeof(float) * n);
+    T_CHECK(!gpu_residual_add(&dev, dy, dx, n, &err), "%s", err.msg);
+    download(got, dy, sizeof(float) * n);
+    long diff = 0;
+    for (int i = 0; i < n; i++) {
+        float want = y[i] + x[i];
+        diff += memcmp(&got[i], &want, 4) != 0;
+    }
+    printf("  residual add (%d values): %ld differ from the CPU's bits\n", n, diff);
+    T_CHECK(diff == 0, "residual add: %ld of %d values are not y + x", diff, n);
+    gpu_free(&dev, dy), gpu_free(&dev, dx);
+    free(y), free(x), free(got);
+}
+
+/* The GPU layer on the CPU forward's layer input; got[N, C] its output. */
+static void gpu_layer(const Model *m, const float *x_in, float *got, int N) {
+    GpuLayerWeights w;
+    GpuLayerScratch s;
+    T_CHECK(!gpu_layer_upload(&dev, &w, m, 0, &err), "%s", err.msg);
+    T_CHECK(!gpu_layer_scratch_create(&dev, &s, &w, N, &err), "%s", err.msg);
+    int32_t pos[64];
+    for (int b = 0; b < B; b++)
+        for (int n = starts[b]; n < starts[b + 1]; n++) pos[n] = n - starts[b];
+    GpuLayerBatch batch = {B, N, upload(starts, sizeof starts), upload(pos, sizeof(int32_t) * N),
+                           upload(m->inv_freq, sizeof(float) * D / 2)};
+    CUdeviceptr x = upload(x_in, sizeof(float) * N * C);
+    T_CHECK(!gpu_layer_forward(&dev, &w, &s, &batch, x, x, &err), "%s", err.msg); /* in place */
+    download(got, x, sizeof(float) * N * C);
+    /* a batch past the scratch: one line naming the sizes */
+    batch.N = N + 1;
+    T_CHECK(gpu_layer_forward(&dev, &w, &s, &batch, x, x, &err) == -1 && strstr(err.msg, "rows"),
+            "a batch of %d rows in scratch for %d was not refused", N + 1, N);
+    gpu_free(&dev, x), gpu_free(&dev, batch.starts), gpu_free(&dev, batch.pos), gpu_free(&dev, batch.inv_freq);
+    gpu_layer_scratch_free(&dev, &s);
+    gpu_layer_free(&dev, &w);
+}
+
+static void check_layer(void) {
+    Model m;
+    make_model(&m, 0);
+    model_use_bf16_compute(&m);
+    int N = starts[B];
+    int32_t ids[64];
+    for (int n = 0; n < N; n++) ids[n] = (int32_t)((n * 37 + 5) % V);
+    Activations a;
+    acts_create(&a, &m.cfg, N, 0, 4, 0);
+    model_forward_packed(&m, &a, ids, starts, B, NULL);
+    const float *x_in = a.x, *want = a.x + (size_t)N * C;
+    float *got = malloc(sizeof(float) * N * C);
+    gpu_layer(&m, x_in, got, N);
+    double top = 0, worst_abs = 0, worst_rel = 0;
+    for (int i = 0; i < N * C; i++) top = fmax(top, fabs(want[i]));
+    long bad = 0;
+    for (int i = 0; i < N * C; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= 1e-4 * top + 1e-3 * fabs(want[i]))) bad++;
+        worst_abs = isnan(got[i]) ? INFINITY : fmax(worst_abs, e);
+        worst_rel = fmax(worst_rel, e / fmax(fabs(want[i]), 1e-30));
+    }
+    long same = 0;
+    for (int i = 0; i < N * C; i++) same += memcmp(&got[i], &want[i], 4) == 0;
+    printf("  layer (N %d in %d sequences): max |gpu - cpu| %.3g = %.3g max|cpu|, worst relative %.3g, %ld of %d "
+           "bit for bit\n", N, B, worst_abs, worst_abs / top, worst_rel, same, N * C);
+    T_CHECK(bad == 0, "layer: %ld of %d values outside 1e-4 max|cpu| + 1e-3 |cpu| (worst %.3g)", bad, N * C,
+            worst_abs);
+    free(got);
+    acts_free(&a);
+    model_free(&m);
+}
+
+/* Models the GPU layer does not run: one line each, nothing left allocated. */
+static void check_refused(void) {
+    Model m;
+    GpuLayerWeights w;
+    make_model(&m, 0); /* fp32 products */
+    T_CHECK(gpu_layer_upload(&dev, &w, &m, 0, &err) == -1 && strstr(err.msg, "bf16"),
+            "an fp32 model's layer was not refused (%s)", err.msg);
+    model_free(&m);
+    make_model(&m, 1);
+    model_use_bf16_compute(&m);
+    T_CHECK(gpu_layer_upload(&dev, &w, &m, 0, &err) == -1 && strstr(err.msg, "qk_norm"),
+            "a q/k-norm model's layer was not refused (%s)", err.msg);
+    printf("  refused: %s\n", err.msg);
+    model_free(&m);
+}
+
+static void check_all(void) {
+    printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
+    check_residual_add();
+    check_layer();
+    check_refused();
+    gpu_close(&dev);
+}
+
+int main(void) {
+    char why[256] = "";
+    int r = gpu_open(&dev, why, sizeof why, &err);
+    T_CHECK(r >= 0, "gpu_open: %s", err.msg);
+    if (r == 1) check_all();
+    if (r != 0) return t_summary("test_gpu_layer");
+    const char *need = getenv("GRPO_REQUIRE_GPU"); /* tools/gpu-check.sh: on the GPU machine, none is a failure */
+    T_CHECK(!need || strcmp(need, "1"), "GRPO_REQUIRE_GPU=1 and no GPU: %s", why);
+    if (need && !strcmp(need, "1")) return t_summary("test_gpu_layer");
+    printf("no GPU here (%s): the layer runs on the emulated GPU and cuBLASLt\n", why);
+    test_gpu_machine(1);
+    r = gpu_open(&dev, why, sizeof why, &err);
+    T_CHECK(r == 1, "the emulated GPU did not open: %s%s", why, err.msg);
+    if (r == 1) check_all();
+    test_gpu_machine(0);
+    return t_summary("test_gpu_layer");
+}
