@@ -20,31 +20,11 @@
 
 #include "gpu/gemm.h"
 #include "gpu/ops.h"
-#include "machine/gpu_emulator.h"
 #include "machine/gpu_emulator_blas.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
-#include "testutil.h"
-
-static uint64_t seed = 23;
-static float frand(void) { /* uniform in [-1, 1) */
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((seed >> 40) / 8388608.0 - 1.0);
-}
-
-static GpuDevice dev;
-static GrpoErr err;
-static int emulated;
-
-static CUdeviceptr upload(const void *x, size_t bytes) {
-    CUdeviceptr p;
-    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err) && !gpu_put(&dev, p, x, bytes, &err), "%s", err.msg);
-    return p;
-}
-
-static void download(void *x, CUdeviceptr p, size_t bytes) {
-    T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
-}
+#define GPU_TEST_SEED 23
+#include "gpu_test.h"
 
 static float bits_f32(uint32_t u) {
     float f;
@@ -287,6 +267,8 @@ static void check_plans(void) {
     gpu_free(&dev, a), gpu_free(&dev, b), gpu_free(&dev, c);
 }
 
+static void check_missing_library(void);
+
 static void check_all(void) {
     printf("%s, compute capability %d.%d, %d multiprocessors\n", dev.name, dev.cc_major, dev.cc_minor, dev.sms);
     check_round();
@@ -296,6 +278,7 @@ static void check_all(void) {
     check_bad_sizes();
     check_plans();
     gpu_close(&dev);
+    if (emulated) check_missing_library();
     if (emulated) T_CHECK(gpu_emulator_blas_live() == 0, "%d cuBLASLt objects outlive gpu_close", gpu_emulator_blas_live());
 }
 
@@ -331,21 +314,5 @@ static void check_missing_library(void) {
 }
 
 int main(void) {
-    char why[256] = "";
-    int r = gpu_open(&dev, why, sizeof why, &err);
-    T_CHECK(r >= 0, "gpu_open: %s", err.msg);
-    if (r == 1) check_all();
-    if (r != 0) return t_summary("test_gpu_gemm");
-    const char *need = getenv("GRPO_REQUIRE_GPU"); /* tools/gpu-check.sh: on the GPU machine, none is a failure */
-    T_CHECK(!need || strcmp(need, "1"), "GRPO_REQUIRE_GPU=1 and no GPU: %s", why);
-    if (need && !strcmp(need, "1")) return t_summary("test_gpu_gemm");
-    printf("no GPU here (%s): the products run on the emulated GPU and cuBLASLt\n", why);
-    emulated = 1;
-    test_gpu_machine(1);
-    r = gpu_open(&dev, why, sizeof why, &err);
-    T_CHECK(r == 1, "the emulated GPU did not open: %s%s", why, err.msg);
-    if (r == 1) check_all();
-    check_missing_library();
-    test_gpu_machine(0);
-    return t_summary("test_gpu_gemm");
+    return gpu_test_main("test_gpu_gemm", check_all);
 }

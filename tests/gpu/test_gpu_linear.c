@@ -17,39 +17,14 @@
 
 #include "gpu/gemm.h"
 #include "gpu/ops.h"
-#include "machine/gpu_emulator.h"
 #include "ops/ops.h"
-#include "testutil.h"
-
-static uint64_t seed = 31;
-static float frand(void) { /* uniform in [-1, 1) */
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((seed >> 40) / 8388608.0 - 1.0);
-}
-
-static GpuDevice dev;
-static GrpoErr err;
-
-static CUdeviceptr upload(const void *x, size_t bytes) {
-    CUdeviceptr p;
-    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err) && !gpu_put(&dev, p, x, bytes, &err), "%s", err.msg);
-    return p;
-}
+#define GPU_TEST_SEED 31
+#include "gpu_test.h"
 
 static CUdeviceptr scratch(size_t bytes) {
     CUdeviceptr p;
     T_CHECK(!gpu_alloc(&dev, &p, bytes, &err), "%s", err.msg);
     return p;
-}
-
-static void download(void *x, CUdeviceptr p, size_t bytes) {
-    T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
-}
-
-static float *randoms(size_t n) {
-    float *x = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) x[i] = frand();
-    return x;
 }
 
 /* got against the CPU's want, |got - want| <= 4 (K + 1) u S[i] element by element. */
@@ -116,7 +91,7 @@ static void check_forward(const float *in, const uint16_t *W16, const float *bia
 
 /* Two backwards (dW and dbias written, then added to), against the CPU's. */
 static void check_backward(const uint16_t *in16, const uint16_t *W16, CUdeviceptr d_in16, CUdeviceptr d_W16) {
-    float *dout[2] = {randoms((size_t)N * O), randoms((size_t)N * O)}, *in_w = malloc(sizeof(float) * N * I);
+    float *dout[2] = {randoms((size_t)N * O, 1.0f), randoms((size_t)N * O, 1.0f)}, *in_w = malloc(sizeof(float) * N * I);
     float *W_w = malloc(sizeof(float) * O * I), *dout_w = malloc(sizeof(float) * N * O);
     float *din = malloc(sizeof(float) * N * I), *dW = malloc(sizeof(float) * O * I), dbias[O];
     float *g_din = malloc(sizeof(float) * N * I), *g_dW = malloc(sizeof(float) * O * I), g_dbias[O];
@@ -150,7 +125,7 @@ static void check_backward(const uint16_t *in16, const uint16_t *W16, CUdevicept
 
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
-    float *in = randoms((size_t)N * I), *Wf = randoms((size_t)O * I), *bias = randoms(O);
+    float *in = randoms((size_t)N * I, 1.0f), *Wf = randoms((size_t)O * I, 1.0f), *bias = randoms(O, 1.0f);
     uint16_t *W16 = malloc(2 * O * I), *in16 = malloc(2 * N * I);
     f32_to_bf16_n(W16, Wf, (size_t)O * I);
     f32_to_bf16_n(in16, in, (size_t)N * I);
@@ -164,19 +139,5 @@ static void check_all(void) {
 }
 
 int main(void) {
-    char why[256] = "";
-    int r = gpu_open(&dev, why, sizeof why, &err);
-    T_CHECK(r >= 0, "gpu_open: %s", err.msg);
-    if (r == 1) check_all();
-    if (r != 0) return t_summary("test_gpu_linear");
-    const char *need = getenv("GRPO_REQUIRE_GPU"); /* tools/gpu-check.sh: on the GPU machine, none is a failure */
-    T_CHECK(!need || strcmp(need, "1"), "GRPO_REQUIRE_GPU=1 and no GPU: %s", why);
-    if (need && !strcmp(need, "1")) return t_summary("test_gpu_linear");
-    printf("no GPU here (%s): the layer runs on the emulated GPU and cuBLASLt\n", why);
-    test_gpu_machine(1);
-    r = gpu_open(&dev, why, sizeof why, &err);
-    T_CHECK(r == 1, "the emulated GPU did not open: %s%s", why, err.msg);
-    if (r == 1) check_all();
-    test_gpu_machine(0);
-    return t_summary("test_gpu_linear");
+    return gpu_test_main("test_gpu_linear", check_all);
 }
