@@ -10,24 +10,6 @@ enum {
     ATT_MAX_D = 256    /* head dims up to this (gpu/ops.c checks) */
 };
 
-/* The largest v over the block, in every thread (as block_sum; scratch 32 floats). */
-DEVICE float block_max(float v, float *scratch) {
-    int lane = thread_x() & 31, warp = thread_x() >> 5, warps = block_dim_x() >> 5;
-    for (int m = 16; m > 0; m >>= 1) {
-        float o = shfl_xor(v, m);
-        v = o > v ? o : v;
-    }
-    sync_block();
-    if (lane == 0) scratch[warp] = v;
-    sync_block();
-    v = lane < warps ? scratch[lane] : -__builtin_inff();
-    for (int m = 16; m > 0; m >>= 1) {
-        float o = shfl_xor(v, m);
-        v = o > v ? o : v;
-    }
-    return v;
-}
-
 /* a . b over n floats, in order (every thread computing it gets the same bits). */
 DEVICE float dot_serial(const float *a, const float *b, int n) {
     float s = 0.0f;

@@ -119,26 +119,6 @@ DEVICE double log_f64(double x) {
     return dk * KM_LN2_HI - ((hfsq - (s * (hfsq + R) + dk * KM_LN2_LO)) - f);
 }
 
-/* The largest of v over the block, in every thread (the maximum is exact: any
- * order gives it); scratch: 32 floats of shared memory. NaN partials are passed
- * over as the CPU's vec_max passes them. */
-DEVICE float block_max_f32(float v, float *scratch) {
-    int lane = thread_x() & 31, warp = thread_x() >> 5, warps = block_dim_x() >> 5;
-    for (int m = 16; m > 0; m >>= 1) {
-        float o = shfl_xor(v, m);
-        v = o > v ? o : v;
-    }
-    sync_block(); /* scratch may still be read by an earlier reduction */
-    if (lane == 0) scratch[warp] = v;
-    sync_block();
-    v = lane < warps ? scratch[lane] : -__builtin_inff();
-    for (int m = 16; m > 0; m >>= 1) {
-        float o = shfl_xor(v, m);
-        v = o > v ? o : v;
-    }
-    return v;
-}
-
 /* The sum (max_not_sum 0) or maximum (1) of v over the block, in every thread: a
  * tree in shared memory, pairs (t, t + s) for s = blockDim/2 .. 1 (blockDim a power
  * of two; scratch: blockDim doubles). A fixed order: the same bits for the same

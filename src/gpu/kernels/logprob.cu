@@ -17,7 +17,7 @@ KERNEL void logprob_chunk_forward(float *logprob, float *entropy, float *lse, co
     const float *z = logits + (u64)block_x() * V;
     float mx = -__builtin_inff();
     for (int v = thread_x(); v < V; v += block_dim_x()) mx = z[v] > mx ? z[v] : mx;
-    mx = block_max_f32(mx, fscratch);
+    mx = block_max(mx, fscratch);
     double sum = 0, zsum = 0;
     for (int v = thread_x(); v < V; v += block_dim_x()) {
         float e = exp_neg_cpu((z[v] - mx) * 1.0f);

@@ -84,8 +84,8 @@ DEVICE Draw draw_segments(const double *w, int V, double u, int normalised, doub
         if (target < base + cum) found = v, before = prev, at = base + cum;
     }
     /* the lowest crossing, and the last positive weight (token ids < 2^24: exact in float) */
-    float first = block_max_f32(found >= 0 ? (float)(V - found) : 0.0f, fscratch);
-    float final_pos = block_max_f32((float)(last + 1), fscratch);
+    float first = block_max(found >= 0 ? (float)(V - found) : 0.0f, fscratch);
+    float final_pos = block_max((float)(last + 1), fscratch);
     if (first > 0 && found == V - (int)first) shared_before = before, shared_at = at;
     sync_block();
     double margin = (6.0 * V + 64.0) * (1.0 / 9007199254740992.0) * d.total;
@@ -143,7 +143,7 @@ DEVICE int argmax_f64(const double *w, int V, double *seg, float *fscratch) {
     int first = V;
     for (int v = thread_x(); v < V; v += block_dim_x())
         if (w[v] == best && v < first) first = v;
-    return V - (int)block_max_f32((float)(V - first), fscratch);
+    return V - (int)block_max((float)(V - first), fscratch);
 }
 
 /* The order of doubles as unsigned integers (negatives reversed). */
@@ -287,7 +287,7 @@ KERNEL void sampler_sample(int *tok, float *logp, const float *logits, double *s
     if (alone) { /* the CPU's sample_temperature */
         float mx = -__builtin_inff(), scale = 1.0f / temperature;
         for (int v = thread_x(); v < V; v += block_dim_x()) mx = z[v] > mx ? z[v] : mx;
-        mx = block_max_f32(mx, fscratch);
+        mx = block_max(mx, fscratch);
         for (int v = thread_x(); v < V; v += block_dim_x()) w[v] = exp_neg_cpu((z[v] - mx) * scale);
         sync_block();
         d = draw_token(w, V, u, 0, force_sequential, seg, fscratch);
