@@ -33,6 +33,9 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_SAMPLER_SAMPLE] = "sampler_sample",
     /* one decoder layer (gpu/layer.h): the residual add */
     [GPU_K_RESIDUAL_ADD] = "residual_add",
+    /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
+    [GPU_K_ROWS_GATHER] = "rows_gather",
+    [GPU_K_ROWS_SCATTER] = "rows_scatter",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

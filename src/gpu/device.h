@@ -41,6 +41,9 @@ typedef enum {
     GPU_K_SAMPLER_SAMPLE,
     /* one decoder layer (gpu/layer.h): the residual add */
     GPU_K_RESIDUAL_ADD,
+    /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
+    GPU_K_ROWS_GATHER,
+    GPU_K_ROWS_SCATTER,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -216,3 +216,19 @@ int gpu_residual_add(GpuDevice *d, CUdeviceptr y, CUdeviceptr x, size_t n, GrpoE
     void *args[] = {&y, &x, &count};
     return gpu_launch(d, GPU_K_RESIDUAL_ADD, flat_blocks(d, count), FLAT_THREADS, args, err);
 }
+
+/* ---- rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) ---- */
+
+int gpu_rows_gather(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr idx, int m, int C, GrpoErr *err) {
+    void *args[] = {&dst, &src, &idx, &m, &C};
+    return m > 0 ? gpu_launch(d, GPU_K_ROWS_GATHER, flat_blocks(d, (unsigned long long)m * C), FLAT_THREADS, args, err)
+                 : 0;
+}
+
+int gpu_rows_scatter(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr idx, int m, int C, int add,
+                     GrpoErr *err) {
+    void *args[] = {&dst, &src, &idx, &m, &C, &add};
+    return m > 0 ? gpu_launch(d, GPU_K_ROWS_SCATTER, flat_blocks(d, (unsigned long long)m * C), FLAT_THREADS, args,
+                              err)
+                 : 0;
+}

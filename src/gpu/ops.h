@@ -120,4 +120,11 @@ int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdevice
 /* y[n] += x[n] (model/transformer.c's add_inplace: the CPU's bits). */
 int gpu_residual_add(GpuDevice *d, CUdeviceptr y, CUdeviceptr x, size_t n, GrpoErr *err);
 
+/* ---- rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) ---- */
+/* dst[m, C] = src[idx[i]] for i < m; idx[m] device ints. */
+int gpu_rows_gather(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr idx, int m, int C, GrpoErr *err);
+/* dst[idx[i]] = src[i] (add: +=) for i < m, rows of C floats; idx distinct. */
+int gpu_rows_scatter(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr idx, int m, int C, int add,
+                     GrpoErr *err);
+
 #endif

@@ -108,6 +108,11 @@ static void run_sampler_sample(void **p) {
                    P(8, Cip), P(9, Cip), P(10, int), P(11, float), P(12, int), P(13, float), P(14, float),
                    P(15, float), P(16, int));
 }
+/* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
+static void run_rows_gather(void **p) { rows_gather(P(0, Fp), P(1, Cfp), P(2, Cip), P(3, int), P(4, int)); }
+static void run_rows_scatter(void **p) {
+    rows_scatter(P(0, Fp), P(1, Cfp), P(2, Cip), P(3, int), P(4, int), P(5, int));
+}
 
 /* one decoder layer (gpu/layer.h): the residual add */
 static void run_residual_add(void **p) { residual_add(P(0, Fp), P(1, Cfp), P(2, u64)); }
@@ -144,6 +149,9 @@ static const EmuKernel kernels[] = {
     {"sampler_sample", run_sampler_sample},
     /* one decoder layer (gpu/layer.h): the residual add */
     {"residual_add", run_residual_add},
+    /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
+    {"rows_gather", run_rows_gather},
+    {"rows_scatter", run_rows_scatter},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

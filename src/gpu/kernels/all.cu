@@ -16,3 +16,5 @@
 #include "sampler.cu"
 /* one decoder layer (gpu/layer.h): the residual add */
 #include "residual.cu"
+/* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
+#include "rows.cu"

@@ -1,0 +1,146 @@
+/* gpu/logprob.c — the LM head's chunk loop on the GPU (see gpu/logprob.h), composed
+ * of cuBLASLt's products and the head's kernels; it is the loop of ops/logprob.c's
+ * logprob_forward / logprob_backward, not a new algorithm: the same rows (those with
+ * a target, in order, chunk_rows at a time), the same products on the same operands
+ * (bf16 rounded once where the CPU rounds), dW written or added as the CPU's. What
+ * differs is the order of the products' sums (cuBLASLt's) and the kernels' (a tree
+ * in double): the tolerances of tests/gpu/test_gpu_logprob.c. The CPU's gathering of
+ * dW's rows over several chunks (a speed-up for oneDNN) is not copied: one dW
+ * product a chunk. Not here: the frozen head's shortcut (pw, logprob_backward_frozen)
+ * and logprob_forward_backward's shared logits. */
+#include "gpu/logprob.h"
+
+#include <stdlib.h>
+
+#include "gpu/gemm.h"
+#include "gpu/ops.h"
+
+int gpu_logprob_scratch_init(GpuDevice *d, GpuLogprobScratch *s, int chunk_rows, int max_rows, int C, int V,
+                             GrpoErr *err) {
+    *s = (GpuLogprobScratch){.chunk_rows = chunk_rows, .max_rows = max_rows, .C = C, .V = V};
+    if (chunk_rows <= 0 || max_rows <= 0 || C <= 0 || V <= 0)
+        return err_set(err, "GPU log-probs: chunk_rows %d, max_rows %d, C %d, V %d (each must be > 0)", chunk_rows,
+                       max_rows, C, V);
+    size_t zv = (size_t)chunk_rows * V, hc = (size_t)chunk_rows * C;
+    if (gpu_alloc(d, &s->logits, 4 * zv, err) || gpu_alloc(d, &s->dz16, 2 * zv, err) ||
+        gpu_alloc(d, &s->h_rows, 4 * hc, err) || gpu_alloc(d, &s->h16, 2 * hc, err) ||
+        gpu_alloc(d, &s->d_rows, 4 * hc, err) || gpu_alloc(d, &s->stats, 3 * 4 * (size_t)chunk_rows, err) ||
+        gpu_alloc(d, &s->rows, 2 * 4 * (size_t)max_rows, err)) {
+        gpu_logprob_scratch_free(d, s);
+        return -1;
+    }
+    s->host_rows = xmalloc(2 * sizeof(int32_t) * (size_t)max_rows);
+    return 0;
+}
+
+void gpu_logprob_scratch_free(GpuDevice *d, GpuLogprobScratch *s) {
+    CUdeviceptr *all[] = {&s->logits, &s->dz16, &s->h_rows, &s->h16, &s->d_rows, &s->stats, &s->rows};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (*all[i]) gpu_free(d, *all[i]);
+        *all[i] = 0;
+    }
+    free(s->host_rows);
+    s->host_rows = NULL;
+}
+
+/* The rows with a target and their targets into s->rows (one upload a call, before
+ * the chunks read them); their count, or -1 with err (a target past the vocabulary:
+ * the CPU would read outside the row). */
+static int upload_rows(GpuDevice *d, GpuLogprobScratch *s, const int32_t *targets, int N, GrpoErr *err) {
+    if (N < 0 || N > s->max_rows)
+        return err_set(err, "GPU log-probs: %d rows, more than the %d the scratch was made for", N, s->max_rows);
+    int R = 0;
+    for (int n = 0; n < N; n++) {
+        if (targets[n] >= s->V)
+            return err_set(err, "GPU log-probs: target %d of row %d is outside the vocabulary of %d tokens",
+                           targets[n], n, s->V);
+        if (targets[n] >= 0) {
+            s->host_rows[R] = n;
+            s->host_rows[s->max_rows + R] = targets[n];
+            R++;
+        }
+    }
+    if (R && (gpu_put(d, s->rows, s->host_rows, sizeof(int32_t) * R, err) ||
+              gpu_put(d, s->rows + 4 * (size_t)s->max_rows, s->host_rows + s->max_rows, sizeof(int32_t) * R, err)))
+        return -1;
+    return R;
+}
+
+/* bytes of zeros at p, in order with the launches (the context's default stream). */
+static int zero(GpuDevice *d, CUdeviceptr p, size_t bytes, GrpoErr *err) {
+    CUresult r = p ? d->api.MemsetD8(p, 0, bytes) : CUDA_SUCCESS;
+    return r == CUDA_SUCCESS ? 0 : err_set(err, "GPU log-probs: cuMemsetD8 of %zu bytes failed (error %d)", bytes, r);
+}
+
+/* The chunk's m rows idx gathered into s->h_rows (and s->h16, bf16 products), and
+ * their logits z = h W^T * inv_temp into s->logits, as ops/logprob.c's chunk_logits. */
+static int chunk_logits(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr idx, int m, CUdeviceptr h, GpuHeadWeight W,
+                        float inv_temp, GrpoErr *err) {
+    int C = s->C, V = s->V;
+    if (gpu_rows_gather(d, s->h_rows, h, idx, m, C, err)) return -1;
+    if (!W.bf16_products) return gpu_gemm_f32(d, 0, 1, m, V, C, inv_temp, s->h_rows, C, W.w, C, 0.0f, s->logits, V, err);
+    return gpu_round_bf16(d, s->h16, s->h_rows, m, C, C, C, err) ||
+           gpu_gemm_bf16(d, 0, 1, m, V, C, inv_temp, s->h16, C, W.w, C, 0.0f, s->logits, V, err);
+}
+
+int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr h,
+                        GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
+                        GrpoErr *err) {
+    int R = upload_rows(d, s, targets, N, err);
+    if (R < 0) return -1;
+    size_t row_bytes = sizeof(float) * (size_t)N; /* rows without a target: 0s, as the CPU's zero_rows */
+    if (zero(d, logprob, row_bytes, err) || zero(d, lse, row_bytes, err) || zero(d, entropy, row_bytes, err))
+        return -1;
+    CUdeviceptr s_lp = s->stats, s_ent = s->stats + 4 * (size_t)s->chunk_rows,
+                s_lse = s->stats + 8 * (size_t)s->chunk_rows;
+    for (int first = 0; first < R; first += s->chunk_rows) {
+        int m = R - first < s->chunk_rows ? R - first : s->chunk_rows;
+        CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
+        if (chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
+            gpu_logprob_chunk_forward(d, s_lp, entropy ? s_ent : 0, s_lse, s->logits, tgt, m, s->V, err) ||
+            gpu_rows_scatter(d, logprob, s_lp, idx, m, 1, 0, err) || gpu_rows_scatter(d, lse, s_lse, idx, m, 1, 0, err) ||
+            (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err)))
+            return -1;
+    }
+    return 0;
+}
+
+/* dz (in s->logits) through the head: dh[idx] += dz W, dW (+)= dz^T h (beta 0: written). */
+static int chunk_products(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr idx, int m, CUdeviceptr dh, CUdeviceptr dW,
+                          float beta, GpuHeadWeight W, GrpoErr *err) {
+    int C = s->C, V = s->V;
+    if (W.bf16_products) { /* dz rounded once, read by both products (the CPU's gemm_bf16_round_in_place) */
+        if (gpu_round_bf16(d, s->dz16, s->logits, m, V, V, V, err)) return -1;
+        if (dh && (gpu_gemm_bf16(d, 0, 0, m, C, V, 1.0f, s->dz16, V, W.w, C, 0.0f, s->d_rows, C, err) ||
+                   gpu_rows_scatter(d, dh, s->d_rows, idx, m, C, 1, err)))
+            return -1;
+        return dW ? gpu_gemm_bf16(d, 1, 0, V, C, m, 1.0f, s->dz16, V, s->h16, C, beta, dW, C, err) : 0;
+    }
+    if (dh && (gpu_gemm_f32(d, 0, 0, m, C, V, 1.0f, s->logits, V, W.w, C, 0.0f, s->d_rows, C, err) ||
+               gpu_rows_scatter(d, dh, s->d_rows, idx, m, C, 1, err)))
+        return -1;
+    return dW ? gpu_gemm_f32(d, 1, 0, V, C, m, 1.0f, s->logits, V, s->h_rows, C, beta, dW, C, err) : 0;
+}
+
+int gpu_logprob_backward(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dW, CUdeviceptr dlogprob, CUdeviceptr dentropy,
+                         CUdeviceptr h, GpuHeadWeight W, const int32_t *targets, CUdeviceptr lse, int N,
+                         float inv_temp, GpuLogprobScratch *s, int write_dw, GrpoErr *err) {
+    int R = upload_rows(d, s, targets, N, err);
+    if (R < 0) return -1;
+    CUdeviceptr s_dlp = s->stats, s_dent = s->stats + 4 * (size_t)s->chunk_rows,
+                s_lse = s->stats + 8 * (size_t)s->chunk_rows;
+    float beta = write_dw ? 0.0f : 1.0f; /* the first product writes dW, the rest add */
+    for (int first = 0; first < R; first += s->chunk_rows) {
+        int m = R - first < s->chunk_rows ? R - first : s->chunk_rows;
+        CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
+        if (gpu_rows_gather(d, s_dlp, dlogprob, idx, m, 1, err) || gpu_rows_gather(d, s_lse, lse, idx, m, 1, err) ||
+            (dentropy && gpu_rows_gather(d, s_dent, dentropy, idx, m, 1, err)) ||
+            chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
+            gpu_logprob_chunk_backward(d, s->logits, s_dlp, dentropy ? s_dent : 0, s_lse, tgt, m, s->V, inv_temp,
+                                       err) ||
+            chunk_products(d, s, idx, m, dh, dW, beta, W, err))
+            return -1;
+        beta = 1.0f;
+    }
+    return write_dw && R == 0 ? zero(d, dW, sizeof(float) * (size_t)s->V * s->C, err) : 0;
+}

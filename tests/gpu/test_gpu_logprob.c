@@ -1,0 +1,218 @@
+/* tests/gpu/test_gpu_logprob.c — the LM head's chunk loop on the GPU
+ * (gpu/logprob.h: gpu_logprob_forward / gpu_logprob_backward) against the CPU's
+ * logprob_forward / logprob_backward (ops/logprob.c) on random h and W: on the GPU
+ * where gpu_open finds one, on the tests' emulated GPU and cuBLASLt otherwise
+ * (GRPO_REQUIRE_GPU=1, as tools/gpu-check.sh runs it: no GPU is a failure).
+ *
+ * The cases: fp32 and bf16 products, temperatures 1 and 0.7, with and without an
+ * entropy gradient, rows without a target among the others (and a batch with none),
+ * N rows with targets not a multiple of the chunk (a short last chunk), dh added to
+ * and dW written then added to by a second backward, as the CPU's.
+ * What each must meet (the products' sums are in cuBLASLt's order, the chunk
+ * kernels' in a tree: not the CPU's bits):
+ * - lse, logprob: 1e-6 + 1e-6 |cpu|; entropy: 1e-6 + 1e-5 |cpu| (logits of size
+ *   ~5 from C = 64 products: their sums' order moves each by about 1e-7);
+ * - dh, dW: within 1e-5 (fp32) or 2e-3 (bf16) of the largest |cpu| of the tensor.
+ *   With bf16 products dz is rounded to bf16 once, and on a GPU a dz an ulp from the
+ *   CPU's (its logits summed in another order) can round to the neighbouring bf16
+ *   value (2^-8 relative, one term of V): the bound is that rounding's, not the
+ *   sums'. The emulated cuBLASLt sums in the CPU's order, so here no dz rounds
+ *   apart and the bf16 results agree to 1e-6 of the largest;
+ * - rows without a target: logprob, lse, entropy exactly 0, dh exactly unchanged;
+ *   no row with a target and write_dw: dW exactly 0;
+ * - bad input: a target past the vocabulary and more rows than the scratch holds,
+ *   each one message naming it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gemm.h"
+#include "gpu/logprob.h"
+#include "gpu/ops.h"
+#include "machine/gpu_emulator.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static uint64_t seed = 35;
+static float frand(void) { /* uniform in [-1, 1) */
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((seed >> 40) / 8388608.0 - 1.0);
+}
+static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * n) % n; }
+
+static GpuDevice dev;
+static GrpoErr err;
+
+static CUdeviceptr upload(const void *x, size_t bytes) {
+    CUdeviceptr p;
+    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err) && !gpu_put(&dev, p, x, bytes, &err), "%s", err.msg);
+    return p;
+}
+static void download(void *x, CUdeviceptr p, size_t bytes) {
+    T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
+}
+static float *randoms(size_t n, float scale) {
+    float *x = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = scale * frand();
+    return x;
+}
+
+/* got against want element by element, |got - want| <= atol + rtol |want| (of_max:
+ * rtol times the largest |want| instead); prints the worst error's ratio to it. */
+static void compare(const char *what, const float *got, const float *want, size_t n, double atol, double rtol,
+                    int of_max) {
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) big = fabs(want[i]) > big ? fabs(want[i]) : big;
+    long at = -1;
+    for (size_t i = 0; i < n; i++) {
+        double tol = atol + rtol * (of_max ? big : fabs(want[i])), e = fabs((double)got[i] - want[i]) / tol;
+        if (isnan(e) || isnan(got[i])) e = INFINITY;
+        if (e > worst || at < 0) worst = e, at = (long)i;
+    }
+    printf("  %-44s worst %.3f of the tolerance\n", what, worst);
+    T_CHECK(worst <= 1.0, "%s: element %ld got %.9g want %.9g", what, at, at >= 0 ? got[at] : 0.0,
+            at >= 0 ? want[at] : 0.0);
+}
+
+/* Rows without a target: every 5th, and rows 2..4 (a run), -1. */
+static int32_t *make_targets(int N, int V, int none) {
+    int32_t *t = malloc(sizeof(int32_t) * N);
+    for (int n = 0; n < N; n++) t[n] = none || n % 5 == 3 || (n >= 2 && n <= 4) ? -1 : irand(V);
+    return t;
+}
+
+typedef struct {
+    int N, C, V, chunk, bf16, entropy_grad, none;
+    float inv_temp;
+} Case;
+
+/* The CPU's forward and two backwards (dW written, then added) on the case. */
+static void cpu_run(const Case *c, const float *h, const float *W, const uint16_t *W16, const int32_t *t,
+                    const float *dlp, const float *dent, float *lp, float *ent, float *lse, float *dh, float *dW) {
+    LogprobScratch s;
+    int dw_rows = c->bf16 ? logprob_dw_rows(c->chunk, c->N) : 0;
+    float *base = malloc(sizeof(float) * logprob_scratch_floats(c->chunk, c->C, c->V, dw_rows));
+    logprob_scratch_init(&s, base, c->chunk, c->C, c->V, dw_rows);
+    WeightMatrix Wm = {.w = W, .w16 = c->bf16 ? W16 : NULL, .bf16_products = c->bf16};
+    logprob_forward(lp, ent, lse, NULL, h, Wm, t, c->N, c->C, c->V, c->inv_temp, &s);
+    for (int pass = 0; pass < 2; pass++)
+        logprob_backward(dh, dW, dlp, c->entropy_grad ? dent : NULL, h, Wm, t, lse, c->N, c->C, c->V, c->inv_temp, &s,
+                         pass == 0);
+    free(base);
+}
+
+/* The same on the GPU, outputs downloaded into the g_ arrays. */
+static void gpu_run(const Case *c, const float *h, const float *W, const uint16_t *W16, const int32_t *t,
+                    const float *dlp, const float *dent, const float *dh0, float *lp, float *ent, float *lse,
+                    float *dh, float *dW) {
+    size_t nb = sizeof(float) * c->N, hb = nb * c->C, wb = sizeof(float) * (size_t)c->V * c->C;
+    GpuLogprobScratch s;
+    T_CHECK(!gpu_logprob_scratch_init(&dev, &s, c->chunk, c->N, c->C, c->V, &err), "%s", err.msg);
+    GpuHeadWeight Wd = {.w = c->bf16 ? upload(W16, wb / 2) : upload(W, wb), .bf16_products = c->bf16};
+    CUdeviceptr d_h = upload(h, hb), d_dh = upload(dh0, hb), d_dlp = upload(dlp, nb), d_dent = upload(dent, nb);
+    CUdeviceptr d_lp, d_ent, d_lse, d_dW; /* left as allocated: NaN bytes on the emulator */
+    T_CHECK(!gpu_alloc(&dev, &d_lp, nb, &err) && !gpu_alloc(&dev, &d_ent, nb, &err) &&
+                !gpu_alloc(&dev, &d_lse, nb, &err) && !gpu_alloc(&dev, &d_dW, wb, &err),
+            "%s", err.msg);
+    T_CHECK(!gpu_logprob_forward(&dev, d_lp, d_ent, d_lse, d_h, Wd, t, c->N, c->inv_temp, &s, &err), "%s", err.msg);
+    for (int pass = 0; pass < 2; pass++)
+        T_CHECK(!gpu_logprob_backward(&dev, d_dh, d_dW, d_dlp, c->entropy_grad ? d_dent : 0, d_h, Wd, t, d_lse, c->N,
+                                      c->inv_temp, &s, pass == 0, &err),
+                "%s", err.msg);
+    download(lp, d_lp, nb), download(ent, d_ent, nb), download(lse, d_lse, nb);
+    download(dh, d_dh, hb), download(dW, d_dW, wb);
+    CUdeviceptr all[] = {Wd.w, d_h, d_dh, d_dlp, d_dent, d_lp, d_ent, d_lse, d_dW};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(&dev, all[i]);
+    gpu_logprob_scratch_free(&dev, &s);
+}
+
+static void check_case(Case c) {
+    printf("N %d C %d V %d chunk %d %s T %.2f%s%s\n", c.N, c.C, c.V, c.chunk, c.bf16 ? "bf16" : "fp32",
+           1.0 / c.inv_temp, c.entropy_grad ? " +dentropy" : "", c.none ? " no targets" : "");
+    size_t nc = (size_t)c.N * c.C, vc = (size_t)c.V * c.C;
+    float *h = randoms(nc, 2.0f), *W = randoms(vc, 1.0f), *dlp = randoms(c.N, 1.0f), *dent = randoms(c.N, 0.5f);
+    float *dh0 = randoms(nc, 0.1f);
+    uint16_t *W16 = malloc(sizeof(uint16_t) * vc);
+    f32_to_bf16_n(W16, W, vc);
+    int32_t *t = make_targets(c.N, c.V, c.none);
+    float *lp = malloc(4 * c.N), *ent = malloc(4 * c.N), *lse = malloc(4 * c.N), *dh = malloc(4 * nc),
+          *dW = malloc(4 * vc);
+    float *g_lp = malloc(4 * c.N), *g_ent = malloc(4 * c.N), *g_lse = malloc(4 * c.N), *g_dh = malloc(4 * nc),
+          *g_dW = malloc(4 * vc);
+    memcpy(dh, dh0, 4 * nc);
+    cpu_run(&c, h, W, W16, t, dlp, dent, lp, ent, lse, dh, dW);
+    gpu_run(&c, h, W, W16, t, dlp, dent, dh0, g_lp, g_ent, g_lse, g_dh, g_dW);
+    compare("lse", g_lse, lse, c.N, 1e-6, 1e-6, 0);
+    compare("logprob", g_lp, lp, c.N, 1e-6, 1e-6, 0);
+    compare("entropy", g_ent, ent, c.N, 1e-6, 1e-5, 0);
+    double rel = c.bf16 ? 2e-3 : 1e-5;
+    compare("dh (added to)", g_dh, dh, nc, 0, rel, 1);
+    if (!c.none) compare("dW (written, then added to)", g_dW, dW, vc, 0, rel, 1);
+    int exact = 1;
+    for (int n = 0; n < c.N; n++)
+        if (t[n] < 0) {
+            exact &= g_lp[n] == 0 && g_lse[n] == 0 && g_ent[n] == 0;
+            exact &= !memcmp(g_dh + (size_t)n * c.C, dh0 + (size_t)n * c.C, 4 * (size_t)c.C);
+        }
+    for (size_t i = 0; c.none && i < vc; i++) exact &= g_dW[i] == 0;
+    T_CHECK(exact, "rows without a target: 0s and dh unchanged%s", c.none ? "; dW written as zeros" : "");
+    free(h), free(W), free(dlp), free(dent), free(dh0), free(W16), free(t);
+    free(lp), free(ent), free(lse), free(dh), free(dW), free(g_lp), free(g_ent), free(g_lse), free(g_dh), free(g_dW);
+}
+
+/* A target past the vocabulary and too many rows: refused, one line naming them. */
+static void check_bad_input(void) {
+    enum { N = 4, C = 8, V = 50 };
+    GpuLogprobScratch s;
+    T_CHECK(!gpu_logprob_scratch_init(&dev, &s, 2, N, C, V, &err), "%s", err.msg);
+    T_CHECK(gpu_logprob_scratch_init(&dev, &(GpuLogprobScratch){0}, 0, N, C, V, &err) == -1 &&
+                strstr(err.msg, "chunk_rows 0"),
+            "a chunk of 0 rows: %s", err.msg);
+    float *h = randoms((size_t)N * C, 1.0f), *W = randoms((size_t)V * C, 1.0f);
+    CUdeviceptr d_h = upload(h, sizeof(float) * N * C), d_W = upload(W, sizeof(float) * V * C),
+                d_out = upload(h, sizeof(float) * N * 3);
+    GpuHeadWeight Wd = {.w = d_W};
+    int32_t t[N] = {1, -1, V, 3};
+    T_CHECK(gpu_logprob_forward(&dev, d_out, 0, d_out + 4 * N, d_h, Wd, t, N, 1.0f, &s, &err) == -1 &&
+                strstr(err.msg, "target 50 of row 2 is outside the vocabulary of 50"),
+            "a target past the vocabulary: %s", err.msg);
+    t[2] = 2;
+    T_CHECK(gpu_logprob_backward(&dev, d_h, 0, d_out, 0, d_h, Wd, t, d_out, N + 1, 1.0f, &s, 1, &err) == -1 &&
+                strstr(err.msg, "5 rows, more than the 4"),
+            "too many rows: %s", err.msg);
+    gpu_free(&dev, d_h), gpu_free(&dev, d_W), gpu_free(&dev, d_out);
+    gpu_logprob_scratch_free(&dev, &s);
+    free(h), free(W);
+}
+
+static void check_all(void) {
+    printf("device: %s\n", dev.name);
+    /* N rows, of which 23 have a target (every 5th and rows 2..4 have none): chunks of
+     * 8 leave a last chunk of 7 */
+    check_case((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .inv_temp = 1.0f});
+    check_case((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .bf16 = 1, .inv_temp = 1.0f});
+    check_case((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .inv_temp = 1.0f / 0.7f, .entropy_grad = 1});
+    check_case((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .bf16 = 1, .inv_temp = 1.0f / 0.7f, .entropy_grad = 1});
+    check_case((Case){.N = 13, .C = 32, .V = 4099, .chunk = 4, .bf16 = 1, .inv_temp = 1.0f / 0.9f});
+    check_case((Case){.N = 6, .C = 32, .V = 1000, .chunk = 4, .bf16 = 1, .inv_temp = 1.0f, .none = 1});
+    check_bad_input();
+    gpu_close(&dev);
+}
+
+int main(void) {
+    char why[256] = "";
+    int r = gpu_open(&dev, why, sizeof why, &err);
+    T_CHECK(r >= 0, "gpu_open: %s", err.msg);
+    if (r == 1) check_all();
+    if (r != 0) return t_summary("test_gpu_logprob");
+    const char *need = getenv("GRPO_REQUIRE_GPU"); /* tools/gpu-check.sh: on the GPU machine, none is a failure */
+    T_CHECK(!need || strcmp(need, "1"), "GRPO_REQUIRE_GPU=1 and no GPU: %s", why);
+    if (need && !strcmp(need, "1")) return t_summary("test_gpu_logprob");
+    printf("no GPU here (%s): the kernels run on the emulated GPU\n", why);
+    test_gpu_machine(1);
+    r = gpu_open(&dev, why, sizeof why, &err);
+    T_CHECK(r == 1, "the emulated GPU did not open: %s%s", why, err.msg);
+    if (r == 1) check_all();
+    test_gpu_machine(0);
+    return t_summary("test_gpu_logprob");
+}
