@@ -29,33 +29,11 @@
 #include "gpu/gemm.h"
 #include "gpu/logprob.h"
 #include "gpu/ops.h"
-#include "machine/gpu_emulator.h"
 #include "ops/ops.h"
-#include "testutil.h"
+#define GPU_TEST_SEED 35
+#include "gpu_test.h"
 
-static uint64_t seed = 35;
-static float frand(void) { /* uniform in [-1, 1) */
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((seed >> 40) / 8388608.0 - 1.0);
-}
 static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * n) % n; }
-
-static GpuDevice dev;
-static GrpoErr err;
-
-static CUdeviceptr upload(const void *x, size_t bytes) {
-    CUdeviceptr p;
-    T_CHECK(!gpu_alloc(&dev, &p, bytes, &err) && !gpu_put(&dev, p, x, bytes, &err), "%s", err.msg);
-    return p;
-}
-static void download(void *x, CUdeviceptr p, size_t bytes) {
-    T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
-}
-static float *randoms(size_t n, float scale) {
-    float *x = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) x[i] = scale * frand();
-    return x;
-}
 
 /* got against want element by element, |got - want| <= atol + rtol |want| (of_max:
  * rtol times the largest |want| instead); prints the worst error's ratio to it. */
@@ -200,19 +178,5 @@ static void check_all(void) {
 }
 
 int main(void) {
-    char why[256] = "";
-    int r = gpu_open(&dev, why, sizeof why, &err);
-    T_CHECK(r >= 0, "gpu_open: %s", err.msg);
-    if (r == 1) check_all();
-    if (r != 0) return t_summary("test_gpu_logprob");
-    const char *need = getenv("GRPO_REQUIRE_GPU"); /* tools/gpu-check.sh: on the GPU machine, none is a failure */
-    T_CHECK(!need || strcmp(need, "1"), "GRPO_REQUIRE_GPU=1 and no GPU: %s", why);
-    if (need && !strcmp(need, "1")) return t_summary("test_gpu_logprob");
-    printf("no GPU here (%s): the kernels run on the emulated GPU\n", why);
-    test_gpu_machine(1);
-    r = gpu_open(&dev, why, sizeof why, &err);
-    T_CHECK(r == 1, "the emulated GPU did not open: %s%s", why, err.msg);
-    if (r == 1) check_all();
-    test_gpu_machine(0);
-    return t_summary("test_gpu_logprob");
+    return gpu_test_main("test_gpu_logprob", check_all);
 }
