@@ -240,25 +240,31 @@ static int release_warp(int w) {
 }
 
 /* One block to its end: 0, or -1 with E.fault. */
+/* getcontext and swapcontext return twice: each in a function of its own, so no
+ * caller's local lives across them (-Wclobbered). */
+static __attribute__((noinline)) void thread_prepare(EmuThread *t) {
+    getcontext(&t->ctx);
+    t->ctx.uc_stack.ss_sp = t->stack;
+    t->ctx.uc_stack.ss_size = STACK_BYTES;
+    t->ctx.uc_link = &E.scheduler;
+    makecontext(&t->ctx, thread_main, 0);
+    t->state = RUNNING;
+}
+
+/* Runs thread i until it waits or exits. */
+static __attribute__((noinline)) void run_thread(int i) {
+    void *fake = NULL;
+    E.cur = i;
+    FIBER_START(&fake, E.t[i].stack, STACK_BYTES);
+    swapcontext(&E.scheduler, &E.t[i].ctx);
+    FIBER_FINISH(fake, NULL, NULL);
+}
+
 static int run_block(void) {
-    for (int i = 0; i < E.n; i++) {
-        EmuThread *t = &E.t[i];
-        getcontext(&t->ctx);
-        t->ctx.uc_stack.ss_sp = t->stack;
-        t->ctx.uc_stack.ss_size = STACK_BYTES;
-        t->ctx.uc_link = &E.scheduler;
-        makecontext(&t->ctx, thread_main, 0);
-        t->state = RUNNING;
-    }
+    for (int i = 0; i < E.n; i++) thread_prepare(&E.t[i]);
     for (;;) {
         for (int i = 0; i < E.n; i++)
-            if (E.t[i].state == RUNNING) {
-                void *fake = NULL;
-                E.cur = i;
-                FIBER_START(&fake, E.t[i].stack, STACK_BYTES);
-                swapcontext(&E.scheduler, &E.t[i].ctx);
-                FIBER_FINISH(fake, NULL, NULL);
-            }
+            if (E.t[i].state == RUNNING) run_thread(i);
         int exited = 0, at_barrier = 0, released = 0;
         for (int i = 0; i < E.n; i++) exited += E.t[i].state == EXITED, at_barrier += E.t[i].state == AT_BARRIER;
         if (exited == E.n) return 0;
