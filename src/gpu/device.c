@@ -148,6 +148,10 @@ int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **
     return gpu_launch_xy(d, k, grid, 1, block, args, err);
 }
 
+int gpu_zero(GpuDevice *d, CUdeviceptr p, size_t bytes, GrpoErr *err) {
+    return p && bytes ? check(d, d->api.MemsetD8(p, 0, bytes), "zeroing GPU memory", err) : 0;
+}
+
 int gpu_launch_xy(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block, void **args,
                   GrpoErr *err) {
     if (grid_x == 0 || grid_y == 0) return 0;

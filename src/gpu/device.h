@@ -78,6 +78,8 @@ int gpu_alloc(GpuDevice *d, CUdeviceptr *p, size_t bytes, GrpoErr *err);
 void gpu_free(GpuDevice *d, CUdeviceptr p);
 int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoErr *err);
 int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err);
+/* bytes of zeros at p (p 0: nothing), in order with the launches (the default stream). */
+int gpu_zero(GpuDevice *d, CUdeviceptr p, size_t bytes, GrpoErr *err);
 /* Kernel k on a grid x 1 x 1 of blocks of block x 1 x 1 threads, args as cuLaunchKernel's. */
 int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **args, GrpoErr *err);
 /* ...on a grid grid_x x grid_y x 1 (block_y() in the kernel counts grid_y). */

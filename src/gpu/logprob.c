@@ -66,12 +66,6 @@ static int upload_rows(GpuDevice *d, GpuLogprobScratch *s, const int32_t *target
     return R;
 }
 
-/* bytes of zeros at p, in order with the launches (the context's default stream). */
-static int zero(GpuDevice *d, CUdeviceptr p, size_t bytes, GrpoErr *err) {
-    CUresult r = p ? d->api.MemsetD8(p, 0, bytes) : CUDA_SUCCESS;
-    return r == CUDA_SUCCESS ? 0 : err_set(err, "GPU log-probs: cuMemsetD8 of %zu bytes failed (error %d)", bytes, r);
-}
-
 /* The chunk's m rows idx gathered into s->h_rows (and s->h16, bf16 products), and
  * their logits z = h W^T * inv_temp into s->logits, as ops/logprob.c's chunk_logits. */
 static int chunk_logits(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr idx, int m, CUdeviceptr h, GpuHeadWeight W,
@@ -89,7 +83,7 @@ int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, 
     int R = upload_rows(d, s, targets, N, err);
     if (R < 0) return -1;
     size_t row_bytes = sizeof(float) * (size_t)N; /* rows without a target: 0s, as the CPU's zero_rows */
-    if (zero(d, logprob, row_bytes, err) || zero(d, lse, row_bytes, err) || zero(d, entropy, row_bytes, err))
+    if (gpu_zero(d, logprob, row_bytes, err) || gpu_zero(d, lse, row_bytes, err) || gpu_zero(d, entropy, row_bytes, err))
         return -1;
     CUdeviceptr s_lp = s->stats, s_ent = s->stats + 4 * (size_t)s->chunk_rows,
                 s_lse = s->stats + 8 * (size_t)s->chunk_rows;
@@ -142,5 +136,5 @@ int gpu_logprob_backward(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dW, CUdevicep
             return -1;
         beta = 1.0f;
     }
-    return write_dw && R == 0 ? zero(d, dW, sizeof(float) * (size_t)s->V * s->C, err) : 0;
+    return write_dw && R == 0 ? gpu_zero(d, dW, sizeof(float) * (size_t)s->V * s->C, err) : 0;
 }
