@@ -61,8 +61,9 @@ static double pass_s(Model *m, Activations *a, float *grad, const int32_t *ids, 
                      const int32_t *tg, Parts *p, GemmStats *g) {
     ModelView gv;
     params_view(&gv, &m->table, &m->cfg, grad);
-    int fresh = 1;
-    ModelGrads grads = {&gv, NULL, &fresh};
+    GradState gs; /* a step's first pass: every gradient written */
+    grad_state_create(&gs, &m->table, grad);
+    ModelGrads grads = {&gv, NULL, &gs, NULL};
     float lp[N];
     gemm_stats_reset();
     double c0 = cpu_now_s(), t0 = time_now_s();
@@ -74,6 +75,7 @@ static double pass_s(Model *m, Activations *a, float *grad, const int32_t *ids, 
     double dt = time_now_s() - t0;
     *p = (Parts){t1 - t0, t2 - t1, t0 + dt - t2, cpu_now_s() - c0, c2 - c1};
     *g = gemm_stats();
+    grad_state_free(&gs);
     params_view_free(&gv);
     return dt;
 }

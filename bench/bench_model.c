@@ -119,8 +119,9 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     float *g = xaligned(sizeof(float) * tab->total);
     ModelView gv;
     if (!lo) params_view(&gv, tab, &m->cfg, g);
-    int fresh = 0;
-    ModelGrads grads = {lo ? NULL : &gv, lo ? g : NULL, lo ? NULL : &fresh};
+    GradState gs;
+    grad_state_create(&gs, tab, g);
+    ModelGrads grads = {lo ? NULL : &gv, lo ? g : NULL, lo ? NULL : &gs, lo ? &gs : NULL};
     AdamW opt;
     AdamWConfig ac;
     adamw_config_default(&ac);
@@ -128,16 +129,14 @@ static double train_step_s(Model *m, int iters, const int32_t *ids, const uint8_
     double t0 = 0;
     for (int it = 0; it <= iters; it++) {
         if (it == 1) t0 = time_now_s();
-        if (lo) /* as train/loop.c: the adapters' gradients zeroed, the weights' written by the backward */
-            memset(g, 0, sizeof(float) * tab->total);
-        else
-            fresh = 1;
+        grad_state_begin(&gs); /* as train/model.c: each gradient written by the first backward to reach it */
         fwd_bwd(m, &a, &grads, ids, mask, tg, lp, B, T, keys);
         grad_clip_norm(g, tab->total, 1.0);
         adamw_step(&opt, params, g, NULL, 1e-7, &ac);
     }
     double dt = (time_now_s() - t0) / iters;
     adamw_free(&opt);
+    grad_state_free(&gs);
     if (!lo) params_view_free(&gv);
     free(g);
     acts_free(&a);
@@ -149,17 +148,17 @@ static double decode_step_s(Model *m, int G, const int32_t *ids);
 
 /* The fastest of iters passes after a warm-up, as the PyTorch peer (bench/torch_model.py)
  * times its own: this machine's neighbours move single passes by 10-30 %. Its seconds,
- * and its products' in *g (gemm_stats). Each pass is a step's first (grads->fresh set:
+ * and its products' in *g (gemm_stats). Each pass is a step's first (grads->base_state begun:
  * the gradients written, not summed into), as the peer resets .grad before each. */
 static double best_pass_s(Model *m, Activations *a, const ModelGrads *grads, const int32_t *ids, const uint8_t *mask,
                           const int32_t *tg, float *lp, int iters, GemmStats *g) {
     int B = 4, T = 192;
-    *grads->fresh = 1;
+    grad_state_begin(grads->base_state);
     fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T, NULL); /* warm-up */
     double best = 1e30;
     for (int it = 0; it < iters; it++) {
         gemm_stats_reset();
-        *grads->fresh = 1;
+        grad_state_begin(grads->base_state);
         double t0 = time_now_s();
         fwd_bwd(m, a, grads, ids, mask, tg, lp, B, T, NULL);
         double dt = time_now_s() - t0;
@@ -223,8 +222,9 @@ int main(int argc, char **argv) {
     memset(gbuf, 0, sizeof(float) * m.table.total);
     ModelView gv;
     params_view(&gv, &m.table, &m.cfg, gbuf);
-    int fresh = 0;
-    ModelGrads full = {&gv, NULL, &fresh};
+    GradState gs;
+    grad_state_create(&gs, &m.table, gbuf);
+    ModelGrads full = {&gv, NULL, &gs, NULL};
     GemmStats g32 = {0}, g16 = {0};
     int train32 = train && !bf16_only;
     double dt = train32 ? best_pass_s(&m, &a, &full, ids, mask, tg, lp, iters, &g32) : 0;
@@ -256,6 +256,7 @@ int main(int argc, char **argv) {
     }
     printf("activations %.2f GB (no checkpointing)\n", a.bytes / 1e9);
     acts_free(&a);
+    grad_state_free(&gs);
     params_view_free(&gv);
     free(gbuf);
     if (train_only) {

@@ -37,7 +37,7 @@ static void mean_grad(void *ctx, const int *js, int m, const float *logp, float 
 /* Seconds of one training pass of pb (forward, log-probs and head backward, backward). */
 static double pass_s(Model *m, Activations *a, PaddedBatch *pb, const ModelGrads *g, float *lp) {
     int K = pb->offsets[pb->S];
-    *g->fresh = 1;
+    grad_state_begin(g->base_state);
     double t0 = time_now_s();
     padded_batch_logprobs_train(m, a, pb, &(ModelPass){.backward = 1}, 1.0f, lp, NULL, g,
                                 &(LogprobGrad){mean_grad, &K});
@@ -59,8 +59,9 @@ static void run(Model *m, const char *label, int bf16, PaddedBatch pb[][2], int 
     memset(g, 0, sizeof(float) * m->table.total);
     ModelView gv;
     params_view(&gv, &m->table, &m->cfg, g);
-    int fresh = 0;
-    ModelGrads grads = {&gv, NULL, &fresh};
+    GradState gs;
+    grad_state_create(&gs, &m->table, g);
+    ModelGrads grads = {&gv, NULL, &gs, NULL};
     double t[2][MAX_BATCHES * 8], made_s[2] = {0, 0};
     long made[2] = {0, 0};
     int n = 0;
@@ -82,6 +83,7 @@ static void run(Model *m, const char *label, int bf16, PaddedBatch pb[][2], int 
     printf("  oneDNN primitives made per pass: padded %.1f (%.3f s), packed %.1f (%.3f s)\n", (double)made[0] / n,
            made_s[0] / n, (double)made[1] / n, made_s[1] / n);
     fflush(stdout);
+    grad_state_free(&gs);
     params_view_free(&gv);
     free(g);
     acts_free(&a);

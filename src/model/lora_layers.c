@@ -226,7 +226,8 @@ void lora_linear_forward(const LoraLayers *lo, const ModelConfig *cfg, int l, Lo
 }
 
 void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *dx,
-                          const float *dy, int ldy, const float *x, const float *u, float *grads, const LoraBatch *b) {
+                          const float *dy, int ldy, const float *x, const float *u, float *grads, GradState *state,
+                          const LoraBatch *b) {
     int r = lo->spec.r, N = b->N;
     for (int mod = 0; mod < LORA_N_MODULES; mod++) {
         int e, row0, out, in;
@@ -234,11 +235,13 @@ void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, L
         const ParamEntry *ea = &lo->table.entries[e], *eb = &lo->table.entries[e + 1];
         const float *A = lo->params + ea->offset, *B = lo->params + eb->offset;
         const float *um = u + (size_t)mod * N * r;
-        /* dB[out, r] += s dy^T u;  du[N, r] = s dy B;  dA[r, in] += du^T dropout(x) */
-        gemm_f32(1, 0, out, r, N, lo->scaling, dy + row0, ldy, um, r, 1.0f, grads + eb->offset, r);
+        /* dB[out, r] += s dy^T u;  du[N, r] = s dy B;  dA[r, in] += du^T dropout(x) (= when the step's first) */
+        float beta_b = grad_state_take(state, grads + eb->offset, eb->numel) ? 0.0f : 1.0f;
+        float beta_a = grad_state_take(state, grads + ea->offset, ea->numel) ? 0.0f : 1.0f;
+        gemm_f32(1, 0, out, r, N, lo->scaling, dy + row0, ldy, um, r, beta_b, grads + eb->offset, r);
         gemm_f32(0, 0, N, r, out, lo->scaling, dy + row0, ldy, B, r, 0.0f, b->du, r);
         const float *xin = adapter_input(lo, cfg, x, in, b, l, mod);
-        gemm_f32(1, 0, r, in, N, 1.0f, b->du, r, xin, in, 1.0f, grads + ea->offset, in);
+        gemm_f32(1, 0, r, in, N, 1.0f, b->du, r, xin, in, beta_a, grads + ea->offset, in);
         if (!dropout_on(lo, b)) {
             gemm_f32(0, 0, N, in, r, 1.0f, b->du, r, A, in, 1.0f, dx, in);
             continue;

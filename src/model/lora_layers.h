@@ -30,6 +30,7 @@
 
 #include "core/check.h"
 #include "model/config.h"
+#include "model/grads.h"
 #include "model/params.h"
 
 typedef enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_N_MODULES } LoraModule;
@@ -100,9 +101,11 @@ size_t lora_mask_bytes_per_token(const ModelConfig *cfg);
 void lora_linear_forward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,
                          const float *x, float *u, const LoraBatch *b);
 /* Given dy[N, ldy]: grads (lo->table layout) += dA, dB of the layer's adapters on
- * `lin`; dx[N, in] += the adapter path's input gradient. */
+ * `lin`, or = where state (NULL: always +=) says the step has not written that
+ * tensor yet (model/grads.h); dx[N, in] += the adapter path's input gradient. */
 void lora_linear_backward(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *dx,
-                          const float *dy, int ldy, const float *x, const float *u, float *grads, const LoraBatch *b);
+                          const float *dy, int ldy, const float *x, const float *u, float *grads, GradState *state,
+                          const LoraBatch *b);
 /* Decoding (no dropout, batch-invariant rows): y[n, ldy] += scaling · B A x;
  * tmp holds lora_decode_scratch_floats(n) floats. */
 void lora_linear_decode(const LoraLayers *lo, const ModelConfig *cfg, int l, LoraLinear lin, float *y, int ldy,

@@ -558,10 +558,25 @@ static void layer_forward(const Model *m, const Activations *a, int l, LayerActs
 #undef W
 }
 
-/* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients accumulate into g
- * (NULL: the base is frozen; wr: written into it instead), the adapters' into lg. */
-static void layer_backward(const Model *m, Activations *a, int l, const LayerView *g, int wr, float *lg,
-                           const LayerActs *L, const float *x_in) {
+/* 1 when this backward is the step's first to reach gradient tensor t[n] of base:
+ * it writes t over what it held (model/grads.h). Marks it reached. */
+static int first(const ModelGrads *gr, const float *t, size_t n) { return grad_state_take(gr->base_state, t, n); }
+
+/* The same for a product's weight gradient dW[O, I] and its bias's dbias[O] (or NULL),
+ * which one call writes or sums into together. */
+static int first_product(const ModelGrads *gr, const float *dW, const float *dbias, int I, int O) {
+    int w = first(gr, dW, (size_t)O * I);
+    if (dbias) CHECK(first(gr, dbias, (size_t)O) == w);
+    return w;
+}
+
+/* On entry a->dx = dL/dx_out; on exit dL/dx_in. Weight gradients go into gr's base
+ * (NULL: the base is frozen), the adapters' into lg (NULL: none), each written or
+ * summed into as its state says. */
+static void layer_backward(const Model *m, Activations *a, int l, const ModelGrads *gr, float *lg, const LayerActs *L,
+                           const float *x_in) {
+    const LayerView *g = gr->base ? &gr->base->layers[l] : NULL;
+    GradState *ls = gr->lora_state;
     const ModelConfig *c = &m->cfg;
     const LayerView *w = &m->w.layers[l];
     const LayerView16 *w16 = model_layer16(m, l);
@@ -574,41 +589,45 @@ static void layer_backward(const Model *m, Activations *a, int l, const LayerVie
 #define GW(f) (g ? g->f : NULL)
 #define W(f) model_weight(m, w->f, w16 ? w16->f : NULL)
     /* MLP */
-    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, a->dx16, L->act, L->act16, W(wdown), N, F, C, wr);
-    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, &lb);
+    product_backward(a->dact, GW(wdown), NULL, a->dx, NULL, a->dx16, L->act, L->act16, W(wdown), N, F, C,
+                     first_product(gr, GW(wdown), NULL, F, C));
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_DOWN, a->dact, a->dx, C, L->act, L->lora_u, lg, ls, &lb);
     if (a->bf16) { /* dgu written in bf16 into its scratch, the operand of both products */
         uint16_t *dgu16 = (uint16_t *)a->dgu;
         swiglu_backward_bf16(dgu16, a->dact, L->gu16, N, F);
-        matmul_backward_bf16_dout16(a->dh, GW(wgu), dgu16, L->h2_16, W(wgu).w16, N, C, 2 * F, wr);
+        matmul_backward_bf16_dout16(a->dh, GW(wgu), dgu16, L->h2_16, W(wgu).w16, N, C, 2 * F,
+                                    first_product(gr, GW(wgu), NULL, C, 2 * F));
     } else {
         swiglu_backward(a->dgu, a->dact, L->gu, N, F);
         product_backward(a->dh, GW(wgu), NULL, a->dgu, lo ? NULL : a->dgu, NULL, L->h2, L->h2_16, W(wgu), N, C, 2 * F,
-                         wr);
+                         first_product(gr, GW(wgu), NULL, C, 2 * F));
     }
-    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, &lb);
-    rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C, wr);
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_GU, a->dh, a->dgu, 2 * F, L->h2, L->lora_u, lg, ls, &lb);
+    rmsnorm_backward(a->dx, GW(ln2), a->dh, L->xmid, L->rstd2, w->ln2, N, C, C, C, C, first(gr, GW(ln2), C));
     /* attention */
-    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, a->dx16, L->att, W(wo), N, H * D, C, wr);
-    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, &lb);
+    matmul_backward_weight(a->datt, GW(wo), GW(bo), a->dx, a->dx16, L->att, W(wo), N, H * D, C,
+                           first_product(gr, GW(wo), GW(bo), H * D, C));
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_O, a->datt, a->dx, C, L->att, L->lora_u, lg, ls, &lb);
     memset(a->dqk, 0, sizeof(float) * N * QK);
     memset(a->dqkv, 0, sizeof(float) * N * QKV);
     attend_backward(a, L, H, Hkv, D);
     rope_backward(a->dqk, a->pos, m->inv_freq, N, H + Hkv, D, QK);
-    if (c->qk_norm) {
+    if (c->qk_norm) { /* the heads share each norm: its first head writes or sums, the others sum */
+        int wq = first(gr, GW(q_norm), D), wk = first(gr, GW(k_norm), D);
         for (int h = 0; h < H + Hkv; h++)
             rmsnorm_backward(a->dqkv + h * D, h < H ? GW(q_norm) : GW(k_norm), a->dqk + h * D,
                              L->qkv + h * D, L->qk_rstd + (size_t)h * N,
                              h < H ? w->q_norm : w->k_norm, N, D, QKV, QK, QKV,
-                             wr && (h == 0 || h == H)); /* each norm's first head writes it */
+                             h == 0 ? wq : h == H ? wk : 0);
     } else {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
             memcpy(a->dqkv + (size_t)n * QKV, a->dqk + (size_t)n * QK, sizeof(float) * QK);
     }
     product_backward(a->dh, GW(wqkv), GW(bqkv), a->dqkv, lo ? NULL : a->dqkv, NULL, L->h1, L->h1_16, W(wqkv), N, C, QKV,
-                     wr);
-    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, &lb);
-    rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C, wr);
+                     first_product(gr, GW(wqkv), GW(bqkv), C, QKV));
+    if (lo) lora_linear_backward(lo, c, l, LORA_LIN_QKV, a->dh, a->dqkv, QKV, L->h1, L->lora_u, lg, ls, &lb);
+    rmsnorm_backward(a->dx, GW(ln1), a->dh, x_in, L->rstd1, w->ln1, N, C, C, C, C, first(gr, GW(ln1), C));
 #undef GW
 #undef W
 }
@@ -716,7 +735,7 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
     memset(a->dhf, 0, sizeof(float) * N * C);
     logprob_forward_backward(logprob, entropy, a->lse, a->head_dlp, a->dhf, grads->base->lm_head, grad, a->hf,
                              model_lm_head(m), a->targets, N, C, m->cfg.vocab_size, inv_temp, &a->lp,
-                             grads->fresh && *grads->fresh); /* model_backward clears it */
+                             first(grads, grads->base->lm_head, (size_t)m->cfg.vocab_size * C));
     a->head = HEAD_DONE;
 }
 
@@ -726,7 +745,6 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     const ModelView *g = grads->base;
     float *lg = applied(m, a) ? grads->lora : NULL;
     CHECK(g || lg);
-    int wr = g && grads->fresh && *grads->fresh; /* base's gradients written, not summed into */
     if (!dlogprob) { /* model_logprobs_train gave the gradient */
         CHECK(a->head != HEAD_NONE && !dentropy);
         dlogprob = a->head_dlp;
@@ -737,21 +755,22 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
             logprob_backward_frozen(a->dhf, dlogprob, a->pw, model_lm_head(m), a->targets, N, C, a->inv_temp);
         else
             logprob_backward(a->dhf, g ? g->lm_head : NULL, dlogprob, dentropy, a->hf, model_lm_head(m), a->targets,
-                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp, wr);
+                             a->lse, N, C, c->vocab_size, a->inv_temp, &a->lp,
+                             first(grads, g ? g->lm_head : NULL, (size_t)c->vocab_size * C));
     }
     a->head = HEAD_NONE;
     memset(a->dx, 0, sizeof(float) * N * C);
     rmsnorm_backward(a->dx, g ? g->norm : NULL, a->dhf, a->x + (size_t)L * N * C, a->rstdf, m->w.norm, N, C,
-                     C, C, C, wr);
+                     C, C, C, first(grads, g ? g->norm : NULL, C));
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = a->x + (size_t)l * N * C;
         LayerActs *la = &a->layers[a->checkpointing == CKPT_FULL ? 0 : l];
         if (a->checkpointing) layer_forward(m, a, l, la, x_in, NULL);
-        layer_backward(m, a, l, g ? &g->layers[l] : NULL, wr, lg, la, x_in);
+        layer_backward(m, a, l, grads, lg, la, x_in);
     }
-    if (g) { /* a scatter: summed into; a tied table holds the head's gradient already */
-        if (wr && g->embed != g->lm_head) memset(g->embed, 0, sizeof(float) * (size_t)c->vocab_size * C);
+    if (g) { /* a scatter: summed into, so zeroed first when written (a tied table holds the head's gradient) */
+        size_t VC = (size_t)c->vocab_size * C;
+        if (first(grads, g->embed, VC)) memset(g->embed, 0, sizeof(float) * VC);
         embedding_backward(g->embed, a->dx, a->ids, N, C);
     }
-    if (wr) *grads->fresh = 0;
 }

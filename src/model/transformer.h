@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/grads.h"
 #include "model/params.h"
 #include "ops/ops.h"
 
@@ -64,15 +65,15 @@ typedef struct {
     ModelMixed *mixed;     /* NULL, or mixed precision's weights */
 } Model;
 
-/* Where model_backward puts gradients. It sums into them, except that where fresh
- * is set (the first backward of an optimizer step) base's hold nothing yet: that
- * backward writes every one of them, whatever they held (its weight-gradient
- * products then run with beta 0, the step needs no memset of its gradients), and
- * clears *fresh. The adapters' gradients are always summed into. */
+/* Where model_backward puts gradients. Each tensor it reaches is written (beta 0
+ * products, no memset first) when its buffer's state says this step has not
+ * written it yet, and summed into otherwise (model/grads.h); a buffer without a
+ * state is always summed into. */
 typedef struct {
-    const ModelView *base; /* a buffer shaped like the model's table, or NULL: the base is frozen */
-    float *lora;           /* the adapters' gradients (m->lora->table layout), or NULL */
-    int *fresh;            /* NULL, or base's state: 1 until a backward has written them */
+    const ModelView *base;  /* a buffer shaped like the model's table, or NULL: the base is frozen */
+    float *lora;            /* the adapters' gradients (m->lora->table layout), or NULL */
+    GradState *base_state;  /* NULL, or base's buffer's write-or-add state */
+    GradState *lora_state;  /* NULL, or the adapters' */
 } ModelGrads;
 
 /* Takes ownership of *cfg (its raw JSON). Parameters start at zero. */

@@ -146,7 +146,7 @@ void matmul_backward_bf16_dout16(float *din, float *dW, const uint16_t *dout16, 
 /* din[N,I] = dout·W (written over: its old values are not read, and a product
  * with beta 0 runs faster than one summing into them);  dW[O,I] += dout^T·in;
  * dbias[O] += Σ_n dout. write_dw: dW and dbias written over instead (the first
- * backward into a step's gradients: model/transformer.h, ModelGrads.fresh). */
+ * backward to reach a tensor in a step: model/grads.h). */
 void matmul_backward(float *din, float *dW, float *dbias, const float *dout,
                      const float *in, const float *W, int N, int I, int O, int write_dw);
 

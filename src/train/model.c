@@ -38,9 +38,9 @@ struct TrainModel {
     Activations acts;
     const ParamTable *table; /* what the optimizer updates: the model's table or the adapters' */
     float *grads;            /* [table->total] */
+    GradState gstate;        /* each tensor of grads: written this step or not (model/grads.h) */
     ModelView gview;         /* over grads, when the model's own weights train */
     ModelGrads g;
-    int fresh;               /* g.fresh's state: the step's first backward writes the gradients */
     AdamW opt;
     uint8_t *decay_mask;
     long step;               /* the optimizer step being computed (keys the adapters' dropout) */
@@ -140,11 +140,12 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     size_t P = tm->table->total;
     tm->grads = xaligned(sizeof(float) * (P ? P : 1));
     memset(tm->grads, 0, sizeof(float) * P); /* the gaps between tensors, which no backward writes, stay 0 */
+    grad_state_create(&tm->gstate, tm->table, tm->grads);
     if (tm->adapters) {
-        tm->g = (ModelGrads){NULL, tm->grads, NULL};
+        tm->g = (ModelGrads){NULL, tm->grads, NULL, &tm->gstate};
     } else {
         params_view(&tm->gview, &m->table, &m->cfg, tm->grads);
-        tm->g = (ModelGrads){&tm->gview, NULL, &tm->fresh};
+        tm->g = (ModelGrads){&tm->gview, NULL, &tm->gstate, NULL};
     }
     adamw_init(&tm->opt, P);
     tm->decay_mask = xmalloc(P ? P : 1);
@@ -159,6 +160,7 @@ void train_model_close(TrainModel *tm) {
     if (tm->grads) {
         acts_free(&tm->acts);
         if (full_tuning(tm)) params_view_free(&tm->gview);
+        grad_state_free(&tm->gstate);
         free(tm->grads);
         adamw_free(&tm->opt);
         free(tm->decay_mask);
@@ -280,17 +282,11 @@ void train_model_backward(TrainModel *tm, const float *dlogp, const float *dentr
 
 void train_model_begin_step(TrainModel *tm, long step) {
     tm->step = step;
-    if (tm->g.fresh) /* the step's first backward writes the weights' gradients: no pass over them here */
-        tm->fresh = 1;
-    else
-        memset(tm->grads, 0, sizeof(float) * tm->table->total);
+    grad_state_begin(&tm->gstate); /* each tensor's first backward writes it: no pass over the gradients here */
 }
 
 float *train_model_gradient(TrainModel *tm, size_t *n) {
-    if (tm->g.fresh && tm->fresh) { /* no backward ran: zeros, once (a later call must not undo a sum over processes) */
-        memset(tm->grads, 0, sizeof(float) * tm->table->total);
-        tm->fresh = 0;
-    }
+    grad_state_settle(&tm->gstate); /* a tensor no backward reached: zeros, once */
     *n = tm->table->total;
     return tm->grads;
 }

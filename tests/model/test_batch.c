@@ -206,10 +206,10 @@ static void check_fused_head(const char *name) {
         padded_batch_logprobs(&m, &a, &pb, NULL, inv_temp, lp[0], en[0]);
         for (int j = 0; j < K; j++) dcsr[j] = grad_of(j, lp[0][j]);
         padded_batch_scatter(&pb, dcsr, dfull);
-        model_backward(&m, &a, &(ModelGrads){&gv[0], NULL, NULL}, dfull, NULL);
+        model_backward(&m, &a, &(ModelGrads){&gv[0], NULL, NULL, NULL}, dfull, NULL);
 
         int calls = 0;
-        ModelGrads fg = {&gv[1], NULL, NULL};
+        ModelGrads fg = {&gv[1], NULL, NULL, NULL};
         padded_batch_logprobs_train(&m, &a, &pb, NULL, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){grad_fn, &calls});
         T_CHECK(calls == 3, "%s: the gradient was asked for chunk by chunk (%d calls, want 3)", name, calls);
         model_backward(&m, &a, &fg, NULL, NULL);
@@ -277,7 +277,7 @@ static void check_packed(const char *name) {
         params_view(&gv[k], &m.table, &m.cfg, g[k]);
         for (int rep = 0; rep < 2; rep++) {
             int calls = 0;
-            ModelGrads fg = {&gv[k], NULL, NULL};
+            ModelGrads fg = {&gv[k], NULL, NULL, NULL};
             padded_batch_logprobs_train(&m, &a, &pb[k], NULL, 1.0f / 0.7f, lp[k], en[k], &fg,
                                         &(LogprobGrad){grad_fn, &calls});
             model_backward(&m, &a, &fg, NULL, NULL);
@@ -300,7 +300,7 @@ static void check_packed(const char *name) {
             padded_batch_build(&mb, seqs + s0, ns, 1);
             ShiftedGrad sh = {pb[1].offsets[s0], 0};
             float slp[128];
-            ModelGrads fg = {&gsv, NULL, NULL};
+            ModelGrads fg = {&gsv, NULL, NULL, NULL};
             padded_batch_logprobs_train(&m, &a, &mb, NULL, 1.0f / 0.7f, slp, NULL, &fg,
                                         &(LogprobGrad){shifted_grad_fn, &sh});
             model_backward(&m, &a, &fg, NULL, NULL);

@@ -78,7 +78,7 @@ static double run(Model *m, const Batch *b, int ckpt, const uint64_t *keys, floa
     model_logprobs(m, &a, b->targets, b->inv_temp, lp, NULL);
     ModelView gv;
     if (base_g) params_view(&gv, &m->table, &m->cfg, base_g);
-    if (lg || base_g) model_backward(m, &a, &(ModelGrads){base_g ? &gv : NULL, lg, NULL}, b->dlp, NULL);
+    if (lg || base_g) model_backward(m, &a, &(ModelGrads){base_g ? &gv : NULL, lg, NULL, NULL}, b->dlp, NULL);
     if (base_g) params_view_free(&gv);
     acts_free(&a);
     double loss = 0;
@@ -360,7 +360,7 @@ static void check_dropout_masks(void) {
         int saved[LORA_N_MODULES];
         for (int k = 0; k < LORA_N_MODULES; k++) saved[k] = lo.entry[L][k], lo.entry[L][k] = k == mod ? saved[k] : -1;
         lora_linear_forward(&lo, &cfg, L, lin, NULL, ldy, x, u, &b);
-        lora_linear_backward(&lo, &cfg, L, lin, dx, dy, ldy, x, u, grads, &b);
+        lora_linear_backward(&lo, &cfg, L, lin, dx, dy, ldy, x, u, grads, NULL, &b);
         for (int k = 0; k < LORA_N_MODULES; k++) lo.entry[L][k] = saved[k];
         const float *A = lo.params + lo.table.entries[saved[mod]].offset;
         const float *Bm = lo.params + lo.table.entries[saved[mod] + 1].offset;

@@ -74,7 +74,7 @@ static void check_fixture(const char *name) {
             float *gbuf = calloc(m.table.total, sizeof(float));
             ModelView gv;
             params_view(&gv, &m.table, &m.cfg, gbuf);
-            model_backward(&m, &a, &(ModelGrads){&gv, NULL, NULL}, dlp, NULL);
+            model_backward(&m, &a, &(ModelGrads){&gv, NULL, NULL, NULL}, dlp, NULL);
             for (int i = 0; i < m.table.n; i++) {
                 ParamEntry *e = &m.table.entries[i];
                 char gname[128];
@@ -98,27 +98,32 @@ static void check_fixture(const char *name) {
                 memcpy(g2, grads_chunk[ci], sizeof(float) * m.table.total);
                 ModelView gv2;
                 params_view(&gv2, &m.table, &m.cfg, g2);
-                model_backward(&m, &a, &(ModelGrads){&gv2, NULL, NULL}, dlp, NULL);
+                model_backward(&m, &a, &(ModelGrads){&gv2, NULL, NULL, NULL}, dlp, NULL);
                 int ok = 1;
                 double gmax = 0;
                 for (size_t k = 0; k < m.table.total; k++) gmax = fmax(gmax, fabs(g2[k]));
                 for (size_t k = 0; k < m.table.total; k++)
                     ok &= t_close(g2[k], 2.0 * grads_chunk[ci][k], 1e-6 * gmax, 1e-6);
                 T_CHECK(ok, "%s: a second backward does not add to the gradients", name);
-                /* fresh (a step's first backward): every tensor written over NaN, the bits of
-                 * summing into zeros; the gaps between tensors untouched; fresh cleared */
+                /* a step's first backward (its state begun): every tensor written over NaN, the
+                 * bits of summing into zeros; the gaps between tensors untouched; every tensor
+                 * marked written */
                 for (size_t k = 0; k < m.table.total; k++) g2[k] = 0;
                 for (int i = 0; i < m.table.n; i++)
                     for (size_t k = 0; k < m.table.entries[i].numel; k++) g2[m.table.entries[i].offset + k] = NAN;
-                int fresh = 1;
-                model_backward(&m, &a, &(ModelGrads){&gv2, NULL, &fresh}, dlp, NULL);
-                T_CHECK(!memcmp(g2, grads_chunk[ci], sizeof(float) * m.table.total) && fresh == 0,
-                        "%s: a fresh backward does not write every gradient (fresh now %d)", name, fresh);
-                model_backward(&m, &a, &(ModelGrads){&gv2, NULL, &fresh}, dlp, NULL); /* cleared: sums */
+                GradState gs;
+                grad_state_create(&gs, &m.table, g2);
+                model_backward(&m, &a, &(ModelGrads){&gv2, NULL, &gs, NULL}, dlp, NULL);
+                int all = 1;
+                for (int i = 0; i < m.table.n; i++) all &= gs.written[i];
+                T_CHECK(!memcmp(g2, grads_chunk[ci], sizeof(float) * m.table.total) && all,
+                        "%s: a step's first backward does not write every gradient (all marked %d)", name, all);
+                model_backward(&m, &a, &(ModelGrads){&gv2, NULL, &gs, NULL}, dlp, NULL); /* written: sums */
+                grad_state_free(&gs);
                 ok = 1;
                 for (size_t k = 0; k < m.table.total; k++)
                     ok &= t_close(g2[k], 2.0 * grads_chunk[ci][k], 1e-6 * gmax, 1e-6);
-                T_CHECK(ok, "%s: the backward after a fresh one does not add to the gradients", name);
+                T_CHECK(ok, "%s: the backward after a step's first does not add to the gradients", name);
                 params_view_free(&gv2);
                 free(g2);
             }

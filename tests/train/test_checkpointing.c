@@ -194,7 +194,7 @@ static float *model_grads(Model *m, CheckpointMode mode, int perturb_layer) {
     float *g = calloc(m->table.total, sizeof(float));
     ModelView gv;
     params_view(&gv, &m->table, &m->cfg, g);
-    model_backward(m, &a, &(ModelGrads){&gv, NULL, NULL}, dlp, NULL);
+    model_backward(m, &a, &(ModelGrads){&gv, NULL, NULL, NULL}, dlp, NULL);
     params_view_free(&gv);
     acts_free(&a);
     return g;
