@@ -36,6 +36,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
     [GPU_K_ROWS_GATHER] = "rows_gather",
     [GPU_K_ROWS_SCATTER] = "rows_scatter",
+    /* decoding: the batch-invariant row-wise product */
+    [GPU_K_MATMUL_ROWWISE_BF16] = "matmul_rowwise_bf16",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

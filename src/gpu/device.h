@@ -44,6 +44,8 @@ typedef enum {
     /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
     GPU_K_ROWS_GATHER,
     GPU_K_ROWS_SCATTER,
+    /* decoding: the batch-invariant row-wise product (gpu/kernels/rowwise.cu) */
+    GPU_K_MATMUL_ROWWISE_BF16,
     GPU_N_KERNELS
 } GpuKernel;
 

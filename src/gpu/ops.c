@@ -232,3 +232,21 @@ int gpu_rows_scatter(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr
                               err)
                  : 0;
 }
+
+/* ---- decoding: the batch-invariant row-wise product (gpu/kernels/rowwise.cu) ---- */
+/* The kernel's block: its size is part of the order of sums (ROWWISE_THREADS, 256);
+ * a block owns 8 output rows (ROWWISE_OT). */
+enum { ROWWISE_BLOCK = 256, ROWWISE_OUTPUTS = 8 };
+
+int gpu_matmul_rowwise_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdeviceptr W16, CUdeviceptr bias, int n,
+                            int I, int O, GrpoErr *err) {
+    if (n < 0 || I < 1 || O < 1)
+        return err_set(err, "gpu_matmul_rowwise_bf16: n %d, I %d, O %d: expected n >= 0, I >= 1, O >= 1", n, I, O);
+    /* 16-byte loads where every row starts on 16 bytes; elementwise loads otherwise
+     * (the same sums either way) */
+    int vec = I % 8 == 0 && in % 16 == 0 && W16 % 16 == 0;
+    void *args[] = {&out, &in, &W16, &bias, &n, &I, &O, &vec};
+    return n > 0 ? gpu_launch(d, GPU_K_MATMUL_ROWWISE_BF16, (unsigned)((O + ROWWISE_OUTPUTS - 1) / ROWWISE_OUTPUTS),
+                              ROWWISE_BLOCK, args, err)
+                 : 0;
+}

@@ -127,4 +127,15 @@ int gpu_rows_gather(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr 
 int gpu_rows_scatter(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr idx, int m, int C, int add,
                      GrpoErr *err);
 
+/* ---- decoding: the batch-invariant row-wise product (gpu/kernels/rowwise.cu) ---- */
+/* matmul_forward_rowwise_bf16_products (ops/ops.h) on the GPU: out[n, O] = in[n, I]
+ * (fp32, each value rounded to bf16 as it is read) times W16[O, I]^T (bf16) (+ bias[O];
+ * 0: none), the products exact in fp32, summed in fp32. Each output element is summed
+ * in an order that depends on I alone (gpu/kernels/rowwise.cu), so a row's result is
+ * the same bits whatever the other rows of the call, n, or how the rows are split
+ * into calls; against the CPU's sequential chain, within 2 (I + 1) u of the sum of
+ * the magnitudes it adds (tests/gpu/test_gpu_decode.c). n >= 0, I, O >= 1. */
+int gpu_matmul_rowwise_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdeviceptr W16, CUdeviceptr bias, int n,
+                            int I, int O, GrpoErr *err);
+
 #endif

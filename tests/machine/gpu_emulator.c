@@ -114,6 +114,12 @@ static void run_rows_scatter(void **p) {
     rows_scatter(P(0, Fp), P(1, Cfp), P(2, Cip), P(3, int), P(4, int), P(5, int));
 }
 
+/* decoding: the batch-invariant row-wise product */
+static void run_matmul_rowwise_bf16(void **p) {
+    matmul_rowwise_bf16(P(0, Fp), P(1, Cfp), P(2, const unsigned short *), P(3, Cfp), P(4, int), P(5, int), P(6, int),
+                        P(7, int));
+}
+
 /* one decoder layer (gpu/layer.h): the residual add */
 static void run_residual_add(void **p) { residual_add(P(0, Fp), P(1, Cfp), P(2, u64)); }
 
@@ -152,6 +158,8 @@ static const EmuKernel kernels[] = {
     /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
     {"rows_gather", run_rows_gather},
     {"rows_scatter", run_rows_scatter},
+    /* decoding: the batch-invariant row-wise product */
+    {"matmul_rowwise_bf16", run_matmul_rowwise_bf16},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

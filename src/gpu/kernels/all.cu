@@ -18,3 +18,5 @@
 #include "residual.cu"
 /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
 #include "rows.cu"
+/* decoding: the batch-invariant row-wise product (gpu/ops.h: gpu_matmul_rowwise_bf16) */
+#include "rowwise.cu"

@@ -20,7 +20,12 @@ typedef unsigned long long u64;
 
 #define KERNEL extern "C" __attribute__((global))
 #define DEVICE static __attribute__((device)) inline
+/* A helper that must be inlined: its array arguments then stay in registers. */
+#define DEVICE_INLINE static __attribute__((device)) __attribute__((always_inline)) inline
 #define SHARED __attribute__((shared))
+/* A loop of constant trip count unrolled whole, so that arrays it indexes stay in
+ * registers (an array indexed at run time lives in local memory). */
+#define UNROLL _Pragma("unroll")
 
 DEVICE int thread_x(void) { return __nvvm_read_ptx_sreg_tid_x(); }
 DEVICE int block_dim_x(void) { return __nvvm_read_ptx_sreg_ntid_x(); }
@@ -56,9 +61,11 @@ DEVICE double rint_f64(double x) { return __builtin_rint(x); }
 
 #define KERNEL static
 #define DEVICE static inline
+#define DEVICE_INLINE static inline
 /* One copy per kernel, shared by the block's threads: the emulator runs one block at
  * a time. */
 #define SHARED static
+#define UNROLL _Pragma("GCC unroll 64")
 
 enum { GPU_EMU_SHFL_XOR, GPU_EMU_SHFL_IDX, GPU_EMU_SHFL_DOWN };
 /* tests/machine/gpu_emulator.c: the running thread's indices, the barriers. */
