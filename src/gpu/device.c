@@ -36,8 +36,9 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
     [GPU_K_ROWS_GATHER] = "rows_gather",
     [GPU_K_ROWS_SCATTER] = "rows_scatter",
-    /* decoding: the batch-invariant row-wise product */
+    /* decoding: the batch-invariant row-wise product, the KV cache write */
     [GPU_K_MATMUL_ROWWISE_BF16] = "matmul_rowwise_bf16",
+    [GPU_K_KV_WRITE] = "kv_write",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -44,8 +44,9 @@ typedef enum {
     /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
     GPU_K_ROWS_GATHER,
     GPU_K_ROWS_SCATTER,
-    /* decoding: the batch-invariant row-wise product (gpu/kernels/rowwise.cu) */
+    /* decoding: the batch-invariant row-wise product, the KV cache write (gpu/kernels/rowwise.cu, kv_write.cu) */
     GPU_K_MATMUL_ROWWISE_BF16,
+    GPU_K_KV_WRITE,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -250,3 +250,9 @@ int gpu_matmul_rowwise_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdev
                               ROWWISE_BLOCK, args, err)
                  : 0;
 }
+
+int gpu_kv_write(GpuDevice *d, CUdeviceptr kc, CUdeviceptr vc, CUdeviceptr qkv, CUdeviceptr slots, CUdeviceptr own,
+                 int n, int cap, int kv_dim, int ld, int k_off, int v_off, GrpoErr *err) {
+    void *args[] = {&kc, &vc, &qkv, &slots, &own, &cap, &kv_dim, &ld, &k_off, &v_off};
+    return n > 0 ? gpu_launch(d, GPU_K_KV_WRITE, (unsigned)n, ROW_THREADS, args, err) : 0;
+}

@@ -137,5 +137,10 @@ int gpu_rows_scatter(GpuDevice *d, CUdeviceptr dst, CUdeviceptr src, CUdeviceptr
  * the magnitudes it adds (tests/gpu/test_gpu_decode.c). n >= 0, I, O >= 1. */
 int gpu_matmul_rowwise_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdeviceptr W16, CUdeviceptr bias, int n,
                             int I, int O, GrpoErr *err);
+/* Decoding's new keys and values into a layer's cache kc, vc [n_slots, cap, kv_dim]:
+ * row r's k = qkv[r ld + k_off ..] and v = qkv[r ld + v_off ..] (kv_dim floats each)
+ * at position own[r] of slot slots[r] (device ints [n]). Copies: the CPU's bits. */
+int gpu_kv_write(GpuDevice *d, CUdeviceptr kc, CUdeviceptr vc, CUdeviceptr qkv, CUdeviceptr slots, CUdeviceptr own,
+                 int n, int cap, int kv_dim, int ld, int k_off, int v_off, GrpoErr *err);
 
 #endif

@@ -114,10 +114,14 @@ static void run_rows_scatter(void **p) {
     rows_scatter(P(0, Fp), P(1, Cfp), P(2, Cip), P(3, int), P(4, int), P(5, int));
 }
 
-/* decoding: the batch-invariant row-wise product */
+/* decoding: the batch-invariant row-wise product, the KV cache write */
 static void run_matmul_rowwise_bf16(void **p) {
     matmul_rowwise_bf16(P(0, Fp), P(1, Cfp), P(2, const unsigned short *), P(3, Cfp), P(4, int), P(5, int), P(6, int),
                         P(7, int));
+}
+static void run_kv_write(void **p) {
+    kv_write(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cip), P(4, Cip), P(5, int), P(6, int), P(7, int), P(8, int),
+             P(9, int));
 }
 
 /* one decoder layer (gpu/layer.h): the residual add */
@@ -158,8 +162,9 @@ static const EmuKernel kernels[] = {
     /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
     {"rows_gather", run_rows_gather},
     {"rows_scatter", run_rows_scatter},
-    /* decoding: the batch-invariant row-wise product */
+    /* decoding: the batch-invariant row-wise product, the KV cache write */
     {"matmul_rowwise_bf16", run_matmul_rowwise_bf16},
+    {"kv_write", run_kv_write},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

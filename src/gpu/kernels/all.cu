@@ -18,5 +18,6 @@
 #include "residual.cu"
 /* rows gathered and scattered: the LM head's chunk loop (gpu/logprob.c) */
 #include "rows.cu"
-/* decoding: the batch-invariant row-wise product (gpu/ops.h: gpu_matmul_rowwise_bf16) */
+/* decoding: the batch-invariant row-wise product, the KV cache write (gpu/ops.h, gpu/decode.h) */
 #include "rowwise.cu"
+#include "kv_write.cu"
