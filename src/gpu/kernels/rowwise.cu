@@ -16,13 +16,16 @@
  *
  * The work: a block owns ROWWISE_OT = 8 output rows (W's bandwidth is the cost of a
  * decoding step: each W value is read from memory once by its block, then from the
- * cache for each further group of ROWWISE_RT = 8 input rows) and goes over the rows in
- * groups of 8: each thread holds 8 x 8 accumulators, its weights for the 8 outputs
- * (16-byte loads) against each row's 8 inputs (two 16-byte loads, rounded here as the
- * CPU rounds them: f32_to_bf16, nearest even). The 64 sums of a warp are reduced by a
- * reduce-scatter butterfly (each level halves what a lane holds: 32 + 16 + ... + 2
- * shuffles for 64 sums, each summed in the butterfly's tree), leaving sums 2 lane and
- * 2 lane + 1 in lane `lane`, which the block then adds over its warps in shared memory.
+ * cache for each further pass) and goes over the input rows ROWWISE_RT = 4 at a time:
+ * each thread holds 8 x 4 accumulators, its weights for the 8 outputs (16-byte loads)
+ * against each row's 8 inputs (two 16-byte loads, rounded here as the CPU rounds
+ * them: f32_to_bf16, nearest even). The 32 sums of a warp are reduced by a
+ * reduce-scatter butterfly (each level halves what a lane holds: 16 + 8 + 4 + 2 + 1
+ * shuffles for the 32, each summed in the butterfly's tree), leaving sum e = o RT + r
+ * in lane e, which the block then adds over its warps in shared memory. 8 x 8 tiles
+ * were tried first: 233-255 registers and spills on sm_80 (ptxas 13.0), though then
+ * with the butterfly's selects still sending arrays to local memory (rowwise_pick
+ * fixed that later; 8 x 8 not retried since); 8 x 4 now: 205, none spilled.
  * Needs f32_to_bf16_rne (bf16.cu, included before this in all.cu). */
 #include "device.h"
 
