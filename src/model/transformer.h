@@ -282,4 +282,13 @@ void model_logprobs_train(Model *m, Activations *a, const int32_t *targets, floa
  * g->lora when the forward applied m->lora. dlogprob NULL: after model_logprobs_train. */
 void model_backward(Model *m, Activations *a, const ModelGrads *g, const float *dlogprob, const float *dentropy);
 
+/* ---- one layer's backward alone: the reference for another backend's layer
+ * (tests/gpu/test_gpu_layer_train.c checks gpu/layer_train.h against it) ---- */
+/* After model_forward(_packed) of a pass with a backward: layer l's backward from a
+ * gradient of the caller's choosing, dx[N, C] = dL/d(layer l's output) on entry and
+ * dL/d(its input) on exit, as model_backward runs it (a checkpointed layer
+ * recomputed first). Its weight gradients into g (a model-shaped view) — added to,
+ * or written over with write_dw; the adapters, if any, are not differentiated. */
+void model_layer_backward(Model *m, Activations *a, int l, const LayerView *g, int write_dw, float *dx);
+
 #endif
