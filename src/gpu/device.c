@@ -39,6 +39,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     /* decoding: the batch-invariant row-wise product, the KV cache write */
     [GPU_K_MATMUL_ROWWISE_BF16] = "matmul_rowwise_bf16",
     [GPU_K_KV_WRITE] = "kv_write",
+    /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
+    [GPU_K_SWIGLU_BACKWARD_BF16] = "swiglu_backward_bf16",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -47,6 +47,8 @@ typedef enum {
     /* decoding: the batch-invariant row-wise product, the KV cache write (gpu/kernels/rowwise.cu, kv_write.cu) */
     GPU_K_MATMUL_ROWWISE_BF16,
     GPU_K_KV_WRITE,
+    /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
+    GPU_K_SWIGLU_BACKWARD_BF16,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -256,3 +256,20 @@ int gpu_kv_write(GpuDevice *d, CUdeviceptr kc, CUdeviceptr vc, CUdeviceptr qkv, 
     void *args[] = {&kc, &vc, &qkv, &slots, &own, &cap, &kv_dim, &ld, &k_off, &v_off};
     return n > 0 ? gpu_launch(d, GPU_K_KV_WRITE, (unsigned)n, ROW_THREADS, args, err) : 0;
 }
+
+/* ---- one decoder layer's training forward and backward (gpu/layer_train.h) ---- */
+
+int gpu_swiglu_backward_bf16(GpuDevice *d, CUdeviceptr dgu16, CUdeviceptr dout, CUdeviceptr gu16, int N, int F,
+                             GrpoErr *err) {
+    void *args[] = {&dgu16, &dout, &gu16, &N, &F};
+    return gpu_launch(d, GPU_K_SWIGLU_BACKWARD_BF16, flat_blocks(d, (unsigned long long)N * F), FLAT_THREADS, args,
+                      err);
+}
+
+int gpu_matmul_backward_bf16_dout16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dout16,
+                                    CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
+                                    GrpoErr *err) {
+    if (din && gpu_gemm_bf16(d, 0, 0, N, I, O, 1.0f, dout16, O, W16, I, 0.0f, din, I, err)) return -1;
+    if (dW && gpu_gemm_bf16(d, 1, 0, O, I, N, 1.0f, dout16, O, in16, I, write_dw ? 0.0f : 1.0f, dW, I, err)) return -1;
+    return 0;
+}

@@ -142,5 +142,16 @@ int gpu_matmul_rowwise_bf16(GpuDevice *d, CUdeviceptr out, CUdeviceptr in, CUdev
  * at position own[r] of slot slots[r] (device ints [n]). Copies: the CPU's bits. */
 int gpu_kv_write(GpuDevice *d, CUdeviceptr kc, CUdeviceptr vc, CUdeviceptr qkv, CUdeviceptr slots, CUdeviceptr own,
                  int n, int cap, int kv_dim, int ld, int k_off, int v_off, GrpoErr *err);
+/* ---- one decoder layer's training forward and backward (gpu/layer_train.h) ---- */
+/* swiglu_backward_bf16: dgu16[N, 2F] (bf16, written) from dout[N, F] (fp32) and the
+ * forward's gate/up kept in bf16, gu16[N, 2F]. */
+int gpu_swiglu_backward_bf16(GpuDevice *d, CUdeviceptr dgu16, CUdeviceptr dout, CUdeviceptr gu16, int N, int F,
+                             GrpoErr *err);
+/* matmul_backward_bf16_dout16: gpu_matmul_backward_bf16 with dout held in bf16 already
+ * (dout16[N, O], as its producer wrote it: gpu_swiglu_backward_bf16); no bias. din
+ * written (0: none), dW added to (write_dw: written; 0: none). */
+int gpu_matmul_backward_bf16_dout16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dout16,
+                                    CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
+                                    GrpoErr *err);
 
 #endif

@@ -127,6 +127,11 @@ static void run_kv_write(void **p) {
 /* one decoder layer (gpu/layer.h): the residual add */
 static void run_residual_add(void **p) { residual_add(P(0, Fp), P(1, Cfp), P(2, u64)); }
 
+/* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
+static void run_swiglu_backward_bf16(void **p) {
+    swiglu_backward_bf16(P(0, unsigned short *), P(1, Cfp), P(2, const unsigned short *), P(3, int), P(4, int));
+}
+
 typedef struct {
     const char *name;
     void (*run)(void **params);
@@ -165,6 +170,8 @@ static const EmuKernel kernels[] = {
     /* decoding: the batch-invariant row-wise product, the KV cache write */
     {"matmul_rowwise_bf16", run_matmul_rowwise_bf16},
     {"kv_write", run_kv_write},
+    /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
+    {"swiglu_backward_bf16", run_swiglu_backward_bf16},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

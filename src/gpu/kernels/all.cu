@@ -21,3 +21,5 @@
 /* decoding: the batch-invariant row-wise product, the KV cache write (gpu/ops.h, gpu/decode.h) */
 #include "rowwise.cu"
 #include "kv_write.cu"
+/* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
+#include "swiglu_bf16.cu"
