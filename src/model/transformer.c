@@ -777,13 +777,13 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
 
 /* ---- one layer's backward alone (transformer.h: another backend's reference) ---- */
 
-void model_layer_backward(Model *m, Activations *a, int l, const LayerView *g, int write_dw, float *dx) {
+void model_layer_backward(Model *m, Activations *a, int l, const ModelGrads *g, float *dx) {
     int N = a->N, C = m->cfg.hidden_size;
     CHECK(l >= 0 && l < m->cfg.n_layers && N > 0);
     const float *x_in = a->x + (size_t)l * N * C;
     LayerActs *la = &a->layers[a->checkpointing == CKPT_FULL ? 0 : l];
     memcpy(a->dx, dx, sizeof(float) * N * C);
     if (a->checkpointing) layer_forward(m, a, l, la, x_in, NULL);
-    layer_backward(m, a, l, g, write_dw, NULL, la, x_in);
+    layer_backward(m, a, l, g, NULL, la, x_in);
     memcpy(dx, a->dx, sizeof(float) * N * C);
 }

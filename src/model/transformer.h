@@ -287,8 +287,9 @@ void model_backward(Model *m, Activations *a, const ModelGrads *g, const float *
 /* After model_forward(_packed) of a pass with a backward: layer l's backward from a
  * gradient of the caller's choosing, dx[N, C] = dL/d(layer l's output) on entry and
  * dL/d(its input) on exit, as model_backward runs it (a checkpointed layer
- * recomputed first). Its weight gradients into g (a model-shaped view) — added to,
- * or written over with write_dw; the adapters, if any, are not differentiated. */
-void model_layer_backward(Model *m, Activations *a, int l, const LayerView *g, int write_dw, float *dx);
+ * recomputed first). Its weight gradients into g->base's layer l, each written over
+ * or added to as g->base_state says (model/grads.h); the adapters, if any, are not
+ * differentiated. */
+void model_layer_backward(Model *m, Activations *a, int l, const ModelGrads *g, float *dx);
 
 #endif

@@ -31,6 +31,7 @@
 
 #include "gpu/layer_train.h"
 #include "gpu/ops.h"
+#include "model/grads.h"
 #include "model/init.h"
 #include "ops/ops.h"
 #define GPU_TEST_SEED 36
@@ -222,16 +223,21 @@ static void check_backward(Model *m, Activations *a, GpuSide *G, int N) {
     float *gbuf = calloc(m->table.total, sizeof(float)), *dx = randoms((size_t)N * C, 1.0f);
     ModelView gv;
     params_view(&gv, &m->table, &m->cfg, gbuf);
+    GradState st; /* a new step: the first backward writes layer 0's gradients, the second adds */
+    grad_state_create(&st, &m->table, gbuf);
+    grad_state_begin(&st);
+    ModelGrads mg = {&gv, NULL, &st, NULL};
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) free(dx), dx = randoms((size_t)N * C, 0.5f);
         T_CHECK(!gpu_put(&dev, G->dx, dx, sizeof(float) * N * C, &err), "%s", err.msg);
         if (pass == 0) fill_garbage(G);
-        model_layer_backward(m, a, 0, &gv.layers[0], pass == 0, dx);
+        model_layer_backward(m, a, 0, &mg, dx);
         T_CHECK(!gpu_layer_backward(&dev, &G->w, &G->a, &G->s, &G->b, &G->g, G->dx, G->x_in, pass == 0, &err), "%s",
                 err.msg);
         compare_grads(G, &gv.layers[0], dx, N, pass == 0 ? "backward 1 (write_dw: written over garbage)"
                                                           : "backward 2 (added to backward 1's)");
     }
+    grad_state_free(&st);
     params_view_free(&gv);
     free(gbuf), free(dx);
 }
