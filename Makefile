@@ -112,7 +112,12 @@ $(BUILD)/grpo: $(CLI_OBJ) $(if $(TEST_BF16_MATMUL),$(MACHINE_OBJ)) $(LIB)
 
 $(BUILD)/tests/%: tests/%.c $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(LIB) $(TESTREF)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(TESTREF) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(TEST_CLI_OBJ) $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(TESTREF) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+# test_gpu_score calls `grpo score`'s entry function (cmd_score) on the emulated GPU:
+# the command's objects linked beside the library
+SCORE_CLI_OBJ := $(BUILD)/src/cli/cmd_score.o $(BUILD)/src/cli/args.o $(BUILD)/src/cli/trl_keys.o
+$(BUILD)/tests/gpu/test_gpu_score: TEST_CLI_OBJ = $(SCORE_CLI_OBJ)
+$(BUILD)/tests/gpu/test_gpu_score: $(SCORE_CLI_OBJ)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

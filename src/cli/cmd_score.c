@@ -3,7 +3,13 @@
  * {"logprobs": [...]} per input line, in order: the natural-log probability of each
  * completion token given everything before it (likelihood evaluation, and the
  * contract that tests the forward pass from outside). Lines are batched up to
- * --batch_tokens padded tokens per forward. */
+ * --batch_tokens padded tokens per forward.
+ *
+ * On a machine with an NVIDIA GPU (gpu_open finds one) the forward runs there
+ * (gpu/model.h), as transformers uses the GPU it finds; --use_cpu forces the CPU.
+ * The GPU runs bf16 products only, so bf16 is its default, and an fp32 form (--bf16
+ * false, --bf16_held, an --adapter folded into fp32 weights) scores on the CPU,
+ * saying so in one line. Without a GPU nothing changes and nothing more is said. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +19,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/memory.h"
+#include "gpu/model.h"
 #include "gen/options.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
@@ -54,22 +61,31 @@ static int parse_item(json_t *root, const ModelConfig *cfg, ScoreItem *it, GrpoE
     return 0;
 }
 
-/* Scores items[n] in one forward and prints their lines in order. An item with
- * no tokens at all (both lists empty) has nothing to score and stays out of
- * the batch. */
-static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n, float inv_temp) {
+/* The GPU's model and scratch (gpu/model.h), when scoring runs there. */
+typedef struct {
+    GpuDevice dev;
+    GpuModel model;
+    GpuModelScratch scratch;
+} ScoreGpu;
+
+/* Scores items[n] in one forward (on gpu, when not NULL, packed) and prints their
+ * lines in order. An item with no tokens at all (both lists empty) has nothing to
+ * score and stays out of the batch. -1 with err: the GPU's error. */
+static int score_batch(Model *m, Activations *a, ScoreGpu *gpu, const ScoreItem *items, int n, float inv_temp,
+                       GrpoErr *err) {
     BatchSeq *seqs = xmalloc(sizeof(BatchSeq) * n);
-    int S = 0;
+    int S = 0, rc = 0;
     for (int i = 0; i < n; i++)
         if (items[i].n) seqs[S++] = (BatchSeq){items[i].ids, items[i].n, NULL, 0, items[i].n_prompt};
     PaddedBatch pb = {0};
     float *lp = NULL;
     if (S) {
-        padded_batch_build(&pb, seqs, S, 0);
+        padded_batch_build(&pb, seqs, S, gpu != NULL);
         lp = xmalloc(sizeof(float) * (pb.offsets[S] + 1));
-        padded_batch_logprobs(m, a, &pb, NULL, inv_temp, lp, NULL);
+        if (gpu) rc = gpu_model_batch_logprobs(&gpu->dev, &gpu->model, &gpu->scratch, &pb, inv_temp, lp, NULL, err);
+        else padded_batch_logprobs(m, a, &pb, NULL, inv_temp, lp, NULL);
     }
-    for (int i = 0, k = 0; i < n; i++) {
+    for (int i = 0, k = 0; i < n && !rc; i++) {
         fputs("{\"logprobs\": [", stdout);
         if (items[i].n) {
             for (int j = pb.offsets[k]; j < pb.offsets[k + 1]; j++) {
@@ -84,22 +100,25 @@ static void score_batch(Model *m, Activations *a, const ScoreItem *items, int n,
     fflush(stdout);
     if (S) padded_batch_free(&pb);
     free(seqs), free(lp);
+    return rc;
 }
 
 /* Lines are batched as they arrive, so scores stream out while stdin is read. */
 typedef struct {
     Model *m;
     Activations *a;
+    ScoreGpu *gpu;      /* NULL: the CPU */
     long batch_tokens;
     float inv_temp;
     ScoreItem *items;
     int n, cap, Tmax;   /* items waiting, their capacity, their longest length */
 } ScoreStream;
 
-static void flush_items(ScoreStream *st) {
-    if (st->n) score_batch(st->m, st->a, st->items, st->n, st->inv_temp);
+static int flush_items(ScoreStream *st, GrpoErr *err) {
+    int rc = st->n ? score_batch(st->m, st->a, st->gpu, st->items, st->n, st->inv_temp, err) : 0;
     for (int i = 0; i < st->n; i++) free(st->items[i].ids);
     st->n = st->Tmax = 0;
+    return rc;
 }
 
 static int score_row(json_t *row, long line, void *ctx, GrpoErr *err) {
@@ -112,7 +131,10 @@ static int score_row(json_t *row, long line, void *ctx, GrpoErr *err) {
     }
     int T = it.n > st->Tmax ? it.n : st->Tmax;
     if (st->n > 0 && (long)(st->n + 1) * T > st->batch_tokens) {
-        flush_items(st);
+        if (flush_items(st, err)) {
+            free(it.ids);
+            return -1;
+        }
         T = it.n;
     }
     if (st->n == st->cap) st->items = xrealloc(st->items, sizeof(ScoreItem) * (st->cap = 2 * st->cap + 16));
@@ -125,7 +147,7 @@ typedef struct {
     const char *model_dir, *data, *adapter;
     double temperature;
     long batch_tokens;
-    int gradient_checkpointing;
+    int gradient_checkpointing, use_cpu;
     Bf16Options bf16;
 } ScoreArgs;
 
@@ -142,7 +164,51 @@ static const OptSpec score_options[] = {
     {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 0, NULL, OPT_NO_RANGE, NULL, NULL,
      OPT_IN(OPT_SEC_SPEED),
      "plan activations as training would (no effect on results)"},
+    {"use_cpu", OPT_BOOL, A(use_cpu), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
+     "score on the CPU where there is a GPU (transformers' use_cpu); without it an NVIDIA GPU, when one is "
+     "found, scores with bf16 products"},
 };
+
+/* Where to score: 1 with gpu->dev open and *form bf16's (a GPU found, not --use_cpu,
+ * a bf16 form asked for or left to auto); 0 on the CPU, in silence where there is
+ * no GPU, with one line where there is one and the form is fp32's; -1 with err
+ * where a GPU is there but cannot be set up. */
+static int score_device(const ScoreArgs *sa, ScoreGpu *gpu, int *form, GrpoErr *err) {
+    if (sa->use_cpu) return 0;
+    char why[256] = "";
+    int r = gpu_open(&gpu->dev, why, sizeof why, err);
+    if (r <= 0) return r;
+    const char *fp32 = sa->adapter ? "--adapter (folded into fp32 weights)"
+                       : sa->bf16.held > 0 ? "--bf16_held"
+                       : sa->bf16.bf16 == 0 ? "--bf16 false" : NULL;
+    if (fp32) { /* the GPU layers run bf16 products only (gpu/layer.h) */
+        fprintf(stderr, "grpo score: %s: fp32 products, scored on the CPU (the GPU runs bf16 products only)\n", fp32);
+        gpu_close(&gpu->dev);
+        return 0;
+    }
+    *form = WEIGHTS_BF16;
+    return 1;
+}
+
+/* The CPU's activations for --batch_tokens, checked against the memory available. */
+static int score_plan_cpu(const Model *m, Activations *a, long batch_tokens, int ckpt, GrpoErr *err) {
+    double mb = 1048576.0, need = (double)acts_plan_bytes(&m->cfg, (int)batch_tokens, ckpt, 32, 0);
+    double avail = (double)mem_available_bytes();
+    if (need > avail)
+        return err_set(err, "activations for --batch_tokens %ld need %.0f MB and %.0f MB is available; lower "
+                       "--batch_tokens", batch_tokens, need / mb, avail / mb);
+    acts_create(a, &m->cfg, (int)batch_tokens, ckpt, 32, 0);
+    return 0;
+}
+
+/* The model and scratch on the GPU, for packed batches of up to --batch_tokens rows;
+ * the LM head 128 rows of logits at a time. */
+static int score_plan_gpu(const Model *m, ScoreGpu *gpu, long batch_tokens, GrpoErr *err) {
+    if (gpu_model_upload(&gpu->dev, &gpu->model, m, err)) return -1;
+    if (!gpu_model_scratch_create(&gpu->dev, &gpu->scratch, &gpu->model, (int)batch_tokens, 128, err)) return 0;
+    gpu_model_free(&gpu->dev, &gpu->model);
+    return -1;
+}
 
 int cmd_score(int argc, char **argv) {
     ScoreArgs sa;
@@ -157,34 +223,41 @@ int cmd_score(int argc, char **argv) {
         args_free();
         return 2;
     }
-    const char *model_dir = sa.model_dir, *data = sa.data;
-    long batch_tokens = sa.batch_tokens;
-    double temperature = sa.temperature;
-    int ckpt = sa.gradient_checkpointing;
     cli_setup_threads();
     GrpoErr err;
+    ScoreGpu gpu;
+    int on_gpu = score_device(&sa, &gpu, &form, &err);
+    if (on_gpu < 0) return cli_fail("score", err.msg);
     Model m;
-    if (model_load_ex(&m, model_dir, (WeightForm)form, &err)) return cli_fail("score", err.msg);
-    if (sa.adapter && lora_apply_dir(&m, sa.adapter, &err)) {
-        model_free(&m);
+    if (model_load_ex(&m, sa.model_dir, (WeightForm)form, &err)) {
+        if (on_gpu) gpu_close(&gpu.dev);
         return cli_fail("score", err.msg);
     }
-    double mb = 1048576.0, need = (double)acts_plan_bytes(&m.cfg, (int)batch_tokens, ckpt, 32, 0);
-    double avail = (double)mem_available_bytes();
-    if (need > avail) {
+    if (on_gpu && m.cfg.qk_norm) { /* gpu/layer.h refuses it: bf16 products on the CPU instead */
+        fprintf(stderr, "grpo score: q/k norm (Qwen3) is not on the GPU yet: scored on the CPU, bf16 products\n");
+        gpu_close(&gpu.dev);
+        on_gpu = 0;
+    }
+    Activations a = {0};
+    if ((sa.adapter && lora_apply_dir(&m, sa.adapter, &err)) ||
+        (on_gpu ? score_plan_gpu(&m, &gpu, sa.batch_tokens, &err)
+                : score_plan_cpu(&m, &a, sa.batch_tokens, sa.gradient_checkpointing, &err))) {
         model_free(&m);
-        err_set(&err, "activations for --batch_tokens %ld need %.0f MB and %.0f MB is available; lower --batch_tokens",
-                batch_tokens, need / mb, avail / mb);
+        if (on_gpu) gpu_close(&gpu.dev);
         return cli_fail("score", err.msg);
     }
-    Activations a;
-    acts_create(&a, &m.cfg, (int)batch_tokens, ckpt, 32, 0);
-    ScoreStream st = {&m, &a, batch_tokens, (float)(1.0 / temperature), NULL, 0, 0, 0};
-    rc = jsonl_read(data, score_row, &st, &err) < 0;
-    if (!rc) flush_items(&st);
+    ScoreStream st = {&m, &a, on_gpu ? &gpu : NULL, sa.batch_tokens, (float)(1.0 / sa.temperature), NULL, 0, 0, 0};
+    rc = jsonl_read(sa.data, score_row, &st, &err) < 0;
+    if (!rc) rc = flush_items(&st, &err);
     for (int i = 0; i < st.n; i++) free(st.items[i].ids);
     free(st.items);
-    acts_free(&a);
+    if (on_gpu) {
+        gpu_model_scratch_free(&gpu.dev, &gpu.scratch);
+        gpu_model_free(&gpu.dev, &gpu.model);
+        gpu_close(&gpu.dev);
+    } else {
+        acts_free(&a);
+    }
     model_free(&m);
     return rc ? cli_fail("score", err.msg) : 0;
 }

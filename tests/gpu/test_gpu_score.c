@@ -1,0 +1,188 @@
+/* tests/gpu/test_gpu_score.c — `grpo score` on the GPU: the command's entry function
+ * (cmd_score) run on the GPU where there is one and on the tests' emulated GPU
+ * otherwise (installed as gpu_test.h installs it, so the command's own gpu_open
+ * finds it), on tests/fixtures/qwen2 (2 layers, q/k/v biases, a tied head), its
+ * output against the CPU's: `--use_cpu --bf16 false` (fp32, the reference) and
+ * `--use_cpu --bf16 true` (the CPU's bf16 products, what the GPU computes).
+ *
+ * Tolerance, test_gpu_model.c's (why there): per value, max |gpu - fp32| <= 2 max
+ * |cpu bf16 - fp32| + 1e-4 and mean likewise (+ 1e-5); mean |gpu - cpu bf16| <= 0.5
+ * mean |cpu bf16 - fp32| + 1e-6. The figures seen are printed.
+ * Also: the GPU run says nothing on stderr; --bf16 false with a GPU scores on the
+ * CPU, says so in one line and prints the fp32 run's bytes; --batch_tokens 24 (a
+ * batch a line or two) gives the same lines within the tolerance; an item with no
+ * tokens and one without a completion keep their (empty) lines; and without a GPU
+ * (the driver not found) the plain command prints the --use_cpu run's bytes and
+ * nothing on stderr. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#define GPU_TEST_SEED 37
+#include "gpu_test.h"
+
+enum { MAXV = 4096, MAXOUT = 1 << 16 };
+static char data_path[256], out_path[256], err_path[256];
+
+/* The data: lines of prompt and completion ids in the fixture's vocabulary (96). */
+static void write_data(void) {
+    snprintf(data_path, sizeof data_path, "/tmp/test_gpu_score_%d.jsonl", (int)getpid());
+    FILE *f = fopen(data_path, "w");
+    T_CHECK(f != NULL, "cannot write %s", data_path);
+    if (!f) return;
+    static const int lens[][2] = {{3, 5}, {1, 12}, {9, 4}, {0, 0}, {6, 0}, {2, 20}, {5, 7}};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        fputs("{\"prompt_ids\": [", f);
+        for (int t = 0; t < lens[i][0]; t++) fprintf(f, "%s%d", t ? ", " : "", (int)((i * 31 + t * 17 + 5) % 96));
+        fputs("], \"completion_ids\": [", f);
+        for (int t = 0; t < lens[i][1]; t++) fprintf(f, "%s%d", t ? ", " : "", (int)((i * 13 + t * 29 + 7) % 96));
+        fputs("]}\n", f);
+    }
+    fclose(f);
+}
+
+static void slurp(const char *path, char *buf) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, MAXOUT - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+}
+
+/* `grpo score --model tests/fixtures/qwen2 --temperature 0.8 --data DATA extra...`, its stdout into out
+ * and its stderr into errs; the exit status. */
+static int run_score(const char *extra, char *out, char *errs) {
+    char line[512], *argv[16];
+    snprintf(line, sizeof line, "score --model tests/fixtures/qwen2 --temperature 0.8 --data %s %s", data_path, extra);
+    int argc = 0;
+    for (char *t = strtok(line, " "); t && argc < 15; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc] = NULL;
+    fflush(stdout), fflush(stderr);
+    int so = dup(1), se = dup(2);
+    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fo, 1), dup2(fe, 2);
+    close(fo), close(fe);
+    int rc = cmd_score(argc, argv);
+    args_free();
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    close(so), close(se);
+    slurp(out_path, out), slurp(err_path, errs);
+    return rc;
+}
+
+/* The numbers of score's output in order (null: NaN); *lines its line count, each
+ * line's count into per_line. Returns the count. */
+static int parse(const char *out, double *v, int *per_line, int *lines) {
+    int n = 0;
+    *lines = 0;
+    for (const char *p = out; *p;) {
+        const char *open = strchr(p, '['), *end = strchr(p, '\n');
+        if (!open || !end) break;
+        int k = 0;
+        for (const char *q = open + 1; *q != ']' && n < MAXV;) {
+            char *next;
+            if (!strncmp(q, "null", 4)) v[n++] = NAN, q += 4, k++;
+            else if (*q == ',' || *q == ' ') q++;
+            else {
+                v[n++] = strtod(q, &next), k++;
+                if (next == q) break;
+                q = next;
+            }
+        }
+        per_line[(*lines)++] = k;
+        p = end + 1;
+    }
+    return n;
+}
+
+static void distance(const double *x, const double *ref, int n, double *max, double *mean) {
+    *max = *mean = 0;
+    for (int j = 0; j < n; j++) {
+        double e = isnan(x[j]) ? INFINITY : fabs(x[j] - ref[j]);
+        *max = fmax(*max, e), *mean += e / n;
+    }
+}
+
+typedef struct {
+    double v[MAXV];
+    int per_line[64], lines, n;
+} Scores;
+
+static void scores_of(Scores *s, const char *out) { s->n = parse(out, s->v, s->per_line, &s->lines); }
+
+/* g against the CPU's fp32 (f) and bf16 (h) scores, the tolerance above. */
+static void check_close(const char *what, const Scores *g, const Scores *f, const Scores *h) {
+    T_CHECK(g->lines == f->lines && g->n == f->n && !memcmp(g->per_line, f->per_line, sizeof(int) * f->lines),
+            "%s: %d lines of %d values, the CPU's %d of %d", what, g->lines, g->n, f->lines, f->n);
+    if (g->n != f->n) return;
+    double gmax, gmean, cmax, cmean, dmax, dmean;
+    distance(g->v, f->v, f->n, &gmax, &gmean);
+    distance(h->v, f->v, f->n, &cmax, &cmean);
+    distance(g->v, h->v, f->n, &dmax, &dmean);
+    printf("  %s, %d log-probs: |gpu - cpu fp32| max %.3g mean %.3g; |cpu bf16 - cpu fp32| max %.3g mean %.3g; "
+           "|gpu - cpu bf16| max %.3g mean %.3g\n", what, f->n, gmax, gmean, cmax, cmean, dmax, dmean);
+    T_CHECK(gmax <= 2 * cmax + 1e-4 && gmean <= 2 * cmean + 1e-5,
+            "%s: further from fp32 (max %.3g, mean %.3g) than twice the CPU bf16's (%.3g, %.3g)", what, gmax, gmean,
+            cmax, cmean);
+    T_CHECK(dmean <= 0.5 * cmean + 1e-6, "%s: %.3g from the CPU bf16's on average, more than half of bf16's own "
+            "distance from fp32 (%.3g)", what, dmean, cmean);
+}
+
+static char out32[MAXOUT], out16[MAXOUT], outg[MAXOUT], errs[MAXOUT];
+static Scores s32, s16, sg;
+
+static void check_all(void) {
+    printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
+    gpu_close(&dev); /* the command opens its own */
+    T_CHECK(run_score("", outg, errs) == 0, "gpu: %s", errs);
+    T_CHECK(!errs[0], "the GPU run wrote to stderr: %s", errs);
+    scores_of(&sg, outg);
+    check_close("gpu", &sg, &s32, &s16);
+    T_CHECK(run_score("--batch_tokens 24", outg, errs) == 0 && !errs[0], "gpu, --batch_tokens 24: %s", errs);
+    scores_of(&sg, outg);
+    check_close("gpu, --batch_tokens 24", &sg, &s32, &s16);
+    /* fp32 products asked for: the CPU's, said in one line */
+    T_CHECK(run_score("--bf16 false", outg, errs) == 0, "gpu, --bf16 false: %s", errs);
+    T_CHECK(!strcmp(outg, out32), "--bf16 false with a GPU: not the CPU fp32 run's output");
+    T_CHECK(strstr(errs, "--bf16 false") && strstr(errs, "on the CPU") && strchr(errs, '\n') == errs + strlen(errs) - 1,
+            "--bf16 false with a GPU: expected one line saying the CPU scores, got: %s", errs);
+    printf("  --bf16 false: %s", errs);
+}
+
+/* The CPU's runs, fp32 and bf16 products: the reference and what the GPU computes. */
+static void cpu_runs(void) {
+    T_CHECK(run_score("--use_cpu true --bf16 false", out32, errs) == 0 && !errs[0], "cpu fp32: %s", errs);
+    T_CHECK(run_score("--use_cpu true --bf16 true", out16, errs) == 0 && !errs[0], "cpu bf16: %s", errs);
+    scores_of(&s32, out32), scores_of(&s16, out16);
+    T_CHECK(s32.lines == 7 && s32.per_line[3] == 0 && s32.per_line[4] == 0 && s32.n == 5 + 12 + 4 + 20 + 7,
+            "the CPU's output is not 7 lines of 5, 12, 4, 0, 0, 20, 7 scores:\n%s", out32);
+}
+
+/* No GPU (the driver not found): the command as it was, in silence. */
+static void check_no_gpu(void) {
+    char why[256] = "";
+    GpuDevice d;
+    if (gpu_open(&d, why, sizeof why, &err) != 0) {
+        printf("  (a GPU is here: the no-GPU run is checked where there is none)\n");
+        return;
+    }
+    T_CHECK(run_score("--bf16 false", outg, errs) == 0 && !errs[0], "no GPU: %s", errs);
+    T_CHECK(!strcmp(outg, out32), "no GPU: the output differs from --use_cpu's");
+    T_CHECK(run_score("", outg, errs) == 0 && !errs[0], "no GPU, bf16 auto: %s", errs);
+    printf("  no GPU (%s): the CPU's output, nothing on stderr\n", why);
+}
+
+int main(void) {
+    snprintf(out_path, sizeof out_path, "/tmp/test_gpu_score_%d.out", (int)getpid());
+    snprintf(err_path, sizeof err_path, "/tmp/test_gpu_score_%d.err", (int)getpid());
+    write_data();
+    cpu_runs();
+    check_no_gpu();
+    int rc = gpu_test_main("test_gpu_score", check_all);
+    unlink(data_path), unlink(out_path), unlink(err_path);
+    return rc;
+}
