@@ -14,7 +14,10 @@
 # Checks: every tests/gpu/test_* binary with GRPO_REQUIRE_GPU=1 (on the real GPU, no
 # emulator: `make test` runs the same tests on the emulated GPU of
 # tests/machine/gpu_emulator.c), then the kernel tests again under compute-sanitizer's
-# racecheck and memcheck where the image has it (the emulator cannot see races).
+# racecheck and memcheck where the image has it (the emulator cannot see races);
+# then `grpo score` on the GPU against the CPU's fp32 log-probs on a random model of
+# Qwen2.5-0.5B's widths (4 layers), with transformers' bf16 and fp32 errors on the same
+# tokens beside it (tools/gpu_score_compare.py).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -60,6 +63,42 @@ for t in $tests; do
     echo "-- ${t#$BUILD/}"
     GRPO_REQUIRE_GPU=1 timeout 240 "$t" || { echo "FAILED: ${t#$BUILD/}"; status=1; }
 done
+echo "== grpo score: the GPU (bf16 products) against the CPU's fp32 log-probs"
+sc=$(mktemp -d)
+# Qwen2.5-0.5B's published config.json widths (q/k/v biases, tied head), 4 of its 24 layers
+python3 - "$sc" <<'PY'
+import json, random, sys
+d = sys.argv[1]
+json.dump({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+           "intermediate_size": 4864, "num_hidden_layers": 4, "num_attention_heads": 14,
+           "num_key_value_heads": 2, "hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+           "tie_word_embeddings": True, "max_position_embeddings": 32768, "vocab_size": 151936,
+           "bos_token_id": None, "eos_token_id": 151643, "initializer_range": 0.02, "torch_dtype": "float32"},
+          open(d + "/config.json", "w"))
+rng = random.Random(35)
+with open(d + "/data.jsonl", "w") as f:
+    for i in range(16):
+        n = rng.randint(16, 200)
+        f.write(json.dumps({"prompt_ids": [rng.randrange(151936) for _ in range(n)],
+                            "completion_ids": [rng.randrange(151936) for _ in range(256 - n)]}) + "\n")
+PY
+if "$BUILD/grpo" init --config "$sc/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$sc/model" > "$sc/init.log" 2>&1; then
+    t0=$(date +%s%N)
+    timeout 120 "$BUILD/grpo" score --model "$sc/model" --data "$sc/data.jsonl" > "$sc/gpu.jsonl" 2> "$sc/gpu.err"; rg=$?
+    t1=$(date +%s%N)
+    timeout 300 "$BUILD/grpo" score --use_cpu true --bf16 false --model "$sc/model" --data "$sc/data.jsonl" > "$sc/cpu.jsonl" 2> "$sc/cpu.err"; rc=$?
+    t2=$(date +%s%N)
+    echo "grpo score: GPU rc $rg in $(( (t1 - t0) / 1000000 )) ms, CPU fp32 rc $rc in $(( (t2 - t1) / 1000000 )) ms (4096 tokens, start-up included)"
+    cat "$sc/gpu.err" "$sc/cpu.err"
+    if [ $rg = 0 ] && [ $rc = 0 ]; then
+        timeout 240 python3 tools/gpu_score_compare.py "$sc/model" "$sc/data.jsonl" "$sc/cpu.jsonl" "$sc/gpu.jsonl" || status=1
+    else
+        status=1
+    fi
+else
+    echo "FAILED: grpo init"; cat "$sc/init.log"; status=1
+fi
+rm -rf "$sc"
 if command -v compute-sanitizer > /dev/null; then
     for tool in racecheck memcheck; do
         echo "== compute-sanitizer --tool $tool"

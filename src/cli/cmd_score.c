@@ -177,7 +177,12 @@ static int score_device(const ScoreArgs *sa, ScoreGpu *gpu, int *form, GrpoErr *
     if (sa->use_cpu) return 0;
     char why[256] = "";
     int r = gpu_open(&gpu->dev, why, sizeof why, err);
-    if (r <= 0) return r;
+    if (r < 0) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return err_set(err, "the GPU: %s (--use_cpu true scores on the CPU)", msg);
+    }
+    if (r == 0) return 0;
     const char *fp32 = sa->adapter ? "--adapter (folded into fp32 weights)"
                        : sa->bf16.held > 0 ? "--bf16_held"
                        : sa->bf16.bf16 == 0 ? "--bf16 false" : NULL;
