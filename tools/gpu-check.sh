@@ -77,7 +77,7 @@ json.dump({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden
           open(d + "/config.json", "w"))
 rng = random.Random(35)
 with open(d + "/data.jsonl", "w") as f:
-    for i in range(16):
+    for i in range(8):
         n = rng.randint(16, 200)
         f.write(json.dumps({"prompt_ids": [rng.randrange(151936) for _ in range(n)],
                             "completion_ids": [rng.randrange(151936) for _ in range(256 - n)]}) + "\n")
@@ -88,7 +88,7 @@ if "$BUILD/grpo" init --config "$sc/config.json" --tokenizer assets/byte-tokeniz
     t1=$(date +%s%N)
     timeout 300 "$BUILD/grpo" score --use_cpu true --bf16 false --model "$sc/model" --data "$sc/data.jsonl" > "$sc/cpu.jsonl" 2> "$sc/cpu.err"; rc=$?
     t2=$(date +%s%N)
-    echo "grpo score: GPU rc $rg in $(( (t1 - t0) / 1000000 )) ms, CPU fp32 rc $rc in $(( (t2 - t1) / 1000000 )) ms (4096 tokens, start-up included)"
+    echo "grpo score: GPU rc $rg in $(( (t1 - t0) / 1000000 )) ms, CPU fp32 rc $rc in $(( (t2 - t1) / 1000000 )) ms (2048 tokens, start-up included)"
     cat "$sc/gpu.err" "$sc/cpu.err"
     if [ $rg = 0 ] && [ $rc = 0 ]; then
         timeout 240 python3 tools/gpu_score_compare.py "$sc/model" "$sc/data.jsonl" "$sc/cpu.jsonl" "$sc/gpu.jsonl" || status=1
