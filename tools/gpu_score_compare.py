@@ -6,8 +6,9 @@ the same lines (tools/gpu-check.sh runs both), printed as mean and max |differen
 then, where torch and transformers import and a GPU is there, the same for
 transformers' model in bf16 (`.to(torch.bfloat16)`, the peer's precision) and in
 fp32 (a check that both programs score the same tokens: it should sit near fp32's
-rounding). Exits 1 when the files disagree in shape or the GPU's scores are not
-finite where the CPU's are; the figures themselves are reported, not judged.
+rounding). Exits 1 when the files disagree in shape, the GPU's scores are not
+finite where the CPU's are, or they equal the CPU's fp32 ones exactly (the run was
+not on the GPU's bf16 products); the figures themselves are reported, not judged.
 """
 import json
 import math
@@ -58,6 +59,9 @@ def main():
         return 1
     mean, mx, n = distance(gpu, cpu)
     print(f"grpo score, GPU bf16 vs CPU fp32: {n} log-probs, mean |diff| {mean:.3g}, max {mx:.3g}")
+    if n and mx == 0:  # bf16 products cannot give fp32's bits on every token
+        print("FAILED: the GPU run gave the CPU fp32 run's values exactly: it did not run with bf16 products")
+        return 1
     for dtype in ("bfloat16", "float32"):
         try:
             peer = torch_scores(model_dir, rows, dtype)
