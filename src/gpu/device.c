@@ -41,6 +41,11 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_KV_WRITE] = "kv_write",
     /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
     [GPU_K_SWIGLU_BACKWARD_BF16] = "swiglu_backward_bf16",
+    /* Qwen3's q/k norm (gpu/kernels/qk_norm.cu) */
+    [GPU_K_QK_NORM_FORWARD] = "qk_norm_forward",
+    [GPU_K_QK_NORM_BACKWARD_INPUT] = "qk_norm_backward_input",
+    [GPU_K_QK_NORM_BACKWARD_WEIGHT_HEADS] = "qk_norm_backward_weight_heads",
+    [GPU_K_QK_NORM_BACKWARD_WEIGHT_SUM] = "qk_norm_backward_weight_sum",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

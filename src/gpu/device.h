@@ -49,6 +49,11 @@ typedef enum {
     GPU_K_KV_WRITE,
     /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
     GPU_K_SWIGLU_BACKWARD_BF16,
+    /* Qwen3's q/k norm (gpu/kernels/qk_norm.cu) */
+    GPU_K_QK_NORM_FORWARD,
+    GPU_K_QK_NORM_BACKWARD_INPUT,
+    GPU_K_QK_NORM_BACKWARD_WEIGHT_HEADS,
+    GPU_K_QK_NORM_BACKWARD_WEIGHT_SUM,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -273,3 +273,49 @@ int gpu_matmul_backward_bf16_dout16(GpuDevice *d, CUdeviceptr din, CUdeviceptr d
     if (dW && gpu_gemm_bf16(d, 1, 0, O, I, N, 1.0f, dout16, O, in16, I, write_dw ? 0.0f : 1.0f, dW, I, err)) return -1;
     return 0;
 }
+
+/* ---- Qwen3's q/k norm (gpu/kernels/qk_norm.cu) ---- */
+
+enum { QKN_THREADS = 128, QKN_HEADS_PER_BLOCK = 16 }; /* qk_norm.cu: 8 threads a head */
+
+static int qk_norm_shape(const char *op, int N, int H, int Hkv, int D, int ld_a, int ld_b, GrpoErr *err) {
+    int QK = (H + Hkv) * D;
+    if (N < 0 || H < 1 || Hkv < 1 || D < 1 || ld_a < QK || ld_b < QK)
+        return err_set(err, "%s: N %d, H %d, Hkv %d, D %d, strides %d and %d: expected N >= 0, heads and D >= 1, "
+                       "strides >= (H + Hkv) D = %d", op, N, H, Hkv, D, ld_a, ld_b, QK);
+    return 0;
+}
+
+int gpu_qk_norm_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr rstd, CUdeviceptr in, CUdeviceptr wq,
+                        CUdeviceptr wk, int N, int H, int Hkv, int D, int ld_out, int ld_in, float eps, GrpoErr *err) {
+    if (qk_norm_shape("gpu_qk_norm_forward", N, H, Hkv, D, ld_out, ld_in, err)) return -1;
+    int nh = H + Hkv;
+    void *args[] = {&out, &rstd, &in, &wq, &wk, &N, &H, &nh, &D, &ld_out, &ld_in, &eps};
+    return N ? gpu_launch_xy(d, GPU_K_QK_NORM_FORWARD, (unsigned)N,
+                             (unsigned)((nh + QKN_HEADS_PER_BLOCK - 1) / QKN_HEADS_PER_BLOCK), QKN_THREADS, args, err)
+             : 0;
+}
+
+int gpu_qk_norm_backward(GpuDevice *d, CUdeviceptr din, CUdeviceptr dwq, CUdeviceptr dwk, CUdeviceptr part,
+                         CUdeviceptr dout, CUdeviceptr in, CUdeviceptr rstd, CUdeviceptr wq, CUdeviceptr wk, int N,
+                         int H, int Hkv, int D, int ld_din, int ld_dout, int ld_in, int write_dw, GrpoErr *err) {
+    if (qk_norm_shape("gpu_qk_norm_backward", N, H, Hkv, D, ld_dout, ld_in, err) ||
+        (din && qk_norm_shape("gpu_qk_norm_backward", N, H, Hkv, D, ld_din, ld_in, err)))
+        return -1;
+    if ((dwq || dwk) && !part) return err_set(err, "gpu_qk_norm_backward: weight gradients wanted and no part scratch");
+    int nh = H + Hkv;
+    if (din && N) {
+        void *args[] = {&din, &dout, &in, &rstd, &wq, &wk, &N, &H, &nh, &D, &ld_din, &ld_dout, &ld_in};
+        if (gpu_launch_xy(d, GPU_K_QK_NORM_BACKWARD_INPUT, (unsigned)N,
+                          (unsigned)((nh + QKN_HEADS_PER_BLOCK - 1) / QKN_HEADS_PER_BLOCK), QKN_THREADS, args, err))
+            return -1;
+    }
+    if (!dwq && !dwk) return 0;
+    void *heads[] = {&part, &dout, &in, &rstd, &N, &nh, &D, &ld_dout, &ld_in};
+    if (gpu_launch_xy(d, GPU_K_QK_NORM_BACKWARD_WEIGHT_HEADS, (unsigned)((D + FLAT_THREADS - 1) / FLAT_THREADS),
+                      (unsigned)nh, FLAT_THREADS, heads, err))
+        return -1;
+    void *sum[] = {&dwq, &dwk, &part, &H, &nh, &D, &write_dw};
+    return gpu_launch(d, GPU_K_QK_NORM_BACKWARD_WEIGHT_SUM, (unsigned)((2 * D + FLAT_THREADS - 1) / FLAT_THREADS),
+                      FLAT_THREADS, sum, err);
+}

@@ -153,5 +153,19 @@ int gpu_swiglu_backward_bf16(GpuDevice *d, CUdeviceptr dgu16, CUdeviceptr dout, 
 int gpu_matmul_backward_bf16_dout16(GpuDevice *d, CUdeviceptr din, CUdeviceptr dW, CUdeviceptr dout16,
                                     CUdeviceptr in16, CUdeviceptr W16, int N, int I, int O, int write_dw,
                                     GrpoErr *err);
+/* ---- Qwen3's q/k norm (gpu/kernels/qk_norm.cu) ----
+ * model/transformer.c's per-head rmsnorm_forward / rmsnorm_backward over the q and k
+ * of N rows: H query heads then Hkv key heads of D, side by side from a row's start
+ * (in[N, (H+Hkv) D], row stride ld_in), the query heads with wq[D], the key heads with
+ * wk[D]; rstd[(H+Hkv), N] as the CPU saves it (L->qk_rstd). The CPU's bits, forward
+ * and backward. Bad sizes: -1 with err naming them. */
+/* out[N, (H+Hkv) D] (ld_out; may be in) = the heads normed. */
+int gpu_qk_norm_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr rstd, CUdeviceptr in, CUdeviceptr wq,
+                        CUdeviceptr wk, int N, int H, int Hkv, int D, int ld_out, int ld_in, float eps, GrpoErr *err);
+/* din += (0: none); dwq, dwk (+)= (0: none; write_dw: written), through part[(H+Hkv) D]
+ * floats of the caller's (each head's sum, then the heads in order: the CPU's). */
+int gpu_qk_norm_backward(GpuDevice *d, CUdeviceptr din, CUdeviceptr dwq, CUdeviceptr dwk, CUdeviceptr part,
+                         CUdeviceptr dout, CUdeviceptr in, CUdeviceptr rstd, CUdeviceptr wq, CUdeviceptr wk, int N,
+                         int H, int Hkv, int D, int ld_din, int ld_dout, int ld_in, int write_dw, GrpoErr *err);
 
 #endif

@@ -130,6 +130,21 @@ static void run_residual_add(void **p) { residual_add(P(0, Fp), P(1, Cfp), P(2, 
 /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
 static void run_swiglu_backward_bf16(void **p) {
     swiglu_backward_bf16(P(0, unsigned short *), P(1, Cfp), P(2, const unsigned short *), P(3, int), P(4, int));
+/* Qwen3's q/k norm (gpu/kernels/qk_norm.cu) */
+static void run_qk_norm_forward(void **p) {
+    qk_norm_forward(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, int), P(6, int), P(7, int), P(8, int),
+                    P(9, int), P(10, int), P(11, float));
+}
+static void run_qk_norm_backward_input(void **p) {
+    qk_norm_backward_input(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cfp), P(6, int), P(7, int),
+                           P(8, int), P(9, int), P(10, int), P(11, int), P(12, int));
+}
+static void run_qk_norm_backward_weight_heads(void **p) {
+    qk_norm_backward_weight_heads(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, int), P(5, int), P(6, int),
+                                  P(7, int), P(8, int));
+}
+static void run_qk_norm_backward_weight_sum(void **p) {
+    qk_norm_backward_weight_sum(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, int), P(4, int), P(5, int), P(6, int));
 }
 
 typedef struct {
@@ -172,6 +187,11 @@ static const EmuKernel kernels[] = {
     {"kv_write", run_kv_write},
     /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
     {"swiglu_backward_bf16", run_swiglu_backward_bf16},
+    /* Qwen3's q/k norm (gpu/kernels/qk_norm.cu) */
+    {"qk_norm_forward", run_qk_norm_forward},
+    {"qk_norm_backward_input", run_qk_norm_backward_input},
+    {"qk_norm_backward_weight_heads", run_qk_norm_backward_weight_heads},
+    {"qk_norm_backward_weight_sum", run_qk_norm_backward_weight_sum},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -23,3 +23,5 @@
 #include "kv_write.cu"
 /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
 #include "swiglu_bf16.cu"
+/* Qwen3's q/k norm (gpu/ops.h: gpu_qk_norm_*) */
+#include "qk_norm.cu"

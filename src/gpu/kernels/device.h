@@ -44,6 +44,8 @@ extern __attribute__((shared)) __attribute__((aligned(16))) unsigned char gpu_dy
 DEVICE void *dynamic_shared(void) { return gpu_dynamic_shared; }
 /* IEEE round-to-nearest square root and division (sqrt.rn, div.rn), as the CPU's. */
 DEVICE float sqrt_rn(float x) { return __builtin_sqrtf(x); }
+/* ...in double (sqrt.rn.f64): the q/k norm's 1 / sqrt(mean + eps), as ops/rmsnorm.c's. */
+DEVICE double sqrt_rn_f64(double x) { return __builtin_sqrt(x); }
 /* e^x through 2^(x log2 e) (ex2.approx: about 2 ulp). */
 DEVICE float exp_fast(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
 /* ln x through log2 x ln 2 (lg2.approx: about 2^-22 relative). */
@@ -86,6 +88,7 @@ DEVICE float shfl_idx(float v, int src) { return gpu_emu_shfl(v, GPU_EMU_SHFL_ID
 DEVICE float shfl_down(float v, int d) { return gpu_emu_shfl(v, GPU_EMU_SHFL_DOWN, d); }
 DEVICE void *dynamic_shared(void) { return gpu_emu_dynamic_shared(); }
 DEVICE float sqrt_rn(float x) { return sqrtf(x); }
+DEVICE double sqrt_rn_f64(double x) { return sqrt(x); }
 DEVICE float exp_fast(float x) { return exp2f(x * 1.4426950408889634f); }
 DEVICE float log_fast(float x) { return log2f(x) * 0.6931471805599453f; }
 DEVICE float fma_rn(float a, float b, float c) { return fmaf(a, b, c); }
