@@ -22,14 +22,16 @@ int gpu_layer_upload(GpuDevice *d, GpuLayerWeights *w, const Model *m, int l, Gr
     int bf16_products = m->mixed || (m->half && m->half->products16);
     if (!w16 || !bf16_products)
         return err_set(err, "GPU layer: the model's products are not bf16 (expected mixed precision or --bf16)");
-    if (c->qk_norm) return err_set(err, "GPU layer: qk_norm (Qwen3's q/k norm) is not on the GPU yet");
     if (l < 0 || l >= c->n_layers) return err_set(err, "GPU layer: layer %d of %d", l, c->n_layers);
     const LayerView *v = &m->w.layers[l];
     w->C = c->hidden_size, w->F = c->intermediate_size, w->H = c->n_heads, w->Hkv = c->n_kv_heads;
     w->D = c->head_dim, w->eps = c->rms_norm_eps;
+    w->qk_norm = c->qk_norm;
     size_t C = (size_t)w->C, F = (size_t)w->F, QKV = (size_t)(w->H + 2 * w->Hkv) * w->D, HD = (size_t)w->H * w->D;
     if (put_new(d, &w->ln1, v->ln1, 4 * C, err) || put_new(d, &w->ln2, v->ln2, 4 * C, err) ||
         put_new(d, &w->bqkv, v->bqkv, 4 * QKV, err) || put_new(d, &w->bo, v->bo, 4 * C, err) ||
+        put_new(d, &w->q_norm, c->qk_norm ? v->q_norm : NULL, 4 * (size_t)w->D, err) ||
+        put_new(d, &w->k_norm, c->qk_norm ? v->k_norm : NULL, 4 * (size_t)w->D, err) ||
         put_new(d, &w->wqkv, w16->wqkv, 2 * QKV * C, err) || put_new(d, &w->wo, w16->wo, 2 * C * HD, err) ||
         put_new(d, &w->wgu, w16->wgu, 2 * 2 * F * C, err) || put_new(d, &w->wdown, w16->wdown, 2 * C * F, err)) {
         gpu_layer_free(d, w);
@@ -39,7 +41,8 @@ int gpu_layer_upload(GpuDevice *d, GpuLayerWeights *w, const Model *m, int l, Gr
 }
 
 void gpu_layer_free(GpuDevice *d, GpuLayerWeights *w) {
-    CUdeviceptr *all[] = {&w->ln1, &w->ln2, &w->bqkv, &w->bo, &w->wqkv, &w->wo, &w->wgu, &w->wdown};
+    CUdeviceptr *all[] = {&w->ln1, &w->ln2, &w->bqkv, &w->bo, &w->q_norm, &w->k_norm,
+                          &w->wqkv, &w->wo, &w->wgu, &w->wdown};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
@@ -57,10 +60,10 @@ int gpu_layer_scratch_create(GpuDevice *d, GpuLayerScratch *s, const GpuLayerWei
     struct { CUdeviceptr *p; size_t bytes; } want[] = {
         {&s->h, 4 * N * w->C},    {&s->rstd, 4 * N},         {&s->qkv, 4 * N * QKV},          {&s->att, 4 * N * HD},
         {&s->lse, 4 * N * w->H},  {&s->xmid, 4 * N * w->C},  {&s->gu, 4 * N * 2 * w->F},     {&s->act, 4 * N * w->F},
-        {&s->in16, 2 * N * widest},
+        {&s->in16, 2 * N * widest}, {&s->qk_rstd, w->qk_norm ? 4 * N * (w->H + w->Hkv) : 0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (gpu_alloc(d, want[i].p, want[i].bytes, err)) {
+        if (want[i].bytes && gpu_alloc(d, want[i].p, want[i].bytes, err)) {
             gpu_layer_scratch_free(d, s);
             return -1;
         }
@@ -68,14 +71,16 @@ int gpu_layer_scratch_create(GpuDevice *d, GpuLayerScratch *s, const GpuLayerWei
 }
 
 void gpu_layer_scratch_free(GpuDevice *d, GpuLayerScratch *s) {
-    CUdeviceptr *all[] = {&s->h, &s->rstd, &s->qkv, &s->att, &s->lse, &s->xmid, &s->gu, &s->act, &s->in16};
+    CUdeviceptr *all[] = {&s->h, &s->rstd, &s->qkv, &s->att, &s->lse, &s->xmid, &s->gu, &s->act, &s->in16,
+                          &s->qk_rstd};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
 }
 
-/* The attention half: x_in -> s->xmid = x_in + o(attention(RoPE(qkv(rmsnorm(x_in))))). */
+/* The attention half: x_in -> s->xmid = x_in + o(attention(RoPE(qk_norm(qkv(rmsnorm(x_in)))))), the q/k
+ * norm (Qwen3) in place on the qkv rows, where the CPU writes it to its qk copy: the same values. */
 static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerScratch *s, const GpuLayerBatch *b,
                           CUdeviceptr x_in, GrpoErr *err) {
     int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D;
@@ -84,6 +89,8 @@ static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerScratc
     CUdeviceptr q = s->qkv, k = s->qkv + 4 * (size_t)H * D, v = s->qkv + 4 * (size_t)(H + Hkv) * D;
     if (gpu_rmsnorm_forward(d, s->h, s->rstd, x_in, w->ln1, N, C, C, C, w->eps, err) ||
         gpu_matmul_forward_bf16(d, s->qkv, s->h, s->in16, w->wqkv, w->bqkv, N, C, QKV, err) ||
+        (w->qk_norm && gpu_qk_norm_forward(d, s->qkv, s->qk_rstd, s->qkv, w->q_norm, w->k_norm, N, H, Hkv, D, QKV,
+                                           QKV, w->eps, err)) ||
         gpu_rope_forward(d, s->qkv, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
         gpu_attention_forward(d, s->att, s->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, QKV, QKV, QKV,
                               err) ||

@@ -1,7 +1,8 @@
-/* gpu/layer.h — one decoder layer's forward on the GPU (Qwen2's: no q/k norm), for a
- * packed batch, in the CPU's order and with its formulas under mixed precision
+/* gpu/layer.h — one decoder layer's forward on the GPU (Qwen2's, and Qwen3's with its
+ * q/k norm), for a packed batch, in the CPU's order and with its formulas under mixed precision
  * (model/transformer.c's layer_forward on a model with bf16 products):
- *   h = rmsnorm(x, ln1); qkv = h W_qkv^T + b_qkv; RoPE on q and k; attention (GQA,
+ *   h = rmsnorm(x, ln1); qkv = h W_qkv^T + b_qkv; (Qwen3: each head of q
+ *   and k RMS-normed over D, q_norm / k_norm); RoPE on q and k; attention (GQA,
  *   each sequence its own rows); xmid = att W_o^T (+ b_o) + x; h = rmsnorm(xmid,
  *   ln2); [gate | up] = h W_gu^T; x_out = swiglu(gate, up) W_down^T + xmid,
  * every product reading its input rounded to bf16 and the weights' bf16 values (the
@@ -16,15 +17,17 @@
 /* One layer's weights on the device. */
 typedef struct {
     int C, F, H, Hkv, D;
+    int qk_norm;                        /* Qwen3: q and k RMS-normed per head */
     float eps;                          /* rms_norm_eps */
     CUdeviceptr ln1, ln2;               /* fp32 [C] */
     CUdeviceptr bqkv, bo;               /* fp32 [(H+2Hkv)D], [C]; 0 where the model has none */
+    CUdeviceptr q_norm, k_norm;         /* fp32 [D] each (Qwen3's qk_norm); 0 where the model has none */
     CUdeviceptr wqkv, wo, wgu, wdown;   /* bf16 [(H+2Hkv)D, C], [C, H D], [2F, C] gate | up, [C, F] */
 } GpuLayerWeights;
 
 /* Layer l of m, a model whose products are bf16 (mixed precision, or WEIGHTS_BF16),
  * onto the device. -1 with err for a model the GPU layer does not run (fp32
- * products; qk_norm) or a refused allocation (then nothing stays allocated). */
+ * products) or a refused allocation (then nothing stays allocated). */
 int gpu_layer_upload(GpuDevice *d, GpuLayerWeights *w, const Model *m, int l, GrpoErr *err);
 void gpu_layer_free(GpuDevice *d, GpuLayerWeights *w);
 
@@ -32,6 +35,7 @@ void gpu_layer_free(GpuDevice *d, GpuLayerWeights *w);
 typedef struct {
     int max_tokens;
     CUdeviceptr h, rstd, qkv, att, lse, xmid, gu, act; /* fp32 */
+    CUdeviceptr qk_rstd;                               /* fp32 [H+Hkv, N]: the q/k norm's (0 without one) */
     CUdeviceptr in16;                                  /* bf16: the product's input as it reads it */
 } GpuLayerScratch;
 int gpu_layer_scratch_create(GpuDevice *d, GpuLayerScratch *s, const GpuLayerWeights *w, int max_tokens,
