@@ -46,6 +46,9 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_QK_NORM_BACKWARD_INPUT] = "qk_norm_backward_input",
     [GPU_K_QK_NORM_BACKWARD_WEIGHT_HEADS] = "qk_norm_backward_weight_heads",
     [GPU_K_QK_NORM_BACKWARD_WEIGHT_SUM] = "qk_norm_backward_weight_sum",
+    /* LoRA adapters' dropout (gpu/kernels/lora.cu, gpu/lora.h) */
+    [GPU_K_LORA_DROPOUT_MASK] = "lora_dropout_mask",
+    [GPU_K_LORA_DROPOUT_APPLY] = "lora_dropout_apply",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

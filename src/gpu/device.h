@@ -54,6 +54,9 @@ typedef enum {
     GPU_K_QK_NORM_BACKWARD_INPUT,
     GPU_K_QK_NORM_BACKWARD_WEIGHT_HEADS,
     GPU_K_QK_NORM_BACKWARD_WEIGHT_SUM,
+    /* LoRA adapters' dropout (gpu/kernels/lora.cu, gpu/lora.h) */
+    GPU_K_LORA_DROPOUT_MASK,
+    GPU_K_LORA_DROPOUT_APPLY,
     GPU_N_KERNELS
 } GpuKernel;
 

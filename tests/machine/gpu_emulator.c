@@ -146,6 +146,14 @@ static void run_qk_norm_backward_weight_heads(void **p) {
 static void run_qk_norm_backward_weight_sum(void **p) {
     qk_norm_backward_weight_sum(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, int), P(4, int), P(5, int), P(6, int));
 }
+/* LoRA adapters' dropout (gpu/kernels/lora.cu) */
+static void run_lora_dropout_mask(void **p) {
+    lora_dropout_mask(P(0, unsigned char *), P(1, Cup), P(2, Cip), P(3, Cip), P(4, int), P(5, int), P(6, u64),
+                      P(7, u64), P(8, unsigned));
+}
+static void run_lora_dropout_apply(void **p) {
+    lora_dropout_apply(P(0, Fp), P(1, Cfp), P(2, Cu8p), P(3, int), P(4, int), P(5, int), P(6, float), P(7, int));
+}
 
 typedef struct {
     const char *name;
@@ -192,6 +200,9 @@ static const EmuKernel kernels[] = {
     {"qk_norm_backward_input", run_qk_norm_backward_input},
     {"qk_norm_backward_weight_heads", run_qk_norm_backward_weight_heads},
     {"qk_norm_backward_weight_sum", run_qk_norm_backward_weight_sum},
+    /* LoRA adapters' dropout (gpu/kernels/lora.cu) */
+    {"lora_dropout_mask", run_lora_dropout_mask},
+    {"lora_dropout_apply", run_lora_dropout_apply},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -25,3 +25,5 @@
 #include "swiglu_bf16.cu"
 /* Qwen3's q/k norm (gpu/ops.h: gpu_qk_norm_*) */
 #include "qk_norm.cu"
+/* LoRA adapters' dropout (gpu/lora.h); after sampler.cu, whose philox_word it calls */
+#include "lora.cu"
