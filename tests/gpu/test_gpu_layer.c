@@ -116,8 +116,8 @@ static void check_layer(int qk_norm) {
     for (int i = 0; i < N * C; i++) same += memcmp(&got[i], &want[i], 4) == 0;
     printf("  %s layer (N %d in %d sequences): max |gpu - cpu| %.3g = %.3g max|cpu|, worst relative %.3g, %ld of %d "
            "bit for bit\n", qk_norm ? "Qwen3" : "Qwen2", N, B, worst_abs, worst_abs / top, worst_rel, same, N * C);
-    T_CHECK(bad == 0, "%s layer: %ld of %d values outside 1e-4 max|cpu| + 1e-3 |cpu| (worst %.3g)", qk_norm ? "Qwen3" : "Qwen2", bad,
-            N * C, worst_abs);
+    T_CHECK(bad == 0, "%s layer: %ld of %d values outside 1e-4 max|cpu| + 1e-3 |cpu| (worst %.3g)",
+            qk_norm ? "Qwen3" : "Qwen2", bad, N * C, worst_abs);
     free(got);
     acts_free(&a);
     model_free(&m);

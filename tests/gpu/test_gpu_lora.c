@@ -83,14 +83,15 @@ static void check_linear(const LoraLayers *lo, const ModelConfig *cfg, LoraLinea
     static const char *lin_names[] = {"q|k|v", "o", "gate|up", "down"};
     printf("  %s (in %d, out %d)\n", lin_names[lin], in, ldy);
     size_t stride = lora_mask_bytes_per_token(cfg), total = lo->table.total;
-    float *x = randoms((size_t)N * in, 1.0f), *y = randoms((size_t)N * ldy, 1.0f), *u = malloc(sizeof(float) * 7 * N * R);
+    float *x = randoms((size_t)N * in, 1.0f), *y = randoms((size_t)N * ldy, 1.0f);
+    float *u = malloc(sizeof(float) * LORA_N_MODULES * N * R);
     float *dy = randoms((size_t)N * ldy, 1.0f), *dx = randoms((size_t)N * in, 1.0f), *grads = randoms(total, 0.1f);
     uint8_t *mask = calloc((size_t)N * stride, 1), ready[LORA_N_MODULES] = {0};
     float *cpu_scratch = malloc(sizeof(float) * N * (F > C ? F : C) * 2), *cpu_du = malloc(sizeof(float) * N * R);
     LoraBatch b = {N, seq, pos, with_keys ? keys : NULL, cpu_scratch, cpu_du, mask, ready};
     CUdeviceptr d_x = upload(x, 4 * (size_t)N * in), d_y = upload(y, 4 * (size_t)N * ldy);
     CUdeviceptr d_dy = upload(dy, 4 * (size_t)N * ldy), d_dx = upload(dx, 4 * (size_t)N * in);
-    CUdeviceptr d_grads = upload(grads, 4 * total), d_u = scratch(4 * (size_t)7 * N * R);
+    CUdeviceptr d_grads = upload(grads, 4 * total), d_u = scratch(4 * (size_t)LORA_N_MODULES * N * R);
     CUdeviceptr d_xd = scratch(4 * (size_t)N * in), d_du = scratch(4 * (size_t)N * R);
     CUdeviceptr d_bits[LORA_N_MODULES] = {0};
     lora_linear_forward(lo, cfg, LAYER, lin, y, ldy, x, u, &b);
@@ -155,7 +156,8 @@ static void check_case(double p, int with_keys) {
     lora_init_peft(&lo, 7);
     for (int i = 0; i < lo.table.n; i++) /* B random: PEFT's zeros would hide the second product */
         if (strstr(lo.table.entries[i].name, ".lora_B."))
-            for (size_t k = 0; k < lo.table.entries[i].numel; k++) lo.params[lo.table.entries[i].offset + k] = 0.3f * frand();
+            for (size_t k = 0; k < lo.table.entries[i].numel; k++)
+                lo.params[lo.table.entries[i].offset + k] = 0.3f * frand();
     CUdeviceptr d_params = upload(lo.params, 4 * lo.table.total), d_keys = upload(keys, sizeof keys);
     CUdeviceptr d_seq = upload(seq, sizeof seq), d_pos = upload(pos, sizeof pos);
     int QKV = (H + 2 * HKV) * D;
