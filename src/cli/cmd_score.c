@@ -238,11 +238,6 @@ int cmd_score(int argc, char **argv) {
         if (on_gpu) gpu_close(&gpu.dev);
         return cli_fail("score", err.msg);
     }
-    if (on_gpu && m.cfg.qk_norm) { /* gpu/layer.h refuses it: bf16 products on the CPU instead */
-        fprintf(stderr, "grpo score: q/k norm (Qwen3) is not on the GPU yet: scored on the CPU, bf16 products\n");
-        gpu_close(&gpu.dev);
-        on_gpu = 0;
-    }
     Activations a = {0};
     if ((sa.adapter && lora_apply_dir(&m, sa.adapter, &err)) ||
         (on_gpu ? score_plan_gpu(&m, &gpu, sa.batch_tokens, &err)

@@ -39,6 +39,8 @@ static size_t larger(size_t a, size_t b) { return a > b ? a : b; }
 int gpu_layer_acts_create(GpuDevice *d, GpuLayerActs *a, const GpuLayerWeights *w, int max_tokens, GrpoErr *err) {
     memset(a, 0, sizeof *a);
     if (max_tokens < 1) return err_set(err, "GPU layer activations: max_tokens %d (expected >= 1)", max_tokens);
+    if (w->qk_norm) /* gpu_layer_forward runs it; the training pass does not save or differentiate it yet */
+        return err_set(err, "GPU layer activations: q/k norm (Qwen3) is not in the GPU's training layer yet");
     a->max_tokens = max_tokens;
     size_t N = (size_t)max_tokens, C = (size_t)w->C, F = (size_t)w->F, HD = (size_t)w->H * w->D;
     Want want[] = {

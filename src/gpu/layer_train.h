@@ -50,7 +50,8 @@ typedef struct {
 } GpuLayerGrads;
 
 /* Allocation of each; -1 with err (a refused allocation: then nothing stays
- * allocated). The free functions take zeroed or created structs. */
+ * allocated; activations for a Qwen3 layer, whose q/k norm the training pass does
+ * not run yet). The free functions take zeroed or created structs. */
 int gpu_layer_acts_create(GpuDevice *d, GpuLayerActs *a, const GpuLayerWeights *w, int max_tokens, GrpoErr *err);
 void gpu_layer_acts_free(GpuDevice *d, GpuLayerActs *a);
 int gpu_layer_train_scratch_create(GpuDevice *d, GpuLayerTrainScratch *s, const GpuLayerWeights *w, int max_tokens,

@@ -95,7 +95,7 @@ static void check_linear(const LoraLayers *lo, const ModelConfig *cfg, LoraLinea
     CUdeviceptr d_xd = scratch(4 * (size_t)N * in), d_du = scratch(4 * (size_t)N * R);
     CUdeviceptr d_bits[LORA_N_MODULES] = {0};
     lora_linear_forward(lo, cfg, LAYER, lin, y, ldy, x, u, &b);
-    lora_linear_backward(lo, cfg, LAYER, lin, dx, dy, ldy, x, u, grads, &b);
+    lora_linear_backward(lo, cfg, LAYER, lin, dx, dy, ldy, x, u, grads, NULL, &b); /* NULL: added, as the GPU's */
 
     int drop_on = with_keys && lo->spec.dropout > 0;
     GpuLoraAdapter a[LORA_N_MODULES];

@@ -1,7 +1,8 @@
 /* tests/gpu/test_gpu_score.c — `grpo score` on the GPU: the command's entry function
  * (cmd_score) run on the GPU where there is one and on the tests' emulated GPU
  * otherwise (installed as gpu_test.h installs it, so the command's own gpu_open
- * finds it), on tests/fixtures/qwen2 (2 layers, q/k/v biases, a tied head), its
+ * finds it), on tests/fixtures/qwen2 (2 layers, q/k/v biases, a tied head) and
+ * tests/fixtures/qwen3 (q/k norm), its
  * output against the CPU's: `--use_cpu --bf16 false` (fp32, the reference) and
  * `--use_cpu --bf16 true` (the CPU's bf16 products, what the GPU computes).
  *
@@ -27,6 +28,7 @@
 
 enum { MAXV = 4096, MAXOUT = 1 << 16 };
 static char data_path[256], out_path[256], err_path[256];
+static const char *model_dir = "tests/fixtures/qwen2";
 
 /* The data: lines of prompt and completion ids in the fixture's vocabulary (96). */
 static void write_data(void) {
@@ -66,11 +68,11 @@ static void drop_sanitizer_lines(char *buf) {
     *w = 0;
 }
 
-/* `grpo score --model tests/fixtures/qwen2 --temperature 0.8 --data DATA extra...`, its stdout into out
+/* `grpo score --model MODEL_DIR --temperature 0.8 --data DATA extra...`, its stdout into out
  * and its stderr into errs; the exit status. */
 static int run_score(const char *extra, char *out, char *errs) {
     char line[512], *argv[16];
-    snprintf(line, sizeof line, "score --model tests/fixtures/qwen2 --temperature 0.8 --data %s %s", data_path, extra);
+    snprintf(line, sizeof line, "score --model %s --temperature 0.8 --data %s %s", model_dir, data_path, extra);
     int argc = 0;
     for (char *t = strtok(line, " "); t && argc < 15; t = strtok(NULL, " ")) argv[argc++] = t;
     argv[argc] = NULL;
@@ -149,6 +151,18 @@ static void check_close(const char *what, const Scores *g, const Scores *f, cons
 
 static char out32[MAXOUT], out16[MAXOUT], outg[MAXOUT], errs[MAXOUT];
 static Scores s32, s16, sg;
+static void cpu_runs(void);
+
+/* tests/fixtures/qwen3 (q/k norm) on the GPU too, against its own CPU runs. */
+static void check_qwen3(void) {
+    model_dir = "tests/fixtures/qwen3";
+    cpu_runs();
+    T_CHECK(run_score("", outg, errs) == 0 && !errs[0], "gpu, qwen3: %s", errs);
+    scores_of(&sg, outg);
+    check_close("gpu, qwen3 (q/k norm)", &sg, &s32, &s16);
+    model_dir = "tests/fixtures/qwen2";
+    cpu_runs();
+}
 
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
@@ -166,6 +180,7 @@ static void check_all(void) {
     T_CHECK(strstr(errs, "--bf16 false") && strstr(errs, "on the CPU") && strchr(errs, '\n') == errs + strlen(errs) - 1,
             "--bf16 false with a GPU: expected one line saying the CPU scores, got: %s", errs);
     printf("  --bf16 false: %s", errs);
+    check_qwen3();
 }
 
 /* The CPU's runs, fp32 and bf16 products: the reference and what the GPU computes. */

@@ -130,6 +130,8 @@ static void run_residual_add(void **p) { residual_add(P(0, Fp), P(1, Cfp), P(2, 
 /* one decoder layer's training forward and backward (gpu/layer_train.h): SwiGLU's bf16 backward */
 static void run_swiglu_backward_bf16(void **p) {
     swiglu_backward_bf16(P(0, unsigned short *), P(1, Cfp), P(2, const unsigned short *), P(3, int), P(4, int));
+}
+
 /* Qwen3's q/k norm (gpu/kernels/qk_norm.cu) */
 static void run_qk_norm_forward(void **p) {
     qk_norm_forward(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, int), P(6, int), P(7, int), P(8, int),
