@@ -45,6 +45,54 @@ void completion_free(Completion *c) {
     c->n = 0;
 }
 
+/* Per-completion state while decoding a chunk. */
+typedef struct {
+    Rng rng;
+    int32_t *ctx;     /* prompt + completion, for the repetition penalty */
+    int n_ctx;
+    int done;
+} Live;
+
+/* A chunk's rows while decoding, sized once by gen_create for chunk rows, prompts
+ * of max_prompt and completions of max_completion_length. */
+struct GenRows {
+    Live *live;          /* [chunk] */
+    int32_t *ctx;        /* [chunk][max_prompt + max_completion_length]: live[i].ctx's memory */
+    int *which, *slots;  /* [chunk] the rows decoded next and their cache slots */
+    int32_t *tok;        /* [chunk] */
+    float *lp;           /* [chunk] */
+    int *turn_rows, *turn_len; /* [chunk] rows whose turn just ended with appended ids, and the ids' count */
+    int *tslots;         /* [max_completion_length + 1] one row's turn decoded alone */
+    uint8_t *twant;      /* [max_completion_length + 1] */
+};
+
+/* The bytes of gen_rows_create's buffers. */
+static size_t gen_rows_bytes(int chunk, int max_prompt, int maxc) {
+    return sizeof(struct GenRows) + (size_t)chunk * (sizeof(Live) + sizeof(int32_t) * (max_prompt + maxc)) +
+           (size_t)chunk * (4 * sizeof(int) + sizeof(int32_t) + sizeof(float)) + (size_t)(maxc + 1) * (sizeof(int) + 1);
+}
+
+static struct GenRows *gen_rows_create(int chunk, int max_prompt, int maxc) {
+    struct GenRows *r = xcalloc(1, sizeof *r);
+    r->live = xcalloc(chunk, sizeof(Live));
+    r->ctx = xmalloc(sizeof(int32_t) * chunk * (size_t)(max_prompt + maxc));
+    for (int i = 0; i < chunk; i++) r->live[i].ctx = r->ctx + (size_t)i * (max_prompt + maxc);
+    r->which = xmalloc(sizeof(int) * chunk), r->slots = xmalloc(sizeof(int) * chunk);
+    r->tok = xmalloc(sizeof(int32_t) * chunk);
+    r->lp = xmalloc(sizeof(float) * chunk);
+    r->turn_rows = xmalloc(sizeof(int) * chunk), r->turn_len = xmalloc(sizeof(int) * chunk);
+    r->tslots = xmalloc(sizeof(int) * (maxc + 1));
+    r->twant = xmalloc((size_t)maxc + 1);
+    return r;
+}
+
+static void gen_rows_free(struct GenRows *r) {
+    if (!r) return;
+    free(r->live), free(r->ctx), free(r->which), free(r->slots), free(r->tok), free(r->lp);
+    free(r->turn_rows), free(r->turn_len), free(r->tslots), free(r->twant);
+    free(r);
+}
+
 /* What gen_create is about to allocate, against the memory available, before
  * allocating it. In double: an explicit chunk size with a long cache can pass
  * 64 bits. The sampler scratch is 21 bytes per vocabulary entry and thread. */
@@ -95,9 +143,11 @@ int gen_create(Generator *g, Model *m, const GenOpts *o, int max_prompt, GrpoErr
     for (int i = 0; i < g->n_scratch; i++) sampler_scratch_create(&g->scratch[i], V);
     g->logits = xaligned(sizeof(float) * (size_t)rows * V);
     g->first = xaligned(sizeof(float) * V);
+    g->rows = gen_rows_create(g->chunk, max_prompt, o->max_completion_length);
     g->bytes = kv_cache_bytes(&m->cfg, g->chunk + extra, g->cap) +
                decode_state_bytes(&m->cfg, rows, keys) +
-               sizeof(float) * ((size_t)rows + 1) * V + (size_t)g->n_scratch * V * 21;
+               sizeof(float) * ((size_t)rows + 1) * V + (size_t)g->n_scratch * V * 21 +
+               gen_rows_bytes(g->chunk, max_prompt, o->max_completion_length);
     return 0;
 }
 
@@ -108,6 +158,7 @@ void gen_free(Generator *g) {
     free(g->scratch);
     free(g->logits);
     free(g->first);
+    gen_rows_free(g->rows);
     memset(g, 0, sizeof *g);
 }
 
@@ -142,14 +193,6 @@ static void prefill(Generator *g, int slot, const int32_t *prompt, int n, float 
     kv_cache_reset(&g->kv, slot);
     model_decode(g->m, &g->kv, &g->ds, n, slots, prompt, want, out);
 }
-
-/* Per-completion state while decoding a chunk. */
-typedef struct {
-    Rng rng;
-    int32_t *ctx;     /* prompt + completion, for the repetition penalty */
-    int n_ctx;
-    int done;
-} Live;
 
 static void sample_rows(Generator *g, Live *live, const int *which, const float *logits, int n,
                         int32_t *tok, float *logp) {
@@ -187,23 +230,21 @@ static int turn_append(Completion *c, Live *L, const int32_t *add, int k, int ma
 }
 
 /* Rows 0 .. nc-1 of a chunk set out: completion out[i] (index first_index + i of
- * the group) empty with its buffers, its random stream and context (the prompt),
+ * the group) empty on its buffers, its random stream and context (the prompt),
  * its cache slot holding the prompt, and its logits row the prompt's last. */
 static void chunk_begin(Generator *g, Live *live, Completion *out, int nc, const int32_t *prompt, int n_prompt,
                         uint64_t stream_id, int first_index) {
     const GenOpts *o = &g->opts;
-    int V = g->m->cfg.vocab_size, maxc = o->max_completion_length, extra = o->share_prefix ? 1 : 0;
+    int V = g->m->cfg.vocab_size, extra = o->share_prefix ? 1 : 0;
     for (int i = 0; i < nc; i++) {
         Live *L = &live[i];
         rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(first_index + i)));
-        L->ctx = xmalloc(sizeof(int32_t) * (n_prompt + maxc));
         memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
         L->n_ctx = n_prompt;
         L->done = 0;
         Completion *c = &out[i];
-        c->ids = xmalloc(sizeof(int32_t) * maxc);
-        c->logp = xmalloc(sizeof(float) * maxc);
-        c->mask = g->turns.turn_end ? xmalloc(maxc) : NULL;
+        CHECK(c->ids && c->logp && (c->mask || !g->turns.turn_end));
+        if (!g->turns.turn_end) c->mask = NULL; /* one turn: no tool mask */
         c->n = 0;
         c->n_turns = 0;
         c->stopped = 0;
@@ -216,7 +257,13 @@ static void chunk_begin(Generator *g, Live *live, Completion *out, int nc, const
 
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out) {
-    return gen_group_part(g, prompt, n_prompt, 0, G, stream_id, out);
+    int maxc = g->opts.max_completion_length;
+    for (int i = 0; i < G; i++)
+        out[i] = (Completion){.ids = xmalloc(sizeof(int32_t) * maxc), .logp = xmalloc(sizeof(float) * maxc),
+                              .mask = g->turns.turn_end ? xmalloc(maxc) : NULL};
+    long n = gen_group_part(g, prompt, n_prompt, 0, G, stream_id, out);
+    for (int i = 0; n < 0 && i < G; i++) completion_free(&out[i]);
+    return n;
 }
 
 long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
@@ -226,14 +273,12 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
     int V = g->m->cfg.vocab_size, maxc = o->max_completion_length;
     long generated = 0;
     if (o->share_prefix) prefill(g, 0, prompt, n_prompt, g->first);
-    Live *live = xcalloc(g->chunk, sizeof(Live));
-    int *which = xmalloc(sizeof(int) * g->chunk), *slots = xmalloc(sizeof(int) * g->chunk);
-    int32_t *tok = xmalloc(sizeof(int32_t) * g->chunk);
-    float *lp = xmalloc(sizeof(float) * g->chunk);
-    /* rows whose turn just ended with appended ids, and the ids' count */
-    int *turn_rows = xmalloc(sizeof(int) * g->chunk), *turn_len = xmalloc(sizeof(int) * g->chunk);
-    int *tslots = xmalloc(sizeof(int) * (maxc + 1));
-    uint8_t *twant = xmalloc((size_t)maxc + 1);
+    struct GenRows *R = g->rows;
+    Live *live = R->live;
+    int *which = R->which, *slots = R->slots, *turn_rows = R->turn_rows, *turn_len = R->turn_len, *tslots = R->tslots;
+    int32_t *tok = R->tok;
+    float *lp = R->lp;
+    uint8_t *twant = R->twant;
     for (int c0 = 0; c0 < G; c0 += g->chunk) {
         int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
         int extra = o->share_prefix ? 1 : 0;
@@ -304,17 +349,11 @@ long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first
             }
             step_rows = next;
         }
-        for (int i = 0; i < nc; i++) free(live[i].ctx);
         if (failed) {
-            for (int i = 0; i < G; i++) {
-                if (i < c0 + nc) completion_free(&out[i]);
-                else memset(&out[i], 0, sizeof out[i]);
-            }
+            for (int i = 0; i < G; i++) out[i].n = 0, out[i].n_turns = 0, out[i].stopped = 0;
             generated = -1;
             break;
         }
     }
-    free(live), free(which), free(slots), free(tok), free(lp);
-    free(turn_rows), free(turn_len), free(tslots), free(twant);
     return generated;
 }

@@ -105,6 +105,8 @@ typedef struct {
     int n_scratch;             /* sampling runs on at most this many threads */
     float *logits;     /* [max(chunk, 1), V] */
     float *first;      /* [V] the prompt's last logits */
+    struct GenRows *rows; /* a chunk's per-row decoding state (generate.c), planned here so that
+                             gen_group_part allocates nothing */
     GenTurns turns;    /* turn_end NULL: one turn (gen_set_turns) */
     GenOverlap overlap; /* turn_begin NULL: turns made in the decode batch (gen_set_overlap) */
     size_t bytes;      /* planned memory */
@@ -127,7 +129,11 @@ void gen_set_overlap(Generator *g, const GenOverlap *ov);
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out);
 /* Completions first .. first+G-1 of that group into out[G]: each the same as
- * gen_group's (its own stream), so a group can be split between processes. */
+ * gen_group's (its own stream), so a group can be split between processes.
+ * Allocates nothing: out[i].ids and .logp (and .mask with turns) are the caller's
+ * buffers of max_completion_length, written in place — a trainer's rollout reuses
+ * them step after step (.mask is set to NULL without turns). Returns as gen_group;
+ * on -1 every out[i] is left empty (n 0). */
 long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
                     Completion *out);
 

@@ -42,24 +42,22 @@ static json_t *rollout_json(const Rollout *r, int F) {
     return o;
 }
 
+/* to[n] := the JSON array of n numbers; 1 when it is not one. */
+static int copy_floats(float *to, const json_t *a, int n) {
+    float *v = json_to_floats(a, n);
+    if (v) memcpy(to, v, sizeof(float) * n);
+    free(v);
+    return !v;
+}
+
 static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const char *path, GrpoErr *err) {
-    int F = t->rewards.n_funcs;
-    Rollout *r = xcalloc(1, sizeof *r);
+    int F = t->rewards.n_funcs, n_saved, P, G, uses;
     json_int_t idx;
-    if (json_unpack(o, "{s:I, s:i, s:i, s:i, s:i}", "index", &idx, "n", &r->n, "P", &r->P, "G", &r->G, "uses", &r->uses) ||
-        r->n != t->gen_batch || r->G != t->c.num_generations || r->P * r->G != r->n) {
-        free(r);
+    if (json_unpack(o, "{s:I, s:i, s:i, s:i, s:i}", "index", &idx, "n", &n_saved, "P", &P, "G", &G, "uses", &uses) ||
+        n_saved != t->gen_batch || G != t->c.num_generations || P * G != n_saved)
         return err_set(err, "%s: the saved generation batch does not match this run's batch settings", path);
-    }
-    r->index = idx;
-    r->example = xmalloc(sizeof(int) * r->P);
-    r->prompt = xcalloc(r->P, sizeof(DatasetExample *));
-    r->order = xmalloc(sizeof(int) * r->n);
-    r->comp = xcalloc(r->n, sizeof(Completion));
-    r->text = xcalloc(r->n, sizeof(char *));
-    r->per_func = xmalloc(sizeof(double) * F * r->n);
-    r->rewards = xmalloc(sizeof(double) * r->n);
-    r->adv = xmalloc(sizeof(double) * r->n);
+    Rollout *r = rollout_take(t, idx); /* the run's sizes: n, P, G as saved */
+    r->uses = uses;
     json_t *comps = json_object_get(o, "completions");
     int bad = json_to_ints(json_object_get(o, "example"), r->example, r->P) ||
               json_to_ints(json_object_get(o, "order"), r->order, r->n) ||
@@ -74,7 +72,6 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
             bad = 1;
             break;
         }
-        r->comp[i].ids = xmalloc(sizeof(int32_t) * t->c.gen.max_completion_length);
         r->comp[i].n = n;
         r->comp[i].stopped = json_is_true(json_object_get(c, "stopped"));
         int tmp[n];
@@ -85,10 +82,9 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         }
         json_t *spans = json_object_get(c, "tool_spans");
         if (t->tools.proc || t->env.proc) { /* with turns every completion has its mask, as a made rollout's */
-            r->comp[i].mask = xmalloc((size_t)t->c.gen.max_completion_length);
             bad |= json_to_zero_runs(spans, r->comp[i].mask, n, &r->comp[i].n_turns);
         } else if (spans) { /* tool or environment turns saved, both off now */
-            rollout_free(r);
+            rollout_release(t, r);
             return err_set(err, "%s: saved by a run with tools or an environment: resume it with the same tools and "
                                 "tool_command, or environment_command", path);
         }
@@ -96,15 +92,9 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         r->text[i] = xstrdup(json_is_string(tx) ? json_string_value(tx) : "");
         json_t *old = json_object_get(c, "old_logp"), *ref = json_object_get(c, "ref_logp");
         json_t *samp = json_object_get(c, "sampling_logp");
-        if (t->c.loss.is_correction) bad |= !samp || !old || !(r->comp[i].logp = json_to_floats(samp, n));
-        if (old) {
-            if (!r->old_logp) r->old_logp = xcalloc(r->n, sizeof(float *));
-            bad |= !(r->old_logp[i] = json_to_floats(old, n));
-        }
-        if (ref) {
-            if (!r->ref_logp) r->ref_logp = xcalloc(r->n, sizeof(float *));
-            bad |= !(r->ref_logp[i] = json_to_floats(ref, n));
-        }
+        if (t->c.loss.is_correction) bad |= !samp || !old || copy_floats(r->comp[i].logp, samp, n);
+        if (old) bad |= copy_floats((r->old_logp = rollout_old_rows(r))[i], old, n);
+        if (ref) bad |= copy_floats((r->ref_logp = rollout_ref_rows(r))[i], ref, n);
     }
     for (int i = 0; i < r->n && !bad; i++) bad |= r->order[i] < 0 || r->order[i] >= r->n;
     bad |= r->uses < 0 || r->uses > t->spg * t->c.num_iterations;
@@ -113,7 +103,7 @@ static int rollout_from_json(GrpoTrainer *t, json_t *o, Rollout **out, const cha
         if (!bad) r->prompt[p] = &t->sess.data.ex[r->example[p]];
     }
     if (bad) {
-        rollout_free(r);
+        rollout_release(t, r);
         return err_set(err, "%s: malformed or from another dataset%s%s", path,
                        t->c.loss.is_correction ? " (or saved without vllm_importance_sampling_correction)" : "",
                        t->tools.proc ? " (or saved without tools)" : t->env.proc ? " (or saved without an environment)" : "");

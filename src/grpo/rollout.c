@@ -24,27 +24,111 @@
 
 void rollout_free(Rollout *r) {
     if (!r) return;
-    for (int i = 0; i < r->n; i++) {
-        completion_free(&r->comp[i]);
-        free(r->text[i]);
-        if (r->old_logp) free(r->old_logp[i]);
-        if (r->ref_logp) free(r->ref_logp[i]);
-        if (r->is_w) free(r->is_w[i]);
-    }
+    for (int i = 0; i < r->n; i++) free(r->text[i]);
     free(r->example), free(r->prompt), free(r->comp), free(r->text), free(r->per_func), free(r->rewards);
-    free(r->adv), free(r->old_logp), free(r->ref_logp), free(r->is_w), free(r->order);
-    free(r->tool_calls), free(r->tool_failures), free(r->env_reward);
+    free(r->adv), free(r->order), free(r->tool_calls), free(r->tool_failures), free(r->env_reward);
+    free(r->ids_buf), free(r->logp_buf), free(r->mask_buf);
+    free(r->old_rows), free(r->ref_rows), free(r->isw_rows), free(r->old_buf), free(r->ref_buf), free(r->isw_buf);
+    free(r->items), free(r->scores), free(r->score_rows), free(r->len), free(r->share), free(r->fmean), free(r->fstd);
+    free(r->seqs);
     free(r);
 }
 
-/* r's completions and texts freed, its arrays kept for the next round drawn into it. */
+/* r's completions empty on their rows of the rollout's memory, its texts freed. */
 static void rollout_clear(Rollout *r) {
     for (int i = 0; i < r->n; i++) {
-        completion_free(&r->comp[i]);
-        r->comp[i] = (Completion){0};
+        size_t row = (size_t)i * r->maxc;
+        r->comp[i] = (Completion){.ids = r->ids_buf + row, .logp = r->logp_buf + row,
+                                  .mask = r->mask_buf ? r->mask_buf + row : NULL};
         free(r->text[i]);
         r->text[i] = NULL;
     }
+}
+
+/* A rollout with the run's sizes: n = the generation batch, G, F reward functions,
+ * rows of max_completion_length. */
+static Rollout *rollout_new(const GrpoTrainer *t) {
+    int n = t->gen_batch, G = t->c.num_generations, F = t->rewards.n_funcs, maxc = t->c.gen.max_completion_length;
+    int F1 = F ? F : 1, B = t->c.train.per_device_train_batch_size;
+    Rollout *r = xcalloc(1, sizeof *r);
+    r->G = G;
+    r->n = n;
+    r->P = n / G;
+    r->maxc = maxc;
+    r->example = xmalloc(sizeof(int) * r->P);
+    r->prompt = xmalloc(sizeof(DatasetExample *) * r->P);
+    r->comp = xcalloc(n, sizeof(Completion));
+    r->text = xcalloc(n, sizeof(char *));
+    r->per_func = xmalloc(sizeof(double) * F1 * n);
+    r->rewards = xmalloc(sizeof(double) * n);
+    r->adv = xmalloc(sizeof(double) * n);
+    r->order = xmalloc(sizeof(int) * n);
+    r->ids_buf = xmalloc(sizeof(int32_t) * n * (size_t)maxc);
+    r->logp_buf = xmalloc(sizeof(float) * n * (size_t)maxc);
+    if (t->tools.proc || t->env.proc) r->mask_buf = xmalloc((size_t)n * maxc);
+    if (t->tools.proc) r->tool_calls = xcalloc(n, sizeof(int)), r->tool_failures = xcalloc(n, sizeof(int));
+    if (t->env.proc) r->env_reward = xmalloc(sizeof(double) * n);
+    r->items = xmalloc(sizeof(RewardItem) * n);
+    r->scores = xmalloc(sizeof(double) * F1 * n);
+    r->score_rows = xmalloc(sizeof(double *) * n);
+    r->len = xmalloc(sizeof(int) * n);
+    r->share = xmalloc(sizeof(void *) * n);
+    r->fmean = xmalloc(sizeof(double) * F1), r->fstd = xmalloc(sizeof(double) * F1);
+    r->seqs = xmalloc(sizeof(CompletionRef) * B);
+    return r;
+}
+
+Rollout *rollout_take(GrpoTrainer *t, long index) {
+    Rollout *r = t->spare;
+    if (r) t->spare = r->next;
+    else r = rollout_new(t);
+    r->next = NULL;
+    r->index = index;
+    r->uses = r->pending = 0;
+    r->old_logp = r->ref_logp = NULL;
+    r->is_w = NULL;
+    rollout_clear(r);
+    return r;
+}
+
+void rollout_release(GrpoTrainer *t, Rollout *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) free(r->text[i]), r->text[i] = NULL;
+    r->next = t->spare;
+    t->spare = r;
+}
+
+/* [n] rows of maxc elements of elem bytes into *buf, both made on first use. */
+static void **rows_of(void ***rows, void **buf, int n, int maxc, size_t elem) {
+    if (!*rows) {
+        *buf = xmalloc(elem * n * (size_t)maxc);
+        *rows = xmalloc(sizeof(void *) * n);
+        for (int i = 0; i < n; i++) (*rows)[i] = (char *)*buf + elem * i * (size_t)maxc;
+    }
+    return *rows;
+}
+
+float **rollout_old_rows(Rollout *r) {
+    return (float **)rows_of((void ***)&r->old_rows, (void **)&r->old_buf, r->n, r->maxc, sizeof(float));
+}
+
+float **rollout_ref_rows(Rollout *r) {
+    return (float **)rows_of((void ***)&r->ref_rows, (void **)&r->ref_buf, r->n, r->maxc, sizeof(float));
+}
+
+/* After this process filled rows[i] for i in [lo, hi) (len[i] elements of elem
+ * bytes, rows of the rollout's memory): every process has every row, a received
+ * one copied into its row. with_len: the lengths travel too. */
+static void share_rows(const TrainWorld *w, Rollout *r, void *const *rows, int *len, size_t elem, int with_len,
+                       int lo, int hi) {
+    if (train_world_size(w) == 1) return;
+    for (int i = 0; i < r->n; i++) r->share[i] = i >= lo && i < hi ? rows[i] : NULL;
+    train_world_share(w, r->share, len, r->n, elem, with_len);
+    for (int i = 0; i < r->n; i++)
+        if (i < lo || i >= hi) {
+            memcpy(rows[i], r->share[i], elem * len[i]);
+            free(r->share[i]); /* received: malloc'd by the share */
+        }
 }
 
 /* Log-probs of every completion of r under the policy or the reference: this
@@ -52,9 +136,9 @@ static void rollout_clear(Rollout *r) {
  * process has all of them. */
 static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
     int B = t->c.train.per_device_train_batch_size, lo, hi;
-    float **out = xcalloc(r->n, sizeof(float *));
+    float **out = which == TRAIN_POLICY ? rollout_old_rows(r) : rollout_ref_rows(r);
     train_world_range(t->world, r->n, &lo, &hi);
-    CompletionRef *seqs = xmalloc(sizeof(CompletionRef) * B);
+    CompletionRef *seqs = r->seqs;
     for (int k0 = lo; k0 < hi; k0 += B) {
         int S = hi - k0 < B ? hi - k0 : B;
         for (int i = 0; i < S; i++) seqs[i] = (CompletionRef){r, k0 + i};
@@ -63,14 +147,11 @@ static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
         train_model_logprobs(t->tm, which, &b, t->ms.logp, NULL);
         for (int i = 0; i < S; i++) {
             int c = k0 + i;
-            out[c] = xmalloc(sizeof(float) * r->comp[c].n);
             memcpy(out[c], t->ms.logp + t->ms.off[i], sizeof(float) * r->comp[c].n);
         }
     }
-    int *len = xmalloc(sizeof(int) * r->n);
-    for (int i = 0; i < r->n; i++) len[i] = r->comp[i].n;
-    train_world_share(t->world, (void **)out, len, r->n, sizeof(float), 0);
-    free(seqs), free(len);
+    for (int i = 0; i < r->n; i++) r->len[i] = r->comp[i].n;
+    share_rows(t->world, r, (void *const *)out, r->len, sizeof(float), 0, lo, hi);
     return out;
 }
 
@@ -103,23 +184,6 @@ static int log_completions(void *ctx, GrpoErr *err) {
         return err_set(err, "%s/completions.jsonl: write failed: %s; stopping (the checkpoints are untouched)",
                        t->c.train.output_dir, strerror(errno));
     return 0;
-}
-
-static Rollout *rollout_alloc(long index, int n, int G, int F) {
-    Rollout *r = xcalloc(1, sizeof *r);
-    r->index = index;
-    r->G = G;
-    r->n = n;
-    r->P = n / G;
-    r->example = xmalloc(sizeof(int) * r->P);
-    r->prompt = xmalloc(sizeof(DatasetExample *) * r->P);
-    r->comp = xcalloc(n, sizeof(Completion));
-    r->text = xcalloc(n, sizeof(char *));
-    r->per_func = xmalloc(sizeof(double) * F * n);
-    r->rewards = xmalloc(sizeof(double) * n);
-    r->adv = xmalloc(sizeof(double) * n);
-    r->order = xmalloc(sizeof(int) * n);
-    return r;
 }
 
 /* The calls the tool loop made since (calls, failures), counted to completion index. */
@@ -168,12 +232,11 @@ static void share_tools(GrpoTrainer *t, Rollout *r, int lo, int hi) {
             cnt[i] = c2;
         }
     }
-    train_world_share(t->world, mask, len, r->n, 1, 0);
+    share_rows(t->world, r, mask, len, 1, 0, lo, hi);
     if (r->tool_calls) train_world_share(t->world, cnt, two, r->n, sizeof(int), 0);
     for (int i = 0; i < r->n; i++) {
         const int *c2 = cnt[i];
         if (c2) r->tool_calls[i] = c2[0], r->tool_failures[i] = c2[1];
-        if (i < lo || i >= hi) r->comp[i].mask = mask[i];
         free(cnt[i]);
     }
     free(mask), free(cnt), free(len), free(two);
@@ -187,14 +250,11 @@ static void share_tools(GrpoTrainer *t, Rollout *r, int lo, int hi) {
 static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
     int lo, hi, rc = 0;
     train_world_range(t->world, r->n, &lo, &hi);
-    if (t->tools.proc) {
-        r->tool_calls = xcalloc(r->n, sizeof(int));
-        r->tool_failures = xcalloc(r->n, sizeof(int));
+    if (r->tool_calls) {
+        memset(r->tool_calls, 0, sizeof(int) * r->n);
+        memset(r->tool_failures, 0, sizeof(int) * r->n);
     }
-    if (t->env.proc) {
-        r->env_reward = xmalloc(sizeof(double) * r->n);
-        for (int i = 0; i < r->n; i++) r->env_reward[i] = NAN;
-    }
+    for (int i = 0; r->env_reward && i < r->n; i++) r->env_reward[i] = NAN;
     for (int p = 0; p < r->P; p++) {
         long pos = pos0 + p;
         r->example[p] = dataset_sampler_index(&t->data_order, pos);
@@ -207,7 +267,7 @@ static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
             env_loop_begin_group(&t->env, ex->prompt, ex->row, r->G);
         if (gen_group_part(&t->sess.gen, ex->prompt_ids, ex->n_prompt_ids, a - p * r->G, b - a,
                            rng_mix(STREAM_GEN, (uint64_t)pos), r->comp + a) < 0) {
-            rc = err_set(err, "%s", r->env_reward ? t->env.err.msg : t->tools.err.msg); /* the completions are freed */
+            rc = err_set(err, "%s", r->env_reward ? t->env.err.msg : t->tools.err.msg); /* the completions left empty */
             continue;
         }
         for (int i = a; r->env_reward && i < b; i++) r->env_reward[i] = env_loop_reward(&t->env, i - p * r->G);
@@ -216,18 +276,18 @@ static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
     t->turns.calls = t->turns.failures = NULL;
     if (train_world_check(t->world, rc, err)) return -1;
     if (train_world_size(t->world) == 1) return 0;
+    /* across processes (not a single process's steady state): the shares' own lists */
     void **ids = xmalloc(sizeof(void *) * r->n), **stop = xmalloc(sizeof(void *) * r->n);
     int *len = xmalloc(sizeof(int) * r->n), *one = xmalloc(sizeof(int) * r->n);
     for (int i = 0; i < r->n; i++) ids[i] = r->comp[i].ids, len[i] = r->comp[i].n, stop[i] = &r->comp[i].stopped, one[i] = 1;
-    train_world_share(t->world, ids, len, r->n, sizeof(int32_t), 1);
+    share_rows(t->world, r, ids, len, sizeof(int32_t), 1, lo, hi);
     train_world_share(t->world, stop, one, r->n, sizeof(int), 0);
     void **lp = xmalloc(sizeof(void *) * r->n); /* the sampling log-probs, as long as the ids */
     for (int i = 0; i < r->n; i++) lp[i] = r->comp[i].logp;
-    train_world_share(t->world, lp, len, r->n, sizeof(float), 0);
+    share_rows(t->world, r, lp, len, sizeof(float), 0, lo, hi);
     for (int i = 0; i < r->n; i++)
         if (i < lo || i >= hi) {
-            r->comp[i].ids = ids[i], r->comp[i].n = len[i], r->comp[i].stopped = *(int *)stop[i];
-            r->comp[i].logp = lp[i];
+            r->comp[i].n = len[i], r->comp[i].stopped = *(int *)stop[i];
             free(stop[i]);
         }
     free(ids), free(stop), free(len), free(one), free(lp);
@@ -241,7 +301,7 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
     int F = t->rewards.n_funcs, lo, hi;
     train_world_range(t->world, r->n, &lo, &hi);
     int cnt = hi - lo;
-    RewardItem *items = xcalloc(cnt ? cnt : 1, sizeof(RewardItem));
+    RewardItem *items = r->items;
     int rc = 0;
     for (int i = 0; i < r->n && !rc; i++) {
         const DatasetExample *ex = r->prompt[i / r->G];
@@ -252,34 +312,33 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
                                          ex->row, t->sess.data.path, ex->line,
                                          r->env_reward ? &r->env_reward[i] : NULL};
     }
-    double *mine = xmalloc(sizeof(double) * F * (cnt ? cnt : 1));
+    double *mine = r->scores; /* [F][cnt] */
     json_t *trainer_state = hf_state_fields(&t->st.state); /* TRL passes the trainer's state */
     RewardBatch batch = {items, cnt, trainer_state, t->sess.data.columns, t->sess.data.n_columns};
     if (!rc && cnt) rc = reward_set_compute(&t->rewards, &batch, mine, NULL, err);
     json_decref(trainer_state);
-    free(items);
     rc = train_world_check(t->world, rc, err); /* a reward failing on any process stops every one */
-    if (!rc) { /* per_func[f][i]: each completion's F scores travel together */
-        double **row = xmalloc(sizeof(double *) * r->n);
-        int *len = xmalloc(sizeof(int) * r->n);
+    if (!rc && train_world_size(t->world) == 1) {
+        for (int f = 0; f < F; f++)
+            memcpy(r->per_func + (size_t)f * r->n, mine + (size_t)f * cnt, sizeof(double) * cnt);
+    } else if (!rc) { /* per_func[f][i]: each completion's F scores travel together */
+        double **row = r->score_rows;
         for (int i = 0; i < r->n; i++) {
-            len[i] = F;
+            r->len[i] = F;
             row[i] = i >= lo && i < hi ? xmalloc(sizeof(double) * (F ? F : 1)) : NULL;
             if (row[i])
                 for (int f = 0; f < F; f++) row[i][f] = mine[(size_t)f * cnt + (i - lo)];
         }
-        train_world_share(t->world, (void **)row, len, r->n, sizeof(double), 0);
+        train_world_share(t->world, (void **)row, r->len, r->n, sizeof(double), 0);
         for (int i = 0; i < r->n; i++) {
             for (int f = 0; f < F; f++) r->per_func[(size_t)f * r->n + i] = row[i][f];
             free(row[i]);
         }
-        free(row), free(len);
-        /* sum_then_normalize's sum passing what a double holds would give NaN advantages
-         * (the same per_func on every process: each stops alike) */
-        if (t->c.aggregation == GRPO_AGG_SUM_THEN_NORMALIZE)
-            rc = reward_weighted_check(&t->rewards, r->per_func, r->n, err);
     }
-    free(mine);
+    /* sum_then_normalize's sum passing what a double holds would give NaN advantages
+     * (the same per_func on every process: each stops alike) */
+    if (!rc && t->c.aggregation == GRPO_AGG_SUM_THEN_NORMALIZE)
+        rc = reward_weighted_check(&t->rewards, r->per_func, r->n, err);
     return rc;
 }
 
@@ -324,10 +383,9 @@ static void add_metrics(GrpoTrainer *t, const Rollout *r, const GrpoRewardStats 
 void rollout_is_weights(const GrpoTrainer *t, Rollout *r) {
     const GrpoLossConfig *c = &t->c.loss;
     CHECK(c->is_correction && r->old_logp);
-    r->is_w = xcalloc(r->n, sizeof(double *));
+    r->is_w = (double **)rows_of((void ***)&r->isw_rows, (void **)&r->isw_buf, r->n, r->maxc, sizeof(double));
     for (int i = 0; i < r->n; i++) {
         CHECK(r->comp[i].logp);
-        r->is_w[i] = xmalloc(sizeof(double) * r->comp[i].n);
         int masked = c->mask_truncated_completions && !r->comp[i].stopped;
         const Completion *ci = &r->comp[i];
         if (!ci->mask) {
@@ -399,8 +457,13 @@ static void move_group(Rollout *dst, int k, Rollout *src, int g, int F) {
     dst->prompt[k] = src->prompt[g];
     for (int j = 0; j < G; j++) {
         int a = k * G + j, b = g * G + j;
-        dst->comp[a] = src->comp[b];
-        src->comp[b] = (Completion){0};
+        Completion *ca = &dst->comp[a];
+        const Completion *cb = &src->comp[b];
+        /* into dst's own rows: each rollout keeps its memory */
+        memcpy(ca->ids, cb->ids, sizeof(int32_t) * cb->n);
+        memcpy(ca->logp, cb->logp, sizeof(float) * cb->n);
+        if (cb->mask) memcpy(ca->mask, cb->mask, (size_t)cb->n);
+        ca->n = cb->n, ca->stopped = cb->stopped, ca->n_turns = cb->n_turns;
         dst->text[a] = src->text[b];
         src->text[b] = NULL;
         for (int f = 0; f < F; f++) dst->per_func[(size_t)f * dst->n + a] = src->per_func[(size_t)f * src->n + b];
@@ -434,7 +497,7 @@ static int draw_filtered(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
                          "max_num_gen_batches (0 = no bound) or turn filter_groups off", max, r->P, kept, r->P, dropped);
             break;
         }
-        if (!t->round) t->round = rollout_alloc(r->index, r->n, G, F);
+        if (!t->round) t->round = rollout_take(t, r->index);
         Rollout *c = t->round;
         c->index = r->index;
         rounds++;
@@ -461,16 +524,14 @@ static int draw_filtered(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     int F = t->rewards.n_funcs;
     long drawn = t->prompts_drawn;
-    Rollout *r = rollout_alloc(t->rounds_made, t->gen_batch, t->c.num_generations, F);
+    Rollout *r = rollout_take(t, t->rounds_made);
     shuffle(&t->c, r);
     int rc = t->c.filter_groups ? draw_filtered(t, r, err) : draw_round(t, r, err);
     if (!rc) { /* the group-relative advantages over the batch trained on */
-        double *fmean = xmalloc(sizeof(double) * F), *fstd = xmalloc(sizeof(double) * F);
-        GrpoRewardStats st = {0, 0, 0, fmean, fstd};
+        GrpoRewardStats st = {0, 0, 0, r->fmean, r->fstd};
         grpo_advantages(r->adv, r->rewards, &st, r->per_func, t->rewards.weights, F, r->n, r->G, t->c.scale_rewards,
                         t->c.aggregation);
         add_metrics(t, r, &st);
-        free(fmean), free(fstd);
     }
     double t2 = time_now_s();
     /* the generating policy's and the reference's log-probs */
@@ -483,7 +544,7 @@ int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err) {
     t->st.t_ref += time_now_s() - t2;
     if (!rc && t->c.log_completions) rc = train_world_once(t->world, log_completions, &(LogCompletions){t, r}, err);
     if (rc) {
-        rollout_free(r);
+        rollout_release(t, r);
         t->prompts_drawn = drawn;
         return -1;
     }

@@ -22,6 +22,11 @@ static void trainer_free(GrpoTrainer *t) {
     if (t->completions_f) fclose(t->completions_f);
     rollout_free(t->cur);
     rollout_free(t->round);
+    while (t->spare) {
+        Rollout *next = t->spare->next;
+        rollout_free(t->spare);
+        t->spare = next;
+    }
     reward_set_free(&t->rewards);
     dataset_sampler_free(&t->data_order);
     gen_session_close(&t->sess);
@@ -154,7 +159,7 @@ static int grpo_evaluate(void *self, const HfStateInfo *state, MetricAcc *m, Grp
 static int take_micro(GrpoTrainer *t, Rollout **r, int *slice, Rollout **retired, int *n_retired, GrpoErr *err) {
     if (!t->cur || t->cur->uses == t->spg * t->c.num_iterations) {
         if (t->cur) {
-            if (t->cur->pending == 0) rollout_free(t->cur);
+            if (t->cur->pending == 0) rollout_release(t, t->cur);
             else retired[(*n_retired)++] = t->cur;
         }
         t->cur = NULL;
@@ -174,8 +179,8 @@ static int take_micro(GrpoTrainer *t, Rollout **r, int *slice, Rollout **retired
 static void untake_micros(GrpoTrainer *t, Rollout *live, int uses, int pending, long rounds, long drawn) {
     GrpoStep *st = &t->st;
     for (int i = 0; i < st->n_retired; i++)
-        if (st->retired[i] != live) rollout_free(st->retired[i]);
-    if (t->cur && t->cur != live) rollout_free(t->cur);
+        if (st->retired[i] != live) rollout_release(t, st->retired[i]);
+    if (t->cur && t->cur != live) rollout_release(t, t->cur);
     st->n_retired = 0;
     t->cur = live;
     if (live) live->uses = uses, live->pending = pending;
@@ -287,7 +292,7 @@ static void grpo_end_step(void *self, const TrainStep *s, const TrainStepSums *s
         t->last_world_entropy = world;
     }
     for (int k = 0; k < s->micro_batches; k++) st->mb[k]->pending--;
-    for (int i = 0; i < st->n_retired; i++) rollout_free(st->retired[i]);
+    for (int i = 0; i < st->n_retired; i++) rollout_release(t, st->retired[i]);
     add_step_metrics(t, &stats);
     metric_add(m, "step_time/training", time_now_s() - st->t_train);
 }

@@ -21,8 +21,17 @@
 #include "train/world.h"
 
 /* One generation round: P prompts x G completions, scored, with advantages and
- * (when needed) the log-probs of the generating policy and of the reference. */
+ * (when needed) the log-probs of the generating policy and of the reference.
+ * Its memory is sized once for the run's generation batch and max_completion_length
+ * (rollout_take): a used-up rollout goes back to the trainer's spares and the next
+ * round is drawn into it, so a steady step allocates none of it again. */
+/* Completion i of rollout r, as a micro-batch holds it. */
 typedef struct {
+    const struct Rollout *r;
+    int i;
+} CompletionRef;
+
+typedef struct Rollout {
     long index;            /* round number since the start of training */
     int n, P, G;           /* n = P * G completions; group p = completions p*G .. p*G+G-1 */
     int *example;          /* [P] dataset index of each prompt */
@@ -43,13 +52,25 @@ typedef struct {
                               environment_reward; this process's slice only, read when it scores */
     int uses;              /* micro-batches taken from it so far (of spg * num_iterations) */
     int pending;           /* micro-batches of the current step still reading it */
+    /* the memory behind the fields above, each completion a row of maxc tokens */
+    int maxc;              /* max_completion_length */
+    int32_t *ids_buf;      /* [n][maxc] comp[i].ids */
+    float *logp_buf;       /* [n][maxc] comp[i].logp */
+    uint8_t *mask_buf;     /* [n][maxc] comp[i].mask with turns (tools, an environment), else NULL */
+    float **old_rows, **ref_rows; /* [n] rows of old_buf, ref_buf: old_logp / ref_logp once recorded */
+    double **isw_rows;     /* [n] rows of isw_buf: is_w once computed */
+    float *old_buf, *ref_buf; /* [n][maxc], made when first recorded */
+    double *isw_buf;       /* [n][maxc] */
+    RewardItem *items;     /* [n] scoring's */
+    double *scores;        /* [F][n] scoring's, this process's slice */
+    double **score_rows;   /* [n] each completion's F scores shared between processes */
+    int *len;              /* [n] scratch: the rows' lengths */
+    void **share;          /* [n] scratch: rows handed to train_world_share */
+    double *fmean, *fstd;  /* [F] the reward functions' means and deviations (add_metrics) */
+    CompletionRef *seqs;   /* [per_device_train_batch_size] the micro-batch of recorded log-probs */
+    struct Rollout *next;  /* the trainer's next spare rollout */
 } Rollout;
 
-/* Completion i of rollout r, as a micro-batch holds it. */
-typedef struct {
-    const Rollout *r;
-    int i;
-} CompletionRef;
 
 /* A micro-batch's buffers, sized once for per_device_train_batch_size completions
  * of up to max_completion_length tokens. */
@@ -106,6 +127,7 @@ typedef struct {
                               (filter_groups), rounds_made x P without */
     Rollout *cur;          /* the round being consumed (NULL before the first) */
     Rollout *round;        /* dynamic sampling's buffer for each extra round drawn, made once and reused */
+    Rollout *spare;        /* used-up rollouts kept for the next rounds (rollout_take), a list through next */
     int resumed;           /* completions.jsonl is appended to */
     FILE *completions_f;
     GrpoStep st;
@@ -128,6 +150,14 @@ int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **
 /* The overlapped pair (tool_workers > 0), counting the same way. */
 int rollout_turn_begin(void *ctx, int index, const Completion *c, const int32_t **ids);
 int rollout_turn_wait(void *ctx, int block, int *index, const int32_t **ids);
+/* A rollout for round `index`, empty (no completion, nothing recorded): a spare
+ * one of the trainer's, else made with the run's sizes. */
+Rollout *rollout_take(GrpoTrainer *t, long index);
+/* r (used up, or dropped) goes back to the trainer's spares; its texts are freed. */
+void rollout_release(GrpoTrainer *t, Rollout *r);
+/* r's rows of the old / reference log-probs (made on first use), for old_logp / ref_logp. */
+float **rollout_old_rows(Rollout *r);
+float **rollout_ref_rows(Rollout *r);
 void rollout_free(Rollout *r);
 /* With vllm_importance_sampling_correction: r->is_w from r->old_logp and the
  * completions' sampling log-probs (a made or a resumed rollout). */
