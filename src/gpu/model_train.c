@@ -1,0 +1,263 @@
+/* gpu/model_train.c — see model_train.h: the stack of gpu/layer_train.h's layers
+ * between the embedding and gpu/logprob.h's head, each layer's input kept in one
+ * [L+1, N, C] buffer as the CPU's Activations.x, and the gradients in one buffer of
+ * the parameter table's layout with the host's record of what this step wrote. It
+ * adds no kernel. Not here: adapters, checkpointing, the q/k norm, the optimizer. */
+#include "gpu/model_train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/ops.h"
+
+/* The offset (floats) of tensor name in the table, or -1 (printf-style name). */
+static long long offset_of(const ParamTable *tb, const char *name) {
+    int e = params_find(tb, name);
+    return e < 0 ? -1 : (long long)tb->entries[e].offset;
+}
+
+/* A view of the gradient buffer at the table's tensor "model.layers.<l>.<suffix>", or
+ * 0 where the table has none. */
+static CUdeviceptr layer_view(const GpuModelTrain *t, int l, const char *suffix) {
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);
+    long long o = offset_of(t->table, name);
+    return o < 0 ? 0 : t->grads + 4 * (size_t)o;
+}
+
+/* The gradient views into t->grads: every layer's (GpuLayerGrads' fused matrices
+ * start at q_proj and gate_proj: the table keeps them adjacent), the embedding's,
+ * the final norm's and the head's. */
+static int make_views(GpuModelTrain *t, const GpuModel *g, GrpoErr *err) {
+    for (int l = 0; l < t->L; l++) {
+        GpuLayerGrads *v = &t->lgrads[l];
+        *v = (GpuLayerGrads){layer_view(t, l, "input_layernorm.weight"),
+                             layer_view(t, l, "post_attention_layernorm.weight"),
+                             layer_view(t, l, "self_attn.q_proj.bias"), layer_view(t, l, "self_attn.o_proj.bias"),
+                             layer_view(t, l, "self_attn.q_proj.weight"), layer_view(t, l, "self_attn.o_proj.weight"),
+                             layer_view(t, l, "mlp.gate_proj.weight"), layer_view(t, l, "mlp.down_proj.weight")};
+        if (!v->ln1 || !v->ln2 || !v->wqkv || !v->wo || !v->wgu || !v->wdown || !v->bqkv != !g->layers[l].bqkv ||
+            !v->bo != !g->layers[l].bo)
+            return err_set(err, "GPU training: layer %d's tensors in the parameter table do not match its weights", l);
+    }
+    long long e = offset_of(t->table, "model.embed_tokens.weight"), n = offset_of(t->table, "model.norm.weight"),
+              h = offset_of(t->table, "lm_head.weight");
+    if (e < 0 || n < 0) return err_set(err, "GPU training: the parameter table has no embedding or final norm");
+    t->g_embed = t->grads + 4 * (size_t)e, t->g_norm = t->grads + 4 * (size_t)n;
+    t->g_head = h < 0 ? t->g_embed : t->grads + 4 * (size_t)h; /* tied: the table has no lm_head */
+    return 0;
+}
+
+/* Device buffers of the forward/backward for max_tokens rows; every layer's acts. */
+static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
+    size_t N = (size_t)t->max_tokens, NC = N * t->C;
+    if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->hf, 4 * NC, err) ||
+        gpu_alloc(d, &t->rstdf, 4 * N, err) || gpu_alloc(d, &t->dx, 4 * NC, err) ||
+        gpu_alloc(d, &t->dhf, 4 * NC, err) || gpu_alloc(d, &t->batch, 4 * (3 * N + 1), err) ||
+        gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
+        gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
+        gpu_alloc(d, &t->grads, 4 * t->table->total, err) ||
+        gpu_logprob_scratch_init(d, &t->head, chunk_rows, t->max_tokens, g->C, g->V, err))
+        return -1;
+    for (int l = 0; l < t->L; l++)
+        if (gpu_layer_acts_create(d, &t->acts[l], &g->layers[l], t->max_tokens, err)) return -1;
+    return t->L ? gpu_layer_train_scratch_create(d, &t->scratch, &g->layers[0], t->max_tokens, err) : 0;
+}
+
+int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
+                           int chunk_rows, GrpoErr *err) {
+    memset(t, 0, sizeof *t);
+    if (!m->mixed) return err_set(err, "GPU training: the model is not under mixed precision (expected --bf16)");
+    if (max_tokens < 1) return err_set(err, "GPU training: max_tokens %d (expected at least 1)", max_tokens);
+    t->max_tokens = max_tokens, t->L = g->L, t->C = g->C, t->table = &m->table;
+    t->acts = xcalloc((size_t)(t->L ? t->L : 1), sizeof *t->acts);
+    t->lgrads = xcalloc((size_t)(t->L ? t->L : 1), sizeof *t->lgrads);
+    t->host = xmalloc(sizeof(int32_t) * (3 * (size_t)max_tokens + 1));
+    t->targets = xmalloc(sizeof(int32_t) * (size_t)max_tokens);
+    t->written = xcalloc((size_t)t->table->n, 1);
+    if (alloc_buffers(d, t, g, chunk_rows, err) || make_views(t, g, err)) {
+        gpu_model_train_free(d, t);
+        return -1;
+    }
+    return 0;
+}
+
+void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t) {
+    CUdeviceptr *all[] = {&t->x,       &t->hf,      &t->rstdf, &t->dx,       &t->dhf,  &t->batch,
+                          &t->logprob, &t->entropy, &t->lse,   &t->dlogprob, &t->grads};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (*all[i]) gpu_free(d, *all[i]);
+        *all[i] = 0;
+    }
+    for (int l = 0; t->acts && l < t->L; l++) gpu_layer_acts_free(d, &t->acts[l]);
+    gpu_layer_train_scratch_free(d, &t->scratch);
+    gpu_logprob_scratch_free(d, &t->head);
+    free(t->acts), free(t->lgrads), free(t->host), free(t->targets), free(t->written);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- which tensors this step has written (model/grads.c's rules, on the host) ---- */
+
+void gpu_model_train_begin(GpuModelTrain *t) { memset(t->written, 0, (size_t)t->table->n); }
+
+/* The entry starting at offset off (floats), or -1. */
+static int entry_at(const ParamTable *tb, size_t off) {
+    for (int e = 0; e < tb->n; e++)
+        if (tb->entries[e].offset == off) return e;
+    return -1;
+}
+
+/* grad_state_take for the device view p of n floats: 1 when this step has not
+ * written it (the caller writes over it), 0 when it has; marks it written. -1 with
+ * err for a view that starts no tensor or spans tensors of differing states. */
+static int take(GpuModelTrain *t, CUdeviceptr p, size_t n, GrpoErr *err) {
+    size_t off = (size_t)(p - t->grads) / 4;
+    int e = entry_at(t->table, off);
+    if (e < 0) return err_set(err, "GPU training: a gradient view at %zu starts no tensor", off);
+    int first = !t->written[e];
+    for (int i = e; i < t->table->n && t->table->entries[i].offset < off + n; i++) {
+        if (t->written[i] == first)
+            return err_set(err, "GPU training: %s's gradient state differs from %s's", t->table->entries[i].name,
+                           t->table->entries[e].name);
+        t->written[i] = 1;
+    }
+    return first;
+}
+
+/* take for every tensor of layer l, which one gpu_layer_backward writes or adds to
+ * together: 1 or 0 as they all say, -1 with err when they differ. */
+static int take_layer(GpuModelTrain *t, const GpuLayerWeights *w, int l, GrpoErr *err) {
+    const GpuLayerGrads *v = &t->lgrads[l];
+    size_t C = (size_t)w->C, F = (size_t)w->F, HD = (size_t)w->H * w->D, QKV = (size_t)(w->H + 2 * w->Hkv) * w->D;
+    struct { CUdeviceptr p; size_t n; } all[] = {
+        {v->ln1, C},         {v->ln2, C},  {v->bqkv, QKV},    {v->bo, C},
+        {v->wqkv, QKV * C},  {v->wo, C * HD}, {v->wgu, 2 * F * C}, {v->wdown, C * F},
+    };
+    int first = -2;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!all[i].p) continue;
+        int f = take(t, all[i].p, all[i].n, err);
+        if (f < 0) return -1;
+        if (first != -2 && f != first)
+            return err_set(err, "GPU training: layer %d's gradients are partly written this step", l);
+        first = f;
+    }
+    return first;
+}
+
+int gpu_model_train_settle(GpuDevice *d, GpuModelTrain *t, GrpoErr *err) {
+    for (int e = 0; e < t->table->n; e++) {
+        const ParamEntry *pe = &t->table->entries[e];
+        if (t->written[e]) continue;
+        if (gpu_zero(d, t->grads + 4 * pe->offset, 4 * pe->numel, err)) return -1;
+        t->written[e] = 1;
+    }
+    return 0;
+}
+
+/* ---- the passes ---- */
+
+/* The batch checked and laid out on the host as model_forward_packed lays it out
+ * (ids, positions restarting at each sequence's start, starts), then uploaded in one
+ * copy. N, or -1 with err naming what is wrong. */
+static int upload_batch(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
+                        int B, GrpoErr *err) {
+    if (B < 1 || starts[0] != 0 || starts[B] > t->max_tokens)
+        return err_set(err, "GPU training: %d sequences of %d rows in all (expected 1 or more sequences, starts[0] "
+                       "0, at most %d rows)", B, B >= 1 ? starts[B] : 0, t->max_tokens);
+    int N = starts[B];
+    int32_t *hid = t->host, *hpos = t->host + N, *hstart = t->host + 2 * N;
+    for (int b = 0; b < B; b++) {
+        if (starts[b + 1] <= starts[b])
+            return err_set(err, "GPU training: sequence %d is empty (starts[%d] %d, starts[%d] %d)", b, b, starts[b],
+                           b + 1, starts[b + 1]);
+        for (int n = starts[b]; n < starts[b + 1]; n++) {
+            if (ids[n] < 0 || ids[n] >= g->V)
+                return err_set(err, "GPU training: token id %d at row %d is outside the vocabulary of %d", ids[n], n,
+                               g->V);
+            hid[n] = ids[n], hpos[n] = n - starts[b];
+        }
+    }
+    for (int b = 0; b <= B; b++) hstart[b] = starts[b];
+    if (gpu_put(d, t->batch, t->host, sizeof(int32_t) * (2 * (size_t)N + B + 1), err)) return -1;
+    return N;
+}
+
+static GpuLayerBatch layer_batch(const GpuModel *g, const GpuModelTrain *t) {
+    size_t N = (size_t)t->N;
+    return (GpuLayerBatch){t->B, t->N, t->batch + 4 * 2 * N, t->batch + 4 * N, g->inv_freq};
+}
+
+/* x_l of the last forward: layer l's input (l = L: the last layer's output). */
+static CUdeviceptr x_at(const GpuModelTrain *t, int l) { return t->x + 4 * (size_t)l * t->N * t->C; }
+
+int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
+                            int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
+                            GrpoErr *err) {
+    t->N = 0;
+    int N = upload_batch(d, g, t, ids, starts, B, err);
+    if (N < 0) return -1;
+    if (g->embed_bf16) return err_set(err, "GPU training: the embedding is held in bf16 (expected mixed precision)");
+    t->N = N, t->B = B, t->inv_temp = inv_temp;
+    memcpy(t->targets, targets, sizeof(int32_t) * (size_t)N);
+    GpuLayerBatch lb = layer_batch(g, t);
+    int rc = gpu_embedding_forward(d, x_at(t, 0), t->batch, g->embed, N, g->C, err);
+    for (int l = 0; l < g->L && !rc; l++)
+        rc = gpu_layer_forward_train(d, &g->layers[l], &t->acts[l], &t->scratch, &lb, x_at(t, l + 1), x_at(t, l), err);
+    if (rc || gpu_rmsnorm_forward(d, t->hf, t->rstdf, x_at(t, g->L), g->norm, N, g->C, g->C, g->C, g->eps, err) ||
+        gpu_logprob_forward(d, t->logprob, entropy ? t->entropy : 0, t->lse, t->hf, g->head, t->targets, N, inv_temp,
+                            &t->head, err) ||
+        gpu_sync(d, err) || gpu_get(d, logprob, t->logprob, sizeof(float) * (size_t)N, err) ||
+        (entropy && gpu_get(d, entropy, t->entropy, sizeof(float) * (size_t)N, err))) {
+        t->N = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob, GrpoErr *err) {
+    int N = t->N, C = g->C;
+    size_t NC = (size_t)N * C, VC = (size_t)g->V * C;
+    if (N < 1) return err_set(err, "GPU training: a backward without a forward before it");
+    if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err))
+        return -1;
+    /* the head's weight gradient: the embedding's when tied, taken (written) first, as the CPU's */
+    int wr = take(t, t->g_head, VC, err);
+    if (wr < 0 || gpu_logprob_backward(d, t->dhf, t->g_head, t->dlogprob, 0, t->hf, g->head, t->targets, t->lse, N,
+                                       t->inv_temp, &t->head, wr, err))
+        return -1;
+    wr = take(t, t->g_norm, (size_t)C, err);
+    if (wr < 0 || gpu_zero(d, t->dx, 4 * NC, err) ||
+        gpu_rmsnorm_backward(d, t->dx, t->g_norm, t->dhf, x_at(t, g->L), t->rstdf, g->norm, N, C, C, C, C, wr, err))
+        return -1;
+    GpuLayerBatch lb = layer_batch(g, t);
+    for (int l = g->L - 1; l >= 0; l--) {
+        wr = take_layer(t, &g->layers[l], l, err);
+        if (wr < 0 || gpu_layer_backward(d, &g->layers[l], &t->acts[l], &t->scratch, &lb, &t->lgrads[l], t->dx,
+                                         x_at(t, l), wr, err))
+            return -1;
+    }
+    /* a scatter sums into its table: zeroed first when this step has not written it
+     * (untied); a tied table already holds the head's gradient */
+    wr = take(t, t->g_embed, VC, err);
+    if (wr < 0 || (wr && gpu_zero(d, t->g_embed, 4 * VC, err)))
+        return -1;
+    return gpu_embedding_backward(d, t->g_embed, t->dx, t->batch, N, C, err);
+}
+
+int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
+                                  float inv_temp, float *logp, float *entropy, GrpoErr *err) {
+    if (!pb->packed) return err_set(err, "GPU training: the batch is right-padded (expected one packed end to end)");
+    float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
+    if (gpu_model_train_forward(d, g, t, pb->ids, pb->start, pb->S, pb->targets, inv_temp, lp, ent, err)) return -1;
+    padded_batch_gather(pb, lp, logp);
+    if (entropy) padded_batch_gather(pb, ent, entropy);
+    return 0;
+}
+
+int gpu_model_train_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
+                                   const float *dlogp, GrpoErr *err) {
+    if (!pb->packed) return err_set(err, "GPU training: the batch is right-padded (expected one packed end to end)");
+    padded_batch_scatter(pb, dlogp, pb->full);
+    return gpu_model_train_backward(d, g, t, pb->full, err);
+}

@@ -1,0 +1,84 @@
+/* gpu/model_train.h — the whole model's training pass on the GPU: model/transformer.c's
+ * model_forward_packed + model_logprobs, then model_backward, for a Qwen2-form model
+ * under mixed precision with bf16 activations (what train/model.c runs for such a
+ * model), on the device from the batch's ids to every parameter's gradient:
+ *   forward:  x_0 = embedding(ids); x_{l+1} = layer_l(x_l) (gpu/layer_train.h, each
+ *             layer's saved tensors kept); hf = rmsnorm(x_L, norm); the LM head's
+ *             log-probs and entropies of the targets (gpu/logprob.h), lse kept;
+ *   backward: from dlogprob per row: the head (dhf, and the head's weight gradient),
+ *             the final norm, every layer from the last, the embedding's scatter (a
+ *             tied table: added to the head's gradient, as the CPU's).
+ * The gradients live in one device buffer laid out as the CPU model's parameter table
+ * (model/params.h: the same offsets), so AdamW and clipping can run over it as one
+ * flat vector as the CPU's loop does. Which tensors this step has written is kept on
+ * the host as model/grads.h's GradState keeps it: a step's first backward writes each
+ * tensor over (no clearing first), later ones add; gpu_model_train_settle zeroes what
+ * no backward reached. Everything is allocated once for max_tokens rows. Not here yet:
+ * Qwen3's q/k norm (refused), adapters, checkpointing (every layer's tensors are kept). */
+#ifndef GRPO_GPU_MODEL_TRAIN_H
+#define GRPO_GPU_MODEL_TRAIN_H
+
+#include <stdint.h>
+
+#include "gpu/layer_train.h"
+#include "gpu/model.h"
+
+typedef struct {
+    int max_tokens, L, C;
+    int N, B;                   /* the last forward's rows and sequences; N 0: none to go back through */
+    float inv_temp;             /* the last forward's */
+    GpuLayerActs *acts;         /* [L] each layer's saved tensors */
+    GpuLayerTrainScratch scratch; /* shared by every layer */
+    CUdeviceptr x;              /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
+    CUdeviceptr hf, rstdf;      /* fp32 [N, C], [N]: the final norm's output and statistics */
+    CUdeviceptr dx, dhf;        /* fp32 [N, C]: the residual stream's gradient, the final norm's output's */
+    CUdeviceptr batch;          /* int32 [N ids | N positions | N+1 starts] */
+    CUdeviceptr logprob, entropy, lse, dlogprob; /* fp32 [N] */
+    int32_t *host;              /* [3 max_tokens + 1]: the batch made on the host */
+    int32_t *targets;           /* [max_tokens] the last forward's targets (host: gpu/logprob.h's) */
+    GpuLogprobScratch head;
+    /* the gradients, in the table's layout */
+    const ParamTable *table;    /* borrowed: the model's */
+    CUdeviceptr grads;          /* fp32 [table->total] */
+    GpuLayerGrads *lgrads;      /* [L] views into grads */
+    CUdeviceptr g_embed, g_norm, g_head; /* views; g_head == g_embed when the head is tied */
+    uint8_t *written;           /* [table->n]: tensor e holds this step's gradient */
+} GpuModelTrain;
+
+/* For g, uploaded from m (mixed precision, Qwen2's layers), batches of up to
+ * max_tokens rows and LM-head chunks of chunk_rows: -1 with err naming what is
+ * refused (a model not under mixed precision, a Qwen3 layer, max_tokens < 1, out of
+ * device memory); then nothing stays allocated. The step starts with no tensor
+ * written. */
+int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
+                           int chunk_rows, GrpoErr *err);
+void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t);
+
+/* A new optimizer step: no tensor written (grad_state_begin). Touches no gradient. */
+void gpu_model_train_begin(GpuModelTrain *t);
+/* The step's gradient complete: every tensor no backward reached is zeroed
+ * (grad_state_settle). -1 with err on a device error. */
+int gpu_model_train_settle(GpuDevice *d, GpuModelTrain *t, GrpoErr *err);
+
+/* The forward of B sequences packed end to end (gpu_model_logprobs' batch: starts[B+1],
+ * ids[N], targets[N] with -1 for none), keeping what the backward reads:
+ * logprob[N] and entropy[N] (NULL: not computed) on the host, a row without a
+ * target 0. -1 with err for a bad batch (named) or a device error. */
+int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
+                            int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
+                            GrpoErr *err);
+/* After gpu_model_train_forward: the gradient of sum_n dlogprob[n] logprob[n]
+ * (dlogprob[N] on the host; rows without a target ignored) into the gradient buffer,
+ * each tensor written or added to as this step's state says. -1 with err when no
+ * forward precedes it, or on a device error. */
+int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob, GrpoErr *err);
+
+/* The same for a packed PaddedBatch (model/batch.h), per target in CSR order:
+ * logp[offsets[S]] (entropy or NULL) out of the forward, dlogp[offsets[S]] into the
+ * backward (through pb's per-position scratch, as padded_batch_logprobs). */
+int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
+                                  float inv_temp, float *logp, float *entropy, GrpoErr *err);
+int gpu_model_train_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
+                                   const float *dlogp, GrpoErr *err);
+
+#endif

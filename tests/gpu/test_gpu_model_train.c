@@ -1,0 +1,225 @@
+/* tests/gpu/test_gpu_model_train.c — the whole model's training pass on the GPU
+ * (gpu/model_train.h) against the CPU's under mixed precision with bf16 activations
+ * (model_forward_packed, model_logprobs, model_backward with ModelGrads over a buffer
+ * with a GradState), on the GPU where there is one and on the tests' emulated GPU
+ * and cuBLASLt otherwise. Two small random Qwen2 models (2 layers, C 64, 2 heads
+ * over 1 KV head of 32, F 128, V 96, q/k/v biases, random norms and biases): tied
+ * head and untied. One step of two micro-batches, each packed (sequences of 7, 12
+ * and 5 tokens; then 9 and 4), targets the next token with a prompt's rows left
+ * without one, 1/T = 1/0.7, random dlogprob.
+ *
+ * Checked: each micro-batch's log-probs and entropies; after the first backward
+ * (every gradient written over garbage: the step's state says written) and after
+ * the second (added), every tensor of the gradient buffer, compared by the table's
+ * entries, so a view at a wrong offset or a tied head's missing share shows. Then
+ * settle after a fresh begin with no backward zeroes every tensor.
+ *
+ * Tolerance, per tensor: |gpu - cpu| <= 2e-2 max|cpu| + 1e-2 |cpu| each and
+ * ||gpu - cpu|| <= 1e-2 ||cpu|| (test_gpu_layer_train's: the same bf16 rounding
+ * points, other sum orders, so a value one ulp off may round to the neighbouring
+ * bf16 value and carry it on); the figures seen are printed. Bad input: a backward
+ * before any forward, a token outside the vocabulary, max_tokens 0, each refused
+ * with one line. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/model_train.h"
+#include "model/grads.h"
+#include "model/init.h"
+#include "ops/ops.h"
+#define GPU_TEST_SEED 35
+#include "gpu_test.h"
+
+enum { L = 2, C = 64, H = 2, HKV = 1, D = 32, F = 128, V = 96, QKV = (H + 2 * HKV) * D, MAXN = 24, CHUNK = 8 };
+static const float INV_TEMP = 1.0f / 0.7f;
+
+/* The two micro-batches of the step: sequences packed end to end, the rows before
+ * prompt[b] of sequence b without a target (a prompt's), the last row without one. */
+typedef struct {
+    int B, starts[4], prompt[3];
+} Micro;
+static const Micro micro[2] = {{3, {0, 7, 19, 24}, {2, 4, 0}}, {2, {0, 9, 13}, {3, 1}}};
+
+#define BF16_ATOL 2e-2
+#define BF16_RTOL 1e-2
+#define BF16_L2 1e-2
+
+/* got against want, n values: |got - want| <= atol max|want| + rtol |want| each, and
+ * ||got - want|| <= l2 ||want||; prints the figures seen. */
+static void compare(const char *what, const float *got, const float *want, size_t n) {
+    double top = 0, worst = 0, e2 = 0, w2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)got[i] - want[i];
+        top = fmax(top, fabs(want[i])), e2 += e * e, w2 += (double)want[i] * want[i];
+    }
+    long bad = 0, same = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= BF16_ATOL * top + BF16_RTOL * fabs(want[i]))) bad++;
+        worst = isnan(got[i]) ? INFINITY : fmax(worst, e);
+        same += memcmp(&got[i], &want[i], 4) == 0;
+    }
+    double norm = w2 > 0 ? sqrt(e2 / w2) : sqrt(e2);
+    printf("  %-44s max |gpu - cpu| %.2g max|cpu|, ||gpu - cpu|| %.2g ||cpu||, %ld of %zu bit for bit\n", what,
+           top > 0 ? worst / top : worst, norm, same, n);
+    T_CHECK(bad == 0, "%s: %ld of %zu values outside %g max|cpu| + %g |cpu| (worst %.3g)", what, bad, n, BF16_ATOL,
+            BF16_RTOL, worst);
+    T_CHECK(norm <= BF16_L2, "%s: ||gpu - cpu|| = %.3g ||cpu|| (expected <= %g)", what, norm, BF16_L2);
+}
+
+/* A 2-layer Qwen2 model of random weights under mixed precision, its norms and
+ * biases random too (1 and 0 would hide one read from the wrong place). */
+static void make_model(Model *m, int tied) {
+    ModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.type = MODEL_QWEN2;
+    c.hidden_size = C, c.intermediate_size = F, c.n_layers = L, c.n_heads = H, c.n_kv_heads = HKV;
+    c.head_dim = D, c.vocab_size = V, c.max_position_embeddings = 4096, c.rms_norm_eps = 1e-6f;
+    c.rope_theta = 1e6, c.qkv_bias = 1, c.tie_word_embeddings = tied, c.bos_token_id = -1, c.n_eos = 0;
+    strcpy(c.torch_dtype, "float32");
+    model_create(m, &c);
+    model_init_random(m, 7 + tied, 0.3f);
+    for (int l = 0; l < L; l++) {
+        LayerView *v = &m->w.layers[l];
+        for (int i = 0; i < C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
+        for (int i = 0; i < QKV; i++) v->bqkv[i] = 0.5f * frand();
+    }
+    for (int i = 0; i < C; i++) m->w.norm[i] = 1.0f + 0.5f * frand();
+    model_use_bf16_compute(m);
+}
+
+/* Micro-batch k's ids, targets (the next token; -1 in the prompt and on the last
+ * row) and dlogprob (random where there is a target, 0 elsewhere). */
+static int make_batch(int k, int32_t *ids, int32_t *targets, float *dlogp) {
+    const Micro *mb = &micro[k];
+    int N = mb->starts[mb->B];
+    for (int n = 0; n < N; n++) ids[n] = (int32_t)((n * 37 + 11 * k + 5) % V);
+    for (int b = 0; b < mb->B; b++)
+        for (int n = mb->starts[b]; n < mb->starts[b + 1]; n++) {
+            int has = n + 1 < mb->starts[b + 1] && n - mb->starts[b] >= mb->prompt[b];
+            targets[n] = has ? ids[n + 1] : -1;
+            dlogp[n] = has ? frand() : 0.0f;
+        }
+    return N;
+}
+
+/* The whole gradient buffer against the CPU's, tensor by tensor of the table. */
+static void compare_grads(const Model *m, const GpuModelTrain *t, const float *want, const char *when) {
+    size_t total = m->table.total;
+    float *got = malloc(sizeof(float) * total);
+    download(got, t->grads, sizeof(float) * total);
+    printf(" %s:\n", when);
+    for (int e = 0; e < m->table.n; e++) {
+        const ParamEntry *pe = &m->table.entries[e];
+        compare(pe->name, got + pe->offset, want + pe->offset, pe->numel);
+    }
+    free(got);
+}
+
+/* Garbage in the whole gradient buffer: a first backward that adds shows. */
+static void fill_garbage(const Model *m, const GpuModelTrain *t) {
+    float *junk = malloc(sizeof(float) * m->table.total);
+    for (size_t i = 0; i < m->table.total; i++) junk[i] = 1e3f;
+    T_CHECK(!gpu_put(&dev, t->grads, junk, sizeof(float) * m->table.total, &err), "%s", err.msg);
+    free(junk);
+}
+
+/* One step of the two micro-batches on both sides, compared after each backward. */
+static void check_step(Model *m, const GpuModel *g, GpuModelTrain *t) {
+    float *gbuf = calloc(m->table.total, sizeof(float));
+    ModelView gv;
+    params_view(&gv, &m->table, &m->cfg, gbuf);
+    GradState st;
+    grad_state_create(&st, &m->table, gbuf);
+    grad_state_begin(&st);
+    ModelGrads mg = {&gv, NULL, &st, NULL};
+    Activations a;
+    acts_create(&a, &m->cfg, MAXN, CKPT_NONE, CHUNK, 1); /* bf16 activations: train/model.c's for a mixed model */
+    fill_garbage(m, t);
+    gpu_model_train_begin(t);
+    int32_t ids[MAXN], targets[MAXN];
+    float dlogp[MAXN], lp[MAXN], ent[MAXN], glp[MAXN], gent[MAXN];
+    for (int k = 0; k < 2; k++) {
+        int N = make_batch(k, ids, targets, dlogp);
+        ModelPass pass = {.backward = 1};
+        model_forward_packed(m, &a, ids, micro[k].starts, micro[k].B, &pass);
+        model_logprobs(m, &a, targets, INV_TEMP, lp, ent);
+        T_CHECK(!gpu_model_train_forward(&dev, g, t, ids, micro[k].starts, micro[k].B, targets, INV_TEMP, glp, gent,
+                                         &err),
+                "%s", err.msg);
+        printf(" micro-batch %d (N %d in %d sequences):\n", k + 1, N, micro[k].B);
+        compare("log-probs", glp, lp, (size_t)N);
+        compare("entropies", gent, ent, (size_t)N);
+        model_backward(m, &a, &mg, dlogp, NULL);
+        T_CHECK(!gpu_model_train_backward(&dev, g, t, dlogp, &err), "%s", err.msg);
+        compare_grads(m, t, gbuf, k == 0 ? "backward 1 (written over garbage)" : "backward 2 (added to backward 1's)");
+    }
+    acts_free(&a);
+    grad_state_free(&st);
+    params_view_free(&gv);
+    free(gbuf);
+}
+
+/* A new step that no backward reaches: settle zeroes every tensor. */
+static void check_settle(const Model *m, GpuModelTrain *t) {
+    fill_garbage(m, t);
+    gpu_model_train_begin(t);
+    T_CHECK(!gpu_model_train_settle(&dev, t, &err), "%s", err.msg);
+    float *got = malloc(sizeof(float) * m->table.total);
+    download(got, t->grads, sizeof(float) * m->table.total);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < m->table.total; i++) nonzero += got[i] != 0.0f;
+    T_CHECK(nonzero == 0, "settle without a backward left %zu of %zu values nonzero", nonzero, m->table.total);
+    free(got);
+}
+
+/* Bad input, each refused with one line naming it. */
+static void check_refusals(const Model *m, const GpuModel *g) {
+    GpuModelTrain t;
+    T_CHECK(gpu_model_train_create(&dev, &t, g, m, 0, CHUNK, &err) == -1 && strstr(err.msg, "max_tokens"),
+            "max_tokens 0 was not refused");
+    printf("  refused: %s\n", err.msg);
+    T_CHECK(!gpu_model_train_create(&dev, &t, g, m, MAXN, CHUNK, &err), "%s", err.msg);
+    float dl[MAXN] = {0};
+    T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, &err) == -1 && strstr(err.msg, "without a forward"),
+            "a backward before any forward was not refused");
+    printf("  refused: %s\n", err.msg);
+    int32_t ids[3] = {1, V, 2}, targets[3] = {-1, -1, -1};
+    int starts[2] = {0, 3};
+    float lp[3];
+    T_CHECK(gpu_model_train_forward(&dev, g, &t, ids, starts, 1, targets, 1.0f, lp, NULL, &err) == -1 &&
+                strstr(err.msg, "token id"),
+            "a token outside the vocabulary was not refused");
+    printf("  refused: %s\n", err.msg);
+    T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, &err) == -1, "a backward after a refused forward ran");
+    gpu_model_train_free(&dev, &t);
+}
+
+static void check_model(int tied) {
+    Model m;
+    make_model(&m, tied);
+    printf("%s head: %d layers, C %d, %d heads over %d of %d, F %d, V %d\n", tied ? "tied" : "untied", L, C, H, HKV,
+           D, F, V);
+    GpuModel g;
+    GpuModelTrain t;
+    T_CHECK(!gpu_model_upload(&dev, &g, &m, &err), "%s", err.msg);
+    T_CHECK(!gpu_model_train_create(&dev, &t, &g, &m, MAXN, CHUNK, &err), "%s", err.msg);
+    T_CHECK((t.g_head == t.g_embed) == tied, "the head's gradient view %s the embedding's", tied ? "is not" : "is");
+    check_step(&m, &g, &t);
+    check_settle(&m, &t);
+    gpu_model_train_free(&dev, &t);
+    if (tied) check_refusals(&m, &g);
+    gpu_model_free(&dev, &g);
+    model_free(&m);
+}
+
+static void check_all(void) {
+    printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
+    check_model(1);
+    check_model(0);
+    gpu_close(&dev);
+}
+
+int main(void) {
+    return gpu_test_main("test_gpu_model_train", check_all);
+}
