@@ -12,12 +12,17 @@
  * (every gradient written over garbage: the step's state says written) and after
  * the second (added), every tensor of the gradient buffer, compared by the table's
  * entries, so a view at a wrong offset or a tied head's missing share shows. Then
- * settle after a fresh begin with no backward zeroes every tensor.
+ * one AdamW step on the device (gpu_adamw_step over the flat buffer, the master
+ * weights joined to fp32) against the CPU's adamw_step_split over its gradient,
+ * each tensor's update (see check_adamw for its epsilon). Then settle after a fresh
+ * begin with no backward zeroes every tensor.
  *
  * Tolerance, per tensor: |gpu - cpu| <= 2e-2 max|cpu| + 1e-2 |cpu| each and
  * ||gpu - cpu|| <= 1e-2 ||cpu|| (test_gpu_layer_train's: the same bf16 rounding
  * points, other sum orders, so a value one ulp off may round to the neighbouring
- * bf16 value and carry it on); the figures seen are printed. Bad input: a backward
+ * bf16 value and carry it on); the figures seen are printed: here (emulated) the
+ * log-probs within 1e-7 max|cpu|, the gradients within 3.4e-3 max|cpu| per element
+ * and 1.7e-3 in norm, AdamW's updates within 5.6e-3 and 2.5e-3. Bad input: a backward
  * before any forward, a token outside the vocabulary, max_tokens 0, each refused
  * with one line. */
 #include <stdlib.h>
@@ -26,6 +31,8 @@
 #include "gpu/model_train.h"
 #include "model/grads.h"
 #include "model/init.h"
+#include "gpu/ops.h"
+#include "optim/optim.h"
 #include "ops/ops.h"
 #define GPU_TEST_SEED 35
 #include "gpu_test.h"
@@ -124,6 +131,50 @@ static void fill_garbage(const Model *m, const GpuModelTrain *t) {
     free(junk);
 }
 
+/* One AdamW step on the device over the step's flat gradient buffer (mixed
+ * precision's master weights joined to fp32 there) against the CPU's
+ * adamw_step_split over its own gradient: each tensor's update within the bf16
+ * bound. eps ten times the largest gradient keeps the first step's update close to
+ * linear in the gradient (lr g / (|g| + eps)), so it carries the gradients' bound: at
+ * torch's 1e-8 it is lr sign(g), and a gradient near 0 whose sign the two sides'
+ * roundings differ on would flip its whole update (seen: 0.6 max|cpu| at eps 1e-3). */
+static void check_adamw(const Model *m, const GpuModelTrain *t, const float *want_grads) {
+    size_t n = m->table.total;
+    AdamWConfig c;
+    adamw_config_default(&c);
+    double gmax = 0;
+    for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(want_grads[i]));
+    c.eps = 10 * gmax, c.weight_decay = 0.1;
+    const double lr = 1e-3;
+    uint16_t *hi = malloc(2 * n), *lo = malloc(2 * n);
+    memcpy(hi, m->mixed->hi, 2 * n), memcpy(lo, m->mixed->lo, 2 * n);
+    float *p0 = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    f32_join_n(p0, hi, lo, n);
+    uint8_t *mask = malloc(n);
+    adamw_decay_mask_build(mask, &m->table);
+    AdamW opt;
+    adamw_init(&opt, n);
+    adamw_step_split(&opt, hi, lo, want_grads, mask, lr, &c);
+    f32_join_n(want, hi, lo, n);
+    AdamWStep s = adamw_step_scalars(1, lr, &c);
+    CUdeviceptr dp = upload(p0, sizeof(float) * n), dm, dv, dmask = upload(mask, n);
+    T_CHECK(!gpu_alloc(&dev, &dm, sizeof(float) * n, &err) && !gpu_alloc(&dev, &dv, sizeof(float) * n, &err) &&
+                !gpu_zero(&dev, dm, sizeof(float) * n, &err) && !gpu_zero(&dev, dv, sizeof(float) * n, &err),
+            "%s", err.msg);
+    T_CHECK(!gpu_adamw_step(&dev, dp, dm, dv, t->grads, dmask, n, &s, &err), "%s", err.msg);
+    download(got, dp, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) got[i] -= p0[i], want[i] -= p0[i];
+    printf(" AdamW step 1 over the flat gradient (lr %g, eps %g, weight decay %g), each tensor's update:\n", lr, c.eps,
+           c.weight_decay);
+    for (int e = 0; e < m->table.n; e++) {
+        const ParamEntry *pe = &m->table.entries[e];
+        compare(pe->name, got + pe->offset, want + pe->offset, pe->numel);
+    }
+    gpu_free(&dev, dp), gpu_free(&dev, dm), gpu_free(&dev, dv), gpu_free(&dev, dmask);
+    adamw_free(&opt);
+    free(hi), free(lo), free(p0), free(want), free(got), free(mask);
+}
+
 /* One step of the two micro-batches on both sides, compared after each backward. */
 static void check_step(Model *m, const GpuModel *g, GpuModelTrain *t) {
     float *gbuf = calloc(m->table.total, sizeof(float));
@@ -154,6 +205,9 @@ static void check_step(Model *m, const GpuModel *g, GpuModelTrain *t) {
         T_CHECK(!gpu_model_train_backward(&dev, g, t, dlogp, &err), "%s", err.msg);
         compare_grads(m, t, gbuf, k == 0 ? "backward 1 (written over garbage)" : "backward 2 (added to backward 1's)");
     }
+    T_CHECK(!gpu_model_train_settle(&dev, t, &err), "%s", err.msg); /* every tensor reached: changes nothing */
+    grad_state_settle(&st);
+    check_adamw(m, t, gbuf);
     acts_free(&a);
     grad_state_free(&st);
     params_view_free(&gv);
