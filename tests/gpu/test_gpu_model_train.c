@@ -15,7 +15,8 @@
  * one AdamW step on the device (gpu_adamw_step over the flat buffer, the master
  * weights joined to fp32) against the CPU's adamw_step_split over its gradient,
  * each tensor's update (see check_adamw for its epsilon). Then settle after a fresh
- * begin with no backward zeroes every tensor.
+ * begin with no backward zeroes every tensor, and the CSR form over a packed
+ * PaddedBatch gives the per-row form's log-probs and gradients bit for bit.
  *
  * Tolerance, per tensor: |gpu - cpu| <= 2e-2 max|cpu| + 1e-2 |cpu| each and
  * ||gpu - cpu|| <= 1e-2 ||cpu|| (test_gpu_layer_train's: the same bf16 rounding
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "gpu/model_train.h"
+#include "model/batch.h"
 #include "model/grads.h"
 #include "model/init.h"
 #include "gpu/ops.h"
@@ -214,6 +216,58 @@ static void check_step(Model *m, const GpuModel *g, GpuModelTrain *t) {
     free(gbuf);
 }
 
+/* The whole gradient buffer after one step of a single backward. */
+static float *step_grads(const Model *m, GpuModelTrain *t) {
+    float *got = malloc(sizeof(float) * m->table.total);
+    T_CHECK(!gpu_model_train_settle(&dev, t, &err), "%s", err.msg);
+    download(got, t->grads, sizeof(float) * m->table.total);
+    return got;
+}
+
+/* The CSR form over a packed PaddedBatch of micro-batch 1 against the per-row form on
+ * the same device: the same log-probs in target order and the same gradients, bit for
+ * bit (the same launches on the same operands). */
+static void check_batch_csr(const Model *m, const GpuModel *g, GpuModelTrain *t) {
+    int32_t ids[MAXN], targets[MAXN];
+    float dlogp[MAXN], lp[MAXN], ent[MAXN];
+    int N = make_batch(0, ids, targets, dlogp);
+    const Micro *mb = &micro[0];
+    BatchSeq seqs[3];
+    for (int b = 0; b < mb->B; b++)
+        seqs[b] = (BatchSeq){ids + mb->starts[b], mb->starts[b + 1] - mb->starts[b], NULL, 0, mb->prompt[b] + 1};
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, mb->B, 1);
+    T_CHECK(pb.N == N && !memcmp(pb.targets, targets, sizeof(int32_t) * N), "the PaddedBatch's targets differ");
+    gpu_model_train_begin(t);
+    T_CHECK(!gpu_model_train_forward(&dev, g, t, ids, mb->starts, mb->B, targets, INV_TEMP, lp, ent, &err) &&
+                !gpu_model_train_backward(&dev, g, t, dlogp, &err),
+            "%s", err.msg);
+    float *want = step_grads(m, t);
+    int K = pb.offsets[mb->B];
+    float want_lp[MAXN], want_ent[MAXN], got_lp[MAXN], got_ent[MAXN], dcsr[MAXN];
+    padded_batch_gather(&pb, lp, want_lp);
+    padded_batch_gather(&pb, ent, want_ent);
+    padded_batch_gather(&pb, dlogp, dcsr);
+    gpu_model_train_begin(t);
+    T_CHECK(!gpu_model_train_batch_forward(&dev, g, t, &pb, INV_TEMP, got_lp, got_ent, &err) &&
+                !gpu_model_train_batch_backward(&dev, g, t, &pb, dcsr, &err),
+            "%s", err.msg);
+    float *got = step_grads(m, t);
+    T_CHECK(!memcmp(got_lp, want_lp, sizeof(float) * K) && !memcmp(got_ent, want_ent, sizeof(float) * K),
+            "the CSR log-probs or entropies differ from the per-row ones");
+    size_t differ = 0;
+    for (size_t i = 0; i < m->table.total; i++) differ += memcmp(&got[i], &want[i], 4) != 0;
+    T_CHECK(differ == 0, "the CSR backward's gradients differ from the per-row one's at %zu of %zu", differ,
+            m->table.total);
+    printf(" CSR over a packed PaddedBatch (%d targets): log-probs, entropies and gradients bit for bit with the "
+           "per-row form\n", K);
+    T_CHECK(gpu_model_train_batch_backward(&dev, g, t, &(PaddedBatch){.packed = 0}, dcsr, &err) == -1 &&
+                strstr(err.msg, "right-padded"),
+            "a right-padded batch was not refused");
+    padded_batch_free(&pb);
+    free(want), free(got);
+}
+
 /* A new step that no backward reaches: settle zeroes every tensor. */
 static void check_settle(const Model *m, GpuModelTrain *t) {
     fill_garbage(m, t);
@@ -260,6 +314,7 @@ static void check_model(int tied) {
     T_CHECK(!gpu_model_train_create(&dev, &t, &g, &m, MAXN, CHUNK, &err), "%s", err.msg);
     T_CHECK((t.g_head == t.g_embed) == tied, "the head's gradient view %s the embedding's", tied ? "is not" : "is");
     check_step(&m, &g, &t);
+    check_batch_csr(&m, &g, &t);
     check_settle(&m, &t);
     gpu_model_train_free(&dev, &t);
     if (tied) check_refusals(&m, &g);
