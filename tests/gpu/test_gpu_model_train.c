@@ -24,8 +24,8 @@
  * bf16 value and carry it on); the figures seen are printed: here (emulated) the
  * log-probs within 1e-7 max|cpu|, the gradients within 3.4e-3 max|cpu| per element
  * and 1.7e-3 in norm, AdamW's updates within 5.6e-3 and 2.5e-3. Bad input: a backward
- * before any forward, a token outside the vocabulary, max_tokens 0, each refused
- * with one line. */
+ * before any forward, a token outside the vocabulary, max_tokens 0, a Qwen3 model
+ * (q/k norm), each refused with one line. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +78,10 @@ static void compare(const char *what, const float *got, const float *want, size_
 
 /* A 2-layer Qwen2 model of random weights under mixed precision, its norms and
  * biases random too (1 and 0 would hide one read from the wrong place). */
-static void make_model(Model *m, int tied) {
+static void make_model(Model *m, int tied, int qwen3) {
     ModelConfig c;
     memset(&c, 0, sizeof c);
-    c.type = MODEL_QWEN2;
+    c.type = qwen3 ? MODEL_QWEN3 : MODEL_QWEN2, c.qk_norm = qwen3;
     c.hidden_size = C, c.intermediate_size = F, c.n_layers = L, c.n_heads = H, c.n_kv_heads = HKV;
     c.head_dim = D, c.vocab_size = V, c.max_position_embeddings = 4096, c.rms_norm_eps = 1e-6f;
     c.rope_theta = 1e6, c.qkv_bias = 1, c.tie_word_embeddings = tied, c.bos_token_id = -1, c.n_eos = 0;
@@ -301,11 +301,20 @@ static void check_refusals(const Model *m, const GpuModel *g) {
     printf("  refused: %s\n", err.msg);
     T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, &err) == -1, "a backward after a refused forward ran");
     gpu_model_train_free(&dev, &t);
+    Model q3; /* Qwen3's q/k norm: the GPU's forward runs it, its training layer not yet */
+    GpuModel g3;
+    make_model(&q3, 1, 1);
+    T_CHECK(!gpu_model_upload(&dev, &g3, &q3, &err), "%s", err.msg);
+    T_CHECK(gpu_model_train_create(&dev, &t, &g3, &q3, MAXN, CHUNK, &err) == -1 && strstr(err.msg, "q/k norm"),
+            "a Qwen3 model was not refused");
+    printf("  refused: %s\n", err.msg);
+    gpu_model_free(&dev, &g3);
+    model_free(&q3);
 }
 
 static void check_model(int tied) {
     Model m;
-    make_model(&m, tied);
+    make_model(&m, tied, 0);
     printf("%s head: %d layers, C %d, %d heads over %d of %d, F %d, V %d\n", tied ? "tied" : "untied", L, C, H, HKV,
            D, F, V);
     GpuModel g;
