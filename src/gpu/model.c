@@ -106,30 +106,31 @@ void gpu_model_scratch_free(GpuDevice *d, GpuModelScratch *s) {
     s->host = NULL;
 }
 
-/* The batch checked and laid out on the host as model_forward_packed lays it out
- * (ids, positions restarting at each sequence's start, starts), then uploaded in one
- * copy. N, or -1 with err naming what is wrong. */
-static int upload_batch(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids, const int *starts,
-                        int B, GrpoErr *err) {
-    if (B < 1 || starts[0] != 0 || starts[B] > s->max_tokens)
-        return err_set(err, "GPU model: %d sequences of %d rows in all (expected 1 or more sequences, starts[0] 0, "
-                       "at most %d rows)", B, B >= 1 ? starts[B] : 0, s->max_tokens);
+int gpu_model_upload_batch(GpuDevice *d, const GpuModel *g, CUdeviceptr batch, int32_t *host, int max_tokens,
+                           const int32_t *ids, const int *starts, int B, const char *who, GrpoErr *err) {
+    if (B < 1 || starts[0] != 0 || starts[B] > max_tokens)
+        return err_set(err, "%s: %d sequences of %d rows in all (expected 1 or more sequences, starts[0] 0, at most %d "
+                       "rows)", who, B, B >= 1 ? starts[B] : 0, max_tokens);
     int N = starts[B];
-    int32_t *hid = s->host, *hpos = s->host + N, *hstart = s->host + 2 * N;
+    int32_t *hid = host, *hpos = host + N, *hstart = host + 2 * N;
     for (int b = 0; b < B; b++) {
         if (starts[b + 1] <= starts[b])
-            return err_set(err, "GPU model: sequence %d is empty (starts[%d] %d, starts[%d] %d)", b, b, starts[b],
-                           b + 1, starts[b + 1]);
+            return err_set(err, "%s: sequence %d is empty (starts[%d] %d, starts[%d] %d)", who, b, b, starts[b], b + 1,
+                           starts[b + 1]);
         for (int n = starts[b]; n < starts[b + 1]; n++) {
             if (ids[n] < 0 || ids[n] >= g->V)
-                return err_set(err, "GPU model: token id %d at row %d is outside the vocabulary of %d", ids[n], n,
-                               g->V);
+                return err_set(err, "%s: token id %d at row %d is outside the vocabulary of %d", who, ids[n], n, g->V);
             hid[n] = ids[n], hpos[n] = n - starts[b];
         }
     }
     for (int b = 0; b <= B; b++) hstart[b] = starts[b];
-    if (gpu_put(d, s->batch, s->host, sizeof(int32_t) * (2 * (size_t)N + B + 1), err)) return -1;
+    if (gpu_put(d, batch, host, sizeof(int32_t) * (2 * (size_t)N + B + 1), err)) return -1;
     return N;
+}
+
+static int upload_batch(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids, const int *starts,
+                        int B, GrpoErr *err) {
+    return gpu_model_upload_batch(d, g, s->batch, s->host, s->max_tokens, ids, starts, B, "GPU model", err);
 }
 
 /* The trunk: embedding, the layers in place on s->x, the final norm into s->hf. */

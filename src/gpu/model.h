@@ -54,6 +54,13 @@ int gpu_model_scratch_create(GpuDevice *d, GpuModelScratch *s, const GpuModel *g
                              GrpoErr *err);
 void gpu_model_scratch_free(GpuDevice *d, GpuModelScratch *s);
 
+/* A packed batch checked and laid out on the host in host (2 N + B + 1 ints) as
+ * model_forward_packed lays it out — ids[N], positions restarting at each sequence's
+ * start, starts[B + 1] — then uploaded to batch in one copy: N, or -1 with err (who
+ * names the caller) for no sequence, an empty one, more than max_tokens rows, or an id
+ * outside the vocabulary. */
+int gpu_model_upload_batch(GpuDevice *d, const GpuModel *g, CUdeviceptr batch, int32_t *host, int max_tokens,
+                           const int32_t *ids, const int *starts, int B, const char *who, GrpoErr *err);
 /* model_forward_packed + model_logprobs: B sequences packed end to end (sequence b
  * rows starts[b] .. starts[b+1]-1, starts[0] = 0, each at least one row; its
  * positions restart at 0), ids[N] in [0, V), targets[N] (-1: none; a row without

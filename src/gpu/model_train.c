@@ -157,30 +157,9 @@ int gpu_model_train_settle(GpuDevice *d, GpuModelTrain *t, GrpoErr *err) {
 
 /* ---- the passes ---- */
 
-/* The batch checked and laid out on the host as model_forward_packed lays it out
- * (ids, positions restarting at each sequence's start, starts), then uploaded in one
- * copy. N, or -1 with err naming what is wrong. */
 static int upload_batch(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
                         int B, GrpoErr *err) {
-    if (B < 1 || starts[0] != 0 || starts[B] > t->max_tokens)
-        return err_set(err, "GPU training: %d sequences of %d rows in all (expected 1 or more sequences, starts[0] "
-                       "0, at most %d rows)", B, B >= 1 ? starts[B] : 0, t->max_tokens);
-    int N = starts[B];
-    int32_t *hid = t->host, *hpos = t->host + N, *hstart = t->host + 2 * N;
-    for (int b = 0; b < B; b++) {
-        if (starts[b + 1] <= starts[b])
-            return err_set(err, "GPU training: sequence %d is empty (starts[%d] %d, starts[%d] %d)", b, b, starts[b],
-                           b + 1, starts[b + 1]);
-        for (int n = starts[b]; n < starts[b + 1]; n++) {
-            if (ids[n] < 0 || ids[n] >= g->V)
-                return err_set(err, "GPU training: token id %d at row %d is outside the vocabulary of %d", ids[n], n,
-                               g->V);
-            hid[n] = ids[n], hpos[n] = n - starts[b];
-        }
-    }
-    for (int b = 0; b <= B; b++) hstart[b] = starts[b];
-    if (gpu_put(d, t->batch, t->host, sizeof(int32_t) * (2 * (size_t)N + B + 1), err)) return -1;
-    return N;
+    return gpu_model_upload_batch(d, g, t->batch, t->host, t->max_tokens, ids, starts, B, "GPU training", err);
 }
 
 static GpuLayerBatch layer_batch(const GpuModel *g, const GpuModelTrain *t) {
