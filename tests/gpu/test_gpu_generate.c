@@ -1,0 +1,331 @@
+/* tests/gpu/test_gpu_generate.c — the whole model's decoding step on the GPU
+ * (gpu/generate.h) against the CPU's model_decode of the same model (model/kvcache.h)
+ * under bf16 products, on the GPU where there is one and on the tests' emulated GPU
+ * otherwise. A random Qwen2-shaped model of 2 layers (C 64, 4 heads over 2 KV heads
+ * of 16, F 64, V 97, q/k/v biases, random norms), in three forms: mixed precision
+ * with a tied head, mixed precision with its own lm_head, WEIGHTS_BF16 (one bf16
+ * table for the embedding and the head). Five slots of 16 positions: a prompt of 3
+ * tokens in slot 0 and one of 2 in slot 4 prefilled in one step of 5 rows; slots 1-3
+ * continue slot 0 (shared prefix); then 3 steps of one token for slots 1-4, the first
+ * step's tokens fixed, the later ones the GPU sampler's picks (temperature 0.9 alone:
+ * the processor for which the GPU's sampler picks the CPU's token always) from the
+ * step before's logits. Sizes small: every emulated thread is a coroutine (about a
+ * minute here, most of it the row-wise products' 256-thread blocks).
+ *
+ * Checks:
+ * - logits against model_decode's, every step: |gpu - cpu| <= 1e-2 max|cpu| +
+ *   1e-2 |cpu| per value and 1e-3 max|cpu| on average. The GPU runs the CPU's
+ *   operands and rounding points but its sums in other orders (test_gpu_decode_layer's
+ *   reasons): most logits differ by an ulp or not at all (4.8e-7 here), but an fp32
+ *   ulp that moves an activation across a bf16 boundary moves the next product by
+ *   2^-8 of that operand, and on through the layers and the head: seen 5.4e-4
+ *   max|cpu| in one step of the tied form, 3.8e-3 in a 5-step run of a V 301 model;
+ * - the GPU sampler's token and log-prob = sampler_sample_logp's on the GPU's logits
+ *   downloaded (token equal, log-prob within 1e-6 + 1e-6 relative), Philox stream the
+ *   slot's, draw 2 words a step;
+ * - rows alone = rows in the batch, bit for bit (tied and WEIGHTS_BF16 forms): the
+ *   same steps with every row a call of its own (the prompts a token a call), and
+ *   with each step's rows in another order (slot 4's prompt before slot 0's), give
+ *   the batch's logits bits;
+ * - bad input, one line each: a step past max_rows, a slot outside the cache, a
+ *   token past the vocabulary, a full slot (and the refused step changes nothing), a
+ *   parent that has a parent. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "gpu/generate.h"
+#include "model/init.h"
+#include "model/kvcache.h"
+#include "ops/ops.h"
+#define GPU_TEST_SEED 35
+#include "gpu_test.h"
+
+enum { C = 64, H = 4, HKV = 2, D = 16, F = 64, V = 97, L = 2, SLOTS = 5, CAP = 16, STEPS = 3, MAXR = 8 };
+enum { P0 = 3, P4 = 2, NPRE = P0 + P4, NDEC = 4 };
+static const uint64_t SAMPLE_SEED = 4242;
+
+static void make_config(ModelConfig *c, int tied) {
+    memset(c, 0, sizeof *c);
+    c->type = MODEL_QWEN2;
+    c->hidden_size = C, c->intermediate_size = F, c->n_layers = L, c->n_heads = H, c->n_kv_heads = HKV;
+    c->head_dim = D, c->vocab_size = V, c->max_position_embeddings = 4096, c->rms_norm_eps = 1e-6f;
+    c->rope_theta = 1e6, c->qkv_bias = 1, c->tie_word_embeddings = tied;
+    c->bos_token_id = -1, c->n_eos = 0;
+    strcpy(c->torch_dtype, "float32");
+}
+
+/* Random fp32 weights, the norms and biases random too (1s and 0s would hide a read
+ * from the wrong place). */
+static void make_model(Model *m, int tied) {
+    ModelConfig c;
+    make_config(&c, tied);
+    model_create(m, &c);
+    model_init_random(m, 23 + tied, 0.2f);
+    for (int l = 0; l < L; l++) {
+        LayerView *v = &m->w.layers[l];
+        for (int i = 0; i < C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
+        for (int i = 0; i < (H + 2 * HKV) * D; i++) v->bqkv[i] = 0.5f * frand();
+    }
+    for (int i = 0; i < C; i++) m->w.norm[i] = 1.0f + 0.5f * frand();
+}
+
+/* WEIGHTS_BF16's model of m's values: the matrices rounded to bf16. */
+static void make_half(Model *h, const Model *m) {
+    ModelConfig c;
+    make_config(&c, m->cfg.tie_word_embeddings);
+    model_create_half(h, &c, WEIGHTS_BF16);
+    for (int i = 0; i < m->table.n; i++) {
+        const ParamEntry *e = &m->table.entries[i], *he = &h->table.entries[i];
+        for (size_t k = 0; k < e->numel; k++) {
+            float x = m->params[e->offset + k];
+            if (he->half) h->half->params16[he->offset + k] = f32_to_bf16(x);
+            else h->params[he->offset + k] = x;
+        }
+    }
+}
+
+/* One run of the script: step 0 the prompts' rows, steps 1..STEPS a row for each of
+ * slots 1-4. Rows are numbered in the batch's order (the step's rows as `slots`
+ * lists them): logits[k][row] for step k. */
+typedef struct {
+    int n[STEPS + 1], slots[STEPS + 1][MAXR];
+    int32_t tok[STEPS + 1][MAXR];
+} Script;
+
+static const int dec_slots[NDEC] = {1, 2, 3, 4};
+
+/* The prompts, and the first decoding step's tokens fixed (the sampler samples a
+ * step's first rows: the decoding steps'); later tokens are the sampler's. */
+static void script_prompts(Script *s) {
+    s->n[0] = NPRE;
+    for (int i = 0; i < P0; i++) s->slots[0][i] = 0, s->tok[0][i] = (int32_t)((37 * i + 5) % V);
+    for (int i = 0; i < P4; i++) s->slots[0][P0 + i] = 4, s->tok[0][P0 + i] = (int32_t)((53 * i + 11) % V);
+    for (int k = 1; k <= STEPS; k++) {
+        s->n[k] = NDEC;
+        for (int r = 0; r < NDEC; r++) s->slots[k][r] = dec_slots[r], s->tok[k][r] = (int32_t)((7 * r + 100) % V);
+    }
+}
+
+/* The CPU's pick for slot `slot` at step k (k >= 1 draws for step k + 1's token). */
+static int32_t cpu_pick(const float *z, int slot, int k, const SamplerOpts *o, SamplerScratch *ss, float *lp) {
+    Rng rng;
+    rng_init(&rng, SAMPLE_SEED, (uint64_t)slot);
+    for (int w = 0; w < 2 * k; w++) rng_u32(&rng);
+    return sampler_sample_logp(z, V, o, NULL, 0, rng_uniform_f64(&rng), ss, lp);
+}
+
+/* The sampler's rows for the decoding slots at step k on the device (no context: no
+ * repetition penalty). */
+typedef struct {
+    CUdeviceptr seed, stream, draw, zeros, ctx;
+} SampleDev;
+
+static GpuSampleRows sample_rows(SampleDev *sd, int k) {
+    uint64_t seeds[NDEC], streams[NDEC], draws[NDEC];
+    int32_t zeros[NDEC] = {0};
+    for (int r = 0; r < NDEC; r++) seeds[r] = SAMPLE_SEED, streams[r] = (uint64_t)dec_slots[r], draws[r] = 2 * k;
+    sd->seed = upload(seeds, sizeof seeds), sd->stream = upload(streams, sizeof streams);
+    sd->draw = upload(draws, sizeof draws), sd->zeros = upload(zeros, sizeof zeros), sd->ctx = upload(zeros, 4);
+    GpuSampleRows rows = {sd->seed, sd->stream, sd->draw, sd->zeros, sd->zeros, sd->ctx};
+    return rows;
+}
+
+static void sample_free(SampleDev *sd) {
+    CUdeviceptr all[] = {sd->seed, sd->stream, sd->draw, sd->zeros, sd->ctx};
+    for (int i = 0; i < 5; i++) gpu_free(&dev, all[i]);
+}
+
+/* The GPU's sampler on step k's logits (the batch run's) against the CPU's on the same
+ * logits downloaded: the next step's tokens into the script. */
+static void sample_step(GpuGen *gen, Script *s, int k, const float *logits, long *same, double *lp_err) {
+    SamplerOpts o = {0.9f, 0, 1.0f, 0.0f, 1.0f};
+    SamplerScratch ss;
+    sampler_scratch_create(&ss, V);
+    SampleDev sd;
+    GpuSampleRows rows = sample_rows(&sd, k);
+    int32_t tok[NDEC];
+    float lp[NDEC];
+    T_CHECK(!gpu_gen_sample(&dev, gen, NDEC, &rows, &o, tok, lp, &err), "%s", err.msg);
+    for (int r = 0; r < NDEC; r++) {
+        float clp;
+        int32_t want = cpu_pick(logits + (size_t)r * V, dec_slots[r], k, &o, &ss, &clp);
+        *same += tok[r] == want;
+        *lp_err = fmax(*lp_err, fabs((double)lp[r] - clp));
+        T_CHECK(tok[r] == want && fabs((double)lp[r] - clp) <= 1e-6 + 1e-6 * fabs(clp),
+                "step %d slot %d: the GPU sampler picks %d (log-prob %.9g), the CPU %d (%.9g)", k, dec_slots[r],
+                tok[r], lp[r], want, clp);
+        if (k < STEPS) s->tok[k + 1][r] = tok[r];
+    }
+    sample_free(&sd);
+    sampler_scratch_free(&ss);
+}
+
+/* The script on the GPU, each step in calls of `split` rows (0: the step whole),
+ * with reverse the last-listed slot's rows first: logits[k][row, V] in the
+ * script's row order. With sample, step k's picks become step k + 1's tokens. */
+static void gpu_run(const GpuModel *g, Script *s, int split, int reverse, float *logits[], int sample, long *same,
+                    double *lp_err) {
+    GpuGen gen;
+    T_CHECK(!gpu_gen_create(&dev, &gen, g, SLOTS, CAP, MAXR, &err), "%s", err.msg);
+    for (int k = 0; k <= STEPS; k++) {
+        int n = s->n[k], order[MAXR];
+        /* another order: the last slot's rows first, a slot's rows kept in order */
+        for (int r = 0; r < n; r++) order[r] = r;
+        if (reverse) {
+            int at = 0;
+            for (int r = 0; r < n; r++)
+                if (s->slots[k][r] == s->slots[k][n - 1]) order[at++] = r;
+            for (int r = 0; r < n; r++)
+                if (s->slots[k][r] != s->slots[k][n - 1]) order[at++] = r;
+        }
+        for (int r0 = 0; r0 < n;) {
+            int m = split ? split : n, sl[MAXR];
+            int32_t tk[MAXR];
+            if (r0 + m > n) m = n - r0;
+            for (int i = 0; i < m; i++) sl[i] = s->slots[k][order[r0 + i]], tk[i] = s->tok[k][order[r0 + i]];
+            T_CHECK(!gpu_gen_step(&dev, &gen, m, sl, tk, &err), "%s", err.msg);
+            float out[MAXR * V];
+            download(out, gen.logits, sizeof(float) * m * V);
+            for (int i = 0; i < m; i++) memcpy(logits[k] + (size_t)order[r0 + i] * V, out + (size_t)i * V, 4 * V);
+            r0 += m;
+        }
+        if (k == 0)
+            for (int sl = 1; sl <= 3; sl++) T_CHECK(!gpu_gen_share_prefix(&gen, sl, 0, &err), "%s", err.msg);
+        if (sample && k >= 1) sample_step(&gen, s, k, logits[k], same, lp_err);
+    }
+    gpu_gen_free(&dev, &gen);
+}
+
+/* The script on the CPU: model_decode's logits of every step. */
+static void cpu_run(Model *m, const Script *s, float *logits[]) {
+    KVCache c;
+    DecodeState ds;
+    kv_cache_create(&c, &m->cfg, SLOTS, CAP);
+    decode_state_create(&ds, &m->cfg, MAXR, CAP);
+    for (int k = 0; k <= STEPS; k++) {
+        model_decode(m, &c, &ds, s->n[k], s->slots[k], s->tok[k], NULL, logits[k]);
+        if (k == 0)
+            for (int sl = 1; sl <= 3; sl++) kv_cache_share_prefix(&c, sl, 0);
+    }
+    decode_state_free(&ds);
+    kv_cache_free(&c);
+}
+
+static float **logits_alloc(void) {
+    float **l = malloc(sizeof(float *) * (STEPS + 1));
+    for (int k = 0; k <= STEPS; k++) l[k] = malloc(sizeof(float) * MAXR * V);
+    return l;
+}
+
+static void logits_free(float **l) {
+    for (int k = 0; k <= STEPS; k++) free(l[k]);
+    free(l);
+}
+
+/* got against want, every step: 1e-2 max|want| + 1e-2 |want| per value, and on
+ * average 1e-3 max|want|. */
+static void compare(const char *name, const Script *s, float **got, float **want) {
+    double worst = 0, top = 0, sum = 0;
+    long bad = 0, same = 0, n = 0;
+    for (int k = 0; k <= STEPS; k++)
+        for (int i = 0; i < s->n[k] * V; i++) top = fmax(top, fabs(want[k][i]));
+    for (int k = 0; k <= STEPS; k++)
+        for (int i = 0; i < s->n[k] * V; i++, n++) {
+            double e = isnan(got[k][i]) ? INFINITY : fabs((double)got[k][i] - want[k][i]);
+            bad += !(e <= 1e-2 * top + 1e-2 * fabs(want[k][i]));
+            worst = fmax(worst, e), sum += e, same += !memcmp(&got[k][i], &want[k][i], 4);
+        }
+    printf("  %s: logits |gpu - cpu| max %.3g (%.3g max|cpu|) mean %.3g (%.3g max|cpu|); %ld of %ld bit for bit\n",
+           name, worst, worst / top, sum / n, sum / n / top, same, n);
+    T_CHECK(bad == 0, "%s: %ld of %ld logits outside 1e-2 max|cpu| + 1e-2 |cpu| (worst %.3g, max|cpu| %.3g)", name,
+            bad, n, worst, top);
+    T_CHECK(sum / n <= 1e-3 * top, "%s: logits |gpu - cpu| %.3g on average, over 1e-3 max|cpu| (%.3g)", name, sum / n,
+            top);
+}
+
+static void check_bits(const char *name, const char *how, const Script *s, float **got, float **want) {
+    int same = 1;
+    for (int k = 0; k <= STEPS; k++) same &= !memcmp(got[k], want[k], sizeof(float) * s->n[k] * V);
+    printf("  %s: %-44s %s\n", name, how, same ? "the batch's bits" : "OTHER BITS");
+    T_CHECK(same, "%s: %s: not the bits of the steps whole", name, how);
+}
+
+/* One model form: the GPU's steps (sampling) against the CPU's, then (invariance)
+ * in calls of one row and in another order against the GPU's first run. */
+static void check_form(const char *name, Model *m, int invariance) {
+    GpuModel g;
+    T_CHECK(!gpu_model_upload(&dev, &g, m, &err), "%s: %s", name, err.msg);
+    Script s;
+    script_prompts(&s);
+    float **batch = logits_alloc(), **cpu = logits_alloc(), **other = logits_alloc();
+    long same = 0;
+    double lp_err = 0;
+    gpu_run(&g, &s, 0, 0, batch, 1, &same, &lp_err);
+    printf("  %s: sampler %ld of %d tokens the CPU's, log-prob max err %.3g\n", name, same, STEPS * NDEC, lp_err);
+    cpu_run(m, &s, cpu);
+    compare(name, &s, batch, cpu);
+    if (invariance) {
+        gpu_run(&g, &s, 1, 0, other, 0, NULL, NULL);
+        check_bits(name, "every row a call of its own", &s, other, batch);
+        gpu_run(&g, &s, 0, 1, other, 0, NULL, NULL);
+        check_bits(name, "each step's rows in another order", &s, other, batch);
+    }
+    logits_free(batch), logits_free(cpu), logits_free(other);
+    gpu_model_free(&dev, &g);
+}
+
+/* What a step refuses, one line each; a refused step changes nothing. */
+static void check_refused(Model *m) {
+    GpuModel g;
+    GpuGen gen;
+    T_CHECK(!gpu_model_upload(&dev, &g, m, &err), "%s", err.msg);
+    T_CHECK(!gpu_gen_create(&dev, &gen, &g, 2, 3, 4, &err), "%s", err.msg);
+    int sl[5] = {0, 0, 0, 1, 1};
+    int32_t tk[5] = {1, 2, 3, 4, 5};
+    struct { int n, at, slot; int32_t tok; const char *want; } bad[] = {
+        {5, 0, 0, 1, "a step of 5 rows (expected 1 .. 4)"},
+        {2, 1, 2, 1, "row 1's slot 2 (expected 0 .. 1)"},
+        {2, 1, 0, V, "row 1's token id 97 is outside the vocabulary of 97"},
+        {4, 3, 0, 1, "slot 0 is full (3 positions: the step adds 4 to its 0)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int s2[5];
+        int32_t t2[5];
+        memcpy(s2, sl, sizeof sl), memcpy(t2, tk, sizeof tk);
+        s2[bad[i].at] = bad[i].slot, t2[bad[i].at] = bad[i].tok;
+        T_CHECK(gpu_gen_step(&dev, &gen, bad[i].n, s2, t2, &err) == -1 && strstr(err.msg, bad[i].want),
+                "not refused with \"%s\" (%s)", bad[i].want, err.msg);
+        printf("  refused: %s\n", err.msg);
+    }
+    T_CHECK(gen.len[0] == 0 && gen.len[1] == 0, "a refused step grew the slots (%d, %d)", gen.len[0], gen.len[1]);
+    T_CHECK(!gpu_gen_step(&dev, &gen, 3, sl, tk, &err), "%s", err.msg);
+    T_CHECK(gpu_gen_step(&dev, &gen, 1, sl, tk, &err) == -1 && strstr(err.msg, "slot 0 is full"),
+            "a step past a slot's capacity was not refused (%s)", err.msg);
+    T_CHECK(!gpu_gen_share_prefix(&gen, 1, 0, &err), "%s", err.msg);
+    T_CHECK(gpu_gen_share_prefix(&gen, 0, 1, &err) == -1 && strstr(err.msg, "which continues slot 0"),
+            "a parent with a parent was not refused (%s)", err.msg);
+    printf("  refused: %s\n", err.msg);
+    gpu_gen_free(&dev, &gen);
+    gpu_model_free(&dev, &g);
+}
+
+static void check_all(void) {
+    printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
+    Model tied, untied, half;
+    make_model(&tied, 1);
+    make_model(&untied, 0);
+    make_half(&half, &tied);
+    model_use_bf16_compute(&tied);
+    model_use_bf16_compute(&untied);
+    check_form("mixed, tied head", &tied, 1);
+    check_form("mixed, own lm_head", &untied, 0);
+    check_form("WEIGHTS_BF16", &half, 1);
+    check_refused(&tied);
+    model_free(&tied), model_free(&untied), model_free(&half);
+    gpu_close(&dev);
+}
+
+int main(void) {
+    return gpu_test_main("test_gpu_generate", check_all);
+}
