@@ -14,9 +14,11 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
         return err_set(err, "GPU generation: %d slots of %d positions, steps of %d rows, %d layers (expected each "
                        ">= 1)", n_slots, cap, max_rows, g->L);
     gen->g = g, gen->n_slots = n_slots, gen->cap = cap, gen->max_rows = max_rows;
-    size_t R = (size_t)max_rows, C = (size_t)g->C, V = (size_t)g->V;
+    gen->max_picks = n_slots > max_rows ? n_slots : max_rows;
+    size_t R = (size_t)max_rows, C = (size_t)g->C, V = (size_t)g->V, P = (size_t)gen->max_picks;
     gen->caches = xcalloc((size_t)g->L, sizeof *gen->caches);
-    gen->host = xmalloc(sizeof(int32_t) * (4 * R + 2 * (size_t)n_slots));
+    gen->host = xcalloc(4 * R + 2 * (size_t)n_slots, sizeof(int32_t)); /* copied whole: no unset bytes */
+    gen->host_from = xmalloc(sizeof(int32_t) * P);
     gen->len = xcalloc((size_t)n_slots, sizeof(int)), gen->parent = xmalloc(sizeof(int) * n_slots);
     gen->parent_len = xcalloc((size_t)n_slots, sizeof(int));
     for (int s = 0; s < n_slots; s++) gen->parent[s] = -1;
@@ -28,8 +30,9 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
         gpu_alloc(d, &gen->x, 4 * R * C, err) || gpu_alloc(d, &gen->hf, 4 * R * C, err) ||
         gpu_alloc(d, &gen->rstd, 4 * R, err) || gpu_alloc(d, &gen->logits, 4 * R * V, err) ||
         gpu_alloc(d, &gen->rows, sizeof(int32_t) * (4 * R + 2 * (size_t)n_slots), err) ||
-        gpu_alloc(d, &gen->tok, 4 * R, err) || gpu_alloc(d, &gen->logp, 4 * R, err) ||
-        gpu_alloc(d, &gen->sample_scratch, sizeof(double) * R * V, err)) {
+        gpu_alloc(d, &gen->picked, 4 * P * V, err) || gpu_alloc(d, &gen->from, 4 * P, err) ||
+        gpu_alloc(d, &gen->tok, 4 * P, err) || gpu_alloc(d, &gen->logp, 4 * P, err) ||
+        gpu_alloc(d, &gen->sample_scratch, sizeof(double) * P * V, err)) {
         gpu_gen_free(d, gen);
         return -1;
     }
@@ -39,9 +42,10 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
 void gpu_gen_free(GpuDevice *d, GpuGen *gen) {
     for (int l = 0; gen->caches && l < gen->g->L; l++) gpu_layer_cache_free(d, &gen->caches[l]);
     gpu_decode_scratch_free(d, &gen->scratch);
-    CUdeviceptr all[] = {gen->x, gen->hf, gen->rstd, gen->logits, gen->rows, gen->tok, gen->logp, gen->sample_scratch};
+    CUdeviceptr all[] = {gen->x,    gen->hf,   gen->rstd, gen->logits, gen->rows,
+                         gen->picked, gen->from, gen->tok, gen->logp, gen->sample_scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(d, all[i]);
-    free(gen->caches), free(gen->host), free(gen->len), free(gen->parent), free(gen->parent_len);
+    free(gen->caches), free(gen->host), free(gen->host_from), free(gen->len), free(gen->parent), free(gen->parent_len);
     memset(gen, 0, sizeof *gen);
 }
 
@@ -87,17 +91,14 @@ static int upload_rows(GpuDevice *d, GpuGen *gen, int n, const int *slots, const
         }
     for (int r = 0; r < n; r++) tok[r] = tokens[r], sl[r] = slots[r], pos[r] = gen->parent_len[slots[r]] + own[r];
     for (int s = 0; s < S; s++) par[s] = gen->parent[s], plen[s] = gen->parent_len[s];
-    /* two copies: the rows' first n of each array, then the slots' */
-    for (int k = 0; k < 4; k++)
-        if (gpu_put(d, gen->rows + sizeof(int32_t) * (size_t)k * R, gen->host + (size_t)k * R, sizeof(int32_t) * n,
-                    err))
-            return -1;
-    return gpu_put(d, gen->rows + sizeof(int32_t) * 4 * (size_t)R, par, sizeof(int32_t) * 2 * (size_t)S, err);
+    /* one copy of the whole layout (its unused rows too: fewer copies beat fewer bytes here) */
+    return gpu_put(d, gen->rows, gen->host, sizeof(int32_t) * (4 * (size_t)R + 2 * (size_t)S), err);
 }
 
 int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err) {
     const GpuModel *g = gen->g;
     size_t R4 = sizeof(int32_t) * (size_t)gen->max_rows;
+    gen->last_n = 0; /* until this step's logits exist */
     if (upload_rows(d, gen, n, slots, tokens, err)) return -1;
     CUdeviceptr ids = gen->rows, par = gen->rows + 4 * R4;
     GpuDecodeRows rows = {n, ids + R4, ids + 2 * R4, ids + 3 * R4, par, par + sizeof(int32_t) * gen->n_slots,
@@ -108,14 +109,26 @@ int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32
     for (int l = 0; l < g->L; l++)
         if (gpu_decode_layer(d, &g->layers[l], &gen->caches[l], &gen->scratch, &rows, gen->x, err)) return -1;
     if (gpu_rmsnorm_forward(d, gen->hf, gen->rstd, gen->x, g->norm, n, g->C, g->C, g->C, g->eps, err)) return -1;
-    return gpu_matmul_rowwise_bf16(d, gen->logits, gen->hf, g->head.w, 0, n, g->C, g->V, err);
+    if (gpu_matmul_rowwise_bf16(d, gen->logits, gen->hf, g->head.w, 0, n, g->C, g->V, err)) return -1;
+    gen->last_n = n;
+    return 0;
 }
 
-int gpu_gen_sample(GpuDevice *d, GpuGen *gen, int n, const GpuSampleRows *rows, const SamplerOpts *o, int32_t *tok,
-                   float *logp, GrpoErr *err) {
-    if (n < 1 || n > gen->max_rows)
-        return err_set(err, "GPU generation: sampling %d rows (expected 1 .. %d)", n, gen->max_rows);
-    if (gpu_sampler_sample(d, gen->tok, gen->logp, gen->logits, gen->sample_scratch, rows, n, gen->g->V, o, 0, err) ||
+int gpu_gen_sample(GpuDevice *d, GpuGen *gen, int n, const int *from, const GpuSampleRows *rows, const SamplerOpts *o,
+                   int32_t *tok, float *logp, GrpoErr *err) {
+    if (n < 1 || n > gen->max_picks)
+        return err_set(err, "GPU generation: sampling %d rows (expected 1 .. %d)", n, gen->max_picks);
+    for (int r = 0; r < n; r++) {
+        int at = from ? from[r] : r;
+        if (at < 0 || at >= gen->last_n)
+            return err_set(err, "GPU generation: pick %d from row %d of the last step's logits (expected 0 .. %d)", r,
+                           at, gen->last_n - 1);
+        gen->host_from[r] = at;
+    }
+    /* the picked rows side by side: the sampler reads [n, V] */
+    if (gpu_put(d, gen->from, gen->host_from, sizeof(int32_t) * (size_t)n, err) ||
+        gpu_rows_gather(d, gen->picked, gen->logits, gen->from, n, gen->g->V, err) ||
+        gpu_sampler_sample(d, gen->tok, gen->logp, gen->picked, gen->sample_scratch, rows, n, gen->g->V, o, 0, err) ||
         gpu_sync(d, err) || gpu_get(d, tok, gen->tok, sizeof(int32_t) * (size_t)n, err))
         return -1;
     return logp ? gpu_get(d, logp, gen->logp, sizeof(float) * (size_t)n, err) : 0;

@@ -38,8 +38,13 @@ typedef struct {
     CUdeviceptr rows;            /* int32 [4 max_rows | 2 n_slots]: tokens, slots, own, pos | parent, parent_len */
     int32_t *host;               /* the same, made on the host */
     int *len, *parent, *parent_len; /* [n_slots]: KVCache's bookkeeping */
-    CUdeviceptr tok, logp;       /* int32, fp32 [max_rows]: the sampler's picks */
-    CUdeviceptr sample_scratch;  /* double [max_rows, V]: the sampler's */
+    int last_n;                  /* the last step's rows */
+    int max_picks;               /* max(n_slots, max_rows): picks a call */
+    CUdeviceptr picked;          /* fp32 [max_picks, V]: the rows to sample, gathered */
+    CUdeviceptr from;            /* int32 [max_picks]: their rows in logits */
+    int32_t *host_from;          /* [max_picks] */
+    CUdeviceptr tok, logp;       /* int32, fp32 [max_picks]: the sampler's picks */
+    CUdeviceptr sample_scratch;  /* double [max_picks, V]: the sampler's */
 } GpuGen;
 
 /* Caches for n_slots slots of cap positions in every layer of g and buffers for
@@ -60,10 +65,13 @@ int gpu_gen_share_prefix(GpuGen *gen, int slot, int parent, GrpoErr *err);
  * nothing changed, for n outside 1 .. max_rows, a slot outside the cache or full, a
  * token outside the vocabulary; or a launch refused. */
 int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err);
-/* The sampler on the last step's logits of its first n rows: row r draws from
+/* The sampler on the last step's logits: pick r from row from[r] of them (NULL: row
+ * r; a prompt's last row may be sampled for each slot continuing it), drawing from
  * rows' (device arrays: gpu/ops.h's GpuSampleRows, the caller's) Philox stream and
- * context; tok[n] and logp[n] (NULL: not wanted) downloaded to the host. */
-int gpu_gen_sample(GpuDevice *d, GpuGen *gen, int n, const GpuSampleRows *rows, const SamplerOpts *o, int32_t *tok,
-                   float *logp, GrpoErr *err);
+ * context; tok[n] and logp[n] (NULL: not wanted) downloaded to the host. n up to
+ * max(n_slots, max_rows). -1 with err for n outside that, a row the last step did not
+ * have, or a launch refused. */
+int gpu_gen_sample(GpuDevice *d, GpuGen *gen, int n, const int *from, const GpuSampleRows *rows, const SamplerOpts *o,
+                   int32_t *tok, float *logp, GrpoErr *err);
 
 #endif

@@ -6,23 +6,25 @@
  * with a tied head, mixed precision with its own lm_head, WEIGHTS_BF16 (one bf16
  * table for the embedding and the head). Five slots of 16 positions: a prompt of 3
  * tokens in slot 0 and one of 2 in slot 4 prefilled in one step of 5 rows; slots 1-3
- * continue slot 0 (shared prefix); then 3 steps of one token for slots 1-4, the first
- * step's tokens fixed, the later ones the GPU sampler's picks (temperature 0.9 alone:
- * the processor for which the GPU's sampler picks the CPU's token always) from the
- * step before's logits. Sizes small: every emulated thread is a coroutine (about a
- * minute here, most of it the row-wise products' 256-thread blocks).
+ * continue slot 0 (shared prefix); then 3 steps of one token for slots 1-4, each
+ * token the GPU sampler's pick (temperature 0.9 alone: the processor for which the
+ * GPU's sampler picks the CPU's token always) from the step before's logits, the
+ * first step's from the prompts' last rows (slot 0's for slots 1-3). Sizes small:
+ * every emulated thread is a coroutine (about a minute here, most of it the row-wise
+ * products' 256-thread blocks).
  *
  * Checks:
  * - logits against model_decode's, every step: |gpu - cpu| <= 1e-2 max|cpu| +
  *   1e-2 |cpu| per value and 1e-3 max|cpu| on average. The GPU runs the CPU's
  *   operands and rounding points but its sums in other orders (test_gpu_decode_layer's
- *   reasons): most logits differ by an ulp or not at all (4.8e-7 here), but an fp32
- *   ulp that moves an activation across a bf16 boundary moves the next product by
- *   2^-8 of that operand, and on through the layers and the head: seen 5.4e-4
- *   max|cpu| in one step of the tied form, 3.8e-3 in a 5-step run of a V 301 model;
+ *   reasons): most logits differ by an ulp or not at all (here 1.4e-7 max|cpu| at
+ *   most), but an fp32 ulp that moves an activation across a bf16 boundary moves the
+ *   next product by 2^-8 of that operand, and on through the layers and the head:
+ *   seen 5.4e-4 max|cpu| in a step of the tied form with other tokens (the first
+ *   step's fixed), 3.8e-3 in a 5-step run of a V 301 model;
  * - the GPU sampler's token and log-prob = sampler_sample_logp's on the GPU's logits
  *   downloaded (token equal, log-prob within 1e-6 + 1e-6 relative), Philox stream the
- *   slot's, draw 2 words a step;
+ *   slot's, draw 2 words a step; a pick from a row the step did not have refused;
  * - rows alone = rows in the batch, bit for bit (tied and WEIGHTS_BF16 forms): the
  *   same steps with every row a call of its own (the prompts a token a call), and
  *   with each step's rows in another order (slot 4's prompt before slot 0's), give
@@ -95,19 +97,18 @@ typedef struct {
 
 static const int dec_slots[NDEC] = {1, 2, 3, 4};
 
-/* The prompts, and the first decoding step's tokens fixed (the sampler samples a
- * step's first rows: the decoding steps'); later tokens are the sampler's. */
+/* The prompts and the decoding steps' slots; their tokens are the sampler's. */
 static void script_prompts(Script *s) {
     s->n[0] = NPRE;
     for (int i = 0; i < P0; i++) s->slots[0][i] = 0, s->tok[0][i] = (int32_t)((37 * i + 5) % V);
     for (int i = 0; i < P4; i++) s->slots[0][P0 + i] = 4, s->tok[0][P0 + i] = (int32_t)((53 * i + 11) % V);
     for (int k = 1; k <= STEPS; k++) {
         s->n[k] = NDEC;
-        for (int r = 0; r < NDEC; r++) s->slots[k][r] = dec_slots[r], s->tok[k][r] = (int32_t)((7 * r + 100) % V);
+        for (int r = 0; r < NDEC; r++) s->slots[k][r] = dec_slots[r];
     }
 }
 
-/* The CPU's pick for slot `slot` at step k (k >= 1 draws for step k + 1's token). */
+/* The CPU's pick for slot `slot` from step k's logits z (step k + 1's token). */
 static int32_t cpu_pick(const float *z, int slot, int k, const SamplerOpts *o, SamplerScratch *ss, float *lp) {
     Rng rng;
     rng_init(&rng, SAMPLE_SEED, (uint64_t)slot);
@@ -137,8 +138,11 @@ static void sample_free(SampleDev *sd) {
 }
 
 /* The GPU's sampler on step k's logits (the batch run's) against the CPU's on the same
- * logits downloaded: the next step's tokens into the script. */
+ * logits downloaded: the next step's tokens into the script. After the prompts
+ * (k 0), slots 1-3 pick from slot 0's last row, slot 4 from its own prompt's. */
 static void sample_step(GpuGen *gen, Script *s, int k, const float *logits, long *same, double *lp_err) {
+    static const int after_prompts[NDEC] = {P0 - 1, P0 - 1, P0 - 1, NPRE - 1};
+    const int *from = k == 0 ? after_prompts : NULL;
     SamplerOpts o = {0.9f, 0, 1.0f, 0.0f, 1.0f};
     SamplerScratch ss;
     sampler_scratch_create(&ss, V);
@@ -146,10 +150,10 @@ static void sample_step(GpuGen *gen, Script *s, int k, const float *logits, long
     GpuSampleRows rows = sample_rows(&sd, k);
     int32_t tok[NDEC];
     float lp[NDEC];
-    T_CHECK(!gpu_gen_sample(&dev, gen, NDEC, &rows, &o, tok, lp, &err), "%s", err.msg);
+    T_CHECK(!gpu_gen_sample(&dev, gen, NDEC, from, &rows, &o, tok, lp, &err), "%s", err.msg);
     for (int r = 0; r < NDEC; r++) {
         float clp;
-        int32_t want = cpu_pick(logits + (size_t)r * V, dec_slots[r], k, &o, &ss, &clp);
+        int32_t want = cpu_pick(logits + (size_t)(from ? from[r] : r) * V, dec_slots[r], k, &o, &ss, &clp);
         *same += tok[r] == want;
         *lp_err = fmax(*lp_err, fabs((double)lp[r] - clp));
         T_CHECK(tok[r] == want && fabs((double)lp[r] - clp) <= 1e-6 + 1e-6 * fabs(clp),
@@ -192,7 +196,7 @@ static void gpu_run(const GpuModel *g, Script *s, int split, int reverse, float 
         }
         if (k == 0)
             for (int sl = 1; sl <= 3; sl++) T_CHECK(!gpu_gen_share_prefix(&gen, sl, 0, &err), "%s", err.msg);
-        if (sample && k >= 1) sample_step(&gen, s, k, logits[k], same, lp_err);
+        if (sample) sample_step(&gen, s, k, logits[k], same, lp_err);
     }
     gpu_gen_free(&dev, &gen);
 }
@@ -262,7 +266,8 @@ static void check_form(const char *name, Model *m, int invariance) {
     long same = 0;
     double lp_err = 0;
     gpu_run(&g, &s, 0, 0, batch, 1, &same, &lp_err);
-    printf("  %s: sampler %ld of %d tokens the CPU's, log-prob max err %.3g\n", name, same, STEPS * NDEC, lp_err);
+    printf("  %s: sampler %ld of %d tokens the CPU's, log-prob max err %.3g\n", name, same, (STEPS + 1) * NDEC,
+           lp_err);
     cpu_run(m, &s, cpu);
     compare(name, &s, batch, cpu);
     if (invariance) {
@@ -300,6 +305,14 @@ static void check_refused(Model *m) {
     }
     T_CHECK(gen.len[0] == 0 && gen.len[1] == 0, "a refused step grew the slots (%d, %d)", gen.len[0], gen.len[1]);
     T_CHECK(!gpu_gen_step(&dev, &gen, 3, sl, tk, &err), "%s", err.msg);
+    SamplerOpts o = {1.0f, 0, 1.0f, 0.0f, 1.0f};
+    GpuSampleRows none = {0, 0, 0, 0, 0, 0};
+    int32_t pick;
+    const int from[1] = {3};
+    T_CHECK(gpu_gen_sample(&dev, &gen, 1, from, &none, &o, &pick, NULL, &err) == -1 &&
+                strstr(err.msg, "pick 0 from row 3 of the last step's logits (expected 0 .. 2)"),
+            "a pick from a row the step did not have was not refused (%s)", err.msg);
+    printf("  refused: %s\n", err.msg);
     T_CHECK(gpu_gen_step(&dev, &gen, 1, sl, tk, &err) == -1 && strstr(err.msg, "slot 0 is full"),
             "a step past a slot's capacity was not refused (%s)", err.msg);
     T_CHECK(!gpu_gen_share_prefix(&gen, 1, 0, &err), "%s", err.msg);
