@@ -74,6 +74,8 @@ int gpu_decode_layer(GpuDevice *d, const GpuLayerWeights *w, GpuLayerCache *c, G
     int n = rows->n, C = w->C, F = w->F;
     if (n < 1 || n > s->max_rows)
         return err_set(err, "GPU decode: %d rows (expected 1 .. %d, the scratch's)", n, s->max_rows);
+    if (w->qk_norm) /* gpu_layer_forward runs it; the decoding layer does not yet */
+        return err_set(err, "GPU decode: q/k norm (Qwen3) is not in the GPU's decoding layer yet");
     if (c->kv_dim != w->Hkv * w->D)
         return err_set(err, "GPU decode: a KV cache of %d values a position for a layer of %d x %d", c->kv_dim, w->Hkv,
                        w->D);

@@ -11,7 +11,7 @@
  *
  * What is not here: the cache's bookkeeping (lengths, parents: the caller's, once a
  * step for all layers, as model_decode's), the embedding, the final norm and the LM
- * head, LoRA's adapters, Qwen3's q/k norm (gpu_layer_upload refuses such models). */
+ * head, LoRA's adapters, Qwen3's q/k norm (gpu_decode_layer refuses a Qwen3 layer). */
 #ifndef GRPO_GPU_DECODE_H
 #define GRPO_GPU_DECODE_H
 

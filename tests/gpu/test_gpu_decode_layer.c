@@ -101,6 +101,11 @@ static void gpu_step(const GpuLayerWeights *w, const StepRows *h, const float *k
     rows.n = NR + 1;
     T_CHECK(gpu_decode_layer(&dev, w, &c, &s, &rows, dx, &err) == -1 && strstr(err.msg, "rows"),
             "a step of %d rows in scratch for %d was not refused", NR + 1, NR);
+    rows.n = NR;
+    GpuLayerWeights q3 = *w; /* a Qwen3 layer: its q/k norm is not in the decoding layer yet, so refused */
+    q3.qk_norm = 1;
+    T_CHECK(gpu_decode_layer(&dev, &q3, &c, &s, &rows, dx, &err) == -1 && strstr(err.msg, "q/k norm"),
+            "a Qwen3 layer was not refused by the decoding layer");
     free_rows(&rows);
     gpu_free(&dev, dx);
     gpu_decode_scratch_free(&dev, &s);
