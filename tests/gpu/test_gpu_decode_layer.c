@@ -7,8 +7,8 @@
  * prefix) with 0 to 2 tokens of their own, one of 3 tokens without a parent — and a
  * step of 6 rows, one a slot, in shuffled slot order, the parent's own slot included.
  *
- * Tolerance: |gpu - cpu| <= 1e-4 max|cpu| + 1e-3 |cpu| per element (x, and the new k and
- * v). The GPU runs the CPU's rounding points, but its products sum in another order
+ * Tolerance: |gpu - cpu| <= 1e-2 max|cpu| + 1e-2 |cpu| per element (x, and the new k and
+ * v), and the error's norm within 2e-3 of the tensor's (test_gpu_layer's). The GPU runs the CPU's rounding points, but its products sum in another order
  * (gpu/kernels/rowwise.cu) and its attention is its own (test_gpu_attention's
  * bounds): an fp32 difference of an ulp can move an activation across a bf16
  * rounding boundary before the next product (2^-8 of that operand). Batch invariance,
@@ -112,19 +112,24 @@ static void gpu_step(const GpuLayerWeights *w, const StepRows *h, const float *k
     gpu_layer_cache_free(&dev, &c);
 }
 
-/* got against want over n values: 1e-4 max|want| + 1e-3 |want|. */
+/* got against want over n values: 1e-2 max|want| + 1e-2 |want| each, the error's norm
+ * within 2e-3 of want's. */
 static void compare(const char *what, const float *got, const float *want, int n) {
-    double top = 0, worst = 0;
+    double top = 0, worst = 0, err2 = 0, ref2 = 0;
     long bad = 0, same = 0;
     for (int i = 0; i < n; i++) top = fmax(top, fabs(want[i]));
     for (int i = 0; i < n; i++) {
         double e = fabs((double)got[i] - want[i]);
-        if (!(e <= 1e-4 * top + 1e-3 * fabs(want[i]))) bad++;
+        err2 += e * e, ref2 += (double)want[i] * want[i];
+        if (!(e <= 1e-2 * top + 1e-2 * fabs(want[i]))) bad++;
         worst = isnan(got[i]) ? INFINITY : fmax(worst, e);
         same += memcmp(&got[i], &want[i], 4) == 0;
     }
-    printf("  %-22s max |gpu - cpu| %.3g = %.3g max|cpu|, %ld of %d bit for bit\n", what, worst, worst / top, same, n);
-    T_CHECK(bad == 0, "%s: %ld of %d values outside 1e-4 max|cpu| + 1e-3 |cpu| (worst %.3g)", what, bad, n, worst);
+    double rel = sqrt(err2 / fmax(ref2, 1e-300));
+    printf("  %-22s max |gpu - cpu| %.3g = %.3g max|cpu|, ||gpu - cpu|| %.3g ||cpu||, %ld of %d bit for bit\n", what,
+           worst, worst / top, rel, same, n);
+    T_CHECK(bad == 0, "%s: %ld of %d values outside 1e-2 max|cpu| + 1e-2 |cpu| (worst %.3g)", what, bad, n, worst);
+    T_CHECK(rel <= 2e-3, "%s: ||gpu - cpu|| is %.3g of ||cpu|| (expected <= 2e-3)", what, rel);
 }
 
 static void check_bits(const char *what, int same) {
