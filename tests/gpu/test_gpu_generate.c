@@ -42,50 +42,13 @@
 #include "ops/ops.h"
 #define GPU_TEST_SEED 35
 #include "gpu_test.h"
+#include "gpu_test_model.h"
 
 enum { C = 64, H = 4, HKV = 2, D = 16, F = 64, V = 97, L = 2, SLOTS = 5, CAP = 16, STEPS = 3, MAXR = 8 };
 enum { P0 = 3, P4 = 2, NPRE = P0 + P4, NDEC = 4 };
 static const uint64_t SAMPLE_SEED = 4242;
 
-static void make_config(ModelConfig *c, int tied) {
-    memset(c, 0, sizeof *c);
-    c->type = MODEL_QWEN2;
-    c->hidden_size = C, c->intermediate_size = F, c->n_layers = L, c->n_heads = H, c->n_kv_heads = HKV;
-    c->head_dim = D, c->vocab_size = V, c->max_position_embeddings = 4096, c->rms_norm_eps = 1e-6f;
-    c->rope_theta = 1e6, c->qkv_bias = 1, c->tie_word_embeddings = tied;
-    c->bos_token_id = -1, c->n_eos = 0;
-    strcpy(c->torch_dtype, "float32");
-}
-
-/* Random fp32 weights, the norms and biases random too (1s and 0s would hide a read
- * from the wrong place). */
-static void make_model(Model *m, int tied) {
-    ModelConfig c;
-    make_config(&c, tied);
-    model_create(m, &c);
-    model_init_random(m, 23 + tied, 0.2f);
-    for (int l = 0; l < L; l++) {
-        LayerView *v = &m->w.layers[l];
-        for (int i = 0; i < C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
-        for (int i = 0; i < (H + 2 * HKV) * D; i++) v->bqkv[i] = 0.5f * frand();
-    }
-    for (int i = 0; i < C; i++) m->w.norm[i] = 1.0f + 0.5f * frand();
-}
-
-/* WEIGHTS_BF16's model of m's values: the matrices rounded to bf16. */
-static void make_half(Model *h, const Model *m) {
-    ModelConfig c;
-    make_config(&c, m->cfg.tie_word_embeddings);
-    model_create_half(h, &c, WEIGHTS_BF16);
-    for (int i = 0; i < m->table.n; i++) {
-        const ParamEntry *e = &m->table.entries[i], *he = &h->table.entries[i];
-        for (size_t k = 0; k < e->numel; k++) {
-            float x = m->params[e->offset + k];
-            if (he->half) h->half->params16[he->offset + k] = f32_to_bf16(x);
-            else h->params[he->offset + k] = x;
-        }
-    }
-}
+static const GpuTestShape shape = {C, H, HKV, D, F, V, L};
 
 /* One run of the script: step 0 the prompts' rows, steps 1..STEPS a row for each of
  * slots 1-4. Rows are numbered in the batch's order (the step's rows as `slots`
@@ -326,9 +289,9 @@ static void check_refused(Model *m) {
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
     Model tied, untied, half;
-    make_model(&tied, 1);
-    make_model(&untied, 0);
-    make_half(&half, &tied);
+    gpu_test_random_model(&tied, &shape, 1, 24);
+    gpu_test_random_model(&untied, &shape, 0, 23);
+    gpu_test_half_model(&half, &tied, &shape);
     model_use_bf16_compute(&tied);
     model_use_bf16_compute(&untied);
     check_form("mixed, tied head", &tied, 1);

@@ -37,49 +37,12 @@
 #include "ops/ops.h"
 #define GPU_TEST_SEED 36
 #include "gpu_test.h"
+#include "gpu_test_model.h"
 
 enum { C = 64, H = 4, HKV = 2, D = 16, F = 128, V = 301, L = 3, S = 3, CHUNK = 8 };
 static const int lens[S] = {7, 23, 12}, prompts[S] = {3, 9, 1};
 
-static void make_config(ModelConfig *c, int tied) {
-    memset(c, 0, sizeof *c);
-    c->type = MODEL_QWEN2;
-    c->hidden_size = C, c->intermediate_size = F, c->n_layers = L, c->n_heads = H, c->n_kv_heads = HKV;
-    c->head_dim = D, c->vocab_size = V, c->max_position_embeddings = 4096, c->rms_norm_eps = 1e-6f;
-    c->rope_theta = 1e6, c->qkv_bias = 1, c->tie_word_embeddings = tied;
-    c->bos_token_id = -1, c->n_eos = 0;
-    strcpy(c->torch_dtype, "float32");
-}
-
-/* A model of random fp32 weights, its norms and biases random too (Hugging Face's
- * init leaves them 1 and 0, which would hide one read from the wrong place). */
-static void make_model(Model *m, int tied) {
-    ModelConfig c;
-    make_config(&c, tied);
-    model_create(m, &c);
-    model_init_random(m, 17 + tied, 0.2f);
-    for (int l = 0; l < L; l++) {
-        LayerView *v = &m->w.layers[l];
-        for (int i = 0; i < C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
-        for (int i = 0; i < (H + 2 * HKV) * D; i++) v->bqkv[i] = 0.5f * frand();
-    }
-    for (int i = 0; i < C; i++) m->w.norm[i] = 1.0f + 0.5f * frand();
-}
-
-/* WEIGHTS_BF16's model of m's values (m still in fp32): the matrices rounded to bf16. */
-static void make_half(Model *h, const Model *m) {
-    ModelConfig c;
-    make_config(&c, m->cfg.tie_word_embeddings);
-    model_create_half(h, &c, WEIGHTS_BF16);
-    for (int i = 0; i < m->table.n; i++) {
-        const ParamEntry *e = &m->table.entries[i], *he = &h->table.entries[i];
-        for (size_t k = 0; k < e->numel; k++) {
-            float x = m->params[e->offset + k];
-            if (he->half) h->half->params16[he->offset + k] = f32_to_bf16(x);
-            else h->params[he->offset + k] = x;
-        }
-    }
-}
+static const GpuTestShape shape = {C, H, HKV, D, F, V, L};
 
 typedef struct {
     int32_t ids[64];
@@ -165,7 +128,7 @@ static void check_refused(void) {
     Model m;
     GpuModel g;
     GpuModelScratch s;
-    make_model(&m, 1); /* fp32 products */
+    gpu_test_random_model(&m, &shape, 1, 18); /* fp32 products */
     T_CHECK(gpu_model_upload(&dev, &g, &m, &err) == -1 && strstr(err.msg, "bf16"),
             "an fp32 model was not refused (%s)", err.msg);
     printf("  refused: %s\n", err.msg);
@@ -206,7 +169,7 @@ static void check_refused(void) {
 /* A copy of m32's model (fp32) to be put under mixed precision. */
 static void clone_model(Model *m, const Model *m32) {
     ModelConfig c;
-    make_config(&c, m32->cfg.tie_word_embeddings);
+    gpu_test_config(&c, &shape, m32->cfg.tie_word_embeddings);
     model_create(m, &c);
     memcpy(m->params, m32->params, sizeof(float) * m->table.total);
 }
@@ -215,12 +178,12 @@ static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
     for (int tied = 1; tied >= 0; tied--) {
         Model m32, m, h;
-        make_model(&m32, tied);
+        gpu_test_random_model(&m32, &shape, tied, 17 + tied);
         clone_model(&m, &m32);
         model_use_bf16_compute(&m);
         check_form(tied ? "mixed precision, tied head" : "mixed precision, own lm_head", &m, &m32);
         if (tied) {
-            make_half(&h, &m32);
+            gpu_test_half_model(&h, &m32, &shape);
             check_form("WEIGHTS_BF16 (--bf16), tied head", &h, &m32);
             model_free(&h);
         }

@@ -1,0 +1,59 @@
+/* tests/gpu/gpu_test_model.h — a small random Qwen2-shaped model for the GPU tests of
+ * whole models (test_gpu_model, test_gpu_generate): its config from a shape, random
+ * fp32 weights with random norms and q/k/v biases (Hugging Face's init leaves them 1
+ * and 0, which would hide a read from the wrong place), and WEIGHTS_BF16's form of the
+ * same values. Include after gpu_test.h (frand). */
+#ifndef GRPO_TESTS_GPU_TEST_MODEL_H
+#define GRPO_TESTS_GPU_TEST_MODEL_H
+
+#include <string.h>
+
+#include "model/init.h"
+#include "model/transformer.h"
+#include "ops/ops.h"
+
+typedef struct {
+    int C, H, Hkv, D, F, V, L;
+} GpuTestShape;
+
+static void gpu_test_config(ModelConfig *c, const GpuTestShape *s, int tied) {
+    memset(c, 0, sizeof *c);
+    c->type = MODEL_QWEN2;
+    c->hidden_size = s->C, c->intermediate_size = s->F, c->n_layers = s->L, c->n_heads = s->H;
+    c->n_kv_heads = s->Hkv, c->head_dim = s->D, c->vocab_size = s->V, c->max_position_embeddings = 4096;
+    c->rms_norm_eps = 1e-6f, c->rope_theta = 1e6, c->qkv_bias = 1, c->tie_word_embeddings = tied;
+    c->bos_token_id = -1, c->n_eos = 0;
+    strcpy(c->torch_dtype, "float32");
+}
+
+/* Random fp32 weights drawn from seed (model_init_random, std 0.2), then the norms
+ * and biases from frand. */
+static void gpu_test_random_model(Model *m, const GpuTestShape *s, int tied, uint64_t seed) {
+    ModelConfig c;
+    gpu_test_config(&c, s, tied);
+    model_create(m, &c);
+    model_init_random(m, seed, 0.2f);
+    for (int l = 0; l < s->L; l++) {
+        LayerView *v = &m->w.layers[l];
+        for (int i = 0; i < s->C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
+        for (int i = 0; i < (s->H + 2 * s->Hkv) * s->D; i++) v->bqkv[i] = 0.5f * frand();
+    }
+    for (int i = 0; i < s->C; i++) m->w.norm[i] = 1.0f + 0.5f * frand();
+}
+
+/* WEIGHTS_BF16's model of m's values (m in fp32, of shape s): the matrices rounded. */
+static void gpu_test_half_model(Model *h, const Model *m, const GpuTestShape *s) {
+    ModelConfig c;
+    gpu_test_config(&c, s, m->cfg.tie_word_embeddings);
+    model_create_half(h, &c, WEIGHTS_BF16);
+    for (int i = 0; i < m->table.n; i++) {
+        const ParamEntry *e = &m->table.entries[i], *he = &h->table.entries[i];
+        for (size_t k = 0; k < e->numel; k++) {
+            float x = m->params[e->offset + k];
+            if (he->half) h->half->params16[he->offset + k] = f32_to_bf16(x);
+            else h->params[he->offset + k] = x;
+        }
+    }
+}
+
+#endif
