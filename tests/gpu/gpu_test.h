@@ -7,7 +7,9 @@
 #ifndef GRPO_TESTS_GPU_GPU_TEST_H
 #define GRPO_TESTS_GPU_GPU_TEST_H
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +46,32 @@ static inline CUdeviceptr upload(const void *x, size_t bytes) {
 
 static inline void download(void *x, CUdeviceptr p, size_t bytes) {
     T_CHECK(!gpu_sync(&dev, &err) && !gpu_get(&dev, x, p, bytes, &err), "%s", err.msg);
+}
+
+/* The bf16 tests' comparison: got against want, n values: |got - want| <= atol
+ * max|want| + rtol |want| each, and ||got - want|| <= l2 ||want||; prints the
+ * figures seen. */
+static inline void gpu_test_compare(const char *what, const float *got, const float *want, size_t n, double atol,
+                                    double rtol, double l2) {
+    double top = 0, worst = 0, worst_rel = 0, e2 = 0, w2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)got[i] - want[i];
+        top = fmax(top, fabs(want[i])), e2 += e * e, w2 += (double)want[i] * want[i];
+    }
+    long bad = 0, same = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= atol * top + rtol * fabs(want[i]))) bad++;
+        worst = isnan(got[i]) ? INFINITY : fmax(worst, e);
+        if (fabs(want[i]) > 1e-3 * top) worst_rel = fmax(worst_rel, e / fabs(want[i]));
+        same += memcmp(&got[i], &want[i], 4) == 0;
+    }
+    double norm = w2 > 0 ? sqrt(e2 / w2) : sqrt(e2);
+    printf("  %-12s max |gpu - cpu| %.2g max|cpu|, ||gpu - cpu|| %.2g ||cpu||, worst relative (|cpu| > 1e-3 max) "
+           "%.2g, %ld of %zu bit for bit\n", what, top > 0 ? worst / top : worst, norm, worst_rel, same, n);
+    T_CHECK(bad == 0, "%s: %ld of %zu values outside %g max|cpu| + %g |cpu| (worst %.3g)", what, bad, n, atol,
+            rtol, worst);
+    T_CHECK(norm <= l2, "%s: ||gpu - cpu|| = %.3g ||cpu|| (expected <= %g)", what, norm, l2);
 }
 
 /* The test's main: the embedded PTX holds every kernel of the table, then

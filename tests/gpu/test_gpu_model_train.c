@@ -53,27 +53,8 @@ static const Micro micro[2] = {{3, {0, 7, 19, 24}, {2, 4, 0}}, {2, {0, 9, 13}, {
 #define BF16_RTOL 1e-2
 #define BF16_L2 1e-2
 
-/* got against want, n values: |got - want| <= atol max|want| + rtol |want| each, and
- * ||got - want|| <= l2 ||want||; prints the figures seen. */
 static void compare(const char *what, const float *got, const float *want, size_t n) {
-    double top = 0, worst = 0, e2 = 0, w2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)got[i] - want[i];
-        top = fmax(top, fabs(want[i])), e2 += e * e, w2 += (double)want[i] * want[i];
-    }
-    long bad = 0, same = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]);
-        if (!(e <= BF16_ATOL * top + BF16_RTOL * fabs(want[i]))) bad++;
-        worst = isnan(got[i]) ? INFINITY : fmax(worst, e);
-        same += memcmp(&got[i], &want[i], 4) == 0;
-    }
-    double norm = w2 > 0 ? sqrt(e2 / w2) : sqrt(e2);
-    printf("  %-44s max |gpu - cpu| %.2g max|cpu|, ||gpu - cpu|| %.2g ||cpu||, %ld of %zu bit for bit\n", what,
-           top > 0 ? worst / top : worst, norm, same, n);
-    T_CHECK(bad == 0, "%s: %ld of %zu values outside %g max|cpu| + %g |cpu| (worst %.3g)", what, bad, n, BF16_ATOL,
-            BF16_RTOL, worst);
-    T_CHECK(norm <= BF16_L2, "%s: ||gpu - cpu|| = %.3g ||cpu|| (expected <= %g)", what, norm, BF16_L2);
+    gpu_test_compare(what, got, want, n, BF16_ATOL, BF16_RTOL, BF16_L2);
 }
 
 /* A 2-layer Qwen2 model of random weights under mixed precision, its norms and
