@@ -13,6 +13,7 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
     if (n_slots < 1 || cap < 1 || max_rows < 1 || g->L < 1)
         return err_set(err, "GPU generation: %d slots of %d positions, steps of %d rows, %d layers (expected each "
                        ">= 1)", n_slots, cap, max_rows, g->L);
+    if (g->lora) return err_set(err, "GPU generation: LoRA adapters are not in the GPU's decoding layer yet");
     gen->g = g, gen->n_slots = n_slots, gen->cap = cap, gen->max_rows = max_rows;
     gen->max_picks = n_slots > max_rows ? n_slots : max_rows;
     size_t R = (size_t)max_rows, C = (size_t)g->C, V = (size_t)g->V, P = (size_t)gen->max_picks;

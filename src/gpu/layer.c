@@ -70,47 +70,78 @@ int gpu_layer_scratch_create(GpuDevice *d, GpuLayerScratch *s, const GpuLayerWei
     return 0;
 }
 
+int gpu_layer_scratch_lora(GpuDevice *d, GpuLayerScratch *s, int r, GrpoErr *err) {
+    if (r < 1) return err_set(err, "GPU layer: LoRA rank %d (expected >= 1)", r);
+    if (s->lora_u) gpu_free(d, s->lora_u), s->lora_u = 0;
+    return gpu_alloc(d, &s->lora_u, 4 * (size_t)s->max_tokens * r, err);
+}
+
 void gpu_layer_scratch_free(GpuDevice *d, GpuLayerScratch *s) {
     CUdeviceptr *all[] = {&s->h, &s->rstd, &s->qkv, &s->att, &s->lse, &s->xmid, &s->gu, &s->act, &s->in16,
-                          &s->qk_rstd};
+                          &s->qk_rstd, &s->lora_u};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
 }
 
+/* LoRA: the fused linear each module adds to (model/lora_layers.c's geometry). */
+static const LoraLinear lora_linear_of[LORA_N_MODULES] = {LORA_LIN_QKV, LORA_LIN_QKV, LORA_LIN_QKV, LORA_LIN_O,
+                                                          LORA_LIN_GU,  LORA_LIN_GU,  LORA_LIN_DOWN};
+
+/* LoRA: y[N, ldy] += the adapters on linear lin of x[N, in] (lora_linear_forward
+ * without dropout), u the scratch each module's u passes through. None without lo. */
+static int lora_add(GpuDevice *d, const GpuLayerLora *lo, LoraLinear lin, CUdeviceptr y, int ldy, CUdeviceptr x,
+                    CUdeviceptr u, int N, GrpoErr *err) {
+    for (int mod = 0; lo && mod < LORA_N_MODULES; mod++)
+        if (lo->has[mod] && lora_linear_of[mod] == lin &&
+            gpu_lora_forward(d, &lo->mod[mod], y, ldy, u, x, 0, NULL, N, err))
+            return -1;
+    return 0;
+}
+
 /* The attention half: x_in -> s->xmid = x_in + o(attention(RoPE(qk_norm(qkv(rmsnorm(x_in)))))), the q/k
  * norm (Qwen3) in place on the qkv rows, where the CPU writes it to its qk copy: the same values. */
-static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerScratch *s, const GpuLayerBatch *b,
-                          CUdeviceptr x_in, GrpoErr *err) {
+static int attention_half(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, GpuLayerScratch *s,
+                          const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
     int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D;
     /* q, k and v stay in one [N, QKV] buffer: RoPE and attention read it by stride,
      * where the CPU copies q and k out first (the same values) */
     CUdeviceptr q = s->qkv, k = s->qkv + 4 * (size_t)H * D, v = s->qkv + 4 * (size_t)(H + Hkv) * D;
     if (gpu_rmsnorm_forward(d, s->h, s->rstd, x_in, w->ln1, N, C, C, C, w->eps, err) ||
         gpu_matmul_forward_bf16(d, s->qkv, s->h, s->in16, w->wqkv, w->bqkv, N, C, QKV, err) ||
+        lora_add(d, lo, LORA_LIN_QKV, s->qkv, QKV, s->h, s->lora_u, N, err) ||
         (w->qk_norm && gpu_qk_norm_forward(d, s->qkv, s->qk_rstd, s->qkv, w->q_norm, w->k_norm, N, H, Hkv, D, QKV,
                                            QKV, w->eps, err)) ||
         gpu_rope_forward(d, s->qkv, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
         gpu_attention_forward(d, s->att, s->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, QKV, QKV, QKV,
                               err) ||
-        gpu_matmul_forward_bf16(d, s->xmid, s->att, s->in16, w->wo, w->bo, N, H * D, C, err))
+        gpu_matmul_forward_bf16(d, s->xmid, s->att, s->in16, w->wo, w->bo, N, H * D, C, err) ||
+        lora_add(d, lo, LORA_LIN_O, s->xmid, C, s->att, s->lora_u, N, err))
         return -1;
     return gpu_residual_add(d, s->xmid, x_in, (size_t)N * C, err);
 }
 
 int gpu_layer_forward(GpuDevice *d, const GpuLayerWeights *w, GpuLayerScratch *s, const GpuLayerBatch *b,
                       CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err) {
+    return gpu_layer_forward_lora(d, w, NULL, s, b, x_out, x_in, err);
+}
+
+int gpu_layer_forward_lora(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, GpuLayerScratch *s,
+                           const GpuLayerBatch *b, CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err) {
     int N = b->N, C = w->C, F = w->F;
     if (N < 1 || N > s->max_tokens || b->B < 1 || b->B > N)
         return err_set(err, "GPU layer: batch of %d rows in %d sequences (expected 1 .. %d rows, 1 .. rows sequences)",
                        N, b->B, s->max_tokens);
+    if (lo && !s->lora_u) return err_set(err, "GPU layer: adapters without their scratch (gpu_layer_scratch_lora)");
     /* x_in is read for the last time by the first residual add, so x_out may be x_in */
-    if (attention_half(d, w, s, b, x_in, err) ||
+    if (attention_half(d, w, lo, s, b, x_in, err) ||
         gpu_rmsnorm_forward(d, s->h, s->rstd, s->xmid, w->ln2, N, C, C, C, w->eps, err) ||
         gpu_matmul_forward_bf16(d, s->gu, s->h, s->in16, w->wgu, 0, N, C, 2 * F, err) ||
+        lora_add(d, lo, LORA_LIN_GU, s->gu, 2 * F, s->h, s->lora_u, N, err) ||
         gpu_swiglu_forward(d, s->act, s->gu, N, F, err) ||
-        gpu_matmul_forward_bf16(d, x_out, s->act, s->in16, w->wdown, 0, N, F, C, err))
+        gpu_matmul_forward_bf16(d, x_out, s->act, s->in16, w->wdown, 0, N, F, C, err) ||
+        lora_add(d, lo, LORA_LIN_DOWN, x_out, C, s->act, s->lora_u, N, err))
         return -1;
     return gpu_residual_add(d, x_out, s->xmid, (size_t)N * C, err);
 }

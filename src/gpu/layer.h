@@ -12,6 +12,7 @@
 #define GRPO_GPU_LAYER_H
 
 #include "gpu/device.h"
+#include "gpu/lora.h"
 #include "model/transformer.h"
 
 /* One layer's weights on the device. */
@@ -37,10 +38,21 @@ typedef struct {
     CUdeviceptr h, rstd, qkv, att, lse, xmid, gu, act; /* fp32 */
     CUdeviceptr qk_rstd;                               /* fp32 [H+Hkv, N]: the q/k norm's (0 without one) */
     CUdeviceptr in16;                                  /* bf16: the product's input as it reads it */
+    CUdeviceptr lora_u;                                /* fp32 [N, r]: an adapter's u (gpu_layer_scratch_lora) */
 } GpuLayerScratch;
 int gpu_layer_scratch_create(GpuDevice *d, GpuLayerScratch *s, const GpuLayerWeights *w, int max_tokens,
                              GrpoErr *err);
 void gpu_layer_scratch_free(GpuDevice *d, GpuLayerScratch *s);
+
+/* LoRA: one layer's adapters on the device (gpu/lora.h's views into the model's
+ * adapter buffer): mod[m] where has[m], the modules LoraLayers.entry adapts. */
+typedef struct {
+    int has[LORA_N_MODULES];
+    GpuLoraAdapter mod[LORA_N_MODULES];
+} GpuLayerLora;
+
+/* LoRA: the scratch's lora_u for adapters of rank r (gpu_layer_forward_lora). */
+int gpu_layer_scratch_lora(GpuDevice *d, GpuLayerScratch *s, int r, GrpoErr *err);
 
 /* A packed batch on the device: B sequences, sequence b rows starts[b] ..
  * starts[b+1]-1 (N = starts[B] rows, given on the host too), pos[N] each row's
@@ -54,5 +66,12 @@ typedef struct {
  * err for a batch larger than the scratch's, or a launch refused. */
 int gpu_layer_forward(GpuDevice *d, const GpuLayerWeights *w, GpuLayerScratch *s, const GpuLayerBatch *b,
                       CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err);
+/* LoRA: the same with adapters (lo; NULL: none), as model/transformer.c's layer_forward
+ * under a frozen bf16 base (WEIGHTS_BF16, fp32 activations): each fused product in
+ * bf16, then its adapters' fp32 path (gpu_lora_forward, no dropout: inference) on
+ * the product's fp32 input — h1, att, h2, act — added to its output before any
+ * residual add, the CPU's order. s needs gpu_layer_scratch_lora. */
+int gpu_layer_forward_lora(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, GpuLayerScratch *s,
+                           const GpuLayerBatch *b, CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err);
 
 #endif

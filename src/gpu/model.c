@@ -1,14 +1,15 @@
 /* gpu/model.c — see model.h: the embedding, the stack of gpu/layer.h's layers run in
  * place on one residual buffer, the final norm and gpu/logprob.h's chunk loop,
  * launched in order on the device's stream. It adds no kernel: each step is one
- * the CPU's forward has, with the same operands. Not here: a backward, adapters,
- * the head held in bf16 with fp32 products (--bf16_held), fp32 products. */
+ * the CPU's forward has, with the same operands. Not here: a backward, adapters'
+ * dropout (training's), the head held in bf16 with fp32 products (--bf16_held), fp32 products. */
 #include "gpu/model.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/ops.h"
+#include "model/lora_layers.h"
 
 /* host[bytes] into a fresh device buffer at *p. */
 static int put_new(GpuDevice *d, CUdeviceptr *p, const void *host, size_t bytes, GrpoErr *err) {
@@ -45,20 +46,41 @@ static int upload_head(GpuDevice *d, GpuModel *g, const Model *m, GrpoErr *err) 
     return put_new(d, &g->head.w, W.w16, 2 * (size_t)g->V * g->C, err);
 }
 
+/* LoRA: m->lora's parameters onto the device and each layer's views into them. */
+static int upload_lora(GpuDevice *d, GpuModel *g, const Model *m, GrpoErr *err) {
+    const LoraLayers *lo = m->lora;
+    if (!lo) return 0;
+    if (lo->n_layers != g->L)
+        return err_set(err, "GPU model: adapters for %d layers on a model of %d", lo->n_layers, g->L);
+    g->lora_r = lo->spec.r;
+    g->lora = xcalloc((size_t)(g->L ? g->L : 1), sizeof *g->lora);
+    if (put_new(d, &g->lora_params, lo->params, 4 * lo->table.total, err)) return -1;
+    for (int l = 0; l < g->L; l++)
+        for (int mod = 0; mod < LORA_N_MODULES; mod++)
+            g->lora[l].has[mod] = gpu_lora_view(&g->lora[l].mod[mod], lo, &m->cfg, l, (LoraModule)mod, g->lora_params, 0);
+    return 0;
+}
+
+int gpu_model_lora_put(GpuDevice *d, GpuModel *g, const LoraLayers *lo, GrpoErr *err) {
+    if (!g->lora_params || lo->spec.r != g->lora_r || lo->n_layers != g->L)
+        return err_set(err, "GPU model: adapters of rank %d for %d layers, the model's were uploaded with rank %d%s",
+                       lo->spec.r, lo->n_layers, g->lora_r, g->lora_params ? "" : " (none were)");
+    return gpu_put(d, g->lora_params, lo->params, 4 * lo->table.total, err);
+}
+
 int gpu_model_upload(GpuDevice *d, GpuModel *g, const Model *m, GrpoErr *err) {
     const ModelConfig *c = &m->cfg;
     memset(g, 0, sizeof *g);
     /* the GPU's products are bf16 ones: an fp32 or bf16_held model's would differ from its CPU forward */
     if (!(m->mixed || (m->half && m->half->products16)))
         return err_set(err, "GPU model: the model's products are not bf16 (expected mixed precision or --bf16)");
-    if (m->lora) return err_set(err, "GPU model: LoRA adapters are not on the GPU yet (fold them in: grpo merge)");
     g->L = c->n_layers, g->C = c->hidden_size, g->V = c->vocab_size, g->D = c->head_dim, g->eps = c->rms_norm_eps;
     g->layers = xcalloc((size_t)(g->L ? g->L : 1), sizeof *g->layers);
     int rc = 0;
     for (int l = 0; l < g->L && !rc; l++) rc = gpu_layer_upload(d, &g->layers[l], m, l, err);
     if (rc || upload_embedding(d, g, m, err) || upload_head(d, g, m, err) ||
         put_new(d, &g->norm, m->w.norm, 4 * (size_t)g->C, err) ||
-        put_new(d, &g->inv_freq, m->inv_freq, 4 * (size_t)(g->D / 2), err)) {
+        put_new(d, &g->inv_freq, m->inv_freq, 4 * (size_t)(g->D / 2), err) || upload_lora(d, g, m, err)) {
         gpu_model_free(d, g);
         return -1;
     }
@@ -68,6 +90,8 @@ int gpu_model_upload(GpuDevice *d, GpuModel *g, const Model *m, GrpoErr *err) {
 void gpu_model_free(GpuDevice *d, GpuModel *g) {
     for (int l = 0; g->layers && l < g->L; l++) gpu_layer_free(d, &g->layers[l]);
     free(g->layers);
+    free(g->lora);
+    if (g->lora_params) gpu_free(d, g->lora_params);
     if (g->head.w && g->head.w != g->embed) gpu_free(d, g->head.w);
     CUdeviceptr all[] = {g->embed, g->norm, g->inv_freq};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -87,6 +111,7 @@ int gpu_model_scratch_create(GpuDevice *d, GpuModelScratch *s, const GpuModel *g
         gpu_alloc(d, &s->batch, 4 * (3 * N + 1), err) || gpu_alloc(d, &s->logprob, 4 * N, err) ||
         gpu_alloc(d, &s->entropy, 4 * N, err) || gpu_alloc(d, &s->lse, 4 * N, err) ||
         (g->L && gpu_layer_scratch_create(d, &s->layer, &g->layers[0], max_tokens, err)) ||
+        (g->L && g->lora && gpu_layer_scratch_lora(d, &s->layer, g->lora_r, err)) ||
         gpu_logprob_scratch_init(d, &s->head, chunk_rows, max_tokens, g->C, g->V, err)) {
         gpu_model_scratch_free(d, s);
         return -1;
@@ -133,22 +158,34 @@ static int upload_batch(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, con
     return gpu_model_upload_batch(d, g, s->batch, s->host, s->max_tokens, ids, starts, B, "GPU model", err);
 }
 
-/* The trunk: embedding, the layers in place on s->x, the final norm into s->hf. */
-static int trunk_forward(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, int N, int B, GrpoErr *err) {
+/* The trunk: embedding, the layers in place on s->x (their adapters unless base_only),
+ * the final norm into s->hf. */
+static int trunk_forward(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, int N, int B, int base_only,
+                         GrpoErr *err) {
     CUdeviceptr ids = s->batch;
     GpuLayerBatch lb = {B, N, s->batch + 4 * 2 * (size_t)N, s->batch + 4 * (size_t)N, g->inv_freq};
     if (g->embed_bf16 ? gpu_embedding_forward_bf16(d, s->x, ids, g->embed, N, g->C, err)
                       : gpu_embedding_forward(d, s->x, ids, g->embed, N, g->C, err))
         return -1;
     for (int l = 0; l < g->L; l++)
-        if (gpu_layer_forward(d, &g->layers[l], &s->layer, &lb, s->x, s->x, err)) return -1;
+        if (gpu_layer_forward_lora(d, &g->layers[l], g->lora && !base_only ? &g->lora[l] : NULL, &s->layer, &lb, s->x,
+                                   s->x, err))
+            return -1;
     return gpu_rmsnorm_forward(d, s->hf, s->rstd, s->x, g->norm, N, g->C, g->C, g->C, g->eps, err);
 }
 
 int gpu_model_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids, const int *starts,
                        int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy, GrpoErr *err) {
+    return gpu_model_logprobs_pass(d, g, s, ids, starts, B, targets, inv_temp, NULL, logprob, entropy, err);
+}
+
+int gpu_model_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids,
+                            const int *starts, int B, const int32_t *targets, float inv_temp, const ModelPass *pass,
+                            float *logprob, float *entropy, GrpoErr *err) {
+    if (pass && pass->drop_keys && g->lora)
+        return err_set(err, "GPU model: a pass with adapter dropout (training) in the inference forward");
     int N = upload_batch(d, g, s, ids, starts, B, err);
-    if (N < 0 || trunk_forward(d, g, s, N, B, err) ||
+    if (N < 0 || trunk_forward(d, g, s, N, B, pass && pass->base_only, err) ||
         gpu_logprob_forward(d, s->logprob, entropy ? s->entropy : 0, s->lse, s->hf, g->head, targets, N, inv_temp,
                             &s->head, err) ||
         gpu_sync(d, err) || gpu_get(d, logprob, s->logprob, sizeof(float) * (size_t)N, err) ||
@@ -159,9 +196,15 @@ int gpu_model_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, cons
 
 int gpu_model_batch_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb, float inv_temp,
                              float *logp, float *entropy, GrpoErr *err) {
+    return gpu_model_batch_logprobs_pass(d, g, s, pb, inv_temp, NULL, logp, entropy, err);
+}
+
+int gpu_model_batch_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb,
+                                  float inv_temp, const ModelPass *pass, float *logp, float *entropy, GrpoErr *err) {
     if (!pb->packed) return err_set(err, "GPU model: the batch is right-padded (expected one packed end to end)");
     float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
-    if (gpu_model_logprobs(d, g, s, pb->ids, pb->start, pb->S, pb->targets, inv_temp, lp, ent, err)) return -1;
+    if (gpu_model_logprobs_pass(d, g, s, pb->ids, pb->start, pb->S, pb->targets, inv_temp, pass, lp, ent, err))
+        return -1;
     padded_batch_gather(pb, lp, logp);
     if (entropy) padded_batch_gather(pb, ent, entropy);
     return 0;

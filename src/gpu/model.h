@@ -7,6 +7,9 @@
  *   (gpu/layer.h); hf = rmsnorm(x, norm) in fp32; the LM head's log-probs of
  *   softmax(bf16(hf) W^T * inv_temp) (gpu/logprob.h: hf is rounded to bf16 as the
  *   head's product reads it, 1/T is the product's alpha, as on the CPU).
+ * With LoRA adapters attached (m->lora), each layer adds them as the CPU's does
+ * under a frozen bf16 base (gpu_layer_forward_lora), unless a pass asks for the
+ * base alone (ModelPass.base_only: the KL reference of a LoRA run).
  * Inference only: nothing is saved for a backward. Everything is sized once
  * (gpu_model_scratch_create); a call uploads the batch's ids, positions and starts
  * and downloads the per-position results. */
@@ -29,13 +32,21 @@ typedef struct {
     CUdeviceptr norm;           /* fp32 [C] */
     GpuHeadWeight head;         /* bf16 [V, C], bf16 products; == embed when a bf16 table is tied */
     CUdeviceptr inv_freq;       /* fp32 [D/2] RoPE's */
+    /* LoRA: m->lora's adapters, or 0 / NULL where none are attached */
+    int lora_r;
+    CUdeviceptr lora_params;    /* fp32, lo->params' layout (lo->table) */
+    GpuLayerLora *lora;         /* [L] each layer's views into lora_params */
 } GpuModel;
 
-/* m (mixed precision or WEIGHTS_BF16, no adapters attached) onto the device. -1
- * with err naming what the GPU does not run (fp32 products, --bf16_held, adapters,
- * what gpu_layer_upload refuses) or a refused allocation; nothing stays allocated. */
+/* m (mixed precision or WEIGHTS_BF16, with or without adapters attached) onto the
+ * device. -1 with err naming what the GPU does not run (fp32 products,
+ * --bf16_held, what gpu_layer_upload refuses) or a refused allocation; nothing
+ * stays allocated. The adapters are copied as they are now: a later change to
+ * m->lora's values needs gpu_model_lora_put. */
 int gpu_model_upload(GpuDevice *d, GpuModel *g, const Model *m, GrpoErr *err);
 void gpu_model_free(GpuDevice *d, GpuModel *g);
+/* LoRA: lo's parameters (the shapes uploaded with the model) onto g's copy. */
+int gpu_model_lora_put(GpuDevice *d, GpuModel *g, const struct LoraLayers *lo, GrpoErr *err);
 
 /* Everything a forward of up to max_tokens packed rows uses, allocated once:
  * the residual stream, the final norm, the batch's ids/positions/starts, the
@@ -68,10 +79,18 @@ int gpu_model_upload_batch(GpuDevice *d, const GpuModel *g, CUdeviceptr batch, i
  * err for a bad batch (named: sizes, a token id, a target) or a device error. */
 int gpu_model_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids, const int *starts,
                        int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy, GrpoErr *err);
+/* The same for a pass (ModelPass, model/transformer.h; NULL: inference, the adapters
+ * applied): base_only runs the base without its adapters. A pass with dropout keys
+ * (training) is refused: the forward here keeps nothing for a backward. */
+int gpu_model_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids,
+                            const int *starts, int B, const int32_t *targets, float inv_temp, const ModelPass *pass,
+                            float *logprob, float *entropy, GrpoErr *err);
 /* padded_batch_logprobs (model/batch.h) on the GPU for a packed batch (pb->packed):
  * the log-probs logp[offsets[S]] (and entropy, or NULL) of its targets, sequence by
  * sequence (CSR), through pb's per-position scratch. */
 int gpu_model_batch_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb, float inv_temp,
                              float *logp, float *entropy, GrpoErr *err);
+int gpu_model_batch_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb,
+                                  float inv_temp, const ModelPass *pass, float *logp, float *entropy, GrpoErr *err);
 
 #endif
