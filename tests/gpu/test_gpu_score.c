@@ -14,7 +14,14 @@
  * batch a line or two) gives the same lines within the tolerance; an item with no
  * tokens and one without a completion keep their (empty) lines; and without a GPU
  * (the driver not found) the plain command prints the --use_cpu run's bytes and
- * nothing on stderr. */
+ * nothing on stderr.
+ * With --adapter (tests/fixtures/lora_train/qwen2_rslora/adapter on qwen2): the GPU
+ * runs the adapter unmerged beside the bf16 base, the CPU folds it into fp32 weights
+ * (`--use_cpu --adapter`, the reference); what the GPU computes is the CPU's forward
+ * of the bf16 base with the adapter attached (model_load_ex WEIGHTS_BF16 +
+ * lora_layers_load, computed here, the command having no such form on the CPU), and
+ * the same tolerance holds against those two. --bf16 false --adapter with a GPU: the
+ * CPU's fold, in one line. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +30,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "model/batch.h"
+#include "model/lora.h"
+#include "model/lora_layers.h"
+#include "model/model_io.h"
 #define GPU_TEST_SEED 37
 #include "gpu_test.h"
 
@@ -31,17 +42,21 @@ static char data_path[256], out_path[256], err_path[256];
 static const char *model_dir = "tests/fixtures/qwen2";
 
 /* The data: lines of prompt and completion ids in the fixture's vocabulary (96). */
+static const int lens[][2] = {{3, 5}, {1, 12}, {9, 4}, {0, 0}, {6, 0}, {2, 20}, {5, 7}};
+enum { ITEMS = sizeof lens / sizeof lens[0] };
+static int prompt_id(size_t i, int t) { return (int)((i * 31 + t * 17 + 5) % 96); }
+static int completion_id(size_t i, int t) { return (int)((i * 13 + t * 29 + 7) % 96); }
+
 static void write_data(void) {
     snprintf(data_path, sizeof data_path, "/tmp/test_gpu_score_%d.jsonl", (int)getpid());
     FILE *f = fopen(data_path, "w");
     T_CHECK(f != NULL, "cannot write %s", data_path);
     if (!f) return;
-    static const int lens[][2] = {{3, 5}, {1, 12}, {9, 4}, {0, 0}, {6, 0}, {2, 20}, {5, 7}};
-    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    for (size_t i = 0; i < ITEMS; i++) {
         fputs("{\"prompt_ids\": [", f);
-        for (int t = 0; t < lens[i][0]; t++) fprintf(f, "%s%d", t ? ", " : "", (int)((i * 31 + t * 17 + 5) % 96));
+        for (int t = 0; t < lens[i][0]; t++) fprintf(f, "%s%d", t ? ", " : "", prompt_id(i, t));
         fputs("], \"completion_ids\": [", f);
-        for (int t = 0; t < lens[i][1]; t++) fprintf(f, "%s%d", t ? ", " : "", (int)((i * 13 + t * 29 + 7) % 96));
+        for (int t = 0; t < lens[i][1]; t++) fprintf(f, "%s%d", t ? ", " : "", completion_id(i, t));
         fputs("]}\n", f);
     }
     fclose(f);
@@ -164,6 +179,67 @@ static void check_qwen3(void) {
     cpu_runs();
 }
 
+static const char *adapter_dir = "tests/fixtures/lora_train/qwen2_rslora/adapter";
+
+/* The CPU's forward of the data through the bf16 base with the adapter attached,
+ * unmerged (what the GPU computes), into h->v in the output's order. */
+static void cpu_bf16_adapter(Scores *h) {
+    Model m;
+    LoraLayers lo;
+    T_CHECK(!model_load_ex(&m, model_dir, WEIGHTS_BF16, &err), "%s", err.msg);
+    T_CHECK(!lora_layers_load(&lo, adapter_dir, &m, 0, &err), "%s", err.msg);
+    m.lora = &lo;
+    int32_t ids[ITEMS][64];
+    BatchSeq seqs[ITEMS];
+    int S = 0, N = 0;
+    for (size_t i = 0; i < ITEMS; i++) {
+        if (!lens[i][0] && !lens[i][1]) continue;
+        for (int t = 0; t < lens[i][0]; t++) ids[i][t] = prompt_id(i, t);
+        for (int t = 0; t < lens[i][1]; t++) ids[i][lens[i][0] + t] = completion_id(i, t);
+        seqs[S++] = (BatchSeq){ids[i], lens[i][0] + lens[i][1], NULL, 0, lens[i][0]};
+        N += lens[i][0] + lens[i][1];
+    }
+    PaddedBatch pb = {0};
+    padded_batch_build(&pb, seqs, S, 1);
+    Activations a;
+    acts_create(&a, &m.cfg, N, 0, 4, 0);
+    acts_reserve_lora(&a, &m.cfg, &lo);
+    float lp[MAXV];
+    padded_batch_logprobs(&m, &a, &pb, NULL, (float)(1.0 / 0.8), lp, NULL);
+    h->n = pb.offsets[S];
+    for (int j = 0; j < h->n; j++) h->v[j] = lp[j];
+    acts_free(&a);
+    padded_batch_free(&pb);
+    m.lora = NULL;
+    lora_layers_free(&lo);
+    model_free(&m);
+}
+
+/* --adapter on the GPU (unmerged, bf16 base) against the CPU's fold (fp32) and the
+ * CPU's unmerged bf16 forward; --bf16 false --adapter: the CPU's, in one line. */
+static void check_adapter(void) {
+    static char outa[MAXOUT];
+    static Scores sa32, sa16, sag;
+    char extra[256];
+    snprintf(extra, sizeof extra, "--use_cpu true --adapter %s", adapter_dir);
+    T_CHECK(run_score(extra, outa, errs) == 0 && !errs[0], "cpu fp32, --adapter: %s", errs);
+    scores_of(&sa32, outa);
+    cpu_bf16_adapter(&sa16);
+    T_CHECK(sa16.n == sa32.n, "the CPU's unmerged forward gave %d log-probs, the command %d", sa16.n, sa32.n);
+    snprintf(extra, sizeof extra, "--adapter %s", adapter_dir);
+    T_CHECK(run_score(extra, outg, errs) == 0 && !errs[0], "gpu, --adapter: %s", errs);
+    scores_of(&sag, outg);
+    double moved, moved_mean;
+    distance(sa32.v, s32.v, s32.n, &moved, &moved_mean);
+    printf("  the adapter moves the fp32 log-probs by up to %.3g (mean %.3g)\n", moved, moved_mean);
+    check_close("gpu, --adapter (unmerged, bf16 base)", &sag, &sa32, &sa16);
+    snprintf(extra, sizeof extra, "--bf16 false --adapter %s", adapter_dir);
+    T_CHECK(run_score(extra, outg, errs) == 0, "gpu, --bf16 false --adapter: %s", errs);
+    T_CHECK(!strcmp(outg, outa), "--bf16 false --adapter with a GPU: not the CPU fp32 run's output");
+    T_CHECK(strstr(errs, "--bf16 false") && strstr(errs, "on the CPU") && strchr(errs, '\n') == errs + strlen(errs) - 1,
+            "--bf16 false --adapter with a GPU: expected one line saying the CPU scores, got: %s", errs);
+}
+
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
     gpu_close(&dev); /* the command opens its own */
@@ -180,6 +256,7 @@ static void check_all(void) {
     T_CHECK(strstr(errs, "--bf16 false") && strstr(errs, "on the CPU") && strchr(errs, '\n') == errs + strlen(errs) - 1,
             "--bf16 false with a GPU: expected one line saying the CPU scores, got: %s", errs);
     printf("  --bf16 false: %s", errs);
+    check_adapter();
     check_qwen3();
 }
 
