@@ -82,15 +82,22 @@ int gpu_lora_forward(GpuDevice *d, const GpuLoraAdapter *a, CUdeviceptr y, int l
 
 int gpu_lora_backward(GpuDevice *d, const GpuLoraAdapter *a, CUdeviceptr dx, CUdeviceptr dy, int ldy, CUdeviceptr x,
                       CUdeviceptr u, CUdeviceptr du, CUdeviceptr xd, const GpuLoraDropout *drop, int N, GrpoErr *err) {
+    return gpu_lora_backward_write(d, a, 0, dx, dy, ldy, x, u, du, xd, drop, N, err);
+}
+
+int gpu_lora_backward_write(GpuDevice *d, const GpuLoraAdapter *a, int write, CUdeviceptr dx, CUdeviceptr dy, int ldy,
+                            CUdeviceptr x, CUdeviceptr u, CUdeviceptr du, CUdeviceptr xd, const GpuLoraDropout *drop,
+                            int N, GrpoErr *err) {
     if (N < 1) return N == 0 ? 0 : err_set(err, "GPU LoRA: %d rows", N);
     CUdeviceptr dyr = dy + 4 * (size_t)a->row0, xin;
     int r = a->r, in = a->in, out = a->out;
-    /* dB[out, r] += s dy^T u;  du[N, r] = s dy B;  dA[r, in] += du^T dropout(x) */
-    if ((a->dB && gpu_gemm_f32(d, 1, 0, out, r, N, a->scaling, dyr, ldy, u, r, 1.0f, a->dB, r, err)) ||
+    float beta = write ? 0.0f : 1.0f;
+    /* dB[out, r] (+)= s dy^T u;  du[N, r] = s dy B;  dA[r, in] (+)= du^T dropout(x) */
+    if ((a->dB && gpu_gemm_f32(d, 1, 0, out, r, N, a->scaling, dyr, ldy, u, r, beta, a->dB, r, err)) ||
         gpu_gemm_f32(d, 0, 0, N, r, out, a->scaling, dyr, ldy, a->B, r, 0.0f, du, r, err))
         return -1;
     if (a->dA && (adapter_input(d, &xin, x, xd, drop, N, in, err) ||
-                  gpu_gemm_f32(d, 1, 0, r, in, N, 1.0f, du, r, xin, in, 1.0f, a->dA, in, err)))
+                  gpu_gemm_f32(d, 1, 0, r, in, N, 1.0f, du, r, xin, in, beta, a->dA, in, err)))
         return -1;
     if (!dx) return 0;
     if (!dropout_on(drop)) return gpu_gemm_f32(d, 0, 0, N, in, r, 1.0f, du, r, a->A, in, 1.0f, dx, in, err);

@@ -55,5 +55,10 @@ int gpu_lora_forward(GpuDevice *d, const GpuLoraAdapter *a, CUdeviceptr y, int l
  * wanted); xd[N, in] scratch (with dropout, or dx). */
 int gpu_lora_backward(GpuDevice *d, const GpuLoraAdapter *a, CUdeviceptr dx, CUdeviceptr dy, int ldy, CUdeviceptr x,
                       CUdeviceptr u, CUdeviceptr du, CUdeviceptr xd, const GpuLoraDropout *drop, int N, GrpoErr *err);
+/* The same with dA and dB written over (write: the step's first backward to reach
+ * them, model/grads.h's rule; beta 0 products) instead of added to. */
+int gpu_lora_backward_write(GpuDevice *d, const GpuLoraAdapter *a, int write, CUdeviceptr dx, CUdeviceptr dy, int ldy,
+                            CUdeviceptr x, CUdeviceptr u, CUdeviceptr du, CUdeviceptr xd, const GpuLoraDropout *drop,
+                            int N, GrpoErr *err);
 
 #endif

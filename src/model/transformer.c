@@ -784,6 +784,6 @@ void model_layer_backward(Model *m, Activations *a, int l, const ModelGrads *g, 
     LayerActs *la = &a->layers[a->checkpointing == CKPT_FULL ? 0 : l];
     memcpy(a->dx, dx, sizeof(float) * N * C);
     if (a->checkpointing) layer_forward(m, a, l, la, x_in, NULL);
-    layer_backward(m, a, l, g, NULL, la, x_in);
+    layer_backward(m, a, l, g, applied(m, a) ? g->lora : NULL, la, x_in);
     memcpy(dx, a->dx, sizeof(float) * N * C);
 }

@@ -287,9 +287,9 @@ void model_backward(Model *m, Activations *a, const ModelGrads *g, const float *
 /* After model_forward(_packed) of a pass with a backward: layer l's backward from a
  * gradient of the caller's choosing, dx[N, C] = dL/d(layer l's output) on entry and
  * dL/d(its input) on exit, as model_backward runs it (a checkpointed layer
- * recomputed first). Its weight gradients into g->base's layer l, each written over
- * or added to as g->base_state says (model/grads.h); the adapters, if any, are not
- * differentiated. */
+ * recomputed first). Its weight gradients into g->base's layer l (NULL: a frozen
+ * base), and its adapters' into g->lora (NULL: not differentiated) where the pass
+ * applied them, each written over or added to as g's states say (model/grads.h). */
 void model_layer_backward(Model *m, Activations *a, int l, const ModelGrads *g, float *dx);
 
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "gpu/generate.h"
+#include "gpu/layer_lora.h"
 #include "gpu/model.h"
 #include "gpu/model_train.h"
 #include "model/lora_layers.h"
@@ -33,12 +34,13 @@
 enum { C = 64, H = 4, HKV = 2, D = 16, F = 128, V = 301, S = 3, CHUNK = 8, R = 4 };
 static const int lens[S] = {7, 23, 12}, prompts[S] = {3, 9, 1};
 
-/* Adapters on every module but k_proj, A and B random. */
-static void make_lora(LoraLayers *lo, const ModelConfig *cfg) {
-    LoraSpec spec = {R, 8.0, 0.0, 0, ((1u << LORA_N_MODULES) - 1) & ~(1u << LORA_K)};
+/* Adapters on every module but k_proj, A and B random; dropout p. */
+static void make_lora_p(LoraLayers *lo, const ModelConfig *cfg, double p) {
+    LoraSpec spec = {R, 8.0, p, 0, ((1u << LORA_N_MODULES) - 1) & ~(1u << LORA_K)};
     lora_layers_create(lo, cfg, &spec, 7);
     for (size_t i = 0; i < lo->table.total; i++) lo->params[i] = 0.3f * frand();
 }
+static void make_lora(LoraLayers *lo, const ModelConfig *cfg) { make_lora_p(lo, cfg, 0.0); }
 
 typedef struct {
     int32_t ids[64];
@@ -121,6 +123,93 @@ static void check_layer(void) {
     gpu_layer_free(&dev, &w);
     free(want), free(base), free(got);
     acts_free(&a);
+    lora_layers_free(&lo);
+    model_free(&h), model_free(&m32);
+}
+
+/* ---- one layer's training pass (gpu/layer_lora.h) ---- */
+
+/* The adapters' gradients, tensor by tensor of lo's table: got (GPU) against want. */
+static void compare_lora_grads(const char *what, const LoraLayers *lo, const float *got, const float *want) {
+    float *g = malloc(sizeof(float) * lo->table.total), *w = malloc(sizeof(float) * lo->table.total);
+    size_t n = 0;
+    for (int i = 0; i < lo->table.n; i++) { /* the tensors only: the table's alignment gaps are never written */
+        const ParamEntry *e = &lo->table.entries[i];
+        memcpy(g + n, got + e->offset, sizeof(float) * e->numel), memcpy(w + n, want + e->offset, sizeof(float) * e->numel);
+        n += e->numel;
+    }
+    gpu_test_compare(what, g, w, n, 2e-2, 1e-2, 1e-2);
+    free(g), free(w);
+}
+
+static void check_layer_train(void) {
+    static const GpuTestShape shape1 = {C, H, HKV, D, F, V, 1};
+    Model m32, h;
+    gpu_test_random_model(&m32, &shape1, 1, 29);
+    gpu_test_half_model(&h, &m32, &shape1);
+    LoraLayers lo;
+    make_lora_p(&lo, &h.cfg, 0.25);
+    h.lora = &lo;
+    static const int starts[S + 1] = {0, 5, 45, 62};
+    int N = starts[S];
+    int32_t ids[64], pos[64], seq[64];
+    uint64_t keys[S] = {0x1234567890abcdefULL, 77, 0xfeedULL};
+    for (int n = 0; n < N; n++) ids[n] = (int32_t)((n * 37 + 5) % V);
+    for (int b = 0; b < S; b++)
+        for (int n = starts[b]; n < starts[b + 1]; n++) pos[n] = n - starts[b], seq[n] = b;
+    Activations a;
+    acts_create(&a, &h.cfg, N, 0, 4, 0);
+    acts_reserve_lora(&a, &h.cfg, &lo);
+    model_forward_packed(&h, &a, ids, starts, S, &(ModelPass){.backward = 1, .drop_keys = keys});
+    size_t P = lo.table.total, NC = (size_t)N * C;
+    float *cpu_g = malloc(sizeof(float) * P), *gpu_g = malloc(sizeof(float) * P), *got = malloc(sizeof(float) * NC);
+    for (size_t i = 0; i < P; i++) cpu_g[i] = gpu_g[i] = NAN; /* garbage: the first backward writes */
+
+    GpuLayerWeights w;
+    GpuLayerTrainScratch s;
+    GpuLoraLayerActs la;
+    GpuLayerLora gl;
+    T_CHECK(!gpu_layer_upload(&dev, &w, &h, 0, &err), "%s", err.msg);
+    T_CHECK(!gpu_layer_train_scratch_create(&dev, &s, &w, N, &err), "%s", err.msg);
+    T_CHECK(!gpu_lora_layer_acts_create(&dev, &la, &w, &lo, N, &err), "%s", err.msg);
+    CUdeviceptr lparams = upload(lo.params, sizeof(float) * P), lgrads = upload(gpu_g, sizeof(float) * P);
+    for (int mod = 0; mod < LORA_N_MODULES; mod++)
+        gl.has[mod] = gpu_lora_view(&gl.mod[mod], &lo, &h.cfg, 0, (LoraModule)mod, lparams, lgrads);
+    GpuLayerBatch batch = {S, N, upload(starts, sizeof starts), upload(pos, sizeof(int32_t) * N),
+                           upload(h.inv_freq, sizeof(float) * D / 2)};
+    GpuLoraPass lp = {&lo, 0, upload(keys, sizeof keys), upload(seq, sizeof(int32_t) * N)};
+    CUdeviceptr x_in = upload(a.x, sizeof(float) * NC), x_out, dx;
+    T_CHECK(!gpu_alloc(&dev, &x_out, 4 * NC, &err) && !gpu_alloc(&dev, &dx, 4 * NC, &err), "%s", err.msg);
+    T_CHECK(!gpu_lora_layer_forward(&dev, &w, &gl, &lp, &la, &s, &batch, x_out, x_in, &err), "%s", err.msg);
+    download(got, x_out, sizeof(float) * NC);
+    gpu_test_compare("train fwd", got, a.x + NC, NC, 1e-2, 1e-2, 2e-3);
+
+    GradState st; /* a new step: the first backward writes the adapters' gradients, the second adds */
+    grad_state_create(&st, &lo.table, cpu_g);
+    grad_state_begin(&st);
+    ModelGrads mg = {NULL, cpu_g, NULL, &st};
+    for (int pass = 0; pass < 2; pass++) {
+        float *dxv = randoms(NC, 0.5f);
+        T_CHECK(!gpu_put(&dev, dx, dxv, sizeof(float) * NC, &err), "%s", err.msg);
+        model_layer_backward(&h, &a, 0, &mg, dxv);
+        int write[LORA_N_MODULES];
+        for (int mod = 0; mod < LORA_N_MODULES; mod++) write[mod] = pass == 0;
+        T_CHECK(!gpu_lora_layer_backward(&dev, &w, &gl, &lp, &la, &s, &batch, write, dx, x_in, &err), "%s", err.msg);
+        download(got, dx, sizeof(float) * NC);
+        download(gpu_g, lgrads, sizeof(float) * P);
+        gpu_test_compare(pass ? "dx_in 2" : "dx_in 1", got, dxv, NC, 2e-2, 1e-2, 1e-2);
+        compare_lora_grads(pass ? "dA,dB added" : "dA,dB written", &lo, gpu_g, cpu_g);
+        free(dxv);
+    }
+    grad_state_free(&st);
+    CUdeviceptr all[] = {lparams, lgrads, batch.starts, batch.pos, batch.inv_freq, lp.keys, lp.seq, x_in, x_out, dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(&dev, all[i]);
+    gpu_lora_layer_acts_free(&dev, &la);
+    gpu_layer_train_scratch_free(&dev, &s);
+    gpu_layer_free(&dev, &w);
+    free(cpu_g), free(gpu_g), free(got);
+    acts_free(&a);
+    h.lora = NULL;
     lora_layers_free(&lo);
     model_free(&h), model_free(&m32);
 }
@@ -247,6 +336,7 @@ static void check_model(void) {
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
     check_layer();
+    check_layer_train();
     check_model();
     gpu_close(&dev);
 }

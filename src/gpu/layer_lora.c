@@ -1,0 +1,182 @@
+/* gpu/layer_lora.c — see layer_lora.h: LoRA's training layer composed from gpu/ops.h's
+ * kernels, gpu/gemm.h's products and gpu/lora.h's adapters, in the order of
+ * model/transformer.c's layer_forward / layer_backward with fp32 activations and no
+ * base gradient. Not gpu/layer_train.c: that is mixed precision's layer (bf16
+ * activations saved, every weight's gradient), a different set of saved tensors. */
+#include "gpu/layer_lora.h"
+
+#include <string.h>
+
+#include "gpu/ops.h"
+
+static const LoraLinear linear_of[LORA_N_MODULES] = {LORA_LIN_QKV, LORA_LIN_QKV, LORA_LIN_QKV, LORA_LIN_O,
+                                                     LORA_LIN_GU,  LORA_LIN_GU,  LORA_LIN_DOWN};
+
+static size_t larger(size_t a, size_t b) { return a > b ? a : b; }
+
+int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayerWeights *w, const LoraLayers *lo,
+                               int max_tokens, GrpoErr *err) {
+    memset(a, 0, sizeof *a);
+    if (max_tokens < 1) return err_set(err, "GPU LoRA layer: max_tokens %d (expected >= 1)", max_tokens);
+    if (w->qk_norm) return err_set(err, "GPU LoRA layer: q/k norm (Qwen3) is not in the GPU's training layer yet");
+    size_t N = (size_t)max_tokens, C = (size_t)w->C, F = (size_t)w->F, HD = (size_t)w->H * w->D;
+    size_t QKV = (size_t)(w->H + 2 * w->Hkv) * w->D, widest = larger(larger(C, HD), F), r = (size_t)lo->spec.r;
+    a->max_tokens = max_tokens, a->r = lo->spec.r, a->mask_row_bytes = (int)((widest + 7) / 8);
+    struct { CUdeviceptr *p; size_t bytes; } want[] = {
+        {&a->rstd1, 4 * N},   {&a->rstd2, 4 * N},         {&a->h1, 4 * N * C},   {&a->h2, 4 * N * C},
+        {&a->qkv, 4 * N * QKV}, {&a->att, 4 * N * HD},    {&a->lse, 4 * N * w->H}, {&a->xmid, 4 * N * C},
+        {&a->gu, 4 * N * 2 * F}, {&a->act, 4 * N * F},    {&a->u, 4 * LORA_N_MODULES * N * r}, {&a->du, 4 * N * r},
+        {&a->xd, lo->spec.dropout > 0 ? 4 * N * widest : 0},
+        {&a->bits, lo->spec.dropout > 0 ? LORA_N_MODULES * N * (size_t)a->mask_row_bytes : 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (want[i].bytes && gpu_alloc(d, want[i].p, want[i].bytes, err)) {
+            gpu_lora_layer_acts_free(d, a);
+            return -1;
+        }
+    return 0;
+}
+
+void gpu_lora_layer_acts_free(GpuDevice *d, GpuLoraLayerActs *a) {
+    CUdeviceptr *all[] = {&a->rstd1, &a->rstd2, &a->h1,  &a->h2, &a->qkv, &a->att, &a->lse,
+                          &a->xmid,  &a->gu,    &a->act, &a->u,  &a->du,  &a->xd,  &a->bits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (*all[i]) gpu_free(d, *all[i]);
+        *all[i] = 0;
+    }
+}
+
+/* Module mod's dropout in a (bits 0: none in this pass). */
+static GpuLoraDropout dropout_of(const GpuLoraLayerActs *a, const GpuLoraPass *p, int mod) {
+    GpuLoraDropout dr = {0, 1.0f};
+    if (!p->keys || !a->bits) return dr;
+    dr.bits = a->bits + (size_t)mod * a->max_tokens * a->mask_row_bytes;
+    dr.scale = (float)(1.0 / (1.0 - p->lo->spec.dropout)); /* apply_mask's */
+    return dr;
+}
+
+/* y[N, ldy] += the adapters on linear lin of x[N, in], each module's u saved, its
+ * dropout bits drawn first (lora_linear_forward with a training pass's keys). */
+static int adapters_forward(GpuDevice *d, const GpuLayerLora *lo, const GpuLoraPass *p, const GpuLoraLayerActs *a,
+                            const GpuLayerBatch *b, LoraLinear lin, CUdeviceptr y, int ldy, CUdeviceptr x,
+                            GrpoErr *err) {
+    int N = b->N;
+    for (int mod = 0; mod < LORA_N_MODULES; mod++) {
+        if (!lo->has[mod] || linear_of[mod] != lin) continue;
+        const GpuLoraAdapter *m = &lo->mod[mod];
+        GpuLoraDropout dr = dropout_of(a, p, mod);
+        CUdeviceptr u = a->u + 4 * (size_t)mod * N * a->r;
+        if ((dr.bits && gpu_lora_dropout_mask(d, dr.bits, p->keys, p->seq, b->pos, N, m->in, p->lo, p->l,
+                                              (LoraModule)mod, err)) ||
+            gpu_lora_forward(d, m, y, ldy, u, x, a->xd, &dr, N, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* dx[N, in] += the adapters' input gradient on linear lin, dA and dB of each module
+ * written or added to (lora_linear_backward). */
+static int adapters_backward(GpuDevice *d, const GpuLayerLora *lo, const GpuLoraPass *p, const GpuLoraLayerActs *a,
+                             int N, const int *write, LoraLinear lin, CUdeviceptr dx, CUdeviceptr dy, int ldy,
+                             CUdeviceptr x, GrpoErr *err) {
+    for (int mod = 0; mod < LORA_N_MODULES; mod++) {
+        if (!lo->has[mod] || linear_of[mod] != lin) continue;
+        GpuLoraDropout dr = dropout_of(a, p, mod);
+        CUdeviceptr u = a->u + 4 * (size_t)mod * N * a->r;
+        if (gpu_lora_backward_write(d, &lo->mod[mod], write[mod], dx, dy, ldy, x, u, a->du, a->xd, &dr, N, err))
+            return -1;
+    }
+    return 0;
+}
+
+static int check_batch(const GpuLoraLayerActs *a, const GpuLayerTrainScratch *s, const GpuLayerBatch *b,
+                       const GpuLoraPass *p, GrpoErr *err) {
+    int most = a->max_tokens < s->max_tokens ? a->max_tokens : s->max_tokens;
+    if (b->N < 1 || b->N > most || b->B < 1 || b->B > b->N)
+        return err_set(err, "GPU LoRA layer: batch of %d rows in %d sequences (expected 1 .. %d rows, 1 .. rows "
+                       "sequences)", b->N, b->B, most);
+    if (p->keys && a->bits && !p->seq) return err_set(err, "GPU LoRA layer: dropout keys without the rows' sequences");
+    return 0;
+}
+
+/* x_in -> a->xmid: norm, q/k/v (+ adapters), RoPE, attention, o (+ adapters), residual. */
+static int attention_half(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                          GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_in,
+                          GrpoErr *err) {
+    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D;
+    CUdeviceptr q = a->qkv, k = a->qkv + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
+    if (gpu_rmsnorm_forward(d, a->h1, a->rstd1, x_in, w->ln1, N, C, C, C, w->eps, err) ||
+        gpu_matmul_forward_bf16(d, a->qkv, a->h1, s->dx16, w->wqkv, w->bqkv, N, C, QKV, err) ||
+        adapters_forward(d, lo, p, a, b, LORA_LIN_QKV, a->qkv, QKV, a->h1, err) ||
+        gpu_rope_forward(d, a->qkv, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
+        gpu_attention_forward(d, a->att, a->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, QKV, QKV, QKV,
+                              err) ||
+        gpu_matmul_forward_bf16(d, a->xmid, a->att, s->mid16, w->wo, w->bo, N, H * D, C, err) ||
+        adapters_forward(d, lo, p, a, b, LORA_LIN_O, a->xmid, C, a->att, err))
+        return -1;
+    return gpu_residual_add(d, a->xmid, x_in, (size_t)N * C, err);
+}
+
+int gpu_lora_layer_forward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                           GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_out,
+                           CUdeviceptr x_in, GrpoErr *err) {
+    int N = b->N, C = w->C, F = w->F;
+    if (check_batch(a, s, b, p, err)) return -1;
+    if (attention_half(d, w, lo, p, a, s, b, x_in, err) ||
+        gpu_rmsnorm_forward(d, a->h2, a->rstd2, a->xmid, w->ln2, N, C, C, C, w->eps, err) ||
+        gpu_matmul_forward_bf16(d, a->gu, a->h2, s->dx16, w->wgu, 0, N, C, 2 * F, err) ||
+        adapters_forward(d, lo, p, a, b, LORA_LIN_GU, a->gu, 2 * F, a->h2, err) ||
+        gpu_swiglu_forward(d, a->act, a->gu, N, F, err) ||
+        gpu_matmul_forward_bf16(d, x_out, a->act, s->mid16, w->wdown, 0, N, F, C, err) ||
+        adapters_forward(d, lo, p, a, b, LORA_LIN_DOWN, x_out, C, a->act, err))
+        return -1;
+    return gpu_residual_add(d, x_out, a->xmid, (size_t)N * C, err);
+}
+
+/* dx (dL/dx_out) -> dL/dxmid: down (frozen: dact only) + adapters, SwiGLU in fp32,
+ * gate|up + adapters into dh, ln2's input gradient added to dx. */
+static int mlp_half_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                             const GpuLoraLayerActs *a, GpuLayerTrainScratch *s, int N, const int *write,
+                             CUdeviceptr dx, GrpoErr *err) {
+    int C = w->C, F = w->F;
+    if (gpu_matmul_backward_bf16(d, s->mid, 0, 0, dx, s->dx16, 0, w->wdown, N, F, C, 0, err) ||
+        adapters_backward(d, lo, p, a, N, write, LORA_LIN_DOWN, s->mid, dx, C, a->act, err) ||
+        gpu_swiglu_backward(d, s->wide, s->mid, a->gu, N, F, err) ||
+        gpu_matmul_backward_bf16(d, s->h, 0, 0, s->wide, s->wide16, 0, w->wgu, N, C, 2 * F, 0, err) ||
+        adapters_backward(d, lo, p, a, N, write, LORA_LIN_GU, s->h, s->wide, 2 * F, a->h2, err))
+        return -1;
+    return gpu_rmsnorm_backward(d, dx, 0, s->h, a->xmid, a->rstd2, w->ln2, N, C, C, C, C, 0, err);
+}
+
+/* dx (dL/dxmid) -> dL/dx_in: o + adapters into datt, attention, RoPE, q/k/v +
+ * adapters into dh, ln1's input gradient added to dx. */
+static int attention_half_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo,
+                                   const GpuLoraPass *p, const GpuLoraLayerActs *a, GpuLayerTrainScratch *s,
+                                   const GpuLayerBatch *b, const int *write, CUdeviceptr dx, CUdeviceptr x_in,
+                                   GrpoErr *err) {
+    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, HD = H * D;
+    CUdeviceptr q = a->qkv, k = a->qkv + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
+    CUdeviceptr dq = s->wide, dk = s->wide + 4 * (size_t)H * D, dv = s->wide + 4 * (size_t)(H + Hkv) * D;
+    if (gpu_matmul_backward_bf16(d, s->mid, 0, 0, dx, s->dx16, 0, w->wo, N, HD, C, 0, err) ||
+        adapters_backward(d, lo, p, a, N, write, LORA_LIN_O, s->mid, dx, C, a->att, err))
+        return -1;
+    /* dq written, dk and dv summed into (the CPU's memset first), RoPE's backward in place */
+    if (gpu_zero(d, s->wide, 4 * (size_t)N * QKV, err) ||
+        gpu_attention_backward(d, dq, dk, dv, s->mid, q, k, v, a->att, a->lse, 0, b->starts, b->B, N, H, Hkv, D, QKV,
+                               QKV, QKV, HD, QKV, QKV, QKV, HD, err) ||
+        gpu_rope_backward(d, s->wide, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
+        gpu_matmul_backward_bf16(d, s->h, 0, 0, s->wide, s->wide16, 0, w->wqkv, N, C, QKV, 0, err) ||
+        adapters_backward(d, lo, p, a, N, write, LORA_LIN_QKV, s->h, s->wide, QKV, a->h1, err))
+        return -1;
+    return gpu_rmsnorm_backward(d, dx, 0, s->h, x_in, a->rstd1, w->ln1, N, C, C, C, C, 0, err);
+}
+
+int gpu_lora_layer_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                            const GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b,
+                            const int write[LORA_N_MODULES], CUdeviceptr dx, CUdeviceptr x_in, GrpoErr *err) {
+    if (check_batch(a, s, b, p, err)) return -1;
+    return mlp_half_backward(d, w, lo, p, a, s, b->N, write, dx, err) ||
+                   attention_half_backward(d, w, lo, p, a, s, b, write, dx, x_in, err)
+               ? -1
+               : 0;
+}
