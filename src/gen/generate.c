@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/memory.h"
 #include "core/rng.h"
+#include "gen/device.h"
 
 /* Element j of the concatenation a[na] b[nb]. */
 static int32_t eos_at(const int32_t *a, int na, const int32_t *b, int j) {
@@ -45,13 +46,6 @@ void completion_free(Completion *c) {
     c->n = 0;
 }
 
-/* Per-completion state while decoding a chunk. */
-typedef struct {
-    Rng rng;
-    int32_t *ctx;     /* prompt + completion, for the repetition penalty */
-    int n_ctx;
-    int done;
-} Live;
 
 /* A chunk's rows while decoding, sized once by gen_create for chunk rows, prompts
  * of max_prompt and completions of max_completion_length. */
@@ -134,6 +128,14 @@ int gen_create(Generator *g, Model *m, const GenOpts *o, int max_prompt, GrpoErr
         g->chunk = fit > 256 ? 256 : (int)fit;
     }
     int rows = g->chunk > max_prompt ? g->chunk : max_prompt, V = m->cfg.vocab_size;
+    if (o->device) {
+        g->rows = gen_rows_create(g->chunk, max_prompt, o->max_completion_length);
+        g->bytes = gen_rows_bytes(g->chunk, max_prompt, o->max_completion_length);
+        if (!gen_gpu_create(g, o->device, g->chunk + extra, rows, err)) return 0;
+        gen_rows_free(g->rows);
+        memset(g, 0, sizeof *g);
+        return -1;
+    }
     int keys = max_prompt + o->max_completion_length + 1, n_threads = omp_get_max_threads();
     if (check_plan(m, o, g->chunk + extra, g->cap, rows, keys, n_threads, err)) return -1;
     kv_cache_create(&g->kv, &m->cfg, g->chunk + extra, g->cap);
@@ -152,6 +154,7 @@ int gen_create(Generator *g, Model *m, const GenOpts *o, int max_prompt, GrpoErr
 }
 
 void gen_free(Generator *g) {
+    gen_gpu_free(g);
     kv_cache_free(&g->kv);
     decode_state_free(&g->ds);
     for (int i = 0; i < g->n_scratch; i++) sampler_scratch_free(&g->scratch[i]);
@@ -166,7 +169,7 @@ void gen_set_turns(Generator *g, const GenTurns *t) {
     g->turns = t ? *t : (GenTurns){0};
     if (!t) g->overlap = (GenOverlap){0};
     int need = g->opts.max_completion_length + 1; /* a turn's ids after its eos, in one call */
-    if (t && g->ds.max_rows < need) {
+    if (t && !g->gpu && g->ds.max_rows < need) { /* the device splits a turn's ids into steps instead */
         int keys = g->ds.max_keys, old = g->ds.max_rows;
         decode_state_free(&g->ds);
         decode_state_create(&g->ds, &g->m->cfg, need, keys);
@@ -209,6 +212,49 @@ static void sample_rows(Generator *g, Live *live, const int *which, const float 
     }
 }
 
+/* The loop's steps, each on the host Model or on the device (gen/device.c: -1 with
+ * g->err set). The logits they leave are "pick rows": row r is what the next
+ * step_sample draws row r's token from. */
+
+/* Prompt prefilled into slot; its last logits into pick row at (GEN_FIRST: the group's
+ * shared first logits, which step_first hands to the chunk's rows). */
+static int step_prefill(Generator *g, int slot, const int32_t *prompt, int n, int at) {
+    if (g->gpu) return gen_gpu_prefill(g, slot, prompt, n, at);
+    prefill(g, slot, prompt, n, at == GEN_FIRST ? g->first : g->logits + (size_t)at * g->m->cfg.vocab_size);
+    return 0;
+}
+
+/* Slot emptied and continuing parent's prompt (one level: kv_cache_share_prefix). */
+static int step_share(Generator *g, int slot, int parent) {
+    if (g->gpu) return gen_gpu_share(g, slot, parent);
+    kv_cache_share_prefix(&g->kv, slot, parent);
+    return 0;
+}
+
+/* The group's first logits into pick rows 0 .. n-1. */
+static int step_first(Generator *g, int n) {
+    if (g->gpu) return gen_gpu_first(g, n);
+    int V = g->m->cfg.vocab_size;
+    for (int i = 0; i < n; i++) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
+    return 0;
+}
+
+/* model_decode of n rows; the logits of the rows with want[r] (NULL: every row)
+ * into pick rows at, at + 1, ... */
+static int step_decode(Generator *g, int n, const int *slots, const int32_t *tok, const uint8_t *want, int at) {
+    if (g->gpu) return gen_gpu_decode(g, n, slots, tok, want, at);
+    model_decode(g->m, &g->kv, &g->ds, n, slots, tok, want, g->logits + (size_t)at * g->m->cfg.vocab_size);
+    return 0;
+}
+
+/* Pick rows 0 .. n-1 sampled for completions which[r]: one uniform each from its
+ * own stream, its context for the repetition penalty. */
+static int step_sample(Generator *g, Live *live, const int *which, int n, int32_t *tok, float *logp) {
+    if (g->gpu) return gen_gpu_sample(g, live, which, n, tok, logp);
+    sample_rows(g, live, which, g->logits, n, tok, logp);
+    return 0;
+}
+
 /* Appends a turn's k ids (add: turn_end's answer) to completion c, or ends it:
  * k <= 0, or ids that would pass maxc (TRL's: the completion ends at its eos).
  * 1 when the row goes on, its eos and the ids to be decoded. */
@@ -231,14 +277,16 @@ static int turn_append(Completion *c, Live *L, const int32_t *add, int k, int ma
 
 /* Rows 0 .. nc-1 of a chunk set out: completion out[i] (index first_index + i of
  * the group) empty on its buffers, its random stream and context (the prompt),
- * its cache slot holding the prompt, and its logits row the prompt's last. */
-static void chunk_begin(Generator *g, Live *live, Completion *out, int nc, const int32_t *prompt, int n_prompt,
-                        uint64_t stream_id, int first_index) {
+ * its cache slot holding the prompt, and its pick row the prompt's last logits. */
+static int chunk_begin(Generator *g, Live *live, Completion *out, int nc, const int32_t *prompt, int n_prompt,
+                       uint64_t stream_id, int first_index) {
     const GenOpts *o = &g->opts;
-    int V = g->m->cfg.vocab_size, extra = o->share_prefix ? 1 : 0;
+    int extra = o->share_prefix ? 1 : 0;
     for (int i = 0; i < nc; i++) {
         Live *L = &live[i];
-        rng_init(&L->rng, o->seed, rng_mix(stream_id, (uint64_t)(first_index + i)));
+        L->stream = rng_mix(stream_id, (uint64_t)(first_index + i));
+        L->words = 0;
+        rng_init(&L->rng, o->seed, L->stream);
         memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
         L->n_ctx = n_prompt;
         L->done = 0;
@@ -248,11 +296,9 @@ static void chunk_begin(Generator *g, Live *live, Completion *out, int nc, const
         c->n = 0;
         c->n_turns = 0;
         c->stopped = 0;
-        if (o->share_prefix) kv_cache_share_prefix(&g->kv, i + extra, 0);
-        else prefill(g, i, prompt, n_prompt, g->logits + (size_t)i * V);
+        if (o->share_prefix ? step_share(g, i + extra, 0) : step_prefill(g, i, prompt, n_prompt, i)) return -1;
     }
-    for (int i = 0; i < nc; i++)
-        if (o->share_prefix) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
+    return o->share_prefix ? step_first(g, nc) : 0;
 }
 
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
@@ -266,94 +312,99 @@ long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_
     return n;
 }
 
-long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
-                    Completion *out) {
-    CHECK(n_prompt >= 1 && n_prompt <= g->max_prompt && G >= 1 && first >= 0);
+/* One chunk's decoding, its rows set out by chunk_begin: nc completions out[0 ..]
+ * (group indices first ..) until each stops. Adds the tokens sampled to *generated.
+ * 0; 1 when a turn failed (the group is dropped); -1 when the device failed (g->err). */
+static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *generated) {
     const GenOpts *o = &g->opts;
-    int V = g->m->cfg.vocab_size, maxc = o->max_completion_length;
-    long generated = 0;
-    if (o->share_prefix) prefill(g, 0, prompt, n_prompt, g->first);
+    int maxc = o->max_completion_length, extra = o->share_prefix ? 1 : 0;
     struct GenRows *R = g->rows;
     Live *live = R->live;
     int *which = R->which, *slots = R->slots, *turn_rows = R->turn_rows, *turn_len = R->turn_len, *tslots = R->tslots;
     int32_t *tok = R->tok;
     float *lp = R->lp;
     uint8_t *twant = R->twant;
-    for (int c0 = 0; c0 < G; c0 += g->chunk) {
-        int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
-        int extra = o->share_prefix ? 1 : 0;
-        chunk_begin(g, live, out + c0, nc, prompt, n_prompt, stream_id, first + c0);
-        for (int i = 0; i < nc; i++) which[i] = i; /* first tokens from the prompt's logits */
-        /* n_wait: rows whose turn is with turn_begin, waiting aside (overlapped turns) */
-        int step_rows = nc, failed = 0, n_wait = 0, overlap = g->overlap.turn_begin != NULL;
-        while (step_rows > 0 || n_wait > 0) {
-            if (step_rows > 0) sample_rows(g, live, which, g->logits, step_rows, tok, lp);
-            int next = 0, n_turn = 0;
-            for (int r = 0; r < step_rows; r++) {
-                int i = which[r];
-                Completion *c = &out[c0 + i];
-                c->logp[c->n] = lp[r];
-                if (c->mask) c->mask[c->n] = 1;
-                c->ids[c->n++] = tok[r];
-                live[i].ctx[live[i].n_ctx++] = tok[r];
-                generated++;
-                if (is_eos(o, tok[r])) {
-                    const int32_t *add = NULL;
-                    int k = 0, index = first + c0 + i;
-                    if (overlap && !failed) k = g->overlap.turn_begin(g->turns.ctx, index, c, &add);
-                    else if (g->turns.turn_end && !failed) k = g->turns.turn_end(g->turns.ctx, index, c, &add);
-                    if (k == GEN_TURN_PENDING) {
-                        n_wait++;
-                        continue;
-                    }
-                    if (k < 0) failed = 1;
-                    if (turn_append(c, &live[i], add, k, maxc)) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
-                } else if (c->n == maxc) live[i].done = 1;
-                else {
-                    which[next] = i;
-                    slots[next] = i + extra;
-                    tok[next] = tok[r];
-                    next++;
-                }
-            }
-            /* the overlapped turns answered by now; waiting for one only when no row has anything to
-             * decode. Whenever an answer comes, it is appended as turn_end's would be: the row's
-             * samples do not depend on it. */
-            while (n_wait > 0) {
+    for (int i = 0; i < nc; i++) which[i] = i; /* first tokens from the prompt's logits */
+    /* n_wait: rows whose turn is with turn_begin, waiting aside (overlapped turns) */
+    int step_rows = nc, failed = 0, n_wait = 0, overlap = g->overlap.turn_begin != NULL, dev_failed = 0;
+    while (step_rows > 0 || n_wait > 0) {
+        if (step_rows > 0 && step_sample(g, live, which, step_rows, tok, lp)) dev_failed = failed = 1, step_rows = 0;
+        int next = 0, n_turn = 0;
+        for (int r = 0; r < step_rows; r++) {
+            int i = which[r];
+            Completion *c = &out[i];
+            c->logp[c->n] = lp[r];
+            if (c->mask) c->mask[c->n] = 1;
+            c->ids[c->n++] = tok[r];
+            live[i].ctx[live[i].n_ctx++] = tok[r];
+            (*generated)++;
+            if (is_eos(o, tok[r])) {
                 const int32_t *add = NULL;
-                int index = -1, block = next == 0 && n_turn == 0;
-                int k = g->overlap.turn_wait(g->turns.ctx, block, &index, &add);
+                int k = 0, index = first + i;
+                if (overlap && !failed) k = g->overlap.turn_begin(g->turns.ctx, index, c, &add);
+                else if (g->turns.turn_end && !failed) k = g->turns.turn_end(g->turns.ctx, index, c, &add);
                 if (k == GEN_TURN_PENDING) {
-                    CHECK(!block);
-                    break;
+                    n_wait++;
+                    continue;
                 }
-                int i = index - first - c0;
-                CHECK(i >= 0 && i < nc && !live[i].done);
-                n_wait--;
                 if (k < 0) failed = 1;
-                if (failed) k = 0; /* the group is dropped: the rows only end */
-                if (turn_append(&out[c0 + i], &live[i], add, k, maxc))
-                    turn_len[n_turn] = k, turn_rows[n_turn++] = i;
-            }
-            if (next > 0) model_decode(g->m, &g->kv, &g->ds, next, slots, tok, NULL, g->logits);
-            /* each row after a turn alone, its eos and the turn's ids in one call, so its
-             * logits do not depend on which rows share its chunk */
-            for (int q = 0; q < n_turn; q++) {
-                int i = turn_rows[q], k = 1 + turn_len[q];
-                Completion *c = &out[c0 + i];
-                for (int t = 0; t < k; t++) tslots[t] = i + extra, twant[t] = t == k - 1;
-                model_decode(g->m, &g->kv, &g->ds, k, tslots, c->ids + c->n - k, twant, g->logits + (size_t)next * V);
+                if (turn_append(c, &live[i], add, k, maxc)) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
+            } else if (c->n == maxc) live[i].done = 1;
+            else {
                 which[next] = i;
                 slots[next] = i + extra;
+                tok[next] = tok[r];
                 next++;
             }
-            step_rows = next;
         }
-        if (failed) {
-            for (int i = 0; i < G; i++) out[i].n = 0, out[i].n_turns = 0, out[i].stopped = 0;
-            generated = -1;
-            break;
+        /* the overlapped turns answered by now; waiting for one only when no row has anything to
+         * decode. Whenever an answer comes, it is appended as turn_end's would be: the row's
+         * samples do not depend on it. */
+        while (n_wait > 0) {
+            const int32_t *add = NULL;
+            int index = -1, block = (next == 0 && n_turn == 0) || dev_failed;
+            int k = g->overlap.turn_wait(g->turns.ctx, block, &index, &add);
+            if (k == GEN_TURN_PENDING) {
+                CHECK(!block);
+                break;
+            }
+            int i = index - first;
+            CHECK(i >= 0 && i < nc && !live[i].done);
+            n_wait--;
+            if (k < 0) failed = 1;
+            if (failed) k = 0; /* the group is dropped: the rows only end */
+            if (turn_append(&out[i], &live[i], add, k, maxc)) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
         }
+        if (dev_failed) break; /* every waiting turn answered above */
+        if (next > 0 && step_decode(g, next, slots, tok, NULL, 0)) dev_failed = failed = 1;
+        /* each row after a turn alone, its eos and the turn's ids in one call, so its
+         * logits do not depend on which rows share its chunk */
+        for (int q = 0; q < n_turn && !dev_failed; q++) {
+            int i = turn_rows[q], k = 1 + turn_len[q];
+            Completion *c = &out[i];
+            for (int t = 0; t < k; t++) tslots[t] = i + extra, twant[t] = t == k - 1;
+            if (step_decode(g, k, tslots, c->ids + c->n - k, twant, next)) dev_failed = failed = 1;
+            which[next] = i;
+            slots[next] = i + extra;
+            next++;
+        }
+        step_rows = dev_failed ? 0 : next;
     }
-    return generated;
+    return dev_failed ? -1 : failed;
+}
+
+long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
+                    Completion *out) {
+    CHECK(n_prompt >= 1 && n_prompt <= g->max_prompt && G >= 1 && first >= 0);
+    long generated = 0;
+    g->err.msg[0] = 0;
+    int rc = g->opts.share_prefix ? step_prefill(g, 0, prompt, n_prompt, GEN_FIRST) : 0;
+    for (int c0 = 0; c0 < G && !rc; c0 += g->chunk) {
+        int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
+        rc = chunk_begin(g, g->rows->live, out + c0, nc, prompt, n_prompt, stream_id, first + c0);
+        if (!rc) rc = chunk_decode(g, out + c0, nc, first + c0, &generated);
+    }
+    if (!rc) return generated;
+    for (int i = 0; i < G; i++) out[i].n = 0, out[i].n_turns = 0, out[i].stopped = 0;
+    return -1;
 }

@@ -15,7 +15,16 @@
 #include <stdint.h>
 
 #include "gen/sampler.h"
+#include "gpu/model.h"
 #include "model/kvcache.h"
+
+/* Where a Generator decodes when not on the host Model: a GPU and the model's
+ * weights uploaded there (gpu_model_upload, of the same Model: bf16 products). Both
+ * are the caller's and outlive the generator. */
+typedef struct {
+    GpuDevice *dev;
+    const GpuModel *model;
+} GenDevice;
 
 /* The most distinct eos ids a generation stops on: the model's (MODEL_MAX_EOS) and
  * the tokenizer's (TOK_MAX_EOS) together. */
@@ -39,6 +48,8 @@ typedef struct {
                                     option of its own */
     int weights;                 /* the WeightForm the model is loaded in (model/transformer.h): nothing trains
                                     it; set from the bf16 options, not an option of its own */
+    const GenDevice *device;     /* NULL: decode on the host Model; else on this GPU (gen/device.c), the same
+                                    loop, streams and options; resolved by the command, not an option */
 } GenOpts;
 
 /* The declared defaults (gen/options.c: gen_options, seed_option), prefix shared. */
@@ -109,11 +120,16 @@ typedef struct {
                              gen_group_part allocates nothing */
     GenTurns turns;    /* turn_end NULL: one turn (gen_set_turns) */
     GenOverlap overlap; /* turn_begin NULL: turns made in the decode batch (gen_set_overlap) */
-    size_t bytes;      /* planned memory */
+    size_t bytes;      /* planned memory (the device's too, on a GPU) */
+    struct GenGpu *gpu; /* the device form's state (gen/device.c); NULL: the host's kv, ds, scratch, logits */
+    GrpoErr err;       /* why the device failed when gen_group_part returned -1 for it (msg empty otherwise) */
 } Generator;
 
-/* Plans the chunk size from opts (kv_cache_bytes) and allocates everything.
- * Fails with a message stating the numbers when even one completion does not fit. */
+/* Plans the chunk size from opts (kv_cache_bytes) and allocates everything: on the
+ * host, or with opts->device on that GPU (its KV caches, step buffers and sampler
+ * scratch in device memory, checked against the GPU's free memory; m gives the
+ * config, its weights are the device model's). Fails with a message stating the
+ * numbers when even one completion does not fit. */
 int gen_create(Generator *g, Model *m, const GenOpts *opts, int max_prompt, GrpoErr *err);
 void gen_free(Generator *g);
 /* Generates with turns from now on (t NULL: one turn again); plans the decode
@@ -125,7 +141,8 @@ void gen_set_overlap(Generator *g, const GenOverlap *ov);
 /* Samples G completions of prompt[n_prompt] (1 <= n_prompt <= max_prompt) into
  * out[G] (each out[i].ids malloc'd; free with completion_free). stream_id names
  * this prompt occurrence, e.g. rng_mix(step, prompt_index). Returns the number of
- * tokens generated (the model's), or -1 when a turn_end failed (out freed). */
+ * tokens generated (the model's), or -1 when a turn_end failed (out freed) or the
+ * device did (g->err says why; its msg is empty for a turn). */
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
                Completion *out);
 /* Completions first .. first+G-1 of that group into out[G]: each the same as

@@ -106,6 +106,33 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
     return session_start(s, data, o, max_prompt_length, n, err);
 }
 
+int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dataset *data, GenOpts *o,
+                         int max_prompt_length, int n, GrpoErr *err) {
+    memset(s, 0, sizeof *s);
+    if (pretrained_open(&s->own, model_dir, (WeightForm)o->weights, o, err)) {
+        dataset_free(data);
+        return -1;
+    }
+    s->model = &s->own.model;
+    s->tok = s->own.tok;
+    const char *why = gen_gpu_refuses(&s->model->cfg);
+    if (why) {
+        err_set(err, "%s: %s", model_dir, why);
+    } else if (!gpu_model_upload(d, &s->gpu_model, s->model, err)) {
+        s->device = (GenDevice){d, &s->gpu_model};
+        GenOpts on = *o;
+        on.device = &s->device; /* the session's own: stays put while the session does */
+        return session_start(s, data, &on, max_prompt_length, n, err);
+    }
+    dataset_free(data);
+    gen_session_close(s);
+    return -1;
+}
+
+const char *gen_gpu_refuses(const ModelConfig *cfg) {
+    return cfg->qk_norm ? "a Qwen3 model (q/k norm), which the GPU's decoding layer does not run yet" : NULL;
+}
+
 int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *data, const GenOpts *o,
                        int max_prompt_length, int n, GrpoErr *err) {
     memset(s, 0, sizeof *s);
@@ -130,6 +157,7 @@ int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_
 
 void gen_session_close(GenSession *s) {
     if (s->gen.m) gen_free(&s->gen);
+    if (s->device.dev) gpu_model_free(s->device.dev, &s->gpu_model);
     dataset_free(&s->data);
     pretrained_close(&s->own);
     memset(s, 0, sizeof *s);
