@@ -28,6 +28,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/gpu_pick.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "data/dataset.h"
@@ -94,7 +95,7 @@ typedef struct {
     const char *config, *model_dir, *dataset, *adapter;
     PromptOptions prompts; /* open-r1's, as train builds its prompts */
     RewardArgs rewards;
-    int num_generations, max_prompt_length, max_examples, json;
+    int num_generations, max_prompt_length, max_examples, json, use_cpu;
     double pass_threshold;
     GenOpts gen;
     Bf16Options bf16;
@@ -116,6 +117,9 @@ static const OptSpec eval_options[] = {
     {"pass_threshold", OPT_F64, A(pass_threshold), 1.0, NULL, -1e300, 1e300, NULL, NULL, OPT_IN(OPT_SEC_REWARDS),
      "a completion passes when its reward is >= this"},
     {"json", OPT_BOOL, A(json), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "one JSON object with the numbers and counts"},
+    {"use_cpu", OPT_BOOL, A(use_cpu), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
+     "generate on the CPU where there is a GPU (transformers' use_cpu); without it an NVIDIA GPU, when one is "
+     "found, generates with bf16 products"},
 };
 
 /* What a run of eval holds once its inputs are read; eval_close frees what eval_open opened. */
@@ -129,12 +133,15 @@ typedef struct {
     int have_tools;
     EnvLoop env;          /* with an environment: the generator goes on after each of its messages */
     int have_env;
+    GpuDevice dev;        /* where the model generates when on_gpu (cli/gpu_pick.h) */
+    int on_gpu;
 } EvalRun;
 
 static void eval_close(EvalRun *r) {
     if (r->have_tools) tool_loop_close(&r->tools);
     if (r->have_env) env_loop_close(&r->env);
     if (r->have_session) gen_session_close(&r->s);
+    if (r->on_gpu) gpu_close(&r->dev);
     reward_set_free(&r->rs);
     json_decref(r->tool_schemas);
     free(r->tools_json);
@@ -156,7 +163,16 @@ static int eval_open(EvalRun *r, EvalArgs *a, GrpoErr *err) {
         dataset_free(&ds);
         return -1;
     }
-    if (gen_session_open(&r->s, a->model_dir, &ds, &a->gen, a->max_prompt_length, a->max_examples, err)) return -1;
+    r->on_gpu = cli_gpu_pick("eval", a->use_cpu, a->adapter, &a->bf16, a->model_dir, &r->dev, &a->gen.weights, err);
+    if (r->on_gpu < 0) {
+        r->on_gpu = 0;
+        dataset_free(&ds);
+        return -1;
+    }
+    if (r->on_gpu ? gen_session_open_gpu(&r->s, &r->dev, a->model_dir, &ds, &a->gen, a->max_prompt_length,
+                                         a->max_examples, err)
+                  : gen_session_open(&r->s, a->model_dir, &ds, &a->gen, a->max_prompt_length, a->max_examples, err))
+        return -1;
     r->have_session = 1;
     if (a->adapter && lora_apply_dir(r->s.model, a->adapter, err)) return -1;
     if (tool_loop_open(&r->tools, &a->tools, r->tool_schemas, r->s.tok, a->gen.chat_template_kwargs, err)) return -1;

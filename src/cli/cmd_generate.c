@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/gpu_pick.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "data/dataset.h"
@@ -27,7 +28,7 @@ static void print_json_string(const char *s) {
 
 typedef struct {
     const char *model_dir, *prompt, *chat, *dataset, *adapter;
-    int max_prompts, num_generations, max_prompt_length, no_shared_prefix, json;
+    int max_prompts, num_generations, max_prompt_length, no_shared_prefix, json, use_cpu;
     PromptOptions prompts; /* open-r1's: system_prompt, dataset_prompt_column for --dataset's rows */
     GenOpts gen;
     Bf16Options bf16;
@@ -48,6 +49,9 @@ static const OptSpec generate_options[] = {
     {"no_shared_prefix", OPT_BOOL, A(no_shared_prefix), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "prefill the prompt per completion (for testing)"},
     {"json", OPT_BOOL, A(json), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "JSON lines with ids and finish_reason"},
+    {"use_cpu", OPT_BOOL, A(use_cpu), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
+     "generate on the CPU where there is a GPU (transformers' use_cpu); without it an NVIDIA GPU, when one is "
+     "found, generates with bf16 products"},
 };
 
 /* The prompts: the dataset, or a one-row dataset from --prompt / --chat. */
@@ -95,8 +99,12 @@ int cmd_generate(int argc, char **argv) {
     GrpoErr err;
     Dataset ds;
     GenSession s;
-    if (load_prompts(&a, &ds, &err) ||
-        gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err)) {
+    GpuDevice dev;
+    int on_gpu = cli_gpu_pick("generate", a.use_cpu, a.adapter, &a.bf16, a.model_dir, &dev, &a.gen.weights, &err);
+    if (on_gpu < 0 || load_prompts(&a, &ds, &err) ||
+        (on_gpu ? gen_session_open_gpu(&s, &dev, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err)
+                : gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err))) {
+        if (on_gpu > 0) gpu_close(&dev);
         args_free();
         return cli_fail("generate", err.msg);
     }
@@ -108,14 +116,20 @@ int cmd_generate(int argc, char **argv) {
     int n_prompts = s.n, G = a.num_generations, json_out = a.json;
     Generator *gen = &s.gen;
     Tokenizer *tok = s.tok;
-    fprintf(stderr, "grpo generate: %d prompt(s) x %d completions, decoding %d at a time (%.0f MB planned)\n",
-            n_prompts, G, gen->chunk, gen->bytes / 1048576.0);
+    fprintf(stderr, "grpo generate: %d prompt(s) x %d completions, decoding %d at a time%s%s%s (%.0f MB planned)\n",
+            n_prompts, G, gen->chunk, on_gpu ? " on the GPU (" : "", on_gpu ? dev.name : "", on_gpu ? ")" : "",
+            gen->bytes / 1048576.0);
     Completion *out = xcalloc(G, sizeof(Completion));
     double t0 = time_now_s();
     long tokens = 0;
-    for (int p = 0; p < n_prompts; p++) {
+    for (int p = 0; p < n_prompts && rc == 0; p++) {
         DatasetExample *ex = &s.data.ex[p];
-        tokens += gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
+        long made = gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
+        if (made < 0) { /* no turns here: the device failed */
+            rc = cli_fail("generate", gen->err.msg);
+            break;
+        }
+        tokens += made;
         if (!json_out) printf("=== prompt %d: %s\n", p, ex->prompt_text);
         for (int i = 0; i < G; i++) {
             char *text = NULL;
@@ -136,10 +150,11 @@ int cmd_generate(int argc, char **argv) {
         fflush(stdout);
     }
     double dt = time_now_s() - t0;
-    fprintf(stderr, "grpo generate: %ld tokens in %.2f s: %.1f tokens/s (prompt prefill included)\n", tokens, dt,
+    if (rc == 0) fprintf(stderr, "grpo generate: %ld tokens in %.2f s: %.1f tokens/s (prompt prefill included)\n", tokens, dt,
             tokens / (dt > 0 ? dt : 1e-9));
     free(out);
     gen_session_close(&s);
+    if (on_gpu) gpu_close(&dev);
     args_free();
-    return 0;
+    return rc;
 }

@@ -39,7 +39,8 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
     double *env_reward = xmalloc(sizeof(double) * G);
     if (env) env_loop_begin_group(env, ex->prompt, ex->row, G);
     if (gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(stream_base, (uint64_t)p), out) < 0)
-        rc = err_set(err, "example %d: a turn of its generation failed (the generator's turns say why)", p);
+        rc = gen->err.msg[0] ? err_set(err, "example %d: %s", p, gen->err.msg)
+                             : err_set(err, "example %d: a turn of its generation failed (the generator's turns say why)", p);
     for (int i = 0; i < G && !rc; i++) {
         size_t len = 0;
         if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;

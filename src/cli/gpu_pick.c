@@ -1,0 +1,39 @@
+/* cli/gpu_pick.c — the device a generating command runs on (gpu_pick.h). */
+#include "cli/gpu_pick.h"
+
+#include <stdio.h>
+
+#include "gen/pretrained.h"
+#include "model/config.h"
+
+int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Options *bf16, const char *model_dir,
+                 GpuDevice *d, int *form, GrpoErr *err) {
+    if (use_cpu) return 0;
+    char why[256] = "";
+    int r = gpu_open(d, why, sizeof why, err);
+    if (r < 0) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return err_set(err, "the GPU: %s (--use_cpu true generates on the CPU)", msg);
+    }
+    if (r == 0) return 0; /* no GPU here: as before, in silence */
+    /* the GPU's layers run bf16 products only (gpu/layer.h, gpu/decode.h) */
+    const char *fp32 = adapter ? "--adapter (folded into fp32 weights)"
+                       : bf16->held > 0 ? "--bf16_held"
+                       : bf16->bf16 == 0 ? "--bf16 false" : NULL;
+    ModelConfig cfg;
+    GrpoErr cfg_err;
+    /* a config that does not load is the CPU path's to report, as without a GPU */
+    const char *model = fp32 ? NULL : config_load(&cfg, model_dir, &cfg_err) ? "" : gen_gpu_refuses(&cfg);
+    if (fp32)
+        fprintf(stderr, "grpo %s: %s: fp32 products, generated on the CPU (the GPU runs bf16 products only; "
+                "--use_cpu true chooses the CPU outright)\n", cmd, fp32);
+    else if (model && model[0])
+        fprintf(stderr, "grpo %s: %s: generated on the CPU (--use_cpu true chooses the CPU outright)\n", cmd, model);
+    if (fp32 || model) {
+        gpu_close(d);
+        return 0;
+    }
+    *form = WEIGHTS_BF16;
+    return 1;
+}
