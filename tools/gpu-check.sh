@@ -17,7 +17,8 @@
 # racecheck and memcheck where the image has it (the emulator cannot see races);
 # then `grpo score` on the GPU against the CPU's fp32 log-probs on a random model of
 # Qwen2.5-0.5B's widths (4 layers), with transformers' bf16 and fp32 errors on the same
-# tokens beside it (tools/gpu_score_compare.py).
+# tokens beside it (tools/gpu_score_compare.py); then `grpo generate` on the GPU on that
+# model, sampled and greedy, with --generation_chunk_size 1 and 64: the same completions.
 set -u
 # The session's device time is scarce: the sanitizer passes (the slowest part) run
 # only while the budget lasts, each within what is left; the rest is bounded by
@@ -99,6 +100,23 @@ if "$BUILD/grpo" init --config "$sc/config.json" --tokenizer assets/byte-tokeniz
     else
         status=1
     fi
+    echo "== grpo generate on the GPU: --generation_chunk_size 1 and 64 give the same completions"
+    # the same model; 16 completions of 64 tokens sampled with every processor on, then greedy
+    gen() { timeout 150 "$BUILD/grpo" generate --model "$sc/model" --prompt "The capital of France is" \
+        --num_generations 16 --max_completion_length 64 --seed 5 --json "$@"; }
+    for how in "--temperature 1 --top_k 50 --top_p 0.9 --min_p 0.01 --repetition_penalty 1.1" "--temperature 0"; do
+        gen $how --generation_chunk_size 1 > "$sc/g1.jsonl" 2> "$sc/g1.err"; r1=$?
+        gen $how --generation_chunk_size 64 > "$sc/g64.jsonl" 2> "$sc/g64.err"; r64=$?
+        echo "grpo generate $how: rc $r1 (chunk 1), $r64 (chunk 64), $(wc -l < "$sc/g64.jsonl") lines"
+        grep -h "tokens/s\|on the GPU\|on the CPU" "$sc/g1.err" "$sc/g64.err"
+        if [ $r1 = 0 ] && [ $r64 = 0 ] && [ -s "$sc/g64.jsonl" ] && cmp -s "$sc/g1.jsonl" "$sc/g64.jsonl"; then
+            echo "identical completions for chunk sizes 1 and 64"
+            head -c 600 "$sc/g64.jsonl"; echo
+        else
+            echo "FAILED: the completions differ or a run failed"; tail -3 "$sc/g1.err" "$sc/g64.err"
+            diff "$sc/g1.jsonl" "$sc/g64.jsonl" | head -6; status=1
+        fi
+    done
 else
     echo "FAILED: grpo init"; cat "$sc/init.log"; status=1
 fi
