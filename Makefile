@@ -118,6 +118,10 @@ $(BUILD)/tests/%: tests/%.c $(MACHINE_OBJ) $(GPU_EMU_OBJ) $(LIB) $(TESTREF)
 SCORE_CLI_OBJ := $(BUILD)/src/cli/cmd_score.o $(BUILD)/src/cli/args.o $(BUILD)/src/cli/trl_keys.o
 $(BUILD)/tests/gpu/test_gpu_score: TEST_CLI_OBJ = $(SCORE_CLI_OBJ)
 $(BUILD)/tests/gpu/test_gpu_score: $(SCORE_CLI_OBJ)
+# test_gpu_gen calls `grpo generate`'s, `grpo eval`'s and `grpo init`'s entries likewise
+GEN_CLI_OBJ := $(addprefix $(BUILD)/src/cli/,cmd_generate.o cmd_eval.o cmd_init.o gpu_pick.o args.o trl_keys.o)
+$(BUILD)/tests/gpu/test_gpu_gen: TEST_CLI_OBJ = $(GEN_CLI_OBJ)
+$(BUILD)/tests/gpu/test_gpu_gen: $(GEN_CLI_OBJ)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
