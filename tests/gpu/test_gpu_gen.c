@@ -17,6 +17,9 @@
  *   not, the CPU's two best logits at the first differing step within that bound of
  *   each other (a near tie that a last-bit difference may decide). The figures seen
  *   are printed.
+ * - Multi-turn: a tool turn of 5 ids after a completion's first eos (two device steps at
+ *   chunk 1): chunk 1 and 64 the same, and on the emulated GPU the host Generator's ids,
+ *   stops and masks, its log-probs within 1e-5 + 1e-5 relative.
  * - `grpo generate` (its entry, cmd_generate) on the GPU against --use_cpu --bf16 true:
  *   greedy JSON lines the same; sampled lines the same for --generation_chunk_size 1
  *   and 64; --bf16 false and a Qwen3 model generate on the CPU with one line saying so
