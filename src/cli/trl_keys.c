@@ -133,7 +133,6 @@ static const TrlKey keys[] = {
     {"restore_callback_states_from_checkpoint", B, TRL_IGNORE, 'b', NULL, R_TORCH},
     {"full_determinism", B, TRL_IGNORE, 'b', NULL, "runs are deterministic for a thread count"},
     {"data_seed", B, TRL_IGNORE, 'v', NULL, "the data order follows seed"},
-    {"use_cpu", B, TRL_IGNORE, 'b', NULL, "train and sft run on the CPU (grpo score --use_cpu is a real option)"},
     {"no_cuda", B, TRL_IGNORE, 'b', NULL, "grpo.c runs on the CPU"},
     {"use_mps_device", B, TRL_IGNORE, 'b', NULL, "grpo.c runs on the CPU"},
     {"use_ipex", B, TRL_IGNORE, 'b', NULL, R_TORCH},

@@ -64,6 +64,9 @@ const OptSpec training_args_options[] = {
      "bf16 as TRL's: every matrix product in bf16 with fp32 sums — the trained model's on fp32 master weights "
      "(fp32 gradients and AdamW), frozen weights (the KL reference; the base under use_peft) held in bf16; auto: "
      "true where this CPU has bf16 matrix instructions (AVX512_BF16, AMX), as TRL defaults to bf16, else false"},
+    {"use_cpu", OPT_BOOL, A(use_cpu), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_SPEED),
+     "train on the CPU where there is a GPU (transformers' use_cpu); without it an NVIDIA GPU, when one is found, "
+     "trains full fine-tuning under bf16 there, and any other form on the CPU, saying so (docs/gpu.md)"},
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 256, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "LM-head rows computed at once: a rows x vocab fp32 scratch (256 rows of a 152k vocab: 155 MB); fewer "
      "rows take less memory and more passes over the head's weight gradient"},

@@ -43,6 +43,7 @@ typedef struct {
     int gradient_checkpointing;        /* 1 */
     int gradient_checkpointing_policy; /* with it: TRAIN_CKPT_SELECTIVE (gate/up kept) or TRAIN_CKPT_FULL */
     int bf16;                          /* 1: products in bf16, frozen models held in bf16; 0; -1: auto */
+    int use_cpu;                       /* 1: the CPU even where there is a GPU (transformers' use_cpu) */
     int logprob_chunk_rows;            /* LM-head rows per chunk (256) */
     int ddp_timeout_s;                 /* under mpirun: the longest wait in a collective (1800 s, transformers') */
     int logging_steps;                 /* 10 */
