@@ -49,6 +49,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     /* LoRA adapters' dropout (gpu/kernels/lora.cu, gpu/lora.h) */
     [GPU_K_LORA_DROPOUT_MASK] = "lora_dropout_mask",
     [GPU_K_LORA_DROPOUT_APPLY] = "lora_dropout_apply",
+    /* the trainable model's device form (train/model_gpu.c) */
+    [GPU_K_MASTER_TO_WEIGHTS] = "master_to_weights",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -57,6 +57,8 @@ typedef enum {
     /* LoRA adapters' dropout (gpu/kernels/lora.cu, gpu/lora.h) */
     GPU_K_LORA_DROPOUT_MASK,
     GPU_K_LORA_DROPOUT_APPLY,
+    /* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
+    GPU_K_MASTER_TO_WEIGHTS,
     GPU_N_KERNELS
 } GpuKernel;
 

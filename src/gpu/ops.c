@@ -319,3 +319,12 @@ int gpu_qk_norm_backward(GpuDevice *d, CUdeviceptr din, CUdeviceptr dwq, CUdevic
     return gpu_launch(d, GPU_K_QK_NORM_BACKWARD_WEIGHT_SUM, (unsigned)((2 * D + FLAT_THREADS - 1) / FLAT_THREADS),
                       FLAT_THREADS, sum, err);
 }
+
+/* ---- the trainable model's device form (train/model_gpu.c) ---- */
+
+int gpu_master_to_weights(GpuDevice *d, CUdeviceptr dst16, CUdeviceptr dst32, CUdeviceptr src, size_t n, GrpoErr *err) {
+    if (!src || (!dst16 && !dst32)) return err_set(err, "gpu_master_to_weights: no source or no destination");
+    unsigned long long count = n;
+    void *args[] = {&dst16, &dst32, &src, &count};
+    return n ? gpu_launch(d, GPU_K_MASTER_TO_WEIGHTS, flat_blocks(d, count), FLAT_THREADS, args, err) : 0;
+}

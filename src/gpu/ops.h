@@ -168,4 +168,11 @@ int gpu_qk_norm_backward(GpuDevice *d, CUdeviceptr din, CUdeviceptr dwq, CUdevic
                          CUdeviceptr dout, CUdeviceptr in, CUdeviceptr rstd, CUdeviceptr wq, CUdeviceptr wk, int N,
                          int H, int Hkv, int D, int ld_din, int ld_dout, int ld_in, int write_dw, GrpoErr *err);
 
+/* ---- the trainable model's device form (train/model_gpu.c) ----
+ * Mixed precision's master weights (fp32 src[n]) to a copy the forward reads: with
+ * dst16 (not 0), the bf16 values the CPU's model holds for them (f32_split's upper
+ * half: ties away from zero, unlike gpu_round_bf16); else dst32[n] = src[n]. The
+ * CPU's bits. */
+int gpu_master_to_weights(GpuDevice *d, CUdeviceptr dst16, CUdeviceptr dst32, CUdeviceptr src, size_t n, GrpoErr *err);
+
 #endif

@@ -89,7 +89,8 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
         t->tools_json = json_dumps(t->tool_schemas, JSON_COMPACT);
         t->c.gen.tools_json = t->tools_json;
     }
-    TrainModelNeeds needs = {c->loss.beta != 0, c->sync_ref_model};
+    TrainModelNeeds needs = {c->loss.beta != 0, c->sync_ref_model, /* the bonus's gradient: through the entropies */
+                             c->loss.entropy_coef != 0 || c->loss.use_adaptive_entropy};
     Dataset data;
     DatasetConversation conv;
     const DatasetConversation *make = prompt_options_conversation(&c->prompts, &conv);

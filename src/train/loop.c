@@ -660,6 +660,8 @@ int train_loop_run(const TrainLoop *L, GrpoErr *err) {
     json_object_set_new(lp.options, "bf16", json_boolean(train_model_bf16(lp.tm))); /* what auto chose */
     metric_acc_init(&lp.acc);
     lp.log_history = json_array();
+    const char *device = train_model_device_note(lp.tm);
+    if (device) emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_WARNING, .text = device});
     char *plan = plan_text(&lp);
     emit(&lp, (TrainEvent){.kind = TRAIN_EVENT_PLAN, .text = plan});
     free(plan);

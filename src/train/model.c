@@ -17,6 +17,7 @@
 #include "ops/gemm.h"
 #include "train/adapters.h"
 #include "train/checkpoint.h"
+#include "train/model_gpu.h"
 
 /* The KL reference: none, a second copy of the model directory's weights, the
  * base with the adapters off (new adapters), or the base under a frozen copy of
@@ -46,6 +47,8 @@ struct TrainModel {
     long step;               /* the optimizer step being computed (keys the adapters' dropout) */
     PaddedBatch pb;          /* the batch of the pass in progress */
     uint64_t *keys;          /* [max_seqs] its sequences' dropout keys */
+    TrainGpu *gpu;           /* the device form (model_gpu.h), or NULL: the CPU */
+    char device_note[400];   /* why a machine with a GPU trains on the CPU, or "" */
 };
 
 /* ---- setup ---- */
@@ -53,15 +56,36 @@ struct TrainModel {
 /* The policy's own weights train: full fine-tuning, in fp32 or mixed precision. */
 static int full_tuning(const TrainModel *tm) { return !tm->adapters; }
 
+/* A model the GPU does not train (model_gpu.h: Qwen3) found once loaded: the CPU trains it, as --use_cpu
+ * would, in the form the CPU's bf16 auto picks (the loaded mixed-precision form back to fp32 where it picks
+ * fp32: the same values), with the one line. */
+static void gpu_refused_model(TrainModel *tm) {
+    const char *why = train_gpu_refuses(&tm->pre.model.cfg);
+    if (!why) return;
+    train_gpu_note(tm->device_note, sizeof tm->device_note, why);
+    train_gpu_close(tm->gpu);
+    tm->gpu = NULL;
+    tm->bf16 = tm->args->bf16 < 0 ? gemm_bf16_native() : tm->args->bf16;
+    if (!tm->bf16) model_use_fp32_compute(&tm->pre.model);
+}
+
 TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs, GenOpts *gen, GrpoErr *err) {
     TrainModel *tm = xcalloc(1, sizeof *tm);
     tm->args = a;
-    tm->bf16 = a->bf16 < 0 ? gemm_bf16_native() : a->bf16;
+    int on_gpu = train_gpu_choose(a, needs, &tm->gpu, tm->device_note, sizeof tm->device_note, err);
+    if (on_gpu < 0) {
+        free(tm);
+        return NULL;
+    }
+    tm->bf16 = on_gpu ? 1 : a->bf16 < 0 ? gemm_bf16_native() : a->bf16; /* the GPU trains under bf16 only */
     int adapters = a->use_peft || a->adapter;
+    WeightForm trained = tm->bf16 ? WEIGHTS_MIXED : WEIGHTS_FP32;
+    int rc = pretrained_open(&tm->pre, a->model_dir, adapters ? (tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32) : trained,
+                             gen, err);
+    if (!rc && tm->gpu) gpu_refused_model(tm);
     /* weights nothing trains are held in bf16 under bf16, their products in bf16: the base under LoRA, the
      * reference */
-    WeightForm frozen = tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32, trained = tm->bf16 ? WEIGHTS_MIXED : WEIGHTS_FP32;
-    int rc = pretrained_open(&tm->pre, a->model_dir, adapters ? frozen : trained, gen, err);
+    WeightForm frozen = tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32;
     if (!rc) {
         tm->adapters = train_adapters_attach(&tm->lora, &tm->pre.model, a, err);
         rc = tm->adapters < 0 ? -1 : 0;
@@ -121,7 +145,9 @@ static void ckpt_describe(const TrainModel *tm, char *out, size_t n, const char 
 int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *length_option, GrpoErr *err) {
     const TrainingArgs *a = tm->args;
     long tokens = (long)max_seqs * max_len;
-    double mb = 1048576.0, acts = activation_bytes(tm, tokens), avail = (double)mem_available_bytes();
+    if (tm->gpu && tokens > INT32_MAX) return err_set(err, "a micro-batch of %d x %d tokens", max_seqs, max_len);
+    /* on the GPU the activations are the device's (train_gpu_plan checks them there) */
+    double mb = 1048576.0, acts = tm->gpu ? 0 : activation_bytes(tm, tokens), avail = (double)mem_available_bytes();
     double opt = 3.0 * sizeof(float) * (double)trainable_floats(tm); /* gradients, AdamW's m and v */
     if (acts + opt > avail) {
         char kept[200];
@@ -133,40 +159,47 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     }
     Model *m = &tm->pre.model;
     tm->max_seqs = max_seqs, tm->max_len = max_len;
-    /* mixed precision: the products' inputs saved in bf16 */
-    acts_create(&tm->acts, &m->cfg, (int)tokens, ckpt_mode(a), a->logprob_chunk_rows, m->mixed != NULL);
-    if (tm->adapters) acts_reserve_lora(&tm->acts, &m->cfg, &tm->lora);
     tm->table = tm->adapters ? &tm->lora.table : &m->table;
     size_t P = tm->table->total;
     tm->grads = xaligned(sizeof(float) * (P ? P : 1));
     memset(tm->grads, 0, sizeof(float) * P); /* the gaps between tensors, which no backward writes, stay 0 */
-    grad_state_create(&tm->gstate, tm->table, tm->grads);
-    if (tm->adapters) {
-        tm->g = (ModelGrads){NULL, tm->grads, NULL, &tm->gstate};
-    } else {
-        params_view(&tm->gview, &m->table, &m->cfg, tm->grads);
-        tm->g = (ModelGrads){&tm->gview, NULL, &tm->gstate, NULL};
+    if (!tm->gpu) { /* mixed precision: the products' inputs saved in bf16 */
+        acts_create(&tm->acts, &m->cfg, (int)tokens, ckpt_mode(a), a->logprob_chunk_rows, m->mixed != NULL);
+        if (tm->adapters) acts_reserve_lora(&tm->acts, &m->cfg, &tm->lora);
+        grad_state_create(&tm->gstate, tm->table, tm->grads);
+        if (tm->adapters) {
+            tm->g = (ModelGrads){NULL, tm->grads, NULL, &tm->gstate};
+        } else {
+            params_view(&tm->gview, &m->table, &m->cfg, tm->grads);
+            tm->g = (ModelGrads){&tm->gview, NULL, &tm->gstate, NULL};
+        }
     }
     adamw_init(&tm->opt, P);
     tm->decay_mask = xmalloc(P ? P : 1);
     adamw_decay_mask_build(tm->decay_mask, tm->table);
     padded_batch_reserve(&tm->pb, max_seqs, (int)tokens, 1); /* packed: a micro-batch costs its real tokens */
     tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
+    if (tm->gpu) /* the host keeps the gradient's staging, the model's halves and AdamW's copy for checkpoints */
+        return train_gpu_plan(tm->gpu, m, tm->ref_kind == REF_MODEL ? &tm->ref : NULL, &tm->opt, tm->decay_mask,
+                              (int)tokens, a->logprob_chunk_rows, length_option, err);
     return 0;
 }
 
 void train_model_close(TrainModel *tm) {
     if (!tm) return;
     if (tm->grads) {
-        acts_free(&tm->acts);
-        if (full_tuning(tm)) params_view_free(&tm->gview);
-        grad_state_free(&tm->gstate);
+        if (!tm->gpu) {
+            acts_free(&tm->acts);
+            if (full_tuning(tm)) params_view_free(&tm->gview);
+            grad_state_free(&tm->gstate);
+        }
         free(tm->grads);
         adamw_free(&tm->opt);
         free(tm->decay_mask);
         padded_batch_free(&tm->pb);
         free(tm->keys);
     }
+    train_gpu_close(tm->gpu); /* before the host models it borrows */
     if (tm->ref_kind == REF_MODEL) model_free(&tm->ref);
     if (tm->ref_kind == REF_ADAPTER) lora_layers_free(&tm->ref_lora);
     if (tm->adapters) lora_layers_free(&tm->lora);
@@ -174,7 +207,11 @@ void train_model_close(TrainModel *tm) {
     free(tm);
 }
 
-Model *train_model_policy(TrainModel *tm) { return &tm->pre.model; }
+Model *train_model_policy(TrainModel *tm) {
+    if (tm->gpu) train_gpu_host_follows(tm->gpu); /* a generator reads it without asking again */
+    return &tm->pre.model;
+}
+const char *train_model_device_note(const TrainModel *tm) { return tm->device_note[0] ? tm->device_note : NULL; }
 Tokenizer *train_model_tokenizer(TrainModel *tm) { return tm->pre.tok; }
 const ModelConfig *train_model_config(const TrainModel *tm) { return &tm->pre.model.cfg; }
 int32_t train_model_eos(const TrainModel *tm) { return pretrained_eos(&tm->pre); }
@@ -194,11 +231,14 @@ static double reference_bytes(const TrainModel *tm) {
     return tm->ref_kind == REF_MODEL ? (double)model_weight_bytes(&tm->ref) : 0;
 }
 
-double train_model_bytes(const TrainModel *tm) { return weight_bytes(tm) + reference_bytes(tm) + tm->acts.bytes; }
+double train_model_bytes(const TrainModel *tm) {
+    return weight_bytes(tm) + reference_bytes(tm) + (tm->gpu ? train_gpu_bytes(tm->gpu) : tm->acts.bytes);
+}
 
 /* What auto chose here and how to choose otherwise, or "" when bf16 was given. */
 static const char *bf16_note(const TrainModel *tm) {
     if (tm->args->bf16 >= 0) return "";
+    if (tm->gpu) return "; bf16 by default on the GPU (its only form)";
     return tm->bf16 ? "; bf16 by default on this CPU (--bf16 false: fp32 throughout)"
                     : "; fp32 by default: this CPU has no bf16 matrix instructions (--bf16 true: bf16 products "
                       "anyway, slower here)";
@@ -227,6 +267,12 @@ void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, 
                  : tm->ref_kind == REF_ADAPTER ? " (the base under the starting adapter, frozen)"
                                                : "",
                  tm->ref_kind == REF_MODEL && tm->ref.half ? " (in bf16)" : "");
+    if (tm->gpu) { /* the host holds the weights' halves, AdamW's copy and the gradient; the rest is the GPU's */
+        char dev[600];
+        train_gpu_describe(tm->gpu, dev, sizeof dev);
+        snprintf(memory, nm, "%s; on the host: %s%s", dev, weights, ref);
+        return;
+    }
     char kept[200];
     const char *less;
     ckpt_describe(tm, kept, sizeof kept, &less);
@@ -246,6 +292,10 @@ static void prepare(TrainModel *tm, const TrainBatch *b, int training) {
 
 void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy) {
     prepare(tm, b, 0);
+    if (tm->gpu) { /* the reference there is REF_MODEL's: the GPU trains no adapters */
+        train_gpu_logprobs(tm->gpu, which == TRAIN_REFERENCE, &tm->pb, b->inv_temperature, logp, entropy);
+        return;
+    }
     Model *m = &tm->pre.model;
     ModelPass pass = {0};
     if (which == TRAIN_REFERENCE) {
@@ -261,6 +311,10 @@ void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b,
 
 void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float *entropy, const LogprobGrad *grad) {
     prepare(tm, b, 1);
+    if (tm->gpu) {
+        train_gpu_forward(tm->gpu, &tm->pb, b->inv_temperature, logp, entropy, grad);
+        return;
+    }
     ModelPass pass = {.backward = 1, .drop_keys = b->ids ? tm->keys : NULL};
     if (grad)
         padded_batch_logprobs_train(&tm->pre.model, &tm->acts, &tm->pb, &pass, b->inv_temperature, logp, entropy,
@@ -270,6 +324,11 @@ void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float
 }
 
 void train_model_backward(TrainModel *tm, const float *dlogp, const float *dentropy) {
+    if (tm->gpu) {
+        CHECK(!dentropy); /* an entropy gradient trains on the CPU (train_gpu_choose) */
+        train_gpu_backward(tm->gpu, &tm->pb, dlogp);
+        return;
+    }
     float *dlp = NULL, *dent = NULL;
     if (dlogp) { /* laid out per position, in the batch's scratch (its log-probs were gathered) */
         padded_batch_scatter(&tm->pb, dlogp, dlp = tm->pb.full);
@@ -282,18 +341,22 @@ void train_model_backward(TrainModel *tm, const float *dlogp, const float *dentr
 
 void train_model_begin_step(TrainModel *tm, long step) {
     tm->step = step;
-    grad_state_begin(&tm->gstate); /* each tensor's first backward writes it: no pass over the gradients here */
+    if (tm->gpu) train_gpu_begin_step(tm->gpu);
+    else grad_state_begin(&tm->gstate); /* each tensor's first backward writes it: no pass over the gradients here */
 }
 
 float *train_model_gradient(TrainModel *tm, size_t *n) {
-    grad_state_settle(&tm->gstate); /* a tensor no backward reached: zeros, once */
+    if (tm->gpu) train_gpu_gradient(tm->gpu, tm->grads); /* once a step: the loop clips and sums it in place */
+    else grad_state_settle(&tm->gstate); /* a tensor no backward reached: zeros, once */
     *n = tm->table->total;
     return tm->grads;
 }
 
 void train_model_update(TrainModel *tm, double lr, const AdamWConfig *c) {
     Model *m = &tm->pre.model;
-    if (tm->adapters) {
+    if (tm->gpu) {
+        train_gpu_update(tm->gpu, tm->grads, lr, c);
+    } else if (tm->adapters) {
         adamw_step(&tm->opt, tm->lora.params, tm->grads, tm->decay_mask, lr, c);
     } else if (m->params) {
         adamw_step(&tm->opt, m->params, tm->grads, tm->decay_mask, lr, c);
@@ -306,6 +369,7 @@ void train_model_update(TrainModel *tm, double lr, const AdamWConfig *c) {
 uint64_t train_model_hash(const TrainModel *tm) {
     uint64_t h = 1469598103934665603ULL;
     size_t n = tm->table->total;
+    if (tm->gpu) train_gpu_host_sync(tm->gpu);
     const float *w = tm->adapters ? tm->lora.params : tm->pre.model.params;
     if (w) {
         const uint32_t *u = (const uint32_t *)w;
@@ -319,7 +383,7 @@ uint64_t train_model_hash(const TrainModel *tm) {
 }
 
 void train_model_mix_reference(TrainModel *tm, double alpha) {
-    CHECK(tm->ref_kind == REF_MODEL && tm->ref.params && !tm->ref.half);
+    CHECK(tm->ref_kind == REF_MODEL && tm->ref.params && !tm->ref.half && !tm->gpu);
     float a = (float)alpha, *ref = tm->ref.params;
     const Model *pol = &tm->pre.model;
     size_t P = pol->table.total;
@@ -332,8 +396,22 @@ void train_model_mix_reference(TrainModel *tm, double alpha) {
     }
 }
 
-Model *train_model_weights(TrainModel *tm) { return &tm->pre.model; }
-AdamW *train_model_optimizer(TrainModel *tm) { return &tm->opt; }
+/* On the GPU the host's copies come up to date first, and the device takes them back before its next pass:
+ * a caller may write them (a resume). */
+static void lend_host(TrainModel *tm) {
+    if (!tm->gpu) return;
+    train_gpu_host_sync(tm->gpu);
+    train_gpu_host_sync_opt(tm->gpu);
+    train_gpu_host_written(tm->gpu);
+}
+Model *train_model_weights(TrainModel *tm) {
+    lend_host(tm);
+    return &tm->pre.model;
+}
+AdamW *train_model_optimizer(TrainModel *tm) {
+    lend_host(tm);
+    return &tm->opt;
+}
 
 /* A bf16 reference never moves: it is the model directory's, and no checkpoint holds it. */
 static int reference_saved(const TrainModel *tm) { return tm->ref_kind == REF_MODEL && !tm->ref.half; }
@@ -355,6 +433,7 @@ int train_model_load_state(TrainModel *tm, const char *dir, GrpoErr *err) {
 
 int train_model_save(TrainModel *tm, const char *out_dir, const char *copy_from, const ModelSaveMeta *meta,
                      GrpoErr *err) {
+    if (tm->gpu) train_gpu_host_sync(tm->gpu);
     if (tm->adapters) {
         LoraSaveOpts lso = {copy_from, copy_from};
         int rc = lora_layers_save(&tm->lora, out_dir, &lso, err);

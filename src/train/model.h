@@ -36,6 +36,7 @@ typedef struct {
                             under new LoRA adapters the base with the adapters off, under --adapter the base
                             with a frozen copy of that adapter (TRL with PEFT) */
     int reference_moves; /* it is mixed with the policy (sync_ref_model): held in fp32 and checkpointed */
+    int entropy_grad;    /* a backward takes a gradient with respect to the entropies (GRPO's entropy bonus) */
 } TrainModelNeeds;
 
 /* Opens args->model_dir as the policy (its tokenizer too) in the form args ask
@@ -53,6 +54,8 @@ void train_model_close(TrainModel *tm);
 /* The policy, for what runs it outside a training pass (generation, evaluation),
  * and its tokenizer. */
 Model *train_model_policy(TrainModel *tm);
+/* On a machine with a GPU, why this run trains on the CPU (one line, use_cpu named), or NULL. */
+const char *train_model_device_note(const TrainModel *tm);
 Tokenizer *train_model_tokenizer(TrainModel *tm);
 const ModelConfig *train_model_config(const TrainModel *tm);
 /* The eos id a training example is closed with (gen/pretrained.h). */

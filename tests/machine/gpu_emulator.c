@@ -156,6 +156,10 @@ static void run_lora_dropout_mask(void **p) {
 static void run_lora_dropout_apply(void **p) {
     lora_dropout_apply(P(0, Fp), P(1, Cfp), P(2, Cu8p), P(3, int), P(4, int), P(5, int), P(6, float), P(7, int));
 }
+/* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
+static void run_master_to_weights(void **p) {
+    master_to_weights(P(0, unsigned short *), P(1, Fp), P(2, Cfp), P(3, u64));
+}
 
 typedef struct {
     const char *name;
@@ -205,6 +209,8 @@ static const EmuKernel kernels[] = {
     /* LoRA adapters' dropout (gpu/kernels/lora.cu) */
     {"lora_dropout_mask", run_lora_dropout_mask},
     {"lora_dropout_apply", run_lora_dropout_apply},
+    /* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
+    {"master_to_weights", run_master_to_weights},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -27,3 +27,5 @@
 #include "qk_norm.cu"
 /* LoRA adapters' dropout (gpu/lora.h); after sampler.cu, whose philox_word it calls */
 #include "lora.cu"
+/* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
+#include "master.cu"

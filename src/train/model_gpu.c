@@ -1,0 +1,353 @@
+/* train/model_gpu.c — the trainable model's device form (model_gpu.h): which runs
+ * train on the GPU, the device's share of the plan, the passes on gpu/model.h and
+ * gpu/model_train.h, AdamW over the master weights (gpu_adamw_step: the CPU's bits)
+ * and the forward's copies made from them, and the host's copy kept in step. Not
+ * here: the loss, clipping and the sum over processes (the loop's, on the host),
+ * generation (on the host's copy), LoRA, Qwen3, recomputation. */
+#include "train/model_gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/model_train.h"
+#include "gpu/ops.h"
+#include "ops/ops.h"
+
+/* One tensor the forward reads, made from the master weights at a table offset. */
+typedef struct {
+    CUdeviceptr dst;
+    size_t offset, n; /* floats */
+    int bf16;         /* the bf16 copy (f32_split's upper half), else fp32 */
+} Span;
+
+struct TrainGpu {
+    GpuDevice dev;
+    int planned, has_ref, max_tokens;
+    size_t free_at_open;          /* the driver's free bytes before anything of ours */
+    double fixed_bytes, ref_bytes, act_bytes;
+    GpuModel policy, ref;
+    GpuModelScratch scratch;      /* log-probs without a backward */
+    GpuModelTrain train;
+    CUdeviceptr master, m, v, mask; /* fp32 [P] x 3, bytes [P] */
+    size_t P;
+    Span *spans;
+    int n_spans;
+    Model *host;                  /* borrowed: the host's policy (two halves) */
+    AdamW *opt;                   /* borrowed: the host's AdamW (m, v, step) */
+    int *rows;                    /* [max_tokens] 0, 1, ...: every CSR index, for logprob_grad_rows */
+    float *dlogp;                 /* [max_tokens] a token-local objective's gradient, taken in the forward */
+    int pending;                  /* a forward with grad ran: its backward reads dlogp */
+    int grad_taken;               /* this step's gradient went to the host */
+    int host_behind, opt_behind, device_behind, follows;
+};
+
+/* A device error inside a pass: fatal (model_gpu.h). */
+static void ok(int rc, const GrpoErr *e) {
+    if (rc) DIE("the GPU: %s", e->msg);
+}
+
+/* ---- where a run trains ---- */
+
+static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *needs) {
+    if (a->adapter) return "--adapter (LoRA)";
+    if (a->use_peft) return "use_peft (LoRA)";
+    if (a->bf16 == 0) return "bf16 false (fp32 products)";
+    if (needs->reference_moves) return "sync_ref_model (a reference mixed with the policy)";
+    if (needs->entropy_grad) return "an entropy bonus (entropy_coef, use_adaptive_entropy: an entropy gradient)";
+    return NULL;
+}
+
+void train_gpu_note(char *note, size_t n, const char *why) {
+    snprintf(note, n, "%s: trains on the CPU (the GPU trains full fine-tuning of a Qwen2/Llama-form model under "
+             "bf16; --use_cpu true chooses the CPU without this line)", why);
+}
+
+int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
+                     GrpoErr *err) {
+    *out = NULL;
+    if (n) note[0] = 0;
+    if (a->use_cpu) return 0;
+    TrainGpu *g = xcalloc(1, sizeof *g);
+    char why[256] = "";
+    int r = gpu_open(&g->dev, why, sizeof why, err);
+    if (r <= 0) {
+        free(g);
+        if (r < 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return err_set(err, "the GPU: %s (--use_cpu true trains on the CPU)", msg);
+        }
+        return 0; /* no GPU here: as before, in silence */
+    }
+    const char *reason = option_reason(a, needs);
+    if (reason) {
+        train_gpu_note(note, n, reason);
+        gpu_close(&g->dev);
+        free(g);
+        return 0;
+    }
+    size_t total;
+    if (g->dev.api.MemGetInfo(&g->free_at_open, &total) != CUDA_SUCCESS) g->free_at_open = g->dev.total_bytes;
+    *out = g;
+    return 1;
+}
+
+const char *train_gpu_refuses(const ModelConfig *cfg) {
+    return cfg->qk_norm ? "a Qwen3 model (q/k norm: not in the GPU's training layer yet)" : NULL;
+}
+
+/* ---- the plan ---- */
+
+static size_t free_bytes(TrainGpu *g) {
+    size_t f = 0, t = 0;
+    return g->dev.api.MemGetInfo(&f, &t) == CUDA_SUCCESS ? f : 0;
+}
+
+/* The fp32 tensor `name` of the table into dst (n floats). */
+static int span_f32(TrainGpu *g, CUdeviceptr dst, const char *name, size_t n, GrpoErr *err) {
+    int e = params_find(&g->host->table, name);
+    if (e < 0 || g->host->table.entries[e].numel > n || !dst)
+        return err_set(err, "GPU training: %s is not in the parameter table as the GPU model holds it", name);
+    g->spans[g->n_spans++] = (Span){dst, g->host->table.entries[e].offset, n, 0};
+    return 0;
+}
+
+/* The bf16 copy at dst of the host's bf16 values at w16 (into its upper halves: the
+ * table's offset is where w16 sits in them). */
+static void span_bf16(TrainGpu *g, CUdeviceptr dst, const uint16_t *w16, size_t n) {
+    const ModelMixed *x = g->host->mixed;
+    CHECK(w16 >= x->hi && (size_t)(w16 - x->hi) + n <= g->P);
+    g->spans[g->n_spans++] = (Span){dst, (size_t)(w16 - x->hi), n, 1};
+}
+
+/* Every tensor of the policy's GpuModel, from the table: a layer's norms and biases
+ * in fp32, its matrices in bf16; the embedding in fp32, the final norm, the head in bf16. */
+static int make_spans(TrainGpu *g, GrpoErr *err) {
+    const Model *m = g->host;
+    const ModelConfig *c = &m->cfg;
+    g->spans = xcalloc((size_t)c->n_layers * 8 + 3, sizeof(Span));
+    int rc = 0;
+    for (int l = 0; l < c->n_layers && !rc; l++) {
+        const GpuLayerWeights *w = &g->policy.layers[l];
+        const LayerView16 *w16 = m->mixed->w16 + l;
+        size_t C = (size_t)w->C, F = (size_t)w->F, QKV = (size_t)(w->H + 2 * w->Hkv) * w->D, HD = (size_t)w->H * w->D;
+        char name[128];
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        rc = span_f32(g, w->ln1, name, C, err);
+        snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
+        if (!rc) rc = span_f32(g, w->ln2, name, C, err);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.q_proj.bias", l); /* q | k | v adjacent */
+        if (!rc && w->bqkv) rc = span_f32(g, w->bqkv, name, QKV, err);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.bias", l);
+        if (!rc && w->bo) rc = span_f32(g, w->bo, name, C, err);
+        span_bf16(g, w->wqkv, w16->wqkv, QKV * C);
+        span_bf16(g, w->wo, w16->wo, C * HD);
+        span_bf16(g, w->wgu, w16->wgu, 2 * F * C);
+        span_bf16(g, w->wdown, w16->wdown, C * F);
+    }
+    size_t VC = (size_t)c->vocab_size * c->hidden_size;
+    if (!rc) rc = span_f32(g, g->policy.embed, "model.embed_tokens.weight", VC, err);
+    if (!rc) rc = span_f32(g, g->policy.norm, "model.norm.weight", (size_t)c->hidden_size, err);
+    if (!rc) span_bf16(g, g->policy.head.w, m->mixed->head16, VC);
+    return rc;
+}
+
+/* The forward's copies from the master weights. */
+static int refresh(TrainGpu *g, GrpoErr *err) {
+    for (int i = 0; i < g->n_spans; i++) {
+        const Span *s = &g->spans[i];
+        CUdeviceptr src = g->master + 4 * s->offset;
+        if (gpu_master_to_weights(&g->dev, s->bf16 ? s->dst : 0, s->bf16 ? 0 : s->dst, src, s->n, err)) return -1;
+    }
+    return 0;
+}
+
+enum { PIECE = 1 << 20 }; /* floats a host <-> device copy of the master weights goes through at a time */
+
+/* The host's weights (two halves joined) and AdamW's m and v to the device, the copies made. */
+static int upload_state(TrainGpu *g, GrpoErr *err) {
+    float *buf = xmalloc(sizeof(float) * PIECE);
+    int rc = 0;
+    for (size_t i0 = 0; i0 < g->P && !rc; i0 += PIECE) {
+        size_t n = g->P - i0 < PIECE ? g->P - i0 : PIECE;
+        model_get_params(g->host, i0, n, buf);
+        rc = gpu_put(&g->dev, g->master + 4 * i0, buf, 4 * n, err);
+    }
+    free(buf);
+    if (!rc) rc = gpu_put(&g->dev, g->m, g->opt->m, 4 * g->P, err);
+    if (!rc) rc = gpu_put(&g->dev, g->v, g->opt->v, 4 * g->P, err);
+    if (!rc) rc = refresh(g, err);
+    if (!rc) g->device_behind = 0;
+    return rc;
+}
+
+/* Weights, master weights, AdamW's state, the mask and the reference: -1 with err
+ * when they do not fit or a copy fails. */
+static int plan_fixed(TrainGpu *g, const Model *ref, const uint8_t *mask, GrpoErr *err) {
+    GpuDevice *d = &g->dev;
+    size_t P = g->P, before = free_bytes(g);
+    double mb = 1048576.0, want = 18.0 * P + (ref ? 2.0 * ref->table.total : 0); /* 4 x 4 P, 2 P of bf16 copies */
+    if (want > (double)before)
+        return err_set(err, "the memory plan does not fit on the GPU: the weights, their fp32 master copy, gradients "
+                       "and AdamW state take about %.0f MB, %s has %.0f MB free; set use_cpu true to train on the CPU",
+                       want / mb, d->name, before / mb);
+    if (gpu_model_upload(d, &g->policy, g->host, err)) return -1;
+    g->n_spans = 0;
+    if (gpu_alloc(d, &g->master, 4 * P, err) || gpu_alloc(d, &g->m, 4 * P, err) || gpu_alloc(d, &g->v, 4 * P, err) ||
+        gpu_alloc(d, &g->mask, P ? P : 1, err) || gpu_put(d, g->mask, mask, P, err) || make_spans(g, err) ||
+        upload_state(g, err))
+        return -1;
+    size_t mid = free_bytes(g);
+    if (ref) {
+        if (gpu_model_upload(d, &g->ref, ref, err)) return -1;
+        g->has_ref = 1;
+    }
+    size_t after = free_bytes(g);
+    g->fixed_bytes = (double)before - (double)mid, g->ref_bytes = (double)mid - (double)after;
+    return 0;
+}
+
+int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, AdamW *opt, const uint8_t *decay_mask, int max_tokens,
+                   int chunk_rows, const char *length_option, GrpoErr *err) {
+    g->host = policy, g->opt = opt, g->P = policy->table.total, g->max_tokens = max_tokens;
+    CHECK(policy->mixed && opt->n == g->P);
+    if (plan_fixed(g, ref, decay_mask, err)) return -1;
+    size_t before = free_bytes(g);
+    GrpoErr e;
+    if (gpu_model_train_create(&g->dev, &g->train, &g->policy, policy, max_tokens, chunk_rows, &e) ||
+        gpu_model_scratch_create(&g->dev, &g->scratch, &g->policy, max_tokens, chunk_rows, &e)) {
+        double mb = 1048576.0;
+        return err_set(err, "the memory plan does not fit on the GPU: the activations of a micro-batch of %d tokens "
+                       "(every layer's kept: no recomputation on the GPU yet), with %.0f MB free after the weights "
+                       "(%s); lower per_device_train_batch_size or %s, or set use_cpu true",
+                       max_tokens, before / mb, e.msg, length_option);
+    }
+    g->act_bytes = (double)before - (double)free_bytes(g);
+    g->rows = xmalloc(sizeof(int) * (size_t)max_tokens);
+    for (int i = 0; i < max_tokens; i++) g->rows[i] = i;
+    g->dlogp = xmalloc(sizeof(float) * (size_t)max_tokens);
+    g->planned = 1;
+    return 0;
+}
+
+void train_gpu_close(TrainGpu *g) {
+    if (!g) return;
+    GpuDevice *d = &g->dev;
+    if (g->planned) {
+        gpu_model_scratch_free(d, &g->scratch);
+        gpu_model_train_free(d, &g->train);
+    }
+    if (g->has_ref) gpu_model_free(d, &g->ref);
+    if (g->policy.layers) gpu_model_free(d, &g->policy);
+    CUdeviceptr all[] = {g->master, g->m, g->v, g->mask};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]) gpu_free(d, all[i]);
+    gpu_close(d);
+    free(g->spans), free(g->rows), free(g->dlogp);
+    free(g);
+}
+
+double train_gpu_bytes(const TrainGpu *g) { return g->fixed_bytes + g->ref_bytes + g->act_bytes; }
+
+void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
+    double mb = 1048576.0;
+    char ref[64] = "";
+    if (g->has_ref) snprintf(ref, sizeof ref, ", reference %.0f (in bf16)", g->ref_bytes / mb);
+    snprintf(out, n, "on the GPU (%s, %.0f MB free): weights in bf16 + fp32 master weights+grads+AdamW %.0f%s, "
+             "activations %.0f (micro-batch of %d tokens; every layer's activations kept on the GPU: no recomputation "
+             "there yet)", g->dev.name, g->free_at_open / mb, g->fixed_bytes / mb, ref, g->act_bytes / mb,
+             g->max_tokens);
+}
+
+/* ---- passes ---- */
+
+/* The host's weights or AdamW state were written (a resume): the device takes them first. */
+static void device_current(TrainGpu *g) {
+    GrpoErr e;
+    if (g->device_behind) ok(upload_state(g, &e), &e);
+}
+
+void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_temp, float *logp, float *entropy) {
+    device_current(g);
+    CHECK(!reference || g->has_ref);
+    GrpoErr e;
+    ok(gpu_model_batch_logprobs(&g->dev, reference ? &g->ref : &g->policy, &g->scratch, pb, inv_temp, logp, entropy,
+                                &e), &e);
+}
+
+void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, float inv_temp, float *logp, float *entropy,
+                       const LogprobGrad *grad) {
+    device_current(g);
+    GrpoErr e;
+    ok(gpu_model_train_batch_forward(&g->dev, &g->policy, &g->train, pb, inv_temp, logp, entropy, &e), &e);
+    g->pending = grad != NULL;
+    if (grad) logprob_grad_rows(grad, g->rows, pb->offsets[pb->S], logp, g->dlogp); /* token-local: any order */
+}
+
+void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp) {
+    CHECK(dlogp || g->pending);
+    GrpoErr e;
+    ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, dlogp ? dlogp : g->dlogp, &e), &e);
+    g->pending = 0;
+}
+
+/* ---- the step ---- */
+
+void train_gpu_begin_step(TrainGpu *g) {
+    gpu_model_train_begin(&g->train);
+    g->grad_taken = 0;
+}
+
+void train_gpu_gradient(TrainGpu *g, float *host) {
+    if (g->grad_taken) return;
+    GrpoErr e;
+    ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
+    ok(gpu_get(&g->dev, host, g->train.grads, 4 * g->P, &e), &e);
+    g->grad_taken = 1;
+}
+
+void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWConfig *c) {
+    device_current(g);
+    GrpoErr e;
+    AdamWStep s = adamw_step_scalars(++g->opt->step, lr, c); /* adamw_step's count */
+    ok(gpu_put(&g->dev, g->train.grads, grads, 4 * g->P, &e), &e);
+    ok(gpu_adamw_step(&g->dev, g->master, g->m, g->v, g->train.grads, g->mask, g->P, &s, &e), &e);
+    ok(refresh(g, &e), &e);
+    g->host_behind = g->opt_behind = 1;
+    if (g->follows) train_gpu_host_sync(g);
+}
+
+/* ---- the host's copy ---- */
+
+void train_gpu_host_sync(TrainGpu *g) {
+    if (!g->planned || !g->host_behind) return;
+    GrpoErr e;
+    float *buf = xmalloc(sizeof(float) * PIECE);
+    ModelMixed *x = g->host->mixed;
+    for (size_t i0 = 0; i0 < g->P; i0 += PIECE) {
+        size_t n = g->P - i0 < PIECE ? g->P - i0 : PIECE;
+        ok(gpu_get(&g->dev, buf, g->master + 4 * i0, 4 * n, &e), &e);
+        f32_split_n(x->hi + i0, x->lo + i0, buf, n); /* what adamw_step_split leaves */
+    }
+    free(buf);
+    model_sync_bf16(g->host); /* the fp32 norms and biases the host's forward reads */
+    g->host_behind = 0;
+}
+
+void train_gpu_host_sync_opt(TrainGpu *g) {
+    if (!g->planned || !g->opt_behind) return;
+    GrpoErr e;
+    ok(gpu_get(&g->dev, g->opt->m, g->m, 4 * g->P, &e), &e);
+    ok(gpu_get(&g->dev, g->opt->v, g->v, 4 * g->P, &e), &e);
+    g->opt_behind = 0;
+}
+
+void train_gpu_host_follows(TrainGpu *g) {
+    g->follows = 1;
+    train_gpu_host_sync(g);
+}
+
+void train_gpu_host_written(TrainGpu *g) {
+    if (g->planned) g->device_behind = 1;
+}

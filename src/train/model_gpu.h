@@ -1,0 +1,80 @@
+/* train/model_gpu.h — the trainable model's device form (private to train/model.c):
+ * full fine-tuning of a Qwen2/Llama-form model under mixed precision on one NVIDIA
+ * GPU. The device holds the policy's bf16 copies and fp32 norms (gpu/model.h), the
+ * training pass (gpu/model_train.h: every layer's activations kept, the gradient in
+ * the parameter table's layout), fp32 master weights with AdamW's m and v in that
+ * layout, the decay mask, and the frozen KL reference's bf16 copy when there is one.
+ * The host keeps the Model in its mixed-precision form (two halves) and AdamW's host
+ * state: refreshed from the device when asked (train_gpu_host_sync), or after every
+ * update once the policy has been lent out (a generator reads it without asking);
+ * anything that may have written them (a resume, train_model_weights) marks the
+ * device behind, and the next device call uploads them first.
+ *
+ * The step's gradient crosses to the host once (the loop clips it and sums it over
+ * processes there) and back for the update: 2 x 4 P bytes a step, P the parameters.
+ *
+ * A device error in a pass is fatal (DIE): the passes cannot fail on the CPU either,
+ * and a GPU that faulted mid-step leaves nothing to continue from. */
+#ifndef GRPO_TRAIN_MODEL_GPU_H
+#define GRPO_TRAIN_MODEL_GPU_H
+
+#include <stddef.h>
+
+#include "model/batch.h"
+#include "optim/optim.h"
+#include "train/model.h"
+
+typedef struct TrainGpu TrainGpu;
+
+/* Where a run trains. 1: on the GPU, *out made with the device open (the model
+ * must be loaded under mixed precision); 0: on the CPU — silently where there is
+ * no GPU or use_cpu is set, else with note[n] one line naming why and use_cpu
+ * (LoRA, bf16 false, a Qwen3 model, sync_ref_model, an entropy gradient); -1 with
+ * err: a GPU is there but cannot be set up. */
+int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
+                     GrpoErr *err);
+/* The model form the GPU does not train (a Qwen3 model), or NULL; note[n] the one
+ * line for a reason (choose's or this one's). */
+const char *train_gpu_refuses(const ModelConfig *cfg);
+void train_gpu_note(char *note, size_t n, const char *why);
+/* policy (and ref, the frozen reference, or NULL) onto the device with opt's m and v
+ * (policy and opt stay the host's copies, borrowed until close), and everything
+ * for micro-batches of up to max_tokens packed rows, against the GPU's free memory:
+ * -1 with err naming the options to lower (length_option the algorithm's own). */
+int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, AdamW *opt, const uint8_t *decay_mask, int max_tokens,
+                   int chunk_rows, const char *length_option, GrpoErr *err);
+void train_gpu_close(TrainGpu *g);
+/* Device bytes planned (measured as the driver's free memory went down) and the
+ * plan's words for them. */
+double train_gpu_bytes(const TrainGpu *g);
+void train_gpu_describe(const TrainGpu *g, char *out, size_t n);
+
+/* ---- passes, on a packed batch (pb laid out by the caller) ---- */
+void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_temp, float *logp, float *entropy);
+/* The training forward; with grad, dlogp is taken from its log-probs at once and
+ * the backward that follows (dlogp NULL) uses it. */
+void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, float inv_temp, float *logp, float *entropy,
+                       const LogprobGrad *grad);
+void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp);
+
+/* ---- the step ---- */
+void train_gpu_begin_step(TrainGpu *g);
+/* The step's gradient into host[P] (once a step: later calls leave host as the
+ * caller made it: clipped, summed). */
+void train_gpu_gradient(TrainGpu *g, float *host);
+/* AdamW over the master weights with the host's (clipped, summed) gradient, then
+ * the forward's copies from them; opt->step counts the step, as adamw_step does. */
+void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWConfig *c);
+
+/* ---- the host's copy ---- */
+/* The policy's weights on the host (two halves, the fp32 norms and biases synced),
+ * and AdamW's m and v, each from the device if behind. */
+void train_gpu_host_sync(TrainGpu *g);
+void train_gpu_host_sync_opt(TrainGpu *g);
+/* From now on the host follows every update (a generator holds the policy). */
+void train_gpu_host_follows(TrainGpu *g);
+/* The host's weights or AdamW state may be written: the device takes them again
+ * before its next pass or update. */
+void train_gpu_host_written(TrainGpu *g);
+
+#endif
