@@ -1,0 +1,412 @@
+/* tests/gpu/test_gpu_train.c — `grpo train` and `grpo sft` on the GPU (train/model_gpu.c):
+ * the commands' entry functions (cmd_train, cmd_sft) run on the GPU where there is one
+ * and on the tests' emulated GPU otherwise (gpu_test.h installs it, so the trainable
+ * model's own gpu_open finds it), on models of tests/fixtures/qwen2's and qwen3's
+ * config (2 layers, C 32; the vocabulary 300 for the byte tokenizer) made by
+ * `grpo init`. Every run is a few steps with well-conditioned AdamW: adam_epsilon 1
+ * above the gradient's elements (a few tenths here), test_gpu_model_train's rule, so
+ * the update is near linear in the gradient. With 1e-2 it is near sign(g), blind to
+ * the gradient's errors: a forward on the initial weights at every step (the bf16
+ * copies never remade) passed GRPO's check so. GRPO's groups are 4 completions of
+ * up to 6 tokens, so that each of the 3 steps has rewards that differ (a gradient).
+ *
+ * Tolerance: the GPU's run against the CPU's bf16 run (--use_cpu true --bf16 true),
+ * tensor by tensor on what training moved (the final weights minus the initial
+ * ones): per element |gpu - cpu| <= 5e-2 max|cpu| + 2e-2 |cpu| and in norm within
+ * 2e-2. test_gpu_model_train's bound on one update is 2e-2 max|cpu| + 1e-2 |cpu|
+ * (1e-2 in norm: bf16 rounding flips of activations where the GPU's sums differ in
+ * the last bit); a few steps add a few such updates, each step's gradient also
+ * read at weights that moved apart by the earlier ones, hence 2.5x and 2x. Figures
+ * seen are printed.
+ * Also: the metrics files have the same keys line by line; micro-batch splits 1/2/4
+ * of the same 4 examples give weights within 1e-5 relative (max |a - b| / max |b|
+ * per tensor); a resume from a checkpoint on the device writes the uninterrupted
+ * run's bytes; every form the GPU refuses (LoRA, bf16 false, a Qwen3 model, an
+ * entropy bonus, sync_ref_model) trains on the CPU, says so in one line naming
+ * use_cpu, and writes the --use_cpu run's bytes; and without a GPU (the driver not
+ * found) the plain commands write the --use_cpu runs' bytes and nothing more on
+ * stderr. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "gpu/ops.h"
+#include "model/model_io.h"
+#include "ops/ops.h"
+#define GPU_TEST_SEED 41
+#include "gpu_test.h"
+
+enum { MAXOUT = 1 << 16 };
+static char tmp[256], errs[MAXOUT], errs2[MAXOUT];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+}
+
+/* stderr without a sanitizer runtime's lines (test_gpu_score's reason). */
+static void drop_sanitizer_lines(char *buf) {
+    char *w = buf;
+    for (char *r = buf; *r;) {
+        char *end = strchr(r, '\n');
+        size_t len = end ? (size_t)(end - r) + 1 : strlen(r);
+        if (strncmp(r, "==", 2)) memmove(w, r, len), w += len;
+        r += len;
+    }
+    *w = 0;
+}
+
+/* fn (a command's entry) on the words of the printf-made line; its stderr into e. */
+static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) {
+    char line[2048], *argv[64], path[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    int argc = 0;
+    for (char *t = strtok(line, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc] = NULL;
+    snprintf(path, sizeof path, "%s/stderr", tmp);
+    fflush(stdout), fflush(stderr);
+    int so = dup(1), se = dup(2), fe = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600), fo = open("/dev/null", O_WRONLY);
+    dup2(fo, 1), dup2(fe, 2);
+    close(fo), close(fe);
+    int rc = fn(argc, argv);
+    args_free();
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    close(so), close(se);
+    slurp(path, e, MAXOUT);
+    drop_sanitizer_lines(e);
+    return rc;
+}
+
+/* The bytes of two files equal (both readable). */
+static int same_file(const char *a, const char *b) {
+    static char x[1 << 20], y[1 << 20];
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+    size_t n = f ? fread(x, 1, sizeof x, f) : 0, m = g ? fread(y, 1, sizeof y, g) : 0;
+    int same = f && g && n == m && n > 0 && !memcmp(x, y, n);
+    if (f) fclose(f);
+    if (g) fclose(g);
+    return same;
+}
+
+/* ---- the models and data ---- */
+
+/* tests/fixtures/NAME's config with the byte tokenizer's vocabulary and eos, made by grpo init. */
+static void make_model(const char *name, const char *out) {
+    char path[512], cfg[8192], *p;
+    snprintf(path, sizeof path, "tests/fixtures/%s/config.json", name);
+    slurp(path, cfg, sizeof cfg);
+    T_CHECK((p = strstr(cfg, "\"vocab_size\": 96")) != NULL, "%s: no vocab_size 96", path);
+    if (p) memmove(p + 17, p + 16, strlen(p + 16) + 1), memcpy(p + 14, "300", 3);
+    T_CHECK((p = strstr(cfg, "\"eos_token_id\": 2,")) != NULL, "%s: no eos_token_id 2", path);
+    if (p) memmove(p + 19, p + 17, strlen(p + 17) + 1), memcpy(p + 16, "258", 3);
+    snprintf(path, sizeof path, "%s/%s.json", tmp, name);
+    FILE *f = fopen(path, "w");
+    fputs(cfg, f);
+    fclose(f);
+    T_CHECK(!run(cmd_init, errs, "init --config %s --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s", path,
+                 out), "init %s: %s", name, errs);
+}
+
+static void write_data(void) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/d.jsonl", tmp);
+    FILE *f = fopen(path, "w");
+    fputs("{\"prompt\": \"ab\", \"answer\": \"1\"}\n{\"prompt\": \"cd\", \"answer\": \"2\"}\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/s.jsonl", tmp);
+    f = fopen(path, "w");
+    fputs("{\"text\": \"hello world\"}\n{\"prompt\": \"1+1=\", \"completion\": \"2\"}\n{\"text\": \"abc abd\"}\n"
+          "{\"prompt\": \"x\", \"completion\": \"yz yz\"}\n", f);
+    fclose(f);
+}
+
+/* The common options of the runs (tiny: a few steps, short completions). */
+#define TRAIN "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
+              "--per_device_train_batch_size 4 --max_completion_length 6 --max_steps 3 --learning_rate 5e-2 " \
+              "--adam_epsilon 1 --logging_steps 1 --quiet --output_dir %s/%s"
+#define SFT "sft --model %s/%s --dataset %s/s.jsonl --max_steps 3 --learning_rate 5e-2 --adam_epsilon 1 " \
+            "--logging_steps 1 --output_dir %s/%s"
+
+/* ---- comparisons ---- */
+
+typedef struct {
+    Model m;
+    int ok;
+} Weights;
+
+static void weights_load(Weights *w, const char *dir) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", tmp, dir);
+    w->ok = !model_load_ex(&w->m, path, WEIGHTS_FP32, &err);
+    T_CHECK(w->ok, "%s: %s", path, err.msg);
+}
+
+static void weights_free(Weights *w) {
+    if (w->ok) model_free(&w->m);
+    w->ok = 0;
+}
+
+/* What training moved, GPU against CPU, per tensor, in the bound above. */
+static void check_moved(const char *what, const char *init_dir, const char *cpu_dir, const char *gpu_dir) {
+    Weights i0, c, g;
+    weights_load(&i0, init_dir), weights_load(&c, cpu_dir), weights_load(&g, gpu_dir);
+    if (!i0.ok || !c.ok || !g.ok) goto done;
+    double worst = 0, worst_norm = 0;
+    const ParamTable *t = &c.m.table;
+    for (int e = 0; e < t->n; e++) {
+        const ParamEntry *pe = &t->entries[e];
+        const float *a = i0.m.params + pe->offset, *x = c.m.params + pe->offset, *y = g.m.params + pe->offset;
+        double top = 0, e2 = 0, c2 = 0;
+        for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs((double)x[k] - a[k]));
+        long bad = 0;
+        for (size_t k = 0; k < pe->numel; k++) {
+            double dc = (double)x[k] - a[k], dg = (double)y[k] - a[k], d = fabs(dg - dc);
+            bad += !(d <= 5e-2 * top + 2e-2 * fabs(dc));
+            e2 += d * d, c2 += dc * dc;
+            if (top > 0) worst = fmax(worst, d / top);
+        }
+        double rel = c2 > 0 ? sqrt(e2 / c2) : sqrt(e2);
+        worst_norm = fmax(worst_norm, rel);
+        T_CHECK(top > 0, "%s: %s did not move on the CPU", what, pe->name);
+        T_CHECK(!bad && rel <= 2e-2, "%s: %s: %ld elements out of the bound, error norm %.3g of the move's", what,
+                pe->name, bad, rel);
+    }
+    printf("  %s: the GPU's moves within %.3g max|cpu's| per element, %.3g in norm (worst tensors)\n", what, worst,
+           worst_norm);
+done:
+    weights_free(&i0), weights_free(&c), weights_free(&g);
+}
+
+/* Splits of one batch: weights within 1e-5 relative, per tensor. */
+static void check_split(const char *what, const char *a_dir, const char *b_dir) {
+    Weights a, b;
+    weights_load(&a, a_dir), weights_load(&b, b_dir);
+    if (a.ok && b.ok) {
+        double worst = 0;
+        const ParamTable *t = &a.m.table;
+        for (int e = 0; e < t->n; e++) {
+            const ParamEntry *pe = &t->entries[e];
+            const float *x = a.m.params + pe->offset, *y = b.m.params + pe->offset;
+            double top = 0, d = 0;
+            for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs(y[k])), d = fmax(d, fabs((double)x[k] - y[k]));
+            worst = fmax(worst, top > 0 ? d / top : d);
+        }
+        printf("  %s: max |a - b| / max |b| per tensor: %.3g\n", what, worst);
+        T_CHECK(worst <= 1e-5, "%s: the splits differ by %.3g relative (bound 1e-5)", what, worst);
+    }
+    weights_free(&a), weights_free(&b);
+}
+
+/* The keys of each line of DIR/metrics.jsonl, in order (values dropped). */
+static void metric_keys(const char *dir, char *out) {
+    char path[400], text[MAXOUT];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
+    slurp(path, text, sizeof text);
+    char *w = out;
+    for (const char *p = text; *p; p++) {
+        if (*p != '"') continue;
+        const char *end = strchr(p + 1, '"');
+        if (!end) break;
+        if (end[1] == ':') w += sprintf(w, "%.*s,", (int)(end - p - 1), p + 1);
+        p = end;
+        if (w - out > MAXOUT - 200) break;
+    }
+    *w = 0;
+}
+
+static void check_metric_keys(const char *what, const char *cpu_dir, const char *gpu_dir) {
+    static char a[MAXOUT], b[MAXOUT];
+    metric_keys(cpu_dir, a), metric_keys(gpu_dir, b);
+    T_CHECK(a[0] && !strcmp(a, b), "%s: metrics.jsonl keys differ:\n cpu %s\n gpu %s", what, a, b);
+}
+
+/* One line on stderr says the CPU trains, naming why and use_cpu. */
+static void check_note(const char *what, const char *e, const char *why) {
+    const char *line = strstr(e, "trains on the CPU");
+    int count = 0;
+    for (const char *p = e; (p = strstr(p, "trains on the CPU")); p++) count++;
+    T_CHECK(line && count == 1 && strstr(e, why) && strstr(e, "--use_cpu"),
+            "%s: expected one line naming %s and --use_cpu, got:\n%s", what, why, e);
+    if (line) {
+        const char *start = line;
+        while (start > e && start[-1] != '\n') start--;
+        printf("  %s: %.*s\n", what, (int)(strchr(line, '\n') ? strchr(line, '\n') - start : 200), start);
+    }
+}
+
+/* A refused form: the plain command as --use_cpu true runs it, with the one line. */
+static void check_refused(const char *what, int (*fn)(int, char **), const char *base, const char *extra,
+                          const char *file, const char *why) {
+    char a[400], b[400];
+    T_CHECK(!run(fn, errs, "%s %s --output_dir %s/r_gpu --overwrite_output_dir true", base, extra, tmp), "%s: %s",
+            what, errs);
+    check_note(what, errs, why);
+    T_CHECK(!run(fn, errs2, "%s %s --use_cpu true --quiet --output_dir %s/r_cpu --overwrite_output_dir true", base,
+                 extra, tmp), "%s --use_cpu: %s", what, errs2);
+    snprintf(a, sizeof a, "%s/r_gpu/%s", tmp, file), snprintf(b, sizeof b, "%s/r_cpu/%s", tmp, file);
+    T_CHECK(same_file(a, b), "%s: %s differs from the --use_cpu run's", what, file);
+}
+
+/* ---- the checks ---- */
+
+static void check_grpo(void) {
+    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true --bf16 true", tmp, tmp, tmp, "t_cpu"), "cpu: %s", errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN, tmp, tmp, tmp, "t_gpu"), "gpu: %s", errs);
+    T_CHECK(!errs[0], "the GPU run (--quiet) wrote to stderr: %s", errs);
+    check_moved("grpo train", "m2", "t_cpu", "t_gpu");
+    check_metric_keys("grpo train", "t_cpu", "t_gpu");
+    T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"), "cpu: %s",
+            errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s", errs);
+    check_moved("grpo train --beta 0.04 (the reference on the device)", "m2", "k_cpu", "k_gpu");
+    check_metric_keys("grpo train --beta 0.04", "k_cpu", "k_gpu");
+}
+
+static void check_sft(void) {
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true", tmp, "m2",
+                 tmp, tmp, "s_cpu"), "cpu: %s", errs);
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "s_gpu"), "gpu: %s", errs);
+    T_CHECK(strstr(errs, "on the GPU") && strstr(errs, "every layer's activations kept on the GPU"),
+            "the plan does not say the GPU trains: %s", errs);
+    const char *plan = strstr(errs, "memory plan");
+    if (plan) printf("  the plan: %.*s\n", (int)strcspn(plan, "\n"), plan);
+    check_moved("grpo sft", "m2", "s_cpu", "s_gpu");
+    check_metric_keys("grpo sft", "s_cpu", "s_gpu");
+    /* the same 4 examples a step as 4 x 1, 2 x 2 and 1 x 4 */
+    static const int split[3][2] = {{1, 4}, {2, 2}, {4, 1}};
+    for (int i = 0; i < 3; i++) {
+        char dir[16];
+        snprintf(dir, sizeof dir, "b%d", split[i][0]);
+        T_CHECK(!run(cmd_sft, errs, SFT " --quiet --per_device_train_batch_size %d --gradient_accumulation_steps %d",
+                     tmp, "m2", tmp, tmp, dir, split[i][0], split[i][1]), "split %d: %s", split[i][0], errs);
+    }
+    check_split("micro-batches 1 x 4 against 4 x 1", "b1", "b4");
+    check_split("micro-batches 2 x 2 against 4 x 1", "b2", "b4");
+}
+
+static void check_resume(void) {
+    char a[400], b[400];
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4", tmp, "m2", tmp, tmp, "ra"),
+            "uninterrupted: %s", errs);
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --save_steps 2", tmp, "m2",
+                 tmp, tmp, "rb"), "with checkpoints: %s", errs);
+    snprintf(b, sizeof b, "%s/rb/model.safetensors", tmp);
+    unlink(b);
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --resume_from_checkpoint "
+                 "%s/rb/checkpoint-2 --overwrite_output_dir true", tmp, "m2", tmp, tmp, "rb", tmp), "resume: %s", errs);
+    snprintf(a, sizeof a, "%s/ra/model.safetensors", tmp);
+    int same = same_file(a, b);
+    T_CHECK(same, "the resumed run on the GPU differs from the uninterrupted one");
+    if (same) printf("  resume from checkpoint-2 on the GPU: the uninterrupted run's bytes\n");
+}
+
+static void check_refusals(void) {
+    char base[1200];
+    snprintf(base, sizeof base, "sft --model %s/m2 --dataset %s/s.jsonl --max_steps 2 --learning_rate 1e-3 "
+             "--per_device_train_batch_size 2", tmp, tmp);
+    check_refused("sft --use_peft true", cmd_sft, base, "--use_peft true", "adapter_model.safetensors", "use_peft");
+    check_refused("sft --bf16 false", cmd_sft, base, "--bf16 false", "model.safetensors", "bf16 false");
+    snprintf(base, sizeof base, "sft --model %s/m3 --dataset %s/s.jsonl --max_steps 2 --learning_rate 1e-3 "
+             "--per_device_train_batch_size 2", tmp, tmp);
+    check_refused("sft, a Qwen3 model", cmd_sft, base, "", "model.safetensors", "Qwen3");
+    snprintf(base, sizeof base, "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 2 "
+             "--per_device_train_batch_size 2 --max_completion_length 4 --max_steps 2 --learning_rate 1e-3", tmp, tmp);
+    check_refused("train --entropy_coef 0.01", cmd_train, base, "--entropy_coef 0.01", "model.safetensors", "entropy");
+    check_refused("train --sync_ref_model true", cmd_train, base, "--beta 0.04 --sync_ref_model true",
+                  "model.safetensors", "sync_ref_model");
+}
+
+/* gpu_master_to_weights: f32_split's upper half bit for bit (random values, ties
+ * either way, NaNs, infinities, zeros of both signs), and the fp32 copy. */
+static void check_master_kernel(void) {
+    enum { N = 3000 };
+    float *x = randoms(N, 4.0f);
+    uint32_t special[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0xff800001u,
+                          0x80000000u, 0x00000000u, 0x7f7fffffu, 0x00008000u, 0x7f7f8000u};
+    memcpy(x, special, sizeof special);
+    for (int i = 100; i < 200; i++) { /* ties: the lower half exactly 0x8000 */
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u = (u & 0xffff0000u) | 0x8000u;
+        memcpy(&x[i], &u, 4);
+    }
+    CUdeviceptr src = upload(x, 4 * N), d16, d32;
+    T_CHECK(!gpu_alloc(&dev, &d16, 2 * N, &err) && !gpu_alloc(&dev, &d32, 4 * N, &err), "%s", err.msg);
+    T_CHECK(!gpu_master_to_weights(&dev, d16, 0, src, N, &err) && !gpu_master_to_weights(&dev, 0, d32, src, N, &err),
+            "%s", err.msg);
+    uint16_t *got16 = malloc(2 * N);
+    float *got32 = malloc(4 * N);
+    download(got16, d16, 2 * N), download(got32, d32, 4 * N);
+    int bad16 = 0;
+    for (int i = 0; i < N; i++) {
+        uint16_t hi, lo;
+        f32_split(x[i], &hi, &lo);
+        bad16 += got16[i] != hi;
+    }
+    T_CHECK(!bad16, "gpu_master_to_weights: %d bf16 values differ from f32_split's upper half", bad16);
+    T_CHECK(!memcmp(got32, x, 4 * N), "gpu_master_to_weights: the fp32 copy differs");
+    T_CHECK(gpu_master_to_weights(&dev, 0, 0, src, N, &err) < 0, "no destination: accepted");
+    printf("  gpu_master_to_weights: %d values (ties, NaNs, infinities) as f32_split, the copy exact\n", N);
+    gpu_free(&dev, src), gpu_free(&dev, d16), gpu_free(&dev, d32);
+    free(x), free(got16), free(got32);
+}
+
+static void check_all(void) {
+    printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
+    check_master_kernel();
+    gpu_close(&dev); /* the commands open their own */
+    check_grpo();
+    check_sft();
+    check_resume();
+    check_refusals();
+}
+
+/* No GPU (the driver not found): the commands as they were, in silence. */
+static void check_no_gpu(void) {
+    char why[256] = "", a[400], b[400];
+    GpuDevice d;
+    if (gpu_open(&d, why, sizeof why, &err) != 0) {
+        printf("  (a GPU is here: the no-GPU runs are checked where there is none)\n");
+        return;
+    }
+    T_CHECK(!run(cmd_train, errs, TRAIN, tmp, tmp, tmp, "n_plain") && !errs[0], "no GPU: %s", errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true", tmp, tmp, tmp, "n_cpu") && !errs[0], "--use_cpu: %s", errs);
+    snprintf(a, sizeof a, "%s/n_plain/model.safetensors", tmp), snprintf(b, sizeof b, "%s/n_cpu/model.safetensors", tmp);
+    T_CHECK(same_file(a, b), "no GPU: grpo train's model differs from --use_cpu's");
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "o_plain"), "%s", errs);
+    T_CHECK(!run(cmd_sft, errs2, SFT " --per_device_train_batch_size 2 --use_cpu true", tmp, "m2", tmp, tmp, "o_cpu"),
+            "%s", errs2);
+    T_CHECK(!strstr(errs, "GPU") && !strstr(errs, "use_cpu"), "no GPU: sft said something of it: %s", errs);
+    snprintf(a, sizeof a, "%s/o_plain/model.safetensors", tmp), snprintf(b, sizeof b, "%s/o_cpu/model.safetensors", tmp);
+    T_CHECK(same_file(a, b), "no GPU: grpo sft's model differs from --use_cpu's");
+    printf("  no GPU (%s): train and sft write the --use_cpu runs' bytes, nothing more said\n", why);
+}
+
+int main(void) {
+    snprintf(tmp, sizeof tmp, "/tmp/test_gpu_train_%d", (int)getpid());
+    mkdir(tmp, 0700);
+    char m2[300], m3[300];
+    snprintf(m2, sizeof m2, "%s/m2", tmp), snprintf(m3, sizeof m3, "%s/m3", tmp);
+    make_model("qwen2", m2);
+    make_model("qwen3", m3);
+    write_data();
+    check_no_gpu();
+    int rc = gpu_test_main("test_gpu_train", check_all);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd)) printf("could not remove %s\n", tmp);
+    return rc;
+}
