@@ -39,21 +39,22 @@ static size_t larger(size_t a, size_t b) { return a > b ? a : b; }
 int gpu_layer_acts_create(GpuDevice *d, GpuLayerActs *a, const GpuLayerWeights *w, int max_tokens, GrpoErr *err) {
     memset(a, 0, sizeof *a);
     if (max_tokens < 1) return err_set(err, "GPU layer activations: max_tokens %d (expected >= 1)", max_tokens);
-    if (w->qk_norm) /* gpu_layer_forward runs it; the training pass does not save or differentiate it yet */
-        return err_set(err, "GPU layer activations: q/k norm (Qwen3) is not in the GPU's training layer yet");
     a->max_tokens = max_tokens;
     size_t N = (size_t)max_tokens, C = (size_t)w->C, F = (size_t)w->F, HD = (size_t)w->H * w->D;
+    size_t QK = w->qk_norm ? (size_t)(w->H + w->Hkv) * w->D : 0; /* Qwen3's q/k norm's, else none */
     Want want[] = {
         {&a->rstd1, 4 * N},       {&a->rstd2, 4 * N},     {&a->qkv, 4 * N * qkv_width(w)}, {&a->att, 4 * N * HD},
         {&a->lse, 4 * N * w->H},  {&a->xmid, 4 * N * C},  {&a->h1_16, 2 * N * C},         {&a->h2_16, 2 * N * C},
         {&a->act16, 2 * N * F},   {&a->gu16, 2 * N * 2 * F},
+        {&a->qk, 4 * N * QK},     {&a->qk_rstd, w->qk_norm ? 4 * N * (w->H + w->Hkv) : 0},
     };
     return alloc_all(d, want, sizeof want / sizeof want[0], err);
 }
 
 void gpu_layer_acts_free(GpuDevice *d, GpuLayerActs *a) {
     CUdeviceptr *const all[] = {&a->rstd1, &a->rstd2, &a->qkv,   &a->att,   &a->lse,
-                                &a->xmid,  &a->h1_16, &a->h2_16, &a->act16, &a->gu16};
+                                &a->xmid,  &a->h1_16, &a->h2_16, &a->act16, &a->gu16,
+                                &a->qk,    &a->qk_rstd};
     free_all(d, all, sizeof all / sizeof all[0]);
 }
 
@@ -64,15 +65,17 @@ int gpu_layer_train_scratch_create(GpuDevice *d, GpuLayerTrainScratch *s, const 
     s->max_tokens = max_tokens;
     size_t N = (size_t)max_tokens, C = (size_t)w->C, F = (size_t)w->F, HD = (size_t)w->H * w->D;
     size_t wide = larger(2 * F, qkv_width(w)), mid = larger(F, HD);
+    size_t QK = w->qk_norm ? (size_t)(w->H + w->Hkv) * w->D : 0; /* Qwen3's q/k norm's, else none */
     Want want[] = {
         {&s->h, 4 * N * C},    {&s->wide, 4 * N * wide},   {&s->mid, 4 * N * mid},
         {&s->dx16, 2 * N * C}, {&s->wide16, 2 * N * wide}, {&s->mid16, 2 * N * mid},
+        {&s->dqk, 4 * N * QK}, {&s->qk_part, 4 * QK},
     };
     return alloc_all(d, want, sizeof want / sizeof want[0], err);
 }
 
 void gpu_layer_train_scratch_free(GpuDevice *d, GpuLayerTrainScratch *s) {
-    CUdeviceptr *const all[] = {&s->h, &s->wide, &s->mid, &s->dx16, &s->wide16, &s->mid16};
+    CUdeviceptr *const all[] = {&s->h, &s->wide, &s->mid, &s->dx16, &s->wide16, &s->mid16, &s->dqk, &s->qk_part};
     free_all(d, all, sizeof all / sizeof all[0]);
 }
 
@@ -83,12 +86,14 @@ int gpu_layer_grads_create(GpuDevice *d, GpuLayerGrads *g, const GpuLayerWeights
         {&g->ln1, 4 * C},        {&g->ln2, 4 * C},         {&g->bqkv, w->bqkv ? 4 * QKV : 0},
         {&g->bo, w->bo ? 4 * C : 0}, {&g->wqkv, 4 * QKV * C}, {&g->wo, 4 * C * HD},
         {&g->wgu, 4 * 2 * F * C}, {&g->wdown, 4 * C * F},
+        {&g->q_norm, w->qk_norm ? 4 * (size_t)w->D : 0}, {&g->k_norm, w->qk_norm ? 4 * (size_t)w->D : 0},
     };
     return alloc_all(d, want, sizeof want / sizeof want[0], err);
 }
 
 void gpu_layer_grads_free(GpuDevice *d, GpuLayerGrads *g) {
-    CUdeviceptr *const all[] = {&g->ln1, &g->ln2, &g->bqkv, &g->bo, &g->wqkv, &g->wo, &g->wgu, &g->wdown};
+    CUdeviceptr *const all[] = {&g->ln1, &g->ln2, &g->bqkv, &g->bo, &g->wqkv, &g->wo, &g->wgu, &g->wdown,
+                                &g->q_norm, &g->k_norm};
     free_all(d, all, sizeof all / sizeof all[0]);
 }
 
@@ -101,18 +106,60 @@ static int check_batch(const GpuLayerActs *a, const GpuLayerTrainScratch *s, con
     return 0;
 }
 
-/* The attention half: x_in -> a->xmid, keeping rstd1, h1_16, qkv (RoPE applied to q
- * and k in place: the CPU's qk holds the same values), att and lse. wo's input is
- * rounded into scratch, not kept: the backward rounds att again (the CPU's
- * matmul_backward_weight reads att in fp32 and rounds it). */
+/* ---- Qwen3's q/k norm: where q and k live after RoPE, their norm forward and backward ----
+ * Without the norm RoPE runs on qkv's q and k in place (the CPU's qk holds the same
+ * values) and attention reads them there; with it, qkv keeps the norm's input and
+ * the normed, RoPE'd heads go to a->qk (the CPU's L->qk), which attention reads. */
+
+/* The [N, (H+Hkv) D] q|k rows attention reads (q at the row's start, k after H D), and their row stride. */
+static CUdeviceptr qk_rows(const GpuLayerWeights *w, const GpuLayerActs *a, int *ld) {
+    *ld = w->qk_norm ? (w->H + w->Hkv) * w->D : (int)qkv_width(w);
+    return w->qk_norm ? a->qk : a->qkv;
+}
+
+/* q and k from the qkv product's output to attention's input: (Qwen3) each head
+ * RMS-normed over D, then RoPE. */
+static int qk_forward(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, const GpuLayerBatch *b,
+                      GrpoErr *err) {
+    int N = b->N, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (int)qkv_width(w), ld;
+    CUdeviceptr qk = qk_rows(w, a, &ld);
+    if (w->qk_norm && gpu_qk_norm_forward(d, a->qk, a->qk_rstd, a->qkv, w->q_norm, w->k_norm, N, H, Hkv, D, ld, QKV,
+                                          w->eps, err))
+        return -1;
+    return gpu_rope_forward(d, qk, b->pos, b->inv_freq, N, H + Hkv, D, ld, err);
+}
+
+/* Where attention's backward leaves dq and dk (RoPE's backward runs there): s->dqk
+ * under the q/k norm, whose backward then adds dL/d(the product's q, k) into dqkv's
+ * q and k (s->wide, zeroed by the caller), with q_norm's and k_norm's gradients;
+ * without the norm, dqkv's own q and k. */
+static CUdeviceptr dqk_rows(const GpuLayerWeights *w, const GpuLayerTrainScratch *s, int *ld) {
+    *ld = w->qk_norm ? (w->H + w->Hkv) * w->D : (int)qkv_width(w);
+    return w->qk_norm ? s->dqk : s->wide;
+}
+
+/* RoPE's backward on dq|dk, then (Qwen3) the norm's: the CPU's order (model_layer_backward). */
+static int qk_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerActs *a, GpuLayerTrainScratch *s,
+                       const GpuLayerBatch *b, const GpuLayerGrads *g, int wr, GrpoErr *err) {
+    int N = b->N, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (int)qkv_width(w), ld;
+    CUdeviceptr dqk = dqk_rows(w, s, &ld);
+    if (gpu_rope_backward(d, dqk, b->pos, b->inv_freq, N, H + Hkv, D, ld, err)) return -1;
+    if (!w->qk_norm) return 0;
+    return gpu_qk_norm_backward(d, s->wide, g->q_norm, g->k_norm, s->qk_part, s->dqk, a->qkv, a->qk_rstd, w->q_norm,
+                                w->k_norm, N, H, Hkv, D, QKV, ld, QKV, wr, err);
+}
+
+/* The attention half: x_in -> a->xmid, keeping rstd1, h1_16, qkv, (Qwen3) qk and
+ * qk_rstd, att and lse. wo's input is rounded into scratch, not kept: the backward
+ * rounds att again (the CPU's matmul_backward_weight reads att in fp32 and rounds it). */
 static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
                           const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
-    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D;
-    CUdeviceptr q = a->qkv, k = a->qkv + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
+    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, ldqk;
+    CUdeviceptr q = qk_rows(w, a, &ldqk), k = q + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
     if (gpu_rmsnorm_forward(d, s->h, a->rstd1, x_in, w->ln1, N, C, C, C, w->eps, err) ||
         gpu_matmul_forward_bf16(d, a->qkv, s->h, a->h1_16, w->wqkv, w->bqkv, N, C, QKV, err) ||
-        gpu_rope_forward(d, a->qkv, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
-        gpu_attention_forward(d, a->att, a->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, QKV, QKV, QKV,
+        qk_forward(d, w, a, b, err) ||
+        gpu_attention_forward(d, a->att, a->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, ldqk, ldqk, QKV,
                               err) ||
         gpu_matmul_forward_bf16(d, a->xmid, a->att, s->mid16, w->wo, w->bo, N, H * D, C, err))
         return -1;
@@ -153,20 +200,22 @@ static int mlp_half_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLa
 static int attention_half_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerActs *a,
                                    GpuLayerTrainScratch *s, const GpuLayerBatch *b, const GpuLayerGrads *g,
                                    CUdeviceptr dx, CUdeviceptr x_in, int wr, GrpoErr *err) {
-    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, HD = H * D;
-    CUdeviceptr q = a->qkv, k = a->qkv + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
-    CUdeviceptr dq = s->wide, dk = s->wide + 4 * (size_t)H * D, dv = s->wide + 4 * (size_t)(H + Hkv) * D;
+    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, HD = H * D, ldqk, lddqk;
+    CUdeviceptr q = qk_rows(w, a, &ldqk), k = q + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
+    CUdeviceptr dq = dqk_rows(w, s, &lddqk), dk = dq + 4 * (size_t)H * D, dv = s->wide + 4 * (size_t)(H + Hkv) * D;
     /* wo's backward reads att in bf16 (the CPU rounds it inside its product) */
     if (gpu_round_bf16(d, s->mid16, a->att, N, HD, HD, HD, err) ||
         gpu_matmul_backward_bf16(d, s->mid, g->wo, w->bo ? g->bo : 0, dx, s->dx16, s->mid16, w->wo, N, HD, C, wr,
                                  err))
         return -1;
-    /* dq written, dk and dv summed into: the CPU's memset of dqkv first; then RoPE's
-     * backward on q and k in place (the CPU's copy of dqk into dqkv: the same values) */
+    /* dq written, dk and dv summed into: the CPU's memsets of dqk and dqkv first; then
+     * RoPE's backward and (Qwen3) the norm's (without it, on dqkv's q and k in place:
+     * the CPU's copy of dqk into dqkv gives the same values) */
     if (gpu_zero(d, s->wide, 4 * (size_t)N * QKV, err) ||
-        gpu_attention_backward(d, dq, dk, dv, s->mid, q, k, v, a->att, a->lse, 0, b->starts, b->B, N, H, Hkv, D, QKV,
-                               QKV, QKV, HD, QKV, QKV, QKV, HD, err) ||
-        gpu_rope_backward(d, s->wide, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err))
+        (w->qk_norm && gpu_zero(d, s->dqk, 4 * (size_t)N * lddqk, err)) ||
+        gpu_attention_backward(d, dq, dk, dv, s->mid, q, k, v, a->att, a->lse, 0, b->starts, b->B, N, H, Hkv, D, lddqk,
+                               lddqk, QKV, HD, ldqk, ldqk, QKV, HD, err) ||
+        qk_backward(d, w, a, s, b, g, wr, err))
         return -1;
     /* the CPU's matmul_backward_bf16_scratch: dbias from the fp32 dqkv, then both
      * products on its bf16 values */

@@ -1,5 +1,5 @@
 /* gpu/layer_train.h — one decoder layer's training forward and backward on the GPU
- * (Qwen2's: no q/k norm), for a packed batch, as model/transformer.c's layer_forward
+ * (Qwen2's, and Qwen3's with its q/k norm), for a packed batch, as model/transformer.c's layer_forward
  * and layer_backward run them on a model under mixed precision with bf16 activations
  * (acts_create's bf16, what train/model.c makes for such a model): the same saved
  * tensors, the same rounding points, the same formulas.
@@ -8,9 +8,12 @@
  * rstd, the products' inputs as they read them (h1, h2 and act in bf16), q/k after
  * RoPE with v (one [N, (H+2Hkv)D] buffer), attention's output and log-sum-exp, the
  * residual after attention (xmid), and gate/up in bf16 (SwiGLU's backward reads
- * those values, as the CPU's swiglu_backward_bf16).
+ * those values, as the CPU's swiglu_backward_bf16). With Qwen3's q/k norm, qkv keeps
+ * q and k as the product left them (the norm's input, the CPU's L->qkv) and qk the
+ * heads normed then RoPE'd (the CPU's L->qk), with the norm's rstd.
  * Backward: dx_out -> dx_in in place, and the weight gradients of the qkv, o,
- * gate|up and down matrices, the q/k/v (and o) biases and both norms' weights:
+ * gate|up and down matrices, the q/k/v (and o) biases, both norms' weights and
+ * (Qwen3) q_norm and k_norm:
  * written over on the step's first backward (write_dw), else added to. Every
  * product reads its gradient rounded to bf16 once (the CPU's dx16, dgu16, dqkv);
  * bias gradients sum the fp32 gradient; norms, RoPE and attention in fp32. */
@@ -24,12 +27,16 @@
 typedef struct {
     int max_tokens;
     CUdeviceptr rstd1, rstd2;          /* fp32 [N] */
-    CUdeviceptr qkv;                   /* fp32 [N, (H+2Hkv)D]: q and k after RoPE, v */
+    CUdeviceptr qkv;                   /* fp32 [N, (H+2Hkv)D]: q and k after RoPE (q/k norm: before
+                                        * the norm), v */
     CUdeviceptr att;                   /* fp32 [N, H D] attention's output */
     CUdeviceptr lse;                   /* fp32 [H N]: sequence b's [H, len] block from H starts[b] */
     CUdeviceptr xmid;                  /* fp32 [N, C] the residual after attention */
     CUdeviceptr h1_16, h2_16, act16;   /* bf16 [N, C], [N, C], [N, F]: the products' inputs */
     CUdeviceptr gu16;                  /* bf16 [N, 2F] gate | up */
+    /* Qwen3's q/k norm (0 without one) */
+    CUdeviceptr qk;                    /* fp32 [N, (H+Hkv)D]: q and k normed, then RoPE'd */
+    CUdeviceptr qk_rstd;               /* fp32 [H+Hkv, N]: the norm's statistics, per head */
 } GpuLayerActs;
 
 /* Temporaries shared by every layer's forward and backward (one per device). */
@@ -41,23 +48,26 @@ typedef struct {
     CUdeviceptr dx16;   /* bf16 [N, C]: the layer's output gradient as wdown's and wo's products read it */
     CUdeviceptr wide16; /* bf16 [N, max(2F, QKV)]: dgu16, then dqkv's bf16 values */
     CUdeviceptr mid16;  /* bf16 [N, max(F, H D)]: att as wo's products read it (forward and backward) */
+    /* Qwen3's q/k norm (0 without one) */
+    CUdeviceptr dqk;    /* fp32 [N, (H+Hkv)D]: attention's dq, dk, then RoPE's backward, the norm's dout */
+    CUdeviceptr qk_part; /* fp32 [(H+Hkv) D]: the norm weights' per-head sums */
 } GpuLayerTrainScratch;
 
-/* A layer's weight gradients on the device, fp32, shaped as GpuLayerWeights; bqkv, bo
- * 0 where the model has none. */
+/* A layer's weight gradients on the device, fp32, shaped as GpuLayerWeights; bqkv, bo,
+ * q_norm, k_norm 0 where the model has none. */
 typedef struct {
     CUdeviceptr ln1, ln2, bqkv, bo, wqkv, wo, wgu, wdown;
+    CUdeviceptr q_norm, k_norm; /* [D] each: Qwen3's */
 } GpuLayerGrads;
 
 /* Allocation of each; -1 with err (a refused allocation: then nothing stays
- * allocated; activations for a Qwen3 layer, whose q/k norm the training pass does
- * not run yet). The free functions take zeroed or created structs. */
+ * allocated). The free functions take zeroed or created structs. */
 int gpu_layer_acts_create(GpuDevice *d, GpuLayerActs *a, const GpuLayerWeights *w, int max_tokens, GrpoErr *err);
 void gpu_layer_acts_free(GpuDevice *d, GpuLayerActs *a);
 int gpu_layer_train_scratch_create(GpuDevice *d, GpuLayerTrainScratch *s, const GpuLayerWeights *w, int max_tokens,
                                    GrpoErr *err);
 void gpu_layer_train_scratch_free(GpuDevice *d, GpuLayerTrainScratch *s);
-/* Gradients for w's shapes (bqkv and bo where w has them); contents undefined until
+/* Gradients for w's shapes (bqkv, bo, q_norm and k_norm where w has them); contents undefined until
  * a backward with write_dw. */
 int gpu_layer_grads_create(GpuDevice *d, GpuLayerGrads *g, const GpuLayerWeights *w, GrpoErr *err);
 void gpu_layer_grads_free(GpuDevice *d, GpuLayerGrads *g);

@@ -2,7 +2,7 @@
  * between the embedding and gpu/logprob.h's head, each layer's input kept in one
  * [L+1, N, C] buffer as the CPU's Activations.x, and the gradients in one buffer of
  * the parameter table's layout with the host's record of what this step wrote. It
- * adds no kernel. Not here: adapters, checkpointing, the q/k norm, the optimizer. */
+ * adds no kernel. Not here: adapters, checkpointing, the optimizer. */
 #include "gpu/model_train.h"
 
 #include <stdlib.h>
@@ -25,6 +25,16 @@ static CUdeviceptr layer_view(const GpuModelTrain *t, int l, const char *suffix)
     return o < 0 ? 0 : t->grads + 4 * (size_t)o;
 }
 
+/* Layer l's q_norm and k_norm gradient views (Qwen3), where its weights have them. */
+static int qk_norm_views(GpuModelTrain *t, const GpuModel *g, int l, GrpoErr *err) {
+    GpuLayerGrads *v = &t->lgrads[l];
+    v->q_norm = layer_view(t, l, "self_attn.q_norm.weight"), v->k_norm = layer_view(t, l, "self_attn.k_norm.weight");
+    int want = g->layers[l].qk_norm != 0;
+    if ((v->q_norm != 0) != want || (v->k_norm != 0) != want)
+        return err_set(err, "GPU training: layer %d's q/k norm in the parameter table does not match its weights", l);
+    return 0;
+}
+
 /* The gradient views into t->grads: every layer's (GpuLayerGrads' fused matrices
  * start at q_proj and gate_proj: the table keeps them adjacent), the embedding's,
  * the final norm's and the head's. */
@@ -35,7 +45,9 @@ static int make_views(GpuModelTrain *t, const GpuModel *g, GrpoErr *err) {
                              layer_view(t, l, "post_attention_layernorm.weight"),
                              layer_view(t, l, "self_attn.q_proj.bias"), layer_view(t, l, "self_attn.o_proj.bias"),
                              layer_view(t, l, "self_attn.q_proj.weight"), layer_view(t, l, "self_attn.o_proj.weight"),
-                             layer_view(t, l, "mlp.gate_proj.weight"), layer_view(t, l, "mlp.down_proj.weight")};
+                             layer_view(t, l, "mlp.gate_proj.weight"), layer_view(t, l, "mlp.down_proj.weight"),
+                             0, 0};
+        if (qk_norm_views(t, g, l, err)) return -1;
         if (!v->ln1 || !v->ln2 || !v->wqkv || !v->wo || !v->wgu || !v->wdown || !v->bqkv != !g->layers[l].bqkv ||
             !v->bo != !g->layers[l].bo)
             return err_set(err, "GPU training: layer %d's tensors in the parameter table do not match its weights", l);
@@ -133,6 +145,7 @@ static int take_layer(GpuModelTrain *t, const GpuLayerWeights *w, int l, GrpoErr
     struct { CUdeviceptr p; size_t n; } all[] = {
         {v->ln1, C},         {v->ln2, C},  {v->bqkv, QKV},    {v->bo, C},
         {v->wqkv, QKV * C},  {v->wo, C * HD}, {v->wgu, 2 * F * C}, {v->wdown, C * F},
+        {v->q_norm, (size_t)w->D}, {v->k_norm, (size_t)w->D},
     };
     int first = -2;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {

@@ -1,5 +1,5 @@
 /* gpu/model_train.h — the whole model's training pass on the GPU: model/transformer.c's
- * model_forward_packed + model_logprobs, then model_backward, for a Qwen2-form model
+ * model_forward_packed + model_logprobs, then model_backward, for a Qwen2- or Qwen3-form model
  * under mixed precision with bf16 activations (what train/model.c runs for such a
  * model), on the device from the batch's ids to every parameter's gradient:
  *   forward:  x_0 = embedding(ids); x_{l+1} = layer_l(x_l) (gpu/layer_train.h, each
@@ -14,7 +14,7 @@
  * the host as model/grads.h's GradState keeps it: a step's first backward writes each
  * tensor over (no clearing first), later ones add; gpu_model_train_settle zeroes what
  * no backward reached. Everything is allocated once for max_tokens rows. Not here yet:
- * Qwen3's q/k norm (refused), adapters, checkpointing (every layer's tensors are kept). */
+ * adapters, checkpointing (every layer's tensors are kept). */
 #ifndef GRPO_GPU_MODEL_TRAIN_H
 #define GRPO_GPU_MODEL_TRAIN_H
 
@@ -45,10 +45,10 @@ typedef struct {
     uint8_t *written;           /* [table->n]: tensor e holds this step's gradient */
 } GpuModelTrain;
 
-/* For g, uploaded from m (mixed precision, Qwen2's layers), batches of up to
- * max_tokens rows and LM-head chunks of chunk_rows: -1 with err naming what is
- * refused (a model not under mixed precision, a Qwen3 layer, max_tokens < 1, out of
- * device memory); then nothing stays allocated. The step starts with no tensor
+/* For g, uploaded from m (mixed precision), batches of up to max_tokens rows and
+ * LM-head chunks of chunk_rows: -1 with err naming what is refused (a model not
+ * under mixed precision, max_tokens < 1, out of device memory); then nothing stays
+ * allocated. The step starts with no tensor
  * written. */
 int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
                            int chunk_rows, GrpoErr *err);

@@ -2,14 +2,17 @@
  * backward on the GPU (gpu/layer_train.h) against the CPU's under mixed precision
  * with bf16 activations (a 1-layer model: model_forward_packed, then
  * model_layer_backward from a gradient the test chooses), on the GPU where there is
- * one and on the tests' emulated GPU and cuBLASLt otherwise. Two layers: Qwen2's
+ * one and on the tests' emulated GPU and cuBLASLt otherwise. Three layers: Qwen2's
  * (C 128, 4 heads over 2 KV heads of 32, F 256, q/k/v biases; packed sequences of
- * 5, 40 and 17 tokens) and Llama's form with an o bias and none on q/k/v (C 96, 3
- * heads over 1, F 160; sequences of 30, 1 and 19); random norms and biases.
+ * 5, 40 and 17 tokens), Llama's form with an o bias and none on q/k/v (C 96, 3
+ * heads over 1, F 160; sequences of 30, 1 and 19) and Qwen3's (q/k norm, no biases,
+ * C 64 under H D 128, 4 heads over 2 of 32, F 160; sequences of 17, 1 and 32); random
+ * norms (q_norm and k_norm too) and biases.
  *
- * Checked: the layer's output and what it saved (att, q/k after RoPE with v, rstd1);
+ * Checked: the layer's output and what it saved (att, q/k after RoPE with v — Qwen3:
+ * the product's q/k/v, the normed and RoPE'd q/k and the norm's rstd —, rstd1);
  * after a backward with write_dw into gradients filled with garbage, dx_in and every
- * weight gradient (wqkv, bqkv or bo, wo, wgu, wdown, ln1, ln2); after a second
+ * weight gradient (wqkv, bqkv or bo, wo, wgu, wdown, ln1, ln2, q_norm and k_norm); after a second
  * backward from another dx with write_dw 0, the sums. And the new kernel alone:
  * swiglu_backward_bf16 against the CPU's op, within one bf16 step (2^-8 |cpu|).
  *
@@ -44,10 +47,13 @@ typedef struct {
     ModelType type;
     int C, H, Hkv, D, F, qkv_bias, o_bias, B;
     int starts[4];
+    int qk_norm;
 } Case;
 static const Case cases[] = {
-    {"qwen2", MODEL_QWEN2, 128, 4, 2, 32, 256, 1, 0, 3, {0, 5, 45, 62}},
-    {"llama, o bias", MODEL_LLAMA, 96, 3, 1, 32, 160, 0, 1, 3, {0, 30, 31, 50}},
+    {"qwen2", MODEL_QWEN2, 128, 4, 2, 32, 256, 1, 0, 3, {0, 5, 45, 62}, 0},
+    {"llama, o bias", MODEL_LLAMA, 96, 3, 1, 32, 160, 0, 1, 3, {0, 30, 31, 50}, 0},
+    /* Qwen3: q/k norm, no biases; H D (128) past C, so q|k (192) is wider than a row */
+    {"qwen3", MODEL_QWEN3, 64, 4, 2, 32, 160, 0, 0, 3, {0, 17, 18, 50}, 1},
 };
 enum { V = 64 };
 /* the case running */
@@ -60,6 +66,7 @@ static void make_config(ModelConfig *c, const Case *k) {
     c->hidden_size = C, c->intermediate_size = F, c->n_layers = 1, c->n_heads = H, c->n_kv_heads = HKV;
     c->head_dim = D, c->vocab_size = V, c->max_position_embeddings = 4096, c->rms_norm_eps = 1e-6f;
     c->rope_theta = 1e6, c->qkv_bias = k->qkv_bias, c->o_bias = k->o_bias, c->tie_word_embeddings = 1;
+    c->qk_norm = k->qk_norm;
     c->bos_token_id = -1, c->n_eos = 0;
     strcpy(c->torch_dtype, "float32");
 }
@@ -75,6 +82,7 @@ static void make_model(Model *m, const Case *k) {
     for (int i = 0; i < C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
     for (int i = 0; v->bqkv && i < QKV; i++) v->bqkv[i] = 0.5f * frand();
     for (int i = 0; v->bo && i < C; i++) v->bo[i] = 0.5f * frand();
+    for (int i = 0; v->q_norm && i < D; i++) v->q_norm[i] = 1.0f + 0.5f * frand(), v->k_norm[i] = 1.0f + 0.5f * frand();
     model_use_bf16_compute(m);
 }
 
@@ -148,6 +156,7 @@ static void fill_garbage(const GpuSide *G) {
     struct { CUdeviceptr p; size_t n; } all[] = {
         {G->g.ln1, C}, {G->g.ln2, C}, {G->g.bqkv, QKV}, {G->g.bo, C}, {G->g.wqkv, (size_t)QKV * C},
         {G->g.wo, (size_t)C * H * D}, {G->g.wgu, (size_t)2 * F * C}, {G->g.wdown, (size_t)C * F},
+        {G->g.q_norm, D}, {G->g.k_norm, D},
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i].p) T_CHECK(!gpu_put(&dev, all[i].p, junk, sizeof(float) * all[i].n, &err), "%s", err.msg);
@@ -166,6 +175,8 @@ static void compare_grads(const GpuSide *G, const LayerView *g, const float *wan
         {"d wdown", G->g.wdown, g->wdown, (size_t)C * F},
         {"d ln1", G->g.ln1, g->ln1, C},
         {"d ln2", G->g.ln2, g->ln2, C},
+        {"d q_norm", G->g.q_norm, g->q_norm, D},
+        {"d k_norm", G->g.k_norm, g->k_norm, D},
     };
     printf(" %s:\n", when);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -178,21 +189,43 @@ static void compare_grads(const GpuSide *G, const LayerView *g, const float *wan
     }
 }
 
-/* What the forward saved and the CPU's forward saved too: att, q/k after RoPE with v
- * (the CPU's qk and qkv's v), rstd1 — to say where a difference starts. */
-static void check_saved(const GpuSide *G, const LayerActs *L, int N) {
+/* Qwen3's saved q/k: the product's output (the CPU's qkv), the heads normed and
+ * RoPE'd (its qk), the norm's rstd. */
+static void check_saved_qk_norm(const GpuSide *G, const LayerActs *L, int N) {
+    int QK = (H + HKV) * D;
+    float *got = malloc(sizeof(float) * N * QKV);
+    download(got, G->a.qkv, sizeof(float) * N * QKV);
+    compare("saved qkv", got, L->qkv, (size_t)N * QKV, BF16_ATOL, BF16_RTOL, BF16_L2);
+    download(got, G->a.qk, sizeof(float) * N * QK);
+    compare("saved qk", got, L->qk, (size_t)N * QK, BF16_ATOL, BF16_RTOL, BF16_L2);
+    download(got, G->a.qk_rstd, sizeof(float) * N * (H + HKV));
+    compare("saved qk_rstd", got, L->qk_rstd, (size_t)N * (H + HKV), BF16_ATOL, BF16_RTOL, BF16_L2);
+    free(got);
+}
+
+/* Qwen2's saved q/k: after RoPE in place, with v (the CPU's qk and qkv's v). */
+static void check_saved_qkv(const GpuSide *G, const LayerActs *L, int N) {
     int QK = (H + HKV) * D;
     float *got = malloc(sizeof(float) * N * QKV), *want = malloc(sizeof(float) * N * QKV);
-    download(got, G->a.att, sizeof(float) * N * H * D);
-    compare("saved att", got, L->att, (size_t)N * H * D, BF16_ATOL, BF16_RTOL, BF16_L2);
     download(got, G->a.qkv, sizeof(float) * N * QKV);
     for (int n = 0; n < N; n++)
         for (int j = 0; j < QKV; j++)
             want[(size_t)n * QKV + j] = j < QK ? L->qk[(size_t)n * QK + j] : L->qkv[(size_t)n * QKV + j];
     compare("saved qkv", got, want, (size_t)N * QKV, BF16_ATOL, BF16_RTOL, BF16_L2);
+    free(got), free(want);
+}
+
+/* What the forward saved and the CPU's forward saved too: att, q/k (and v), rstd1 —
+ * to say where a difference starts. */
+static void check_saved(const GpuSide *G, const LayerActs *L, int N) {
+    float *got = malloc(sizeof(float) * N * H * D);
+    download(got, G->a.att, sizeof(float) * N * H * D);
+    compare("saved att", got, L->att, (size_t)N * H * D, BF16_ATOL, BF16_RTOL, BF16_L2);
+    if (G->w.qk_norm) check_saved_qk_norm(G, L, N);
+    else check_saved_qkv(G, L, N);
     download(got, G->a.rstd1, sizeof(float) * N);
     compare("saved rstd1", got, L->rstd1, N, BF16_ATOL, BF16_RTOL, BF16_L2);
-    free(got), free(want);
+    free(got);
 }
 
 /* Two backwards: the first writes the gradients (write_dw), the second adds to them. */
