@@ -34,9 +34,10 @@ int gpu_decode_scratch_create(GpuDevice *d, GpuDecodeScratch *s, const GpuLayerW
     struct { CUdeviceptr *p; size_t floats; } want[] = {
         {&s->h, n * w->C},  {&s->rstd, n},          {&s->qkv, n * QKV},        {&s->att, n * HD},
         {&s->tmp, n * w->C}, {&s->gu, n * 2 * w->F}, {&s->act, n * w->F},
+        {&s->qk_rstd, w->qk_norm ? n * (w->H + w->Hkv) : 0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (gpu_alloc(d, want[i].p, sizeof(float) * want[i].floats, err)) {
+        if (want[i].floats && gpu_alloc(d, want[i].p, sizeof(float) * want[i].floats, err)) {
             gpu_decode_scratch_free(d, s);
             return -1;
         }
@@ -44,22 +45,32 @@ int gpu_decode_scratch_create(GpuDevice *d, GpuDecodeScratch *s, const GpuLayerW
 }
 
 void gpu_decode_scratch_free(GpuDevice *d, GpuDecodeScratch *s) {
-    CUdeviceptr *all[] = {&s->h, &s->rstd, &s->qkv, &s->att, &s->tmp, &s->gu, &s->act};
+    CUdeviceptr *all[] = {&s->h, &s->rstd, &s->qkv, &s->att, &s->tmp, &s->gu, &s->act, &s->qk_rstd};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         gpu_free(d, *all[i]);
         *all[i] = 0;
     }
 }
 
-/* The attention half: x += o(attention(RoPE(qkv(rmsnorm(x))))), the keys and values
- * into the cache first (a row attends to itself, and a prompt's rows to each other). */
+/* Qwen3's q/k norm on the step's rows, in place on qkv's q and k (model_decode writes
+ * them to its qk copy: the same values); nothing without one. Per row and head, so
+ * batch-invariant as every other step. */
+static int qk_norm_rows(GpuDevice *d, const GpuLayerWeights *w, GpuDecodeScratch *s, int n, GrpoErr *err) {
+    int QKV = (w->H + 2 * w->Hkv) * w->D;
+    if (!w->qk_norm) return 0;
+    return gpu_qk_norm_forward(d, s->qkv, s->qk_rstd, s->qkv, w->q_norm, w->k_norm, n, w->H, w->Hkv, w->D, QKV, QKV,
+                               w->eps, err);
+}
+
+/* The attention half: x += o(attention(RoPE(qk_norm(qkv(rmsnorm(x)))))), the keys and
+ * values into the cache first (a row attends to itself, and a prompt's rows to each other). */
 static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerCache *c, GpuDecodeScratch *s,
                           const GpuDecodeRows *r, CUdeviceptr x, GrpoErr *err) {
     int n = r->n, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, HD = H * D;
     /* q, k and v stay in one [n, QKV] buffer that RoPE, the cache write and attention
      * read by stride (the CPU copies q and k out first: the same values) */
     if (gpu_rmsnorm_forward(d, s->h, s->rstd, x, w->ln1, n, C, C, C, w->eps, err) ||
-        gpu_matmul_rowwise_bf16(d, s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV, err) ||
+        gpu_matmul_rowwise_bf16(d, s->qkv, s->h, w->wqkv, w->bqkv, n, C, QKV, err) || qk_norm_rows(d, w, s, n, err) ||
         gpu_rope_forward(d, s->qkv, r->pos, r->inv_freq, n, H + Hkv, D, QKV, err) ||
         gpu_kv_write(d, c->k, c->v, s->qkv, r->slots, r->own, n, c->cap, c->kv_dim, QKV, HD, HD + c->kv_dim, err) ||
         gpu_attention_decode(d, s->att, s->qkv, c->k, c->v, r->slots, r->own, r->parent, r->parent_len, n, c->cap, H,
@@ -74,8 +85,6 @@ int gpu_decode_layer(GpuDevice *d, const GpuLayerWeights *w, GpuLayerCache *c, G
     int n = rows->n, C = w->C, F = w->F;
     if (n < 1 || n > s->max_rows)
         return err_set(err, "GPU decode: %d rows (expected 1 .. %d, the scratch's)", n, s->max_rows);
-    if (w->qk_norm) /* gpu_layer_forward runs it; the decoding layer does not yet */
-        return err_set(err, "GPU decode: q/k norm (Qwen3) is not in the GPU's decoding layer yet");
     if (c->kv_dim != w->Hkv * w->D)
         return err_set(err, "GPU decode: a KV cache of %d values a position for a layer of %d x %d", c->kv_dim, w->Hkv,
                        w->D);

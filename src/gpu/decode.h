@@ -1,7 +1,8 @@
-/* gpu/decode.h — one decoding step of one Qwen2 decoder layer on the GPU, for n rows
+/* gpu/decode.h — one decoding step of one Qwen2 or Qwen3 decoder layer on the GPU, for n rows
  * of one new token each, as model/kvcache.c's model_decode runs a layer under mixed
  * precision (bf16 products, fp32 norms, RoPE, attention and adds):
- *   h = rmsnorm(x, ln1); qkv = h W_qkv^T + b_qkv; RoPE on q and k at each row's
+ *   h = rmsnorm(x, ln1); qkv = h W_qkv^T + b_qkv; (Qwen3) each head of q and k
+ *   RMS-normed over D (q_norm, k_norm); RoPE on q and k at each row's
  *   position; k and v into the layer's cache at (slot, own); attention over the
  *   slot's parent prefix then its own keys; x += att W_o^T (+ b_o);
  *   h = rmsnorm(x, ln2); x += swiglu(h W_gu^T) W_down^T,
@@ -11,7 +12,7 @@
  *
  * What is not here: the cache's bookkeeping (lengths, parents: the caller's, once a
  * step for all layers, as model_decode's), the embedding, the final norm and the LM
- * head, LoRA's adapters, Qwen3's q/k norm (gpu_decode_layer refuses a Qwen3 layer). */
+ * head, LoRA's adapters. */
 #ifndef GRPO_GPU_DECODE_H
 #define GRPO_GPU_DECODE_H
 
@@ -42,6 +43,7 @@ typedef struct {
 typedef struct {
     int max_rows;
     CUdeviceptr h, rstd, qkv, att, tmp, gu, act; /* fp32 */
+    CUdeviceptr qk_rstd;                         /* fp32 [H+Hkv, n]: Qwen3's q/k norm's (0 without one) */
 } GpuDecodeScratch;
 int gpu_decode_scratch_create(GpuDevice *d, GpuDecodeScratch *s, const GpuLayerWeights *w, int max_rows,
                               GrpoErr *err);

@@ -16,9 +16,8 @@
  * step's buffers for up to max_rows rows. A prompt is prefilled as rows of one slot
  * in one step (model_decode's way: the rows write their keys first, then each
  * attends to the slot's keys up to its own), not with the packed training forward;
- * every row's logits are computed (no want mask yet). Not here: LoRA adapters,
- * Qwen3's q/k norm in decoding (gpu_decode_layer refuses a Qwen3 layer), the loop that decodes
- * whole completions. */
+ * every row's logits are computed (no want mask yet). Qwen3's q/k norm runs in
+ * gpu_decode_layer. Not here: LoRA adapters, the loop that decodes whole completions. */
 #ifndef GRPO_GPU_GENERATE_H
 #define GRPO_GPU_GENERATE_H
 

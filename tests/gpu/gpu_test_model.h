@@ -2,7 +2,8 @@
  * whole models (test_gpu_model, test_gpu_generate): its config from a shape, random
  * fp32 weights with random norms and q/k/v biases (Hugging Face's init leaves them 1
  * and 0, which would hide a read from the wrong place), and WEIGHTS_BF16's form of the
- * same values. Include after gpu_test.h (frand). */
+ * same values; and a Qwen3-shaped one (q/k norm with random q_norm and k_norm, no q/k/v
+ * biases). Include after gpu_test.h (frand). */
 #ifndef GRPO_TESTS_GPU_TEST_MODEL_H
 #define GRPO_TESTS_GPU_TEST_MODEL_H
 
@@ -26,19 +27,33 @@ static void gpu_test_config(ModelConfig *c, const GpuTestShape *s, int tied) {
     strcpy(c->torch_dtype, "float32");
 }
 
-/* Random fp32 weights drawn from seed (model_init_random, std 0.2), then the norms
- * and biases from frand. */
-static void gpu_test_random_model(Model *m, const GpuTestShape *s, int tied, uint64_t seed) {
-    ModelConfig c;
-    gpu_test_config(&c, s, tied);
-    model_create(m, &c);
+/* A model of config c (of shape s): random fp32 weights drawn from seed
+ * (model_init_random, std 0.2), then the norms and biases (and q/k norms) from frand. */
+static void gpu_test_fill_model(Model *m, ModelConfig *c, const GpuTestShape *s, uint64_t seed) {
+    model_create(m, c);
     model_init_random(m, seed, 0.2f);
     for (int l = 0; l < s->L; l++) {
         LayerView *v = &m->w.layers[l];
         for (int i = 0; i < s->C; i++) v->ln1[i] = 1.0f + 0.5f * frand(), v->ln2[i] = 1.0f + 0.5f * frand();
-        for (int i = 0; i < (s->H + 2 * s->Hkv) * s->D; i++) v->bqkv[i] = 0.5f * frand();
+        for (int i = 0; v->bqkv && i < (s->H + 2 * s->Hkv) * s->D; i++) v->bqkv[i] = 0.5f * frand();
+        for (int i = 0; v->q_norm && i < s->D; i++)
+            v->q_norm[i] = 1.0f + 0.5f * frand(), v->k_norm[i] = 1.0f + 0.5f * frand();
     }
     for (int i = 0; i < s->C; i++) m->w.norm[i] = 1.0f + 0.5f * frand();
+}
+
+static void gpu_test_random_model(Model *m, const GpuTestShape *s, int tied, uint64_t seed) {
+    ModelConfig c;
+    gpu_test_config(&c, s, tied);
+    gpu_test_fill_model(m, &c, s, seed);
+}
+
+/* Qwen3's form of the shape: q/k norm, no q/k/v biases. */
+static inline void gpu_test_qwen3_model(Model *m, const GpuTestShape *s, int tied, uint64_t seed) {
+    ModelConfig c;
+    gpu_test_config(&c, s, tied);
+    c.type = MODEL_QWEN3, c.qk_norm = 1, c.qkv_bias = 0;
+    gpu_test_fill_model(m, &c, s, seed);
 }
 
 /* WEIGHTS_BF16's model of m's values (m in fp32, of shape s): the matrices rounded. */

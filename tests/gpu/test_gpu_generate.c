@@ -9,7 +9,9 @@
  * continue slot 0 (shared prefix); then 3 steps of one token for slots 1-4, each
  * token the GPU sampler's pick (temperature 0.9 alone: the processor for which the
  * GPU's sampler picks the CPU's token always) from the step before's logits, the
- * first step's from the prompts' last rows (slot 0's for slots 1-3). Sizes small:
+ * first step's from the prompts' last rows (slot 0's for slots 1-3). And Qwen3's form
+ * of the shape (q/k norm with random q_norm and k_norm, no q/k/v biases), mixed
+ * precision with a tied head. Sizes small:
  * every emulated thread is a coroutine (about a minute here, most of it the row-wise
  * products' 256-thread blocks).
  *
@@ -25,7 +27,7 @@
  * - the GPU sampler's token and log-prob = sampler_sample_logp's on the GPU's logits
  *   downloaded (token equal, log-prob within 1e-6 + 1e-6 relative), Philox stream the
  *   slot's, draw 2 words a step; a pick from a row the step did not have refused;
- * - rows alone = rows in the batch, bit for bit (tied and WEIGHTS_BF16 forms): the
+ * - rows alone = rows in the batch, bit for bit (tied, WEIGHTS_BF16 and Qwen3 forms): the
  *   same steps with every row a call of its own (the prompts a token a call), and
  *   with each step's rows in another order (slot 4's prompt before slot 0's), give
  *   the batch's logits bits;
@@ -288,17 +290,20 @@ static void check_refused(Model *m) {
 
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
-    Model tied, untied, half;
+    Model tied, untied, half, qwen3;
     gpu_test_random_model(&tied, &shape, 1, 24);
     gpu_test_random_model(&untied, &shape, 0, 23);
     gpu_test_half_model(&half, &tied, &shape);
+    gpu_test_qwen3_model(&qwen3, &shape, 1, 25);
     model_use_bf16_compute(&tied);
     model_use_bf16_compute(&untied);
+    model_use_bf16_compute(&qwen3);
     check_form("mixed, tied head", &tied, 1);
     check_form("mixed, own lm_head", &untied, 0);
     check_form("WEIGHTS_BF16", &half, 1);
+    check_form("Qwen3, mixed, tied head", &qwen3, 1);
     check_refused(&tied);
-    model_free(&tied), model_free(&untied), model_free(&half);
+    model_free(&tied), model_free(&untied), model_free(&half), model_free(&qwen3);
     gpu_close(&dev);
 }
 
