@@ -21,6 +21,7 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
     gen->host = xcalloc(4 * R + 2 * (size_t)n_slots, sizeof(int32_t)); /* copied whole: no unset bytes */
     gen->host_from = xmalloc(sizeof(int32_t) * P);
     gen->len = xcalloc((size_t)n_slots, sizeof(int)), gen->parent = xmalloc(sizeof(int) * n_slots);
+    gen->next_len = xcalloc((size_t)n_slots, sizeof(int));
     gen->parent_len = xcalloc((size_t)n_slots, sizeof(int));
     for (int s = 0; s < n_slots; s++) gen->parent[s] = -1;
     int rc = 0;
@@ -47,6 +48,7 @@ void gpu_gen_free(GpuDevice *d, GpuGen *gen) {
                          gen->picked, gen->from, gen->tok, gen->logp, gen->sample_scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(d, all[i]);
     free(gen->caches), free(gen->host), free(gen->host_from), free(gen->len), free(gen->parent), free(gen->parent_len);
+    free(gen->next_len);
     memset(gen, 0, sizeof *gen);
 }
 
@@ -68,10 +70,10 @@ int gpu_gen_share_prefix(GpuGen *gen, int slot, int parent, GrpoErr *err) {
     return 0;
 }
 
-/* The step's rows checked (every one before any slot grows: a refused step changes
- * nothing), the slots grown and the rows laid out as model_decode numbers them, then
- * uploaded in one copy. */
-static int upload_rows(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err) {
+/* The step's rows checked and laid out on the host as model_decode numbers them, the
+ * slots' lengths after the step into gen->next_len (gen->len itself grows only once
+ * the step has run: a refused or failed step changes no bookkeeping). */
+static int layout_rows(GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err) {
     int R = gen->max_rows, S = gen->n_slots;
     if (n < 1 || n > R) return err_set(err, "GPU generation: a step of %d rows (expected 1 .. %d)", n, R);
     int32_t *tok = gen->host, *sl = tok + R, *own = sl + R, *pos = own + R, *par = pos + R, *plen = par + S;
@@ -82,25 +84,28 @@ static int upload_rows(GpuDevice *d, GpuGen *gen, int n, const int *slots, const
             return err_set(err, "GPU generation: row %d's token id %d is outside the vocabulary of %d", r, tokens[r],
                            gen->g->V);
     }
-    for (int r = 0; r < n; r++) own[r] = gen->len[slots[r]]++; /* a prompt's rows: one slot several times */
+    int *next = gen->next_len;
+    memcpy(next, gen->len, sizeof(int) * (size_t)S);
+    for (int r = 0; r < n; r++) own[r] = next[slots[r]]++; /* a prompt's rows: one slot several times */
     for (int r = 0; r < n; r++)
-        if (gen->len[slots[r]] > gen->cap) {
-            int bad = slots[r], adds = 0;
-            for (int q = 0; q < n; q++) gen->len[slots[q]]--, adds += slots[q] == bad;
+        if (next[slots[r]] > gen->cap) {
+            int bad = slots[r];
             return err_set(err, "GPU generation: slot %d is full (%d positions: the step adds %d to its %d)", bad,
-                           gen->cap, adds, gen->len[bad]);
+                           gen->cap, next[bad] - gen->len[bad], gen->len[bad]);
         }
     for (int r = 0; r < n; r++) tok[r] = tokens[r], sl[r] = slots[r], pos[r] = gen->parent_len[slots[r]] + own[r];
     for (int s = 0; s < S; s++) par[s] = gen->parent[s], plen[s] = gen->parent_len[s];
-    /* one copy of the whole layout (its unused rows too: fewer copies beat fewer bytes here) */
-    return gpu_put(d, gen->rows, gen->host, sizeof(int32_t) * (4 * (size_t)R + 2 * (size_t)S), err);
+    return 0;
 }
 
-int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err) {
+/* The step: its rows uploaded (one copy of the whole layout, its unused rows too:
+ * fewer copies beat fewer bytes here), then the launches up to the logits. */
+static int run_step(GpuDevice *d, GpuGen *gen, int n, GrpoErr *err) {
     const GpuModel *g = gen->g;
     size_t R4 = sizeof(int32_t) * (size_t)gen->max_rows;
-    gen->last_n = 0; /* until this step's logits exist */
-    if (upload_rows(d, gen, n, slots, tokens, err)) return -1;
+    if (gpu_put(d, gen->rows, gen->host, sizeof(int32_t) * (4 * (size_t)gen->max_rows + 2 * (size_t)gen->n_slots),
+                err))
+        return -1;
     CUdeviceptr ids = gen->rows, par = gen->rows + 4 * R4;
     GpuDecodeRows rows = {n, ids + R4, ids + 2 * R4, ids + 3 * R4, par, par + sizeof(int32_t) * gen->n_slots,
                           g->inv_freq};
@@ -110,7 +115,14 @@ int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32
     for (int l = 0; l < g->L; l++)
         if (gpu_decode_layer(d, &g->layers[l], &gen->caches[l], &gen->scratch, &rows, gen->x, err)) return -1;
     if (gpu_rmsnorm_forward(d, gen->hf, gen->rstd, gen->x, g->norm, n, g->C, g->C, g->C, g->eps, err)) return -1;
-    if (gpu_matmul_rowwise_bf16(d, gen->logits, gen->hf, g->head.w, 0, n, g->C, g->V, err)) return -1;
+    return gpu_matmul_rowwise_bf16(d, gen->logits, gen->hf, g->head.w, 0, n, g->C, g->V, err);
+}
+
+int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err) {
+    if (layout_rows(gen, n, slots, tokens, err)) return -1; /* refused: nothing changed */
+    gen->last_n = 0; /* until this step's logits exist: a failed launch may have written part of them */
+    if (run_step(d, gen, n, err)) return -1;             /* the slots' lengths unchanged */
+    memcpy(gen->len, gen->next_len, sizeof(int) * (size_t)gen->n_slots); /* the slots grow: the step ran */
     gen->last_n = n;
     return 0;
 }

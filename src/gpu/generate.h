@@ -37,6 +37,7 @@ typedef struct {
     CUdeviceptr rows;            /* int32 [4 max_rows | 2 n_slots]: tokens, slots, own, pos | parent, parent_len */
     int32_t *host;               /* the same, made on the host */
     int *len, *parent, *parent_len; /* [n_slots]: KVCache's bookkeeping */
+    int *next_len;               /* [n_slots]: the lengths a step makes, taken when it has run */
     int last_n;                  /* the last step's rows */
     int max_picks;               /* max(n_slots, max_rows): picks a call */
     CUdeviceptr picked;          /* fp32 [max_picks, V]: the rows to sample, gathered */
@@ -62,7 +63,10 @@ int gpu_gen_share_prefix(GpuGen *gen, int slot, int parent, GrpoErr *err);
  * next position (rows of one slot in order: a prompt's rows). The rows' logits
  * [n, V] are left on the device in gen->logits (row r at r V floats). -1 with err,
  * nothing changed, for n outside 1 .. max_rows, a slot outside the cache or full, a
- * token outside the vocabulary; or a launch refused. */
+ * token outside the vocabulary. -1 with err for a copy or launch refused: the slots'
+ * bookkeeping unchanged (the keys a part-run step wrote lie past the slots' lengths,
+ * read by no one and written over by the next step), and no last step's logits to
+ * sample (they may be part-written). */
 int gpu_gen_step(GpuDevice *d, GpuGen *gen, int n, const int *slots, const int32_t *tokens, GrpoErr *err);
 /* The sampler on the last step's logits: pick r from row from[r] of them (NULL: row
  * r; a prompt's last row may be sampled for each slot continuing it), drawing from

@@ -33,7 +33,11 @@
  *   the batch's logits bits;
  * - bad input, one line each: a step past max_rows, a slot outside the cache, a
  *   token past the vocabulary, a full slot (and the refused step changes nothing), a
- *   parent that has a parent. */
+ *   parent that has a parent;
+ * - a step the driver fails part-way (the device's cuLaunchKernel made to refuse its
+ *   first, middle or last launch of the step, or the rows' copy refused): -1 with the
+ *   driver's error, the slots' lengths and parents as before, no logits to sample;
+ *   the same step then run again gives the logits bits of a run that never failed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,6 +292,79 @@ static void check_refused(Model *m) {
     gpu_model_free(&dev, &g);
 }
 
+/* ---- a step the driver fails part-way ---- */
+
+enum { LAUNCH_FAILED = 719 }; /* NVIDIA's CUDA_ERROR_LAUNCH_FAILED */
+static CudaApi real_api;      /* the device's driver, which the wrappers below call */
+static int launches, fail_launch, fail_copy;
+
+/* cuLaunchKernel, refusing the fail_launch-th call (counted from 1; 0: none). */
+static CUresult failing_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
+    if (++launches == fail_launch) return LAUNCH_FAILED;
+    return real_api.LaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+/* cuMemcpyHtoD, refusing every call while fail_copy. */
+static CUresult failing_copy(CUdeviceptr dst, const void *src, size_t bytes) {
+    return fail_copy ? LAUNCH_FAILED : real_api.MemcpyHtoD(dst, src, bytes);
+}
+
+/* Steps 1 (a prompt of 2 in slot 0, one of 1 in slot 1) and 2 (a token each) on a
+ * fresh generator; step 2's logits into z (NULL: not kept). Returns step 2's
+ * launches. */
+static const int fail_slots[2][3] = {{0, 0, 1}, {0, 1}};
+static const int32_t fail_tok[2][3] = {{7, 8, 9}, {10, 11}};
+static int two_steps(const GpuModel *g, float *z) {
+    GpuGen gen;
+    T_CHECK(!gpu_gen_create(&dev, &gen, g, 2, 8, 4, &err), "%s", err.msg);
+    T_CHECK(!gpu_gen_step(&dev, &gen, 3, fail_slots[0], fail_tok[0], &err), "%s", err.msg);
+    launches = 0;
+    T_CHECK(!gpu_gen_step(&dev, &gen, 2, fail_slots[1], fail_tok[1], &err), "%s", err.msg);
+    int n = launches;
+    if (z) download(z, gen.logits, sizeof(float) * 2 * V);
+    gpu_gen_free(&dev, &gen);
+    return n;
+}
+
+/* Step 2 failed at each point, then run again: the bookkeeping unchanged by the
+ * failures, and the logits a run without them gives. */
+static void check_failed_step(Model *m) {
+    GpuModel g;
+    T_CHECK(!gpu_model_upload(&dev, &g, m, &err), "%s", err.msg);
+    real_api = dev.api;
+    dev.api.LaunchKernel = failing_launch, dev.api.MemcpyHtoD = failing_copy;
+    float want[2 * V], got[2 * V];
+    int K = two_steps(&g, want);
+    GpuGen gen;
+    T_CHECK(!gpu_gen_create(&dev, &gen, &g, 2, 8, 4, &err), "%s", err.msg);
+    T_CHECK(!gpu_gen_step(&dev, &gen, 3, fail_slots[0], fail_tok[0], &err), "%s", err.msg);
+    const int at[4] = {1, K / 2, K, 0}; /* 0: the rows' copy refused */
+    for (int i = 0; i < 4; i++) {
+        launches = 0, fail_launch = at[i], fail_copy = at[i] == 0;
+        int rc = gpu_gen_step(&dev, &gen, 2, fail_slots[1], fail_tok[1], &err);
+        fail_launch = 0, fail_copy = 0;
+        T_CHECK(rc == -1, "a step whose %s was refused succeeded", at[i] ? "launch" : "copy");
+        T_CHECK(gen.len[0] == 2 && gen.len[1] == 1 && gen.parent[0] == -1 && gen.parent[1] == -1,
+                "a failed step changed the bookkeeping: lengths %d, %d, parents %d, %d", gen.len[0], gen.len[1],
+                gen.parent[0], gen.parent[1]);
+        T_CHECK(gen.last_n == 0, "a failed step left %d rows of logits to sample", gen.last_n);
+        if (at[i]) printf("  step failed at launch %d of %d: %s; lengths %d, %d\n", at[i], K, err.msg, gen.len[0],
+                          gen.len[1]);
+        else printf("  step failed at the rows' copy: %s; lengths %d, %d\n", err.msg, gen.len[0], gen.len[1]);
+    }
+    T_CHECK(!gpu_gen_step(&dev, &gen, 2, fail_slots[1], fail_tok[1], &err), "%s", err.msg);
+    download(got, gen.logits, sizeof got);
+    T_CHECK(gen.len[0] == 3 && gen.len[1] == 2, "after the step: lengths %d, %d (expected 3, 2)", gen.len[0],
+            gen.len[1]);
+    int same = !memcmp(got, want, sizeof got);
+    printf("  the step run again after 4 failures: %s\n", same ? "the logits bits of a run without them" : "OTHER BITS");
+    T_CHECK(same, "the step run again after failures: not the logits of a run without");
+    dev.api = real_api;
+    gpu_gen_free(&dev, &gen);
+    gpu_model_free(&dev, &g);
+}
+
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
     Model tied, untied, half, qwen3;
@@ -303,6 +380,7 @@ static void check_all(void) {
     check_form("WEIGHTS_BF16", &half, 1);
     check_form("Qwen3, mixed, tied head", &qwen3, 1);
     check_refused(&tied);
+    check_failed_step(&tied);
     model_free(&tied), model_free(&untied), model_free(&half), model_free(&qwen3);
     gpu_close(&dev);
 }
