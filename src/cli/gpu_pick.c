@@ -24,13 +24,11 @@ int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Op
     ModelConfig cfg;
     GrpoErr cfg_err;
     /* a config that does not load is the CPU path's to report, as without a GPU */
-    const char *model = fp32 ? NULL : config_load(&cfg, model_dir, &cfg_err) ? "" : gen_gpu_refuses(&cfg);
+    int bad_config = !fp32 && config_load(&cfg, model_dir, &cfg_err) != 0;
     if (fp32)
         fprintf(stderr, "grpo %s: %s: fp32 products, generated on the CPU (the GPU runs bf16 products only; "
                 "--use_cpu true chooses the CPU outright)\n", cmd, fp32);
-    else if (model && model[0])
-        fprintf(stderr, "grpo %s: %s: generated on the CPU (--use_cpu true chooses the CPU outright)\n", cmd, model);
-    if (fp32 || model) {
+    if (fp32 || bad_config) {
         gpu_close(d);
         return 0;
     }

@@ -115,10 +115,7 @@ int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dat
     }
     s->model = &s->own.model;
     s->tok = s->own.tok;
-    const char *why = gen_gpu_refuses(&s->model->cfg);
-    if (why) {
-        err_set(err, "%s: %s", model_dir, why);
-    } else if (!gpu_model_upload(d, &s->gpu_model, s->model, err)) {
+    if (!gpu_model_upload(d, &s->gpu_model, s->model, err)) {
         s->device = (GenDevice){d, &s->gpu_model};
         GenOpts on = *o;
         on.device = &s->device; /* the session's own: stays put while the session does */
@@ -127,10 +124,6 @@ int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dat
     dataset_free(data);
     gen_session_close(s);
     return -1;
-}
-
-const char *gen_gpu_refuses(const ModelConfig *cfg) {
-    return cfg->qk_norm ? "a Qwen3 model (q/k norm), which the GPU's decoding layer does not run yet" : NULL;
 }
 
 int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *data, const GenOpts *o,

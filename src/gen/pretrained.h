@@ -58,10 +58,6 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
  * (gpu_model_upload) and the generator made on the device (GenOpts.device). */
 int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dataset *data, GenOpts *o,
                          int max_prompt_length, int n, GrpoErr *err);
-/* Why the GPU cannot generate with a model of this config (a string for the one
- * line that says generation runs on the CPU instead), or NULL: today a Qwen3 model
- * (gpu_decode_layer does not run the q/k norm yet). */
-const char *gen_gpu_refuses(const ModelConfig *cfg);
 /* The same over a model and tokenizer opened already (a training run's: borrowed,
  * never freed here); o's eos ids are set by the caller. */
 int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *data, const GenOpts *o,

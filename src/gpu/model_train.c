@@ -69,6 +69,9 @@ static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int 
         gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
         gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
         gpu_alloc(d, &t->grads, 4 * t->table->total, err) ||
+        /* the table's padding between tensors (q_norm's D floats, aligned) is in the flat
+         * vector clipping and AdamW read, and no backward writes it: zeros, as the CPU's */
+        gpu_zero(d, t->grads, 4 * t->table->total, err) ||
         gpu_logprob_scratch_init(d, &t->head, chunk_rows, t->max_tokens, g->C, g->V, err))
         return -1;
     for (int l = 0; l < t->L; l++)

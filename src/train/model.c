@@ -56,19 +56,6 @@ struct TrainModel {
 /* The policy's own weights train: full fine-tuning, in fp32 or mixed precision. */
 static int full_tuning(const TrainModel *tm) { return !tm->adapters; }
 
-/* A model the GPU does not train (model_gpu.h: Qwen3) found once loaded: the CPU trains it, as --use_cpu
- * would, in the form the CPU's bf16 auto picks (the loaded mixed-precision form back to fp32 where it picks
- * fp32: the same values), with the one line. */
-static void gpu_refused_model(TrainModel *tm) {
-    const char *why = train_gpu_refuses(&tm->pre.model.cfg);
-    if (!why) return;
-    train_gpu_note(tm->device_note, sizeof tm->device_note, why);
-    train_gpu_close(tm->gpu);
-    tm->gpu = NULL;
-    tm->bf16 = tm->args->bf16 < 0 ? gemm_bf16_native() : tm->args->bf16;
-    if (!tm->bf16) model_use_fp32_compute(&tm->pre.model);
-}
-
 TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs, GenOpts *gen, GrpoErr *err) {
     TrainModel *tm = xcalloc(1, sizeof *tm);
     tm->args = a;
@@ -82,7 +69,6 @@ TrainModel *train_model_open(const TrainingArgs *a, const TrainModelNeeds *needs
     WeightForm trained = tm->bf16 ? WEIGHTS_MIXED : WEIGHTS_FP32;
     int rc = pretrained_open(&tm->pre, a->model_dir, adapters ? (tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32) : trained,
                              gen, err);
-    if (!rc && tm->gpu) gpu_refused_model(tm);
     /* weights nothing trains are held in bf16 under bf16, their products in bf16: the base under LoRA, the
      * reference */
     WeightForm frozen = tm->bf16 ? WEIGHTS_BF16 : WEIGHTS_FP32;

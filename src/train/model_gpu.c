@@ -3,7 +3,7 @@
  * gpu/model_train.h, AdamW over the master weights (gpu_adamw_step: the CPU's bits)
  * and the forward's copies made from them, and the host's copy kept in step. Not
  * here: the loss, clipping and the sum over processes (the loop's, on the host),
- * generation (on the host's copy), LoRA, Qwen3, recomputation. */
+ * generation (on the host's copy), LoRA, recomputation. */
 #include "train/model_gpu.h"
 
 #include <stdio.h>
@@ -58,9 +58,9 @@ static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *n
     return NULL;
 }
 
-void train_gpu_note(char *note, size_t n, const char *why) {
-    snprintf(note, n, "%s: trains on the CPU (the GPU trains full fine-tuning of a Qwen2/Llama-form model under "
-             "bf16; --use_cpu true chooses the CPU without this line)", why);
+static void train_gpu_note(char *note, size_t n, const char *why) {
+    snprintf(note, n, "%s: trains on the CPU (the GPU trains full fine-tuning under bf16 "
+             "only; --use_cpu true chooses the CPU without this line)", why);
 }
 
 int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
@@ -93,10 +93,6 @@ int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainG
     return 1;
 }
 
-const char *train_gpu_refuses(const ModelConfig *cfg) {
-    return cfg->qk_norm ? "a Qwen3 model (q/k norm: not in the GPU's training layer yet)" : NULL;
-}
-
 /* ---- the plan ---- */
 
 static size_t free_bytes(TrainGpu *g) {
@@ -126,7 +122,7 @@ static void span_bf16(TrainGpu *g, CUdeviceptr dst, const uint16_t *w16, size_t 
 static int make_spans(TrainGpu *g, GrpoErr *err) {
     const Model *m = g->host;
     const ModelConfig *c = &m->cfg;
-    g->spans = xcalloc((size_t)c->n_layers * 8 + 3, sizeof(Span));
+    g->spans = xcalloc((size_t)c->n_layers * 10 + 3, sizeof(Span));
     int rc = 0;
     for (int l = 0; l < c->n_layers && !rc; l++) {
         const GpuLayerWeights *w = &g->policy.layers[l];
@@ -141,6 +137,10 @@ static int make_spans(TrainGpu *g, GrpoErr *err) {
         if (!rc && w->bqkv) rc = span_f32(g, w->bqkv, name, QKV, err);
         snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.bias", l);
         if (!rc && w->bo) rc = span_f32(g, w->bo, name, C, err);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l); /* Qwen3 */
+        if (!rc && w->qk_norm) rc = span_f32(g, w->q_norm, name, (size_t)w->D, err);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
+        if (!rc && w->qk_norm) rc = span_f32(g, w->k_norm, name, (size_t)w->D, err);
         span_bf16(g, w->wqkv, w16->wqkv, QKV * C);
         span_bf16(g, w->wo, w16->wo, C * HD);
         span_bf16(g, w->wgu, w16->wgu, 2 * F * C);

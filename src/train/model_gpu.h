@@ -29,14 +29,10 @@ typedef struct TrainGpu TrainGpu;
 /* Where a run trains. 1: on the GPU, *out made with the device open (the model
  * must be loaded under mixed precision); 0: on the CPU — silently where there is
  * no GPU or use_cpu is set, else with note[n] one line naming why and use_cpu
- * (LoRA, bf16 false, a Qwen3 model, sync_ref_model, an entropy gradient); -1 with
+ * (LoRA, bf16 false, sync_ref_model, an entropy gradient); -1 with
  * err: a GPU is there but cannot be set up. */
 int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
                      GrpoErr *err);
-/* The model form the GPU does not train (a Qwen3 model), or NULL; note[n] the one
- * line for a reason (choose's or this one's). */
-const char *train_gpu_refuses(const ModelConfig *cfg);
-void train_gpu_note(char *note, size_t n, const char *why);
 /* policy (and ref, the frozen reference, or NULL) onto the device with opt's m and v
  * (policy and opt stay the host's copies, borrowed until close), and everything
  * for micro-batches of up to max_tokens packed rows, against the GPU's free memory:

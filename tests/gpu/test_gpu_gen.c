@@ -22,8 +22,8 @@
  *   stops and masks, its log-probs within 1e-5 + 1e-5 relative.
  * - `grpo generate` (its entry, cmd_generate) on the GPU against --use_cpu --bf16 true:
  *   greedy JSON lines the same; sampled lines the same for --generation_chunk_size 1
- *   and 64; --bf16 false and a Qwen3 model generate on the CPU with one line saying so
- *   and the CPU run's output; without a GPU, the plain command prints --use_cpu's
+ *   and 64; a Qwen3 model's greedy lines the CPU bf16's; --bf16 false generates on the
+ *   CPU with one line saying so and the CPU run's output; without a GPU, the plain command prints --use_cpu's
  *   stdout and stderr (the timing figure aside). `grpo eval` likewise, briefly.
  * Sizes are small (4 completions of up to 6 tokens; the commands 2 of up to 5): an
  * emulated decoding step is about a second on a loaded machine. */
@@ -388,13 +388,16 @@ static void check_commands(void) {
     const char *said = strstr(err_a, "grpo generate: --bf16");
     printf("  --bf16 false: %.*s\n", said ? (int)strcspn(said, "\n") : 0, said ? said : "");
     char q3[1024];
+    /* a Qwen3 model (q/k norm in the decoding layer) on the GPU: greedy, the CPU bf16's lines */
     snprintf(q3, sizeof q3, "generate --model %s/qwen3 --prompt hello --num_generations 2 --max_completion_length 4 "
-             "--json", dir);
+             "--json --temperature 0", dir);
     T_CHECK(run_cmd(cmd_generate, q3, out_a, err_a) == 0, "qwen3: %s", err_a);
-    strncat(q3, " --use_cpu true", sizeof q3 - strlen(q3) - 1);
+    T_CHECK(strstr(err_a, "on the GPU (") != NULL, "qwen3: the run does not say it decodes on the GPU:\n%s", err_a);
+    strncat(q3, " --use_cpu true --bf16 true", sizeof q3 - strlen(q3) - 1);
     T_CHECK(run_cmd(cmd_generate, q3, out_b, err_b) == 0, "qwen3 cpu: %s", err_b);
-    T_CHECK(!strcmp(out_a, out_b), "qwen3 with a GPU: not the CPU run's lines");
-    check_fallback_line("qwen3", err_a, "Qwen3");
+    T_CHECK(lines(out_a) == 2 && !strcmp(out_a, out_b), "qwen3, greedy: the GPU's lines are not the CPU bf16's:\n%s---\n%s",
+            out_a, out_b);
+    printf("  grpo generate, a Qwen3 model, greedy: on the GPU, the CPU bf16's lines\n");
     /* eval, greedy: the numbers of the CPU bf16 run */
     T_CHECK(run_fmt(cmd_eval, out_a, err_a, EVAL_LINE, "") == 0, "eval gpu: %s", err_a);
     T_CHECK(run_fmt(cmd_eval, out_b, err_b, EVAL_LINE, "--use_cpu true --bf16 true") == 0, "eval cpu: %s", err_b);

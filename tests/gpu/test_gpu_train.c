@@ -20,8 +20,8 @@
  * seen are printed.
  * Also: the metrics files have the same keys line by line; micro-batch splits 1/2/4
  * of the same 4 examples give weights within 1e-5 relative (max |a - b| / max |b|
- * per tensor); a resume from a checkpoint on the device writes the uninterrupted
- * run's bytes; every form the GPU refuses (LoRA, bf16 false, a Qwen3 model, an
+ * per tensor); SFT on a Qwen3 model (q/k norm) on the device in the bound above; a resume from a checkpoint on the device writes the uninterrupted
+ * run's bytes; every form the GPU refuses (LoRA, bf16 false, an
  * entropy bonus, sync_ref_model) trains on the CPU, says so in one line naming
  * use_cpu, and writes the --use_cpu run's bytes; and without a GPU (the driver not
  * found) the plain commands write the --use_cpu runs' bytes and nothing more on
@@ -295,6 +295,13 @@ static void check_sft(void) {
     }
     check_split("micro-batches 1 x 4 against 4 x 1", "b1", "b4");
     check_split("micro-batches 2 x 2 against 4 x 1", "b2", "b4");
+    /* a Qwen3 model (q/k norm in the training layer) on the device */
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true", tmp, "m3",
+                 tmp, tmp, "q_cpu"), "qwen3 cpu: %s", errs);
+    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m3", tmp, tmp, "q_gpu"), "qwen3 gpu: %s",
+            errs);
+    T_CHECK(strstr(errs, "on the GPU") != NULL, "qwen3: the plan does not say the GPU trains: %s", errs);
+    check_moved("grpo sft, a Qwen3 model", "m3", "q_cpu", "q_gpu");
 }
 
 static void check_resume(void) {
@@ -319,9 +326,6 @@ static void check_refusals(void) {
              "--per_device_train_batch_size 2", tmp, tmp);
     check_refused("sft --use_peft true", cmd_sft, base, "--use_peft true", "adapter_model.safetensors", "use_peft");
     check_refused("sft --bf16 false", cmd_sft, base, "--bf16 false", "model.safetensors", "bf16 false");
-    snprintf(base, sizeof base, "sft --model %s/m3 --dataset %s/s.jsonl --max_steps 2 --learning_rate 1e-3 "
-             "--per_device_train_batch_size 2", tmp, tmp);
-    check_refused("sft, a Qwen3 model", cmd_sft, base, "", "model.safetensors", "Qwen3");
     snprintf(base, sizeof base, "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 2 "
              "--per_device_train_batch_size 2 --max_completion_length 4 --max_steps 2 --learning_rate 1e-3", tmp, tmp);
     check_refused("train --entropy_coef 0.01", cmd_train, base, "--entropy_coef 0.01", "model.safetensors", "entropy");
