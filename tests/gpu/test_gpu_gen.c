@@ -44,6 +44,7 @@
 #include "model/model_io.h"
 #define GPU_TEST_SEED 41
 #include "gpu_test.h"
+#include "gpu_test_cli.h"
 
 /* small: every emulated GPU thread is a coroutine (a decoding step is about a second here) */
 enum { G = 4, MAXC = 6, NP = 5 };
@@ -271,27 +272,6 @@ enum { MAXOUT = 1 << 16 };
 static char dir[128], out_path[192], err_path[192];
 static char out_a[MAXOUT], out_b[MAXOUT], err_a[MAXOUT], err_b[MAXOUT];
 
-static void slurp(const char *path, char *buf) {
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, MAXOUT - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-}
-
-/* buf's lines without the timing figure ("tokens/s", "s\n" progress) and a sanitizer's
- * own lines ("==PID==..."): what a run says that does not change from run to run. */
-static void keep_stable_lines(char *buf) {
-    char *w = buf;
-    for (char *r = buf; *r;) {
-        char *end = strchr(r, '\n');
-        size_t len = end ? (size_t)(end - r) + 1 : strlen(r);
-        int timing = memmem(r, len, "tokens/s", 8) || memmem(r, len, " s\n", 3);
-        if (strncmp(r, "==", 2) && !timing) memmove(w, r, len), w += len;
-        r += len;
-    }
-    *w = 0;
-}
-
 static int lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
@@ -300,23 +280,8 @@ static int lines(const char *s) {
 
 /* fn(argv of line's words), stdout into out, stderr into errs (stable lines only). */
 static int run_cmd(int (*fn)(int, char **), const char *line_in, char *out, char *errs) {
-    char line[1024], *argv[48];
-    snprintf(line, sizeof line, "%s", line_in);
-    int argc = 0;
-    for (char *t = strtok(line, " "); t && argc < 47; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
-    fflush(stdout), fflush(stderr);
-    int so = dup(1), se = dup(2);
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fo, 1), dup2(fe, 2);
-    close(fo), close(fe);
-    int rc = fn(argc, argv);
-    args_free();
-    fflush(stdout), fflush(stderr);
-    dup2(so, 1), dup2(se, 2);
-    close(so), close(se);
-    slurp(out_path, out), slurp(err_path, errs);
-    keep_stable_lines(errs);
+    int rc = gpu_test_run_entry(fn, line_in, out_path, err_path, out, errs, MAXOUT);
+    gpu_test_keep_own_lines(errs, 1);
     return rc;
 }
 

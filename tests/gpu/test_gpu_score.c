@@ -36,6 +36,7 @@
 #include "model/model_io.h"
 #define GPU_TEST_SEED 37
 #include "gpu_test.h"
+#include "gpu_test_cli.h"
 
 enum { MAXV = 4096, MAXOUT = 1 << 16 };
 static char data_path[256], out_path[256], err_path[256];
@@ -62,48 +63,12 @@ static void write_data(void) {
     fclose(f);
 }
 
-static void slurp(const char *path, char *buf) {
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, MAXOUT - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-}
-
-/* buf without the lines a sanitizer's runtime adds ("==PID==WARNING: ASan doesn't fully
- * support makecontext/swapcontext", the emulator's coroutines under make asan): the
- * command's own stderr. An error of the sanitizer's stops the test anyway. */
-static void drop_sanitizer_lines(char *buf) {
-    char *w = buf;
-    for (char *r = buf; *r;) {
-        char *end = strchr(r, '\n');
-        size_t len = end ? (size_t)(end - r) + 1 : strlen(r);
-        if (strncmp(r, "==", 2)) memmove(w, r, len), w += len;
-        r += len;
-    }
-    *w = 0;
-}
-
 /* `grpo score --model MODEL_DIR --temperature 0.8 --data DATA extra...`, its stdout into out
  * and its stderr into errs; the exit status. */
 static int run_score(const char *extra, char *out, char *errs) {
-    char line[512], *argv[16];
+    char line[1024];
     snprintf(line, sizeof line, "score --model %s --temperature 0.8 --data %s %s", model_dir, data_path, extra);
-    int argc = 0;
-    for (char *t = strtok(line, " "); t && argc < 15; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
-    fflush(stdout), fflush(stderr);
-    int so = dup(1), se = dup(2);
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fo, 1), dup2(fe, 2);
-    close(fo), close(fe);
-    int rc = cmd_score(argc, argv);
-    args_free();
-    fflush(stdout), fflush(stderr);
-    dup2(so, 1), dup2(se, 2);
-    close(so), close(se);
-    slurp(out_path, out), slurp(err_path, errs);
-    drop_sanitizer_lines(errs);
-    return rc;
+    return gpu_test_run_entry(cmd_score, line, out_path, err_path, out, errs, MAXOUT);
 }
 
 /* The numbers of score's output in order (null: NaN); *lines its line count, each

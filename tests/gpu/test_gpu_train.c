@@ -41,53 +41,21 @@
 #include "ops/ops.h"
 #define GPU_TEST_SEED 41
 #include "gpu_test.h"
+#include "gpu_test_cli.h"
 
 enum { MAXOUT = 1 << 16 };
 static char tmp[256], errs[MAXOUT], errs2[MAXOUT];
 
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-}
-
-/* stderr without a sanitizer runtime's lines (test_gpu_score's reason). */
-static void drop_sanitizer_lines(char *buf) {
-    char *w = buf;
-    for (char *r = buf; *r;) {
-        char *end = strchr(r, '\n');
-        size_t len = end ? (size_t)(end - r) + 1 : strlen(r);
-        if (strncmp(r, "==", 2)) memmove(w, r, len), w += len;
-        r += len;
-    }
-    *w = 0;
-}
-
 /* fn (a command's entry) on the words of the printf-made line; its stderr into e. */
 static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) {
-    char line[2048], *argv[64], path[300];
+    char line[2048], path[300];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    int argc = 0;
-    for (char *t = strtok(line, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
     snprintf(path, sizeof path, "%s/stderr", tmp);
-    fflush(stdout), fflush(stderr);
-    int so = dup(1), se = dup(2), fe = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600), fo = open("/dev/null", O_WRONLY);
-    dup2(fo, 1), dup2(fe, 2);
-    close(fo), close(fe);
-    int rc = fn(argc, argv);
-    args_free();
-    fflush(stdout), fflush(stderr);
-    dup2(so, 1), dup2(se, 2);
-    close(so), close(se);
-    slurp(path, e, MAXOUT);
-    drop_sanitizer_lines(e);
-    return rc;
+    return gpu_test_run_entry(fn, line, NULL, path, NULL, e, MAXOUT);
 }
 
 /* The bytes of two files equal (both readable). */
@@ -107,7 +75,7 @@ static int same_file(const char *a, const char *b) {
 static void make_model(const char *name, const char *out) {
     char path[512], cfg[8192], *p;
     snprintf(path, sizeof path, "tests/fixtures/%s/config.json", name);
-    slurp(path, cfg, sizeof cfg);
+    gpu_test_slurp(path, cfg, sizeof cfg);
     T_CHECK((p = strstr(cfg, "\"vocab_size\": 96")) != NULL, "%s: no vocab_size 96", path);
     if (p) memmove(p + 17, p + 16, strlen(p + 16) + 1), memcpy(p + 14, "300", 3);
     T_CHECK((p = strstr(cfg, "\"eos_token_id\": 2,")) != NULL, "%s: no eos_token_id 2", path);
@@ -214,7 +182,7 @@ static void check_split(const char *what, const char *a_dir, const char *b_dir) 
 static void metric_keys(const char *dir, char *out) {
     char path[400], text[MAXOUT];
     snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
-    slurp(path, text, sizeof text);
+    gpu_test_slurp(path, text, sizeof text);
     char *w = out;
     for (const char *p = text; *p; p++) {
         if (*p != '"') continue;
