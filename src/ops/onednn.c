@@ -150,9 +150,9 @@ static dnnl_status_t prim_create(Prim *p, const PrimKey *k, int runtime, char *i
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) return st;
     prim_from_desc(p, k, pd, impl, n);
-    if (runtime) return st; /* a family needing a scratchpad is refused (family_get) */
     if (p->scratch_bytes)
         dnnl_must(dnnl_memory_create(&p->ms, &p->s_md, engine, DNNL_MEMORY_NONE), "scratchpad memory");
+    if (runtime) return st;
     dnnl_must(dnnl_memory_create(&p->ma, &p->a_md, engine, DNNL_MEMORY_NONE), "src memory");
     dnnl_must(dnnl_memory_create(&p->mb, &p->b_md, engine, DNNL_MEMORY_NONE), "weights memory");
     dnnl_must(dnnl_memory_create(&p->mc, &p->c_md, engine, DNNL_MEMORY_NONE), "dst memory");
@@ -235,9 +235,7 @@ static const Prim *family_get(const PrimKey *k) {
     dnnl_status_t st = prim_create(p, &fk, 1, impl, sizeof impl);
     gemm_stats_primitive(omp_get_wtime() - t0);
     p->key = fk;
-    /* a family whose gemm would sum in a scratchpad (not into C) is left per shape:
-     * its size is not known before the call */
-    p->reference = st != dnnl_success || strncmp(impl, "gemm:", 5) != 0 || p->scratch_bytes != 0;
+    p->reference = st != dnnl_success || strncmp(impl, "gemm:", 5) != 0;
     return p->reference ? NULL : p;
 }
 
