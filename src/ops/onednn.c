@@ -1,8 +1,7 @@
 /* ops/onednn.c — oneDNN's matmul (Debian's libdnnl-dev, the library PyTorch's CPU
  * bf16 autocast runs on) behind gemm_f32 and gemm_bf16: one engine and stream,
- * primitives cached per shape family where oneDNN's matmul takes runtime sizes
- * bit for bit (below) and per shape elsewhere, run on our OpenMP pool (Debian's
- * build uses libgomp). Each primitive's memory objects are made once and pointed at the
+ * primitives cached per shape, run on our OpenMP pool (Debian's build uses
+ * libgomp). Each primitive's memory objects are made once and pointed at the
  * operands of each call, and oneDNN's scratchpad is ours (user mode), one buffer
  * grown to the largest primitive's need and kept: oneDNN's own (library mode)
  * is allocated and freed around every execution, and above glibc's mmap threshold

@@ -7,8 +7,7 @@
 
 /* C[M,N] = alpha * op(A)·op(B) + beta * C: A and B fp32 (bf16 = 0) or bf16 values
  * (bf16 = 1, uint16_t), C fp32, row-major with the given row strides. Outside
- * parallel regions only; the primitive of each shape (or shape family,
- * onednn_families) is made once and cached.
+ * parallel regions only; the primitive of each shape is made once and cached.
  * Returns 0, or -1 without touching C when oneDNN has only its reference code for
  * this product here (the caller multiplies another way). */
 int onednn_gemm(int bf16, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, const void *B,
