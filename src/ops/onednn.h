@@ -22,15 +22,6 @@ int onednn_gemm_batch(const int nb[3], const long sa[3], const long sb[3], const
  * implementation's name ("brg:avx512_core_bf16", "ref:any", ...) in impl[n]. */
 int onednn_impl(int bf16, char *impl, size_t n);
 
-/* Whether fp32 products run here on one primitive per shape family (the key less
- * M, N, K and the strides): where oneDNN's fp32 matmul is its gemm-based one (no
- * avx512_core), whose runtime-shape primitive computes as a one-shape one would.
- * Then a product of new sizes or strides makes no primitive; elsewhere each shape
- * has its own (onednn.c). onednn_families_off(1): a primitive per shape everywhere,
- * the tests' seam for comparing the two; outside parallel regions. */
-int onednn_families(void);
-void onednn_families_off(int off);
-
 /* Bytes of oneDNN scratchpad held for the matmuls run so far: one buffer, grown to
  * the largest primitive's need and kept for the rest of the run. */
 size_t onednn_scratch_bytes(void);
