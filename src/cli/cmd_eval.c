@@ -163,7 +163,7 @@ static int eval_open(EvalRun *r, EvalArgs *a, GrpoErr *err) {
         dataset_free(&ds);
         return -1;
     }
-    r->on_gpu = cli_gpu_pick("eval", a->use_cpu, a->adapter, &a->bf16, a->model_dir, &r->dev, &a->gen.weights, err);
+    r->on_gpu = cli_gpu_pick("eval", a->use_cpu, a->adapter, &a->bf16, &r->dev, &a->gen.weights, err);
     if (r->on_gpu < 0) {
         r->on_gpu = 0;
         dataset_free(&ds);

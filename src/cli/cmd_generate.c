@@ -100,7 +100,7 @@ int cmd_generate(int argc, char **argv) {
     Dataset ds;
     GenSession s;
     GpuDevice dev;
-    int on_gpu = cli_gpu_pick("generate", a.use_cpu, a.adapter, &a.bf16, a.model_dir, &dev, &a.gen.weights, &err);
+    int on_gpu = cli_gpu_pick("generate", a.use_cpu, a.adapter, &a.bf16, &dev, &a.gen.weights, &err);
     if (on_gpu < 0 || load_prompts(&a, &ds, &err) ||
         (on_gpu ? gen_session_open_gpu(&s, &dev, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err)
                 : gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err))) {

@@ -3,11 +3,8 @@
 
 #include <stdio.h>
 
-#include "gen/pretrained.h"
-#include "model/config.h"
-
-int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Options *bf16, const char *model_dir,
-                 GpuDevice *d, int *form, GrpoErr *err) {
+int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Options *bf16, GpuDevice *d, int *form,
+                 GrpoErr *err) {
     if (use_cpu) return 0;
     char why[256] = "";
     int r = gpu_open(d, why, sizeof why, err);
@@ -21,14 +18,9 @@ int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Op
     const char *fp32 = adapter ? "--adapter (folded into fp32 weights)"
                        : bf16->held > 0 ? "--bf16_held"
                        : bf16->bf16 == 0 ? "--bf16 false" : NULL;
-    ModelConfig cfg;
-    GrpoErr cfg_err;
-    /* a config that does not load is the CPU path's to report, as without a GPU */
-    int bad_config = !fp32 && config_load(&cfg, model_dir, &cfg_err) != 0;
-    if (fp32)
+    if (fp32) {
         fprintf(stderr, "grpo %s: %s: fp32 products, generated on the CPU (the GPU runs bf16 products only; "
                 "--use_cpu true chooses the CPU outright)\n", cmd, fp32);
-    if (fp32 || bad_config) {
         gpu_close(d);
         return 0;
     }

@@ -11,10 +11,10 @@
 #include "gpu/device.h"
 
 /* 1 with d open and *form WEIGHTS_BF16 (a GPU found, not use_cpu, bf16 asked for or
- * left to auto, model_dir's config decodable there); 0: the CPU, *form as the bf16
+ * left to auto; a model the GPU cannot run fails later, at its upload); 0: the CPU, *form as the bf16
  * options chose it (a line on stderr, "grpo CMD: ...", where a GPU was found); -1
  * with err where a GPU is there but cannot be set up. */
-int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Options *bf16, const char *model_dir,
-                 GpuDevice *d, int *form, GrpoErr *err);
+int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Options *bf16, GpuDevice *d, int *form,
+                 GrpoErr *err);
 
 #endif
