@@ -94,8 +94,8 @@ static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max
     return rc;
 }
 
-int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
-                     GrpoErr *err) {
+/* s's own model and tokenizer from model_dir (data freed on failure). */
+static int session_own(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, GrpoErr *err) {
     memset(s, 0, sizeof *s);
     if (pretrained_open(&s->own, model_dir, (WeightForm)o->weights, o, err)) {
         dataset_free(data);
@@ -103,18 +103,18 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
     }
     s->model = &s->own.model;
     s->tok = s->own.tok;
+    return 0;
+}
+
+int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
+                     GrpoErr *err) {
+    if (session_own(s, model_dir, data, o, err)) return -1;
     return session_start(s, data, o, max_prompt_length, n, err);
 }
 
 int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dataset *data, GenOpts *o,
                          int max_prompt_length, int n, GrpoErr *err) {
-    memset(s, 0, sizeof *s);
-    if (pretrained_open(&s->own, model_dir, (WeightForm)o->weights, o, err)) {
-        dataset_free(data);
-        return -1;
-    }
-    s->model = &s->own.model;
-    s->tok = s->own.tok;
+    if (session_own(s, model_dir, data, o, err)) return -1;
     if (!gpu_model_upload(d, &s->gpu_model, s->model, err)) {
         s->device = (GenDevice){d, &s->gpu_model};
         GenOpts on = *o;
