@@ -22,6 +22,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/memory.h"
+#include "dist/dist.h"
 #include "gpu/model.h"
 #include "gen/options.h"
 #include "io/jsonl.h"
@@ -183,7 +184,7 @@ static const OptSpec score_options[] = {
 static int score_device(const ScoreArgs *sa, ScoreGpu *gpu, int *form, GrpoErr *err) {
     if (sa->use_cpu) return 0;
     char why[256] = "";
-    int r = gpu_open(&gpu->dev, why, sizeof why, err);
+    int r = gpu_open_local(&gpu->dev, dist_local_rank(), dist_local_size(), why, sizeof why, err);
     if (r < 0) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);

@@ -3,11 +3,13 @@
 
 #include <stdio.h>
 
+#include "dist/dist.h"
+
 int cli_gpu_pick(const char *cmd, int use_cpu, const char *adapter, const Bf16Options *bf16, GpuDevice *d, int *form,
                  GrpoErr *err) {
     if (use_cpu) return 0;
     char why[256] = "";
-    int r = gpu_open(d, why, sizeof why, err);
+    int r = gpu_open_local(d, dist_local_rank(), dist_local_size(), why, sizeof why, err);
     if (r < 0) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);

@@ -7,7 +7,7 @@
 
 #include "dist/wait.h"
 
-static int g_mpi, g_rank, g_size = 1, g_shared;
+static int g_mpi, g_rank, g_size = 1, g_shared, g_local_rank, g_local_size = 1;
 
 /* mpirun (OpenMPI's ORTE/PRRTE) and PMI/PMIx launchers say so in the environment. */
 static int launched_by_mpirun(void) {
@@ -20,6 +20,12 @@ void dist_init(int *argc, char ***argv) {
     g_mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    MPI_Comm node; /* the ranks that share this machine's memory: this machine's */
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        DIE("MPI_Comm_split_type failed");
+    MPI_Comm_rank(node, &g_local_rank);
+    MPI_Comm_size(node, &g_local_size);
+    MPI_Comm_free(&node);
     atexit(dist_finalize);
 }
 
@@ -36,6 +42,8 @@ void dist_finalize(void) {
 
 int dist_rank(void) { return g_rank; }
 int dist_size(void) { return g_size; }
+int dist_local_rank(void) { return g_local_rank; }
+int dist_local_size(void) { return g_local_size; }
 
 void dist_abort(int code) {
     fflush(stdout);

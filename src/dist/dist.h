@@ -35,6 +35,11 @@ void dist_init(int *argc, char ***argv);
 void dist_finalize(void);
 int dist_rank(void);
 int dist_size(void);
+/* This process among the ranks on its own machine (MPI-3's shared-memory split,
+ * ordered as their world ranks): 0 of 1 in a world of one. One process per GPU
+ * takes the GPU of its local rank (gpu_open_local). */
+int dist_local_rank(void);
+int dist_local_size(void);
 
 /* Every collective from now on waits at most timeout_s (1800 until set; <= 0
  * keeps it) for the other ranks. Past it the job ends (MPI_Abort, status 1) and

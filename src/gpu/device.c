@@ -95,7 +95,9 @@ void gpu_set_driver(int (*open_driver)(CudaApi *api, char *why, size_t n)) {
     driver_open = open_driver ? open_driver : cuda_api_open;
 }
 
-int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) {
+int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) { return gpu_open_local(d, 0, 1, why, n, err); }
+
+int gpu_open_local(GpuDevice *d, int local_rank, int local_size, char *why, size_t n, GrpoErr *err) {
     memset(d, 0, sizeof *d);
     if (driver_open(&d->api, why, n)) return 0;
     int count = 0;
@@ -107,8 +109,15 @@ int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) {
         cuda_api_close(&d->api);
         return 0;
     }
-    if (check(d, d->api.DeviceGet(&d->dev, 0), "device 0", err) ||
-        check(d, d->api.DeviceGetName(d->name, sizeof d->name, d->dev), "its name", err) ||
+    if (local_size > count) { /* two processes on one GPU: each plans against memory the other takes */
+        cuda_api_close(&d->api);
+        return err_set(err, "%d processes on this machine and %d GPU%s: one process per GPU (mpirun -np %d)",
+                       local_size, count, count == 1 ? "" : "s", count);
+    }
+    char ordinal[32], name[sizeof d->name];
+    snprintf(ordinal, sizeof ordinal, "device %d", local_rank);
+    if (check(d, d->api.DeviceGet(&d->dev, local_rank), ordinal, err) ||
+        check(d, d->api.DeviceGetName(name, sizeof name, d->dev), "its name", err) ||
         check(d, d->api.DeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev),
               "its compute capability", err) ||
         check(d, d->api.DeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev),
@@ -119,6 +128,11 @@ int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) {
         cuda_api_close(&d->api);
         return -1;
     }
+    d->ordinal = local_rank;
+    if (count > 1) /* which of the machine's GPUs, as nvidia-smi numbers them */
+        snprintf(d->name, sizeof d->name, "GPU %d: %.100s", local_rank, name);
+    else
+        snprintf(d->name, sizeof d->name, "%s", name);
     if (d->cc_major < 8) { /* the kernels are PTX for sm_80 (bf16 mma) */
         snprintf(why, n, "%s has compute capability %d.%d; grpo needs 8.0 or newer", d->name, d->cc_major, d->cc_minor);
         cuda_api_close(&d->api);

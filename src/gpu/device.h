@@ -74,7 +74,8 @@ typedef struct {
     CUcontext ctx;
     CUmodule mod;
     CUfunction fn[GPU_N_KERNELS];
-    char name[128];
+    char name[128];  /* "GPU 1: NVIDIA H100 80GB HBM3" on a machine of several */
+    int ordinal;     /* the driver's device number (after CUDA_VISIBLE_DEVICES) */
     int cc_major, cc_minor, sms;
     size_t total_bytes;
     struct GpuBlas *blas; /* made by the first product (gpu/gemm.h), freed by gpu_close */
@@ -82,8 +83,13 @@ typedef struct {
 
 /* Opens the first GPU: 1 with d ready; 0 where there is none to use here (why[n]
  * says why: no driver, no device, compute capability below 8.0); -1 with err where
- * one is there but cannot be set up (the PTX refused: the driver's log in err). */
+ * one is there but cannot be set up (the PTX refused: the driver's log in err).
+ * gpu_open_local: GPU local_rank, for the process of that local rank among
+ * local_size on this machine (dist_local_rank, dist_local_size: one process per GPU
+ * under mpirun, as torchrun's LOCAL_RANK places them); -1 with err when local_size
+ * exceeds the machine's GPUs (CUDA_VISIBLE_DEVICES's, when it is set). */
 int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err);
+int gpu_open_local(GpuDevice *d, int local_rank, int local_size, char *why, size_t n, GrpoErr *err);
 /* The tests' seam: the driver gpu_open opens, in place of libcuda (cuda_api_open);
  * NULL for libcuda. tests/machine/gpu_emulator.c installs an emulated GPU so. */
 void gpu_set_driver(int (*open_driver)(CudaApi *api, char *why, size_t n));

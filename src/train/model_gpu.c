@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dist.h"
 #include "gpu/model_train.h"
 #include "gpu/ops.h"
 #include "ops/ops.h"
@@ -70,7 +71,7 @@ int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainG
     if (a->use_cpu) return 0;
     TrainGpu *g = xcalloc(1, sizeof *g);
     char why[256] = "";
-    int r = gpu_open(&g->dev, why, sizeof why, err);
+    int r = gpu_open_local(&g->dev, dist_local_rank(), dist_local_size(), why, sizeof why, err);
     if (r <= 0) {
         free(g);
         if (r < 0) {

@@ -410,8 +410,19 @@ static size_t allocated;
 static int context_refs;
 
 static CUresult emu_init(unsigned flags) { return CUDA_SUCCESS; }
-static CUresult emu_count(int *count) { return *count = 1, CUDA_SUCCESS; }
-static CUresult emu_get(CUdevice *dev, int ordinal) { return ordinal ? CUDA_ERROR_INVALID_VALUE : (*dev = 0, CUDA_SUCCESS); }
+static unsigned devices_used; /* a bit per device whose context was retained */
+
+/* GRPO_EMU_GPUS GPUs (1 when unset; up to 8): a machine of several, for one process per GPU. */
+static int emu_gpus(void) {
+    const char *v = getenv("GRPO_EMU_GPUS");
+    int n = v ? atoi(v) : 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+static CUresult emu_count(int *count) { return *count = emu_gpus(), CUDA_SUCCESS; }
+static CUresult emu_get(CUdevice *dev, int ordinal) {
+    return ordinal < 0 || ordinal >= emu_gpus() ? CUDA_ERROR_INVALID_VALUE : (*dev = ordinal, CUDA_SUCCESS);
+}
+unsigned gpu_emu_devices_used(void) { return devices_used; }
 static CUresult emu_name(char *name, int len, CUdevice dev) {
     snprintf(name, (size_t)len, "grpo.c's GPU emulator (tests/machine)");
     return CUDA_SUCCESS;
@@ -427,6 +438,7 @@ static CUresult emu_attribute(int *value, int attribute, CUdevice dev) {
 static CUresult emu_total(size_t *bytes, CUdevice dev) { return *bytes = EMU_BYTES, CUDA_SUCCESS; }
 static CUresult emu_retain(CUcontext *ctx, CUdevice dev) {
     context_refs++;
+    devices_used |= 1u << dev;
     *ctx = (CUcontext)&E;
     return CUDA_SUCCESS;
 }

@@ -34,6 +34,11 @@ int gpu_emulator_open(CudaApi *api, char *why, size_t n);
 int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, unsigned grid_y, unsigned block,
                 unsigned shared_bytes, void **params);
 
+/* The emulated machine has GRPO_EMU_GPUS GPUs (1 when unset, at most 8), numbered
+ * from 0, all on the one host; a bit per GPU a context was taken on in this process
+ * (device d: 1 << d), so a test sees which GPU a process chose. */
+unsigned gpu_emu_devices_used(void);
+
 /* Makes gpu_open find the emulated GPU instead of libcuda, and the products
  * (gpu/gemm.h) the emulated cuBLASLt (machine/gpu_emulator_blas.h) instead of
  * libcublasLt (on = 1); or the real ones again (on = 0). */
