@@ -51,6 +51,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_LORA_DROPOUT_APPLY] = "lora_dropout_apply",
     /* the trainable model's device form (train/model_gpu.c) */
     [GPU_K_MASTER_TO_WEIGHTS] = "master_to_weights",
+    [GPU_K_GRAD_SUMSQ_BLOCKS] = "grad_sumsq_blocks",
+    [GPU_K_GRAD_SCALE] = "grad_scale",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

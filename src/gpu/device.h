@@ -59,6 +59,9 @@ typedef enum {
     GPU_K_LORA_DROPOUT_APPLY,
     /* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
     GPU_K_MASTER_TO_WEIGHTS,
+    /* the step's gradient on the device (train/model_gpu.c): its norm's blocks, the clip */
+    GPU_K_GRAD_SUMSQ_BLOCKS,
+    GPU_K_GRAD_SCALE,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -4,6 +4,7 @@
 #include "gpu/ops.h"
 
 #include "gpu/gemm.h"
+#include "optim/optim.h"
 
 enum { ROW_THREADS = 256, FLAT_THREADS = 256 };
 enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256 }; /* gpu/kernels/rope.cu, attention.h */
@@ -327,4 +328,21 @@ int gpu_master_to_weights(GpuDevice *d, CUdeviceptr dst16, CUdeviceptr dst32, CU
     unsigned long long count = n;
     void *args[] = {&dst16, &dst32, &src, &count};
     return n ? gpu_launch(d, GPU_K_MASTER_TO_WEIGHTS, flat_blocks(d, count), FLAT_THREADS, args, err) : 0;
+}
+
+enum { GRAD_SUMSQ_ROWS = 128 }; /* gpu/kernels/grad.cu's: gradient blocks (threads) per CUDA block */
+
+int gpu_grad_sumsq_blocks(GpuDevice *d, CUdeviceptr part, CUdeviceptr g, size_t n, GrpoErr *err) {
+    if (!n) return 0;
+    if (!part || !g) return err_set(err, "gpu_grad_sumsq_blocks: no gradient or no part");
+    unsigned long long count = n, nb = (count + GRAD_NORM_BLOCK - 1) / GRAD_NORM_BLOCK;
+    void *args[] = {&part, &g, &count};
+    return gpu_launch(d, GPU_K_GRAD_SUMSQ_BLOCKS, (unsigned)((nb + GRAD_SUMSQ_ROWS - 1) / GRAD_SUMSQ_ROWS),
+                      GRAD_SUMSQ_ROWS, args, err);
+}
+
+int gpu_grad_scale(GpuDevice *d, CUdeviceptr g, size_t n, float c, GrpoErr *err) {
+    unsigned long long count = n;
+    void *args[] = {&g, &count, &c};
+    return n ? gpu_launch(d, GPU_K_GRAD_SCALE, flat_blocks(d, count), FLAT_THREADS, args, err) : 0;
 }

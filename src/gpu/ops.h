@@ -174,5 +174,10 @@ int gpu_qk_norm_backward(GpuDevice *d, CUdeviceptr din, CUdeviceptr dwq, CUdevic
  * half: ties away from zero, unlike gpu_round_bf16); else dst32[n] = src[n]. The
  * CPU's bits. */
 int gpu_master_to_weights(GpuDevice *d, CUdeviceptr dst16, CUdeviceptr dst32, CUdeviceptr src, size_t n, GrpoErr *err);
+/* The step's gradient g[n] on the device: part[ceil(n / GRAD_NORM_BLOCK)] doubles =
+ * optim/grad.c's block sums of squares, bit for bit (grad_norm_parts adds them on
+ * the host: grad_norm's result); and g[n] *= c (grad_clip_factor's c). */
+int gpu_grad_sumsq_blocks(GpuDevice *d, CUdeviceptr part, CUdeviceptr g, size_t n, GrpoErr *err);
+int gpu_grad_scale(GpuDevice *d, CUdeviceptr g, size_t n, float c, GrpoErr *err);
 
 #endif

@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 
-#define GRAD_BLOCK 4096
+#define GRAD_BLOCK GRAD_NORM_BLOCK
 #define GRAD_PARTS 1024 /* block sums held at once, on the stack: no allocation per step */
 
 /* Block b's sum of squares is part of the total in block order, whatever the
@@ -33,13 +33,23 @@ double grad_norm(const float *g, size_t n) {
     return sqrt(total);
 }
 
+double grad_norm_parts(const double *part, size_t nb) {
+    double total = 0.0;
+    for (size_t i = 0; i < nb; i++) total += part[i]; /* grad_norm's order */
+    return sqrt(total);
+}
+
+float grad_clip_factor(double norm, double max_norm) {
+    if (!isfinite(norm) || max_norm <= 0.0) return 1.0f;
+    double clip = max_norm / (norm + 1e-6);
+    /* torch multiplies by the coefficient as a tensor of the grads' dtype */
+    return clip < 1.0 ? (float)clip : 1.0f;
+}
+
 double grad_clip_norm(float *g, size_t n, double max_norm) {
     double norm = grad_norm(g, n);
-    if (!isfinite(norm) || max_norm <= 0.0) return norm;
-    double clip = max_norm / (norm + 1e-6);
-    if (clip < 1.0) {
-        /* torch multiplies by the coefficient as a tensor of the grads' dtype */
-        const float c = (float)clip;
+    const float c = grad_clip_factor(norm, max_norm);
+    if (c != 1.0f) {
         const long long nn = (long long)n;
 #pragma omp parallel for schedule(static)
         for (long long i = 0; i < nn; i++) g[i] *= c;

@@ -100,6 +100,12 @@ void adamw_decay_mask_build(uint8_t *mask, const ParamTable *t);
  * whose partial sums are added in block order, so the result does not depend
  * on the number of threads. NaN or Inf when any element is. */
 double grad_norm(const float *g, size_t n);
+/* grad_norm's blocks, for a gradient held elsewhere (the GPU's gpu_grad_sumsq_blocks):
+ * block b is g[b GRAD_NORM_BLOCK .. (b + 1) GRAD_NORM_BLOCK), its sum of squares
+ * taken in order in double; grad_norm_parts = the square root of part[nb] added in
+ * block order, grad_norm's result for the same blocks, bit for bit. */
+#define GRAD_NORM_BLOCK 4096
+double grad_norm_parts(const double *part, size_t nb);
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=2): computes the
  * total norm, and scales g by clip = max_norm / (norm + 1e-6) when clip < 1
@@ -109,6 +115,8 @@ double grad_norm(const float *g, size_t n);
  * NaN) and the non-finite norm is returned so that the caller can skip the
  * optimizer step. max_norm <= 0 disables clipping (the norm is still returned). */
 double grad_clip_norm(float *g, size_t n, double max_norm);
+/* The factor grad_clip_norm multiplies the gradient by for a norm (1: none). */
+float grad_clip_factor(double norm, double max_norm);
 
 /* ---------------------------------------------------------------- schedules */
 

@@ -160,6 +160,9 @@ static void run_lora_dropout_apply(void **p) {
 static void run_master_to_weights(void **p) {
     master_to_weights(P(0, unsigned short *), P(1, Fp), P(2, Cfp), P(3, u64));
 }
+/* the step's gradient on the device (gpu/kernels/grad.cu) */
+static void run_grad_sumsq_blocks(void **p) { grad_sumsq_blocks(P(0, double *), P(1, Cfp), P(2, u64)); }
+static void run_grad_scale(void **p) { grad_scale(P(0, Fp), P(1, u64), P(2, float)); }
 
 typedef struct {
     const char *name;
@@ -211,6 +214,9 @@ static const EmuKernel kernels[] = {
     {"lora_dropout_apply", run_lora_dropout_apply},
     /* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
     {"master_to_weights", run_master_to_weights},
+    /* the step's gradient on the device (gpu/kernels/grad.cu) */
+    {"grad_sumsq_blocks", run_grad_sumsq_blocks},
+    {"grad_scale", run_grad_scale},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

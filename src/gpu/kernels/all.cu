@@ -29,3 +29,5 @@
 #include "lora.cu"
 /* the trainable model's device form (train/model_gpu.c): the master weights to the forward's copies */
 #include "master.cu"
+/* the step's gradient on the device (train/model_gpu.c): its norm's blocks, the clip */
+#include "grad.cu"
