@@ -271,11 +271,11 @@ static int step_micro_batches(Loop *lp, TrainStepSums *sums, GrpoErr *err) {
     train_model_begin_step(lp->tm, lp->step);
     if (algo->begin_step(algo->self, &s, sums, &lp->acc, err)) return -1;
     for (int k = 0; k < GA; k++) algo->micro_batch(algo->self, lp->tm, &s, k, k * B * N + w->rank(w) * B, B, sums);
-    size_t P;
-    float *grads = train_model_gradient(lp->tm, &P);
     double t_sum = time_now_s();
     if (sums->loss_norm != 0) sums->loss /= sums->loss_norm;
     if (N > 1) { /* the step over every process: gradients, loss, tokens and statistics summed in rank order */
+        size_t P;
+        float *grads = train_model_gradient(lp->tm, &P);
         w->sum_f32(w, grads, P);
         double v[2 + TRAIN_MAX_STATS] = {sums->loss, (double)sums->tokens};
         memcpy(v + 2, sums->stats, sizeof(double) * algo->n_stats);
@@ -295,10 +295,8 @@ static int train_step(Loop *lp, GrpoErr *err) {
     double t0 = time_now_s();
     TrainStepSums out = {.loss_norm = 0};
     if (step_micro_batches(lp, &out, err)) return -1;
-    size_t P;
-    float *grads = train_model_gradient(lp->tm, &P);
     lp->num_tokens += out.tokens;
-    double gnorm = grad_clip_norm(grads, P, a->max_grad_norm);
+    double gnorm = train_model_clip(lp->tm, a->max_grad_norm);
     double lr = sched_lr(&lp->sched, a->learning_rate, lp->step);
     int finite = isfinite(out.loss) && isfinite(gnorm);
     if (finite) {

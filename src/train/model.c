@@ -332,10 +332,16 @@ void train_model_begin_step(TrainModel *tm, long step) {
 }
 
 float *train_model_gradient(TrainModel *tm, size_t *n) {
-    if (tm->gpu) train_gpu_gradient(tm->gpu, tm->grads); /* once a step: the loop clips and sums it in place */
+    if (tm->gpu) train_gpu_gradient(tm->gpu, tm->grads); /* once a step: the loop sums it over processes in place */
     else grad_state_settle(&tm->gstate); /* a tensor no backward reached: zeros, once */
     *n = tm->table->total;
     return tm->grads;
+}
+
+double train_model_clip(TrainModel *tm, double max_norm) {
+    if (tm->gpu) return train_gpu_clip(tm->gpu, tm->grads, max_norm);
+    grad_state_settle(&tm->gstate);
+    return grad_clip_norm(tm->grads, tm->table->total, max_norm);
 }
 
 void train_model_update(TrainModel *tm, double lr, const AdamWConfig *c) {

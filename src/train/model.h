@@ -103,8 +103,13 @@ void train_model_backward(TrainModel *tm, const float *dlogp, const float *dentr
 
 /* Optimizer step `step` (0-based) begins: its first backward writes the gradient. */
 void train_model_begin_step(TrainModel *tm, long step);
-/* The step's gradient, flat over what trains (zero when no backward ran); *n floats. */
+/* The step's gradient on the host, flat over what trains (zero when no backward
+ * ran); *n floats: what the loop sums over processes in place. A device form brings
+ * it up (4 *n bytes), so a world of one does not ask. */
 float *train_model_gradient(TrainModel *tm, size_t *n);
+/* The step's gradient clipped to max_norm (optim's grad_clip_norm; 0: none) where
+ * it lives: the norm before clipping. */
+double train_model_clip(TrainModel *tm, double max_norm);
 /* AdamW with learning rate lr on the gradient. */
 void train_model_update(TrainModel *tm, double lr, const AdamWConfig *c);
 /* The trained weights' bits hashed (64-bit FNV-1a), to compare processes. */

@@ -31,7 +31,9 @@ struct TrainGpu {
     GpuModelScratch scratch;      /* log-probs without a backward */
     GpuModelTrain train;
     CUdeviceptr master, m, v, mask; /* fp32 [P] x 3, bytes [P] */
-    size_t P;
+    CUdeviceptr parts;            /* [nb] doubles: the gradient's block sums of squares (gpu_grad_sumsq_blocks) */
+    double *host_parts;           /* [nb] */
+    size_t P, nb;
     Span *spans;
     int n_spans;
     Model *host;                  /* borrowed: the host's policy (two halves) */
@@ -195,8 +197,10 @@ static int plan_fixed(TrainGpu *g, const Model *ref, const uint8_t *mask, GrpoEr
                        want / mb, d->name, before / mb);
     if (gpu_model_upload(d, &g->policy, g->host, err)) return -1;
     g->n_spans = 0;
+    g->nb = (P + GRAD_NORM_BLOCK - 1) / GRAD_NORM_BLOCK;
+    g->host_parts = xmalloc(sizeof(double) * (g->nb ? g->nb : 1));
     if (gpu_alloc(d, &g->master, 4 * P, err) || gpu_alloc(d, &g->m, 4 * P, err) || gpu_alloc(d, &g->v, 4 * P, err) ||
-        gpu_alloc(d, &g->mask, P ? P : 1, err) || gpu_put(d, g->mask, mask, P, err) || make_spans(g, err) ||
+        gpu_alloc(d, &g->mask, P ? P : 1, err) || gpu_alloc(d, &g->parts, 8 * (g->nb ? g->nb : 1), err) || gpu_put(d, g->mask, mask, P, err) || make_spans(g, err) ||
         upload_state(g, err))
         return -1;
     size_t mid = free_bytes(g);
@@ -241,11 +245,11 @@ void train_gpu_close(TrainGpu *g) {
     }
     if (g->has_ref) gpu_model_free(d, &g->ref);
     if (g->policy.layers) gpu_model_free(d, &g->policy);
-    CUdeviceptr all[] = {g->master, g->m, g->v, g->mask};
+    CUdeviceptr all[] = {g->master, g->m, g->v, g->mask, g->parts};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) gpu_free(d, all[i]);
     gpu_close(d);
-    free(g->spans), free(g->rows), free(g->dlogp);
+    free(g->spans), free(g->rows), free(g->dlogp), free(g->host_parts);
     free(g);
 }
 
@@ -308,11 +312,24 @@ void train_gpu_gradient(TrainGpu *g, float *host) {
     g->grad_taken = 1;
 }
 
+double train_gpu_clip(TrainGpu *g, float *host, double max_norm) {
+    if (g->grad_taken) return grad_clip_norm(host, g->P, max_norm); /* summed over processes there */
+    GrpoErr e;
+    ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
+    ok(gpu_grad_sumsq_blocks(&g->dev, g->parts, g->train.grads, g->P, &e), &e);
+    ok(gpu_get(&g->dev, g->host_parts, g->parts, sizeof(double) * g->nb, &e), &e);
+    double norm = grad_norm_parts(g->host_parts, g->nb); /* grad_norm's, bit for bit */
+    float c = grad_clip_factor(norm, max_norm);
+    if (c != 1.0f) ok(gpu_grad_scale(&g->dev, g->train.grads, g->P, c, &e), &e);
+    return norm;
+}
+
 void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWConfig *c) {
     device_current(g);
     GrpoErr e;
     AdamWStep s = adamw_step_scalars(++g->opt->step, lr, c); /* adamw_step's count */
-    ok(gpu_put(&g->dev, g->train.grads, grads, 4 * g->P, &e), &e);
+    if (g->grad_taken) ok(gpu_put(&g->dev, g->train.grads, grads, 4 * g->P, &e), &e); /* the host's, summed */
+    else ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
     ok(gpu_adamw_step(&g->dev, g->master, g->m, g->v, g->train.grads, g->mask, g->P, &s, &e), &e);
     ok(refresh(g, &e), &e);
     g->host_behind = g->opt_behind = 1;

@@ -10,8 +10,12 @@
  * anything that may have written them (a resume, train_model_weights) marks the
  * device behind, and the next device call uploads them first.
  *
- * The step's gradient crosses to the host once (the loop clips it and sums it over
- * processes there) and back for the update: 2 x 4 P bytes a step, P the parameters.
+ * The step's gradient stays on the device in a world of one: clipped there
+ * (train_gpu_clip: optim/grad.c's norm bit for bit, its block sums taken on the
+ * device and 8 bytes per 4096 parameters brought up to be added in order) and read by
+ * AdamW there. With several processes it crosses to the host once for the sum over
+ * processes (train_gpu_gradient), is clipped there, and goes back for the update:
+ * 2 x 4 P bytes a step, P the parameters.
  *
  * A device error in a pass is fatal (DIE): the passes cannot fail on the CPU either,
  * and a GPU that faulted mid-step leaves nothing to continue from. */
@@ -56,10 +60,14 @@ void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp);
 /* ---- the step ---- */
 void train_gpu_begin_step(TrainGpu *g);
 /* The step's gradient into host[P] (once a step: later calls leave host as the
- * caller made it: clipped, summed). */
+ * caller made it: summed); from then on host's is the step's gradient. */
 void train_gpu_gradient(TrainGpu *g, float *host);
-/* AdamW over the master weights with the host's (clipped, summed) gradient, then
- * the forward's copies from them; opt->step counts the step, as adamw_step does. */
+/* grad_clip_norm on the step's gradient where it is (host[P] once taken there, else
+ * the device's): the norm before clipping. */
+double train_gpu_clip(TrainGpu *g, float *host, double max_norm);
+/* AdamW over the master weights with the step's gradient (the host's grads[P] once
+ * taken there, else the device's), then the forward's copies from them; opt->step
+ * counts the step, as adamw_step does. */
 void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWConfig *c);
 
 /* ---- the host's copy ---- */
