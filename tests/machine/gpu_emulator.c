@@ -1,6 +1,7 @@
 /* tests/machine/gpu_emulator.c — see gpu_emulator.h. The driver's calls on host
  * memory; a launch runs the kernel's host build block by block, the block's threads
- * as ucontext coroutines switched by a scheduler that releases barriers and warp
+ * as coroutines (on x86-64 switched by a few instructions of our own, no signal mask
+ * per switch; ucontext elsewhere) run by a scheduler that releases barriers and warp
  * shuffles once every thread concerned waits at one. */
 #include "machine/gpu_emulator.h"
 
@@ -8,10 +9,25 @@
 #include "machine/gpu_emulator_blas.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* How a thread's context is switched. On x86-64 by gpu_emu_switch below: glibc's
+ * swapcontext and getcontext also save and restore the signal mask, a system call
+ * (rt_sigprocmask) at every switch and every thread's start, which was half the
+ * emulated tests' time; the kernels never touch the signal mask, so there is nothing to
+ * keep. Elsewhere (or built with -DEMU_ASM_SWITCH=0) by ucontext, as portable as the
+ * emulator needs. */
+#if !defined(EMU_ASM_SWITCH) && defined(__x86_64__)
+#define EMU_ASM_SWITCH 1
+#elif !defined(EMU_ASM_SWITCH)
+#define EMU_ASM_SWITCH 0
+#endif
+#if !EMU_ASM_SWITCH
 #include <ucontext.h>
+#endif
 
 /* the kernels, lowered for the host (KERNEL = static: only this file calls them) */
 #include "gpu/kernels/all.cu"
@@ -226,7 +242,11 @@ enum { RUNNING, AT_BARRIER, AT_SHUFFLE, EXITED };
 enum { CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_LAUNCH_FAILED = 719 };
 
 typedef struct {
+#if EMU_ASM_SWITCH
+    void *sp; /* the thread's saved stack pointer while it does not run */
+#else
     ucontext_t ctx;
+#endif
     void *stack;
     int state, kind, arg;
     float v, out;
@@ -240,7 +260,11 @@ static struct {
     const EmuKernel *kernel;
     void **params;
     unsigned char *dynamic;
+#if EMU_ASM_SWITCH
+    void *scheduler_sp;
+#else
     ucontext_t scheduler;
+#endif
     const void *sched_bottom;     /* the scheduler's stack, for AddressSanitizer's fiber switches */
     size_t sched_size;
     char fault[256];
@@ -249,11 +273,64 @@ static struct {
 int gpu_emu_index(int which) { return which == 0 ? E.cur : E.index[which]; }
 void *gpu_emu_dynamic_shared(void) { return E.dynamic; }
 
+#if EMU_ASM_SWITCH
+/* gpu_emu_switch(from, to): pushes the callee-saved registers of the System V ABI
+ * (rbp rbx r12-r15) and the SSE and x87 control words (mxcsr, fpucw: callee-saved too)
+ * on the running stack, stores its stack pointer in *from, and returns on the stack `to`
+ * saved the same way. Everything else a C call may clobber anyway.
+ * gpu_emu_thread_entry is where a new thread's first switch returns to
+ * (thread_prepare's frame): it calls the function in r12 on a 16-byte aligned stack,
+ * which never returns (thread_main switches away for good at its end). */
+void gpu_emu_switch(void **from, void *to) __attribute__((visibility("hidden")));
+void gpu_emu_thread_entry(void) __attribute__((visibility("hidden")));
+__asm__(".text\n"
+        ".globl gpu_emu_switch\n"
+        ".hidden gpu_emu_switch\n"
+        ".type gpu_emu_switch, @function\n"
+        ".p2align 4\n"
+        "gpu_emu_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size gpu_emu_switch, .-gpu_emu_switch\n"
+        ".globl gpu_emu_thread_entry\n"
+        ".hidden gpu_emu_thread_entry\n"
+        ".type gpu_emu_thread_entry, @function\n"
+        ".p2align 4\n"
+        "gpu_emu_thread_entry:\n"
+        "    callq *%r12\n"
+        "    ud2\n"
+        ".size gpu_emu_thread_entry, .-gpu_emu_thread_entry\n");
+#define TO_SCHEDULER(t) gpu_emu_switch(&(t)->sp, E.scheduler_sp)
+#define TO_THREAD(t) gpu_emu_switch(&E.scheduler_sp, (t)->sp)
+#else
+#define TO_SCHEDULER(t) swapcontext(&(t)->ctx, &E.scheduler)
+#define TO_THREAD(t) swapcontext(&E.scheduler, &(t)->ctx)
+#endif
+
 /* From the running thread back to the scheduler (its state set by the caller). */
 static void yield(void) {
     void *fake = NULL;
     FIBER_START(&fake, E.sched_bottom, E.sched_size);
-    swapcontext(&E.t[E.cur].ctx, &E.scheduler);
+    TO_SCHEDULER(&E.t[E.cur]);
     FIBER_FINISH(fake, NULL, NULL);
 }
 
@@ -273,7 +350,10 @@ static void thread_main(void) {
     FIBER_FINISH(NULL, &E.sched_bottom, &E.sched_size);
     E.kernel->run(E.params);
     E.t[E.cur].state = EXITED;
-    FIBER_START(NULL, E.sched_bottom, E.sched_size); /* this fiber ends: uc_link returns to the scheduler */
+    FIBER_START(NULL, E.sched_bottom, E.sched_size); /* this fiber ends */
+#if EMU_ASM_SWITCH
+    TO_SCHEDULER(&E.t[E.cur]); /* for good: the next block prepares the stack anew */
+#endif                         /* (ucontext: uc_link returns to the scheduler) */
 }
 
 /* Releases the warp from lane w*32 if all its lanes wait at a shuffle: 1 released,
@@ -304,7 +384,26 @@ static int release_warp(int w) {
     return 1;
 }
 
-/* One block to its end: 0, or -1 with E.fault. */
+#if EMU_ASM_SWITCH
+/* A new thread's stack holds the frame gpu_emu_switch restores: the control words as
+ * the scheduler has them, r15..r12 (r12 = thread_main), rbx, rbp = 0 (the end of a
+ * frame-pointer walk), then the return into gpu_emu_thread_entry, which so finds its
+ * stack 16-byte aligned below 16 zero bytes (no caller). No system call. */
+static void thread_prepare(EmuThread *t) {
+    unsigned mxcsr;
+    unsigned short fpucw;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+    uintptr_t top = ((uintptr_t)t->stack + STACK_BYTES) & ~(uintptr_t)15;
+    uint64_t *frame = (uint64_t *)(top - 16 - 8 * 8);
+    memset(frame, 0, 8 * 8 + 16);
+    memcpy(frame, &mxcsr, 4), memcpy((char *)frame + 4, &fpucw, 2);
+    frame[4] = (uint64_t)(uintptr_t)thread_main;
+    frame[7] = (uint64_t)(uintptr_t)gpu_emu_thread_entry;
+    t->sp = frame;
+    t->state = RUNNING;
+}
+#else
 /* getcontext and swapcontext return twice: each in a function of its own, so no
  * caller's local lives across them (-Wclobbered). */
 static __attribute__((noinline)) void thread_prepare(EmuThread *t) {
@@ -315,16 +414,18 @@ static __attribute__((noinline)) void thread_prepare(EmuThread *t) {
     makecontext(&t->ctx, thread_main, 0);
     t->state = RUNNING;
 }
+#endif
 
 /* Runs thread i until it waits or exits. */
 static __attribute__((noinline)) void run_thread(int i) {
     void *fake = NULL;
     E.cur = i;
     FIBER_START(&fake, E.t[i].stack, STACK_BYTES);
-    swapcontext(&E.scheduler, &E.t[i].ctx);
+    TO_THREAD(&E.t[i]);
     FIBER_FINISH(fake, NULL, NULL);
 }
 
+/* One block to its end: 0, or -1 with E.fault. */
 static int run_block(void) {
     for (int i = 0; i < E.n; i++) thread_prepare(&E.t[i]);
     for (;;) {
