@@ -28,9 +28,10 @@ CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c tests/*/test_*.c))
 MACHINE_OBJ := $(BUILD)/tests/machine/bf16_matmul.o
 # ... and a GPU on any machine (tests/machine/gpu_emulator.c: the kernels built for the
-# host, behind an emulated driver; gpu_emulator_blas.c: its cuBLASLt), linked into the
-# test binaries only.
-GPU_EMU_OBJ := $(BUILD)/tests/machine/gpu_emulator.o $(BUILD)/tests/machine/gpu_emulator_blas.o
+# host, behind an emulated driver; gpu_emulator_threads.c: a launch's threads as
+# coroutines; gpu_emulator_blas.c: its cuBLASLt), linked into the test binaries only.
+GPU_EMU_OBJ := $(BUILD)/tests/machine/gpu_emulator.o $(BUILD)/tests/machine/gpu_emulator_threads.o \
+               $(BUILD)/tests/machine/gpu_emulator_blas.o
 # make test-isa sets it (0 or 1): every binary it builds, build/grpo included, starts
 # as a machine without (0) or with (1) a bf16 matmul (tests/machine/bf16_matmul.c).
 TEST_BF16_MATMUL ?=

@@ -1,11 +1,12 @@
 /* tests/gpu/test_gpu_emulator.c — the tests' emulated GPU (tests/machine/
- * gpu_emulator.c) does what a GPU does with the constructs the kernels use: block and
- * grid indices, the block barrier, the three warp shuffles, dynamic shared memory
- * (not cleared), and refuses what a GPU would hang on or compute garbage with (a
- * barrier or shuffle some threads never reach, a shuffle reading an exited lane, a
- * block size it does not model), so the kernels' tests that run on it can be trusted
- * to fail where the kernel is wrong. The kernels here are the test's own, in the host
- * lowering of gpu/kernels/device.h. */
+ * gpu_emulator.c, gpu_emulator_threads.c) does what a GPU does with the constructs the
+ * kernels use: block and grid indices, the block barrier, the three warp shuffles,
+ * dynamic shared memory (not cleared), and refuses what a GPU would hang on or compute
+ * garbage with (a barrier or shuffle some threads never reach, a shuffle reading an
+ * exited lane, a warp's lanes at different shuffles, a block size it does not model),
+ * so the kernels' tests that run on it can be trusted to fail where the kernel is
+ * wrong. The kernels here are the test's own, in the host lowering of
+ * gpu/kernels/device.h. */
 #include <stdint.h>
 #include <string.h>
 
@@ -70,6 +71,14 @@ KERNEL void k_shuffle_exited(float *out) {
 }
 static void run_shuffle_exited(void **p) { k_shuffle_exited(P(0, float *)); }
 
+/* in the second warp only, half the lanes at one shuffle and half at another: a GPU
+ * computes garbage (a warp's lanes must meet at the same shuffle) */
+KERNEL void k_mixed_shuffles(float *out) {
+    int t = thread_x();
+    out[t] = t < 48 ? shfl_xor(1.0f, 1) : shfl_down(1.0f, 1);
+}
+static void run_mixed_shuffles(void **p) { k_mixed_shuffles(P(0, float *)); }
+
 static void check_indices_and_barrier(void) {
     enum { GX = 3, GY = 2, N = 256 };
     static float out[GX * GY * N];
@@ -116,11 +125,13 @@ static void check_faults(void) {
             "threads that exited before a barrier held it up");
     T_CHECK(out[39] == 1.0f && out[40] == 0.0f, "exit_then_sync: the live threads did not pass the barrier");
     void *a2[] = {&(float *){out}};
-    fprintf(stderr, "(two faults expected next)\n");
+    fprintf(stderr, "(three faults expected next)\n");
     T_CHECK(gpu_emu_run("split_wait", run_split_wait, 1, 1, 64, 0, a2) == -1,
             "half a warp at the barrier, half at a shuffle: not reported");
     T_CHECK(gpu_emu_run("shuffle_exited", run_shuffle_exited, 1, 1, 32, 0, a2) == -1,
             "a shuffle reading exited lanes was not reported");
+    T_CHECK(gpu_emu_run("mixed_shuffles", run_mixed_shuffles, 1, 1, 64, 0, a2) == -1,
+            "lanes of one warp at different shuffles: not reported");
 }
 
 /* Through the driver: device memory not cleared, counted; a block size the emulator

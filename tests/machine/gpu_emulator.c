@@ -1,47 +1,18 @@
-/* tests/machine/gpu_emulator.c — see gpu_emulator.h. The driver's calls on host
- * memory; a launch runs the kernel's host build block by block, the block's threads
- * as coroutines (on x86-64 switched by a few instructions of our own, no signal mask
- * per switch; ucontext elsewhere) run by a scheduler that releases barriers and warp
- * shuffles once every thread concerned waits at one. */
+/* tests/machine/gpu_emulator.c — see gpu_emulator.h. The kernels by name and the
+ * driver's calls on host memory; a launch runs the kernel's host build through
+ * gpu_emu_run (gpu_emulator_threads.c: the block's threads as coroutines, the
+ * barrier and the warp shuffles). */
 #include "machine/gpu_emulator.h"
 
 #include "gpu/gemm.h"
 #include "machine/gpu_emulator_blas.h"
 
-#include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* How a thread's context is switched. On x86-64 by gpu_emu_switch below: glibc's
- * swapcontext and getcontext also save and restore the signal mask, a system call
- * (rt_sigprocmask) at every switch and every thread's start, which was half the
- * emulated tests' time; the kernels never touch the signal mask, so there is nothing to
- * keep. Elsewhere (or built with -DEMU_ASM_SWITCH=0) by ucontext, as portable as the
- * emulator needs. */
-#if !defined(EMU_ASM_SWITCH) && defined(__x86_64__)
-#define EMU_ASM_SWITCH 1
-#elif !defined(EMU_ASM_SWITCH)
-#define EMU_ASM_SWITCH 0
-#endif
-#if !EMU_ASM_SWITCH
-#include <ucontext.h>
-#endif
-
 /* the kernels, lowered for the host (KERNEL = static: only this file calls them) */
 #include "gpu/kernels/all.cu"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
-#define FIBER_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
-#define FIBER_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
-enum { STACK_BYTES = 1 << 18 };
-#else
-#define FIBER_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#define FIBER_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-enum { STACK_BYTES = 1 << 16 };
-#endif
 
 /* ---- the kernels by name: each unpacks cuLaunchKernel's params as its prototype
  * reads them (the driver reads each by the kernel's parameter sizes likewise) ---- */
@@ -236,266 +207,9 @@ static const EmuKernel kernels[] = {
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
-/* ---- a launch: one block at a time, its threads as coroutines ---- */
+/* ---- a launch (gpu_emulator_threads.c runs it) ---- */
 
-enum { RUNNING, AT_BARRIER, AT_SHUFFLE, EXITED };
 enum { CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_LAUNCH_FAILED = 719 };
-
-typedef struct {
-#if EMU_ASM_SWITCH
-    void *sp; /* the thread's saved stack pointer while it does not run */
-#else
-    ucontext_t ctx;
-#endif
-    void *stack;
-    int state, kind, arg;
-    float v, out;
-} EmuThread;
-
-static struct {
-    pthread_mutex_t lock;         /* one launch at a time */
-    EmuThread *t;                 /* [capacity] */
-    int capacity, n, cur;         /* threads a block, the one running */
-    int index[6];                 /* thread x, block dim x, block x, block y, grid x, grid y */
-    const EmuKernel *kernel;
-    void **params;
-    unsigned char *dynamic;
-#if EMU_ASM_SWITCH
-    void *scheduler_sp;
-#else
-    ucontext_t scheduler;
-#endif
-    const void *sched_bottom;     /* the scheduler's stack, for AddressSanitizer's fiber switches */
-    size_t sched_size;
-    char fault[256];
-} E = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-int gpu_emu_index(int which) { return which == 0 ? E.cur : E.index[which]; }
-void *gpu_emu_dynamic_shared(void) { return E.dynamic; }
-
-#if EMU_ASM_SWITCH
-/* gpu_emu_switch(from, to): pushes the callee-saved registers of the System V ABI
- * (rbp rbx r12-r15) and the SSE and x87 control words (mxcsr, fpucw: callee-saved too)
- * on the running stack, stores its stack pointer in *from, and returns on the stack `to`
- * saved the same way. Everything else a C call may clobber anyway.
- * gpu_emu_thread_entry is where a new thread's first switch returns to
- * (thread_prepare's frame): it calls the function in r12 on a 16-byte aligned stack,
- * which never returns (thread_main switches away for good at its end). */
-void gpu_emu_switch(void **from, void *to) __attribute__((visibility("hidden")));
-void gpu_emu_thread_entry(void) __attribute__((visibility("hidden")));
-__asm__(".text\n"
-        ".globl gpu_emu_switch\n"
-        ".hidden gpu_emu_switch\n"
-        ".type gpu_emu_switch, @function\n"
-        ".p2align 4\n"
-        "gpu_emu_switch:\n"
-        "    pushq %rbp\n"
-        "    pushq %rbx\n"
-        "    pushq %r12\n"
-        "    pushq %r13\n"
-        "    pushq %r14\n"
-        "    pushq %r15\n"
-        "    subq $8, %rsp\n"
-        "    stmxcsr (%rsp)\n"
-        "    fnstcw 4(%rsp)\n"
-        "    movq %rsp, (%rdi)\n"
-        "    movq %rsi, %rsp\n"
-        "    ldmxcsr (%rsp)\n"
-        "    fldcw 4(%rsp)\n"
-        "    addq $8, %rsp\n"
-        "    popq %r15\n"
-        "    popq %r14\n"
-        "    popq %r13\n"
-        "    popq %r12\n"
-        "    popq %rbx\n"
-        "    popq %rbp\n"
-        "    ret\n"
-        ".size gpu_emu_switch, .-gpu_emu_switch\n"
-        ".globl gpu_emu_thread_entry\n"
-        ".hidden gpu_emu_thread_entry\n"
-        ".type gpu_emu_thread_entry, @function\n"
-        ".p2align 4\n"
-        "gpu_emu_thread_entry:\n"
-        "    callq *%r12\n"
-        "    ud2\n"
-        ".size gpu_emu_thread_entry, .-gpu_emu_thread_entry\n");
-#define TO_SCHEDULER(t) gpu_emu_switch(&(t)->sp, E.scheduler_sp)
-#define TO_THREAD(t) gpu_emu_switch(&E.scheduler_sp, (t)->sp)
-#else
-#define TO_SCHEDULER(t) swapcontext(&(t)->ctx, &E.scheduler)
-#define TO_THREAD(t) swapcontext(&E.scheduler, &(t)->ctx)
-#endif
-
-/* From the running thread back to the scheduler (its state set by the caller). */
-static void yield(void) {
-    void *fake = NULL;
-    FIBER_START(&fake, E.sched_bottom, E.sched_size);
-    TO_SCHEDULER(&E.t[E.cur]);
-    FIBER_FINISH(fake, NULL, NULL);
-}
-
-void gpu_emu_sync_block(void) {
-    E.t[E.cur].state = AT_BARRIER;
-    yield();
-}
-
-float gpu_emu_shfl(float v, int kind, int arg) {
-    EmuThread *t = &E.t[E.cur];
-    t->state = AT_SHUFFLE, t->kind = kind, t->arg = arg, t->v = v;
-    yield();
-    return t->out;
-}
-
-static void thread_main(void) {
-    FIBER_FINISH(NULL, &E.sched_bottom, &E.sched_size);
-    E.kernel->run(E.params);
-    E.t[E.cur].state = EXITED;
-    FIBER_START(NULL, E.sched_bottom, E.sched_size); /* this fiber ends */
-#if EMU_ASM_SWITCH
-    TO_SCHEDULER(&E.t[E.cur]); /* for good: the next block prepares the stack anew */
-#endif                         /* (ucontext: uc_link returns to the scheduler) */
-}
-
-/* Releases the warp from lane w*32 if all its lanes wait at a shuffle: 1 released,
- * 0 not all there yet, -1 a fault (E.fault says why). */
-static int release_warp(int w) {
-    EmuThread *lane = E.t + 32 * w;
-    int waiting = 0;
-    for (int l = 0; l < 32; l++) waiting += lane[l].state == AT_SHUFFLE;
-    if (waiting == 0) return 0;
-    for (int l = 0; l < 32; l++) {
-        if (lane[l].state == EXITED) {
-            snprintf(E.fault, sizeof E.fault, "a warp shuffle in warp %d while its lane %d has exited", w, l);
-            return -1;
-        }
-        if (lane[l].state != AT_SHUFFLE) return 0;
-        if (lane[l].kind != lane[0].kind) {
-            snprintf(E.fault, sizeof E.fault, "lanes 0 and %d of warp %d wait at different shuffles", l, w);
-            return -1;
-        }
-    }
-    for (int l = 0; l < 32; l++) {
-        int a = lane[l].arg, src = lane[l].kind == GPU_EMU_SHFL_XOR ? l ^ (a & 31)
-                                 : lane[l].kind == GPU_EMU_SHFL_IDX ? a & 31
-                                                                     : l + a;
-        lane[l].out = src < 32 ? lane[src].v : lane[l].v;
-    }
-    for (int l = 0; l < 32; l++) lane[l].state = RUNNING;
-    return 1;
-}
-
-#if EMU_ASM_SWITCH
-/* A new thread's stack holds the frame gpu_emu_switch restores: the control words as
- * the scheduler has them, r15..r12 (r12 = thread_main), rbx, rbp = 0 (the end of a
- * frame-pointer walk), then the return into gpu_emu_thread_entry, which so finds its
- * stack 16-byte aligned below 16 zero bytes (no caller). No system call. */
-static void thread_prepare(EmuThread *t) {
-    unsigned mxcsr;
-    unsigned short fpucw;
-    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
-    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
-    uintptr_t top = ((uintptr_t)t->stack + STACK_BYTES) & ~(uintptr_t)15;
-    uint64_t *frame = (uint64_t *)(top - 16 - 8 * 8);
-    memset(frame, 0, 8 * 8 + 16);
-    memcpy(frame, &mxcsr, 4), memcpy((char *)frame + 4, &fpucw, 2);
-    frame[4] = (uint64_t)(uintptr_t)thread_main;
-    frame[7] = (uint64_t)(uintptr_t)gpu_emu_thread_entry;
-    t->sp = frame;
-    t->state = RUNNING;
-}
-#else
-/* getcontext and swapcontext return twice: each in a function of its own, so no
- * caller's local lives across them (-Wclobbered). */
-static __attribute__((noinline)) void thread_prepare(EmuThread *t) {
-    getcontext(&t->ctx);
-    t->ctx.uc_stack.ss_sp = t->stack;
-    t->ctx.uc_stack.ss_size = STACK_BYTES;
-    t->ctx.uc_link = &E.scheduler;
-    makecontext(&t->ctx, thread_main, 0);
-    t->state = RUNNING;
-}
-#endif
-
-/* Runs thread i until it waits or exits. */
-static __attribute__((noinline)) void run_thread(int i) {
-    void *fake = NULL;
-    E.cur = i;
-    FIBER_START(&fake, E.t[i].stack, STACK_BYTES);
-    TO_THREAD(&E.t[i]);
-    FIBER_FINISH(fake, NULL, NULL);
-}
-
-/* One block to its end: 0, or -1 with E.fault. */
-static int run_block(void) {
-    for (int i = 0; i < E.n; i++) thread_prepare(&E.t[i]);
-    for (;;) {
-        for (int i = 0; i < E.n; i++)
-            if (E.t[i].state == RUNNING) run_thread(i);
-        int exited = 0, at_barrier = 0, released = 0;
-        for (int i = 0; i < E.n; i++) exited += E.t[i].state == EXITED, at_barrier += E.t[i].state == AT_BARRIER;
-        if (exited == E.n) return 0;
-        for (int w = 0; w < E.n / 32; w++) {
-            int r = release_warp(w);
-            if (r < 0) return -1;
-            released |= r;
-        }
-        if (released) continue;
-        if (at_barrier + exited == E.n) { /* threads that have exited count as arrived */
-            for (int i = 0; i < E.n; i++)
-                if (E.t[i].state == AT_BARRIER) E.t[i].state = RUNNING;
-            continue;
-        }
-        int first_shuffle = -1;
-        for (int i = 0; i < E.n && first_shuffle < 0; i++)
-            if (E.t[i].state == AT_SHUFFLE) first_shuffle = i;
-        snprintf(E.fault, sizeof E.fault,
-                 "deadlock: %d of %d threads wait at the block barrier while thread %d waits at a warp shuffle",
-                 at_barrier, E.n, first_shuffle);
-        return -1;
-    }
-}
-
-static int grow_threads(int n) {
-    if (n <= E.capacity) return 0;
-    EmuThread *t = realloc(E.t, sizeof *t * n);
-    if (!t) return -1;
-    E.t = t;
-    for (; E.capacity < n; E.capacity++) {
-        memset(&E.t[E.capacity], 0, sizeof *E.t);
-        if (!(E.t[E.capacity].stack = malloc(STACK_BYTES))) return -1;
-    }
-    return 0;
-}
-
-static void free_threads(void) {
-    for (int i = 0; i < E.capacity; i++) free(E.t[i].stack);
-    free(E.t);
-    E.t = NULL, E.capacity = 0;
-}
-
-int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, unsigned grid_y, unsigned block,
-                unsigned shared_bytes, void **params) {
-    pthread_mutex_lock(&E.lock);
-    EmuKernel k = {name, run};
-    int r = 0;
-    E.kernel = &k, E.params = params, E.n = (int)block, E.fault[0] = 0;
-    E.dynamic = shared_bytes ? malloc(shared_bytes) : NULL;
-    if (grow_threads(E.n) || (shared_bytes && !E.dynamic)) {
-        fprintf(stderr, "gpu emulator: kernel %s: out of host memory\n", name);
-        r = -1;
-    }
-    E.index[1] = (int)block, E.index[4] = (int)grid_x, E.index[5] = (int)grid_y;
-    for (unsigned y = 0; y < grid_y && !r; y++)
-        for (unsigned x = 0; x < grid_x && !r; x++) {
-            E.index[2] = (int)x, E.index[3] = (int)y;
-            if (E.dynamic) memset(E.dynamic, 0xff, shared_bytes);
-            if ((r = run_block())) fprintf(stderr, "gpu emulator: kernel %s, block (%u, %u): %s\n", name, x, y, E.fault);
-        }
-    free(E.dynamic);
-    E.dynamic = NULL, E.kernel = NULL;
-    pthread_mutex_unlock(&E.lock);
-    return r;
-}
 
 static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned shared_bytes, CUstream stream, void **params, void **extra) {
@@ -546,11 +260,11 @@ static CUresult emu_total(size_t *bytes, CUdevice dev) { return *bytes = EMU_BYT
 static CUresult emu_retain(CUcontext *ctx, CUdevice dev) {
     context_refs++;
     devices_used |= 1u << dev;
-    *ctx = (CUcontext)&E;
+    *ctx = (CUcontext)&context_refs;
     return CUDA_SUCCESS;
 }
 static CUresult emu_release(CUdevice dev) {
-    if (--context_refs == 0) free_threads();
+    if (--context_refs == 0) gpu_emu_free_threads();
     return CUDA_SUCCESS;
 }
 static CUresult emu_set_current(CUcontext ctx) { return CUDA_SUCCESS; }

@@ -7,8 +7,8 @@
  * kernel's out-of-bounds access in "device" memory) where no GPU is.
  *
  * What it models: a grid of blocks run one after another; a block's threads (one
- * dimension, a multiple of 32, at most 1024) as coroutines on one host thread, each
- * running until it exits or waits — at the block barrier (sync_block: released
+ * dimension, a multiple of 32, at most 1024) as coroutines on one host thread
+ * (gpu_emulator_threads.c), a warp at a time, each running until it exits or waits — at the block barrier (sync_block: released
  * when every thread of the block that has not exited waits there) or at a warp
  * shuffle (released when all 32 lanes of its warp wait at one). A kernel whose
  * threads can never all arrive (a barrier or shuffle under a branch some threads
@@ -38,6 +38,10 @@ int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, u
  * from 0, all on the one host; a bit per GPU a context was taken on in this process
  * (device d: 1 << d), so a test sees which GPU a process chose. */
 unsigned gpu_emu_devices_used(void);
+
+/* Frees the launches' thread stacks (gpu_emulator_threads.c keeps them from one
+ * launch to the next); the emulated driver's last context release calls it. */
+void gpu_emu_free_threads(void);
 
 /* Makes gpu_open find the emulated GPU instead of libcuda, and the products
  * (gpu/gemm.h) the emulated cuBLASLt (machine/gpu_emulator_blas.h) instead of
