@@ -127,7 +127,8 @@ GemmBf16Matmul gemm_bf16_set_matmul(GemmBf16Matmul m);
  * that runs another (gemm_bf16 on gemm_f32) counts once. And the oneDNN primitives
  * made for shapes not in its cache (ops/onednn.c) and the seconds that took, inside
  * the products' seconds: a new shape's cost, which packed micro-batches meet at
- * every new sequence length. */
+ * every new sequence length where each shape has its own primitive (ops/onednn.h's
+ * onednn_families says where one primitive serves all sizes of a family). */
 typedef struct {
     double seconds, gflop;
     double batch_seconds, batch_gflop;

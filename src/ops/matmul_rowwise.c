@@ -288,38 +288,53 @@ enum { N_BLOCKS = sizeof BLOCKS / sizeof BLOCKS[0] };
  * inputs rounded to bf16 too) */
 enum { ROW_F32, ROW_W16, ROW_B16 };
 
+/* Steps q0.. (64 at most) of pack's dot layout, rows 0..wide of panel x (pr real). */
+static void pack_dot_steps(float *xp, const float *x, int I, int steps, int q0, int pr, int wide) {
+    int nq = steps - q0 < 64 ? steps - q0 : 64, i0 = 4 * q0, n = I - i0 < 4 * nq ? I - i0 : 4 * nq;
+    uint16_t row[256];
+    for (int r = 0; r < wide; r++) {
+        if (r < pr) f32_to_bf16_n(row, x + (size_t)r * I + i0, n);
+        memset(row + (r < pr ? n : 0), 0, sizeof(uint16_t) * (4 * nq - (r < pr ? n : 0)));
+        for (int q = 0; q < nq; q++) memcpy(xp + ((size_t)(q0 + q) * wide + r) * 2, row + 4 * q, 8);
+    }
+}
+
+/* Input k of pack's plain layout, rows 0..wide of panel x (pr real). */
+static void pack_input(float *xp, const float *x, int mode, int I, int k, int pr, int wide) {
+    float *d = xp + (size_t)k * wide;
+    if (mode == ROW_B16) {
+        for (int r = 0; r < pr; r++) d[r] = bf16_round(x[(size_t)r * I + k]);
+    } else {
+        for (int r = 0; r < pr; r++) d[r] = x[(size_t)r * I + k];
+    }
+    for (int r = pr; r < wide; r++) d[r] = 0.0f;
+}
+
 /* pack rows r0..r0+nr of in, transposed, panel by panel: xT[p][k][r], zero-padded to
  * the width; for the bf16 products' dot kernels xT[p][q][r][h], 32-bit words 2q + h of
  * two values each (K = 2 dot_steps floats per row). Split over k between the threads: at
- * 32 rows it is millions of values a step. */
+ * 32 rows it is millions of values a step. A small block is packed without entering a
+ * parallel region at all: libgomp allocates a team for each region it runs on one
+ * thread (an if clause that is false), a few hundred allocations a decoding step. */
 static void pack(float *xT, const float *in, int mode, int dot, int I, int K, int r0, int nr, int P, int wide) {
+    int threads = (long)K * wide >= 8192;
     for (int p = 0; p < P; p++) {
         float *xp = xT + (size_t)p * K * wide;
         const float *x = in + (size_t)(r0 + p * wide) * I;
         int pr = nr - p * wide < wide ? (nr - p * wide > 0 ? nr - p * wide : 0) : wide;
         if (dot) { /* xp[q][r] = the 64-bit step q of row r (values 4q..4q+3, zeros past I) */
             int steps = K / 2;
-#pragma omp parallel for schedule(static) if ((long)K * wide >= 8192)
-            for (int q0 = 0; q0 < steps; q0 += 64) {
-                int nq = steps - q0 < 64 ? steps - q0 : 64, i0 = 4 * q0, n = I - i0 < 4 * nq ? I - i0 : 4 * nq;
-                uint16_t row[256];
-                for (int r = 0; r < wide; r++) {
-                    if (r < pr) f32_to_bf16_n(row, x + (size_t)r * I + i0, n);
-                    memset(row + (r < pr ? n : 0), 0, sizeof(uint16_t) * (4 * nq - (r < pr ? n : 0)));
-                    for (int q = 0; q < nq; q++) memcpy(xp + ((size_t)(q0 + q) * wide + r) * 2, row + 4 * q, 8);
-                }
-            }
-            continue;
-        }
-#pragma omp parallel for schedule(static) if ((long)K * wide >= 8192)
-        for (int k = 0; k < K; k++) {
-            float *d = xp + (size_t)k * wide;
-            if (mode == ROW_B16) {
-                for (int r = 0; r < pr; r++) d[r] = bf16_round(x[(size_t)r * I + k]);
+            if (threads) {
+#pragma omp parallel for schedule(static)
+                for (int q0 = 0; q0 < steps; q0 += 64) pack_dot_steps(xp, x, I, steps, q0, pr, wide);
             } else {
-                for (int r = 0; r < pr; r++) d[r] = x[(size_t)r * I + k];
+                for (int q0 = 0; q0 < steps; q0 += 64) pack_dot_steps(xp, x, I, steps, q0, pr, wide);
             }
-            for (int r = pr; r < wide; r++) d[r] = 0.0f;
+        } else if (threads) {
+#pragma omp parallel for schedule(static)
+            for (int k = 0; k < K; k++) pack_input(xp, x, mode, I, k, pr, wide);
+        } else {
+            for (int k = 0; k < K; k++) pack_input(xp, x, mode, I, k, pr, wide);
         }
     }
 }

@@ -17,6 +17,12 @@
  * kept their memory (commit f124a5a), 219 to 261: the generator's contexts and
  * completions, the old and reference log-prob rows, the scores' rows and the
  * rollout's arrays, made again every round; the bound, 184, sits between.
+ * And the oneDNN primitives made (gemm_stats): where fp32 products run on one
+ * primitive per shape family (ops/onednn.h's onednn_families: this AVX2 machine),
+ * a steady step makes none, whatever lengths its micro-batches and attention
+ * blocks have; before the families, 4 to 81 a step here, each a few hundred
+ * allocations (7,500 to 13,700 allocations a step in all, now about 3,800: what
+ * is left is oneDNN's per-execution bookkeeping and its gemm's packing buffers).
  * Under AddressSanitizer nothing is counted and the test says so. With
  * GRPO_ALLOC_SITES set, the call sites of the steady steps' allocations (every
  * one, grpo.c's or not) are printed as object+offset, for addr2line -f -e. */
@@ -31,6 +37,8 @@
 #include "grpo/trainer.h"
 #include "grpo/tiny_run.h"
 #include "io/fsutil.h"
+#include "ops/gemm.h"
+#include "ops/onednn.h"
 #include "testutil.h"
 
 enum { STEPS = 7, WARM = 2, PER_COMPLETION = 9, FIXED = 40 };
@@ -102,13 +110,16 @@ int posix_memalign(void **p, size_t align, size_t n) {
 
 typedef struct {
     long ours[STEPS + 1], all[STEPS + 1], bytes[STEPS + 1]; /* [s]: step s's (1-based) */
+    long prims[STEPS + 1];                                   /* oneDNN primitives made */
 } StepCounts;
 
 /* Each step's allocations: the counters read and reset at every step's event. */
 static void on_event(const TrainEvent *e, void *ctx) {
-#if COUNTING
     StepCounts *sc = ctx;
     if (e->kind != TRAIN_EVENT_STEP || e->step < 1 || e->step > STEPS) return;
+    sc->prims[e->step] = gemm_stats().primitives_made;
+    gemm_stats_reset();
+#if COUNTING
     counting = 0;
     sc->ours[e->step] = n_ours, sc->all[e->step] = n_all, sc->bytes[e->step] = bytes_all;
     n_ours = n_all = bytes_all = 0;
@@ -172,6 +183,7 @@ static void run_mode(const Mode *m, const char *model, const char *data, const c
     StepCounts sc = {0};
     GrpoErr err;
     fs_rm_rf(out);
+    gemm_stats_reset();
 #if COUNTING
     n_ours = n_all = bytes_all = 0;
     counting = 1;
@@ -189,6 +201,16 @@ static void run_mode(const Mode *m, const char *model, const char *data, const c
         if (s > WARM) worst = sc.ours[s] > worst ? sc.ours[s] : worst;
     }
     printf("%s: allocations per step (grpo.c's / all / all's bytes):%s\n", m->name, line);
+    long prims = 0;
+    line[0] = 0;
+    for (int s = 1; s <= STEPS; s++) {
+        snprintf(line + strlen(line), sizeof line - strlen(line), " %ld", sc.prims[s]);
+        if (s > WARM) prims += sc.prims[s];
+    }
+    printf("%s: oneDNN primitives made per step:%s\n", m->name, line);
+    if (onednn_families())
+        T_CHECK(prims == 0, "%s: %ld oneDNN primitives made in steps %d..%d, want none (per step:%s)", m->name, prims,
+                WARM + 1, STEPS, line);
     if (!COUNTING) return;
     long bound = (long)PER_COMPLETION * n_gen + FIXED;
     int failed = t_failures;

@@ -240,9 +240,11 @@ static void check_rounded_is_widened(void) {
 }
 
 /* More shapes than the primitive cache holds, then the first again: an evicted
- * primitive is made anew, and a cached one must belong to its own shape. */
+ * primitive is made anew, and a cached one must belong to its own shape (with
+ * shape families off, where they are on). */
 static void check_cache(void) {
     use_way(WIDEN_ONEDNN);
+    onednn_families_off(1); /* where fp32 products run per family, a shape's own primitives */
     int ok = 0;
     for (int i = 0; i < 110; i++) {
         Case c = {0, 1, 1 + i % 7, 2 + i, 3 + i % 5, 0, 0, 0, 0, 1, 1.0f, (float)(i & 1), 0};
@@ -250,6 +252,7 @@ static void check_cache(void) {
     }
     Case first = {0, 1, 1, 2, 3, 0, 0, 0, 0, 1, 1.0f, 0.0f, 0};
     ok += run_case(&first, "oneDNN fp32 (evicted shape)");
+    onednn_families_off(0);
     T_CHECK(ok == 111, "%d of 111 cache cases right", ok);
 }
 
@@ -505,6 +508,67 @@ static long check_batch(GemmF32Backend b, const char *name) {
     return g.batch_openblas;
 }
 
+/* One product of check_families: 2-D (batched = 0) or attention's batched layout
+ * ([1, 2, 2], A broadcast over the last dim), sizes from (M, N, K), rows padded by pad. */
+static void family_product(int batched, int ta, int tb, int M, int N, int K, int pad, float alpha, float beta,
+                           const float *A, const float *B, float *C) {
+    int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    if (!batched) {
+        gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    long na = (long)(ta ? K : M) * lda, nbb = (long)(tb ? N : K) * ldb, nc = (long)M * ldc;
+    GemmBatch bt = {{1, 2, 2}, {0, na + 3, 0}, {0, 2 * nbb + 1, nbb}, {0, 2 * nc + 5, nc + 2}};
+    gemm_f32_batch(&bt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* Where fp32 products run on a primitive per shape family (onednn_families), every
+ * product gives the bits the primitive of its own shape gives: 2-D and batched, each
+ * transpose, alpha and beta, sizes from 1 to past a block, padded rows. And once a
+ * family has run, products of sizes and strides not seen before make no primitive. */
+static void check_families(void) {
+    gemm_f32_use(GEMM_F32_ONEDNN);
+    onednn_families_off(0);
+    if (!onednn_families()) {
+        printf("shape families: not on this CPU (a primitive per shape), not checked\n");
+        return;
+    }
+    enum { BIG = 4 * 300 * 300 + 4096 };
+    float *A = malloc(sizeof(float) * BIG), *B = malloc(sizeof(float) * BIG);
+    float *C0 = malloc(sizeof(float) * BIG), *Cf = malloc(sizeof(float) * BIG), *Cs = malloc(sizeof(float) * BIG);
+    for (int i = 0; i < BIG; i++) A[i] = frand(), B[i] = frand(), C0[i] = frand();
+    static const int Ms[] = {1, 2, 5, 17, 130}, Ns[] = {1, 7, 33}, Ks[] = {1, 3, 40, 300};
+    int cases = 0, differ = 0, pass = 0;
+    long made[2] = {0, 0};
+    for (pass = 0; pass < 2; pass++) { /* pass 1: sizes and pads new to every family */
+        gemm_stats_reset();
+        for (int batched = 0; batched <= 1; batched++)
+            for (int ta = 0; ta <= 1; ta++)
+                for (int tb = 0; tb <= 1; tb++)
+                    for (int v = 0; v < 4; v++)
+                        for (int m = 0; m < 5; m++) {
+                            int M = Ms[m] + pass, N = Ns[(m + v) % 3] + pass, K = Ks[(m + 2 * v) % 4] + pass;
+                            int pad = (v + pass) % 3;
+                            float alpha = v & 1 ? 0.5f : 1.0f, beta = v & 2 ? 1.0f : 0.0f;
+                            memcpy(Cf, C0, sizeof(float) * BIG), memcpy(Cs, C0, sizeof(float) * BIG);
+                            family_product(batched, ta, tb, M, N, K, pad, alpha, beta, A, B, Cf);
+                            long before = gemm_stats().primitives_made;
+                            onednn_families_off(1);
+                            family_product(batched, ta, tb, M, N, K, pad, alpha, beta, A, B, Cs);
+                            onednn_families_off(0);
+                            made[pass] -= gemm_stats().primitives_made - before; /* the per-shape ones */
+                            differ += memcmp(Cf, Cs, sizeof(float) * BIG) != 0;
+                            cases++;
+                        }
+        made[pass] += gemm_stats().primitives_made;
+    }
+    T_CHECK(differ == 0, "shape families: %d of %d products differ from their shape's primitive", differ, cases);
+    T_CHECK(made[0] > 0 && made[1] == 0, "shape families: %ld primitives made by the first pass, %ld by products "
+            "of new sizes (want 0)", made[0], made[1]);
+    free(A), free(B), free(C0), free(Cf), free(Cs);
+    gemm_f32_use(GEMM_F32_AUTO);
+}
+
 /* bf16_transpose: dst[c][r] = src[r][c] bit for bit (NaN and subnormal patterns among
  * the values: oneDNN's reorder, used before, flushed those on an AVX2 CPU), on shapes with one row,
  * one column, odd sizes and rows past 256, dst's rows contiguous or ld apart (the
@@ -570,6 +634,7 @@ int main(void) {
         T_CHECK(use_way(NATIVE) == -1, "the native backend was accepted on a CPU without it");
     }
     check_cache();
+    check_families();
     check_linear();
     check_transpose();
     use_auto();
