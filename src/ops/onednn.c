@@ -244,7 +244,11 @@ static const Prim *family_get(const PrimKey *k) {
 /* A family's calls need memory objects of their own dims and strides: made once per
  * operand (A, B or C: two operands of one descriptor are two objects, each with its
  * own data handle) and descriptor and kept (a few small allocations where a
- * primitive made hundreds); past MEM_CACHE of them the oldest is replaced. */
+ * primitive made hundreds); past MEM_CACHE of them they are replaced in turn, but
+ * never one the running product has already taken: a product takes three, one after
+ * another, and replacing the first while fetching the third destroyed an object that
+ * was then handed to oneDNN (or its address reused for the new one: two operands on
+ * one object, 'matmul failed (status 2)' or stray writes; the demo's sft died so). */
 typedef struct {
     dnnl_data_type_t dt;
     int operand, nd;
@@ -255,8 +259,10 @@ typedef struct {
 static struct {
     MemKey key;
     dnnl_memory_t mem;
+    long call; /* the last product (mems_call) that took it */
 } mems[MEM_CACHE];
 static int mems_n, mems_next;
+static long mems_call; /* family products so far: run counts them */
 
 static dnnl_memory_t mem_get(int operand, const dnnl_memory_desc_t *md) {
     MemKey k;
@@ -264,13 +270,18 @@ static dnnl_memory_t mem_get(int operand, const dnnl_memory_desc_t *md) {
     k.dt = md->data_type, k.operand = operand, k.nd = md->ndims;
     for (int i = 0; i < md->ndims; i++) k.dims[i] = md->dims[i], k.strides[i] = md->format_desc.blocking.strides[i];
     for (int i = 0; i < mems_n; i++)
-        if (!memcmp(&mems[i].key, &k, sizeof k)) return mems[i].mem;
-    int slot = mems_n < MEM_CACHE ? mems_n++ : mems_next;
-    if (slot == mems_next && mems[slot].mem) {
-        dnnl_memory_destroy(mems[slot].mem);
+        if (!memcmp(&mems[i].key, &k, sizeof k)) {
+            mems[i].call = mems_call;
+            return mems[i].mem;
+        }
+    int slot = mems_n < MEM_CACHE ? mems_n++ : -1;
+    if (slot < 0) { /* full: the next in turn that this product does not hold (it holds at most 2) */
+        while (mems[mems_next].call == mems_call) mems_next = (mems_next + 1) % MEM_CACHE;
+        slot = mems_next;
         mems_next = (mems_next + 1) % MEM_CACHE;
+        dnnl_memory_destroy(mems[slot].mem);
     }
-    mems[slot].key = k;
+    mems[slot].key = k, mems[slot].call = mems_call;
     dnnl_must(dnnl_memory_create(&mems[slot].mem, md, engine, DNNL_MEMORY_NONE), "memory");
     return mems[slot].mem;
 }
@@ -306,7 +317,9 @@ static int run(const PrimKey *k, const void *A, const void *B, void *C) {
     if (f) {
         dnnl_memory_desc_t a_md, b_md, c_md;
         key_descs(k, 0, &a_md, &b_md, &c_md);
-        exec(f, mem_get(0, &a_md), mem_get(1, &b_md), mem_get(2, &c_md), A, B, C);
+        mems_call++; /* a new product: the objects it takes below stay until it has run */
+        dnnl_memory_t ma = mem_get(0, &a_md), mb = mem_get(1, &b_md), mc = mem_get(2, &c_md);
+        exec(f, ma, mb, mc, A, B, C);
         return 0;
     }
     const Prim *p = prim_get(k);

@@ -522,6 +522,51 @@ static void family_product(int batched, int ta, int tb, int M, int N, int K, int
     gemm_f32_batch(&bt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* The family path's memory objects (onednn.c's mem_get: one per operand descriptor,
+ * MEM_CACHE = 512 kept, the oldest replaced): 1,100 products of one family with the
+ * same A and C and a B of a new row stride each. B's objects fill the cache and the
+ * replacement wraps round to the slots of A and C, objects the product has already
+ * taken when B's miss comes (A's and C's are fetched before or after B's, whichever
+ * order a build evaluates them in). Replacing one then leaves the product with a
+ * destroyed object, or with B's new one in its place (M != K: oneDNN's 'matmul failed
+ * (status 2)', as the demo's sft died at its 10th step), or a crash, or wrong sums.
+ * Small integers: every sum is exact, so the bits are known. */
+static void check_family_memory(void) {
+    gemm_f32_use(GEMM_F32_ONEDNN);
+    onednn_families_off(0);
+    if (!onednn_families()) {
+        printf("shape families: not on this CPU, their memory objects not checked\n");
+        return;
+    }
+    enum { M = 3, K = 5, N = 4, PRODUCTS = 1100 };
+    /* C has B's room: where a product takes B's object for C (the old cache did), its
+     * stray rows land in the buffer and the check below reports them */
+    float A[M * K], *B = malloc(sizeof(float) * K * (N + PRODUCTS)), *C = malloc(sizeof(float) * K * (N + PRODUCTS));
+    for (int i = 0; i < M * K; i++) A[i] = (float)(i * 7 % 5 - 2);
+    int wrong = 0;
+    long made = 0;
+    for (int p = 0; p < PRODUCTS; p++) {
+        int ldb = N + p; /* a new descriptor for B, the same for A and C */
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++) B[k * ldb + j] = (float)((k + 2 * j + p) % 7 - 3);
+        long before = gemm_stats().primitives_made;
+        gemm_f32(0, 0, M, N, K, 1.0f, A, K, B, ldb, 0.0f, C, N);
+        if (p > 0) made += gemm_stats().primitives_made - before;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float want = 0;
+                for (int k = 0; k < K; k++) want += A[i * K + k] * B[k * ldb + j];
+                wrong += C[i * N + j] != want;
+            }
+    }
+    T_CHECK(wrong == 0, "shape families past the memory objects' cache: %d of %d values wrong", wrong,
+            PRODUCTS * M * N);
+    T_CHECK(made == 0, "shape families past the memory objects' cache: %ld primitives made (want 0: one family)",
+            made);
+    free(B), free(C);
+    gemm_f32_use(GEMM_F32_AUTO);
+}
+
 /* Where fp32 products run on a primitive per shape family (onednn_families), every
  * product gives the bits the primitive of its own shape gives: 2-D and batched, each
  * transpose, alpha and beta, sizes from 1 to past a block, padded rows. And once a
@@ -634,6 +679,7 @@ int main(void) {
         T_CHECK(use_way(NATIVE) == -1, "the native backend was accepted on a CPU without it");
     }
     check_cache();
+    check_family_memory();
     check_families();
     check_linear();
     check_transpose();
