@@ -3,6 +3,7 @@
 
 #include "gpu/gemm.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -167,12 +168,23 @@ void gpu_free(GpuDevice *d, CUdeviceptr p) {
     if (p) d->api.MemFree(p);
 }
 
+/* Bytes gpu_put and gpu_get copied (gpu_copied_bytes), every device of the process; atomic: a tool's worker
+ * thread never copies, but nothing here needs to know that. */
+static atomic_size_t copied_up, copied_down;
+
 int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoErr *err) {
+    atomic_fetch_add_explicit(&copied_up, bytes, memory_order_relaxed);
     return bytes ? check(d, d->api.MemcpyHtoD(dst, src, bytes), "copy to the GPU", err) : 0;
 }
 
 int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err) {
+    atomic_fetch_add_explicit(&copied_down, bytes, memory_order_relaxed);
     return bytes ? check(d, d->api.MemcpyDtoH(dst, src, bytes), "copy from the GPU", err) : 0;
+}
+
+void gpu_copied_bytes(size_t *up, size_t *down) {
+    *up = atomic_load_explicit(&copied_up, memory_order_relaxed);
+    *down = atomic_load_explicit(&copied_down, memory_order_relaxed);
 }
 
 int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **args, GrpoErr *err) {

@@ -102,6 +102,9 @@ int gpu_alloc(GpuDevice *d, CUdeviceptr *p, size_t bytes, GrpoErr *err);
 void gpu_free(GpuDevice *d, CUdeviceptr p);
 int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoErr *err);
 int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err);
+/* Bytes gpu_put copied to a device (*up) and gpu_get from one (*down) so far in this
+ * process, on every device: what a test counts to show a copy is made or gone. */
+void gpu_copied_bytes(size_t *up, size_t *down);
 /* bytes of zeros at p (p 0: nothing), in order with the launches (the default stream). */
 int gpu_zero(GpuDevice *d, CUdeviceptr p, size_t bytes, GrpoErr *err);
 /* Kernel k on a grid x 1 x 1 of blocks of block x 1 x 1 threads, args as cuLaunchKernel's. */
