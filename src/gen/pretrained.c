@@ -78,18 +78,31 @@ static json_t *prompt_kwargs(const GenOpts *o) {
     return kwargs;
 }
 
-/* The rest of a session's setup once s->model and s->tok are set. */
-static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, int n, GrpoErr *err) {
+/* The session's prompts once s->model and s->tok are set: tokenized, checked, the longest found. */
+static int session_prompts(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, int n,
+                           GrpoErr *err) {
     s->data = *data;
     memset(data, 0, sizeof *data);
     s->n = n > 0 && n < s->data.n ? n : s->data.n;
-    int longest = 1, rc = o->chat_template ? tok_set_chat_template(s->tok, o->chat_template, err) : 0;
+    s->longest = 1;
+    int rc = o->chat_template ? tok_set_chat_template(s->tok, o->chat_template, err) : 0;
     json_t *kwargs = prompt_kwargs(o);
     if (!rc) rc = dataset_tokenize(&s->data, s->tok, max_prompt_length, kwargs, err);
     json_decref(kwargs);
-    if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &longest, err);
+    if (!rc) rc = dataset_longest_prompt(&s->data, s->n, &s->longest, err);
     if (!rc) rc = check_prompts(s, &s->data, s->n, o, err);
-    if (!rc) rc = gen_create(&s->gen, s->model, o, longest, err);
+    if (rc) gen_session_close(s);
+    return rc;
+}
+
+/* The rest of a session's setup once s->model and s->tok are set. */
+static int session_start(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, int n, GrpoErr *err) {
+    if (session_prompts(s, data, o, max_prompt_length, n, err)) return -1;
+    return gen_session_start(s, o, err);
+}
+
+int gen_session_start(GenSession *s, const GenOpts *o, GrpoErr *err) {
+    int rc = gen_create(&s->gen, s->model, o, s->longest, err);
     if (rc) gen_session_close(s);
     return rc;
 }
@@ -131,7 +144,7 @@ int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *dat
     memset(s, 0, sizeof *s);
     s->model = model;
     s->tok = tok;
-    return session_start(s, data, o, max_prompt_length, n, err);
+    return session_prompts(s, data, o, max_prompt_length, n, err);
 }
 
 int gen_session_prepare(GenSession *s, Dataset *data, const GenOpts *o, int max_prompt_length, GrpoErr *err) {

@@ -44,6 +44,7 @@ typedef struct {
     Dataset data;
     Generator gen;
     int n;          /* prompts planned for */
+    int longest;    /* the longest of them, in tokens: what the generator is planned for */
     GpuModel gpu_model; /* gen_session_open_gpu's upload of model (gen.opts.device's), else empty */
     GenDevice device;   /* its device and gpu_model, the generator's opts.device */
 } GenSession;
@@ -58,10 +59,15 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
  * (gpu_model_upload) and the generator made on the device (GenOpts.device). */
 int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dataset *data, GenOpts *o,
                          int max_prompt_length, int n, GrpoErr *err);
-/* The same over a model and tokenizer opened already (a training run's: borrowed,
- * never freed here); o's eos ids are set by the caller. */
+/* The prompts over a model and tokenizer opened already (a training run's:
+ * borrowed, never freed here); o's eos ids are set by the caller. No generator
+ * yet: gen_session_start makes it, once the run has planned its own memory (on a
+ * GPU the generator's plan is checked against what training left free). */
 int gen_session_borrow(GenSession *s, Model *model, Tokenizer *tok, Dataset *data, const GenOpts *o,
                        int max_prompt_length, int n, GrpoErr *err);
+/* A borrowing session's generator, planned for s->longest: on the host, or with
+ * o->device on that GPU (decoding its GpuModel; s->model gives the config). */
+int gen_session_start(GenSession *s, const GenOpts *o, GrpoErr *err);
 void gen_session_close(GenSession *s);
 
 /* Another prompt dataset for the same generator (training's eval_dataset):

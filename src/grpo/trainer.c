@@ -102,24 +102,29 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     if (gen_session_borrow(&t->sess, train_model_policy(t->tm), train_model_tokenizer(t->tm), &data, &c->gen,
                            c->max_prompt_length, 0, err))
         return -1;
-    if (tool_loop_open(&t->tools, &c->tools, t->tool_schemas, t->sess.tok, c->gen.chat_template_kwargs, err))
+    if (tool_loop_open(&t->tools, &c->tools, t->tool_schemas, t->sess.tok, c->gen.chat_template_kwargs, err) ||
+        env_loop_open(&t->env, &c->env, t->sess.tok, c->gen.chat_template_kwargs, err))
         return -1;
+    dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
+    if (reward_set_from_args(&t->rewards, &c->rewards, err) || eval_check_columns(&t->rewards, &t->sess.data, 0, err))
+        return -1;
+    int B = c->train.per_device_train_batch_size, L = c->gen.max_completion_length;
+    t->longest_train = t->sess.longest;
+    if (train_model_plan(t->tm, B, t->longest_train + L, "max_completion_length", err)) return -1;
+    micro_scratch_init(&t->ms, B, B * L);
+    /* the generator after the training's plan: on a GPU it decodes the policy's device copy, its KV caches
+     * planned against the memory training left free */
+    GenOpts go = c->gen;
+    go.device = train_model_gen_device(t->tm);
+    if (gen_session_start(&t->sess, &go, err)) return -1;
     if (t->tools.proc) { /* the generator goes on after each tool turn (TRL's _tool_call_loop) */
         t->turns.loop = &t->tools;
         gen_set_turns(&t->sess.gen, &(GenTurns){rollout_turn_end, &t->turns});
         if (t->tools.pool) /* tool_workers: the tool waits overlap the other sequences' decoding */
             gen_set_overlap(&t->sess.gen, &(GenOverlap){rollout_turn_begin, rollout_turn_wait});
     }
-    if (env_loop_open(&t->env, &c->env, t->sess.tok, c->gen.chat_template_kwargs, err)) return -1;
     if (t->env.proc) /* the generator goes on after each environment message */
         gen_set_turns(&t->sess.gen, &(GenTurns){env_loop_turn_end, &t->env});
-    dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
-    if (reward_set_from_args(&t->rewards, &c->rewards, err) || eval_check_columns(&t->rewards, &t->sess.data, 0, err))
-        return -1;
-    int B = c->train.per_device_train_batch_size, L = c->gen.max_completion_length;
-    t->longest_train = t->sess.gen.max_prompt;
-    if (train_model_plan(t->tm, B, t->longest_train + L, "max_completion_length", err)) return -1;
-    micro_scratch_init(&t->ms, B, B * L);
     if (c->eval_strategy) { /* the eval prompts, through the same generator */
         if (dataset_load_conversation(&t->eval_data, c->eval_dataset, make, err)) return -1;
         t->have_eval = 1;
@@ -142,6 +147,7 @@ static int grpo_evaluate(void *self, const HfStateInfo *state, MetricAcc *m, Grp
     json_t *trainer_state = hf_state_fields(state); /* the rewards see the run's state, as TRL's evaluate */
     EvalTotals tot;
     eval_totals_init(&tot, t->rewards.n_funcs);
+    rollout_weights_current(t); /* a resumed run may evaluate before any pass */
     for (int p = 0; p < t->eval_data.n && !rc; p++)
         rc = eval_example(&tot, &t->sess.gen, t->sess.tok, &t->eval_data, p, G, stream, &t->rewards, trainer_state,
                           c->pass_threshold, t->env.proc ? &t->env : NULL, err);
@@ -313,7 +319,7 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
         const TrainConfig *tc = &t->c;
         int B = tc->train.per_device_train_batch_size, GA = tc->train.gradient_accumulation_steps;
         long prompts_per_step = (long)B * train_world_size(t->world) * GA / ((long)tc->num_generations * tc->num_iterations);
-        char line[600], memory[200], filter[200] = "";
+        char line[600], memory[400], filter[200] = "";
         if (tc->filter_groups && tc->max_num_gen_batches > 0)
             snprintf(filter, sizeof filter, "; dynamic sampling (filter_groups): groups with equal rewards dropped, "
                      "at most %d rounds of %d prompts per generation batch", tc->max_num_gen_batches,
@@ -329,12 +335,17 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
                  t->need_old ? ", old log-probs recorded" : "", filter);
         /* a group is decoded in chunks of gen.chunk completions (planned from kv_cache_mb alone) */
         int G = tc->num_generations, chunk = t->sess.gen.chunk;
+        /* on a GPU the generator's KV caches, step buffers and sampler are the device's; it decodes the
+         * training's bf16 copy of the policy, which holds no second copy of the weights */
+        const char *where = t->sess.gen.opts.device ? " on the GPU" : "",
+                   *reads = t->sess.gen.opts.device ? "; KV caches, logits and sampler there, decoding the policy's "
+                                                      "bf16 copy the training keeps" : "";
         if (chunk >= G)
-            snprintf(memory, sizeof memory, ", generation %.0f (room for %d completions: a group's %d decoded together)",
-                     t->sess.gen.bytes / 1048576.0, chunk, G);
+            snprintf(memory, sizeof memory, ", generation%s %.0f (room for %d completions: a group's %d decoded "
+                     "together%s)", where, t->sess.gen.bytes / 1048576.0, chunk, G, reads);
         else
-            snprintf(memory, sizeof memory, ", generation %.0f (a group's %d completions decoded %d at a time)",
-                     t->sess.gen.bytes / 1048576.0, G, chunk);
+            snprintf(memory, sizeof memory, ", generation%s %.0f (a group's %d completions decoded %d at a time%s)",
+                     where, t->sess.gen.bytes / 1048576.0, G, chunk, reads);
         char eval_text[300] = "";
         if (t->have_eval)
             eval_describe(eval_text, sizeof eval_text, t->eval_data.n,

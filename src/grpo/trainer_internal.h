@@ -144,6 +144,9 @@ typedef struct {
 
 /* rollout.c */
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err);
+/* Before each generation (a round, an evaluation): the generator reads the weights
+ * the last update left (on a GPU the trainable model's device copy, made current). */
+void rollout_weights_current(GrpoTrainer *t);
 /* With tools: the generator's GenTurns (ctx: t->turns), the ToolLoop's turn_end that
  * also counts each completion's calls. */
 int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids);

@@ -193,10 +193,8 @@ void train_model_close(TrainModel *tm) {
     free(tm);
 }
 
-Model *train_model_policy(TrainModel *tm) {
-    if (tm->gpu) train_gpu_host_follows(tm->gpu); /* a generator reads it without asking again */
-    return &tm->pre.model;
-}
+Model *train_model_policy(TrainModel *tm) { return &tm->pre.model; }
+const GenDevice *train_model_gen_device(TrainModel *tm) { return tm->gpu ? train_gpu_gen_device(tm->gpu) : NULL; }
 const char *train_model_device_note(const TrainModel *tm) { return tm->device_note[0] ? tm->device_note : NULL; }
 Tokenizer *train_model_tokenizer(TrainModel *tm) { return tm->pre.tok; }
 const ModelConfig *train_model_config(const TrainModel *tm) { return &tm->pre.model.cfg; }

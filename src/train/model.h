@@ -52,8 +52,17 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
 void train_model_close(TrainModel *tm);
 
 /* The policy, for what runs it outside a training pass (generation, evaluation),
- * and its tokenizer. */
+ * and its tokenizer. On a GPU (train_model_gen_device not NULL) its weights are
+ * the host's copy, brought up to date only for a checkpoint, the final save or the
+ * processes' hash: a generator takes the config from it and decodes on the device. */
 Model *train_model_policy(TrainModel *tm);
+/* Where a generator decodes the policy: NULL on the host (on train_model_policy's
+ * weights, which every update writes); on a GPU, the device and the policy's bf16
+ * copy there (GenOpts.device), which every update remakes, valid until
+ * train_model_close. After train_model_plan; call it before each generation (a
+ * round of rollouts, an evaluation): it makes the device's weights current first,
+ * as a resume writes the host's and the device takes them only at its next call. */
+const GenDevice *train_model_gen_device(TrainModel *tm);
 /* On a machine with a GPU, why this run trains on the CPU (one line, use_cpu named), or NULL. */
 const char *train_model_device_note(const TrainModel *tm);
 Tokenizer *train_model_tokenizer(TrainModel *tm);

@@ -1,9 +1,10 @@
 /* train/model_gpu.c — the trainable model's device form (model_gpu.h): which runs
  * train on the GPU, the device's share of the plan, the passes on gpu/model.h and
  * gpu/model_train.h, AdamW over the master weights (gpu_adamw_step: the CPU's bits)
- * and the forward's copies made from them, and the host's copy kept in step. Not
- * here: the loss, clipping and the sum over processes (the loop's, on the host),
- * generation (on the host's copy), LoRA, recomputation. */
+ * and the forward's copies made from them, the policy's bf16 GpuModel lent to the
+ * generator (GRPO's rollouts and evaluation decode on it, gen/device.c), and the
+ * host's copy kept in step where the host reads it. Not here: the loss, clipping and
+ * the sum over processes (the loop's, on the host), LoRA, recomputation. */
 #include "train/model_gpu.h"
 
 #include <stdio.h>
@@ -28,6 +29,7 @@ struct TrainGpu {
     size_t free_at_open;          /* the driver's free bytes before anything of ours */
     double fixed_bytes, ref_bytes, act_bytes;
     GpuModel policy, ref;
+    GenDevice gen;                /* the device and policy, as a generator takes them (train_gpu_gen_device) */
     GpuModelScratch scratch;      /* log-probs without a backward */
     GpuModelTrain train;
     CUdeviceptr master, m, v, mask; /* fp32 [P] x 3, bytes [P] */
@@ -42,7 +44,7 @@ struct TrainGpu {
     float *dlogp;                 /* [max_tokens] a token-local objective's gradient, taken in the forward */
     int pending;                  /* a forward with grad ran: its backward reads dlogp */
     int grad_taken;               /* this step's gradient went to the host */
-    int host_behind, opt_behind, device_behind, follows;
+    int host_behind, opt_behind, device_behind;
 };
 
 /* A device error inside a pass: fatal (model_gpu.h). */
@@ -331,9 +333,8 @@ void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWCon
     if (g->grad_taken) ok(gpu_put(&g->dev, g->train.grads, grads, 4 * g->P, &e), &e); /* the host's, summed */
     else ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
     ok(gpu_adamw_step(&g->dev, g->master, g->m, g->v, g->train.grads, g->mask, g->P, &s, &e), &e);
-    ok(refresh(g, &e), &e);
+    ok(refresh(g, &e), &e); /* the generator's weights too: it reads g->policy */
     g->host_behind = g->opt_behind = 1;
-    if (g->follows) train_gpu_host_sync(g);
 }
 
 /* ---- the host's copy ---- */
@@ -361,9 +362,11 @@ void train_gpu_host_sync_opt(TrainGpu *g) {
     g->opt_behind = 0;
 }
 
-void train_gpu_host_follows(TrainGpu *g) {
-    g->follows = 1;
-    train_gpu_host_sync(g);
+const GenDevice *train_gpu_gen_device(TrainGpu *g) {
+    CHECK(g->planned);
+    device_current(g); /* a resume wrote the host's weights: without this the generator decodes the old ones */
+    g->gen = (GenDevice){&g->dev, &g->policy};
+    return &g->gen;
 }
 
 void train_gpu_host_written(TrainGpu *g) {

@@ -4,11 +4,14 @@
  * training pass (gpu/model_train.h: every layer's activations kept, the gradient in
  * the parameter table's layout), fp32 master weights with AdamW's m and v in that
  * layout, the decay mask, and the frozen KL reference's bf16 copy when there is one.
+ * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device):
+ * every update remakes it from the master weights, so generation after an update
+ * reads that update's weights with nothing copied.
  * The host keeps the Model in its mixed-precision form (two halves) and AdamW's host
- * state: refreshed from the device when asked (train_gpu_host_sync), or after every
- * update once the policy has been lent out (a generator reads it without asking);
- * anything that may have written them (a resume, train_model_weights) marks the
- * device behind, and the next device call uploads them first.
+ * state: refreshed from the device when asked (train_gpu_host_sync: checkpoints, the
+ * final save, the processes' hash), never per step; anything that may have written
+ * them (a resume, train_model_weights) marks the device behind, and the next device
+ * call (a pass, an update, train_gpu_gen_device) uploads them first.
  *
  * The step's gradient stays on the device in a world of one: clipped there
  * (train_gpu_clip: optim/grad.c's norm bit for bit, its block sums taken on the
@@ -75,8 +78,10 @@ void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWCon
  * and AdamW's m and v, each from the device if behind. */
 void train_gpu_host_sync(TrainGpu *g);
 void train_gpu_host_sync_opt(TrainGpu *g);
-/* From now on the host follows every update (a generator holds the policy). */
-void train_gpu_host_follows(TrainGpu *g);
+/* The device and the policy's GpuModel for a generator (gen/generate.h's GenDevice,
+ * valid until train_gpu_close), the device made current first: call it before each
+ * generation, as after a resume the device holds the old weights until then. */
+const GenDevice *train_gpu_gen_device(TrainGpu *g);
 /* The host's weights or AdamW state may be written: the device takes them again
  * before its next pass or update. */
 void train_gpu_host_written(TrainGpu *g);

@@ -18,6 +18,16 @@
  * the last bit); a few steps add a few such updates, each step's gradient also
  * read at weights that moved apart by the earlier ones, hence 2.5x and 2x. Figures
  * seen are printed.
+ * GRPO's rollouts and its evaluation decode on the device, on the training's bf16
+ * copy of the policy (train_model_gen_device), with the host's Philox streams: the
+ * GPU run's completions.jsonl (each completion's ids, rewards, advantage) is the CPU
+ * bf16 run's byte for byte, with beta 0 and 0.04, and so are the evaluation's
+ * eval_reward and mean length (an update's bf16 rounding could flip a sample where
+ * the GPU's weights differ in their last bits: none does here); a run resumed from
+ * checkpoint-2 decodes step 3 from step 2's weights (the uninterrupted run's
+ * completions and model bytes: the stale-weights trap, which fails with the device
+ * left behind); and the run copies down each step's gradient and its checkpoint
+ * only, not the weights at every update (gpu_copied_bytes).
  * Also: the metrics files have the same keys line by line; micro-batch splits 1/2/4
  * of the same 4 examples give weights within 1e-5 relative (max |a - b| / max |b|
  * per tensor); SFT on a Qwen3 model (q/k norm) on the device in the bound above; a resume from a checkpoint on the device writes the uninterrupted
@@ -104,7 +114,9 @@ static void write_data(void) {
 /* The common options of the runs (tiny: a few steps, short completions). */
 #define TRAIN "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
               "--per_device_train_batch_size 4 --max_completion_length 6 --max_steps 3 --learning_rate 5e-2 " \
-              "--adam_epsilon 1 --logging_steps 1 --quiet --output_dir %s/%s"
+              "--adam_epsilon 1 --logging_steps 1 --log_completions true --quiet --output_dir %s/%s"
+/* GRPO's evaluation (eval_strategy) after the last of the 3 steps, on the same generator */
+#define EVAL " --eval_strategy steps --eval_steps 3 --eval_dataset %s/d.jsonl"
 #define SFT "sft --model %s/%s --dataset %s/s.jsonl --max_steps 3 --learning_rate 5e-2 --adam_epsilon 1 " \
             "--logging_steps 1 --output_dir %s/%s"
 
@@ -201,6 +213,56 @@ static void check_metric_keys(const char *what, const char *cpu_dir, const char 
     T_CHECK(a[0] && !strcmp(a, b), "%s: metrics.jsonl keys differ:\n cpu %s\n gpu %s", what, a, b);
 }
 
+/* The rollouts of two GRPO runs: completions.jsonl's bytes (each completion's ids,
+ * its rewards and advantage, step by step) the same. */
+static void check_rollouts(const char *what, const char *a_dir, const char *b_dir) {
+    char a[400], b[400];
+    snprintf(a, sizeof a, "%s/%s/completions.jsonl", tmp, a_dir), snprintf(b, sizeof b, "%s/%s/completions.jsonl", tmp, b_dir);
+    int same = same_file(a, b);
+    T_CHECK(same, "%s: completions.jsonl differs (%s against %s)", what, b_dir, a_dir);
+    if (same) printf("  %s: completions.jsonl the same bytes (ids, rewards, advantages)\n", what);
+}
+
+/* File b's bytes are the end of file a's (a resumed run's log against the whole run's). */
+static int file_ends(const char *a, const char *b) {
+    static char x[MAXOUT], y[MAXOUT];
+    gpu_test_slurp(a, x, sizeof x), gpu_test_slurp(b, y, sizeof y);
+    size_t n = strlen(x), m = strlen(y);
+    return m > 0 && m < n && !memcmp(x + n - m, y, m);
+}
+
+/* The value of "key" in DIR/metrics.jsonl as written (its last), or "". */
+static void metric_text(const char *dir, const char *key, char *out, size_t n) {
+    static char text[MAXOUT];
+    char path[400], quoted[64];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
+    snprintf(quoted, sizeof quoted, "\"%s\": ", key);
+    gpu_test_slurp(path, text, sizeof text);
+    const char *p = NULL;
+    for (const char *q = text; (q = strstr(q, quoted)); q++) p = q + strlen(quoted);
+    snprintf(out, n, "%.*s", p ? (int)strcspn(p, ",}") : 0, p ? p : "");
+}
+
+/* The evaluations' mean reward and completion length the same as written. */
+static void check_eval(const char *what, const char *a_dir, const char *b_dir) {
+    static const char *const keys[] = {"eval_reward", "eval_completions/mean_length"};
+    for (int k = 0; k < 2; k++) {
+        char a[64], b[64];
+        metric_text(a_dir, keys[k], a, sizeof a), metric_text(b_dir, keys[k], b, sizeof b);
+        T_CHECK(a[0] && !strcmp(a, b), "%s: %s %s against %s's %s", what, keys[k], b[0] ? b : "(none)", a_dir, a);
+        if (a[0] && !strcmp(a, b)) printf("  %s: %s %s, the same\n", what, keys[k], a);
+    }
+}
+
+/* Floats of the test model's parameter table (P). */
+static size_t model_floats(const char *dir) {
+    Weights w;
+    weights_load(&w, dir);
+    size_t P = w.ok ? w.m.table.total : 0;
+    weights_free(&w);
+    return P;
+}
+
 /* One line on stderr says the CPU trains, naming why and use_cpu. */
 static void check_note(const char *what, const char *e, const char *why) {
     const char *line = strstr(e, "trains on the CPU");
@@ -230,18 +292,67 @@ static void check_refused(const char *what, int (*fn)(int, char **), const char 
 
 /* ---- the checks ---- */
 
+/* What the GPU's run copied down: each step's gradient once (4 P bytes, P the
+ * parameters: the loop clips it on the host), the last step's checkpoint (the master
+ * weights, AdamW's m and v: 3 x 4 P; the final save finds the host's copy current),
+ * and the rollouts' tokens and log-probs (a few KB). The host's copy following every
+ * update, as when the rollouts decoded on it, takes the weights at each update
+ * instead of at the checkpoint: 8 x 4 P in 3 steps, against 6 here. */
+static void check_downloads(size_t down, int steps) {
+    size_t P = model_floats("m2"), bound = (size_t)(steps + 3) * 4 * P + 2 * P;
+    T_CHECK(P > 0 && down <= bound, "grpo train on the GPU copied %zu bytes down in %d steps: more than %zu (each "
+            "step's gradient and the checkpoint's 3 tensors, 4 P each, P = %zu, and 2 P for the rest): the host's "
+            "copy of the weights follows the updates", down, steps, bound, P);
+    printf("  grpo train: %zu bytes down in %d steps, %.2f x 4 P (P = %zu; the gradients and the checkpoint: %d)\n",
+           down, steps, down / (4.0 * P), P, steps + 3);
+}
+
 static void check_grpo(void) {
-    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true --bf16 true", tmp, tmp, tmp, "t_cpu"), "cpu: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN, tmp, tmp, tmp, "t_gpu"), "gpu: %s", errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true --bf16 true" EVAL, tmp, tmp, tmp, "t_cpu", tmp), "cpu: %s",
+            errs);
+    size_t up0, down0, up1, down1;
+    gpu_copied_bytes(&up0, &down0);
+    T_CHECK(!run(cmd_train, errs, TRAIN EVAL, tmp, tmp, tmp, "t_gpu", tmp), "gpu: %s", errs);
+    gpu_copied_bytes(&up1, &down1);
     T_CHECK(!errs[0], "the GPU run (--quiet) wrote to stderr: %s", errs);
     check_moved("grpo train", "m2", "t_cpu", "t_gpu");
     check_metric_keys("grpo train", "t_cpu", "t_gpu");
+    check_rollouts("grpo train, rollouts decoded on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
+    check_eval("grpo train's evaluation on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
+    check_downloads(down1 - down0, 3);
     if (GPU_TEST_SANITIZED) return; /* beta 0.04 in the plain suites only (gpu_test.h) */
     T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"), "cpu: %s",
             errs);
     T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s", errs);
     check_moved("grpo train --beta 0.04 (the reference on the device)", "m2", "k_cpu", "k_gpu");
     check_metric_keys("grpo train --beta 0.04", "k_cpu", "k_gpu");
+    check_rollouts("grpo train --beta 0.04", "k_cpu", "k_gpu");
+}
+
+/* A GRPO run resumed from checkpoint-2 generates step 3's rollouts from the weights
+ * of step 2 (the resume writes the host's copy; the device must take it before it
+ * decodes): the uninterrupted run's (t_gpu's) completions and final weights. The run
+ * that wrote the checkpoint prints its plan: the generator on the GPU. t_gpu also
+ * evaluated after step 3, these runs do not: the evaluation leaves training as it was. */
+static void check_grpo_resume(void) {
+    char a[400], b[400];
+    if (GPU_TEST_SANITIZED) return; /* in the plain suites only (gpu_test.h): numbers, not memory */
+    T_CHECK(!run(cmd_train, errs, TRAIN " --save_steps 2 --quiet false", tmp, tmp, tmp, "g_ck"), "with checkpoints: %s",
+            errs);
+    const char *plan = strstr(errs, "generation on the GPU");
+    T_CHECK(plan && strstr(errs, "decoding the policy's bf16 copy"), "the plan does not say the GPU generates: %s", errs);
+    if (plan) printf("  the plan: ...%.*s\n", (int)strcspn(plan, "\n"), plan);
+    T_CHECK(!run(cmd_train, errs, TRAIN " --resume_from_checkpoint %s/g_ck/checkpoint-2", tmp, tmp, tmp, "g_re", tmp),
+            "resume: %s", errs);
+    snprintf(a, sizeof a, "%s/t_gpu/model.safetensors", tmp), snprintf(b, sizeof b, "%s/g_re/model.safetensors", tmp);
+    int same = same_file(a, b);
+    T_CHECK(same, "grpo train resumed on the GPU: the model differs from the uninterrupted run's");
+    snprintf(a, sizeof a, "%s/t_gpu/completions.jsonl", tmp), snprintf(b, sizeof b, "%s/g_re/completions.jsonl", tmp);
+    int rollouts = file_ends(a, b);
+    T_CHECK(rollouts, "grpo train resumed on the GPU: step 3's completions are not the uninterrupted run's");
+    if (same && rollouts)
+        printf("  grpo train resumed from checkpoint-2 on the GPU: step 3's completions and the final model the "
+               "uninterrupted run's bytes\n");
 }
 
 static void check_sft(void) {
@@ -344,6 +455,7 @@ static void check_all(void) {
     check_master_kernel();
     gpu_close(&dev); /* the commands open their own */
     check_grpo();
+    check_grpo_resume();
     check_sft();
     check_resume();
     check_refusals();
