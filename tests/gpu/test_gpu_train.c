@@ -26,8 +26,8 @@
  * the GPU's weights differ in their last bits: none does here); a run resumed from
  * checkpoint-2 decodes step 3 from step 2's weights (the uninterrupted run's
  * completions and model bytes: the stale-weights trap, which fails with the device
- * left behind); and the run copies down each step's gradient and its checkpoint
- * only, not the weights at every update (gpu_copied_bytes).
+ * left behind); and the run copies down its checkpoint only, neither the gradient
+ * (clipped on the device) nor the weights at every update (gpu_copied_bytes).
  * Also: the metrics files have the same keys line by line; micro-batch splits 1/2/4
  * of the same 4 examples give weights within 1e-5 relative (max |a - b| / max |b|
  * per tensor); SFT on a Qwen3 model (q/k norm) on the device in the bound above; a resume from a checkpoint on the device writes the uninterrupted
@@ -292,19 +292,20 @@ static void check_refused(const char *what, int (*fn)(int, char **), const char 
 
 /* ---- the checks ---- */
 
-/* What the GPU's run copied down: each step's gradient once (4 P bytes, P the
- * parameters: the loop clips it on the host), the last step's checkpoint (the master
- * weights, AdamW's m and v: 3 x 4 P; the final save finds the host's copy current),
- * and the rollouts' tokens and log-probs (a few KB). The host's copy following every
- * update, as when the rollouts decoded on it, takes the weights at each update
- * instead of at the checkpoint: 8 x 4 P in 3 steps, against 6 here. */
+/* What the GPU's run copied down: the last step's checkpoint (the master weights,
+ * AdamW's m and v: 3 x 4 P, P the parameters; the final save finds the host's copy
+ * current), the clip's block sums (8 bytes per 4096 parameters a step) and the
+ * rollouts' tokens and log-probs (a few KB): 3 x 4 P + 2 P at most. Each step's
+ * gradient brought to the host to be clipped there, as before train_model_clip, adds
+ * 4 P a step (6 x 4 P in 3 steps); the host's copy following every update, as when the
+ * rollouts decoded on it, the weights at each update (8 x 4 P). */
 static void check_downloads(size_t down, int steps) {
-    size_t P = model_floats("m2"), bound = (size_t)(steps + 3) * 4 * P + 2 * P;
-    T_CHECK(P > 0 && down <= bound, "grpo train on the GPU copied %zu bytes down in %d steps: more than %zu (each "
-            "step's gradient and the checkpoint's 3 tensors, 4 P each, P = %zu, and 2 P for the rest): the host's "
-            "copy of the weights follows the updates", down, steps, bound, P);
-    printf("  grpo train: %zu bytes down in %d steps, %.2f x 4 P (P = %zu; the gradients and the checkpoint: %d)\n",
-           down, steps, down / (4.0 * P), P, steps + 3);
+    size_t P = model_floats("m2"), bound = 3 * 4 * P + 2 * P;
+    T_CHECK(P > 0 && down <= bound, "grpo train on the GPU copied %zu bytes down in %d steps: more than %zu (the "
+            "checkpoint's 3 tensors, 4 P each, P = %zu, and 2 P for the rest): the gradient or the weights come to "
+            "the host each step", down, steps, bound, P);
+    printf("  grpo train: %zu bytes down in %d steps, %.2f x 4 P (P = %zu; the checkpoint: 3)\n", down, steps,
+           down / (4.0 * P), P);
 }
 
 static void check_grpo(void) {
