@@ -17,14 +17,6 @@
 #include "machine/gpu_emulator.h"
 #include "testutil.h"
 
-/* Under AddressSanitizer (make asan) an emulated thread runs ~6x slower: the heaviest
- * tests (test_gpu_gen, test_gpu_generate, test_gpu_train) run fewer variations of the
- * same checks there, to keep .ci/run within its time; the plain suites run them all. */
-#if defined(__SANITIZE_ADDRESS__)
-#define GPU_TEST_SANITIZED 1
-#else
-#define GPU_TEST_SANITIZED 0
-#endif
 
 #ifndef GPU_TEST_SEED
 #error "define GPU_TEST_SEED before including gpu_test.h"

@@ -377,8 +377,8 @@ static void check_all(void) {
     model_use_bf16_compute(&qwen3);
     check_form("mixed, tied head", &tied, 1);
     check_form("mixed, own lm_head", &untied, 0);
-    check_form("WEIGHTS_BF16", &half, !GPU_TEST_SANITIZED);
-    check_form("Qwen3, mixed, tied head", &qwen3, !GPU_TEST_SANITIZED);
+    check_form("WEIGHTS_BF16", &half, 1);
+    check_form("Qwen3, mixed, tied head", &qwen3, 1);
     check_refused(&tied);
     check_failed_step(&tied);
     model_free(&tied), model_free(&untied), model_free(&half), model_free(&qwen3);

@@ -29,15 +29,6 @@
 #include "model/model_io.h"
 #include "testutil.h"
 
-/* Under AddressSanitizer (make asan) the emulated runs are ~6x slower: there the
- * placement and the refusal only (memory), not the comparison with one process nor the
- * CPU run (numbers: the plain suites run them). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 enum { MAXOUT = 1 << 16 };
 static char tmp[256], self[PATH_MAX], out[MAXOUT];
 static GrpoErr err;
@@ -128,12 +119,10 @@ static void check_weights(const char *a, const char *b) {
 static void check_ranks(void) {
     char line[8192], base[1024];
     snprintf(base, sizeof base, TRAIN, tmp, tmp);
-    if (!SANITIZED) {
-        snprintf(line, sizeof line, "GRPO_EMU_GPUS=1 '%s' rank %s --per_device_train_batch_size 4 --output_dir %s/one",
-                 self, base, tmp);
-        T_CHECK(!shell("one", line), "one process: %s", out);
-        T_CHECK(strstr(out, "GPUs taken 0x1") != NULL, "one process did not train on GPU 0:\n%s", out);
-    }
+    snprintf(line, sizeof line, "GRPO_EMU_GPUS=1 '%s' rank %s --per_device_train_batch_size 4 --output_dir %s/one", self,
+             base, tmp);
+    T_CHECK(!shell("one", line), "one process: %s", out);
+    T_CHECK(strstr(out, "GPUs taken 0x1") != NULL, "one process did not train on GPU 0:\n%s", out);
     const char *mpi = "mpirun --oversubscribe --bind-to none";
     snprintf(line, sizeof line, "GRPO_EMU_GPUS=2 %s -np 2 '%s' rank %s --per_device_train_batch_size 2 --output_dir %s/two",
              mpi, self, base, tmp);
@@ -141,12 +130,9 @@ static void check_ranks(void) {
     T_CHECK(strstr(out, "rank 0, local rank 0 of 2: GPUs taken 0x1") && strstr(out, "rank 1, local rank 1 of 2: GPUs "
             "taken 0x2"), "two processes on two GPUs did not take one GPU each:\n%s", out);
     T_CHECK(strstr(out, "GPU 0: ") != NULL, "the plan does not name the GPU of a machine of several:\n%s", out);
-    printf("  2 processes on 2 GPUs: GPU 0 and GPU 1\n");
-    if (!SANITIZED) {
-        T_CHECK(same_file("one/completions.jsonl", "two/completions.jsonl"), "1 vs 2 processes: completions differ");
-        check_weights("one", "two");
-        printf("  ... the completions of 1 process byte for byte\n");
-    }
+    T_CHECK(same_file("one/completions.jsonl", "two/completions.jsonl"), "1 vs 2 processes: completions differ");
+    check_weights("one", "two");
+    printf("  2 processes on 2 GPUs: GPU 0 and GPU 1, the completions of 1 process byte for byte\n");
 
     snprintf(line, sizeof line, "GRPO_EMU_GPUS=1 %s -np 2 '%s' rank %s --per_device_train_batch_size 2 --output_dir "
              "%s/over", mpi, self, base, tmp);
@@ -155,7 +141,6 @@ static void check_ranks(void) {
     T_CHECK(strstr(out, want) != NULL, "two processes on one GPU: no line saying '%s':\n%s", want, out);
     T_CHECK(!strstr(out, "GPUs taken 0x1"), "two processes on one GPU: one of them trained there:\n%s", out);
     printf("  2 processes on 1 GPU: stopped with \"%s\"\n", want);
-    if (SANITIZED) return;
     snprintf(line, sizeof line, "GRPO_EMU_GPUS=1 %s -np 2 '%s' rank %s --per_device_train_batch_size 2 --use_cpu true "
              "--output_dir %s/cpu", mpi, self, base, tmp);
     T_CHECK(!shell("cpu", line), "--use_cpu true, 2 processes on 1 GPU: %s", out);

@@ -321,7 +321,6 @@ static void check_grpo(void) {
     check_rollouts("grpo train, rollouts decoded on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
     check_eval("grpo train's evaluation on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
     check_downloads(down1 - down0, 3);
-    if (GPU_TEST_SANITIZED) return; /* beta 0.04 in the plain suites only (gpu_test.h) */
     T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"), "cpu: %s",
             errs);
     T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s", errs);
@@ -337,7 +336,6 @@ static void check_grpo(void) {
  * evaluated after step 3, these runs do not: the evaluation leaves training as it was. */
 static void check_grpo_resume(void) {
     char a[400], b[400];
-    if (GPU_TEST_SANITIZED) return; /* in the plain suites only (gpu_test.h): numbers, not memory */
     T_CHECK(!run(cmd_train, errs, TRAIN " --save_steps 2 --quiet false", tmp, tmp, tmp, "g_ck"), "with checkpoints: %s",
             errs);
     const char *plan = strstr(errs, "generation on the GPU");
@@ -366,18 +364,16 @@ static void check_sft(void) {
     if (plan) printf("  the plan: %.*s\n", (int)strcspn(plan, "\n"), plan);
     check_moved("grpo sft", "m2", "s_cpu", "s_gpu");
     check_metric_keys("grpo sft", "s_cpu", "s_gpu");
-    /* the same 4 examples a step as 4 x 1, 2 x 2 and 1 x 4 (the plain suites only: gpu_test.h) */
+    /* the same 4 examples a step as 4 x 1, 2 x 2 and 1 x 4 */
     static const int split[3][2] = {{1, 4}, {2, 2}, {4, 1}};
-    for (int i = 0; i < 3 && !GPU_TEST_SANITIZED; i++) {
+    for (int i = 0; i < 3; i++) {
         char dir[16];
         snprintf(dir, sizeof dir, "b%d", split[i][0]);
         T_CHECK(!run(cmd_sft, errs, SFT " --quiet --per_device_train_batch_size %d --gradient_accumulation_steps %d",
                      tmp, "m2", tmp, tmp, dir, split[i][0], split[i][1]), "split %d: %s", split[i][0], errs);
     }
-    if (!GPU_TEST_SANITIZED) {
-        check_split("micro-batches 1 x 4 against 4 x 1", "b1", "b4");
-        check_split("micro-batches 2 x 2 against 4 x 1", "b2", "b4");
-    }
+    check_split("micro-batches 1 x 4 against 4 x 1", "b1", "b4");
+    check_split("micro-batches 2 x 2 against 4 x 1", "b2", "b4");
     /* a Qwen3 model (q/k norm in the training layer) on the device */
     T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true", tmp, "m3",
                  tmp, tmp, "q_cpu"), "qwen3 cpu: %s", errs);
