@@ -242,16 +242,16 @@ static void share_tools(GrpoTrainer *t, Rollout *r, int lo, int hi) {
     free(mask), free(cnt), free(len), free(two);
 }
 
-/* The round's prompts (data positions pos0 .. pos0 + P - 1) and this process's
- * slice of their completions, completion i of prompt position pos drawing from
- * stream (pos, i) whichever process draws it; then every process has them all.
- * With tools, the calls of each completion are counted; a tool process failing
- * on any process stops every one. */
 void rollout_weights_current(GrpoTrainer *t) {
     const GenDevice *dv = train_model_gen_device(t->tm); /* after a resume the device's weights are the old ones */
     CHECK(dv == t->sess.gen.opts.device);                /* the generator decodes where the model trains */
 }
 
+/* The round's prompts (data positions pos0 .. pos0 + P - 1) and this process's
+ * slice of their completions, completion i of prompt position pos drawing from
+ * stream (pos, i) whichever process draws it; then every process has them all.
+ * With tools, the calls of each completion are counted; a tool process failing
+ * on any process stops every one. */
 static int generate(GrpoTrainer *t, Rollout *r, long pos0, GrpoErr *err) {
     int lo, hi, rc = 0;
     rollout_weights_current(t);
