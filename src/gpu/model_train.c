@@ -82,7 +82,7 @@ static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int 
 int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
                            int chunk_rows, GrpoErr *err) {
     memset(t, 0, sizeof *t);
-    if (g->lora) return err_set(err, "GPU training: LoRA adapters are not in the GPU's training pass yet");
+    if (g->lora) return err_set(err, "GPU training: the model has LoRA adapters (gpu/model_lora.h trains them)");
     if (!m->mixed) return err_set(err, "GPU training: the model is not under mixed precision (expected --bf16)");
     if (max_tokens < 1) return err_set(err, "GPU training: max_tokens %d (expected at least 1)", max_tokens);
     t->max_tokens = max_tokens, t->L = g->L, t->C = g->C, t->table = &m->table;

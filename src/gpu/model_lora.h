@@ -1,0 +1,80 @@
+/* gpu/model_lora.h — the whole model's training pass in LoRA's form on the GPU: what
+ * train/model.c runs on the CPU for a run with adapters (a frozen base held in bf16,
+ * WEIGHTS_BF16, fp32 activations, the adapters' gradient alone):
+ *   forward:  x_0 = embedding(ids) (the bf16 table widened); x_{l+1} = layer_l(x_l)
+ *             with its adapters (gpu/layer_lora.h, each layer's saved tensors and
+ *             dropout bits kept); hf = rmsnorm(x_L, norm); the LM head's log-probs
+ *             and entropies (gpu/logprob.h), lse kept;
+ *   backward: from dlogprob per row: the head's dhf only (its weight is frozen: no
+ *             gradient formed), the final norm's input gradient, every layer from
+ *             the last (dA, dB of its adapters, dx through the frozen products), and
+ *             nothing for the embedding.
+ * The gradient lives in one device buffer in the adapters' flat layout (the
+ * LoraLayers table: the vector the CPU's LoRA run clips, sums over processes and
+ * hands to AdamW), each tensor written by the step's first backward to reach it and
+ * added to by later ones (model/grads.h's GradState, kept on the host per table
+ * entry); gpu_model_lora_settle zeroes what no backward reached. Dropout follows
+ * the CPU's streams: a sequence's key (train/model.c's, from the step and the
+ * sequence's id) with each row's position, layer and module, so a token's mask does
+ * not depend on its micro-batch. Not here: the optimizer, recomputation (every
+ * layer's tensors are kept), Qwen3's q/k norm (gpu/layer_lora.h refuses it). */
+#ifndef GRPO_GPU_MODEL_LORA_H
+#define GRPO_GPU_MODEL_LORA_H
+
+#include <stdint.h>
+
+#include "gpu/layer_lora.h"
+#include "gpu/model.h"
+
+typedef struct {
+    int max_tokens, L, C;
+    int N, B;                    /* the last forward's rows and sequences; N 0: none to go back through */
+    float inv_temp;              /* the last forward's */
+    const LoraLayers *lo;        /* borrowed: the host's adapters (shapes, dropout, seed) */
+    GpuLoraLayerActs *acts;      /* [L] each layer's saved tensors */
+    GpuLayerTrainScratch scratch; /* shared by every layer */
+    CUdeviceptr x;               /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
+    CUdeviceptr hf, rstdf;       /* fp32 [N, C], [N] */
+    CUdeviceptr dx, dhf;         /* fp32 [N, C] */
+    CUdeviceptr batch;           /* int32 [N ids | N positions | N+1 starts] */
+    CUdeviceptr keys, seq;       /* uint64 [max_tokens] the sequences' dropout keys, int32 [max_tokens] each row's */
+    int dropout;                 /* the last forward drew dropout masks (keys given, p > 0) */
+    CUdeviceptr logprob, entropy, lse, dlogprob; /* fp32 [N] */
+    int32_t *host, *host_seq;    /* [3 max_tokens + 1], [max_tokens]: made on the host */
+    int32_t *targets;            /* [max_tokens] the last forward's */
+    GpuLogprobScratch head;
+    CUdeviceptr grads;           /* fp32 [lo->table.total], the adapters' layout */
+    GpuLayerLora *views;         /* [L] the policy's adapters with dA, dB into grads */
+    uint8_t *written;            /* [lo->table.n]: entry e holds this step's gradient */
+} GpuModelLora;
+
+/* For g (uploaded from m: WEIGHTS_BF16 with m->lora attached), batches of up to
+ * max_tokens rows and LM-head chunks of chunk_rows: -1 with err naming what is
+ * refused (no adapters, a base not in bf16, Qwen3's q/k norm, max_tokens < 1, out
+ * of device memory); then nothing stays allocated. */
+int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
+                          int chunk_rows, GrpoErr *err);
+void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t);
+
+/* A new optimizer step: no tensor written. The step's gradient complete: each
+ * tensor no backward reached zeroed (-1 with err on a device error). */
+void gpu_model_lora_begin(GpuModelLora *t);
+int gpu_model_lora_settle(GpuDevice *d, GpuModelLora *t, GrpoErr *err);
+
+/* The training forward of B packed sequences (gpu_model_train_forward's batch),
+ * keys[B] each sequence's dropout key (NULL: no dropout, as the CPU's pass without
+ * drop_keys): logprob[N], entropy[N] (NULL: none) on the host. */
+int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const int32_t *ids, const int *starts,
+                           int B, const int32_t *targets, const uint64_t *keys, float inv_temp, float *logprob,
+                           float *entropy, GrpoErr *err);
+/* After the forward: the gradient of sum_n dlogprob[n] logprob[n] into the
+ * adapters' gradient, each tensor written or added to as the step's state says. */
+int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const float *dlogprob, GrpoErr *err);
+
+/* The same on a packed PaddedBatch, per target in CSR order (model_train.h's). */
+int gpu_model_lora_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, PaddedBatch *pb,
+                                 const uint64_t *keys, float inv_temp, float *logp, float *entropy, GrpoErr *err);
+int gpu_model_lora_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, PaddedBatch *pb,
+                                  const float *dlogp, GrpoErr *err);
+
+#endif
