@@ -166,8 +166,8 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     padded_batch_reserve(&tm->pb, max_seqs, (int)tokens, 1); /* packed: a micro-batch costs its real tokens */
     tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
     if (tm->gpu) /* the host keeps the gradient's staging, the model's halves and AdamW's copy for checkpoints */
-        return train_gpu_plan(tm->gpu, m, tm->ref_kind == REF_MODEL ? &tm->ref : NULL, &tm->opt, tm->decay_mask,
-                              (int)tokens, a->logprob_chunk_rows, length_option, err);
+        return train_gpu_plan(tm->gpu, m, tm->ref_kind == REF_MODEL ? &tm->ref : NULL, tm->ref_kind == REF_BASE,
+                              &tm->opt, tm->decay_mask, (int)tokens, a->logprob_chunk_rows, length_option, err);
     return 0;
 }
 
@@ -276,7 +276,7 @@ static void prepare(TrainModel *tm, const TrainBatch *b, int training) {
 
 void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy) {
     prepare(tm, b, 0);
-    if (tm->gpu) { /* the reference there is REF_MODEL's: the GPU trains no adapters */
+    if (tm->gpu) { /* the reference there is REF_MODEL's or REF_BASE's (REF_ADAPTER trains on the CPU) */
         train_gpu_logprobs(tm->gpu, which == TRAIN_REFERENCE, &tm->pb, b->inv_temperature, logp, entropy);
         return;
     }
@@ -296,7 +296,7 @@ void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b,
 void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float *entropy, const LogprobGrad *grad) {
     prepare(tm, b, 1);
     if (tm->gpu) {
-        train_gpu_forward(tm->gpu, &tm->pb, b->inv_temperature, logp, entropy, grad);
+        train_gpu_forward(tm->gpu, &tm->pb, b->ids ? tm->keys : NULL, b->inv_temperature, logp, entropy, grad);
         return;
     }
     ModelPass pass = {.backward = 1, .drop_keys = b->ids ? tm->keys : NULL};

@@ -1,10 +1,11 @@
 /* train/model_gpu.c — the trainable model's device form (model_gpu.h): which runs
  * train on the GPU, the device's share of the plan, the passes on gpu/model.h and
- * gpu/model_train.h, AdamW over the master weights (gpu_adamw_step: the CPU's bits)
- * and the forward's copies made from them, the policy's bf16 GpuModel lent to the
- * generator (GRPO's rollouts and evaluation decode on it, gen/device.c), and the
- * host's copy kept in step where the host reads it. Not here: the loss, clipping and
- * the sum over processes (the loop's, on the host), LoRA, recomputation. */
+ * gpu/model_train.h (full fine-tuning) or gpu/model_lora.h (LoRA), AdamW over the
+ * master weights (gpu_adamw_step: the CPU's bits) and the forward's copies made from
+ * them (LoRA: the adapters, read by the forward as they are), the policy's bf16
+ * GpuModel lent to the generator (GRPO's rollouts and evaluation decode on it,
+ * gen/device.c), and the host's copy kept in step where the host reads it. Not
+ * here: the loss, the sum over processes (the loop's, on the host), recomputation. */
 #include "train/model_gpu.h"
 
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "gpu/model_lora.h"
 #include "gpu/model_train.h"
 #include "gpu/ops.h"
 #include "ops/ops.h"
@@ -23,16 +25,27 @@ typedef struct {
     int bf16;         /* the bf16 copy (f32_split's upper half), else fp32 */
 } Span;
 
+/* LoRA runs decode on the host until the GPU's decoding takes adapters (gpu/decode.c,
+ * gpu/generate.c, gen/device.c): the one switch. With 0, train_gpu_gen_device gives
+ * no device and every update copies the adapters down to the host's model the
+ * rollouts read (4 P bytes a step, P the adapters' floats); with 1, the generator
+ * decodes the policy's GpuModel, whose adapter views are the master weights AdamW
+ * writes in place, and nothing is copied. */
+enum { LORA_DECODES_ON_DEVICE = 0 };
+
 struct TrainGpu {
     GpuDevice dev;
     int planned, has_ref, max_tokens;
+    int lora;                     /* the run trains the policy's adapters (host->lora) on a frozen bf16 base */
+    int ref_base;                 /* the KL reference is the policy's base with the adapters off (REF_BASE) */
     size_t free_at_open;          /* the driver's free bytes before anything of ours */
     double fixed_bytes, ref_bytes, act_bytes;
     GpuModel policy, ref;
     GenDevice gen;                /* the device and policy, as a generator takes them (train_gpu_gen_device) */
     GpuModelScratch scratch;      /* log-probs without a backward */
-    GpuModelTrain train;
-    CUdeviceptr master, m, v, mask; /* fp32 [P] x 3, bytes [P] */
+    GpuModelTrain train;          /* full fine-tuning's pass */
+    GpuModelLora ltrain;          /* LoRA's pass */
+    CUdeviceptr master, m, v, mask; /* fp32 [P] x 3, bytes [P]; LoRA: master is policy.lora_params */
     CUdeviceptr parts;            /* [nb] doubles: the gradient's block sums of squares (gpu_grad_sumsq_blocks) */
     double *host_parts;           /* [nb] */
     size_t P, nb;
@@ -55,8 +68,8 @@ static void ok(int rc, const GrpoErr *e) {
 /* ---- where a run trains ---- */
 
 static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *needs) {
-    if (a->adapter) return "--adapter (LoRA)";
-    if (a->use_peft) return "use_peft (LoRA)";
+    if (a->adapter && needs->reference)
+        return "--adapter with a KL reference (beta > 0: the starting adapter as the reference)";
     if (a->bf16 == 0) return "bf16 false (fp32 products)";
     if (needs->reference_moves) return "sync_ref_model (a reference mixed with the policy)";
     if (needs->entropy_grad) return "an entropy bonus (entropy_coef, use_adaptive_entropy: an entropy gradient)";
@@ -64,7 +77,7 @@ static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *n
 }
 
 static void train_gpu_note(char *note, size_t n, const char *why) {
-    snprintf(note, n, "%s: trains on the CPU (the GPU trains full fine-tuning under bf16 "
+    snprintf(note, n, "%s: trains on the CPU (the GPU trains full fine-tuning and LoRA under bf16 "
              "only; --use_cpu true chooses the CPU without this line)", why);
 }
 
@@ -170,8 +183,15 @@ static int refresh(TrainGpu *g, GrpoErr *err) {
 
 enum { PIECE = 1 << 20 }; /* floats a host <-> device copy of the master weights goes through at a time */
 
-/* The host's weights (two halves joined) and AdamW's m and v to the device, the copies made. */
+/* The host's weights (two halves joined; LoRA: the adapters) and AdamW's m and v to
+ * the device, the copies made. */
 static int upload_state(TrainGpu *g, GrpoErr *err) {
+    if (g->lora) {
+        int rc = gpu_model_lora_put(&g->dev, &g->policy, g->host->lora, err) ||
+                 gpu_put(&g->dev, g->m, g->opt->m, 4 * g->P, err) || gpu_put(&g->dev, g->v, g->opt->v, 4 * g->P, err);
+        if (!rc) g->device_behind = 0;
+        return rc ? -1 : 0;
+    }
     float *buf = xmalloc(sizeof(float) * PIECE);
     int rc = 0;
     for (size_t i0 = 0; i0 < g->P && !rc; i0 += PIECE) {
@@ -192,7 +212,10 @@ static int upload_state(TrainGpu *g, GrpoErr *err) {
 static int plan_fixed(TrainGpu *g, const Model *ref, const uint8_t *mask, GrpoErr *err) {
     GpuDevice *d = &g->dev;
     size_t P = g->P, before = free_bytes(g);
-    double mb = 1048576.0, want = 18.0 * P + (ref ? 2.0 * ref->table.total : 0); /* 4 x 4 P, 2 P of bf16 copies */
+    /* full fine-tuning: 4 x 4 P (master, gradient, m, v) and 2 P of bf16 copies; LoRA: the base's bf16 copy and
+     * the adapters' 4 x 4 P (their values are the master: the forward reads fp32 adapters) */
+    double base = g->lora ? 2.0 * g->host->table.total : 0;
+    double mb = 1048576.0, want = (g->lora ? 16.0 : 18.0) * P + base + (ref ? 2.0 * ref->table.total : 0);
     if (want > (double)before)
         return err_set(err, "the memory plan does not fit on the GPU: the weights, their fp32 master copy, gradients "
                        "and AdamW state take about %.0f MB, %s has %.0f MB free; set use_cpu true to train on the CPU",
@@ -201,9 +224,11 @@ static int plan_fixed(TrainGpu *g, const Model *ref, const uint8_t *mask, GrpoEr
     g->n_spans = 0;
     g->nb = (P + GRAD_NORM_BLOCK - 1) / GRAD_NORM_BLOCK;
     g->host_parts = xmalloc(sizeof(double) * (g->nb ? g->nb : 1));
-    if (gpu_alloc(d, &g->master, 4 * P, err) || gpu_alloc(d, &g->m, 4 * P, err) || gpu_alloc(d, &g->v, 4 * P, err) ||
-        gpu_alloc(d, &g->mask, P ? P : 1, err) || gpu_alloc(d, &g->parts, 8 * (g->nb ? g->nb : 1), err) || gpu_put(d, g->mask, mask, P, err) || make_spans(g, err) ||
-        upload_state(g, err))
+    if (g->lora) g->master = g->policy.lora_params; /* AdamW updates the adapters the forward reads in place */
+    if ((!g->lora && gpu_alloc(d, &g->master, 4 * P, err)) || gpu_alloc(d, &g->m, 4 * P, err) ||
+        gpu_alloc(d, &g->v, 4 * P, err) || gpu_alloc(d, &g->mask, P ? P : 1, err) ||
+        gpu_alloc(d, &g->parts, 8 * (g->nb ? g->nb : 1), err) || gpu_put(d, g->mask, mask, P, err) ||
+        (!g->lora && make_spans(g, err)) || upload_state(g, err))
         return -1;
     size_t mid = free_bytes(g);
     if (ref) {
@@ -215,14 +240,24 @@ static int plan_fixed(TrainGpu *g, const Model *ref, const uint8_t *mask, GrpoEr
     return 0;
 }
 
-int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, AdamW *opt, const uint8_t *decay_mask, int max_tokens,
-                   int chunk_rows, const char *length_option, GrpoErr *err) {
-    g->host = policy, g->opt = opt, g->P = policy->table.total, g->max_tokens = max_tokens;
-    CHECK(policy->mixed && opt->n == g->P);
+/* The training pass's buffers for max_tokens rows: full fine-tuning's or LoRA's. */
+static int create_pass(TrainGpu *g, int max_tokens, int chunk_rows, GrpoErr *err) {
+    if (g->lora) return gpu_model_lora_create(&g->dev, &g->ltrain, &g->policy, g->host, max_tokens, chunk_rows, err);
+    return gpu_model_train_create(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, err);
+}
+
+int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
+                   int max_tokens, int chunk_rows, const char *length_option, GrpoErr *err) {
+    g->host = policy, g->opt = opt, g->max_tokens = max_tokens;
+    g->lora = policy->lora != NULL, g->ref_base = ref_base;
+    g->P = g->lora ? policy->lora->table.total : policy->table.total;
+    CHECK((g->lora ? policy->half != NULL : policy->mixed != NULL) && opt->n == g->P && !(ref && ref_base));
+    if (g->lora && policy->half->products16 == 0)
+        return err_set(err, "GPU LoRA training: the base's products are not bf16 (expected --bf16)");
     if (plan_fixed(g, ref, decay_mask, err)) return -1;
     size_t before = free_bytes(g);
     GrpoErr e;
-    if (gpu_model_train_create(&g->dev, &g->train, &g->policy, policy, max_tokens, chunk_rows, &e) ||
+    if (create_pass(g, max_tokens, chunk_rows, &e) ||
         gpu_model_scratch_create(&g->dev, &g->scratch, &g->policy, max_tokens, chunk_rows, &e)) {
         double mb = 1048576.0;
         return err_set(err, "the memory plan does not fit on the GPU: the activations of a micro-batch of %d tokens "
@@ -243,11 +278,12 @@ void train_gpu_close(TrainGpu *g) {
     GpuDevice *d = &g->dev;
     if (g->planned) {
         gpu_model_scratch_free(d, &g->scratch);
-        gpu_model_train_free(d, &g->train);
+        if (g->lora) gpu_model_lora_free(d, &g->ltrain);
+        else gpu_model_train_free(d, &g->train);
     }
     if (g->has_ref) gpu_model_free(d, &g->ref);
-    if (g->policy.layers) gpu_model_free(d, &g->policy);
-    CUdeviceptr all[] = {g->master, g->m, g->v, g->mask, g->parts};
+    if (g->policy.layers) gpu_model_free(d, &g->policy); /* LoRA's master with it */
+    CUdeviceptr all[] = {g->lora ? 0 : g->master, g->m, g->v, g->mask, g->parts};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) gpu_free(d, all[i]);
     gpu_close(d);
@@ -261,10 +297,14 @@ void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
     double mb = 1048576.0;
     char ref[64] = "";
     if (g->has_ref) snprintf(ref, sizeof ref, ", reference %.0f (in bf16)", g->ref_bytes / mb);
-    snprintf(out, n, "on the GPU (%s, %.0f MB free): weights in bf16 + fp32 master weights+grads+AdamW %.0f%s, "
-             "activations %.0f (micro-batch of %d tokens; every layer's activations kept on the GPU: no recomputation "
-             "there yet)", g->dev.name, g->free_at_open / mb, g->fixed_bytes / mb, ref, g->act_bytes / mb,
-             g->max_tokens);
+    if (g->ref_base) snprintf(ref, sizeof ref, ", reference: the base, adapters off (no copy)");
+    const char *what = g->lora ? "the frozen base in bf16 + the adapters' fp32 values+grads+AdamW"
+                               : "weights in bf16 + fp32 master weights+grads+AdamW";
+    snprintf(out, n, "on the GPU (%s, %.0f MB free): %s %.0f%s, activations %.0f (micro-batch of %d tokens; every "
+             "layer's activations kept on the GPU: no recomputation there yet)%s", g->dev.name, g->free_at_open / mb,
+             what, g->fixed_bytes / mb, ref, g->act_bytes / mb, g->max_tokens,
+             g->lora && !LORA_DECODES_ON_DEVICE ? "; generation on the host, the adapters copied down each update"
+                                                : "");
 }
 
 /* ---- passes ---- */
@@ -277,17 +317,21 @@ static void device_current(TrainGpu *g) {
 
 void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_temp, float *logp, float *entropy) {
     device_current(g);
-    CHECK(!reference || g->has_ref);
+    CHECK(!reference || g->has_ref || g->ref_base);
     GrpoErr e;
-    ok(gpu_model_batch_logprobs(&g->dev, reference ? &g->ref : &g->policy, &g->scratch, pb, inv_temp, logp, entropy,
-                                &e), &e);
+    ModelPass base = {.base_only = 1}; /* TRL with new PEFT adapters: the reference is the base, adapters disabled */
+    ok(gpu_model_batch_logprobs_pass(&g->dev, reference && g->has_ref ? &g->ref : &g->policy, &g->scratch, pb,
+                                     inv_temp, reference && g->ref_base ? &base : NULL, logp, entropy, &e), &e);
 }
 
-void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, float inv_temp, float *logp, float *entropy,
-                       const LogprobGrad *grad) {
+void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, const uint64_t *keys, float inv_temp, float *logp,
+                       float *entropy, const LogprobGrad *grad) {
     device_current(g);
     GrpoErr e;
-    ok(gpu_model_train_batch_forward(&g->dev, &g->policy, &g->train, pb, inv_temp, logp, entropy, &e), &e);
+    if (g->lora)
+        ok(gpu_model_lora_batch_forward(&g->dev, &g->policy, &g->ltrain, pb, keys, inv_temp, logp, entropy, &e), &e);
+    else
+        ok(gpu_model_train_batch_forward(&g->dev, &g->policy, &g->train, pb, inv_temp, logp, entropy, &e), &e);
     g->pending = grad != NULL;
     if (grad) logprob_grad_rows(grad, g->rows, pb->offsets[pb->S], logp, g->dlogp); /* token-local: any order */
 }
@@ -295,34 +339,46 @@ void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, float inv_temp, float *logp
 void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp) {
     CHECK(dlogp || g->pending);
     GrpoErr e;
-    ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, dlogp ? dlogp : g->dlogp, &e), &e);
+    const float *d = dlogp ? dlogp : g->dlogp;
+    if (g->lora) ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, d, &e), &e);
+    else ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, d, &e), &e);
     g->pending = 0;
 }
 
 /* ---- the step ---- */
 
+/* The step's gradient on the device: full fine-tuning's (the model's table) or the adapters'. */
+static CUdeviceptr grads_of(const TrainGpu *g) { return g->lora ? g->ltrain.grads : g->train.grads; }
+
+/* Every tensor no backward reached this step: zeros. */
+static void settle(TrainGpu *g) {
+    GrpoErr e;
+    ok(g->lora ? gpu_model_lora_settle(&g->dev, &g->ltrain, &e) : gpu_model_train_settle(&g->dev, &g->train, &e), &e);
+}
+
 void train_gpu_begin_step(TrainGpu *g) {
-    gpu_model_train_begin(&g->train);
+    if (g->lora) gpu_model_lora_begin(&g->ltrain);
+    else gpu_model_train_begin(&g->train);
     g->grad_taken = 0;
 }
 
 void train_gpu_gradient(TrainGpu *g, float *host) {
     if (g->grad_taken) return;
     GrpoErr e;
-    ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
-    ok(gpu_get(&g->dev, host, g->train.grads, 4 * g->P, &e), &e);
+    settle(g);
+    ok(gpu_get(&g->dev, host, grads_of(g), 4 * g->P, &e), &e);
     g->grad_taken = 1;
 }
 
 double train_gpu_clip(TrainGpu *g, float *host, double max_norm) {
     if (g->grad_taken) return grad_clip_norm(host, g->P, max_norm); /* summed over processes there */
     GrpoErr e;
-    ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
-    ok(gpu_grad_sumsq_blocks(&g->dev, g->parts, g->train.grads, g->P, &e), &e);
+    settle(g);
+    ok(gpu_grad_sumsq_blocks(&g->dev, g->parts, grads_of(g), g->P, &e), &e);
     ok(gpu_get(&g->dev, g->host_parts, g->parts, sizeof(double) * g->nb, &e), &e);
     double norm = grad_norm_parts(g->host_parts, g->nb); /* grad_norm's, bit for bit */
     float c = grad_clip_factor(norm, max_norm);
-    if (c != 1.0f) ok(gpu_grad_scale(&g->dev, g->train.grads, g->P, c, &e), &e);
+    if (c != 1.0f) ok(gpu_grad_scale(&g->dev, grads_of(g), g->P, c, &e), &e);
     return norm;
 }
 
@@ -330,11 +386,16 @@ void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWCon
     device_current(g);
     GrpoErr e;
     AdamWStep s = adamw_step_scalars(++g->opt->step, lr, c); /* adamw_step's count */
-    if (g->grad_taken) ok(gpu_put(&g->dev, g->train.grads, grads, 4 * g->P, &e), &e); /* the host's, summed */
-    else ok(gpu_model_train_settle(&g->dev, &g->train, &e), &e);
-    ok(gpu_adamw_step(&g->dev, g->master, g->m, g->v, g->train.grads, g->mask, g->P, &s, &e), &e);
-    ok(refresh(g, &e), &e); /* the generator's weights too: it reads g->policy */
+    if (g->grad_taken) ok(gpu_put(&g->dev, grads_of(g), grads, 4 * g->P, &e), &e); /* the host's, summed */
+    else settle(g);
+    ok(gpu_adamw_step(&g->dev, g->master, g->m, g->v, grads_of(g), g->mask, g->P, &s, &e), &e);
     g->host_behind = g->opt_behind = 1;
+    if (!g->lora) {
+        ok(refresh(g, &e), &e); /* the generator's weights too: it reads g->policy */
+    } else if (!LORA_DECODES_ON_DEVICE) { /* the host's generator reads the host's adapters: 4 P bytes */
+        ok(gpu_get(&g->dev, g->host->lora->params, g->master, 4 * g->P, &e), &e);
+        g->host_behind = 0;
+    }
 }
 
 /* ---- the host's copy ---- */
@@ -342,6 +403,11 @@ void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWCon
 void train_gpu_host_sync(TrainGpu *g) {
     if (!g->planned || !g->host_behind) return;
     GrpoErr e;
+    if (g->lora) { /* the base is frozen: the adapters are all that moved */
+        ok(gpu_get(&g->dev, g->host->lora->params, g->master, 4 * g->P, &e), &e);
+        g->host_behind = 0;
+        return;
+    }
     float *buf = xmalloc(sizeof(float) * PIECE);
     ModelMixed *x = g->host->mixed;
     for (size_t i0 = 0; i0 < g->P; i0 += PIECE) {
@@ -365,6 +431,7 @@ void train_gpu_host_sync_opt(TrainGpu *g) {
 const GenDevice *train_gpu_gen_device(TrainGpu *g) {
     CHECK(g->planned);
     device_current(g); /* a resume wrote the host's weights: without this the generator decodes the old ones */
+    if (g->lora && !LORA_DECODES_ON_DEVICE) return NULL; /* the host decodes its model with the adapters copied down */
     g->gen = (GenDevice){&g->dev, &g->policy};
     return &g->gen;
 }

@@ -1,10 +1,15 @@
 /* train/model_gpu.h — the trainable model's device form (private to train/model.c):
- * full fine-tuning of a Qwen2/Llama-form model under mixed precision on one NVIDIA
- * GPU. The device holds the policy's bf16 copies and fp32 norms (gpu/model.h), the
+ * full fine-tuning of a Qwen2/Llama-form model under mixed precision, or LoRA
+ * adapters on its frozen bf16 base (gpu/model_lora.h's pass: the adapters' fp32
+ * values are the master weights, AdamW's m and v theirs, the gradient in their
+ * table's layout), on one NVIDIA GPU. The device holds the policy's bf16 copies and fp32 norms (gpu/model.h), the
  * training pass (gpu/model_train.h: every layer's activations kept, the gradient in
  * the parameter table's layout), fp32 master weights with AdamW's m and v in that
  * layout, the decay mask, and the frozen KL reference's bf16 copy when there is one.
- * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device):
+ * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device; a
+ * LoRA run's generator decodes on the host until the GPU's decoding takes adapters,
+ * from the adapters copied down after each update: LORA_DECODES_ON_DEVICE in
+ * model_gpu.c):
  * every update remakes it from the master weights, so generation after an update
  * reads that update's weights with nothing copied.
  * The host keeps the Model in its mixed-precision form (two halves) and AdamW's host
@@ -36,16 +41,17 @@ typedef struct TrainGpu TrainGpu;
 /* Where a run trains. 1: on the GPU, *out made with the device open (the model
  * must be loaded under mixed precision); 0: on the CPU — silently where there is
  * no GPU or use_cpu is set, else with note[n] one line naming why and use_cpu
- * (LoRA, bf16 false, sync_ref_model, an entropy gradient); -1 with
+ * (bf16 false, sync_ref_model, an entropy gradient, --adapter with a KL reference); -1 with
  * err: a GPU is there but cannot be set up. */
 int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
                      GrpoErr *err);
-/* policy (and ref, the frozen reference, or NULL) onto the device with opt's m and v
+/* policy (and ref, the frozen reference, or NULL; ref_base: the reference is the
+ * policy's base with its adapters off) onto the device with opt's m and v
  * (policy and opt stay the host's copies, borrowed until close), and everything
  * for micro-batches of up to max_tokens packed rows, against the GPU's free memory:
  * -1 with err naming the options to lower (length_option the algorithm's own). */
-int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, AdamW *opt, const uint8_t *decay_mask, int max_tokens,
-                   int chunk_rows, const char *length_option, GrpoErr *err);
+int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
+                   int max_tokens, int chunk_rows, const char *length_option, GrpoErr *err);
 void train_gpu_close(TrainGpu *g);
 /* Device bytes planned (measured as the driver's free memory went down) and the
  * plan's words for them. */
@@ -56,8 +62,8 @@ void train_gpu_describe(const TrainGpu *g, char *out, size_t n);
 void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_temp, float *logp, float *entropy);
 /* The training forward; with grad, dlogp is taken from its log-probs at once and
  * the backward that follows (dlogp NULL) uses it. */
-void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, float inv_temp, float *logp, float *entropy,
-                       const LogprobGrad *grad);
+void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, const uint64_t *keys, float inv_temp, float *logp,
+                       float *entropy, const LogprobGrad *grad);
 void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp);
 
 /* ---- the step ---- */

@@ -31,8 +31,8 @@
  * Also: the metrics files have the same keys line by line; micro-batch splits 1/2/4
  * of the same 4 examples give weights within 1e-5 relative (max |a - b| / max |b|
  * per tensor); SFT on a Qwen3 model (q/k norm) on the device in the bound above; a resume from a checkpoint on the device writes the uninterrupted
- * run's bytes; every form the GPU refuses (LoRA, bf16 false, an
- * entropy bonus, sync_ref_model) trains on the CPU, says so in one line naming
+ * run's bytes; every form the GPU refuses (bf16 false, an
+ * entropy bonus, sync_ref_model; LoRA trains there: test_gpu_train_lora) trains on the CPU, says so in one line naming
  * use_cpu, and writes the --use_cpu run's bytes; and without a GPU (the driver not
  * found) the plain commands write the --use_cpu runs' bytes and nothing more on
  * stderr. */
@@ -403,7 +403,6 @@ static void check_refusals(void) {
     char base[1200];
     snprintf(base, sizeof base, "sft --model %s/m2 --dataset %s/s.jsonl --max_steps 2 --learning_rate 1e-3 "
              "--per_device_train_batch_size 2", tmp, tmp);
-    check_refused("sft --use_peft true", cmd_sft, base, "--use_peft true", "adapter_model.safetensors", "use_peft");
     check_refused("sft --bf16 false", cmd_sft, base, "--bf16 false", "model.safetensors", "bf16 false");
     snprintf(base, sizeof base, "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 2 "
              "--per_device_train_batch_size 2 --max_completion_length 4 --max_steps 2 --learning_rate 1e-3", tmp, tmp);
