@@ -127,6 +127,10 @@ $(BUILD)/tests/gpu/test_gpu_gen: $(GEN_CLI_OBJ)
 TRAIN_CLI_OBJ := $(addprefix $(BUILD)/src/cli/,cmd_train.o cmd_sft.o cmd_init.o args.o trl_keys.o ranks.o train_events.o)
 $(BUILD)/tests/gpu/test_gpu_train: TEST_CLI_OBJ = $(TRAIN_CLI_OBJ)
 $(BUILD)/tests/gpu/test_gpu_train: $(TRAIN_CLI_OBJ)
+# test_gpu_train_lora likewise, and `grpo merge`'s entry for the adapter it saves
+LORA_CLI_OBJ := $(TRAIN_CLI_OBJ) $(BUILD)/src/cli/cmd_merge.o
+$(BUILD)/tests/gpu/test_gpu_train_lora: TEST_CLI_OBJ = $(LORA_CLI_OBJ)
+$(BUILD)/tests/gpu/test_gpu_train_lora: $(LORA_CLI_OBJ)
 # test_gpu_mpi is also its ranks' program under mpirun: cmd_train on the emulated GPUs
 $(BUILD)/tests/gpu/test_gpu_mpi: TEST_CLI_OBJ = $(TRAIN_CLI_OBJ)
 $(BUILD)/tests/gpu/test_gpu_mpi: $(TRAIN_CLI_OBJ)
