@@ -66,7 +66,7 @@ const OptSpec training_args_options[] = {
      "true where this CPU has bf16 matrix instructions (AVX512_BF16, AMX), as TRL defaults to bf16, else false"},
     {"use_cpu", OPT_BOOL, A(use_cpu), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_NO_RECORD | OPT_IN(OPT_SEC_SPEED),
      "train on the CPU where there is a GPU (transformers' use_cpu); without it an NVIDIA GPU, when one is found, "
-     "trains full fine-tuning under bf16 there, and any other form on the CPU, saying so (docs/gpu.md)"},
+     "trains full fine-tuning and LoRA under bf16 there, and any other form on the CPU, saying so (docs/gpu.md)"},
     {"logprob_chunk_rows", OPT_INT, A(logprob_chunk_rows), 256, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "LM-head rows computed at once: a rows x vocab fp32 scratch (256 rows of a 152k vocab: 155 MB); fewer "
      "rows take less memory and more passes over the head's weight gradient"},
