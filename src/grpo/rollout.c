@@ -31,6 +31,7 @@ void rollout_free(Rollout *r) {
     free(r->old_rows), free(r->ref_rows), free(r->isw_rows), free(r->old_buf), free(r->ref_buf), free(r->isw_buf);
     free(r->items), free(r->scores), free(r->score_rows), free(r->len), free(r->share), free(r->fmean), free(r->fstd);
     free(r->seqs);
+    tok_decode_work_free(r->decode);
     free(r);
 }
 
@@ -59,6 +60,7 @@ static Rollout *rollout_new(const GrpoTrainer *t) {
     r->prompt = xmalloc(sizeof(DatasetExample *) * r->P);
     r->comp = xcalloc(n, sizeof(Completion));
     r->text = xcalloc(n, sizeof(char *));
+    r->decode = tok_decode_work_new();
     r->per_func = xmalloc(sizeof(double) * F1 * n);
     r->rewards = xmalloc(sizeof(double) * n);
     r->adv = xmalloc(sizeof(double) * n);
@@ -312,7 +314,8 @@ static int score(GrpoTrainer *t, Rollout *r, GrpoErr *err) {
     for (int i = 0; i < r->n && !rc; i++) {
         const DatasetExample *ex = r->prompt[i / r->G];
         size_t len = 0;
-        if (tok_decode_generated(t->sess.tok, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err)) rc = -1;
+        if (tok_decode_generated_in(t->sess.tok, r->decode, r->comp[i].ids, r->comp[i].n, 1, &r->text[i], &len, err))
+            rc = -1;
         if (i >= lo && i < hi)
             items[i - lo] = (RewardItem){ex->prompt, ex->prompt_text, r->text[i], r->comp[i].ids, r->comp[i].n,
                                          ex->row, t->sess.data.path, ex->line,

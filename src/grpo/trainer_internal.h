@@ -38,6 +38,7 @@ typedef struct Rollout {
     const DatasetExample **prompt; /* [P] the prompts (borrowed from the dataset) */
     Completion *comp;      /* [n] */
     char **text;           /* [n] decoded completion (special tokens skipped) */
+    TokDecodeWork *decode; /* the tokenizer's buffers for decoding them, kept from round to round */
     double *per_func;      /* [F][n] */
     double *rewards;       /* [n] aggregated */
     double *adv;           /* [n] */

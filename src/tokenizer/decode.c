@@ -13,12 +13,34 @@
 
 #include "tokenizer/tok_internal.h"
 
-/* The decoder chain works on a list of strings, like HF's decode_chain. */
-static void dec_apply(const TokDec *d, TokPieces *in, TokPieces *out) {
+/* Decoding's buffers (tokenizer.h's TokDecodeWork): the run of model tokens, the
+ * decoder chain's second list, ByteLevel's / ByteFallback's bytes and their UTF-8,
+ * the text, and tok_decode_generated's known ids. Each is emptied where it is used
+ * and keeps its capacity. */
+struct TokDecodeWork {
+    TokPieces run, list;
+    TokBuf bytes, utf8, text;
+    int32_t *known;
+    size_t known_cap;
+};
+
+TokDecodeWork *tok_decode_work_new(void) { return xcalloc(1, sizeof(TokDecodeWork)); }
+
+void tok_decode_work_free(TokDecodeWork *w) {
+    if (!w) return;
+    pieces_free(&w->run), pieces_free(&w->list);
+    tbuf_free(&w->bytes), tbuf_free(&w->utf8), tbuf_free(&w->text);
+    free(w->known);
+    free(w);
+}
+
+/* The decoder chain works on a list of strings, like HF's decode_chain; raw and txt
+ * are its scratch bytes (w's). */
+static void dec_apply(const TokDec *d, TokPieces *in, TokPieces *out, TokBuf *raw, TokBuf *txt) {
     switch (d->kind) {
     case DEC_SEQUENCE:
         for (int i = 0; i < d->n_children; i++) {
-            dec_apply(&d->children[i], in, out);
+            dec_apply(&d->children[i], in, out, raw, txt);
             TokPieces t = *in; *in = *out; *out = t;
         }
         { TokPieces t = *in; *in = *out; *out = t; }
@@ -26,48 +48,44 @@ static void dec_apply(const TokDec *d, TokPieces *in, TokPieces *out) {
     case DEC_BYTELEVEL: {
         /* every token's chars back to bytes; a token with a char outside the
          * alphabet keeps its own bytes */
-        TokBuf raw = {0}, txt = {0};
+        raw->n = 0;
         for (size_t i = 0; i < in->n; i++) {
             const char *s = in->buf.p + in->off[i];
-            size_t len = in->off[i + 1] - in->off[i], j = 0, mark = raw.n;
+            size_t len = in->off[i + 1] - in->off[i], j = 0, mark = raw->n;
             int ok = 1;
             while (j < len) {
                 uint32_t cp;
                 int k = tok_utf8_next((const unsigned char *)s + j, len - j, &cp);
                 if (k <= 0 || cp >= 512 || tok_cp_to_byte[cp] < 0) { ok = 0; break; }
-                tbuf_putc(&raw, (char)tok_cp_to_byte[cp]);
+                tbuf_putc(raw, (char)tok_cp_to_byte[cp]);
                 j += (size_t)k;
             }
-            if (!ok) { raw.n = mark; tbuf_put(&raw, s, len); }
+            if (!ok) { raw->n = mark; tbuf_put(raw, s, len); }
         }
-        tok_utf8_sanitize(raw.p ? raw.p : "", raw.n, &txt);
+        tok_utf8_sanitize(raw->p ? raw->p : "", raw->n, txt);
         pieces_reset(out);
-        pieces_push(out, txt.p, txt.n);
-        tbuf_free(&raw);
-        tbuf_free(&txt);
+        pieces_push(out, txt->p, txt->n);
         return;
     }
     case DEC_BYTEFALLBACK: {
         /* runs of <0xXX> tokens become their bytes, read as UTF-8 */
         pieces_reset(out);
-        TokBuf bytes = {0}, txt = {0};
+        raw->n = 0;
         for (size_t i = 0; i <= in->n; i++) {
             const char *s = i < in->n ? in->buf.p + in->off[i] : "";
             size_t len = i < in->n ? in->off[i + 1] - in->off[i] : 0;
             unsigned v;
             if (len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && sscanf(s + 3, "%2x", &v) == 1) {
-                tbuf_putc(&bytes, (char)v);
+                tbuf_putc(raw, (char)v);
                 continue;
             }
-            if (bytes.n) {
-                tok_utf8_sanitize(bytes.p, bytes.n, &txt);
-                pieces_push(out, txt.p, txt.n);
-                bytes.n = 0;
+            if (raw->n) {
+                tok_utf8_sanitize(raw->p, raw->n, txt);
+                pieces_push(out, txt->p, txt->n);
+                raw->n = 0;
             }
             if (i < in->n) pieces_push(out, s, len);
         }
-        tbuf_free(&bytes);
-        tbuf_free(&txt);
         return;
     }
     case DEC_FUSE:
@@ -77,7 +95,10 @@ static void dec_apply(const TokDec *d, TokPieces *in, TokPieces *out) {
     }
 }
 
-static void flush_run(const Tokenizer *tok, TokPieces *run, TokBuf *text) {
+/* w's run of model tokens decoded onto w's text, the run emptied. */
+static void flush_run(const Tokenizer *tok, TokDecodeWork *w) {
+    TokPieces *run = &w->run;
+    TokBuf *text = &w->text;
     if (!run->n) return;
     if (!tok->decoder) {
         for (size_t i = 0; i < run->n; i++) {
@@ -85,49 +106,59 @@ static void flush_run(const Tokenizer *tok, TokPieces *run, TokBuf *text) {
             tbuf_put(text, run->buf.p + run->off[i], run->off[i + 1] - run->off[i]);
         }
     } else {
-        TokPieces out = {0};
-        dec_apply(tok->decoder, run, &out);
-        tbuf_put(text, out.buf.p, out.buf.n);
-        pieces_free(&out);
+        pieces_reset(&w->list);
+        dec_apply(tok->decoder, run, &w->list, &w->bytes, &w->utf8);
+        tbuf_put(text, w->list.buf.p, w->list.buf.n);
     }
     pieces_reset(run);
+}
+
+/* tok_decode on w's buffers: the text is left in w->text (NUL-terminated). */
+static int decode_in(const Tokenizer *tok, TokDecodeWork *w, const int32_t *ids, size_t n, int skip_special,
+                     GrpoErr *err) {
+    TokBuf *out = &w->text;
+    out->n = 0;
+    pieces_reset(&w->run);
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        size_t tl;
+        const char *t = vocab_str(&tok->vocab, id, &tl);
+        if (!t)
+            return err_set(err, "%s: decode: id %d at position %zu is not in the vocabulary "
+                           "(expected 0..%d)", tok->path, (int)id, i, (int)tok->vocab.n_ids - 1);
+        if (tok->is_added[id]) {
+            if (skip_special && tok->is_special[id]) continue;
+            flush_run(tok, w);
+            if (!tok->decoder && out->n) tbuf_putc(out, ' ');
+            tbuf_put(out, t, tl);
+            continue;
+        }
+        if (skip_special && tok->is_special[id]) continue;
+        pieces_push(&w->run, t, tl);
+    }
+    flush_run(tok, w);
+    tbuf_reserve(out, 1);
+    out->p[out->n] = 0;
+    if (tok->clean_up_spaces) out->n = tok_clean_up_spaces(out->p, out->n);
+    return 0;
+}
+
+/* w's text handed over as a string of its own (the one allocation of a decode on a kept w). */
+static void text_out(TokDecodeWork *w, char **text, size_t *len) {
+    *text = xmalloc(w->text.n + 1);
+    memcpy(*text, w->text.p, w->text.n + 1);
+    if (len) *len = w->text.n;
 }
 
 int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
                size_t *len, GrpoErr *err) {
     *text = NULL;
     if (len) *len = 0;
-    TokPieces run = {0};
-    TokBuf out = {0};
-    pieces_reset(&run);
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        size_t tl;
-        const char *t = vocab_str(&tok->vocab, id, &tl);
-        if (!t) {
-            pieces_free(&run);
-            tbuf_free(&out);
-            return err_set(err, "%s: decode: id %d at position %zu is not in the vocabulary "
-                           "(expected 0..%d)", tok->path, (int)id, i, (int)tok->vocab.n_ids - 1);
-        }
-        if (tok->is_added[id]) {
-            if (skip_special && tok->is_special[id]) continue;
-            flush_run(tok, &run, &out);
-            if (!tok->decoder && out.n) tbuf_putc(&out, ' ');
-            tbuf_put(&out, t, tl);
-            continue;
-        }
-        if (skip_special && tok->is_special[id]) continue;
-        pieces_push(&run, t, tl);
-    }
-    flush_run(tok, &run, &out);
-    pieces_free(&run);
-    tbuf_reserve(&out, 1);
-    out.p[out.n] = 0;
-    if (tok->clean_up_spaces) out.n = tok_clean_up_spaces(out.p, out.n);
-    *text = out.p;
-    if (len) *len = out.n;
-    return 0;
+    TokDecodeWork *w = tok_decode_work_new();
+    int rc = decode_in(tok, w, ids, n, skip_special, err);
+    if (!rc) text_out(w, text, len);
+    tok_decode_work_free(w);
+    return rc;
 }
 
 /* transformers' clean_up_tokenization: each replacement in turn over the whole
@@ -188,15 +219,28 @@ void post_free(TokPost *p) {
     free(p->items);
 }
 
-int tok_decode_generated(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
-                         size_t *len, GrpoErr *err) {
-    int32_t *known = xmalloc(sizeof(int32_t) * (n ? n : 1));
+int tok_decode_generated_in(const Tokenizer *tok, TokDecodeWork *work, const int32_t *ids, size_t n,
+                            int skip_special, char **text, size_t *len, GrpoErr *err) {
+    *text = NULL;
+    if (len) *len = 0;
+    TokDecodeWork *w = work ? work : tok_decode_work_new();
+    if (w->known_cap < n) {
+        free(w->known);
+        w->known = xmalloc(sizeof(int32_t) * n);
+        w->known_cap = n;
+    }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         size_t tl;
-        if (vocab_str(&tok->vocab, ids[i], &tl)) known[k++] = ids[i];
+        if (vocab_str(&tok->vocab, ids[i], &tl)) w->known[k++] = ids[i];
     }
-    int rc = tok_decode(tok, known, k, skip_special, text, len, err);
-    free(known);
+    int rc = decode_in(tok, w, w->known, k, skip_special, err);
+    if (!rc) text_out(w, text, len);
+    if (!work) tok_decode_work_free(w);
     return rc;
+}
+
+int tok_decode_generated(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text,
+                         size_t *len, GrpoErr *err) {
+    return tok_decode_generated_in(tok, NULL, ids, n, skip_special, text, len, err);
 }

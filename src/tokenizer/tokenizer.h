@@ -65,6 +65,16 @@ size_t tok_clean_up_spaces(char *s, size_t n);
  * 151665) are left out, as Hugging Face's Rust decoder leaves them out. */
 int tok_decode_generated(const Tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
                          char **text, size_t *len, GrpoErr *err);
+/* Decoding's buffers, kept between calls by a caller that decodes often (the
+ * rollout decodes every completion of every round): tok_decode_generated_in on a
+ * kept work allocates only the text it returns, once the buffers have grown to the
+ * longest completion; with work NULL it makes and frees one of its own (what
+ * tok_decode_generated does). One work per thread at a time. */
+typedef struct TokDecodeWork TokDecodeWork;
+TokDecodeWork *tok_decode_work_new(void);
+void tok_decode_work_free(TokDecodeWork *w);
+int tok_decode_generated_in(const Tokenizer *tok, TokDecodeWork *work, const int32_t *ids, size_t n,
+                            int skip_special, char **text, size_t *len, GrpoErr *err);
 /* Token string <-> id over the model vocabulary and the added tokens.
  * tok_token_to_id returns -1 when absent; tok_id_to_token NULL. */
 int32_t tok_token_to_id(const Tokenizer *tok, const char *token, size_t len);

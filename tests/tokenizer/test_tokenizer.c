@@ -339,6 +339,66 @@ static void test_clean_up(void) {
     }
 }
 
+/* Decoding on a kept TokDecodeWork (the rollout's, tokenizer.h) gives the text a
+ * fresh decode gives, call after call, long and short texts in turn (a buffer left
+ * longer by the call before must not show through), with ids out of the vocabulary
+ * left out; on ByteLevel and on a Sequence of ByteFallback and Fuse. */
+static void expect_same_decodes(Tokenizer *tok, const int32_t *const *seqs, const size_t *lens, int n_seqs,
+                                const char *what) {
+    TokDecodeWork *w = tok_decode_work_new();
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < n_seqs; i++) {
+            char *fresh = NULL, *kept = NULL;
+            size_t nf = 0, nk = 0;
+            GrpoErr err = {{0}};
+            int rf = tok_decode_generated(tok, seqs[i], lens[i], 1, &fresh, &nf, &err);
+            int rk = tok_decode_generated_in(tok, w, seqs[i], lens[i], 1, &kept, &nk, &err);
+            T_CHECK(rf == 0 && rk == 0 && nf == nk && !memcmp(fresh, kept, nf + 1),
+                    "%s: sequence %d, round %d: kept work '%s' (%zu), fresh '%s' (%zu)", what, i, round,
+                    kept ? kept : "(null)", nk, fresh ? fresh : "(null)", nf);
+            free(fresh), free(kept);
+        }
+    tok_decode_work_free(w);
+}
+
+static void test_decode_work(void) {
+    Tokenizer *tok = load_with("null", BL, "null",
+                               "[{\"id\": 40, \"content\": \"<s>\", \"special\": true, \"single_word\": false,"
+                               " \"lstrip\": false, \"rstrip\": false, \"normalized\": false},"
+                               " {\"id\": 41, \"content\": \"<t>\", \"special\": false, \"single_word\": false,"
+                               " \"lstrip\": false, \"rstrip\": false, \"normalized\": false}]",
+                               "");
+    T_CHECK(tok != NULL, "decode work: the ByteLevel tokenizer loads");
+    if (tok) {
+        static const int32_t a[] = {23, 8, 26, 24, 25, 41, 28, 9, 40, 22, 6, 8, 29, 30, 8, 23, 8, 23, 26, 26};
+        static const int32_t b[] = {0, 500, 1};  /* 500: past the vocabulary, left out */
+        static const int32_t c[] = {40};
+        static const int32_t d[] = {41, 8, 41, 3};
+        const int32_t *seqs[] = {a, b, c, d, a};
+        const size_t lens[] = {20, 3, 1, 4, 0};
+        expect_same_decodes(tok, seqs, lens, 5, "ByteLevel");
+        tok_free(tok);
+    }
+    write_file("tokenizer.json",
+               "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, \"pre_tokenizer\": null,"
+               " \"post_processor\": null, \"decoder\": {\"type\": \"Sequence\", \"decoders\": ["
+               "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]},"
+               " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"a\": 0, \"b\": 1,"
+               " \"<0xC3>\": 2, \"<0xA9>\": 3, \"<0xFF>\": 4, \"ab\": 5}, \"merges\": [\"a b\"]}}");
+    tok = NULL;
+    GrpoErr err = {{0}};
+    T_CHECK(tok_load(&tok, dir, &err) == 0, "decode work: the ByteFallback tokenizer loads: %s", err.msg);
+    if (tok) {
+        static const int32_t a[] = {5, 2, 3, 0, 4, 1, 2, 3, 2, 3, 5, 5, 5, 4};
+        static const int32_t b[] = {2, 7, 3}; /* 7: past the vocabulary, left out */
+        static const int32_t c[] = {1};
+        const int32_t *seqs[] = {a, b, c, a};
+        const size_t lens[] = {14, 3, 1, 2};
+        expect_same_decodes(tok, seqs, lens, 4, "Sequence(ByteFallback, Fuse)");
+        tok_free(tok);
+    }
+}
+
 int main(void) {
     CHECK(mkdtemp(dir));
     test_clean_up();
@@ -348,6 +408,7 @@ int main(void) {
     test_chat();
     test_errors();
     test_eos_limit();
+    test_decode_work();
     unlink("tokenizer.json");
     unlink("tokenizer_config.json");
     rmdir(dir);
