@@ -30,7 +30,8 @@
  * allocations.
  * Under AddressSanitizer nothing is counted and the test says so. With
  * GRPO_ALLOC_SITES set, the call sites of the steady steps' allocations (every
- * one, grpo.c's or not) are printed as object+offset, for addr2line -f -e. */
+ * one, grpo.c's or not) are printed as object+offset; tools/alloc_sites.py names
+ * and groups them. */
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <stdint.h>
