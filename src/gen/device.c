@@ -10,8 +10,9 @@
  * The draws are the host's: completion i's uniform for its k-th token is words 2k,
  * 2k + 1 of Philox stream rng_mix(stream_id, i) of the seed (rng_uniform_f64 on the
  * host's Rng), and every decoding kernel is batch-invariant, so completions do not
- * depend on chunking or on which rows share a step, as on the host. Not here: the
- * model's upload (the caller's GpuModel), adapters, Qwen3 (gpu_decode_layer refuses it). */
+ * depend on chunking or on which rows share a step, as on the host. LoRA adapters
+ * (the GpuModel's views) decode beside the base (gpu/generate.h). Not here: the
+ * model's upload (the caller's GpuModel). */
 #include "gen/device.h"
 
 #include <stdlib.h>
@@ -34,21 +35,21 @@ struct GenGpu {
 /* The device bytes gen_gpu_create allocates (gpu/generate.c's GpuGen, gpu/decode.c's
  * caches and scratch, and this file's), in double: a chunk size given explicitly with
  * long slots can pass 64 bits. */
-static double device_bytes(const ModelConfig *c, int n_slots, int cap, int R, int chunk, int stride) {
+static double device_bytes(const ModelConfig *c, int n_slots, int cap, int R, int chunk, int stride, int lora_r) {
     double C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, D = c->head_dim;
     double P = n_slots > R ? n_slots : R, QKV = (c->n_heads + 2.0 * c->n_kv_heads) * D, HD = c->n_heads * D;
     double kv = 2.0 * sizeof(float) * c->n_layers * (double)n_slots * cap * c->n_kv_heads * D;
     double scratch = 4.0 * R * (C + 1 + QKV + HD + C + 3 * F);
     double step = 4.0 * R * (2 * C + 1 + V + 4) + 8.0 * n_slots + P * (12.0 * V + 12);
-    return kv + scratch + step + (double)chunk * (32 + 4.0 * stride);
+    return kv + scratch + step + (double)chunk * (32 + 4.0 * stride) + 4.0 * R * lora_r;
 }
 
 /* The plan against the GPU's free memory, before anything is allocated. */
-static int check_device_plan(const Generator *g, GpuDevice *d, int n_slots, int R, GrpoErr *err) {
+static int check_device_plan(const Generator *g, GpuDevice *d, int n_slots, int R, int lora_r, GrpoErr *err) {
     const ModelConfig *c = &g->m->cfg;
     size_t free_bytes = 0, total = 0;
     int stride = g->max_prompt + g->opts.max_completion_length;
-    double need = device_bytes(c, n_slots, g->cap, R, g->chunk, stride), mb = 1048576.0;
+    double need = device_bytes(c, n_slots, g->cap, R, g->chunk, stride, lora_r), mb = 1048576.0;
     if (d->api.MemGetInfo(&free_bytes, &total) != CUDA_SUCCESS)
         return err_set(err, "GPU generation: the device's free memory cannot be read (cuMemGetInfo)");
     if (need <= (double)free_bytes) return 0;
@@ -60,7 +61,8 @@ static int check_device_plan(const Generator *g, GpuDevice *d, int n_slots, int 
 }
 
 int gen_gpu_create(Generator *g, const GenDevice *dv, int n_slots, int max_rows, GrpoErr *err) {
-    if (check_device_plan(g, dv->dev, n_slots, max_rows, err)) return -1;
+    int lora_r = gpu_decode_lora_rank(dv->model->lora, dv->model->L);
+    if (check_device_plan(g, dv->dev, n_slots, max_rows, lora_r, err)) return -1;
     struct GenGpu *G = xcalloc(1, sizeof *G);
     G->d = dv->dev, G->first_row = g->chunk, G->stride = g->max_prompt + g->opts.max_completion_length;
     size_t chunk = (size_t)g->chunk, idx_n = (size_t)(max_rows > g->chunk ? max_rows : g->chunk);
@@ -75,7 +77,7 @@ int gen_gpu_create(Generator *g, const GenDevice *dv, int n_slots, int max_rows,
         return -1;
     }
     g->gpu = G;
-    g->bytes += (size_t)device_bytes(&g->m->cfg, n_slots, g->cap, max_rows, g->chunk, G->stride);
+    g->bytes += (size_t)device_bytes(&g->m->cfg, n_slots, g->cap, max_rows, g->chunk, G->stride, lora_r);
     return 0;
 }
 

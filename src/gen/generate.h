@@ -20,7 +20,9 @@
 
 /* Where a Generator decodes when not on the host Model: a GPU and the model's
  * weights uploaded there (gpu_model_upload, of the same Model: bf16 products). Both
- * are the caller's and outlive the generator. */
+ * are the caller's and outlive the generator. LoRA adapters decode beside the base
+ * where model->lora has views (its own upload's, or a trainer's views into its device
+ * adapters: read in place at each step, gpu/generate.h). */
 typedef struct {
     GpuDevice *dev;
     const GpuModel *model;

@@ -10,9 +10,16 @@
  * the other rows, nor does any other step: a row's result is the same bits alone or
  * in any batch, so generation on the GPU does not depend on chunking or batching.
  *
+ * With LoRA adapters (gpu_decode_layer_lora), each fused product's adapters are added
+ * beside the frozen bf16 base as model_decode adds them (lora_linear_decode: fp32,
+ * after the base product and its bias, before q/k norm, SwiGLU or the residual add),
+ * on row-local kernels (gpu_lora_decode), so the invariance holds with them. The
+ * adapters are the caller's, read by pointer at each step (never copied): a trainer's
+ * updated adapters decode as they stand.
+ *
  * What is not here: the cache's bookkeeping (lengths, parents: the caller's, once a
  * step for all layers, as model_decode's), the embedding, the final norm and the LM
- * head, LoRA's adapters. */
+ * head. */
 #ifndef GRPO_GPU_DECODE_H
 #define GRPO_GPU_DECODE_H
 
@@ -44,15 +51,26 @@ typedef struct {
     int max_rows;
     CUdeviceptr h, rstd, qkv, att, tmp, gu, act; /* fp32 */
     CUdeviceptr qk_rstd;                         /* fp32 [H+Hkv, n]: Qwen3's q/k norm's (0 without one) */
+    int lora_r;                                  /* LoRA: the largest rank lora_u holds (0: none) */
+    CUdeviceptr lora_u;                          /* fp32 [max_rows, lora_r]: an adapter's u */
 } GpuDecodeScratch;
 int gpu_decode_scratch_create(GpuDevice *d, GpuDecodeScratch *s, const GpuLayerWeights *w, int max_rows,
                               GrpoErr *err);
 void gpu_decode_scratch_free(GpuDevice *d, GpuDecodeScratch *s);
+/* LoRA: the largest rank of the adapters of lo[L] (0: none adapts anything). */
+int gpu_decode_lora_rank(const GpuLayerLora *lo, int L);
+/* LoRA: the scratch's lora_u for adapters of rank up to r (kept when it holds r already). */
+int gpu_decode_scratch_lora(GpuDevice *d, GpuDecodeScratch *s, int r, GrpoErr *err);
 
 /* x[n, C] (fp32, the residual stream) through the layer in place, the rows' keys and
  * values written into c. -1 with err for more rows than the scratch's, a cache of
  * another shape than the layer's, or a launch refused. */
 int gpu_decode_layer(GpuDevice *d, const GpuLayerWeights *w, GpuLayerCache *c, GpuDecodeScratch *s,
                      const GpuDecodeRows *rows, CUdeviceptr x, GrpoErr *err);
+/* The same with the layer's adapters lo (gpu/layer.h's views; borrowed; NULL: none)
+ * beside the base. -1 with err also for an adapter of a rank the scratch's lora_u
+ * does not hold (gpu_decode_scratch_lora). */
+int gpu_decode_layer_lora(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, GpuLayerCache *c,
+                          GpuDecodeScratch *s, const GpuDecodeRows *rows, CUdeviceptr x, GrpoErr *err);
 
 #endif

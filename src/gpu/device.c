@@ -54,6 +54,9 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_MASTER_TO_WEIGHTS] = "master_to_weights",
     [GPU_K_GRAD_SUMSQ_BLOCKS] = "grad_sumsq_blocks",
     [GPU_K_GRAD_SCALE] = "grad_scale",
+    /* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu) */
+    [GPU_K_LORA_DECODE_DOWN] = "lora_decode_down",
+    [GPU_K_LORA_DECODE_UP] = "lora_decode_up",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -62,6 +62,9 @@ typedef enum {
     /* the step's gradient on the device (train/model_gpu.c): its norm's blocks, the clip */
     GPU_K_GRAD_SUMSQ_BLOCKS,
     GPU_K_GRAD_SCALE,
+    /* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu, gpu/lora.h: gpu_lora_decode) */
+    GPU_K_LORA_DECODE_DOWN,
+    GPU_K_LORA_DECODE_UP,
     GPU_N_KERNELS
 } GpuKernel;
 

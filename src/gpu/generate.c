@@ -13,7 +13,6 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
     if (n_slots < 1 || cap < 1 || max_rows < 1 || g->L < 1)
         return err_set(err, "GPU generation: %d slots of %d positions, steps of %d rows, %d layers (expected each "
                        ">= 1)", n_slots, cap, max_rows, g->L);
-    if (g->lora) return err_set(err, "GPU generation: LoRA adapters are not in the GPU's decoding layer yet");
     gen->g = g, gen->n_slots = n_slots, gen->cap = cap, gen->max_rows = max_rows;
     gen->max_picks = n_slots > max_rows ? n_slots : max_rows;
     size_t R = (size_t)max_rows, C = (size_t)g->C, V = (size_t)g->V, P = (size_t)gen->max_picks;
@@ -34,7 +33,8 @@ int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, in
         gpu_alloc(d, &gen->rows, sizeof(int32_t) * (4 * R + 2 * (size_t)n_slots), err) ||
         gpu_alloc(d, &gen->picked, 4 * P * V, err) || gpu_alloc(d, &gen->from, 4 * P, err) ||
         gpu_alloc(d, &gen->tok, 4 * P, err) || gpu_alloc(d, &gen->logp, 4 * P, err) ||
-        gpu_alloc(d, &gen->sample_scratch, sizeof(double) * P * V, err)) {
+        gpu_alloc(d, &gen->sample_scratch, sizeof(double) * P * V, err) ||
+        (g->lora && gpu_gen_set_lora(d, gen, g->lora, err))) {
         gpu_gen_free(d, gen);
         return -1;
     }
@@ -50,6 +50,13 @@ void gpu_gen_free(GpuDevice *d, GpuGen *gen) {
     free(gen->caches), free(gen->host), free(gen->host_from), free(gen->len), free(gen->parent), free(gen->parent_len);
     free(gen->next_len);
     memset(gen, 0, sizeof *gen);
+}
+
+int gpu_gen_set_lora(GpuDevice *d, GpuGen *gen, const GpuLayerLora *lora, GrpoErr *err) {
+    int r = gpu_decode_lora_rank(lora, gen->g->L);
+    if (r && gpu_decode_scratch_lora(d, &gen->scratch, r, err)) return -1;
+    gen->lora = r ? lora : NULL; /* views adapting nothing: the base alone */
+    return 0;
 }
 
 int gpu_gen_reset(GpuGen *gen, int slot, GrpoErr *err) {
@@ -113,7 +120,9 @@ static int run_step(GpuDevice *d, GpuGen *gen, int n, GrpoErr *err) {
                       : gpu_embedding_forward(d, gen->x, ids, g->embed, n, g->C, err))
         return -1;
     for (int l = 0; l < g->L; l++)
-        if (gpu_decode_layer(d, &g->layers[l], &gen->caches[l], &gen->scratch, &rows, gen->x, err)) return -1;
+        if (gpu_decode_layer_lora(d, &g->layers[l], gen->lora ? &gen->lora[l] : NULL, &gen->caches[l], &gen->scratch,
+                                  &rows, gen->x, err))
+            return -1;
     if (gpu_rmsnorm_forward(d, gen->hf, gen->rstd, gen->x, g->norm, n, g->C, g->C, g->C, g->eps, err)) return -1;
     return gpu_matmul_rowwise_bf16(d, gen->logits, gen->hf, g->head.w, 0, n, g->C, g->V, err);
 }

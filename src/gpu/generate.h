@@ -17,7 +17,10 @@
  * in one step (model_decode's way: the rows write their keys first, then each
  * attends to the slot's keys up to its own), not with the packed training forward;
  * every row's logits are computed (no want mask yet). Qwen3's q/k norm runs in
- * gpu_decode_layer. Not here: LoRA adapters, the loop that decodes whole completions. */
+ * gpu_decode_layer. LoRA adapters run beside the frozen base (gpu_decode_layer_lora):
+ * the model's own (uploaded with it), or views the caller hands in (gpu_gen_set_lora:
+ * a trainer's device adapters, read in place at every step). Not here: the loop that
+ * decodes whole completions. */
 #ifndef GRPO_GPU_GENERATE_H
 #define GRPO_GPU_GENERATE_H
 
@@ -29,6 +32,7 @@
 
 typedef struct {
     const GpuModel *g;
+    const GpuLayerLora *lora;    /* [L] the adapters decoded beside g's base (borrowed), or NULL */
     int n_slots, cap, max_rows;
     GpuLayerCache *caches;       /* [L], one per layer */
     GpuDecodeScratch scratch;    /* one layer's, reused by every layer */
@@ -48,10 +52,18 @@ typedef struct {
 } GpuGen;
 
 /* Caches for n_slots slots of cap positions in every layer of g and buffers for
- * steps of up to max_rows rows; every slot empty. g must outlive gen. -1 with err
+ * steps of up to max_rows rows; every slot empty. g must outlive gen; its adapters,
+ * where it was uploaded with some (g->lora), are decoded beside its base. -1 with err
  * for sizes below 1 or a refused allocation (nothing stays allocated). */
 int gpu_gen_create(GpuDevice *d, GpuGen *gen, const GpuModel *g, int n_slots, int cap, int max_rows, GrpoErr *err);
 void gpu_gen_free(GpuDevice *d, GpuGen *gen);
+/* LoRA: the adapters the next steps decode beside the base, lora[L] (gpu/layer.h's
+ * views, e.g. gpu_lora_view into a trainer's device buffer; NULL: none), borrowed:
+ * read at every step, so they must outlive their use here, and an update of the
+ * values they point to is decoded from the next step on. The step's scratch grows to
+ * the largest rank once. -1 with err for a refused allocation (the adapters before
+ * kept). A cache filled under other adapters is the caller's to reset. */
+int gpu_gen_set_lora(GpuDevice *d, GpuGen *gen, const GpuLayerLora *lora, GrpoErr *err);
 /* kv_cache_reset and kv_cache_share_prefix: slot emptied (and detached), or emptied
  * and continuing parent's current contents (a parent with no parent of its own). -1
  * with err naming the slot for a bad one. Only the host's bookkeeping changes: the

@@ -1,7 +1,8 @@
 /* gpu/lora.c — see lora.h: an adapted module's forward and backward on cuBLASLt's
  * fp32 products (gpu/gemm.h), with dropout from gpu/kernels/lora.cu. The products
  * are model/lora_layers.c's, in its order, with its operands: the results agree with
- * the CPU's to the fp32 sums' rounding (cuBLASLt's order, not the CPU's BLAS's). */
+ * the CPU's to the fp32 sums' rounding (cuBLASLt's order, not the CPU's BLAS's).
+ * Decoding's form (gpu_lora_decode) is row-local, on gpu/kernels/lora_decode.cu. */
 #include "gpu/lora.h"
 
 #include <math.h>
@@ -105,6 +106,22 @@ int gpu_lora_backward_write(GpuDevice *d, const GpuLoraAdapter *a, int write, CU
     if (!xd) return err_set(err, "GPU LoRA: dropout without its xd scratch");
     return gpu_gemm_f32(d, 0, 0, N, in, r, 1.0f, du, r, a->A, in, 0.0f, xd, in, err) ||
                    dropout_apply(d, dx, xd, drop, N, in, 1, err)
+               ? -1
+               : 0;
+}
+
+int gpu_lora_decode(GpuDevice *d, const GpuLoraAdapter *a, CUdeviceptr y, int ldy, CUdeviceptr u, CUdeviceptr x, int n,
+                    GrpoErr *err) {
+    if (n < 1) return err_set(err, "GPU LoRA decoding: %d rows (expected >= 1)", n);
+    int r = a->r, in = a->in, out = a->out, row0 = a->row0;
+    float scaling = a->scaling;
+    CUdeviceptr A = a->A, B = a->B;
+    void *down[] = {&u, &x, &A, &r, &in, &scaling};
+    void *up[] = {&y, &ldy, &row0, &u, &B, &n, &r, &out};
+    /* a block a row for u (its warps over the r sums); the additions a thread an element */
+    return gpu_launch(d, GPU_K_LORA_DECODE_DOWN, (unsigned)n, LORA_THREADS, down, err) ||
+                   gpu_launch(d, GPU_K_LORA_DECODE_UP, lora_blocks(d, (unsigned long long)n * out), LORA_THREADS, up,
+                              err)
                ? -1
                : 0;
 }

@@ -61,4 +61,12 @@ int gpu_lora_backward_write(GpuDevice *d, const GpuLoraAdapter *a, int write, CU
                             CUdeviceptr x, CUdeviceptr u, CUdeviceptr du, CUdeviceptr xd, const GpuLoraDropout *drop,
                             int N, GrpoErr *err);
 
+/* Decoding (gpu/decode.h): y[n, ldy] (the fused output, the module's rows from row0)
+ * += (scaling x A^T) B^T for n rows, u[n, r] = scaling x A^T written (scratch), as
+ * model/lora_layers.c's lora_linear_decode: fp32, no dropout, and row-local kernels
+ * (gpu/kernels/lora_decode.cu) in place of cuBLASLt, so a row's result never depends on
+ * the other rows of the step. -1 with err for n < 1 or a launch refused. */
+int gpu_lora_decode(GpuDevice *d, const GpuLoraAdapter *a, CUdeviceptr y, int ldy, CUdeviceptr u, CUdeviceptr x, int n,
+                    GrpoErr *err);
+
 #endif

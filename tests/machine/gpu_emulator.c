@@ -150,6 +150,13 @@ static void run_master_to_weights(void **p) {
 /* the step's gradient on the device (gpu/kernels/grad.cu) */
 static void run_grad_sumsq_blocks(void **p) { grad_sumsq_blocks(P(0, double *), P(1, Cfp), P(2, u64)); }
 static void run_grad_scale(void **p) { grad_scale(P(0, Fp), P(1, u64), P(2, float)); }
+/* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu) */
+static void run_lora_decode_down(void **p) {
+    lora_decode_down(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, int), P(4, int), P(5, float));
+}
+static void run_lora_decode_up(void **p) {
+    lora_decode_up(P(0, Fp), P(1, int), P(2, int), P(3, Cfp), P(4, Cfp), P(5, int), P(6, int), P(7, int));
+}
 
 typedef struct {
     const char *name;
@@ -204,6 +211,9 @@ static const EmuKernel kernels[] = {
     /* the step's gradient on the device (gpu/kernels/grad.cu) */
     {"grad_sumsq_blocks", run_grad_sumsq_blocks},
     {"grad_scale", run_grad_scale},
+    /* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu) */
+    {"lora_decode_down", run_lora_decode_down},
+    {"lora_decode_up", run_lora_decode_up},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

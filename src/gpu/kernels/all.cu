@@ -31,3 +31,5 @@
 #include "master.cu"
 /* the step's gradient on the device (train/model_gpu.c): its norm's blocks, the clip */
 #include "grad.cu"
+/* LoRA adapters beside the frozen base in a decoding step (gpu/lora.h: gpu_lora_decode) */
+#include "lora_decode.cu"
