@@ -123,6 +123,9 @@ $(BUILD)/tests/gpu/test_gpu_score: $(SCORE_CLI_OBJ)
 GEN_CLI_OBJ := $(addprefix $(BUILD)/src/cli/,cmd_generate.o cmd_eval.o cmd_init.o gpu_pick.o args.o trl_keys.o)
 $(BUILD)/tests/gpu/test_gpu_gen: TEST_CLI_OBJ = $(GEN_CLI_OBJ)
 $(BUILD)/tests/gpu/test_gpu_gen: $(GEN_CLI_OBJ)
+# test_gpu_gen_lora runs `grpo generate --adapter` and `grpo eval --adapter` likewise
+$(BUILD)/tests/gpu/test_gpu_gen_lora: TEST_CLI_OBJ = $(GEN_CLI_OBJ)
+$(BUILD)/tests/gpu/test_gpu_gen_lora: $(GEN_CLI_OBJ)
 # test_gpu_train calls `grpo train`'s and `grpo sft`'s entry functions (and `grpo init`'s, for its models) likewise
 TRAIN_CLI_OBJ := $(addprefix $(BUILD)/src/cli/,cmd_train.o cmd_sft.o cmd_init.o args.o trl_keys.o ranks.o train_events.o)
 $(BUILD)/tests/gpu/test_gpu_train: TEST_CLI_OBJ = $(TRAIN_CLI_OBJ)

@@ -38,7 +38,8 @@ typedef struct {
 static const OptSpec generate_options[] = {
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "a PEFT LoRA adapter directory, folded into the model as grpo merge does"},
+     "a PEFT LoRA adapter directory: on the CPU folded into the model as grpo merge does; on the GPU beside "
+     "the bf16 base, unmerged"},
     {"prompt", OPT_STR, A(prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "prompt text, used as it is"},
     {"chat", OPT_STR, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "a user message, rendered with the chat template"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
@@ -100,15 +101,16 @@ int cmd_generate(int argc, char **argv) {
     Dataset ds;
     GenSession s;
     GpuDevice dev;
-    int on_gpu = cli_gpu_pick("generate", a.use_cpu, a.adapter, &a.bf16, &dev, &a.gen.weights, &err);
+    int on_gpu = cli_gpu_pick("generate", a.use_cpu, &a.bf16, &dev, &a.gen.weights, &err);
     if (on_gpu < 0 || load_prompts(&a, &ds, &err) ||
-        (on_gpu ? gen_session_open_gpu(&s, &dev, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err)
+        (on_gpu ? gen_session_open_gpu(&s, &dev, a.model_dir, a.adapter, &ds, &a.gen, a.max_prompt_length,
+                                       a.max_prompts, &err)
                 : gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err))) {
         if (on_gpu > 0) gpu_close(&dev);
         args_free();
         return cli_fail("generate", err.msg);
     }
-    if (a.adapter && lora_apply_dir(s.model, a.adapter, &err)) {
+    if (!on_gpu && a.adapter && lora_apply_dir(s.model, a.adapter, &err)) { /* the GPU's runs beside the base */
         gen_session_close(&s);
         args_free();
         return cli_fail("generate", err.msg);

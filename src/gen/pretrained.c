@@ -1,7 +1,10 @@
 /* gen/pretrained.c — opening a model directory for generation (pretrained.h). */
 #include "gen/pretrained.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "model/lora.h"
 
 int pretrained_open(Pretrained *p, const char *dir, WeightForm form, GenOpts *o, GrpoErr *err) {
     memset(p, 0, sizeof *p);
@@ -125,10 +128,22 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
     return session_start(s, data, o, max_prompt_length, n, err);
 }
 
-int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dataset *data, GenOpts *o,
-                         int max_prompt_length, int n, GrpoErr *err) {
+/* --adapter on the GPU: read unmerged and attached to s's model before its upload. */
+static int session_lora(GenSession *s, const char *dir, GrpoErr *err) {
+    if (lora_layers_load(&s->lora, dir, s->model, 0, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return err_set(err, "%s (on the GPU the adapter runs unmerged; --use_cpu true folds it in)", msg);
+    }
+    s->has_lora = 1;
+    s->model->lora = &s->lora;
+    return 0;
+}
+
+int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, const char *adapter, Dataset *data,
+                         GenOpts *o, int max_prompt_length, int n, GrpoErr *err) {
     if (session_own(s, model_dir, data, o, err)) return -1;
-    if (!gpu_model_upload(d, &s->gpu_model, s->model, err)) {
+    if ((!adapter || !session_lora(s, adapter, err)) && !gpu_model_upload(d, &s->gpu_model, s->model, err)) {
         s->device = (GenDevice){d, &s->gpu_model};
         GenOpts on = *o;
         on.device = &s->device; /* the session's own: stays put while the session does */
@@ -166,6 +181,7 @@ void gen_session_close(GenSession *s) {
     if (s->device.dev) gpu_model_free(s->device.dev, &s->gpu_model);
     dataset_free(&s->data);
     pretrained_close(&s->own);
+    if (s->has_lora) lora_layers_free(&s->lora);
     memset(s, 0, sizeof *s);
 }
 

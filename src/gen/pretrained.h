@@ -8,6 +8,7 @@
 
 #include "data/dataset.h"
 #include "gen/generate.h"
+#include "model/lora_layers.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +48,8 @@ typedef struct {
     int longest;    /* the longest of them, in tokens: what the generator is planned for */
     GpuModel gpu_model; /* gen_session_open_gpu's upload of model (gen.opts.device's), else empty */
     GenDevice device;   /* its device and gpu_model, the generator's opts.device */
+    LoraLayers lora;    /* gen_session_open_gpu's adapter, unmerged (model->lora), when has_lora */
+    int has_lora;
 } GenSession;
 
 /* Opens model_dir (its matrices in form o->weights). Takes ownership
@@ -56,9 +59,13 @@ int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpt
                      GrpoErr *err);
 /* The same generating on the GPU d (open; the caller's, closed after the session):
  * o->weights must be a bf16-product form (WEIGHTS_BF16), the model is uploaded
- * (gpu_model_upload) and the generator made on the device (GenOpts.device). */
-int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, Dataset *data, GenOpts *o,
-                         int max_prompt_length, int n, GrpoErr *err);
+ * (gpu_model_upload) and the generator made on the device (GenOpts.device). adapter
+ * (NULL: none), a PEFT LoRA directory, is read unmerged (lora_layers_load: every
+ * layer adapting the same modules) and decoded beside the bf16 base, as a LoRA run's
+ * policy and `grpo score --adapter` on the GPU compute it (the CPU's commands fold it
+ * into fp32 weights instead: lora_apply_dir). */
+int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, const char *adapter, Dataset *data,
+                         GenOpts *o, int max_prompt_length, int n, GrpoErr *err);
 /* The prompts over a model and tokenizer opened already (a training run's:
  * borrowed, never freed here); o's eos ids are set by the caller. No generator
  * yet: gen_session_start makes it, once the run has planned its own memory (on a
