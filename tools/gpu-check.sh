@@ -181,8 +181,8 @@ if command -v compute-sanitizer > /dev/null; then
     for tool in racecheck memcheck; do
         echo "== compute-sanitizer --tool $tool"
         for t in $tests; do
-            # test_gpu_train and test_gpu_train_lora run whole commands (their own kernels are test_gpu_ops-sized):
-            # too slow under a sanitizer
+            # test_gpu_train, test_gpu_train_lora and test_gpu_train_opts run whole commands (their kernels are
+            # test_gpu_ops-sized and test_gpu_train_opts's own): too slow under a sanitizer
             case "$t" in *emulator* | *test_gpu_train*) continue ;; esac
             left=$((BUDGET - SECONDS))
             if [ $left -lt 20 ]; then echo "${t#$BUILD/}: not run (the ${BUDGET} s budget is spent)"; continue; fi

@@ -57,6 +57,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     /* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu) */
     [GPU_K_LORA_DECODE_DOWN] = "lora_decode_down",
     [GPU_K_LORA_DECODE_UP] = "lora_decode_up",
+    /* sync_ref_model on the device (train/model_gpu.c) */
+    [GPU_K_MIX_REFERENCE] = "mix_reference",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

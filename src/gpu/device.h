@@ -65,6 +65,8 @@ typedef enum {
     /* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu, gpu/lora.h: gpu_lora_decode) */
     GPU_K_LORA_DECODE_DOWN,
     GPU_K_LORA_DECODE_UP,
+    /* sync_ref_model on the device (train/model_gpu.c): the reference mixed with the policy */
+    GPU_K_MIX_REFERENCE,
     GPU_N_KERNELS
 } GpuKernel;
 

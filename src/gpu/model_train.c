@@ -68,6 +68,7 @@ static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int 
         gpu_alloc(d, &t->dhf, 4 * NC, err) || gpu_alloc(d, &t->batch, 4 * (3 * N + 1), err) ||
         gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
         gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
+        gpu_alloc(d, &t->dentropy, 4 * N, err) ||
         gpu_alloc(d, &t->grads, 4 * t->table->total, err) ||
         /* the table's padding between tensors (q_norm's D floats, aligned) is in the flat
          * vector clipping and AdamW read, and no backward writes it: zeros, as the CPU's */
@@ -100,7 +101,8 @@ int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, co
 
 void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t) {
     CUdeviceptr *all[] = {&t->x,       &t->hf,      &t->rstdf, &t->dx,       &t->dhf,  &t->batch,
-                          &t->logprob, &t->entropy, &t->lse,   &t->dlogprob, &t->grads};
+                          &t->logprob, &t->entropy, &t->lse,   &t->dlogprob, &t->grads,
+                          &t->dentropy};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
@@ -211,16 +213,18 @@ int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, c
     return 0;
 }
 
-int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob, GrpoErr *err) {
+int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob,
+                             const float *dentropy, GrpoErr *err) {
     int N = t->N, C = g->C;
     size_t NC = (size_t)N * C, VC = (size_t)g->V * C;
     if (N < 1) return err_set(err, "GPU training: a backward without a forward before it");
-    if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err))
+    if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err) ||
+        (dentropy && gpu_put(d, t->dentropy, dentropy, sizeof(float) * (size_t)N, err)))
         return -1;
     /* the head's weight gradient: the embedding's when tied, taken (written) first, as the CPU's */
     int wr = take(t, t->g_head, VC, err);
-    if (wr < 0 || gpu_logprob_backward(d, t->dhf, t->g_head, t->dlogprob, 0, t->hf, g->head, t->targets, t->lse, N,
-                                       t->inv_temp, &t->head, wr, err))
+    if (wr < 0 || gpu_logprob_backward(d, t->dhf, t->g_head, t->dlogprob, dentropy ? t->dentropy : 0, t->hf, g->head,
+                                       t->targets, t->lse, N, t->inv_temp, &t->head, wr, err))
         return -1;
     wr = take(t, t->g_norm, (size_t)C, err);
     if (wr < 0 || gpu_zero(d, t->dx, 4 * NC, err) ||
@@ -252,8 +256,9 @@ int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain
 }
 
 int gpu_model_train_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
-                                   const float *dlogp, GrpoErr *err) {
+                                   const float *dlogp, const float *dentropy, GrpoErr *err) {
     if (!pb->packed) return err_set(err, "GPU training: the batch is right-padded (expected one packed end to end)");
     padded_batch_scatter(pb, dlogp, pb->full);
-    return gpu_model_train_backward(d, g, t, pb->full, err);
+    if (dentropy) padded_batch_scatter(pb, dentropy, pb->full2); /* free again: the forward's entropies were gathered */
+    return gpu_model_train_backward(d, g, t, pb->full, dentropy ? pb->full2 : NULL, err);
 }

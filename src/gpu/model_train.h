@@ -5,7 +5,7 @@
  *   forward:  x_0 = embedding(ids); x_{l+1} = layer_l(x_l) (gpu/layer_train.h, each
  *             layer's saved tensors kept); hf = rmsnorm(x_L, norm); the LM head's
  *             log-probs and entropies of the targets (gpu/logprob.h), lse kept;
- *   backward: from dlogprob per row: the head (dhf, and the head's weight gradient),
+ *   backward: from dlogprob (and dentropy) per row: the head (dhf, and the head's weight gradient),
  *             the final norm, every layer from the last, the embedding's scatter (a
  *             tied table: added to the head's gradient, as the CPU's).
  * The gradients live in one device buffer laid out as the CPU model's parameter table
@@ -34,6 +34,7 @@ typedef struct {
     CUdeviceptr dx, dhf;        /* fp32 [N, C]: the residual stream's gradient, the final norm's output's */
     CUdeviceptr batch;          /* int32 [N ids | N positions | N+1 starts] */
     CUdeviceptr logprob, entropy, lse, dlogprob; /* fp32 [N] */
+    CUdeviceptr dentropy;       /* fp32 [N]: the entropy bonus's gradient (gpu_model_train_backward) */
     int32_t *host;              /* [3 max_tokens + 1]: the batch made on the host */
     int32_t *targets;           /* [max_tokens] the last forward's targets (host: gpu/logprob.h's) */
     GpuLogprobScratch head;
@@ -68,17 +69,20 @@ int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, c
                             int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
                             GrpoErr *err);
 /* After gpu_model_train_forward: the gradient of sum_n dlogprob[n] logprob[n]
- * (dlogprob[N] on the host; rows without a target ignored) into the gradient buffer,
- * each tensor written or added to as this step's state says. -1 with err when no
- * forward precedes it, or on a device error. */
-int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob, GrpoErr *err);
+ * + dentropy[n] entropy[n] (dlogprob[N], dentropy[N] or NULL on the host; rows
+ * without a target ignored) into the gradient buffer, each tensor written or added
+ * to as this step's state says: model_backward's dlogprob and dentropy. -1 with err
+ * when no forward precedes it, or on a device error. */
+int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob,
+                             const float *dentropy, GrpoErr *err);
 
 /* The same for a packed PaddedBatch (model/batch.h), per target in CSR order:
- * logp[offsets[S]] (entropy or NULL) out of the forward, dlogp[offsets[S]] into the
- * backward (through pb's per-position scratch, as padded_batch_logprobs). */
+ * logp[offsets[S]] (entropy or NULL) out of the forward, dlogp[offsets[S]] (and
+ * dentropy or NULL) into the backward (through pb's per-position scratch, as
+ * padded_batch_logprobs and train_model_backward). */
 int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
                                   float inv_temp, float *logp, float *entropy, GrpoErr *err);
 int gpu_model_train_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
-                                   const float *dlogp, GrpoErr *err);
+                                   const float *dlogp, const float *dentropy, GrpoErr *err);
 
 #endif

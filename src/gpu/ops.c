@@ -346,3 +346,13 @@ int gpu_grad_scale(GpuDevice *d, CUdeviceptr g, size_t n, float c, GrpoErr *err)
     void *args[] = {&g, &count, &c};
     return n ? gpu_launch(d, GPU_K_GRAD_SCALE, flat_blocks(d, count), FLAT_THREADS, args, err) : 0;
 }
+
+/* ---- sync_ref_model on the device (train/model_gpu.c) ---- */
+
+int gpu_mix_reference(GpuDevice *d, CUdeviceptr ref, CUdeviceptr policy, size_t n, float alpha, GrpoErr *err) {
+    if (!n) return 0;
+    if (!ref || !policy) return err_set(err, "gpu_mix_reference: no reference or no policy");
+    unsigned long long count = n;
+    void *args[] = {&ref, &policy, &count, &alpha};
+    return gpu_launch(d, GPU_K_MIX_REFERENCE, flat_blocks(d, count), FLAT_THREADS, args, err);
+}

@@ -180,4 +180,9 @@ int gpu_master_to_weights(GpuDevice *d, CUdeviceptr dst16, CUdeviceptr dst32, CU
 int gpu_grad_sumsq_blocks(GpuDevice *d, CUdeviceptr part, CUdeviceptr g, size_t n, GrpoErr *err);
 int gpu_grad_scale(GpuDevice *d, CUdeviceptr g, size_t n, float c, GrpoErr *err);
 
+/* ---- sync_ref_model on the device (train/model_gpu.c) ----
+ * ref[n] = alpha policy[n] + (1 - alpha) ref[n] in float (TRL's SyncRefModelCallback,
+ * train_model_mix_reference's arithmetic: its bits), over fp32 weights. */
+int gpu_mix_reference(GpuDevice *d, CUdeviceptr ref, CUdeviceptr policy, size_t n, float alpha, GrpoErr *err);
+
 #endif

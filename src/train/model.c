@@ -309,8 +309,7 @@ void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float
 
 void train_model_backward(TrainModel *tm, const float *dlogp, const float *dentropy) {
     if (tm->gpu) {
-        CHECK(!dentropy); /* an entropy gradient trains on the CPU (train_gpu_choose) */
-        train_gpu_backward(tm->gpu, &tm->pb, dlogp);
+        train_gpu_backward(tm->gpu, &tm->pb, dlogp, dentropy);
         return;
     }
     float *dlp = NULL, *dent = NULL;
@@ -373,7 +372,11 @@ uint64_t train_model_hash(const TrainModel *tm) {
 }
 
 void train_model_mix_reference(TrainModel *tm, double alpha) {
-    CHECK(tm->ref_kind == REF_MODEL && tm->ref.params && !tm->ref.half && !tm->gpu);
+    CHECK(tm->ref_kind == REF_MODEL && tm->ref.params && !tm->ref.half);
+    if (tm->gpu) { /* the reference's fp32 weights and the policy's master weights are the device's */
+        train_gpu_mix_reference(tm->gpu, alpha);
+        return;
+    }
     float a = (float)alpha, *ref = tm->ref.params;
     const Model *pol = &tm->pre.model;
     size_t P = pol->table.total;
@@ -408,6 +411,7 @@ static int reference_saved(const TrainModel *tm) { return tm->ref_kind == REF_MO
 
 int train_model_save_state(const TrainModel *tm, const char *dir, GrpoErr *err) {
     if (!reference_saved(tm)) return 0;
+    if (tm->gpu) train_gpu_ref_sync(tm->gpu); /* the device's mixed reference */
     char *p = fs_join(dir, "ref_model.safetensors");
     int rc = ckpt_write_params(p, &tm->ref.table, tm->ref.params, err);
     free(p);
@@ -416,7 +420,9 @@ int train_model_save_state(const TrainModel *tm, const char *dir, GrpoErr *err) 
 
 int train_model_load_state(TrainModel *tm, const char *dir, GrpoErr *err) {
     char *p = fs_join(dir, "ref_model.safetensors");
-    int rc = reference_saved(tm) && fs_exists(p) ? ckpt_read_params(p, &tm->ref.table, tm->ref.params, err) : 0;
+    int read = reference_saved(tm) && fs_exists(p);
+    int rc = read ? ckpt_read_params(p, &tm->ref.table, tm->ref.params, err) : 0;
+    if (read && tm->gpu) train_gpu_ref_written(tm->gpu); /* the device takes it before its next pass */
     free(p);
     return rc;
 }

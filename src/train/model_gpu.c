@@ -4,8 +4,10 @@
  * master weights (gpu_adamw_step: the CPU's bits) and the forward's copies made from
  * them (LoRA: the adapters, read by the forward as they are), the policy's bf16
  * GpuModel lent to the generator (GRPO's rollouts and evaluation decode on it,
- * gen/device.c), and the host's copy kept in step where the host reads it. Not
- * here: the loss, the sum over processes (the loop's, on the host), recomputation. */
+ * gen/device.c), and the host's copy kept in step where the host reads it;
+ * sync_ref_model's moving reference (fp32 weights mixed on the device, its bf16
+ * copies remade). Not here: the loss, the sum over processes (the loop's, on the
+ * host), recomputation. */
 #include "train/model_gpu.h"
 
 #include <stdio.h>
@@ -32,6 +34,11 @@ typedef struct {
  * decodes the policy's GpuModel, whose adapter views are the master weights AdamW
  * writes in place, and nothing is copied. */
 enum { LORA_DECODES_ON_DEVICE = 0 };
+/* Every tensor of one GpuModel made from master weights: the policy's, or a moving reference's. */
+typedef struct {
+    Span *at;
+    int n;
+} Spans;
 
 struct TrainGpu {
     GpuDevice dev;
@@ -49,8 +56,12 @@ struct TrainGpu {
     CUdeviceptr parts;            /* [nb] doubles: the gradient's block sums of squares (gpu_grad_sumsq_blocks) */
     double *host_parts;           /* [nb] */
     size_t P, nb;
-    Span *spans;
-    int n_spans;
+    Spans spans;                  /* the policy's copies from master */
+    /* sync_ref_model: the moving reference's fp32 weights (the CPU holds it so), mixed on the device */
+    CUdeviceptr ref_master;       /* fp32 [P] in the table's layout, or 0: a frozen reference (bf16 as uploaded) */
+    Spans ref_spans;              /* the reference's copies from ref_master */
+    Model *ref_host;              /* borrowed: the host's fp32 reference, which checkpoints write and read */
+    int ref_host_behind, ref_device_behind;
     Model *host;                  /* borrowed: the host's policy (two halves) */
     AdamW *opt;                   /* borrowed: the host's AdamW (m, v, step) */
     int *rows;                    /* [max_tokens] 0, 1, ...: every CSR index, for logprob_grad_rows */
@@ -71,8 +82,8 @@ static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *n
     if (a->adapter && needs->reference)
         return "--adapter with a KL reference (beta > 0: the starting adapter as the reference)";
     if (a->bf16 == 0) return "bf16 false (fp32 products)";
-    if (needs->reference_moves) return "sync_ref_model (a reference mixed with the policy)";
-    if (needs->entropy_grad) return "an entropy bonus (entropy_coef, use_adaptive_entropy: an entropy gradient)";
+    if ((a->adapter || a->use_peft) && needs->entropy_grad)
+        return "LoRA with an entropy bonus (entropy_coef, use_adaptive_entropy: the LoRA pass has no entropy gradient)";
     return NULL;
 }
 
@@ -119,67 +130,71 @@ static size_t free_bytes(TrainGpu *g) {
 }
 
 /* The fp32 tensor `name` of the table into dst (n floats). */
-static int span_f32(TrainGpu *g, CUdeviceptr dst, const char *name, size_t n, GrpoErr *err) {
+static int span_f32(const TrainGpu *g, Spans *out, CUdeviceptr dst, const char *name, size_t n, GrpoErr *err) {
     int e = params_find(&g->host->table, name);
     if (e < 0 || g->host->table.entries[e].numel > n || !dst)
         return err_set(err, "GPU training: %s is not in the parameter table as the GPU model holds it", name);
-    g->spans[g->n_spans++] = (Span){dst, g->host->table.entries[e].offset, n, 0};
+    out->at[out->n++] = (Span){dst, g->host->table.entries[e].offset, n, 0};
     return 0;
 }
 
 /* The bf16 copy at dst of the host's bf16 values at w16 (into its upper halves: the
  * table's offset is where w16 sits in them). */
-static void span_bf16(TrainGpu *g, CUdeviceptr dst, const uint16_t *w16, size_t n) {
+static void span_bf16(const TrainGpu *g, Spans *out, CUdeviceptr dst, const uint16_t *w16, size_t n) {
     const ModelMixed *x = g->host->mixed;
     CHECK(w16 >= x->hi && (size_t)(w16 - x->hi) + n <= g->P);
-    g->spans[g->n_spans++] = (Span){dst, (size_t)(w16 - x->hi), n, 1};
+    out->at[out->n++] = (Span){dst, (size_t)(w16 - x->hi), n, 1};
 }
 
-/* Every tensor of the policy's GpuModel, from the table: a layer's norms and biases
- * in fp32, its matrices in bf16; the embedding in fp32, the final norm, the head in bf16. */
-static int make_spans(TrainGpu *g, GrpoErr *err) {
+/* Every tensor of gm (the policy's GpuModel, or a moving reference's of its shapes),
+ * from the table: a layer's norms and biases in fp32, its matrices in bf16; the
+ * embedding in fp32, the final norm, the head in bf16. */
+static int make_spans(TrainGpu *g, const GpuModel *gm, Spans *out, GrpoErr *err) {
     const Model *m = g->host;
     const ModelConfig *c = &m->cfg;
-    g->spans = xcalloc((size_t)c->n_layers * 10 + 3, sizeof(Span));
+    out->at = xcalloc((size_t)c->n_layers * 10 + 3, sizeof(Span));
+    out->n = 0;
     int rc = 0;
     for (int l = 0; l < c->n_layers && !rc; l++) {
-        const GpuLayerWeights *w = &g->policy.layers[l];
+        const GpuLayerWeights *w = &gm->layers[l];
         const LayerView16 *w16 = m->mixed->w16 + l;
         size_t C = (size_t)w->C, F = (size_t)w->F, QKV = (size_t)(w->H + 2 * w->Hkv) * w->D, HD = (size_t)w->H * w->D;
         char name[128];
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
-        rc = span_f32(g, w->ln1, name, C, err);
+        rc = span_f32(g, out, w->ln1, name, C, err);
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
-        if (!rc) rc = span_f32(g, w->ln2, name, C, err);
+        if (!rc) rc = span_f32(g, out, w->ln2, name, C, err);
         snprintf(name, sizeof name, "model.layers.%d.self_attn.q_proj.bias", l); /* q | k | v adjacent */
-        if (!rc && w->bqkv) rc = span_f32(g, w->bqkv, name, QKV, err);
+        if (!rc && w->bqkv) rc = span_f32(g, out, w->bqkv, name, QKV, err);
         snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.bias", l);
-        if (!rc && w->bo) rc = span_f32(g, w->bo, name, C, err);
+        if (!rc && w->bo) rc = span_f32(g, out, w->bo, name, C, err);
         snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l); /* Qwen3 */
-        if (!rc && w->qk_norm) rc = span_f32(g, w->q_norm, name, (size_t)w->D, err);
+        if (!rc && w->qk_norm) rc = span_f32(g, out, w->q_norm, name, (size_t)w->D, err);
         snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
-        if (!rc && w->qk_norm) rc = span_f32(g, w->k_norm, name, (size_t)w->D, err);
-        span_bf16(g, w->wqkv, w16->wqkv, QKV * C);
-        span_bf16(g, w->wo, w16->wo, C * HD);
-        span_bf16(g, w->wgu, w16->wgu, 2 * F * C);
-        span_bf16(g, w->wdown, w16->wdown, C * F);
+        if (!rc && w->qk_norm) rc = span_f32(g, out, w->k_norm, name, (size_t)w->D, err);
+        span_bf16(g, out, w->wqkv, w16->wqkv, QKV * C);
+        span_bf16(g, out, w->wo, w16->wo, C * HD);
+        span_bf16(g, out, w->wgu, w16->wgu, 2 * F * C);
+        span_bf16(g, out, w->wdown, w16->wdown, C * F);
     }
     size_t VC = (size_t)c->vocab_size * c->hidden_size;
-    if (!rc) rc = span_f32(g, g->policy.embed, "model.embed_tokens.weight", VC, err);
-    if (!rc) rc = span_f32(g, g->policy.norm, "model.norm.weight", (size_t)c->hidden_size, err);
-    if (!rc) span_bf16(g, g->policy.head.w, m->mixed->head16, VC);
+    if (!rc) rc = span_f32(g, out, gm->embed, "model.embed_tokens.weight", VC, err);
+    if (!rc) rc = span_f32(g, out, gm->norm, "model.norm.weight", (size_t)c->hidden_size, err);
+    if (!rc) span_bf16(g, out, gm->head.w, m->mixed->head16, VC);
     return rc;
 }
 
-/* The forward's copies from the master weights. */
-static int refresh(TrainGpu *g, GrpoErr *err) {
-    for (int i = 0; i < g->n_spans; i++) {
-        const Span *s = &g->spans[i];
-        CUdeviceptr src = g->master + 4 * s->offset;
+/* The forward's copies from master weights: the policy's (refresh), a moving reference's. */
+static int refresh_spans(TrainGpu *g, const Spans *spans, CUdeviceptr master, GrpoErr *err) {
+    for (int i = 0; i < spans->n; i++) {
+        const Span *s = &spans->at[i];
+        CUdeviceptr src = master + 4 * s->offset;
         if (gpu_master_to_weights(&g->dev, s->bf16 ? s->dst : 0, s->bf16 ? 0 : s->dst, src, s->n, err)) return -1;
     }
     return 0;
 }
+
+static int refresh(TrainGpu *g, GrpoErr *err) { return refresh_spans(g, &g->spans, g->master, err); }
 
 enum { PIECE = 1 << 20 }; /* floats a host <-> device copy of the master weights goes through at a time */
 
@@ -207,31 +222,58 @@ static int upload_state(TrainGpu *g, GrpoErr *err) {
     return rc;
 }
 
+/* The host's fp32 reference to the device's ref_master, its copies made. */
+static int upload_ref(TrainGpu *g, GrpoErr *err) {
+    if (gpu_put(&g->dev, g->ref_master, g->ref_host->params, 4 * g->P, err) ||
+        refresh_spans(g, &g->ref_spans, g->ref_master, err))
+        return -1;
+    g->ref_device_behind = 0;
+    return 0;
+}
+
+/* sync_ref_model's reference (the host's fp32 Model ref, in the policy's table
+ * layout): held as the CPU holds it, fp32 in ref_master, where the mixing reads and
+ * writes it; the forward reads bf16 copies made from it as the policy's are from its
+ * master weights (the GPU's products are bf16; the CPU's fp32 reference has fp32
+ * products). The copies' buffers take the policy's shapes: uploaded from the host
+ * policy, then overwritten from ref_master. */
+static int upload_moving_ref(TrainGpu *g, Model *ref, GrpoErr *err) {
+    CHECK(ref->params && !ref->half && ref->table.total == g->P);
+    g->ref_host = ref;
+    if (gpu_model_upload(&g->dev, &g->ref, g->host, err)) return -1;
+    g->has_ref = 1;
+    if (gpu_alloc(&g->dev, &g->ref_master, 4 * g->P, err) || make_spans(g, &g->ref, &g->ref_spans, err)) return -1;
+    return upload_ref(g, err);
+}
+
 /* Weights, master weights, AdamW's state, the mask and the reference: -1 with err
  * when they do not fit or a copy fails. */
-static int plan_fixed(TrainGpu *g, const Model *ref, const uint8_t *mask, GrpoErr *err) {
+static int plan_fixed(TrainGpu *g, Model *ref, const uint8_t *mask, GrpoErr *err) {
     GpuDevice *d = &g->dev;
     size_t P = g->P, before = free_bytes(g);
     /* full fine-tuning: 4 x 4 P (master, gradient, m, v) and 2 P of bf16 copies; LoRA: the base's bf16 copy and
-     * the adapters' 4 x 4 P (their values are the master: the forward reads fp32 adapters) */
+     * the adapters' 4 x 4 P (their values are the master: the forward reads fp32 adapters); the reference's
+     * copies, and a moving one's fp32 weights */
     double base = g->lora ? 2.0 * g->host->table.total : 0;
-    double mb = 1048576.0, want = (g->lora ? 16.0 : 18.0) * P + base + (ref ? 2.0 * ref->table.total : 0);
+    double mb = 1048576.0,
+           want = (g->lora ? 16.0 : 18.0) * P + base + (ref ? (ref->half ? 2.0 : 6.0) * ref->table.total : 0);
     if (want > (double)before)
         return err_set(err, "the memory plan does not fit on the GPU: the weights, their fp32 master copy, gradients "
                        "and AdamW state take about %.0f MB, %s has %.0f MB free; set use_cpu true to train on the CPU",
                        want / mb, d->name, before / mb);
     if (gpu_model_upload(d, &g->policy, g->host, err)) return -1;
-    g->n_spans = 0;
     g->nb = (P + GRAD_NORM_BLOCK - 1) / GRAD_NORM_BLOCK;
     g->host_parts = xmalloc(sizeof(double) * (g->nb ? g->nb : 1));
     if (g->lora) g->master = g->policy.lora_params; /* AdamW updates the adapters the forward reads in place */
     if ((!g->lora && gpu_alloc(d, &g->master, 4 * P, err)) || gpu_alloc(d, &g->m, 4 * P, err) ||
         gpu_alloc(d, &g->v, 4 * P, err) || gpu_alloc(d, &g->mask, P ? P : 1, err) ||
         gpu_alloc(d, &g->parts, 8 * (g->nb ? g->nb : 1), err) || gpu_put(d, g->mask, mask, P, err) ||
-        (!g->lora && make_spans(g, err)) || upload_state(g, err))
+        (!g->lora && make_spans(g, &g->policy, &g->spans, err)) || upload_state(g, err))
         return -1;
     size_t mid = free_bytes(g);
-    if (ref) {
+    if (ref && !ref->half) { /* fp32: sync_ref_model's, which moves (a frozen one is held in bf16) */
+        if (upload_moving_ref(g, ref, err)) return -1;
+    } else if (ref) {
         if (gpu_model_upload(d, &g->ref, ref, err)) return -1;
         g->has_ref = 1;
     }
@@ -246,7 +288,7 @@ static int create_pass(TrainGpu *g, int max_tokens, int chunk_rows, GrpoErr *err
     return gpu_model_train_create(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, err);
 }
 
-int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
+int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
                    int max_tokens, int chunk_rows, const char *length_option, GrpoErr *err) {
     g->host = policy, g->opt = opt, g->max_tokens = max_tokens;
     g->lora = policy->lora != NULL, g->ref_base = ref_base;
@@ -286,11 +328,11 @@ void train_gpu_close(TrainGpu *g) {
     }
     if (g->has_ref) gpu_model_free(d, &g->ref);
     if (g->policy.layers) gpu_model_free(d, &g->policy); /* LoRA's master with it */
-    CUdeviceptr all[] = {g->lora ? 0 : g->master, g->m, g->v, g->mask, g->parts};
+    CUdeviceptr all[] = {g->lora ? 0 : g->master, g->m, g->v, g->mask, g->parts, g->ref_master};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) gpu_free(d, all[i]);
     gpu_close(d);
-    free(g->spans), free(g->rows), free(g->dlogp), free(g->host_parts);
+    free(g->spans.at), free(g->ref_spans.at), free(g->rows), free(g->dlogp), free(g->host_parts);
     free(g);
 }
 
@@ -298,8 +340,10 @@ double train_gpu_bytes(const TrainGpu *g) { return g->fixed_bytes + g->ref_bytes
 
 void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
     double mb = 1048576.0;
-    char ref[64] = "";
-    if (g->has_ref) snprintf(ref, sizeof ref, ", reference %.0f (in bf16)", g->ref_bytes / mb);
+    char ref[128] = "";
+    if (g->has_ref)
+        snprintf(ref, sizeof ref, ", reference %.0f (%s)", g->ref_bytes / mb,
+                 g->ref_master ? "fp32 weights, mixed in, and their bf16 copies" : "in bf16");
     if (g->ref_base) snprintf(ref, sizeof ref, ", reference: the base, adapters off (no copy)");
     const char *what = g->lora ? "the frozen base in bf16 + the adapters' fp32 values+grads+AdamW"
                                : "weights in bf16 + fp32 master weights+grads+AdamW";
@@ -316,6 +360,7 @@ void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
 static void device_current(TrainGpu *g) {
     GrpoErr e;
     if (g->device_behind) ok(upload_state(g, &e), &e);
+    if (g->ref_device_behind) ok(upload_ref(g, &e), &e);
 }
 
 void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_temp, float *logp, float *entropy) {
@@ -339,12 +384,16 @@ void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, const uint64_t *keys, float
     if (grad) logprob_grad_rows(grad, g->rows, pb->offsets[pb->S], logp, g->dlogp); /* token-local: any order */
 }
 
-void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp) {
-    CHECK(dlogp || g->pending);
+void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp, const float *dentropy) {
+    CHECK(dlogp || (g->pending && !dentropy));
     GrpoErr e;
     const float *d = dlogp ? dlogp : g->dlogp;
-    if (g->lora) ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, d, &e), &e);
-    else ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, d, &e), &e);
+    if (g->lora) {
+        CHECK(!dentropy); /* option_reason sends LoRA with an entropy gradient to the CPU */
+        ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, d, &e), &e);
+    } else {
+        ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, d, dentropy, &e), &e);
+    }
     g->pending = 0;
 }
 
@@ -441,4 +490,26 @@ const GenDevice *train_gpu_gen_device(TrainGpu *g) {
 
 void train_gpu_host_written(TrainGpu *g) {
     if (g->planned) g->device_behind = 1;
+}
+
+/* ---- sync_ref_model ---- */
+
+void train_gpu_mix_reference(TrainGpu *g, double alpha) {
+    CHECK(g->ref_master);
+    device_current(g);
+    GrpoErr e;
+    ok(gpu_mix_reference(&g->dev, g->ref_master, g->master, g->P, (float)alpha, &e), &e); /* the CPU's bits */
+    ok(refresh_spans(g, &g->ref_spans, g->ref_master, &e), &e);
+    g->ref_host_behind = 1;
+}
+
+void train_gpu_ref_sync(TrainGpu *g) {
+    if (!g->ref_master || !g->ref_host_behind) return;
+    GrpoErr e;
+    ok(gpu_get(&g->dev, g->ref_host->params, g->ref_master, 4 * g->P, &e), &e);
+    g->ref_host_behind = 0;
+}
+
+void train_gpu_ref_written(TrainGpu *g) {
+    if (g->ref_master) g->ref_device_behind = 1, g->ref_host_behind = 0;
 }

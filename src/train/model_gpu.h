@@ -5,7 +5,8 @@
  * table's layout), on one NVIDIA GPU. The device holds the policy's bf16 copies and fp32 norms (gpu/model.h), the
  * training pass (gpu/model_train.h: every layer's activations kept, the gradient in
  * the parameter table's layout), fp32 master weights with AdamW's m and v in that
- * layout, the decay mask, and the frozen KL reference's bf16 copy when there is one.
+ * layout, the decay mask, and the KL reference when there is one: a frozen one's bf16
+ * copy, or sync_ref_model's moving one as fp32 weights (mixed there) and bf16 copies.
  * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device; a
  * LoRA run's generator decodes on the host until the GPU's decoding takes adapters,
  * from the adapters copied down after each update: LORA_DECODES_ON_DEVICE in
@@ -41,16 +42,17 @@ typedef struct TrainGpu TrainGpu;
 /* Where a run trains. 1: on the GPU, *out made with the device open (the model
  * must be loaded under mixed precision); 0: on the CPU — silently where there is
  * no GPU or use_cpu is set, else with note[n] one line naming why and use_cpu
- * (bf16 false, sync_ref_model, an entropy gradient, --adapter with a KL reference); -1 with
+ * (bf16 false, LoRA with an entropy gradient, --adapter with a KL reference); -1 with
  * err: a GPU is there but cannot be set up. */
 int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
                      GrpoErr *err);
-/* policy (and ref, the frozen reference, or NULL; ref_base: the reference is the
- * policy's base with its adapters off) onto the device with opt's m and v
+/* policy (and ref, the KL reference, or NULL: bf16 frozen, or fp32 moving under
+ * sync_ref_model, borrowed like policy; ref_base: the reference is the policy's
+ * base with its adapters off) onto the device with opt's m and v
  * (policy and opt stay the host's copies, borrowed until close), and everything
  * for micro-batches of up to max_tokens packed rows, against the GPU's free memory:
  * -1 with err naming the options to lower (length_option the algorithm's own). */
-int train_gpu_plan(TrainGpu *g, Model *policy, const Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
+int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
                    int max_tokens, int chunk_rows, const char *length_option, GrpoErr *err);
 void train_gpu_close(TrainGpu *g);
 /* Device bytes planned (measured as the driver's free memory went down) and the
@@ -64,7 +66,8 @@ void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_t
  * the backward that follows (dlogp NULL) uses it. */
 void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, const uint64_t *keys, float inv_temp, float *logp,
                        float *entropy, const LogprobGrad *grad);
-void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp);
+/* dlogp and dentropy (or NULL) by CSR index, as train_model_backward's. */
+void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp, const float *dentropy);
 
 /* ---- the step ---- */
 void train_gpu_begin_step(TrainGpu *g);
@@ -91,5 +94,15 @@ const GenDevice *train_gpu_gen_device(TrainGpu *g);
 /* The host's weights or AdamW state may be written: the device takes them again
  * before its next pass or update. */
 void train_gpu_host_written(TrainGpu *g);
+
+/* ---- sync_ref_model: a moving reference, held on the device in fp32 ----
+ * ref = alpha policy + (1 - alpha) ref over the fp32 weights (the policy's master
+ * weights), train_model_mix_reference's arithmetic bit for bit, then the reference's
+ * bf16 copies remade; the host's fp32 reference is behind until train_gpu_ref_sync
+ * (a checkpoint writes it). train_gpu_ref_written: the host's was written (a resume
+ * read it); the device takes it before its next pass. */
+void train_gpu_mix_reference(TrainGpu *g, double alpha);
+void train_gpu_ref_sync(TrainGpu *g);
+void train_gpu_ref_written(TrainGpu *g);
 
 #endif

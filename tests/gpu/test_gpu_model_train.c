@@ -189,7 +189,7 @@ static void check_step(Model *m, const GpuModel *g, GpuModelTrain *t) {
         compare("log-probs", glp, lp, (size_t)N);
         compare("entropies", gent, ent, (size_t)N);
         model_backward(m, &a, &mg, dlogp, NULL);
-        T_CHECK(!gpu_model_train_backward(&dev, g, t, dlogp, &err), "%s", err.msg);
+        T_CHECK(!gpu_model_train_backward(&dev, g, t, dlogp, NULL, &err), "%s", err.msg);
         compare_grads(m, t, gbuf, k == 0 ? "backward 1 (written over garbage)" : "backward 2 (added to backward 1's)");
     }
     T_CHECK(!gpu_model_train_settle(&dev, t, &err), "%s", err.msg); /* every tensor reached: changes nothing */
@@ -225,7 +225,7 @@ static void check_batch_csr(const Model *m, const GpuModel *g, GpuModelTrain *t)
     T_CHECK(pb.N == N && !memcmp(pb.targets, targets, sizeof(int32_t) * N), "the PaddedBatch's targets differ");
     gpu_model_train_begin(t);
     T_CHECK(!gpu_model_train_forward(&dev, g, t, ids, mb->starts, mb->B, targets, INV_TEMP, lp, ent, &err) &&
-                !gpu_model_train_backward(&dev, g, t, dlogp, &err),
+                !gpu_model_train_backward(&dev, g, t, dlogp, NULL, &err),
             "%s", err.msg);
     float *want = step_grads(m, t);
     int K = pb.offsets[mb->B];
@@ -235,7 +235,7 @@ static void check_batch_csr(const Model *m, const GpuModel *g, GpuModelTrain *t)
     padded_batch_gather(&pb, dlogp, dcsr);
     gpu_model_train_begin(t);
     T_CHECK(!gpu_model_train_batch_forward(&dev, g, t, &pb, INV_TEMP, got_lp, got_ent, &err) &&
-                !gpu_model_train_batch_backward(&dev, g, t, &pb, dcsr, &err),
+                !gpu_model_train_batch_backward(&dev, g, t, &pb, dcsr, NULL, &err),
             "%s", err.msg);
     float *got = step_grads(m, t);
     T_CHECK(!memcmp(got_lp, want_lp, sizeof(float) * K) && !memcmp(got_ent, want_ent, sizeof(float) * K),
@@ -246,7 +246,7 @@ static void check_batch_csr(const Model *m, const GpuModel *g, GpuModelTrain *t)
             m->table.total);
     printf(" CSR over a packed PaddedBatch (%d targets): log-probs, entropies and gradients bit for bit with the "
            "per-row form\n", K);
-    T_CHECK(gpu_model_train_batch_backward(&dev, g, t, &(PaddedBatch){.packed = 0}, dcsr, &err) == -1 &&
+    T_CHECK(gpu_model_train_batch_backward(&dev, g, t, &(PaddedBatch){.packed = 0}, dcsr, NULL, &err) == -1 &&
                 strstr(err.msg, "right-padded"),
             "a right-padded batch was not refused");
     padded_batch_free(&pb);
@@ -274,7 +274,7 @@ static void check_refusals(const Model *m, const GpuModel *g) {
     printf("  refused: %s\n", err.msg);
     T_CHECK(!gpu_model_train_create(&dev, &t, g, m, MAXN, CHUNK, &err), "%s", err.msg);
     float dl[MAXN] = {0};
-    T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, &err) == -1 && strstr(err.msg, "without a forward"),
+    T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, NULL, &err) == -1 && strstr(err.msg, "without a forward"),
             "a backward before any forward was not refused");
     printf("  refused: %s\n", err.msg);
     int32_t ids[3] = {1, V, 2}, targets[3] = {-1, -1, -1};
@@ -284,7 +284,7 @@ static void check_refusals(const Model *m, const GpuModel *g) {
                 strstr(err.msg, "token id"),
             "a token outside the vocabulary was not refused");
     printf("  refused: %s\n", err.msg);
-    T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, &err) == -1, "a backward after a refused forward ran");
+    T_CHECK(gpu_model_train_backward(&dev, g, &t, dl, NULL, &err) == -1, "a backward after a refused forward ran");
     gpu_model_train_free(&dev, &t);
 }
 

@@ -157,6 +157,8 @@ static void run_lora_decode_down(void **p) {
 static void run_lora_decode_up(void **p) {
     lora_decode_up(P(0, Fp), P(1, int), P(2, int), P(3, Cfp), P(4, Cfp), P(5, int), P(6, int), P(7, int));
 }
+/* sync_ref_model on the device (gpu/kernels/mix.cu) */
+static void run_mix_reference(void **p) { mix_reference(P(0, Fp), P(1, Cfp), P(2, u64), P(3, float)); }
 
 typedef struct {
     const char *name;
@@ -214,6 +216,8 @@ static const EmuKernel kernels[] = {
     /* LoRA adapters beside the base in decoding (gpu/kernels/lora_decode.cu) */
     {"lora_decode_down", run_lora_decode_down},
     {"lora_decode_up", run_lora_decode_up},
+    /* sync_ref_model on the device (gpu/kernels/mix.cu) */
+    {"mix_reference", run_mix_reference},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -33,3 +33,5 @@
 #include "grad.cu"
 /* LoRA adapters beside the frozen base in a decoding step (gpu/lora.h: gpu_lora_decode) */
 #include "lora_decode.cu"
+/* sync_ref_model on the device (train/model_gpu.c): the reference mixed with the policy */
+#include "mix.cu"
