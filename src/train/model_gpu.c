@@ -27,13 +27,6 @@ typedef struct {
     int bf16;         /* the bf16 copy (f32_split's upper half), else fp32 */
 } Span;
 
-/* LoRA runs decode on the host until the GPU's decoding takes adapters (gpu/decode.c,
- * gpu/generate.c, gen/device.c): the one switch. With 0, train_gpu_gen_device gives
- * no device and every update copies the adapters down to the host's model the
- * rollouts read (4 P bytes a step, P the adapters' floats); with 1, the generator
- * decodes the policy's GpuModel, whose adapter views are the master weights AdamW
- * writes in place, and nothing is copied. */
-enum { LORA_DECODES_ON_DEVICE = 0 };
 /* Every tensor of one GpuModel made from master weights: the policy's, or a moving reference's. */
 typedef struct {
     Span *at;
@@ -348,10 +341,8 @@ void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
     const char *what = g->lora ? "the frozen base in bf16 + the adapters' fp32 values+grads+AdamW"
                                : "weights in bf16 + fp32 master weights+grads+AdamW";
     snprintf(out, n, "on the GPU (%s, %.0f MB free): %s %.0f%s, activations %.0f (micro-batch of %d tokens; every "
-             "layer's activations kept on the GPU: no recomputation there yet)%s", g->dev.name, g->free_at_open / mb,
-             what, g->fixed_bytes / mb, ref, g->act_bytes / mb, g->max_tokens,
-             g->lora && !LORA_DECODES_ON_DEVICE ? "; generation on the host, the adapters copied down each update"
-                                                : "");
+             "layer's activations kept on the GPU: no recomputation there yet)", g->dev.name, g->free_at_open / mb,
+             what, g->fixed_bytes / mb, ref, g->act_bytes / mb, g->max_tokens);
 }
 
 /* ---- passes ---- */
@@ -442,12 +433,8 @@ void train_gpu_update(TrainGpu *g, const float *grads, double lr, const AdamWCon
     else settle(g);
     ok(gpu_adamw_step(&g->dev, g->master, g->m, g->v, grads_of(g), g->mask, g->P, &s, &e), &e);
     g->host_behind = g->opt_behind = 1;
-    if (!g->lora) {
-        ok(refresh(g, &e), &e); /* the generator's weights too: it reads g->policy */
-    } else if (!LORA_DECODES_ON_DEVICE) { /* the host's generator reads the host's adapters: 4 P bytes */
-        ok(gpu_get(&g->dev, g->host->lora->params, g->master, 4 * g->P, &e), &e);
-        g->host_behind = 0;
-    }
+    /* the generator's weights too: it reads g->policy (LoRA: the adapters AdamW just wrote in place) */
+    if (!g->lora) ok(refresh(g, &e), &e);
 }
 
 /* ---- the host's copy ---- */
@@ -483,7 +470,6 @@ void train_gpu_host_sync_opt(TrainGpu *g) {
 const GenDevice *train_gpu_gen_device(TrainGpu *g) {
     CHECK(g->planned);
     device_current(g); /* a resume wrote the host's weights: without this the generator decodes the old ones */
-    if (g->lora && !LORA_DECODES_ON_DEVICE) return NULL; /* the host decodes its model with the adapters copied down */
     g->gen = (GenDevice){&g->dev, &g->policy};
     return &g->gen;
 }

@@ -7,12 +7,10 @@
  * the parameter table's layout), fp32 master weights with AdamW's m and v in that
  * layout, the decay mask, and the KL reference when there is one: a frozen one's bf16
  * copy, or sync_ref_model's moving one as fp32 weights (mixed there) and bf16 copies.
- * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device; a
- * LoRA run's generator decodes on the host until the GPU's decoding takes adapters,
- * from the adapters copied down after each update: LORA_DECODES_ON_DEVICE in
- * model_gpu.c):
- * every update remakes it from the master weights, so generation after an update
- * reads that update's weights with nothing copied.
+ * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device):
+ * every update remakes it from the master weights (LoRA: AdamW writes the adapters
+ * it holds views of in place), so generation after an update reads that update's
+ * weights with nothing copied.
  * The host keeps the Model in its mixed-precision form (two halves) and AdamW's host
  * state: refreshed from the device when asked (train_gpu_host_sync: checkpoints, the
  * final save, the processes' hash), never per step; anything that may have written
