@@ -20,7 +20,7 @@ static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int c
         gpu_alloc(d, &t->keys, 8 * N, err) || gpu_alloc(d, &t->seq, 4 * N, err) ||
         gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
         gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
-        gpu_alloc(d, &t->grads, 4 * (t->lo->table.total ? t->lo->table.total : 1), err) ||
+        gpu_alloc(d, &t->dentropy, 4 * N, err) || gpu_alloc(d, &t->grads, 4 * (t->lo->table.total ? t->lo->table.total : 1), err) ||
         /* the table's gaps between tensors (alignment) are in the flat vector clipping and AdamW read, and no
          * backward writes them: zeros, as the CPU's */
         gpu_zero(d, t->grads, 4 * t->lo->table.total, err) ||
@@ -59,7 +59,7 @@ int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, cons
 
 void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t) {
     CUdeviceptr *all[] = {&t->x,       &t->hf,       &t->rstdf,  &t->dx,  &t->dhf,      &t->batch, &t->keys,
-                          &t->seq,     &t->logprob,  &t->entropy, &t->lse, &t->dlogprob, &t->grads};
+                          &t->seq,     &t->logprob,  &t->entropy, &t->lse, &t->dlogprob, &t->dentropy, &t->grads};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
@@ -147,13 +147,15 @@ int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, con
     return 0;
 }
 
-int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const float *dlogprob, GrpoErr *err) {
+int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const float *dlogprob,
+                            const float *dentropy, GrpoErr *err) {
     int N = t->N, C = g->C;
     size_t NC = (size_t)N * C;
     if (N < 1) return err_set(err, "GPU LoRA training: a backward without a forward before it");
     /* the head and the final norm are frozen: their input gradients only (dW 0, dw 0) */
     if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err) ||
-        gpu_logprob_backward(d, t->dhf, 0, t->dlogprob, 0, t->hf, g->head, t->targets, t->lse, N, t->inv_temp,
+        (dentropy && gpu_put(d, t->dentropy, dentropy, sizeof(float) * (size_t)N, err)) ||
+        gpu_logprob_backward(d, t->dhf, 0, t->dlogprob, dentropy ? t->dentropy : 0, t->hf, g->head, t->targets, t->lse, N, t->inv_temp,
                              &t->head, 0, err) ||
         gpu_zero(d, t->dx, 4 * NC, err) ||
         gpu_rmsnorm_backward(d, t->dx, 0, t->dhf, x_at(t, g->L), t->rstdf, g->norm, N, C, C, C, C, 0, err))
@@ -182,8 +184,9 @@ int gpu_model_lora_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *
 }
 
 int gpu_model_lora_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, PaddedBatch *pb,
-                                  const float *dlogp, GrpoErr *err) {
+                                  const float *dlogp, const float *dentropy, GrpoErr *err) {
     if (!pb->packed) return err_set(err, "GPU LoRA training: the batch is right-padded (expected one packed)");
     padded_batch_scatter(pb, dlogp, pb->full);
-    return gpu_model_lora_backward(d, g, t, pb->full, err);
+    if (dentropy) padded_batch_scatter(pb, dentropy, pb->full2); /* free again: the forward's entropies were gathered */
+    return gpu_model_lora_backward(d, g, t, pb->full, dentropy ? pb->full2 : NULL, err);
 }

@@ -39,7 +39,7 @@ typedef struct {
     CUdeviceptr batch;           /* int32 [N ids | N positions | N+1 starts] */
     CUdeviceptr keys, seq;       /* uint64 [max_tokens] the sequences' dropout keys, int32 [max_tokens] each row's */
     int dropout;                 /* the last forward drew dropout masks (keys given, p > 0) */
-    CUdeviceptr logprob, entropy, lse, dlogprob; /* fp32 [N] */
+    CUdeviceptr logprob, entropy, lse, dlogprob, dentropy; /* fp32 [N] */
     int32_t *host, *host_seq;    /* [3 max_tokens + 1], [max_tokens]: made on the host */
     int32_t *targets;            /* [max_tokens] the last forward's */
     GpuLogprobScratch head;
@@ -67,14 +67,16 @@ int gpu_model_lora_settle(GpuDevice *d, GpuModelLora *t, GrpoErr *err);
 int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const int32_t *ids, const int *starts,
                            int B, const int32_t *targets, const uint64_t *keys, float inv_temp, float *logprob,
                            float *entropy, GrpoErr *err);
-/* After the forward: the gradient of sum_n dlogprob[n] logprob[n] into the
- * adapters' gradient, each tensor written or added to as the step's state says. */
-int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const float *dlogprob, GrpoErr *err);
+/* After the forward: the gradient of sum_n dlogprob[n] logprob[n] (+ dentropy[n]
+ * entropy[n]; dentropy NULL: none) into the adapters' gradient, each tensor written
+ * or added to as the step's state says. */
+int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const float *dlogprob,
+                            const float *dentropy, GrpoErr *err);
 
 /* The same on a packed PaddedBatch, per target in CSR order (model_train.h's). */
 int gpu_model_lora_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, PaddedBatch *pb,
                                  const uint64_t *keys, float inv_temp, float *logp, float *entropy, GrpoErr *err);
 int gpu_model_lora_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, PaddedBatch *pb,
-                                  const float *dlogp, GrpoErr *err);
+                                  const float *dlogp, const float *dentropy, GrpoErr *err);
 
 #endif

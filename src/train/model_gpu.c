@@ -75,8 +75,6 @@ static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *n
     if (a->adapter && needs->reference)
         return "--adapter with a KL reference (beta > 0: the starting adapter as the reference)";
     if (a->bf16 == 0) return "bf16 false (fp32 products)";
-    if ((a->adapter || a->use_peft) && needs->entropy_grad)
-        return "LoRA with an entropy bonus (entropy_coef, use_adaptive_entropy: the LoRA pass has no entropy gradient)";
     return NULL;
 }
 
@@ -379,12 +377,8 @@ void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp, const 
     CHECK(dlogp || (g->pending && !dentropy));
     GrpoErr e;
     const float *d = dlogp ? dlogp : g->dlogp;
-    if (g->lora) {
-        CHECK(!dentropy); /* option_reason sends LoRA with an entropy gradient to the CPU */
-        ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, d, &e), &e);
-    } else {
-        ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, d, dentropy, &e), &e);
-    }
+    if (g->lora) ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, d, dentropy, &e), &e);
+    else ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, d, dentropy, &e), &e);
     g->pending = 0;
 }
 

@@ -40,7 +40,7 @@ typedef struct TrainGpu TrainGpu;
 /* Where a run trains. 1: on the GPU, *out made with the device open (the model
  * must be loaded under mixed precision); 0: on the CPU — silently where there is
  * no GPU or use_cpu is set, else with note[n] one line naming why and use_cpu
- * (bf16 false, LoRA with an entropy gradient, --adapter with a KL reference); -1 with
+ * (bf16 false, --adapter with a KL reference); -1 with
  * err: a GPU is there but cannot be set up. */
 int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
                      GrpoErr *err);

@@ -31,7 +31,7 @@
  * Also: the metrics files have the same keys line by line; micro-batch splits 1/2/4
  * of the same 4 examples give weights within 1e-5 relative (max |a - b| / max |b|
  * per tensor); SFT on a Qwen3 model (q/k norm) on the device in the bound above; a resume from a checkpoint on the device writes the uninterrupted
- * run's bytes; every form the GPU refuses (bf16 false, LoRA with an entropy bonus; LoRA, the entropy bonus and
+ * run's bytes; every form the GPU refuses (bf16 false; LoRA, the entropy bonus and
  * sync_ref_model train there: test_gpu_train_lora, test_gpu_train_opts) trains on the CPU, says so in one line naming
  * use_cpu, and writes the --use_cpu run's bytes; and without a GPU (the driver not
  * found) the plain commands write the --use_cpu runs' bytes and nothing more on
@@ -404,11 +404,6 @@ static void check_refusals(void) {
     snprintf(base, sizeof base, "sft --model %s/m2 --dataset %s/s.jsonl --max_steps 2 --learning_rate 1e-3 "
              "--per_device_train_batch_size 2", tmp, tmp);
     check_refused("sft --bf16 false", cmd_sft, base, "--bf16 false", "model.safetensors", "bf16 false");
-    snprintf(base, sizeof base, "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 2 "
-             "--per_device_train_batch_size 2 --max_completion_length 4 --max_steps 2 --learning_rate 1e-3", tmp, tmp);
-    /* the LoRA pass (gpu/model_lora.h) has no entropy gradient */
-    check_refused("train --use_peft --entropy_coef", cmd_train, base, "--use_peft true --entropy_coef 0.01",
-                  "adapter_model.safetensors", "entropy");
 }
 
 /* gpu_master_to_weights: f32_split's upper half bit for bit (random values, ties

@@ -285,7 +285,7 @@ static void check_pass(void) {
     for (size_t i = 0; i < P; i++) garbage[i] = NAN;
     T_CHECK(!gpu_put(&dev, t.grads, garbage, 4 * P, &err), "%s", err.msg);
     gpu_model_lora_begin(&t);
-    T_CHECK(gpu_model_lora_backward(&dev, &g, &t, garbage, &err) < 0 && strstr(err.msg, "without a forward"),
+    T_CHECK(gpu_model_lora_backward(&dev, &g, &t, garbage, NULL, &err) < 0 && strstr(err.msg, "without a forward"),
             "a backward with no forward: not refused (%s)", err.msg);
     T_CHECK(!gpu_model_lora_settle(&dev, &t, &err), "%s", err.msg);
     download(g1, t.grads, 4 * P);
@@ -303,7 +303,7 @@ static void check_pass(void) {
         T_CHECK(!gpu_put(&dev, t.grads, garbage, 4 * P, &err), "%s", err.msg);
         for (int k = 0; k < times; k++)
             T_CHECK(!gpu_model_lora_forward(&dev, &g, &t, ids, starts, 3, targets, keys, 1.0f, logp, NULL, &err) &&
-                        !gpu_model_lora_backward(&dev, &g, &t, dlogp, &err),
+                        !gpu_model_lora_backward(&dev, &g, &t, dlogp, NULL, &err),
                     "%s", err.msg);
         T_CHECK(!gpu_model_lora_settle(&dev, &t, &err), "%s", err.msg);
         download(times == 1 ? g1 : g2, t.grads, 4 * P);
@@ -359,6 +359,44 @@ static void check_grpo(void) {
     check_moved("grpo train --beta 0.04 (the reference: the base, adapters off)", "k_cpu", "k_gpu");
     check_rollouts("grpo train --beta 0.04", "k_cpu", "k_gpu");
     check_kl("grpo train --beta 0.04", "k_cpu", "k_gpu");
+}
+
+/* How far apart two runs' adapters moved from PEFT's initialisation (seed 42), over
+ * every tensor: |b - a| / |a - init| in norm. */
+static double moves_apart(const char *a_dir, const char *b_dir) {
+    Adapter a, b;
+    adapter_load(&a, a_dir), adapter_load(&b, b_dir);
+    double e2 = 0, m2 = 0;
+    if (a.ok && b.ok && a.lo.table.total == b.lo.table.total) {
+        LoraLayers i0;
+        lora_layers_create(&i0, &a.base.cfg, &a.lo.spec, 42);
+        lora_init_peft(&i0, 42);
+        for (size_t k = 0; k < a.lo.table.total; k++) {
+            double d = (double)b.lo.params[k] - a.lo.params[k], m = (double)a.lo.params[k] - i0.params[k];
+            e2 += d * d, m2 += m * m;
+        }
+        lora_layers_free(&i0);
+    }
+    adapter_free(&a), adapter_free(&b);
+    return m2 > 0 ? sqrt(e2 / m2) : 0;
+}
+
+/* The entropy bonus through the frozen head (gpu/model_lora.h's backward with
+ * dentropy): entropy_coef 10 (the untrained model is near uniform, where the
+ * entropy's gradient is small: test_gpu_train_opts says why 10) against the CPU bf16
+ * run in the bound above, completions the same bytes, and the bonus moves the
+ * adapters away from the run without it by more than 2.5 x the bound's 2e-2 in norm,
+ * so a bonus dropped on the device fails. */
+static void check_entropy(void) {
+    T_CHECK(!run(cmd_train, errs, TRAIN " --entropy_coef 10 --use_cpu true --bf16 true", tmp, tmp, tmp, "e_cpu"),
+            "cpu, entropy: %s", errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN " --entropy_coef 10", tmp, tmp, tmp, "e_gpu"), "gpu, entropy: %s", errs);
+    T_CHECK(!errs[0], "grpo train --use_peft --entropy_coef: the GPU run (--quiet) said something: %s", errs);
+    check_moved("grpo train --use_peft true --entropy_coef 10", "e_cpu", "e_gpu");
+    check_rollouts("grpo train --use_peft true --entropy_coef 10", "e_cpu", "e_gpu");
+    double apart = moves_apart("l_gpu", "e_gpu");
+    printf("  grpo train --use_peft true --entropy_coef 10: without the bonus the moves differ by %.3g in norm\n", apart);
+    T_CHECK(apart > 5e-2, "entropy_coef 10 changes the LoRA moves by %.3g only: a GPU ignoring it would pass", apart);
 }
 
 /* A run resumed from checkpoint-2: the uninterrupted run's (l_gpu's) adapter bytes
@@ -441,6 +479,7 @@ static void check_all(void) {
     check_pass();
     gpu_close(&dev); /* the commands open their own */
     check_grpo();
+    check_entropy();
     check_resume_merge();
     check_sft();
     check_adapter();
