@@ -18,9 +18,9 @@ int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayer
                                int max_tokens, GrpoErr *err) {
     memset(a, 0, sizeof *a);
     if (max_tokens < 1) return err_set(err, "GPU LoRA layer: max_tokens %d (expected >= 1)", max_tokens);
-    if (w->qk_norm) return err_set(err, "GPU LoRA layer: q/k norm (Qwen3) is not in the GPU's training layer yet");
     size_t N = (size_t)max_tokens, C = (size_t)w->C, F = (size_t)w->F, HD = (size_t)w->H * w->D;
     size_t QKV = (size_t)(w->H + 2 * w->Hkv) * w->D, widest = larger(larger(C, HD), F), r = (size_t)lo->spec.r;
+    size_t QK = w->qk_norm ? (size_t)(w->H + w->Hkv) * w->D : 0; /* Qwen3's q/k norm's, else none */
     a->max_tokens = max_tokens, a->r = lo->spec.r, a->mask_row_bytes = (int)((widest + 7) / 8);
     struct { CUdeviceptr *p; size_t bytes; } want[] = {
         {&a->rstd1, 4 * N},   {&a->rstd2, 4 * N},         {&a->h1, 4 * N * C},   {&a->h2, 4 * N * C},
@@ -28,6 +28,7 @@ int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayer
         {&a->gu, 4 * N * 2 * F}, {&a->act, 4 * N * F},    {&a->u, 4 * LORA_N_MODULES * N * r}, {&a->du, 4 * N * r},
         {&a->xd, lo->spec.dropout > 0 ? 4 * N * widest : 0},
         {&a->bits, lo->spec.dropout > 0 ? LORA_N_MODULES * N * (size_t)a->mask_row_bytes : 0},
+        {&a->qk, 4 * N * QK}, {&a->qk_rstd, w->qk_norm ? 4 * N * (size_t)(w->H + w->Hkv) : 0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (want[i].bytes && gpu_alloc(d, want[i].p, want[i].bytes, err)) {
@@ -39,7 +40,8 @@ int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayer
 
 void gpu_lora_layer_acts_free(GpuDevice *d, GpuLoraLayerActs *a) {
     CUdeviceptr *all[] = {&a->rstd1, &a->rstd2, &a->h1,  &a->h2, &a->qkv, &a->att, &a->lse,
-                          &a->xmid,  &a->gu,    &a->act, &a->u,  &a->du,  &a->xd,  &a->bits};
+                          &a->xmid,  &a->gu,    &a->act, &a->u,  &a->du,  &a->xd,  &a->bits,
+                          &a->qk,    &a->qk_rstd};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
@@ -99,17 +101,29 @@ static int check_batch(const GpuLoraLayerActs *a, const GpuLayerTrainScratch *s,
     return 0;
 }
 
-/* x_in -> a->xmid: norm, q/k/v (+ adapters), RoPE, attention, o (+ adapters), residual. */
+/* Where attention reads q and k, with their row stride: without the norm qkv's own
+ * (RoPE'd in place); with it (Qwen3) a->qk, the heads normed then RoPE'd, while qkv
+ * keeps the norm's input for the backward (the CPU's L->qkv and L->qk). */
+static CUdeviceptr qk_rows(const GpuLayerWeights *w, const GpuLoraLayerActs *a, int *ld) {
+    *ld = (w->H + w->Hkv + (w->qk_norm ? 0 : w->Hkv)) * w->D; /* (H+Hkv)D: qk's rows; else qkv's */
+    return w->qk_norm ? a->qk : a->qkv;
+}
+
+/* x_in -> a->xmid: norm, q/k/v (+ adapters), (Qwen3) q/k norm, RoPE, attention, o
+ * (+ adapters), residual. The adapters add into the product's output before the
+ * norm, as the CPU's layer_forward. */
 static int attention_half(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
                           GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_in,
                           GrpoErr *err) {
-    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D;
-    CUdeviceptr q = a->qkv, k = a->qkv + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
+    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, ldqk;
+    CUdeviceptr q = qk_rows(w, a, &ldqk), k = q + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
     if (gpu_rmsnorm_forward(d, a->h1, a->rstd1, x_in, w->ln1, N, C, C, C, w->eps, err) ||
         gpu_matmul_forward_bf16(d, a->qkv, a->h1, s->dx16, w->wqkv, w->bqkv, N, C, QKV, err) ||
         adapters_forward(d, lo, p, a, b, LORA_LIN_QKV, a->qkv, QKV, a->h1, err) ||
-        gpu_rope_forward(d, a->qkv, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
-        gpu_attention_forward(d, a->att, a->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, QKV, QKV, QKV,
+        (w->qk_norm && gpu_qk_norm_forward(d, a->qk, a->qk_rstd, a->qkv, w->q_norm, w->k_norm, N, H, Hkv, D, ldqk,
+                                           QKV, w->eps, err)) ||
+        gpu_rope_forward(d, q, b->pos, b->inv_freq, N, H + Hkv, D, ldqk, err) ||
+        gpu_attention_forward(d, a->att, a->lse, q, k, v, 0, b->starts, b->B, N, H, Hkv, D, H * D, ldqk, ldqk, QKV,
                               err) ||
         gpu_matmul_forward_bf16(d, a->xmid, a->att, s->mid16, w->wo, w->bo, N, H * D, C, err) ||
         adapters_forward(d, lo, p, a, b, LORA_LIN_O, a->xmid, C, a->att, err))
@@ -148,23 +162,39 @@ static int mlp_half_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLa
     return gpu_rmsnorm_backward(d, dx, 0, s->h, a->xmid, a->rstd2, w->ln2, N, C, C, C, C, 0, err);
 }
 
-/* dx (dL/dxmid) -> dL/dx_in: o + adapters into datt, attention, RoPE, q/k/v +
- * adapters into dh, ln1's input gradient added to dx. */
+/* dL/d(attention's q, k) -> dL/d(the qkv product's q, k) in s->wide: RoPE's backward
+ * in place, then (Qwen3) the norm's input gradient added into s->wide's q and k
+ * (zeroed by the caller). The norm weights are frozen under LoRA (the CPU's backward
+ * has no base gradient to give them): no weight gradient is formed. */
+static int qk_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLoraLayerActs *a, GpuLayerTrainScratch *s,
+                       const GpuLayerBatch *b, CUdeviceptr dqk, int ld, GrpoErr *err) {
+    int N = b->N, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D;
+    if (gpu_rope_backward(d, dqk, b->pos, b->inv_freq, N, H + Hkv, D, ld, err)) return -1;
+    if (!w->qk_norm) return 0;
+    return gpu_qk_norm_backward(d, s->wide, 0, 0, 0, dqk, a->qkv, a->qk_rstd, w->q_norm, w->k_norm, N, H, Hkv, D, QKV,
+                                ld, QKV, 0, err);
+}
+
+/* dx (dL/dxmid) -> dL/dx_in: o + adapters into datt, attention, RoPE, (Qwen3) the
+ * q/k norm, q/k/v + adapters into dh, ln1's input gradient added to dx. */
 static int attention_half_backward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo,
                                    const GpuLoraPass *p, const GpuLoraLayerActs *a, GpuLayerTrainScratch *s,
                                    const GpuLayerBatch *b, const int *write, CUdeviceptr dx, CUdeviceptr x_in,
                                    GrpoErr *err) {
-    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, HD = H * D;
-    CUdeviceptr q = a->qkv, k = a->qkv + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
-    CUdeviceptr dq = s->wide, dk = s->wide + 4 * (size_t)H * D, dv = s->wide + 4 * (size_t)(H + Hkv) * D;
+    int N = b->N, C = w->C, H = w->H, Hkv = w->Hkv, D = w->D, QKV = (H + 2 * Hkv) * D, HD = H * D, ldqk;
+    CUdeviceptr q = qk_rows(w, a, &ldqk), k = q + 4 * (size_t)H * D, v = a->qkv + 4 * (size_t)(H + Hkv) * D;
+    /* dq and dk where q and k were read (s->dqk under the norm, else dqkv's own) */
+    CUdeviceptr dq = w->qk_norm ? s->dqk : s->wide, dk = dq + 4 * (size_t)H * D;
+    CUdeviceptr dv = s->wide + 4 * (size_t)(H + Hkv) * D;
     if (gpu_matmul_backward_bf16(d, s->mid, 0, 0, dx, s->dx16, 0, w->wo, N, HD, C, 0, err) ||
         adapters_backward(d, lo, p, a, N, write, LORA_LIN_O, s->mid, dx, C, a->att, err))
         return -1;
-    /* dq written, dk and dv summed into (the CPU's memset first), RoPE's backward in place */
+    /* dq written, dk and dv summed into (the CPU's memsets of dqk and dqkv first) */
     if (gpu_zero(d, s->wide, 4 * (size_t)N * QKV, err) ||
-        gpu_attention_backward(d, dq, dk, dv, s->mid, q, k, v, a->att, a->lse, 0, b->starts, b->B, N, H, Hkv, D, QKV,
-                               QKV, QKV, HD, QKV, QKV, QKV, HD, err) ||
-        gpu_rope_backward(d, s->wide, b->pos, b->inv_freq, N, H + Hkv, D, QKV, err) ||
+        (w->qk_norm && gpu_zero(d, s->dqk, 4 * (size_t)N * ldqk, err)) ||
+        gpu_attention_backward(d, dq, dk, dv, s->mid, q, k, v, a->att, a->lse, 0, b->starts, b->B, N, H, Hkv, D, ldqk,
+                               ldqk, QKV, HD, ldqk, ldqk, QKV, HD, err) ||
+        qk_backward(d, w, a, s, b, dq, ldqk, err) ||
         gpu_matmul_backward_bf16(d, s->h, 0, 0, s->wide, s->wide16, 0, w->wqkv, N, C, QKV, 0, err) ||
         adapters_backward(d, lo, p, a, N, write, LORA_LIN_QKV, s->h, s->wide, QKV, a->h1, err))
         return -1;

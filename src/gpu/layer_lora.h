@@ -11,7 +11,11 @@
  * Backward: dx_out -> dx_in in place, only input gradients through the frozen
  * products (bf16(dout) W: the base's weight gradients are not formed) and the norms,
  * and each module's dA, dB written (the step's first backward to reach it, by the
- * caller's flags) or added to. Qwen3's q/k norm is refused, as gpu/layer_train.h's. */
+ * caller's flags) or added to. Qwen3's q/k norm (model/transformer.c's place: on the
+ * qkv product's output with its adapters, before RoPE): qkv keeps the norm's input,
+ * qk the heads normed then RoPE'd, qk_rstd its statistics; the backward gives the
+ * norm its input gradient only (q_norm and k_norm are frozen under LoRA, as on the
+ * CPU, where a LoRA run has no base gradient). */
 #ifndef GRPO_GPU_LAYER_LORA_H
 #define GRPO_GPU_LAYER_LORA_H
 
@@ -23,7 +27,9 @@ typedef struct {
     int max_tokens, r, mask_row_bytes;  /* mask_row_bytes: the widest module input's (in + 7) / 8 */
     CUdeviceptr rstd1, rstd2;           /* fp32 [N] */
     CUdeviceptr h1, h2;                 /* fp32 [N, C]: the normed rows, the qkv and gate|up products' input */
-    CUdeviceptr qkv;                    /* fp32 [N, (H+2Hkv)D]: q and k after RoPE, v */
+    CUdeviceptr qkv;                    /* fp32 [N, (H+2Hkv)D]: q and k after RoPE (q/k norm: before the
+                                         * norm, the product's), v */
+    CUdeviceptr qk, qk_rstd;            /* Qwen3 (else 0): fp32 [N, (H+Hkv)D] normed then RoPE'd, [H+Hkv, N] */
     CUdeviceptr att, lse, xmid;         /* fp32 [N, H D], [H N], [N, C] */
     CUdeviceptr gu, act;                /* fp32 [N, 2F], [N, F] */
     CUdeviceptr u;                      /* fp32 [LORA_N_MODULES][N, r] (the CPU's lora_u layout) */
@@ -41,7 +47,7 @@ typedef struct {
 } GpuLoraPass;
 
 /* Activations for w's shapes and lo's adapters (bits where lo->spec.dropout > 0). -1
- * with err: a Qwen3 layer, max_tokens < 1, a refused allocation (nothing kept). */
+ * with err: max_tokens < 1, a refused allocation (nothing kept). */
 int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayerWeights *w, const LoraLayers *lo,
                                int max_tokens, GrpoErr *err);
 void gpu_lora_layer_acts_free(GpuDevice *d, GpuLoraLayerActs *a);

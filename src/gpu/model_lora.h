@@ -17,7 +17,7 @@
  * the CPU's streams: a sequence's key (train/model.c's, from the step and the
  * sequence's id) with each row's position, layer and module, so a token's mask does
  * not depend on its micro-batch. Not here: the optimizer, recomputation (every
- * layer's tensors are kept), Qwen3's q/k norm (gpu/layer_lora.h refuses it). */
+ * layer's tensors are kept). */
 #ifndef GRPO_GPU_MODEL_LORA_H
 #define GRPO_GPU_MODEL_LORA_H
 
@@ -50,7 +50,7 @@ typedef struct {
 
 /* For g (uploaded from m: WEIGHTS_BF16 with m->lora attached), batches of up to
  * max_tokens rows and LM-head chunks of chunk_rows: -1 with err naming what is
- * refused (no adapters, a base not in bf16, Qwen3's q/k norm, max_tokens < 1, out
+ * refused (no adapters, a base not in bf16, max_tokens < 1, out
  * of device memory); then nothing stays allocated. */
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err);

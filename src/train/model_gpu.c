@@ -287,9 +287,6 @@ int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *
     CHECK((g->lora ? policy->half != NULL : policy->mixed != NULL) && opt->n == g->P && !(ref && ref_base));
     if (g->lora && policy->half->products16 == 0)
         return err_set(err, "GPU LoRA training: the base's products are not bf16 (expected --bf16)");
-    if (g->lora && policy->cfg.qk_norm) /* gpu/layer_lora.h has no q/k norm yet (the full fine-tuning layer has) */
-        return err_set(err, "LoRA on a Qwen3 model (q/k norm) does not train on the GPU yet; set use_cpu true to "
-                       "train it on the CPU");
     if (plan_fixed(g, ref, decay_mask, err)) return -1;
     size_t before = free_bytes(g);
     GrpoErr e;
