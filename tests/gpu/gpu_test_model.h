@@ -56,10 +56,11 @@ static inline void gpu_test_qwen3_model(Model *m, const GpuTestShape *s, int tie
     gpu_test_fill_model(m, &c, s, seed);
 }
 
-/* WEIGHTS_BF16's model of m's values (m in fp32, of shape s): the matrices rounded. */
+/* WEIGHTS_BF16's model of m's values (m in fp32, of shape s, its config: Qwen3's q/k
+ * norm kept): the matrices rounded. */
 static void gpu_test_half_model(Model *h, const Model *m, const GpuTestShape *s) {
-    ModelConfig c;
-    gpu_test_config(&c, s, m->cfg.tie_word_embeddings);
+    (void)s;
+    ModelConfig c = m->cfg;
     model_create_half(h, &c, WEIGHTS_BF16);
     for (int i = 0; i < m->table.n; i++) {
         const ParamEntry *e = &m->table.entries[i], *he = &h->table.entries[i];

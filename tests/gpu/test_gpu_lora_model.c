@@ -6,7 +6,9 @@
  * A random Qwen2-shaped model (C 64, 4 heads over 2 KV heads of 16, F 128, V 301,
  * q/k/v biases, random norms) with rank-4 adapters (lora_alpha 8) on q, v, o, gate,
  * up and down — k_proj left out, so a fused product with an unadapted part is run
- * — A and B random (PEFT's B = 0 would hide the adapters' path).
+ * — A and B random (PEFT's B = 0 would hide the adapters' path). One layer's
+ * training pass (gpu/layer_lora.h: forward, dx_in, dA and dB written then added)
+ * also on the same shape in Qwen3's form (q/k norm, no biases; the norms frozen).
  *
  * Tolerances (test_gpu_layer's and test_gpu_model's, why there): one layer's output
  * within 1e-2 max|cpu| + 1e-2 |cpu| per element and 2e-3 in norm; the whole model's
@@ -142,10 +144,15 @@ static void compare_lora_grads(const char *what, const LoraLayers *lo, const flo
     free(g), free(w);
 }
 
-static void check_layer_train(void) {
+/* One layer's forward, dx_in and the adapters' dA, dB against the CPU's
+ * model_layer_backward; qwen3: the layer with q/k norm (no biases), whose input
+ * gradient the backward must carry through the norm to the qkv adapters. */
+static void check_layer_train(int qwen3) {
     static const GpuTestShape shape1 = {C, H, HKV, D, F, V, 1};
     Model m32, h;
-    gpu_test_random_model(&m32, &shape1, 1, 29);
+    printf("  %s layer:\n", qwen3 ? "Qwen3 (q/k norm)" : "Qwen2");
+    if (qwen3) gpu_test_qwen3_model(&m32, &shape1, 1, 31);
+    else gpu_test_random_model(&m32, &shape1, 1, 29);
     gpu_test_half_model(&h, &m32, &shape1);
     LoraLayers lo;
     make_lora_p(&lo, &h.cfg, 0.25);
@@ -170,6 +177,7 @@ static void check_layer_train(void) {
     GpuLoraLayerActs la;
     GpuLayerLora gl;
     T_CHECK(!gpu_layer_upload(&dev, &w, &h, 0, &err), "%s", err.msg);
+    T_CHECK(w.qk_norm == qwen3, "the uploaded layer's q/k norm: %d (expected %d)", w.qk_norm, qwen3);
     T_CHECK(!gpu_layer_train_scratch_create(&dev, &s, &w, N, &err), "%s", err.msg);
     T_CHECK(!gpu_lora_layer_acts_create(&dev, &la, &w, &lo, N, &err), "%s", err.msg);
     CUdeviceptr lparams = upload(lo.params, sizeof(float) * P), lgrads = upload(gpu_g, sizeof(float) * P);
@@ -332,7 +340,8 @@ static void check_model(void) {
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
     check_layer();
-    check_layer_train();
+    check_layer_train(0);
+    check_layer_train(1);
     check_model();
     gpu_close(&dev);
 }
