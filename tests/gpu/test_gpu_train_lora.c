@@ -28,8 +28,9 @@
  * bound: a copy each update as well is 5.2 x 4 P) and says in its plan that it trains
  * and generates on the GPU; --adapter
  * continues an adapter on the GPU in the bound above; with a KL reference it trains
- * on the CPU with one line naming use_cpu; LoRA on a Qwen3 model stops with one line
- * naming use_cpu. With beta 0.04 the logged KL is the CPU's within 5e-2 relative
+ * on the CPU with one line naming use_cpu. A GRPO run on tests/fixtures/qwen3's config
+ * (q/k norm; every linear layer adapted, dropout 0.1) in the same bound, its
+ * completions the CPU bf16 run's bytes. With beta 0.04 the logged KL is the CPU's within 5e-2 relative
  * (a reference with the adapters on would log 0). The pass itself
  * (gpu/model_lora.h, check_pass): settling, write then add, its refusals. */
 #include <stdarg.h>
@@ -115,9 +116,10 @@ static void write_data(void) {
 
 #define LORA " --use_peft true --lora_r 4 --lora_alpha 8"
 /* without adapters of its own: --adapter gives them */
-#define TRAIN_BASE "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
+#define TRAIN_BASE_ON(M) "train --model %s/" M " --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
                    "--per_device_train_batch_size 4 --max_completion_length 6 --max_steps 3 --learning_rate 5e-2 " \
                    "--adam_epsilon 1e-2 --logging_steps 1 --log_completions true --quiet --output_dir %s/%s"
+#define TRAIN_BASE TRAIN_BASE_ON("m2")
 #define TRAIN_P TRAIN_BASE LORA /* lora_dropout's default is TRL's 0.05: each run gives its own */
 #define TRAIN TRAIN_P " --lora_dropout 0"
 #define SFT "sft --model %s/m2 --dataset %s/s.jsonl --max_steps 3 --learning_rate 5e-2 --logging_steps 1 " \
@@ -131,9 +133,10 @@ typedef struct {
     int ok;
 } Adapter;
 
-static void adapter_load(Adapter *a, const char *dir) {
+/* The adapter saved in dir, on the base model in base_dir. */
+static void adapter_load_on(Adapter *a, const char *base_dir, const char *dir) {
     char path[400];
-    snprintf(path, sizeof path, "%s/m2", tmp);
+    snprintf(path, sizeof path, "%s/%s", tmp, base_dir);
     a->ok = !model_load_ex(&a->base, path, WEIGHTS_FP32, &err);
     T_CHECK(a->ok, "%s: %s", path, err.msg);
     if (!a->ok) return;
@@ -143,17 +146,21 @@ static void adapter_load(Adapter *a, const char *dir) {
     if (!a->ok) model_free(&a->base);
 }
 
+static void adapter_load(Adapter *a, const char *dir) { adapter_load_on(a, "m2", dir); }
+
 static void adapter_free(Adapter *a) {
     if (a->ok) lora_layers_free(&a->lo), model_free(&a->base);
     a->ok = 0;
 }
 
 /* What training moved from the adapter in init_dir (NULL: PEFT's initialisation from
- * the run's seed, 42), GPU against CPU, per adapter tensor, in the bound above. */
-static void check_moved_from(const char *what, const char *init_dir, const char *cpu_dir, const char *gpu_dir) {
+ * the run's seed, 42), GPU against CPU, per adapter tensor, in the bound above; the
+ * adapters on the base model in base_dir. */
+static void check_moved_on(const char *what, const char *base_dir, const char *init_dir, const char *cpu_dir,
+                           const char *gpu_dir) {
     Adapter c, g, start = {0};
-    adapter_load(&c, cpu_dir), adapter_load(&g, gpu_dir);
-    if (init_dir) adapter_load(&start, init_dir);
+    adapter_load_on(&c, base_dir, cpu_dir), adapter_load_on(&g, base_dir, gpu_dir);
+    if (init_dir) adapter_load_on(&start, base_dir, init_dir);
     if (!c.ok || !g.ok || (init_dir && !start.ok)) goto done;
     LoraLayers i0;
     lora_layers_create(&i0, &c.base.cfg, &c.lo.spec, 42);
@@ -185,6 +192,10 @@ static void check_moved_from(const char *what, const char *init_dir, const char 
     lora_layers_free(&i0);
 done:
     adapter_free(&c), adapter_free(&g), adapter_free(&start);
+}
+
+static void check_moved_from(const char *what, const char *init_dir, const char *cpu_dir, const char *gpu_dir) {
+    check_moved_on(what, "m2", init_dir, cpu_dir, gpu_dir);
 }
 
 static void check_moved(const char *what, const char *cpu_dir, const char *gpu_dir) {
@@ -466,12 +477,21 @@ static void check_adapter(void) {
     T_CHECK(line && strstr(errs, "--adapter with a KL reference") && strstr(errs, "--use_cpu"),
             "--adapter with beta 0.04: expected one line naming it and --use_cpu, got:\n%s", errs);
     if (line) printf("  --adapter with beta 0.04: ...%.*s\n", (int)strcspn(line, "\n"), line);
-    /* Qwen3's q/k norm is not in the GPU's LoRA layer: one line naming use_cpu, before any step */
-    int rc = run(cmd_sft, errs, "sft --model %s/m3 --dataset %s/s.jsonl --max_steps 1 --output_dir %s/q3" LORA, tmp,
-                 tmp, tmp);
-    T_CHECK(rc == 1 && strstr(errs, "Qwen3") && strstr(errs, "use_cpu true"),
-            "sft --use_peft on a Qwen3 model: expected exit 1 with one line naming use_cpu, got %d:\n%s", rc, errs);
-    if (rc == 1) printf("  sft --use_peft on Qwen3: %.*s\n", (int)strcspn(errs, "\n"), errs);
+}
+
+/* Qwen3 (q/k norm between the qkv product with its adapters and RoPE): a GRPO run
+ * with adapters on every linear layer (q's and k's gradients pass the frozen norm)
+ * and dropout 0.1 on the GPU, against the CPU's bf16 run in the bound above, its
+ * rollouts the same bytes. */
+#define TRAIN_Q3 TRAIN_BASE_ON("m3") LORA " --lora_target_modules all-linear --lora_dropout 0.1"
+static void check_qwen3(void) {
+    T_CHECK(!run(cmd_train, errs, TRAIN_Q3 " --use_cpu true --bf16 true", tmp, tmp, tmp, "q_cpu"), "qwen3, cpu: %s",
+            errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN_Q3 " --quiet false", tmp, tmp, tmp, "q_gpu"), "qwen3, gpu: %s", errs);
+    check_plan("grpo train --use_peft true on Qwen3", errs);
+    check_moved_on("grpo train --use_peft true on Qwen3, every linear layer, dropout 0.1", "m3", NULL, "q_cpu",
+                   "q_gpu");
+    check_rollouts("grpo train --use_peft true on Qwen3", "q_cpu", "q_gpu");
 }
 
 static void check_all(void) {
@@ -483,6 +503,7 @@ static void check_all(void) {
     check_resume_merge();
     check_sft();
     check_adapter();
+    check_qwen3();
 }
 
 int main(void) {
