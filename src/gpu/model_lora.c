@@ -3,7 +3,9 @@
  * buffer as the CPU's Activations.x, the adapters' gradient in their table's layout
  * with the host's record of what this step wrote. Not gpu/model_train.c: that is
  * full fine-tuning's pass (every weight's gradient, bf16 activations); this one has
- * other layers, no head or embedding gradient and the dropout keys. Adds no kernel. */
+ * other layers, no head or embedding gradient and the dropout keys. With recompute,
+ * one layer's saved tensors shared by every layer (acts_of), each remade in the
+ * backward from x (recompute_layer). Adds no kernel. */
 #include "gpu/model_lora.h"
 
 #include <stdlib.h>
@@ -11,7 +13,10 @@
 
 #include "gpu/ops.h"
 
-/* Device buffers for max_tokens rows and every layer's saved tensors. */
+/* How many sets of a layer's saved tensors the pass keeps: one when it recomputes. */
+static int acts_sets(const GpuModelLora *t) { return t->recompute && t->L ? 1 : t->L; }
+
+/* Device buffers for max_tokens rows and the layers' saved tensors. */
 static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
     size_t N = (size_t)t->max_tokens, NC = N * t->C;
     if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->hf, 4 * NC, err) ||
@@ -26,14 +31,20 @@ static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int c
         gpu_zero(d, t->grads, 4 * t->lo->table.total, err) ||
         gpu_logprob_scratch_init(d, &t->head, chunk_rows, t->max_tokens, g->C, g->V, err))
         return -1;
-    for (int l = 0; l < t->L; l++)
+    for (int l = 0; l < acts_sets(t); l++)
         if (gpu_lora_layer_acts_create(d, &t->acts[l], &g->layers[l], t->lo, t->max_tokens, err)) return -1;
     return t->L ? gpu_layer_train_scratch_create(d, &t->scratch, &g->layers[0], t->max_tokens, err) : 0;
 }
 
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err) {
+    return gpu_model_lora_create_ckpt(d, t, g, m, max_tokens, chunk_rows, 0, err);
+}
+
+int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
+                               int chunk_rows, int recompute, GrpoErr *err) {
     memset(t, 0, sizeof *t);
+    t->recompute = recompute != 0;
     if (!m->lora || !g->lora_params) return err_set(err, "GPU LoRA training: the model has no adapters attached");
     if (!g->embed_bf16 || m->mixed)
         return err_set(err, "GPU LoRA training: the base is not held in bf16 (expected --bf16 with adapters)");
@@ -64,7 +75,7 @@ void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
-    for (int l = 0; t->acts && l < t->L; l++) gpu_lora_layer_acts_free(d, &t->acts[l]);
+    for (int l = 0; t->acts && l < acts_sets(t); l++) gpu_lora_layer_acts_free(d, &t->acts[l]);
     gpu_layer_train_scratch_free(d, &t->scratch);
     gpu_logprob_scratch_free(d, &t->head);
     free(t->acts), free(t->views), free(t->host), free(t->host_seq), free(t->targets), free(t->written);
@@ -108,6 +119,20 @@ static GpuLayerBatch layer_batch(const GpuModel *g, const GpuModelLora *t) {
 
 static CUdeviceptr x_at(const GpuModelLora *t, int l) { return t->x + 4 * (size_t)l * t->N * t->C; }
 
+/* Layer l's saved tensors: its own, or the one shared set when the pass recomputes. */
+static GpuLoraLayerActs *acts_of(GpuModelLora *t, int l) { return &t->acts[t->recompute ? 0 : l]; }
+
+/* Before layer l's backward with recompute: its forward again from its kept input x_l
+ * into the shared set, the dropout masks drawn from p's keys again (the forward's
+ * bits). The last layer's set is still there from the forward. x_{l+1} is rewritten
+ * with the bits it holds, and no later step reads it (layer l+1's backward is done). */
+static int recompute_layer(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const GpuLoraPass *p,
+                           const GpuLayerBatch *lb, int l, GrpoErr *err) {
+    if (!t->recompute || l == g->L - 1) return 0;
+    return gpu_lora_layer_forward(d, &g->layers[l], &t->views[l], p, acts_of(t, l), &t->scratch, lb, x_at(t, l + 1),
+                                  x_at(t, l), err);
+}
+
 /* The sequences' keys and each row's sequence onto the device (draw_mask's inputs);
  * t->dropout says whether this forward draws masks. */
 static int upload_keys(GpuDevice *d, GpuModelLora *t, const uint64_t *keys, const int *starts, int B, GrpoErr *err) {
@@ -133,8 +158,8 @@ int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, con
     int rc = gpu_embedding_forward_bf16(d, x_at(t, 0), t->batch, g->embed, N, g->C, err);
     for (int l = 0; l < g->L && !rc; l++) {
         GpuLoraPass p = {t->lo, l, t->dropout ? t->keys : 0, t->dropout ? t->seq : 0};
-        rc = gpu_lora_layer_forward(d, &g->layers[l], &t->views[l], &p, &t->acts[l], &t->scratch, &lb, x_at(t, l + 1),
-                                    x_at(t, l), err);
+        rc = gpu_lora_layer_forward(d, &g->layers[l], &t->views[l], &p, acts_of(t, l), &t->scratch, &lb,
+                                    x_at(t, l + 1), x_at(t, l), err);
     }
     if (rc || gpu_rmsnorm_forward(d, t->hf, t->rstdf, x_at(t, g->L), g->norm, N, g->C, g->C, g->C, g->eps, err) ||
         gpu_logprob_forward(d, t->logprob, entropy ? t->entropy : 0, t->lse, t->hf, g->head, t->targets, N, inv_temp,
@@ -165,7 +190,8 @@ int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, co
         int write[LORA_N_MODULES];
         take_layer(t, l, write);
         GpuLoraPass p = {t->lo, l, t->dropout ? t->keys : 0, t->dropout ? t->seq : 0};
-        if (gpu_lora_layer_backward(d, &g->layers[l], &t->views[l], &p, &t->acts[l], &t->scratch, &lb, write, t->dx,
+        if (recompute_layer(d, g, t, &p, &lb, l, err) ||
+            gpu_lora_layer_backward(d, &g->layers[l], &t->views[l], &p, acts_of(t, l), &t->scratch, &lb, write, t->dx,
                                     x_at(t, l), err))
             return -1;
     }

@@ -16,8 +16,11 @@
  * entry); gpu_model_lora_settle zeroes what no backward reached. Dropout follows
  * the CPU's streams: a sequence's key (train/model.c's, from the step and the
  * sequence's id) with each row's position, layer and module, so a token's mask does
- * not depend on its micro-batch. Not here: the optimizer, recomputation (every
- * layer's tensors are kept). */
+ * not depend on its micro-batch. Recomputation (gpu_model_lora_create_ckpt) as
+ * gpu/model_train.h's: the layers' inputs and one layer's set kept, each layer's
+ * forward re-run from its input before its backward, its dropout masks drawn again
+ * from the same keys (the same bits), so the gradient is the one of the pass that
+ * keeps every set, bit for bit. Not here: the optimizer. */
 #ifndef GRPO_GPU_MODEL_LORA_H
 #define GRPO_GPU_MODEL_LORA_H
 
@@ -31,7 +34,8 @@ typedef struct {
     int N, B;                    /* the last forward's rows and sequences; N 0: none to go back through */
     float inv_temp;              /* the last forward's */
     const LoraLayers *lo;        /* borrowed: the host's adapters (shapes, dropout, seed) */
-    GpuLoraLayerActs *acts;      /* [L] each layer's saved tensors */
+    int recompute;               /* 1: acts holds one shared set, each layer's remade in the backward */
+    GpuLoraLayerActs *acts;      /* [L] each layer's saved tensors; recompute: [1], the layer's at hand */
     GpuLayerTrainScratch scratch; /* shared by every layer */
     CUdeviceptr x;               /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
     CUdeviceptr hf, rstdf;       /* fp32 [N, C], [N] */
@@ -54,6 +58,9 @@ typedef struct {
  * of device memory); then nothing stays allocated. */
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err);
+/* The same, recompute 1: only x and one layer's set kept (recomputation, see above). */
+int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
+                               int chunk_rows, int recompute, GrpoErr *err);
 void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t);
 
 /* A new optimizer step: no tensor written. The step's gradient complete: each

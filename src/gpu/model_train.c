@@ -2,7 +2,9 @@
  * between the embedding and gpu/logprob.h's head, each layer's input kept in one
  * [L+1, N, C] buffer as the CPU's Activations.x, and the gradients in one buffer of
  * the parameter table's layout with the host's record of what this step wrote. It
- * adds no kernel. Not here: adapters, checkpointing, the optimizer. */
+ * adds no kernel. With recompute, one layer's saved tensors shared by every layer
+ * (acts_of), each remade in the backward from x (recompute_layer). Not here: adapters,
+ * the optimizer. */
 #include "gpu/model_train.h"
 
 #include <stdlib.h>
@@ -60,7 +62,10 @@ static int make_views(GpuModelTrain *t, const GpuModel *g, GrpoErr *err) {
     return 0;
 }
 
-/* Device buffers of the forward/backward for max_tokens rows; every layer's acts. */
+/* How many sets of a layer's saved tensors the pass keeps: one when it recomputes. */
+static int acts_sets(const GpuModelTrain *t) { return t->recompute && t->L ? 1 : t->L; }
+
+/* Device buffers of the forward/backward for max_tokens rows; the layers' acts. */
 static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
     size_t N = (size_t)t->max_tokens, NC = N * t->C;
     if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->hf, 4 * NC, err) ||
@@ -75,14 +80,20 @@ static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int 
         gpu_zero(d, t->grads, 4 * t->table->total, err) ||
         gpu_logprob_scratch_init(d, &t->head, chunk_rows, t->max_tokens, g->C, g->V, err))
         return -1;
-    for (int l = 0; l < t->L; l++)
+    for (int l = 0; l < acts_sets(t); l++)
         if (gpu_layer_acts_create(d, &t->acts[l], &g->layers[l], t->max_tokens, err)) return -1;
     return t->L ? gpu_layer_train_scratch_create(d, &t->scratch, &g->layers[0], t->max_tokens, err) : 0;
 }
 
 int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
                            int chunk_rows, GrpoErr *err) {
+    return gpu_model_train_create_ckpt(d, t, g, m, max_tokens, chunk_rows, 0, err);
+}
+
+int gpu_model_train_create_ckpt(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
+                                int chunk_rows, int recompute, GrpoErr *err) {
     memset(t, 0, sizeof *t);
+    t->recompute = recompute != 0;
     if (g->lora) return err_set(err, "GPU training: the model has LoRA adapters (gpu/model_lora.h trains them)");
     if (!m->mixed) return err_set(err, "GPU training: the model is not under mixed precision (expected --bf16)");
     if (max_tokens < 1) return err_set(err, "GPU training: max_tokens %d (expected at least 1)", max_tokens);
@@ -107,7 +118,7 @@ void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
-    for (int l = 0; t->acts && l < t->L; l++) gpu_layer_acts_free(d, &t->acts[l]);
+    for (int l = 0; t->acts && l < acts_sets(t); l++) gpu_layer_acts_free(d, &t->acts[l]);
     gpu_layer_train_scratch_free(d, &t->scratch);
     gpu_logprob_scratch_free(d, &t->head);
     free(t->acts), free(t->lgrads), free(t->host), free(t->targets), free(t->written);
@@ -189,6 +200,19 @@ static GpuLayerBatch layer_batch(const GpuModel *g, const GpuModelTrain *t) {
 /* x_l of the last forward: layer l's input (l = L: the last layer's output). */
 static CUdeviceptr x_at(const GpuModelTrain *t, int l) { return t->x + 4 * (size_t)l * t->N * t->C; }
 
+/* Layer l's saved tensors: its own, or the one shared set when the pass recomputes. */
+static GpuLayerActs *acts_of(GpuModelTrain *t, int l) { return &t->acts[t->recompute ? 0 : l]; }
+
+/* Before layer l's backward with recompute: its forward again from its kept input x_l
+ * into the shared set. The last layer's set is still there from the forward. The
+ * output rewrites x_{l+1} with the bits it holds (the same kernels on the same input),
+ * which no later step reads: layer l+1's backward is done. */
+static int recompute_layer(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const GpuLayerBatch *lb, int l,
+                           GrpoErr *err) {
+    if (!t->recompute || l == g->L - 1) return 0;
+    return gpu_layer_forward_train(d, &g->layers[l], acts_of(t, l), &t->scratch, lb, x_at(t, l + 1), x_at(t, l), err);
+}
+
 int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
                             int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
                             GrpoErr *err) {
@@ -201,7 +225,8 @@ int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, c
     GpuLayerBatch lb = layer_batch(g, t);
     int rc = gpu_embedding_forward(d, x_at(t, 0), t->batch, g->embed, N, g->C, err);
     for (int l = 0; l < g->L && !rc; l++)
-        rc = gpu_layer_forward_train(d, &g->layers[l], &t->acts[l], &t->scratch, &lb, x_at(t, l + 1), x_at(t, l), err);
+        rc = gpu_layer_forward_train(d, &g->layers[l], acts_of(t, l), &t->scratch, &lb, x_at(t, l + 1), x_at(t, l),
+                                     err);
     if (rc || gpu_rmsnorm_forward(d, t->hf, t->rstdf, x_at(t, g->L), g->norm, N, g->C, g->C, g->C, g->eps, err) ||
         gpu_logprob_forward(d, t->logprob, entropy ? t->entropy : 0, t->lse, t->hf, g->head, t->targets, N, inv_temp,
                             &t->head, err) ||
@@ -233,8 +258,9 @@ int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, 
     GpuLayerBatch lb = layer_batch(g, t);
     for (int l = g->L - 1; l >= 0; l--) {
         wr = take_layer(t, &g->layers[l], l, err);
-        if (wr < 0 || gpu_layer_backward(d, &g->layers[l], &t->acts[l], &t->scratch, &lb, &t->lgrads[l], t->dx,
-                                         x_at(t, l), wr, err))
+        if (wr < 0 || recompute_layer(d, g, t, &lb, l, err) ||
+            gpu_layer_backward(d, &g->layers[l], acts_of(t, l), &t->scratch, &lb, &t->lgrads[l], t->dx, x_at(t, l),
+                               wr, err))
             return -1;
     }
     /* a scatter sums into its table: zeroed first when this step has not written it

@@ -13,8 +13,12 @@
  * flat vector as the CPU's loop does. Which tensors this step has written is kept on
  * the host as model/grads.h's GradState keeps it: a step's first backward writes each
  * tensor over (no clearing first), later ones add; gpu_model_train_settle zeroes what
- * no backward reached. Everything is allocated once for max_tokens rows. Not here yet:
- * adapters, checkpointing (every layer's tensors are kept). */
+ * no backward reached. Everything is allocated once for max_tokens rows.
+ * Recomputation (gradient checkpointing, gpu_model_train_create_ckpt): only the layers'
+ * inputs x and ONE set of a layer's saved tensors are kept; the backward re-runs each
+ * layer's forward from its kept input into that set before its backward. The kernels
+ * are deterministic, so the set holds the forward's bits and the gradients are those
+ * of the pass that keeps every layer's set, bit for bit. Not here: adapters. */
 #ifndef GRPO_GPU_MODEL_TRAIN_H
 #define GRPO_GPU_MODEL_TRAIN_H
 
@@ -27,7 +31,8 @@ typedef struct {
     int max_tokens, L, C;
     int N, B;                   /* the last forward's rows and sequences; N 0: none to go back through */
     float inv_temp;             /* the last forward's */
-    GpuLayerActs *acts;         /* [L] each layer's saved tensors */
+    int recompute;              /* 1: acts holds one shared set, each layer's remade in the backward */
+    GpuLayerActs *acts;         /* [L] each layer's saved tensors; recompute: [1], the layer's at hand */
     GpuLayerTrainScratch scratch; /* shared by every layer */
     CUdeviceptr x;              /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
     CUdeviceptr hf, rstdf;      /* fp32 [N, C], [N]: the final norm's output and statistics */
@@ -53,6 +58,9 @@ typedef struct {
  * written. */
 int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
                            int chunk_rows, GrpoErr *err);
+/* The same, recompute 1: only x and one layer's set kept (recomputation, see above). */
+int gpu_model_train_create_ckpt(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
+                                int chunk_rows, int recompute, GrpoErr *err);
 void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t);
 
 /* A new optimizer step: no tensor written (grad_state_begin). Touches no gradient. */

@@ -6,8 +6,10 @@
  * GpuModel lent to the generator (GRPO's rollouts and evaluation decode on it,
  * gen/device.c), and the host's copy kept in step where the host reads it;
  * sync_ref_model's moving reference (fp32 weights mixed on the device, its bf16
- * copies remade). Not here: the loss, the sum over processes (the loop's, on the
- * host), recomputation. */
+ * copies remade); gradient_checkpointing as the passes' recomputation (one layer's
+ * saved tensors kept, each remade in the backward; the selective policy runs as
+ * full there). Not here: the loss, the sum over processes (the loop's, on the
+ * host). */
 #include "train/model_gpu.h"
 
 #include <stdio.h>
@@ -38,6 +40,8 @@ struct TrainGpu {
     int planned, has_ref, max_tokens;
     int lora;                     /* the run trains the policy's adapters (host->lora) on a frozen bf16 base */
     int ref_base;                 /* the KL reference is the policy's base with the adapters off (REF_BASE) */
+    int recompute;                /* gradient_checkpointing (either policy): the passes keep one layer's set */
+    int selective;                /* ... asked for as selective, which the device runs as full */
     size_t free_at_open;          /* the driver's free bytes before anything of ours */
     double fixed_bytes, ref_bytes, act_bytes;
     GpuModel policy, ref;
@@ -109,6 +113,9 @@ int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainG
     }
     size_t total;
     if (g->dev.api.MemGetInfo(&g->free_at_open, &total) != CUDA_SUCCESS) g->free_at_open = g->dev.total_bytes;
+    /* recomputation: the CPU's switch; the device has no selective form (gate/up kept), so it recomputes in full */
+    g->recompute = a->gradient_checkpointing != 0;
+    g->selective = g->recompute && a->gradient_checkpointing_policy == TRAIN_CKPT_SELECTIVE;
     *out = g;
     return 1;
 }
@@ -275,8 +282,20 @@ static int plan_fixed(TrainGpu *g, Model *ref, const uint8_t *mask, GrpoErr *err
 
 /* The training pass's buffers for max_tokens rows: full fine-tuning's or LoRA's. */
 static int create_pass(TrainGpu *g, int max_tokens, int chunk_rows, GrpoErr *err) {
-    if (g->lora) return gpu_model_lora_create(&g->dev, &g->ltrain, &g->policy, g->host, max_tokens, chunk_rows, err);
-    return gpu_model_train_create(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, err);
+    if (g->lora)
+        return gpu_model_lora_create_ckpt(&g->dev, &g->ltrain, &g->policy, g->host, max_tokens, chunk_rows,
+                                          g->recompute, err);
+    return gpu_model_train_create_ckpt(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, g->recompute,
+                                       err);
+}
+
+/* The plan's words for the activations the passes keep. */
+static const char *kept_words(const TrainGpu *g) {
+    if (!g->recompute) return "every layer's activations kept on the GPU: no recomputation";
+    return g->selective ? "gradient checkpointing: layer inputs + one layer's activations kept, layers recomputed "
+                          "in the backward; selective runs as full on the GPU"
+                        : "gradient checkpointing: layer inputs + one layer's activations kept, layers recomputed "
+                          "in the backward";
 }
 
 int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
@@ -294,9 +313,10 @@ int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *
         gpu_model_scratch_create(&g->dev, &g->scratch, &g->policy, max_tokens, chunk_rows, &e)) {
         double mb = 1048576.0;
         return err_set(err, "the memory plan does not fit on the GPU: the activations of a micro-batch of %d tokens "
-                       "(every layer's kept: no recomputation on the GPU yet), with %.0f MB free after the weights "
-                       "(%s); lower per_device_train_batch_size or %s, or set use_cpu true",
-                       max_tokens, before / mb, e.msg, length_option);
+                       "(%s), with %.0f MB free after the weights (%s); lower per_device_train_batch_size or %s%s, "
+                       "or set use_cpu true",
+                       max_tokens, kept_words(g), before / mb, e.msg, length_option,
+                       g->recompute ? "" : ", set gradient_checkpointing true");
     }
     g->act_bytes = (double)before - (double)free_bytes(g);
     g->rows = xmalloc(sizeof(int) * (size_t)max_tokens);
@@ -335,9 +355,9 @@ void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
     if (g->ref_base) snprintf(ref, sizeof ref, ", reference: the base, adapters off (no copy)");
     const char *what = g->lora ? "the frozen base in bf16 + the adapters' fp32 values+grads+AdamW"
                                : "weights in bf16 + fp32 master weights+grads+AdamW";
-    snprintf(out, n, "on the GPU (%s, %.0f MB free): %s %.0f%s, activations %.0f (micro-batch of %d tokens; every "
-             "layer's activations kept on the GPU: no recomputation there yet)", g->dev.name, g->free_at_open / mb,
-             what, g->fixed_bytes / mb, ref, g->act_bytes / mb, g->max_tokens);
+    snprintf(out, n, "on the GPU (%s, %.0f MB free): %s %.0f%s, activations %.0f (micro-batch of %d tokens; %s)",
+             g->dev.name, g->free_at_open / mb, what, g->fixed_bytes / mb, ref, g->act_bytes / mb, g->max_tokens,
+             kept_words(g));
 }
 
 /* ---- passes ---- */
