@@ -137,6 +137,9 @@ $(BUILD)/tests/gpu/test_gpu_train_lora: $(LORA_CLI_OBJ)
 # test_gpu_train_opts likewise (the entropy bonus and sync_ref_model on the GPU)
 $(BUILD)/tests/gpu/test_gpu_train_opts: TEST_CLI_OBJ = $(TRAIN_CLI_OBJ)
 $(BUILD)/tests/gpu/test_gpu_train_opts: $(TRAIN_CLI_OBJ)
+# test_gpu_recompute runs `grpo train` (and `grpo init`) with and without gradient_checkpointing likewise
+$(BUILD)/tests/gpu/test_gpu_recompute: TEST_CLI_OBJ = $(TRAIN_CLI_OBJ)
+$(BUILD)/tests/gpu/test_gpu_recompute: $(TRAIN_CLI_OBJ)
 # test_gpu_mpi is also its ranks' program under mpirun: cmd_train on the emulated GPUs
 $(BUILD)/tests/gpu/test_gpu_mpi: TEST_CLI_OBJ = $(TRAIN_CLI_OBJ)
 $(BUILD)/tests/gpu/test_gpu_mpi: $(TRAIN_CLI_OBJ)
