@@ -3,7 +3,7 @@
  * adapters on its frozen bf16 base (gpu/model_lora.h's pass: the adapters' fp32
  * values are the master weights, AdamW's m and v theirs, the gradient in their
  * table's layout), on one NVIDIA GPU. The device holds the policy's bf16 copies and fp32 norms (gpu/model.h), the
- * training pass (gpu/model_train.h: every layer's activations kept, the gradient in
+ * training pass (gpu/model_train.h: recomputation with gradient_checkpointing, the gradient in
  * the parameter table's layout), fp32 master weights with AdamW's m and v in that
  * layout, the decay mask, and the KL reference when there is one: a frozen one's bf16
  * copy, or sync_ref_model's moving one as fp32 weights (mixed there) and bf16 copies.
