@@ -158,9 +158,9 @@ static int upload_batch(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, con
     return gpu_model_upload_batch(d, g, s->batch, s->host, s->max_tokens, ids, starts, B, "GPU model", err);
 }
 
-/* The trunk: embedding, the layers in place on s->x (their adapters unless base_only),
- * the final norm into s->hf. */
-static int trunk_forward(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, int N, int B, int base_only,
+/* The trunk: embedding, the layers in place on s->x (with lora[L]'s adapters, or
+ * NULL: the base alone), the final norm into s->hf. */
+static int trunk_forward(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, int N, int B, const GpuLayerLora *lora,
                          GrpoErr *err) {
     CUdeviceptr ids = s->batch;
     GpuLayerBatch lb = {B, N, s->batch + 4 * 2 * (size_t)N, s->batch + 4 * (size_t)N, g->inv_freq};
@@ -168,8 +168,7 @@ static int trunk_forward(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, in
                       : gpu_embedding_forward(d, s->x, ids, g->embed, N, g->C, err))
         return -1;
     for (int l = 0; l < g->L; l++)
-        if (gpu_layer_forward_lora(d, &g->layers[l], g->lora && !base_only ? &g->lora[l] : NULL, &s->layer, &lb, s->x,
-                                   s->x, err))
+        if (gpu_layer_forward_lora(d, &g->layers[l], lora ? &lora[l] : NULL, &s->layer, &lb, s->x, s->x, err))
             return -1;
     return gpu_rmsnorm_forward(d, s->hf, s->rstd, s->x, g->norm, N, g->C, g->C, g->C, g->eps, err);
 }
@@ -179,19 +178,27 @@ int gpu_model_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, cons
     return gpu_model_logprobs_pass(d, g, s, ids, starts, B, targets, inv_temp, NULL, logprob, entropy, err);
 }
 
-int gpu_model_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids,
-                            const int *starts, int B, const int32_t *targets, float inv_temp, const ModelPass *pass,
-                            float *logprob, float *entropy, GrpoErr *err) {
-    if (pass && pass->drop_keys && g->lora)
-        return err_set(err, "GPU model: a pass with adapter dropout (training) in the inference forward");
+/* The forward of the trunk with lora's adapters, the head's log-probs downloaded. */
+static int logprobs_with(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids, const int *starts,
+                         int B, const int32_t *targets, float inv_temp, const GpuLayerLora *lora, float *logprob,
+                         float *entropy, GrpoErr *err) {
     int N = upload_batch(d, g, s, ids, starts, B, err);
-    if (N < 0 || trunk_forward(d, g, s, N, B, pass && pass->base_only, err) ||
+    if (N < 0 || trunk_forward(d, g, s, N, B, lora, err) ||
         gpu_logprob_forward(d, s->logprob, entropy ? s->entropy : 0, s->lse, s->hf, g->head, targets, N, inv_temp,
                             &s->head, err) ||
         gpu_sync(d, err) || gpu_get(d, logprob, s->logprob, sizeof(float) * (size_t)N, err) ||
         (entropy && gpu_get(d, entropy, s->entropy, sizeof(float) * (size_t)N, err)))
         return -1;
     return 0;
+}
+
+int gpu_model_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, const int32_t *ids,
+                            const int *starts, int B, const int32_t *targets, float inv_temp, const ModelPass *pass,
+                            float *logprob, float *entropy, GrpoErr *err) {
+    if (pass && pass->drop_keys && g->lora)
+        return err_set(err, "GPU model: a pass with adapter dropout (training) in the inference forward");
+    const GpuLayerLora *lora = pass && pass->base_only ? NULL : g->lora;
+    return logprobs_with(d, g, s, ids, starts, B, targets, inv_temp, lora, logprob, entropy, err);
 }
 
 int gpu_model_batch_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb, float inv_temp,
@@ -201,10 +208,26 @@ int gpu_model_batch_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s
 
 int gpu_model_batch_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb,
                                   float inv_temp, const ModelPass *pass, float *logp, float *entropy, GrpoErr *err) {
+    if (pass && pass->drop_keys && g->lora)
+        return err_set(err, "GPU model: a pass with adapter dropout (training) in the inference forward");
+    return gpu_model_batch_logprobs_lora(d, g, s, pb, inv_temp, pass && pass->base_only ? NULL : g->lora, logp,
+                                         entropy, err);
+}
+
+/* ---- other adapters on the same base (a run continuing --adapter: its frozen starting adapter, the KL
+ * reference) ---- */
+
+int gpu_model_batch_logprobs_lora(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb,
+                                  float inv_temp, const GpuLayerLora *lora, float *logp, float *entropy,
+                                  GrpoErr *err) {
     if (!pb->packed) return err_set(err, "GPU model: the batch is right-padded (expected one packed end to end)");
+    for (int l = 0; lora && l < g->L; l++) /* the scratch's u is sized for the rank g was uploaded with */
+        for (int mod = 0; mod < LORA_N_MODULES; mod++)
+            if (lora[l].has[mod] && lora[l].mod[mod].r > g->lora_r)
+                return err_set(err, "GPU model: adapters of rank %d lent to a model uploaded with rank %d",
+                               lora[l].mod[mod].r, g->lora_r);
     float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
-    if (gpu_model_logprobs_pass(d, g, s, pb->ids, pb->start, pb->S, pb->targets, inv_temp, pass, lp, ent, err))
-        return -1;
+    if (logprobs_with(d, g, s, pb->ids, pb->start, pb->S, pb->targets, inv_temp, lora, lp, ent, err)) return -1;
     padded_batch_gather(pb, lp, logp);
     if (entropy) padded_batch_gather(pb, ent, entropy);
     return 0;

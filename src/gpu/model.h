@@ -9,7 +9,8 @@
  *   head's product reads it, 1/T is the product's alpha, as on the CPU).
  * With LoRA adapters attached (m->lora), each layer adds them as the CPU's does
  * under a frozen bf16 base (gpu_layer_forward_lora), unless a pass asks for the
- * base alone (ModelPass.base_only: the KL reference of a LoRA run).
+ * base alone (ModelPass.base_only: the KL reference of new adapters), or other
+ * adapters lent for one pass (gpu_model_batch_logprobs_lora: a starting adapter's).
  * Inference only: nothing is saved for a backward. Everything is sized once
  * (gpu_model_scratch_create); a call uploads the batch's ids, positions and starts
  * and downloads the per-position results. */
@@ -92,5 +93,12 @@ int gpu_model_batch_logprobs(GpuDevice *d, const GpuModel *g, GpuModelScratch *s
                              float *logp, float *entropy, GrpoErr *err);
 int gpu_model_batch_logprobs_pass(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb,
                                   float inv_temp, const ModelPass *pass, float *logp, float *entropy, GrpoErr *err);
+/* The same with lora[L] (views such as gpu_lora_view's into another buffer, of at
+ * most the rank g was uploaded with; NULL: the base alone) in place of g's own
+ * adapters: the same bf16 base under other adapters, with no second copy of it (a
+ * run continuing --adapter: its frozen starting adapter, the KL reference). */
+int gpu_model_batch_logprobs_lora(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, PaddedBatch *pb,
+                                  float inv_temp, const GpuLayerLora *lora, float *logp, float *entropy,
+                                  GrpoErr *err);
 
 #endif
