@@ -167,7 +167,7 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
     if (tm->gpu) /* the host keeps the gradient's staging, the model's halves and AdamW's copy for checkpoints */
         return train_gpu_plan(tm->gpu, m, tm->ref_kind == REF_MODEL ? &tm->ref : NULL, tm->ref_kind == REF_BASE,
-                              &tm->opt, tm->decay_mask, (int)tokens, a->logprob_chunk_rows, length_option, err);
+                              tm->ref_kind == REF_ADAPTER ? &tm->ref_lora : NULL, &tm->opt, tm->decay_mask, (int)tokens, a->logprob_chunk_rows, length_option, err);
     return 0;
 }
 
@@ -276,7 +276,7 @@ static void prepare(TrainModel *tm, const TrainBatch *b, int training) {
 
 void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy) {
     prepare(tm, b, 0);
-    if (tm->gpu) { /* the reference there is REF_MODEL's or REF_BASE's (REF_ADAPTER trains on the CPU) */
+    if (tm->gpu) { /* REF_ADAPTER's there: the policy's base under its own copy of ref_lora */
         train_gpu_logprobs(tm->gpu, which == TRAIN_REFERENCE, &tm->pb, b->inv_temperature, logp, entropy);
         return;
     }

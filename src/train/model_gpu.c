@@ -18,6 +18,7 @@
 
 #include "dist/dist.h"
 #include "gpu/model_lora.h"
+#include "model/lora_layers.h"
 #include "gpu/model_train.h"
 #include "gpu/ops.h"
 #include "ops/ops.h"
@@ -42,6 +43,10 @@ struct TrainGpu {
     int ref_base;                 /* the KL reference is the policy's base with the adapters off (REF_BASE) */
     int recompute;                /* gradient_checkpointing (either policy): the passes keep one layer's set */
     int selective;                /* ... asked for as selective, which the device runs as full */
+    /* --adapter with a KL reference (REF_ADAPTER): the starting adapter's fp32 values, frozen, and views of them
+     * that the policy's base runs under for the reference (no second copy of the base) */
+    CUdeviceptr ref_adapter;      /* fp32 [P] in the adapters' table layout, or 0 */
+    GpuLayerLora *ref_adapter_views; /* [L] */
     size_t free_at_open;          /* the driver's free bytes before anything of ours */
     double fixed_bytes, ref_bytes, act_bytes;
     GpuModel policy, ref;
@@ -76,8 +81,6 @@ static void ok(int rc, const GrpoErr *e) {
 /* ---- where a run trains ---- */
 
 static const char *option_reason(const TrainingArgs *a, const TrainModelNeeds *needs) {
-    if (a->adapter && needs->reference)
-        return "--adapter with a KL reference (beta > 0: the starting adapter as the reference)";
     if (a->bf16 == 0) return "bf16 false (fp32 products)";
     return NULL;
 }
@@ -244,17 +247,36 @@ static int upload_moving_ref(TrainGpu *g, Model *ref, GrpoErr *err) {
     return upload_ref(g, err);
 }
 
+/* --adapter's KL reference: the starting adapter (lo, the host's frozen copy: read
+ * from --adapter, also on a resume, as the CPU reads it) uploaded once, and each
+ * layer's views of it, which the policy's base runs under for the reference. */
+static int upload_ref_adapter(TrainGpu *g, const LoraLayers *lo, GrpoErr *err) {
+    const Model *m = g->host;
+    CHECK(lo->table.total == g->P && lo->spec.r == m->lora->spec.r && lo->n_layers == m->cfg.n_layers);
+    if (gpu_alloc(&g->dev, &g->ref_adapter, 4 * g->P, err) ||
+        gpu_put(&g->dev, g->ref_adapter, lo->params, 4 * g->P, err))
+        return -1;
+    int L = m->cfg.n_layers;
+    g->ref_adapter_views = xcalloc((size_t)(L ? L : 1), sizeof *g->ref_adapter_views);
+    for (int l = 0; l < L; l++)
+        for (int mod = 0; mod < LORA_N_MODULES; mod++)
+            g->ref_adapter_views[l].has[mod] =
+                gpu_lora_view(&g->ref_adapter_views[l].mod[mod], lo, &m->cfg, l, (LoraModule)mod, g->ref_adapter, 0);
+    return 0;
+}
+
 /* Weights, master weights, AdamW's state, the mask and the reference: -1 with err
  * when they do not fit or a copy fails. */
-static int plan_fixed(TrainGpu *g, Model *ref, const uint8_t *mask, GrpoErr *err) {
+static int plan_fixed(TrainGpu *g, Model *ref, const LoraLayers *ref_adapter, const uint8_t *mask, GrpoErr *err) {
     GpuDevice *d = &g->dev;
     size_t P = g->P, before = free_bytes(g);
     /* full fine-tuning: 4 x 4 P (master, gradient, m, v) and 2 P of bf16 copies; LoRA: the base's bf16 copy and
      * the adapters' 4 x 4 P (their values are the master: the forward reads fp32 adapters); the reference's
-     * copies, and a moving one's fp32 weights */
+     * copies, and a moving one's fp32 weights; --adapter's reference: the starting adapter's 4 P */
     double base = g->lora ? 2.0 * g->host->table.total : 0;
     double mb = 1048576.0,
-           want = (g->lora ? 16.0 : 18.0) * P + base + (ref ? (ref->half ? 2.0 : 6.0) * ref->table.total : 0);
+           want = (g->lora ? 16.0 : 18.0) * P + base + (ref ? (ref->half ? 2.0 : 6.0) * ref->table.total : 0) +
+                  (ref_adapter ? 4.0 * P : 0);
     if (want > (double)before)
         return err_set(err, "the memory plan does not fit on the GPU: the weights, their fp32 master copy, gradients "
                        "and AdamW state take about %.0f MB, %s has %.0f MB free; set use_cpu true to train on the CPU",
@@ -274,6 +296,8 @@ static int plan_fixed(TrainGpu *g, Model *ref, const uint8_t *mask, GrpoErr *err
     } else if (ref) {
         if (gpu_model_upload(d, &g->ref, ref, err)) return -1;
         g->has_ref = 1;
+    } else if (ref_adapter && upload_ref_adapter(g, ref_adapter, err)) {
+        return -1;
     }
     size_t after = free_bytes(g);
     g->fixed_bytes = (double)before - (double)mid, g->ref_bytes = (double)mid - (double)after;
@@ -298,15 +322,17 @@ static const char *kept_words(const TrainGpu *g) {
                           "in the backward";
 }
 
-int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
-                   int max_tokens, int chunk_rows, const char *length_option, GrpoErr *err) {
+int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const LoraLayers *ref_adapter, AdamW *opt,
+                   const uint8_t *decay_mask, int max_tokens, int chunk_rows, const char *length_option,
+                   GrpoErr *err) {
     g->host = policy, g->opt = opt, g->max_tokens = max_tokens;
     g->lora = policy->lora != NULL, g->ref_base = ref_base;
     g->P = g->lora ? policy->lora->table.total : policy->table.total;
-    CHECK((g->lora ? policy->half != NULL : policy->mixed != NULL) && opt->n == g->P && !(ref && ref_base));
+    CHECK((g->lora ? policy->half != NULL : policy->mixed != NULL) && opt->n == g->P &&
+          (ref != NULL) + ref_base + (ref_adapter != NULL) <= 1 && (!ref_adapter || g->lora));
     if (g->lora && policy->half->products16 == 0)
         return err_set(err, "GPU LoRA training: the base's products are not bf16 (expected --bf16)");
-    if (plan_fixed(g, ref, decay_mask, err)) return -1;
+    if (plan_fixed(g, ref, ref_adapter, decay_mask, err)) return -1;
     size_t before = free_bytes(g);
     GrpoErr e;
     if (create_pass(g, max_tokens, chunk_rows, &e) ||
@@ -336,11 +362,12 @@ void train_gpu_close(TrainGpu *g) {
     }
     if (g->has_ref) gpu_model_free(d, &g->ref);
     if (g->policy.layers) gpu_model_free(d, &g->policy); /* LoRA's master with it */
-    CUdeviceptr all[] = {g->lora ? 0 : g->master, g->m, g->v, g->mask, g->parts, g->ref_master};
+    CUdeviceptr all[] = {g->lora ? 0 : g->master, g->m, g->v, g->mask, g->parts, g->ref_master, g->ref_adapter};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) gpu_free(d, all[i]);
     gpu_close(d);
     free(g->spans.at), free(g->ref_spans.at), free(g->rows), free(g->dlogp), free(g->host_parts);
+    free(g->ref_adapter_views);
     free(g);
 }
 
@@ -353,6 +380,9 @@ void train_gpu_describe(const TrainGpu *g, char *out, size_t n) {
         snprintf(ref, sizeof ref, ", reference %.0f (%s)", g->ref_bytes / mb,
                  g->ref_master ? "fp32 weights, mixed in, and their bf16 copies" : "in bf16");
     if (g->ref_base) snprintf(ref, sizeof ref, ", reference: the base, adapters off (no copy)");
+    if (g->ref_adapter)
+        snprintf(ref, sizeof ref, ", reference %.0f (the base under the starting adapter, frozen: its fp32 values; "
+                 "the base not copied)", g->ref_bytes / mb);
     const char *what = g->lora ? "the frozen base in bf16 + the adapters' fp32 values+grads+AdamW"
                                : "weights in bf16 + fp32 master weights+grads+AdamW";
     snprintf(out, n, "on the GPU (%s, %.0f MB free): %s %.0f%s, activations %.0f (micro-batch of %d tokens; %s)",
@@ -371,8 +401,13 @@ static void device_current(TrainGpu *g) {
 
 void train_gpu_logprobs(TrainGpu *g, int reference, PaddedBatch *pb, float inv_temp, float *logp, float *entropy) {
     device_current(g);
-    CHECK(!reference || g->has_ref || g->ref_base);
+    CHECK(!reference || g->has_ref || g->ref_base || g->ref_adapter);
     GrpoErr e;
+    if (reference && g->ref_adapter) { /* TRL re-training a PeftModel: the "ref" adapter, the starting one, frozen */
+        ok(gpu_model_batch_logprobs_lora(&g->dev, &g->policy, &g->scratch, pb, inv_temp, g->ref_adapter_views, logp,
+                                         entropy, &e), &e);
+        return;
+    }
     ModelPass base = {.base_only = 1}; /* TRL with new PEFT adapters: the reference is the base, adapters disabled */
     ok(gpu_model_batch_logprobs_pass(&g->dev, reference && g->has_ref ? &g->ref : &g->policy, &g->scratch, pb,
                                      inv_temp, reference && g->ref_base ? &base : NULL, logp, entropy, &e), &e);

@@ -40,18 +40,21 @@ typedef struct TrainGpu TrainGpu;
 /* Where a run trains. 1: on the GPU, *out made with the device open (the model
  * must be loaded under mixed precision); 0: on the CPU — silently where there is
  * no GPU or use_cpu is set, else with note[n] one line naming why and use_cpu
- * (bf16 false, --adapter with a KL reference); -1 with
+ * (bf16 false); -1 with
  * err: a GPU is there but cannot be set up. */
 int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainGpu **out, char *note, size_t n,
                      GrpoErr *err);
 /* policy (and ref, the KL reference, or NULL: bf16 frozen, or fp32 moving under
  * sync_ref_model, borrowed like policy; ref_base: the reference is the policy's
- * base with its adapters off) onto the device with opt's m and v
+ * base with its adapters off; ref_adapter: LoRA continuing --adapter, the reference
+ * is the policy's base under this frozen starting adapter, of the policy adapters'
+ * shapes, uploaded once; at most one of the three) onto the device with opt's m and v
  * (policy and opt stay the host's copies, borrowed until close), and everything
  * for micro-batches of up to max_tokens packed rows, against the GPU's free memory:
  * -1 with err naming the options to lower (length_option the algorithm's own). */
-int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, AdamW *opt, const uint8_t *decay_mask,
-                   int max_tokens, int chunk_rows, const char *length_option, GrpoErr *err);
+int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const struct LoraLayers *ref_adapter,
+                   AdamW *opt, const uint8_t *decay_mask, int max_tokens, int chunk_rows, const char *length_option,
+                   GrpoErr *err);
 void train_gpu_close(TrainGpu *g);
 /* Device bytes planned (measured as the driver's free memory went down) and the
  * plan's words for them. */
