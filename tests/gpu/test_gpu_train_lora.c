@@ -27,8 +27,9 @@
  * (at most 3 x 4 P + 2 P bytes in 3 steps, P the adapters' floats, test_gpu_train's
  * bound: a copy each update as well is 5.2 x 4 P) and says in its plan that it trains
  * and generates on the GPU; --adapter
- * continues an adapter on the GPU in the bound above; with a KL reference it trains
- * on the CPU with one line naming use_cpu. A GRPO run on tests/fixtures/qwen3's config
+ * continues an adapter on the GPU in the bound above, also with a KL reference (the
+ * starting adapter frozen on the device: the KL in check_kl's bound, a resume the
+ * uninterrupted run's bytes). A GRPO run on tests/fixtures/qwen3's config
  * (q/k norm; every linear layer adapted, dropout 0.1) in the same bound, its
  * completions the CPU bf16 run's bytes. With beta 0.04 the logged KL is the CPU's within 5e-2 relative
  * (a reference with the adapters on would log 0). The pass itself
@@ -461,8 +462,8 @@ static void check_sft(void) {
 }
 
 /* --adapter continues an adapter on the GPU (the CPU's moves from it, in the bound
- * above, its rollouts the same); with a KL reference (the starting adapter as the
- * reference) it trains on the CPU, saying so. */
+ * above, its rollouts the same); with a KL reference (the starting adapter, frozen:
+ * check_adapter_ref) on the GPU too. */
 static void check_adapter(void) {
     T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --adapter %s/l_gpu --use_cpu true --bf16 true", tmp, tmp, tmp, "a_cpu",
                  tmp), "--adapter, cpu: %s", errs);
@@ -471,12 +472,40 @@ static void check_adapter(void) {
     check_plan("grpo train --adapter", errs);
     check_moved_from("grpo train --adapter (continued)", "l_gpu", "a_cpu", "a_gpu");
     check_rollouts("grpo train --adapter", "a_cpu", "a_gpu");
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --quiet false --max_steps 1", tmp, tmp,
-                 tmp, "a_ref", tmp), "--adapter, beta: %s", errs);
-    const char *line = strstr(errs, "trains on the CPU");
-    T_CHECK(line && strstr(errs, "--adapter with a KL reference") && strstr(errs, "--use_cpu"),
-            "--adapter with beta 0.04: expected one line naming it and --use_cpu, got:\n%s", errs);
-    if (line) printf("  --adapter with beta 0.04: ...%.*s\n", (int)strcspn(line, "\n"), line);
+}
+
+/* --adapter with beta 0.04: the reference is the base under the starting adapter
+ * (l_gpu's), frozen, held on the device beside the policy's. Against the CPU bf16
+ * run: the moves in the bound above, the same completions, the KL in check_kl's
+ * bound (0 at step 1, where the policy is the reference; a reference under the
+ * policy's current adapters would log 0 at every step), nothing said on stderr; the
+ * plan names the reference; a resume from checkpoint-2 writes the uninterrupted
+ * run's adapter bytes (the reference read again from --adapter, as the CPU does). */
+static void check_adapter_ref(void) {
+    const char *what = "grpo train --adapter --beta 0.04 (the reference: the starting adapter, frozen)";
+    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --use_cpu true --bf16 true", tmp, tmp,
+                 tmp, "r_cpu", tmp), "--adapter --beta 0.04, cpu: %s", errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu", tmp, tmp, tmp, "r_gpu", tmp),
+            "--adapter --beta 0.04, gpu: %s", errs);
+    T_CHECK(!errs[0], "%s: the GPU run (--quiet) said something: %s", what, errs);
+    check_moved_from(what, "l_gpu", "r_cpu", "r_gpu");
+    check_rollouts(what, "r_cpu", "r_gpu");
+    check_kl(what, "r_cpu", "r_gpu");
+    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --save_steps 2 --quiet false", tmp, tmp,
+                 tmp, "r_ck", tmp), "--adapter --beta 0.04, checkpoints: %s", errs);
+    check_plan(what, errs);
+    /* the device's words (the host's line says "(the base under the starting adapter, frozen)" on either side) */
+    T_CHECK(strstr(errs, "(the base under the starting adapter, frozen: its fp32 values; the base not copied)") &&
+                !strstr(errs, "trains on the CPU"),
+            "%s: the plan does not say the GPU holds the starting adapter as the reference:\n%s", what, errs);
+    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --resume_from_checkpoint "
+                 "%s/r_ck/checkpoint-2", tmp, tmp, tmp, "r_re", tmp, tmp), "--adapter --beta 0.04, resume: %s", errs);
+    char a[400], b[400];
+    snprintf(a, sizeof a, "%s/r_gpu/adapter_model.safetensors", tmp);
+    snprintf(b, sizeof b, "%s/r_re/adapter_model.safetensors", tmp);
+    int same = same_file(a, b);
+    T_CHECK(same, "%s: resumed from checkpoint-2, the adapter differs from the uninterrupted run's", what);
+    if (same) printf("  %s: resumed from checkpoint-2, the uninterrupted run's adapter bytes\n", what);
 }
 
 /* Qwen3 (q/k norm between the qkv product with its adapters and RoPE): a GRPO run
@@ -503,6 +532,7 @@ static void check_all(void) {
     check_resume_merge();
     check_sft();
     check_adapter();
+    check_adapter_ref();
     check_qwen3();
 }
 
