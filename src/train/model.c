@@ -167,7 +167,8 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
     if (tm->gpu) /* the host keeps the gradient's staging, the model's halves and AdamW's copy for checkpoints */
         return train_gpu_plan(tm->gpu, m, tm->ref_kind == REF_MODEL ? &tm->ref : NULL, tm->ref_kind == REF_BASE,
-                              tm->ref_kind == REF_ADAPTER ? &tm->ref_lora : NULL, &tm->opt, tm->decay_mask, (int)tokens, a->logprob_chunk_rows, length_option, err);
+                              tm->ref_kind == REF_ADAPTER ? &tm->ref_lora : NULL, &tm->opt, tm->decay_mask,
+                              (int)tokens, a->logprob_chunk_rows, length_option, err);
     return 0;
 }
 

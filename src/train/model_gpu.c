@@ -18,9 +18,9 @@
 
 #include "dist/dist.h"
 #include "gpu/model_lora.h"
-#include "model/lora_layers.h"
 #include "gpu/model_train.h"
 #include "gpu/ops.h"
+#include "model/lora_layers.h"
 #include "ops/ops.h"
 
 /* One tensor the forward reads, made from the master weights at a table offset. */

@@ -6,7 +6,9 @@
  * training pass (gpu/model_train.h: recomputation with gradient_checkpointing, the gradient in
  * the parameter table's layout), fp32 master weights with AdamW's m and v in that
  * layout, the decay mask, and the KL reference when there is one: a frozen one's bf16
- * copy, or sync_ref_model's moving one as fp32 weights (mixed there) and bf16 copies.
+ * copy, or sync_ref_model's moving one as fp32 weights (mixed there) and bf16 copies;
+ * under LoRA none (the base, adapters off) or, continuing --adapter, the starting
+ * adapter's fp32 values, which the policy's base runs under for the reference.
  * The policy's GpuModel is also what a generator decodes (train_gpu_gen_device):
  * every update remakes it from the master weights (LoRA: AdamW writes the adapters
  * it holds views of in place), so generation after an update reads that update's
