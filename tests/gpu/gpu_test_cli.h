@@ -65,4 +65,23 @@ static inline int gpu_test_run_entry(int (*fn)(int, char **), const char *line_i
     return rc;
 }
 
+/* The bytes of two files equal (both readable, not empty; the first 1 MiB compared). */
+static inline int gpu_test_same_file(const char *a, const char *b) {
+    static char x[1 << 20], y[1 << 20];
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+    size_t n = f ? fread(x, 1, sizeof x, f) : 0, m = g ? fread(y, 1, sizeof y, g) : 0;
+    int same = f && g && n == m && n > 0 && !memcmp(x, y, n);
+    if (f) fclose(f);
+    if (g) fclose(g);
+    return same;
+}
+
+/* File b's bytes are the end of file a's (a resumed run's log against the whole run's). */
+static inline int gpu_test_file_ends(const char *a, const char *b) {
+    static char x[1 << 16], y[1 << 16];
+    gpu_test_slurp(a, x, sizeof x), gpu_test_slurp(b, y, sizeof y);
+    size_t n = strlen(x), m = strlen(y);
+    return m > 0 && m < n && !memcmp(x + n - m, y, m);
+}
+
 #endif

@@ -68,17 +68,6 @@ static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) {
     return gpu_test_run_entry(fn, line, NULL, path, NULL, e, MAXOUT);
 }
 
-/* The bytes of two files equal (both readable). */
-static int same_file(const char *a, const char *b) {
-    static char x[1 << 20], y[1 << 20];
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
-    size_t n = f ? fread(x, 1, sizeof x, f) : 0, m = g ? fread(y, 1, sizeof y, g) : 0;
-    int same = f && g && n == m && n > 0 && !memcmp(x, y, n);
-    if (f) fclose(f);
-    if (g) fclose(g);
-    return same;
-}
-
 /* ---- the models and data ---- */
 
 /* tests/fixtures/NAME's config with the byte tokenizer's vocabulary and eos, made by grpo init. */
@@ -218,17 +207,9 @@ static void check_metric_keys(const char *what, const char *cpu_dir, const char 
 static void check_rollouts(const char *what, const char *a_dir, const char *b_dir) {
     char a[400], b[400];
     snprintf(a, sizeof a, "%s/%s/completions.jsonl", tmp, a_dir), snprintf(b, sizeof b, "%s/%s/completions.jsonl", tmp, b_dir);
-    int same = same_file(a, b);
+    int same = gpu_test_same_file(a, b);
     T_CHECK(same, "%s: completions.jsonl differs (%s against %s)", what, b_dir, a_dir);
     if (same) printf("  %s: completions.jsonl the same bytes (ids, rewards, advantages)\n", what);
-}
-
-/* File b's bytes are the end of file a's (a resumed run's log against the whole run's). */
-static int file_ends(const char *a, const char *b) {
-    static char x[MAXOUT], y[MAXOUT];
-    gpu_test_slurp(a, x, sizeof x), gpu_test_slurp(b, y, sizeof y);
-    size_t n = strlen(x), m = strlen(y);
-    return m > 0 && m < n && !memcmp(x + n - m, y, m);
 }
 
 /* The value of "key" in DIR/metrics.jsonl as written (its last), or "". */
@@ -287,7 +268,7 @@ static void check_refused(const char *what, int (*fn)(int, char **), const char 
     T_CHECK(!run(fn, errs2, "%s %s --use_cpu true --quiet --output_dir %s/r_cpu --overwrite_output_dir true", base,
                  extra, tmp), "%s --use_cpu: %s", what, errs2);
     snprintf(a, sizeof a, "%s/r_gpu/%s", tmp, file), snprintf(b, sizeof b, "%s/r_cpu/%s", tmp, file);
-    T_CHECK(same_file(a, b), "%s: %s differs from the --use_cpu run's", what, file);
+    T_CHECK(gpu_test_same_file(a, b), "%s: %s differs from the --use_cpu run's", what, file);
 }
 
 /* ---- the checks ---- */
@@ -344,10 +325,10 @@ static void check_grpo_resume(void) {
     T_CHECK(!run(cmd_train, errs, TRAIN " --resume_from_checkpoint %s/g_ck/checkpoint-2", tmp, tmp, tmp, "g_re", tmp),
             "resume: %s", errs);
     snprintf(a, sizeof a, "%s/t_gpu/model.safetensors", tmp), snprintf(b, sizeof b, "%s/g_re/model.safetensors", tmp);
-    int same = same_file(a, b);
+    int same = gpu_test_same_file(a, b);
     T_CHECK(same, "grpo train resumed on the GPU: the model differs from the uninterrupted run's");
     snprintf(a, sizeof a, "%s/t_gpu/completions.jsonl", tmp), snprintf(b, sizeof b, "%s/g_re/completions.jsonl", tmp);
-    int rollouts = file_ends(a, b);
+    int rollouts = gpu_test_file_ends(a, b);
     T_CHECK(rollouts, "grpo train resumed on the GPU: step 3's completions are not the uninterrupted run's");
     if (same && rollouts)
         printf("  grpo train resumed from checkpoint-2 on the GPU: step 3's completions and the final model the "
@@ -394,7 +375,7 @@ static void check_resume(void) {
     T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --resume_from_checkpoint "
                  "%s/rb/checkpoint-2 --overwrite_output_dir true", tmp, "m2", tmp, tmp, "rb", tmp), "resume: %s", errs);
     snprintf(a, sizeof a, "%s/ra/model.safetensors", tmp);
-    int same = same_file(a, b);
+    int same = gpu_test_same_file(a, b);
     T_CHECK(same, "the resumed run on the GPU differs from the uninterrupted one");
     if (same) printf("  resume from checkpoint-2 on the GPU: the uninterrupted run's bytes\n");
 }
@@ -463,13 +444,13 @@ static void check_no_gpu(void) {
     T_CHECK(!run(cmd_train, errs, TRAIN, tmp, tmp, tmp, "n_plain") && !errs[0], "no GPU: %s", errs);
     T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true", tmp, tmp, tmp, "n_cpu") && !errs[0], "--use_cpu: %s", errs);
     snprintf(a, sizeof a, "%s/n_plain/model.safetensors", tmp), snprintf(b, sizeof b, "%s/n_cpu/model.safetensors", tmp);
-    T_CHECK(same_file(a, b), "no GPU: grpo train's model differs from --use_cpu's");
+    T_CHECK(gpu_test_same_file(a, b), "no GPU: grpo train's model differs from --use_cpu's");
     T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "o_plain"), "%s", errs);
     T_CHECK(!run(cmd_sft, errs2, SFT " --per_device_train_batch_size 2 --use_cpu true", tmp, "m2", tmp, tmp, "o_cpu"),
             "%s", errs2);
     T_CHECK(!strstr(errs, "GPU") && !strstr(errs, "use_cpu"), "no GPU: sft said something of it: %s", errs);
     snprintf(a, sizeof a, "%s/o_plain/model.safetensors", tmp), snprintf(b, sizeof b, "%s/o_cpu/model.safetensors", tmp);
-    T_CHECK(same_file(a, b), "no GPU: grpo sft's model differs from --use_cpu's");
+    T_CHECK(gpu_test_same_file(a, b), "no GPU: grpo sft's model differs from --use_cpu's");
     printf("  no GPU (%s): train and sft write the --use_cpu runs' bytes, nothing more said\n", why);
 }
 

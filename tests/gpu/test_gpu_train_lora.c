@@ -66,24 +66,6 @@ static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) {
     return gpu_test_run_entry(fn, line, NULL, path, NULL, e, MAXOUT);
 }
 
-static int same_file(const char *a, const char *b) {
-    static char x[1 << 20], y[1 << 20];
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
-    size_t n = f ? fread(x, 1, sizeof x, f) : 0, m = g ? fread(y, 1, sizeof y, g) : 0;
-    int same = f && g && n == m && n > 0 && !memcmp(x, y, n);
-    if (f) fclose(f);
-    if (g) fclose(g);
-    return same;
-}
-
-/* b's bytes are the end of a's (a resumed run's log against the whole run's). */
-static int file_ends(const char *a, const char *b) {
-    static char x[MAXOUT], y[MAXOUT];
-    gpu_test_slurp(a, x, sizeof x), gpu_test_slurp(b, y, sizeof y);
-    size_t n = strlen(x), m = strlen(y);
-    return m > 0 && m < n && !memcmp(x + n - m, y, m);
-}
-
 /* tests/fixtures/NAME's config with the byte tokenizer's vocabulary and eos, made by grpo init into OUT. */
 static void make_model(const char *name, const char *out) {
     char path[512], cfg[8192], *p;
@@ -226,7 +208,7 @@ static void check_split(const char *what, const char *a_dir, const char *b_dir) 
 static void check_rollouts(const char *what, const char *a_dir, const char *b_dir) {
     char a[400], b[400];
     snprintf(a, sizeof a, "%s/%s/completions.jsonl", tmp, a_dir), snprintf(b, sizeof b, "%s/%s/completions.jsonl", tmp, b_dir);
-    int same = same_file(a, b);
+    int same = gpu_test_same_file(a, b);
     T_CHECK(same, "%s: completions.jsonl differs (%s against %s)", what, b_dir, a_dir);
     if (same) printf("  %s: completions.jsonl the same bytes (ids, rewards, advantages)\n", what);
 }
@@ -420,10 +402,10 @@ static void check_resume_merge(void) {
             "resume: %s", errs);
     snprintf(a, sizeof a, "%s/l_gpu/adapter_model.safetensors", tmp);
     snprintf(b, sizeof b, "%s/g_re/adapter_model.safetensors", tmp);
-    int same = same_file(a, b);
+    int same = gpu_test_same_file(a, b);
     T_CHECK(same, "grpo train --use_peft resumed on the GPU: the adapter differs from the uninterrupted run's");
     snprintf(a, sizeof a, "%s/l_gpu/completions.jsonl", tmp), snprintf(b, sizeof b, "%s/g_re/completions.jsonl", tmp);
-    int rollouts = file_ends(a, b);
+    int rollouts = gpu_test_file_ends(a, b);
     T_CHECK(rollouts, "grpo train --use_peft resumed on the GPU: step 3's completions are not the uninterrupted run's");
     if (same && rollouts)
         printf("  resumed from checkpoint-2 on the GPU: step 3's completions and the adapter the uninterrupted "
@@ -503,7 +485,7 @@ static void check_adapter_ref(void) {
     char a[400], b[400];
     snprintf(a, sizeof a, "%s/r_gpu/adapter_model.safetensors", tmp);
     snprintf(b, sizeof b, "%s/r_re/adapter_model.safetensors", tmp);
-    int same = same_file(a, b);
+    int same = gpu_test_same_file(a, b);
     T_CHECK(same, "%s: resumed from checkpoint-2, the adapter differs from the uninterrupted run's", what);
     if (same) printf("  %s: resumed from checkpoint-2, the uninterrupted run's adapter bytes\n", what);
 }
