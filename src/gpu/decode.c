@@ -136,7 +136,8 @@ int gpu_decode_layer_lora(GpuDevice *d, const GpuLayerWeights *w, const GpuLayer
     if (attention_half(d, w, lo, c, s, rows, x, err) ||
         gpu_rmsnorm_forward(d, s->h, s->rstd, x, w->ln2, n, C, C, C, w->eps, err) ||
         gpu_matmul_rowwise_bf16(d, s->gu, s->h, w->wgu, 0, n, C, 2 * F, err) ||
-        lora_add(d, lo, s, LORA_LIN_GU, s->gu, 2 * F, s->h, n, err) || gpu_swiglu_forward(d, s->act, s->gu, n, F, err) ||
+        lora_add(d, lo, s, LORA_LIN_GU, s->gu, 2 * F, s->h, n, err) ||
+        gpu_swiglu_forward(d, s->act, s->gu, n, F, err) ||
         gpu_matmul_rowwise_bf16(d, s->tmp, s->act, w->wdown, 0, n, F, C, err) ||
         lora_add(d, lo, s, LORA_LIN_DOWN, s->tmp, C, s->act, n, err))
         return -1;

@@ -25,7 +25,8 @@ static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int c
         gpu_alloc(d, &t->keys, 8 * N, err) || gpu_alloc(d, &t->seq, 4 * N, err) ||
         gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
         gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
-        gpu_alloc(d, &t->dentropy, 4 * N, err) || gpu_alloc(d, &t->grads, 4 * (t->lo->table.total ? t->lo->table.total : 1), err) ||
+        gpu_alloc(d, &t->dentropy, 4 * N, err) ||
+        gpu_alloc(d, &t->grads, 4 * (t->lo->table.total ? t->lo->table.total : 1), err) ||
         /* the table's gaps between tensors (alignment) are in the flat vector clipping and AdamW read, and no
          * backward writes them: zeros, as the CPU's */
         gpu_zero(d, t->grads, 4 * t->lo->table.total, err) ||
@@ -180,8 +181,8 @@ int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, co
     /* the head and the final norm are frozen: their input gradients only (dW 0, dw 0) */
     if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err) ||
         (dentropy && gpu_put(d, t->dentropy, dentropy, sizeof(float) * (size_t)N, err)) ||
-        gpu_logprob_backward(d, t->dhf, 0, t->dlogprob, dentropy ? t->dentropy : 0, t->hf, g->head, t->targets, t->lse, N, t->inv_temp,
-                             &t->head, 0, err) ||
+        gpu_logprob_backward(d, t->dhf, 0, t->dlogprob, dentropy ? t->dentropy : 0, t->hf, g->head, t->targets, t->lse,
+                             N, t->inv_temp, &t->head, 0, err) ||
         gpu_zero(d, t->dx, 4 * NC, err) ||
         gpu_rmsnorm_backward(d, t->dx, 0, t->dhf, x_at(t, g->L), t->rstdf, g->norm, N, C, C, C, C, 0, err))
         return -1;
