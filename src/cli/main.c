@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/crash.h"
 #include "core/text.h"
 #include "core/suggest.h"
 #include "core/version.h"
@@ -76,6 +77,7 @@ static void set_openmp_wait(char **argv) {
 int main(int argc, char **argv) {
     set_openmp_wait(argv);
     dist_init(&argc, &argv); /* one of N ranks under mpirun; a world of one otherwise */
+    crash_report_install(); /* after MPI_Init, whose own handlers it replaces */
     if (argc < 2) {
         usage(stderr);
         return 2;
