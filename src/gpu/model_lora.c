@@ -1,5 +1,5 @@
 /* gpu/model_lora.c — see model_lora.h: gpu/layer_lora.h's layers between the
- * embedding and gpu/logprob.h's head, each layer's input kept in one [L+1, N, C]
+ * embedding and gpu/head_pass.h's final norm and head, each layer's input kept in one [L+1, N, C]
  * buffer as the CPU's Activations.x, the adapters' gradient in their table's layout
  * with the host's record of what this step wrote. Not gpu/model_train.c: that is
  * full fine-tuning's pass (every weight's gradient, bf16 activations); this one has
@@ -19,18 +19,14 @@ static int acts_sets(const GpuModelLora *t) { return t->recompute && t->L ? 1 : 
 /* Device buffers for max_tokens rows and the layers' saved tensors. */
 static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
     size_t N = (size_t)t->max_tokens, NC = N * t->C;
-    if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->hf, 4 * NC, err) ||
-        gpu_alloc(d, &t->rstdf, 4 * N, err) || gpu_alloc(d, &t->dx, 4 * NC, err) ||
-        gpu_alloc(d, &t->dhf, 4 * NC, err) || gpu_alloc(d, &t->batch, 4 * (3 * N + 1), err) ||
-        gpu_alloc(d, &t->keys, 8 * N, err) || gpu_alloc(d, &t->seq, 4 * N, err) ||
-        gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
-        gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
-        gpu_alloc(d, &t->dentropy, 4 * N, err) ||
+    if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->dx, 4 * NC, err) ||
+        gpu_alloc(d, &t->batch, 4 * (3 * N + 1), err) || gpu_alloc(d, &t->keys, 8 * N, err) ||
+        gpu_alloc(d, &t->seq, 4 * N, err) ||
         gpu_alloc(d, &t->grads, 4 * (t->lo->table.total ? t->lo->table.total : 1), err) ||
         /* the table's gaps between tensors (alignment) are in the flat vector clipping and AdamW read, and no
          * backward writes them: zeros, as the CPU's */
         gpu_zero(d, t->grads, 4 * t->lo->table.total, err) ||
-        gpu_logprob_scratch_init(d, &t->head, chunk_rows, t->max_tokens, g->C, g->V, err))
+        gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, err))
         return -1;
     for (int l = 0; l < acts_sets(t); l++)
         if (gpu_lora_layer_acts_create(d, &t->acts[l], &g->layers[l], t->lo, t->max_tokens, err)) return -1;
@@ -56,7 +52,6 @@ int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g,
     t->views = xcalloc(L1, sizeof *t->views);
     t->host = xmalloc(sizeof(int32_t) * (3 * (size_t)max_tokens + 1));
     t->host_seq = xmalloc(sizeof(int32_t) * (size_t)max_tokens);
-    t->targets = xmalloc(sizeof(int32_t) * (size_t)max_tokens);
     t->written = xcalloc((size_t)(t->lo->table.n ? t->lo->table.n : 1), 1);
     if (alloc_buffers(d, t, g, chunk_rows, err)) {
         gpu_model_lora_free(d, t);
@@ -70,16 +65,15 @@ int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g,
 }
 
 void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t) {
-    CUdeviceptr *all[] = {&t->x,       &t->hf,       &t->rstdf,  &t->dx,  &t->dhf,      &t->batch, &t->keys,
-                          &t->seq,     &t->logprob,  &t->entropy, &t->lse, &t->dlogprob, &t->dentropy, &t->grads};
+    CUdeviceptr *all[] = {&t->x, &t->dx, &t->batch, &t->keys, &t->seq, &t->grads};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
     for (int l = 0; t->acts && l < acts_sets(t); l++) gpu_lora_layer_acts_free(d, &t->acts[l]);
     gpu_layer_train_scratch_free(d, &t->scratch);
-    gpu_logprob_scratch_free(d, &t->head);
-    free(t->acts), free(t->views), free(t->host), free(t->host_seq), free(t->targets), free(t->written);
+    gpu_head_pass_free(d, &t->head);
+    free(t->acts), free(t->views), free(t->host), free(t->host_seq), free(t->written);
     memset(t, 0, sizeof *t);
 }
 
@@ -153,8 +147,7 @@ int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, con
     t->N = 0;
     int N = gpu_model_upload_batch(d, g, t->batch, t->host, t->max_tokens, ids, starts, B, "GPU LoRA training", err);
     if (N < 0 || upload_keys(d, t, keys, starts, B, err)) return -1;
-    t->N = N, t->B = B, t->inv_temp = inv_temp;
-    memcpy(t->targets, targets, sizeof(int32_t) * (size_t)N);
+    t->N = N, t->B = B;
     GpuLayerBatch lb = layer_batch(g, t);
     int rc = gpu_embedding_forward_bf16(d, x_at(t, 0), t->batch, g->embed, N, g->C, err);
     for (int l = 0; l < g->L && !rc; l++) {
@@ -162,11 +155,7 @@ int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, con
         rc = gpu_lora_layer_forward(d, &g->layers[l], &t->views[l], &p, acts_of(t, l), &t->scratch, &lb,
                                     x_at(t, l + 1), x_at(t, l), err);
     }
-    if (rc || gpu_rmsnorm_forward(d, t->hf, t->rstdf, x_at(t, g->L), g->norm, N, g->C, g->C, g->C, g->eps, err) ||
-        gpu_logprob_forward(d, t->logprob, entropy ? t->entropy : 0, t->lse, t->hf, g->head, t->targets, N, inv_temp,
-                            &t->head, err) ||
-        gpu_sync(d, err) || gpu_get(d, logprob, t->logprob, sizeof(float) * (size_t)N, err) ||
-        (entropy && gpu_get(d, entropy, t->entropy, sizeof(float) * (size_t)N, err))) {
+    if (rc || gpu_head_pass_forward(d, g, &t->head, logprob, entropy, x_at(t, g->L), targets, N, inv_temp, err)) {
         t->N = 0;
         return -1;
     }
@@ -175,17 +164,10 @@ int gpu_model_lora_forward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, con
 
 int gpu_model_lora_backward(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const float *dlogprob,
                             const float *dentropy, GrpoErr *err) {
-    int N = t->N, C = g->C;
-    size_t NC = (size_t)N * C;
+    int N = t->N;
     if (N < 1) return err_set(err, "GPU LoRA training: a backward without a forward before it");
-    /* the head and the final norm are frozen: their input gradients only (dW 0, dw 0) */
-    if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err) ||
-        (dentropy && gpu_put(d, t->dentropy, dentropy, sizeof(float) * (size_t)N, err)) ||
-        gpu_logprob_backward(d, t->dhf, 0, t->dlogprob, dentropy ? t->dentropy : 0, t->hf, g->head, t->targets, t->lse,
-                             N, t->inv_temp, &t->head, 0, err) ||
-        gpu_zero(d, t->dx, 4 * NC, err) ||
-        gpu_rmsnorm_backward(d, t->dx, 0, t->dhf, x_at(t, g->L), t->rstdf, g->norm, N, C, C, C, C, 0, err))
-        return -1;
+    /* the head and the final norm are frozen (no GpuHeadGrads): their input gradients only */
+    if (gpu_head_pass_backward(d, g, &t->head, t->dx, NULL, dlogprob, dentropy, x_at(t, g->L), N, err)) return -1;
     GpuLayerBatch lb = layer_batch(g, t);
     for (int l = g->L - 1; l >= 0; l--) {
         int write[LORA_N_MODULES];

@@ -4,7 +4,7 @@
  *   forward:  x_0 = embedding(ids) (the bf16 table widened); x_{l+1} = layer_l(x_l)
  *             with its adapters (gpu/layer_lora.h, each layer's saved tensors and
  *             dropout bits kept); hf = rmsnorm(x_L, norm); the LM head's log-probs
- *             and entropies (gpu/logprob.h), lse kept;
+ *             and entropies (gpu/head_pass.h, shared with gpu/model_train.h), lse kept;
  *   backward: from dlogprob per row: the head's dhf only (its weight is frozen: no
  *             gradient formed), the final norm's input gradient, every layer from
  *             the last (dA, dB of its adapters, dx through the frozen products), and
@@ -26,27 +26,24 @@
 
 #include <stdint.h>
 
+#include "gpu/head_pass.h"
 #include "gpu/layer_lora.h"
 #include "gpu/model.h"
 
 typedef struct {
     int max_tokens, L, C;
     int N, B;                    /* the last forward's rows and sequences; N 0: none to go back through */
-    float inv_temp;              /* the last forward's */
     const LoraLayers *lo;        /* borrowed: the host's adapters (shapes, dropout, seed) */
     int recompute;               /* 1: acts holds one shared set, each layer's remade in the backward */
     GpuLoraLayerActs *acts;      /* [L] each layer's saved tensors; recompute: [1], the layer's at hand */
     GpuLayerTrainScratch scratch; /* shared by every layer */
     CUdeviceptr x;               /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
-    CUdeviceptr hf, rstdf;       /* fp32 [N, C], [N] */
-    CUdeviceptr dx, dhf;         /* fp32 [N, C] */
+    CUdeviceptr dx;              /* fp32 [N, C]: the residual stream's gradient */
     CUdeviceptr batch;           /* int32 [N ids | N positions | N+1 starts] */
     CUdeviceptr keys, seq;       /* uint64 [max_tokens] the sequences' dropout keys, int32 [max_tokens] each row's */
     int dropout;                 /* the last forward drew dropout masks (keys given, p > 0) */
-    CUdeviceptr logprob, entropy, lse, dlogprob, dentropy; /* fp32 [N] */
     int32_t *host, *host_seq;    /* [3 max_tokens + 1], [max_tokens]: made on the host */
-    int32_t *targets;            /* [max_tokens] the last forward's */
-    GpuLogprobScratch head;
+    GpuHeadPass head;            /* the frozen final norm and LM head: what their backward reads */
     CUdeviceptr grads;           /* fp32 [lo->table.total], the adapters' layout */
     GpuLayerLora *views;         /* [L] the policy's adapters with dA, dB into grads */
     uint8_t *written;            /* [lo->table.n]: entry e holds this step's gradient */

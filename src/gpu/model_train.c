@@ -1,5 +1,5 @@
 /* gpu/model_train.c — see model_train.h: the stack of gpu/layer_train.h's layers
- * between the embedding and gpu/logprob.h's head, each layer's input kept in one
+ * between the embedding and gpu/head_pass.h's final norm and head, each layer's input kept in one
  * [L+1, N, C] buffer as the CPU's Activations.x, and the gradients in one buffer of
  * the parameter table's layout with the host's record of what this step wrote. It
  * adds no kernel. With recompute, one layer's saved tensors shared by every layer
@@ -68,17 +68,12 @@ static int acts_sets(const GpuModelTrain *t) { return t->recompute && t->L ? 1 :
 /* Device buffers of the forward/backward for max_tokens rows; the layers' acts. */
 static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
     size_t N = (size_t)t->max_tokens, NC = N * t->C;
-    if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->hf, 4 * NC, err) ||
-        gpu_alloc(d, &t->rstdf, 4 * N, err) || gpu_alloc(d, &t->dx, 4 * NC, err) ||
-        gpu_alloc(d, &t->dhf, 4 * NC, err) || gpu_alloc(d, &t->batch, 4 * (3 * N + 1), err) ||
-        gpu_alloc(d, &t->logprob, 4 * N, err) || gpu_alloc(d, &t->entropy, 4 * N, err) ||
-        gpu_alloc(d, &t->lse, 4 * N, err) || gpu_alloc(d, &t->dlogprob, 4 * N, err) ||
-        gpu_alloc(d, &t->dentropy, 4 * N, err) ||
-        gpu_alloc(d, &t->grads, 4 * t->table->total, err) ||
+    if (gpu_alloc(d, &t->x, 4 * NC * (t->L + 1), err) || gpu_alloc(d, &t->dx, 4 * NC, err) ||
+        gpu_alloc(d, &t->batch, 4 * (3 * N + 1), err) || gpu_alloc(d, &t->grads, 4 * t->table->total, err) ||
         /* the table's padding between tensors (q_norm's D floats, aligned) is in the flat
          * vector clipping and AdamW read, and no backward writes it: zeros, as the CPU's */
         gpu_zero(d, t->grads, 4 * t->table->total, err) ||
-        gpu_logprob_scratch_init(d, &t->head, chunk_rows, t->max_tokens, g->C, g->V, err))
+        gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, err))
         return -1;
     for (int l = 0; l < acts_sets(t); l++)
         if (gpu_layer_acts_create(d, &t->acts[l], &g->layers[l], t->max_tokens, err)) return -1;
@@ -101,7 +96,6 @@ int gpu_model_train_create_ckpt(GpuDevice *d, GpuModelTrain *t, const GpuModel *
     t->acts = xcalloc((size_t)(t->L ? t->L : 1), sizeof *t->acts);
     t->lgrads = xcalloc((size_t)(t->L ? t->L : 1), sizeof *t->lgrads);
     t->host = xmalloc(sizeof(int32_t) * (3 * (size_t)max_tokens + 1));
-    t->targets = xmalloc(sizeof(int32_t) * (size_t)max_tokens);
     t->written = xcalloc((size_t)t->table->n, 1);
     if (alloc_buffers(d, t, g, chunk_rows, err) || make_views(t, g, err)) {
         gpu_model_train_free(d, t);
@@ -111,17 +105,15 @@ int gpu_model_train_create_ckpt(GpuDevice *d, GpuModelTrain *t, const GpuModel *
 }
 
 void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t) {
-    CUdeviceptr *all[] = {&t->x,       &t->hf,      &t->rstdf, &t->dx,       &t->dhf,  &t->batch,
-                          &t->logprob, &t->entropy, &t->lse,   &t->dlogprob, &t->grads,
-                          &t->dentropy};
+    CUdeviceptr *all[] = {&t->x, &t->dx, &t->batch, &t->grads};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
     for (int l = 0; t->acts && l < acts_sets(t); l++) gpu_layer_acts_free(d, &t->acts[l]);
     gpu_layer_train_scratch_free(d, &t->scratch);
-    gpu_logprob_scratch_free(d, &t->head);
-    free(t->acts), free(t->lgrads), free(t->host), free(t->targets), free(t->written);
+    gpu_head_pass_free(d, &t->head);
+    free(t->acts), free(t->lgrads), free(t->host), free(t->written);
     memset(t, 0, sizeof *t);
 }
 
@@ -220,18 +212,13 @@ int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, c
     int N = upload_batch(d, g, t, ids, starts, B, err);
     if (N < 0) return -1;
     if (g->embed_bf16) return err_set(err, "GPU training: the embedding is held in bf16 (expected mixed precision)");
-    t->N = N, t->B = B, t->inv_temp = inv_temp;
-    memcpy(t->targets, targets, sizeof(int32_t) * (size_t)N);
+    t->N = N, t->B = B;
     GpuLayerBatch lb = layer_batch(g, t);
     int rc = gpu_embedding_forward(d, x_at(t, 0), t->batch, g->embed, N, g->C, err);
     for (int l = 0; l < g->L && !rc; l++)
         rc = gpu_layer_forward_train(d, &g->layers[l], acts_of(t, l), &t->scratch, &lb, x_at(t, l + 1), x_at(t, l),
                                      err);
-    if (rc || gpu_rmsnorm_forward(d, t->hf, t->rstdf, x_at(t, g->L), g->norm, N, g->C, g->C, g->C, g->eps, err) ||
-        gpu_logprob_forward(d, t->logprob, entropy ? t->entropy : 0, t->lse, t->hf, g->head, t->targets, N, inv_temp,
-                            &t->head, err) ||
-        gpu_sync(d, err) || gpu_get(d, logprob, t->logprob, sizeof(float) * (size_t)N, err) ||
-        (entropy && gpu_get(d, entropy, t->entropy, sizeof(float) * (size_t)N, err))) {
+    if (rc || gpu_head_pass_forward(d, g, &t->head, logprob, entropy, x_at(t, g->L), targets, N, inv_temp, err)) {
         t->N = 0;
         return -1;
     }
@@ -241,20 +228,14 @@ int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, c
 int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob,
                              const float *dentropy, GrpoErr *err) {
     int N = t->N, C = g->C;
-    size_t NC = (size_t)N * C, VC = (size_t)g->V * C;
+    size_t VC = (size_t)g->V * C;
     if (N < 1) return err_set(err, "GPU training: a backward without a forward before it");
-    if (gpu_put(d, t->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, t->dhf, 4 * NC, err) ||
-        (dentropy && gpu_put(d, t->dentropy, dentropy, sizeof(float) * (size_t)N, err)))
-        return -1;
     /* the head's weight gradient: the embedding's when tied, taken (written) first, as the CPU's */
-    int wr = take(t, t->g_head, VC, err);
-    if (wr < 0 || gpu_logprob_backward(d, t->dhf, t->g_head, t->dlogprob, dentropy ? t->dentropy : 0, t->hf, g->head,
-                                       t->targets, t->lse, N, t->inv_temp, &t->head, wr, err))
+    GpuHeadGrads hg = {t->g_head, t->g_norm, take(t, t->g_head, VC, err), 0};
+    if (hg.write_head < 0 || (hg.write_norm = take(t, t->g_norm, (size_t)C, err)) < 0 ||
+        gpu_head_pass_backward(d, g, &t->head, t->dx, &hg, dlogprob, dentropy, x_at(t, g->L), N, err))
         return -1;
-    wr = take(t, t->g_norm, (size_t)C, err);
-    if (wr < 0 || gpu_zero(d, t->dx, 4 * NC, err) ||
-        gpu_rmsnorm_backward(d, t->dx, t->g_norm, t->dhf, x_at(t, g->L), t->rstdf, g->norm, N, C, C, C, C, wr, err))
-        return -1;
+    int wr;
     GpuLayerBatch lb = layer_batch(g, t);
     for (int l = g->L - 1; l >= 0; l--) {
         wr = take_layer(t, &g->layers[l], l, err);

@@ -4,9 +4,9 @@
  * model), on the device from the batch's ids to every parameter's gradient:
  *   forward:  x_0 = embedding(ids); x_{l+1} = layer_l(x_l) (gpu/layer_train.h, each
  *             layer's saved tensors kept); hf = rmsnorm(x_L, norm); the LM head's
- *             log-probs and entropies of the targets (gpu/logprob.h), lse kept;
- *   backward: from dlogprob (and dentropy) per row: the head (dhf, and the head's weight gradient),
- *             the final norm, every layer from the last, the embedding's scatter (a
+ *             log-probs and entropies of the targets (gpu/head_pass.h), lse kept;
+ *   backward: from dlogprob (and dentropy) per row: the head (dhf, and the head's weight gradient)
+ *             and the final norm (gpu/head_pass.h), every layer from the last, the embedding's scatter (a
  *             tied table: added to the head's gradient, as the CPU's).
  * The gradients live in one device buffer laid out as the CPU model's parameter table
  * (model/params.h: the same offsets), so AdamW and clipping can run over it as one
@@ -24,25 +24,21 @@
 
 #include <stdint.h>
 
+#include "gpu/head_pass.h"
 #include "gpu/layer_train.h"
 #include "gpu/model.h"
 
 typedef struct {
     int max_tokens, L, C;
     int N, B;                   /* the last forward's rows and sequences; N 0: none to go back through */
-    float inv_temp;             /* the last forward's */
     int recompute;              /* 1: acts holds one shared set, each layer's remade in the backward */
     GpuLayerActs *acts;         /* [L] each layer's saved tensors; recompute: [1], the layer's at hand */
     GpuLayerTrainScratch scratch; /* shared by every layer */
     CUdeviceptr x;              /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
-    CUdeviceptr hf, rstdf;      /* fp32 [N, C], [N]: the final norm's output and statistics */
-    CUdeviceptr dx, dhf;        /* fp32 [N, C]: the residual stream's gradient, the final norm's output's */
+    CUdeviceptr dx;             /* fp32 [N, C]: the residual stream's gradient */
     CUdeviceptr batch;          /* int32 [N ids | N positions | N+1 starts] */
-    CUdeviceptr logprob, entropy, lse, dlogprob; /* fp32 [N] */
-    CUdeviceptr dentropy;       /* fp32 [N]: the entropy bonus's gradient (gpu_model_train_backward) */
     int32_t *host;              /* [3 max_tokens + 1]: the batch made on the host */
-    int32_t *targets;           /* [max_tokens] the last forward's targets (host: gpu/logprob.h's) */
-    GpuLogprobScratch head;
+    GpuHeadPass head;           /* the final norm and the LM head: what their backward reads */
     /* the gradients, in the table's layout */
     const ParamTable *table;    /* borrowed: the model's */
     CUdeviceptr grads;          /* fp32 [table->total] */
