@@ -3,13 +3,14 @@
  * fp32 weights with random norms and q/k/v biases (Hugging Face's init leaves them 1
  * and 0, which would hide a read from the wrong place), and WEIGHTS_BF16's form of the
  * same values; and a Qwen3-shaped one (q/k norm with random q_norm and k_norm, no q/k/v
- * biases). Include after gpu_test.h (frand). */
+ * biases); random LoRA adapters attached to the bf16 form. Include after gpu_test.h (frand). */
 #ifndef GRPO_TESTS_GPU_TEST_MODEL_H
 #define GRPO_TESTS_GPU_TEST_MODEL_H
 
 #include <string.h>
 
 #include "model/init.h"
+#include "model/lora_layers.h"
 #include "model/transformer.h"
 #include "ops/ops.h"
 
@@ -70,6 +71,15 @@ static void gpu_test_half_model(Model *h, const Model *m, const GpuTestShape *s)
             else h->params[he->offset + k] = x;
         }
     }
+}
+
+/* Rank-4 adapters (alpha 8, dropout 0.25) on every module of h but k_proj, laid out from
+ * seed 7, every value 0.3 frand() (B not 0, so they move the output), attached to h. */
+static inline void gpu_test_random_lora(LoraLayers *lo, Model *h) {
+    LoraSpec spec = {4, 8.0, 0.25, 0, ((1u << LORA_N_MODULES) - 1) & ~(1u << LORA_K)};
+    lora_layers_create(lo, &h->cfg, &spec, 7);
+    for (size_t i = 0; i < lo->table.total; i++) lo->params[i] = 0.3f * frand();
+    h->lora = lo;
 }
 
 #endif

@@ -17,7 +17,6 @@
  * Then `grpo train` on the device (tests/fixtures/qwen2's config, 3 steps) with
  * --gradient_checkpointing true (both policies) and false: the same model bytes,
  * completions.jsonl the same bytes, and the plan's words say which is kept. */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -161,10 +160,7 @@ static void check_lora(int qwen3) {
     else gpu_test_random_model(&m32, &shape, 1, 11);
     gpu_test_half_model(&h, &m32, &shape);
     LoraLayers lo;
-    LoraSpec spec = {4, 8.0, 0.25, 0, ((1u << LORA_N_MODULES) - 1) & ~(1u << LORA_K)};
-    lora_layers_create(&lo, &h.cfg, &spec, 7);
-    for (size_t i = 0; i < lo.table.total; i++) lo.params[i] = 0.3f * frand();
-    h.lora = &lo;
+    gpu_test_random_lora(&lo, &h);
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &h, &err), "%s", err.msg);
     StepOut keep, re;
@@ -181,52 +177,7 @@ static void check_lora(int qwen3) {
 
 /* ---- grpo train on the device ---- */
 
-enum { MAXOUT = 1 << 16 };
-static char tmp[256], errs[MAXOUT];
-
-static int run(int (*fn)(int, char **), const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(int (*fn)(int, char **), const char *fmt, ...) {
-    char line[2048], path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(path, sizeof path, "%s/stderr", tmp);
-    return gpu_test_run_entry(fn, line, NULL, path, NULL, errs, MAXOUT);
-}
-
-/* The bytes of tmp/a/file and tmp/b/file equal (both readable, not empty). */
-static int same_file(const char *a, const char *b, const char *file) {
-    static char x[1 << 20], y[1 << 20];
-    char pa[400], pb[400];
-    snprintf(pa, sizeof pa, "%s/%s/%s", tmp, a, file), snprintf(pb, sizeof pb, "%s/%s/%s", tmp, b, file);
-    FILE *f = fopen(pa, "rb"), *g = fopen(pb, "rb");
-    size_t n = f ? fread(x, 1, sizeof x, f) : 0, m = g ? fread(y, 1, sizeof y, g) : 0;
-    int same = f && g && n == m && n > 0 && !memcmp(x, y, n);
-    if (f) fclose(f);
-    if (g) fclose(g);
-    return same;
-}
-
-/* tests/fixtures/qwen2's config with the byte tokenizer's vocabulary and eos (300, 258), by grpo init. */
-static void make_cli_model(void) {
-    char path[512], cfg[8192], *p;
-    gpu_test_slurp("tests/fixtures/qwen2/config.json", cfg, sizeof cfg);
-    T_CHECK((p = strstr(cfg, "\"vocab_size\": 96")) != NULL, "qwen2's config: no vocab_size 96");
-    if (p) memmove(p + 17, p + 16, strlen(p + 16) + 1), memcpy(p + 14, "300", 3);
-    T_CHECK((p = strstr(cfg, "\"eos_token_id\": 2,")) != NULL, "qwen2's config: no eos_token_id 2");
-    if (p) memmove(p + 19, p + 17, strlen(p + 17) + 1), memcpy(p + 16, "258", 3);
-    snprintf(path, sizeof path, "%s/qwen2.json", tmp);
-    FILE *f = fopen(path, "w");
-    fputs(cfg, f);
-    fclose(f);
-    T_CHECK(!run(cmd_init, "init --config %s --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s/m", path, tmp),
-            "init: %s", errs);
-    snprintf(path, sizeof path, "%s/d.jsonl", tmp);
-    f = fopen(path, "w");
-    fputs("{\"prompt\": \"ab\", \"answer\": \"1\"}\n{\"prompt\": \"cd\", \"answer\": \"2\"}\n", f);
-    fclose(f);
-}
+static char tmp[256], errs[GPU_TEST_ERRS];
 
 #define TRAIN "train --model %s/m --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
               "--per_device_train_batch_size 4 --max_completion_length 6 --max_steps 3 --learning_rate 5e-2 " \
@@ -234,7 +185,7 @@ static void make_cli_model(void) {
 
 /* One run into tmp/dir with the extra options; the plan's words checked for want. */
 static void train_run(const char *dir, const char *opts, const char *want) {
-    T_CHECK(!run(cmd_train, TRAIN " %s", tmp, tmp, tmp, dir, opts), "%s: %s", opts, errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " %s", tmp, tmp, tmp, dir, opts), "%s: %s", opts, errs);
     const char *plan = strstr(errs, "activations");
     T_CHECK(strstr(errs, "on the GPU (") && plan && strstr(plan, want), "%s: the plan does not say '%s':\n%s", opts,
             want, errs);
@@ -242,16 +193,18 @@ static void train_run(const char *dir, const char *opts, const char *want) {
 }
 
 static void check_train(void) {
-    make_cli_model();
+    gpu_test_make_model(tmp, errs, "qwen2", "m");
+    gpu_test_write_data(tmp);
     train_run("t_sel", "--gradient_checkpointing true", "selective runs as full on the GPU");
     train_run("t_full", "--gradient_checkpointing true --gradient_checkpointing_policy full",
               "layers recomputed in the backward)");
     train_run("t_keep", "--gradient_checkpointing false", "no recomputation");
     const char *files[] = {"model.safetensors", "completions.jsonl"};
     for (int i = 0; i < 2; i++) {
-        T_CHECK(same_file("t_keep", "t_full", files[i]), "grpo train: %s differs with recomputation (full)", files[i]);
-        T_CHECK(same_file("t_keep", "t_sel", files[i]), "grpo train: %s differs with recomputation (selective)",
+        T_CHECK(gpu_test_same_in(tmp, "t_keep", "t_full", files[i]), "grpo train: %s differs with recomputation (full)",
                 files[i]);
+        T_CHECK(gpu_test_same_in(tmp, "t_keep", "t_sel", files[i]),
+                "grpo train: %s differs with recomputation (selective)", files[i]);
     }
     printf("  grpo train, 3 steps: gradient_checkpointing true (selective, full) and false write the same "
            "model.safetensors and completions.jsonl bytes\n");
@@ -269,11 +222,8 @@ static void check_all(void) {
 }
 
 int main(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/test_gpu_recompute_%d", (int)getpid());
-    mkdir(tmp, 0700);
+    gpu_test_tmp_make(tmp, sizeof tmp, "test_gpu_recompute");
     int rc = gpu_test_main("test_gpu_recompute", check_all);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd)) printf("could not remove %s\n", tmp);
+    gpu_test_tmp_remove(tmp);
     return rc;
 }

@@ -37,7 +37,6 @@
  * found) the plain commands write the --use_cpu runs' bytes and nothing more on
  * stderr. */
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,51 +53,9 @@
 #include "gpu_test_cli.h"
 
 enum { MAXOUT = 1 << 16 };
-static char tmp[256], errs[MAXOUT], errs2[MAXOUT];
-
-/* fn (a command's entry) on the words of the printf-made line; its stderr into e. */
-static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) {
-    char line[2048], path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(path, sizeof path, "%s/stderr", tmp);
-    return gpu_test_run_entry(fn, line, NULL, path, NULL, e, MAXOUT);
-}
+static char tmp[256], errs[GPU_TEST_ERRS], errs2[GPU_TEST_ERRS];
 
 /* ---- the models and data ---- */
-
-/* tests/fixtures/NAME's config with the byte tokenizer's vocabulary and eos, made by grpo init. */
-static void make_model(const char *name, const char *out) {
-    char path[512], cfg[8192], *p;
-    snprintf(path, sizeof path, "tests/fixtures/%s/config.json", name);
-    gpu_test_slurp(path, cfg, sizeof cfg);
-    T_CHECK((p = strstr(cfg, "\"vocab_size\": 96")) != NULL, "%s: no vocab_size 96", path);
-    if (p) memmove(p + 17, p + 16, strlen(p + 16) + 1), memcpy(p + 14, "300", 3);
-    T_CHECK((p = strstr(cfg, "\"eos_token_id\": 2,")) != NULL, "%s: no eos_token_id 2", path);
-    if (p) memmove(p + 19, p + 17, strlen(p + 17) + 1), memcpy(p + 16, "258", 3);
-    snprintf(path, sizeof path, "%s/%s.json", tmp, name);
-    FILE *f = fopen(path, "w");
-    fputs(cfg, f);
-    fclose(f);
-    T_CHECK(!run(cmd_init, errs, "init --config %s --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s", path,
-                 out), "init %s: %s", name, errs);
-}
-
-static void write_data(void) {
-    char path[300];
-    snprintf(path, sizeof path, "%s/d.jsonl", tmp);
-    FILE *f = fopen(path, "w");
-    fputs("{\"prompt\": \"ab\", \"answer\": \"1\"}\n{\"prompt\": \"cd\", \"answer\": \"2\"}\n", f);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/s.jsonl", tmp);
-    f = fopen(path, "w");
-    fputs("{\"text\": \"hello world\"}\n{\"prompt\": \"1+1=\", \"completion\": \"2\"}\n{\"text\": \"abc abd\"}\n"
-          "{\"prompt\": \"x\", \"completion\": \"yz yz\"}\n", f);
-    fclose(f);
-}
 
 /* The common options of the runs (tiny: a few steps, short completions). */
 #define TRAIN "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
@@ -137,21 +94,8 @@ static void check_moved(const char *what, const char *init_dir, const char *cpu_
     const ParamTable *t = &c.m.table;
     for (int e = 0; e < t->n; e++) {
         const ParamEntry *pe = &t->entries[e];
-        const float *a = i0.m.params + pe->offset, *x = c.m.params + pe->offset, *y = g.m.params + pe->offset;
-        double top = 0, e2 = 0, c2 = 0;
-        for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs((double)x[k] - a[k]));
-        long bad = 0;
-        for (size_t k = 0; k < pe->numel; k++) {
-            double dc = (double)x[k] - a[k], dg = (double)y[k] - a[k], d = fabs(dg - dc);
-            bad += !(d <= 5e-2 * top + 2e-2 * fabs(dc));
-            e2 += d * d, c2 += dc * dc;
-            if (top > 0) worst = fmax(worst, d / top);
-        }
-        double rel = c2 > 0 ? sqrt(e2 / c2) : sqrt(e2);
-        worst_norm = fmax(worst_norm, rel);
-        T_CHECK(top > 0, "%s: %s did not move on the CPU", what, pe->name);
-        T_CHECK(!bad && rel <= 2e-2, "%s: %s: %ld elements out of the bound, error norm %.3g of the move's", what,
-                pe->name, bad, rel);
+        gpu_test_check_move(what, pe->name, i0.m.params + pe->offset, c.m.params + pe->offset,
+                            g.m.params + pe->offset, pe->numel, &worst, &worst_norm);
     }
     printf("  %s: the GPU's moves within %.3g max|cpu's| per element, %.3g in norm (worst tensors)\n", what, worst,
            worst_norm);
@@ -168,10 +112,7 @@ static void check_split(const char *what, const char *a_dir, const char *b_dir) 
         const ParamTable *t = &a.m.table;
         for (int e = 0; e < t->n; e++) {
             const ParamEntry *pe = &t->entries[e];
-            const float *x = a.m.params + pe->offset, *y = b.m.params + pe->offset;
-            double top = 0, d = 0;
-            for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs(y[k])), d = fmax(d, fabs((double)x[k] - y[k]));
-            worst = fmax(worst, top > 0 ? d / top : d);
+            worst = fmax(worst, gpu_test_split_gap(a.m.params + pe->offset, b.m.params + pe->offset, pe->numel));
         }
         printf("  %s: max |a - b| / max |b| per tensor: %.3g\n", what, worst);
         T_CHECK(worst <= 1e-5, "%s: the splits differ by %.3g relative (bound 1e-5)", what, worst);
@@ -179,37 +120,10 @@ static void check_split(const char *what, const char *a_dir, const char *b_dir) 
     weights_free(&a), weights_free(&b);
 }
 
-/* The keys of each line of DIR/metrics.jsonl, in order (values dropped). */
-static void metric_keys(const char *dir, char *out) {
-    char path[400], text[MAXOUT];
-    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
-    gpu_test_slurp(path, text, sizeof text);
-    char *w = out;
-    for (const char *p = text; *p; p++) {
-        if (*p != '"') continue;
-        const char *end = strchr(p + 1, '"');
-        if (!end) break;
-        if (end[1] == ':') w += sprintf(w, "%.*s,", (int)(end - p - 1), p + 1);
-        p = end;
-        if (w - out > MAXOUT - 200) break;
-    }
-    *w = 0;
-}
-
 static void check_metric_keys(const char *what, const char *cpu_dir, const char *gpu_dir) {
     static char a[MAXOUT], b[MAXOUT];
-    metric_keys(cpu_dir, a), metric_keys(gpu_dir, b);
+    gpu_test_metric_keys(tmp, cpu_dir, a, sizeof a), gpu_test_metric_keys(tmp, gpu_dir, b, sizeof b);
     T_CHECK(a[0] && !strcmp(a, b), "%s: metrics.jsonl keys differ:\n cpu %s\n gpu %s", what, a, b);
-}
-
-/* The rollouts of two GRPO runs: completions.jsonl's bytes (each completion's ids,
- * its rewards and advantage, step by step) the same. */
-static void check_rollouts(const char *what, const char *a_dir, const char *b_dir) {
-    char a[400], b[400];
-    snprintf(a, sizeof a, "%s/%s/completions.jsonl", tmp, a_dir), snprintf(b, sizeof b, "%s/%s/completions.jsonl", tmp, b_dir);
-    int same = gpu_test_same_file(a, b);
-    T_CHECK(same, "%s: completions.jsonl differs (%s against %s)", what, b_dir, a_dir);
-    if (same) printf("  %s: completions.jsonl the same bytes (ids, rewards, advantages)\n", what);
 }
 
 /* The value of "key" in DIR/metrics.jsonl as written (its last), or "". */
@@ -262,11 +176,13 @@ static void check_note(const char *what, const char *e, const char *why) {
 static void check_refused(const char *what, int (*fn)(int, char **), const char *base, const char *extra,
                           const char *file, const char *why) {
     char a[400], b[400];
-    T_CHECK(!run(fn, errs, "%s %s --output_dir %s/r_gpu --overwrite_output_dir true", base, extra, tmp), "%s: %s",
-            what, errs);
+    T_CHECK(!gpu_test_run(tmp, errs, fn, "%s %s --output_dir %s/r_gpu --overwrite_output_dir true", base, extra, tmp),
+            "%s: %s", what, errs);
     check_note(what, errs, why);
-    T_CHECK(!run(fn, errs2, "%s %s --use_cpu true --quiet --output_dir %s/r_cpu --overwrite_output_dir true", base,
-                 extra, tmp), "%s --use_cpu: %s", what, errs2);
+    T_CHECK(!gpu_test_run(tmp, errs2, fn,
+                          "%s %s --use_cpu true --quiet --output_dir %s/r_cpu --overwrite_output_dir true", base, extra,
+                          tmp),
+            "%s --use_cpu: %s", what, errs2);
     snprintf(a, sizeof a, "%s/r_gpu/%s", tmp, file), snprintf(b, sizeof b, "%s/r_cpu/%s", tmp, file);
     T_CHECK(gpu_test_same_file(a, b), "%s: %s differs from the --use_cpu run's", what, file);
 }
@@ -290,24 +206,26 @@ static void check_downloads(size_t down, int steps) {
 }
 
 static void check_grpo(void) {
-    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true --bf16 true" EVAL, tmp, tmp, tmp, "t_cpu", tmp), "cpu: %s",
-            errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --use_cpu true --bf16 true" EVAL, tmp, tmp, tmp, "t_cpu", tmp),
+            "cpu: %s", errs);
     size_t up0, down0, up1, down1;
     gpu_copied_bytes(&up0, &down0);
-    T_CHECK(!run(cmd_train, errs, TRAIN EVAL, tmp, tmp, tmp, "t_gpu", tmp), "gpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN EVAL, tmp, tmp, tmp, "t_gpu", tmp), "gpu: %s", errs);
     gpu_copied_bytes(&up1, &down1);
     T_CHECK(!errs[0], "the GPU run (--quiet) wrote to stderr: %s", errs);
     check_moved("grpo train", "m2", "t_cpu", "t_gpu");
     check_metric_keys("grpo train", "t_cpu", "t_gpu");
-    check_rollouts("grpo train, rollouts decoded on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train, rollouts decoded on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
     check_eval("grpo train's evaluation on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
     check_downloads(down1 - down0, 3);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"), "cpu: %s",
+    T_CHECK(
+        !gpu_test_run(tmp, errs, cmd_train, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"),
+        "cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s",
             errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s", errs);
     check_moved("grpo train --beta 0.04 (the reference on the device)", "m2", "k_cpu", "k_gpu");
     check_metric_keys("grpo train --beta 0.04", "k_cpu", "k_gpu");
-    check_rollouts("grpo train --beta 0.04", "k_cpu", "k_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train --beta 0.04", "k_cpu", "k_gpu");
 }
 
 /* A GRPO run resumed from checkpoint-2 generates step 3's rollouts from the weights
@@ -317,12 +235,13 @@ static void check_grpo(void) {
  * evaluated after step 3, these runs do not: the evaluation leaves training as it was. */
 static void check_grpo_resume(void) {
     char a[400], b[400];
-    T_CHECK(!run(cmd_train, errs, TRAIN " --save_steps 2 --quiet false", tmp, tmp, tmp, "g_ck"), "with checkpoints: %s",
-            errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --save_steps 2 --quiet false", tmp, tmp, tmp, "g_ck"),
+            "with checkpoints: %s", errs);
     const char *plan = strstr(errs, "generation on the GPU");
     T_CHECK(plan && strstr(errs, "decoding the policy's bf16 copy"), "the plan does not say the GPU generates: %s", errs);
     if (plan) printf("  the plan: ...%.*s\n", (int)strcspn(plan, "\n"), plan);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --resume_from_checkpoint %s/g_ck/checkpoint-2", tmp, tmp, tmp, "g_re", tmp),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --resume_from_checkpoint %s/g_ck/checkpoint-2", tmp, tmp, tmp,
+                          "g_re", tmp),
             "resume: %s", errs);
     snprintf(a, sizeof a, "%s/t_gpu/model.safetensors", tmp), snprintf(b, sizeof b, "%s/g_re/model.safetensors", tmp);
     int same = gpu_test_same_file(a, b);
@@ -336,9 +255,11 @@ static void check_grpo_resume(void) {
 }
 
 static void check_sft(void) {
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true", tmp, "m2",
-                 tmp, tmp, "s_cpu"), "cpu: %s", errs);
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "s_gpu"), "gpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true",
+                          tmp, "m2", tmp, tmp, "s_cpu"),
+            "cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "s_gpu"),
+            "gpu: %s", errs);
     T_CHECK(strstr(errs, "on the GPU") && strstr(errs, "one layer's activations kept, layers recomputed"),
             "the plan does not say the GPU trains: %s", errs);
     const char *plan = strstr(errs, "memory plan");
@@ -350,30 +271,39 @@ static void check_sft(void) {
     for (int i = 0; i < 3; i++) {
         char dir[16];
         snprintf(dir, sizeof dir, "b%d", split[i][0]);
-        T_CHECK(!run(cmd_sft, errs, SFT " --quiet --per_device_train_batch_size %d --gradient_accumulation_steps %d",
-                     tmp, "m2", tmp, tmp, dir, split[i][0], split[i][1]), "split %d: %s", split[i][0], errs);
+        T_CHECK(!gpu_test_run(tmp, errs, cmd_sft,
+                              SFT " --quiet --per_device_train_batch_size %d --gradient_accumulation_steps %d", tmp,
+                              "m2", tmp, tmp, dir, split[i][0], split[i][1]),
+                "split %d: %s", split[i][0], errs);
     }
     check_split("micro-batches 1 x 4 against 4 x 1", "b1", "b4");
     check_split("micro-batches 2 x 2 against 4 x 1", "b2", "b4");
     /* a Qwen3 model (q/k norm in the training layer) on the device */
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true", tmp, "m3",
-                 tmp, tmp, "q_cpu"), "qwen3 cpu: %s", errs);
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m3", tmp, tmp, "q_gpu"), "qwen3 gpu: %s",
-            errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2 --quiet --use_cpu true --bf16 true",
+                          tmp, "m3", tmp, tmp, "q_cpu"),
+            "qwen3 cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2", tmp, "m3", tmp, tmp, "q_gpu"),
+            "qwen3 gpu: %s", errs);
     T_CHECK(strstr(errs, "on the GPU") != NULL, "qwen3: the plan does not say the GPU trains: %s", errs);
     check_moved("grpo sft, a Qwen3 model", "m3", "q_cpu", "q_gpu");
 }
 
 static void check_resume(void) {
     char a[400], b[400];
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4", tmp, "m2", tmp, tmp, "ra"),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4", tmp, "m2",
+                          tmp, tmp, "ra"),
             "uninterrupted: %s", errs);
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --save_steps 2", tmp, "m2",
-                 tmp, tmp, "rb"), "with checkpoints: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft,
+                          SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --save_steps 2", tmp, "m2", tmp,
+                          tmp, "rb"),
+            "with checkpoints: %s", errs);
     snprintf(b, sizeof b, "%s/rb/model.safetensors", tmp);
     unlink(b);
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --resume_from_checkpoint "
-                 "%s/rb/checkpoint-2 --overwrite_output_dir true", tmp, "m2", tmp, tmp, "rb", tmp), "resume: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft,
+                          SFT " --per_device_train_batch_size 2 --quiet --max_steps 4 --resume_from_checkpoint "
+                              "%s/rb/checkpoint-2 --overwrite_output_dir true",
+                          tmp, "m2", tmp, tmp, "rb", tmp),
+            "resume: %s", errs);
     snprintf(a, sizeof a, "%s/ra/model.safetensors", tmp);
     int same = gpu_test_same_file(a, b);
     T_CHECK(same, "the resumed run on the GPU differs from the uninterrupted one");
@@ -441,12 +371,15 @@ static void check_no_gpu(void) {
         printf("  (a GPU is here: the no-GPU runs are checked where there is none)\n");
         return;
     }
-    T_CHECK(!run(cmd_train, errs, TRAIN, tmp, tmp, tmp, "n_plain") && !errs[0], "no GPU: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true", tmp, tmp, tmp, "n_cpu") && !errs[0], "--use_cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, "n_plain") && !errs[0], "no GPU: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --use_cpu true", tmp, tmp, tmp, "n_cpu") && !errs[0],
+            "--use_cpu: %s", errs);
     snprintf(a, sizeof a, "%s/n_plain/model.safetensors", tmp), snprintf(b, sizeof b, "%s/n_cpu/model.safetensors", tmp);
     T_CHECK(gpu_test_same_file(a, b), "no GPU: grpo train's model differs from --use_cpu's");
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "o_plain"), "%s", errs);
-    T_CHECK(!run(cmd_sft, errs2, SFT " --per_device_train_batch_size 2 --use_cpu true", tmp, "m2", tmp, tmp, "o_cpu"),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2", tmp, "m2", tmp, tmp, "o_plain"),
+            "%s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs2, cmd_sft, SFT " --per_device_train_batch_size 2 --use_cpu true", tmp, "m2", tmp,
+                          tmp, "o_cpu"),
             "%s", errs2);
     T_CHECK(!strstr(errs, "GPU") && !strstr(errs, "use_cpu"), "no GPU: sft said something of it: %s", errs);
     snprintf(a, sizeof a, "%s/o_plain/model.safetensors", tmp), snprintf(b, sizeof b, "%s/o_cpu/model.safetensors", tmp);
@@ -455,17 +388,12 @@ static void check_no_gpu(void) {
 }
 
 int main(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/test_gpu_train_%d", (int)getpid());
-    mkdir(tmp, 0700);
-    char m2[300], m3[300];
-    snprintf(m2, sizeof m2, "%s/m2", tmp), snprintf(m3, sizeof m3, "%s/m3", tmp);
-    make_model("qwen2", m2);
-    make_model("qwen3", m3);
-    write_data();
+    gpu_test_tmp_make(tmp, sizeof tmp, "test_gpu_train");
+    gpu_test_make_model(tmp, errs, "qwen2", "m2");
+    gpu_test_make_model(tmp, errs, "qwen3", "m3");
+    gpu_test_write_data(tmp);
     check_no_gpu();
     int rc = gpu_test_main("test_gpu_train", check_all);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd)) printf("could not remove %s\n", tmp);
+    gpu_test_tmp_remove(tmp);
     return rc;
 }

@@ -34,7 +34,6 @@
  * completions the CPU bf16 run's bytes. With beta 0.04 the logged KL is the CPU's within 5e-2 relative
  * (a reference with the adapters on would log 0). The pass itself
  * (gpu/model_lora.h, check_pass): settling, write then add, its refusals. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,49 +52,7 @@
 #include "gpu_test_model.h"
 
 enum { MAXOUT = 1 << 16 };
-static char tmp[256], errs[MAXOUT];
-
-static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(int (*fn)(int, char **), char *e, const char *fmt, ...) {
-    char line[2048], path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(path, sizeof path, "%s/stderr", tmp);
-    return gpu_test_run_entry(fn, line, NULL, path, NULL, e, MAXOUT);
-}
-
-/* tests/fixtures/NAME's config with the byte tokenizer's vocabulary and eos, made by grpo init into OUT. */
-static void make_model(const char *name, const char *out) {
-    char path[512], cfg[8192], *p;
-    snprintf(path, sizeof path, "tests/fixtures/%s/config.json", name);
-    gpu_test_slurp(path, cfg, sizeof cfg);
-    T_CHECK((p = strstr(cfg, "\"vocab_size\": 96")) != NULL, "%s: no vocab_size 96", name);
-    if (p) memmove(p + 17, p + 16, strlen(p + 16) + 1), memcpy(p + 14, "300", 3);
-    T_CHECK((p = strstr(cfg, "\"eos_token_id\": 2,")) != NULL, "%s: no eos_token_id 2", name);
-    if (p) memmove(p + 19, p + 17, strlen(p + 17) + 1), memcpy(p + 16, "258", 3);
-    snprintf(path, sizeof path, "%s/%s.json", tmp, name);
-    FILE *f = fopen(path, "w");
-    fputs(cfg, f);
-    fclose(f);
-    T_CHECK(!run(cmd_init, errs, "init --config %s --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s/%s",
-                 path, tmp, out), "init %s: %s", name, errs);
-}
-
-static void write_data(void) {
-    char path[300];
-    FILE *f;
-    snprintf(path, sizeof path, "%s/d.jsonl", tmp);
-    f = fopen(path, "w");
-    fputs("{\"prompt\": \"ab\", \"answer\": \"1\"}\n{\"prompt\": \"cd\", \"answer\": \"2\"}\n", f);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/s.jsonl", tmp);
-    f = fopen(path, "w");
-    fputs("{\"text\": \"hello world\"}\n{\"prompt\": \"1+1=\", \"completion\": \"2\"}\n{\"text\": \"abc abd\"}\n"
-          "{\"prompt\": \"x\", \"completion\": \"yz yz\"}\n", f);
-    fclose(f);
-}
+static char tmp[256], errs[GPU_TEST_ERRS];
 
 #define LORA " --use_peft true --lora_r 4 --lora_alpha 8"
 /* without adapters of its own: --adapter gives them */
@@ -154,21 +111,8 @@ static void check_moved_on(const char *what, const char *base_dir, const char *i
     double worst = 0, worst_norm = 0;
     for (int e = 0; e < t->n && t->total == g.lo.table.total; e++) {
         const ParamEntry *pe = &t->entries[e];
-        const float *a = i0.params + pe->offset, *x = c.lo.params + pe->offset, *y = g.lo.params + pe->offset;
-        double top = 0, e2 = 0, c2 = 0;
-        long bad = 0;
-        for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs((double)x[k] - a[k]));
-        for (size_t k = 0; k < pe->numel; k++) {
-            double dc = (double)x[k] - a[k], dg = (double)y[k] - a[k], d = fabs(dg - dc);
-            bad += !(d <= 5e-2 * top + 2e-2 * fabs(dc));
-            e2 += d * d, c2 += dc * dc;
-            if (top > 0) worst = fmax(worst, d / top);
-        }
-        double rel = c2 > 0 ? sqrt(e2 / c2) : sqrt(e2);
-        worst_norm = fmax(worst_norm, rel);
-        T_CHECK(top > 0, "%s: %s did not move on the CPU", what, pe->name);
-        T_CHECK(!bad && rel <= 2e-2, "%s: %s: %ld elements out of the bound, error norm %.3g of the move's", what,
-                pe->name, bad, rel);
+        gpu_test_check_move(what, pe->name, i0.params + pe->offset, c.lo.params + pe->offset,
+                            g.lo.params + pe->offset, pe->numel, &worst, &worst_norm);
     }
     printf("  %s: the GPU's adapter moves within %.3g max|cpu's| per element, %.3g in norm (worst tensors, %d)\n",
            what, worst, worst_norm, t->n);
@@ -194,34 +138,12 @@ static void check_split(const char *what, const char *a_dir, const char *b_dir) 
         const ParamTable *t = &a.lo.table;
         for (int e = 0; e < t->n; e++) {
             const ParamEntry *pe = &t->entries[e];
-            const float *x = a.lo.params + pe->offset, *y = b.lo.params + pe->offset;
-            double top = 0, d = 0;
-            for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs(y[k])), d = fmax(d, fabs((double)x[k] - y[k]));
-            worst = fmax(worst, top > 0 ? d / top : d);
+            worst = fmax(worst, gpu_test_split_gap(a.lo.params + pe->offset, b.lo.params + pe->offset, pe->numel));
         }
         printf("  %s: max |a - b| / max |b| per tensor: %.3g\n", what, worst);
         T_CHECK(worst <= 1e-5, "%s: the splits differ by %.3g relative (bound 1e-5)", what, worst);
     }
     adapter_free(&a), adapter_free(&b);
-}
-
-static void check_rollouts(const char *what, const char *a_dir, const char *b_dir) {
-    char a[400], b[400];
-    snprintf(a, sizeof a, "%s/%s/completions.jsonl", tmp, a_dir), snprintf(b, sizeof b, "%s/%s/completions.jsonl", tmp, b_dir);
-    int same = gpu_test_same_file(a, b);
-    T_CHECK(same, "%s: completions.jsonl differs (%s against %s)", what, b_dir, a_dir);
-    if (same) printf("  %s: completions.jsonl the same bytes (ids, rewards, advantages)\n", what);
-}
-
-/* Every "kl" value of DIR/metrics.jsonl in order into v (at most n): their count. */
-static int kl_values(const char *dir, double *v, int n) {
-    static char text[MAXOUT];
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
-    gpu_test_slurp(path, text, sizeof text);
-    int k = 0;
-    for (const char *q = text; k < n && (q = strstr(q, "\"kl\": ")); q++) v[k++] = atof(q + 6);
-    return k;
 }
 
 /* The KL to the reference step by step, GPU against CPU: within 5e-2 |cpu| + 1e-6
@@ -230,7 +152,8 @@ static int kl_values(const char *dir, double *v, int n) {
  * reference with the adapters on gives 0 at every step. */
 static void check_kl(const char *what, const char *cpu_dir, const char *gpu_dir) {
     double c[8], g[8];
-    int n = kl_values(cpu_dir, c, 8), m = kl_values(gpu_dir, g, 8), bad = 0;
+    int n = gpu_test_metric_values(tmp, cpu_dir, "kl", c, 8), m = gpu_test_metric_values(tmp, gpu_dir, "kl", g, 8);
+    int bad = 0;
     T_CHECK(n == 3 && m == n, "%s: %d and %d kl values in metrics.jsonl (expected 3)", what, n, m);
     for (int i = 0; i < n && i < m; i++) bad += !(fabs(g[i] - c[i]) <= 5e-2 * fabs(c[i]) + 1e-6);
     T_CHECK(!bad && n == 3 && c[2] > 1e-5, "%s: kl %g %g %g on the GPU, %g %g %g on the CPU", what, g[0], g[1], g[2],
@@ -267,10 +190,7 @@ static void check_pass(void) {
             "a model without adapters: not refused (%s)", err.msg);
     gpu_model_free(&dev, &g0);
     LoraLayers lo;
-    LoraSpec spec = {4, 8.0, 0.25, 0, ((1u << LORA_N_MODULES) - 1) & ~(1u << LORA_K)};
-    lora_layers_create(&lo, &h.cfg, &spec, 7);
-    for (size_t i = 0; i < lo.table.total; i++) lo.params[i] = 0.3f * frand();
-    h.lora = &lo;
+    gpu_test_random_lora(&lo, &h);
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &h, &err) && !gpu_model_lora_create(&dev, &t, &g, &h, 40, 8, &err), "%s",
             err.msg);
@@ -326,14 +246,16 @@ static size_t adapter_floats(const char *dir) {
 }
 
 static void check_grpo(void) {
-    T_CHECK(!run(cmd_train, errs, TRAIN " --use_cpu true --bf16 true", tmp, tmp, tmp, "l_cpu"), "cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --use_cpu true --bf16 true", tmp, tmp, tmp, "l_cpu"), "cpu: %s",
+            errs);
     size_t up0, down0, up1, down1;
     gpu_copied_bytes(&up0, &down0);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --quiet false", tmp, tmp, tmp, "l_gpu"), "gpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --quiet false", tmp, tmp, tmp, "l_gpu"), "gpu: %s", errs);
     gpu_copied_bytes(&up1, &down1);
     check_plan("grpo train --use_peft true", errs);
     check_moved("grpo train --use_peft true", "l_cpu", "l_gpu");
-    check_rollouts("grpo train --use_peft true, rollouts decoded on the GPU's adapters", "l_cpu", "l_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train --use_peft true, rollouts decoded on the GPU's adapters", "l_cpu",
+                            "l_gpu");
     size_t P = adapter_floats("l_gpu"), down = down1 - down0;
     T_CHECK(P > 0 && down <= 3 * 4 * P + 2 * P, "grpo train --use_peft: %zu bytes down in 3 steps, more than the "
             "checkpoint's and the final save's (bound 3 x 4 P + 2 P, 4 P = %zu): the adapters copied at each update?",
@@ -342,16 +264,22 @@ static void check_grpo(void) {
             "GPU: %s", errs);
     printf("  grpo train --use_peft true: %zu bytes down in 3 steps, %.2f x 4 P (P = %zu adapter floats)\n", down,
            down / (4.0 * P), P);
-    T_CHECK(!run(cmd_train, errs, TRAIN_P " --lora_dropout 0.1 --lora_target_modules all-linear --use_cpu true --bf16 true", tmp, tmp, tmp, "d_cpu"),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train,
+                          TRAIN_P " --lora_dropout 0.1 --lora_target_modules all-linear --use_cpu true --bf16 true",
+                          tmp, tmp, tmp, "d_cpu"),
             "cpu, dropout: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN_P " --lora_dropout 0.1 --lora_target_modules all-linear", tmp, tmp, tmp, "d_gpu"), "gpu, dropout: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN_P " --lora_dropout 0.1 --lora_target_modules all-linear", tmp,
+                          tmp, tmp, "d_gpu"),
+            "gpu, dropout: %s", errs);
     check_moved("grpo train --lora_dropout 0.1, every linear layer", "d_cpu", "d_gpu");
-    check_rollouts("grpo train --lora_dropout 0.1, every linear layer", "d_cpu", "d_gpu");
-    T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"),
-            "cpu, beta: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s", errs);
+    gpu_test_check_rollouts(tmp, "grpo train --lora_dropout 0.1, every linear layer", "d_cpu", "d_gpu");
+    T_CHECK(
+        !gpu_test_run(tmp, errs, cmd_train, TRAIN " --beta 0.04 --use_cpu true --bf16 true", tmp, tmp, tmp, "k_cpu"),
+        "cpu, beta: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --beta 0.04", tmp, tmp, tmp, "k_gpu"), "gpu, beta 0.04: %s",
+            errs);
     check_moved("grpo train --beta 0.04 (the reference: the base, adapters off)", "k_cpu", "k_gpu");
-    check_rollouts("grpo train --beta 0.04", "k_cpu", "k_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train --beta 0.04", "k_cpu", "k_gpu");
     check_kl("grpo train --beta 0.04", "k_cpu", "k_gpu");
 }
 
@@ -382,12 +310,14 @@ static double moves_apart(const char *a_dir, const char *b_dir) {
  * adapters away from the run without it by more than 2.5 x the bound's 2e-2 in norm,
  * so a bonus dropped on the device fails. */
 static void check_entropy(void) {
-    T_CHECK(!run(cmd_train, errs, TRAIN " --entropy_coef 10 --use_cpu true --bf16 true", tmp, tmp, tmp, "e_cpu"),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --entropy_coef 10 --use_cpu true --bf16 true", tmp, tmp, tmp,
+                          "e_cpu"),
             "cpu, entropy: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --entropy_coef 10", tmp, tmp, tmp, "e_gpu"), "gpu, entropy: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --entropy_coef 10", tmp, tmp, tmp, "e_gpu"), "gpu, entropy: %s",
+            errs);
     T_CHECK(!errs[0], "grpo train --use_peft --entropy_coef: the GPU run (--quiet) said something: %s", errs);
     check_moved("grpo train --use_peft true --entropy_coef 10", "e_cpu", "e_gpu");
-    check_rollouts("grpo train --use_peft true --entropy_coef 10", "e_cpu", "e_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train --use_peft true --entropy_coef 10", "e_cpu", "e_gpu");
     double apart = moves_apart("l_gpu", "e_gpu");
     printf("  grpo train --use_peft true --entropy_coef 10: without the bonus the moves differ by %.3g in norm\n", apart);
     T_CHECK(apart > 5e-2, "entropy_coef 10 changes the LoRA moves by %.3g only: a GPU ignoring it would pass", apart);
@@ -397,8 +327,10 @@ static void check_entropy(void) {
  * and step 3's completions; then the adapter folded into the base by grpo merge. */
 static void check_resume_merge(void) {
     char a[400], b[400];
-    T_CHECK(!run(cmd_train, errs, TRAIN " --save_steps 2", tmp, tmp, tmp, "g_ck"), "with checkpoints: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN " --resume_from_checkpoint %s/g_ck/checkpoint-2", tmp, tmp, tmp, "g_re", tmp),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --save_steps 2", tmp, tmp, tmp, "g_ck"), "with checkpoints: %s",
+            errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN " --resume_from_checkpoint %s/g_ck/checkpoint-2", tmp, tmp, tmp,
+                          "g_re", tmp),
             "resume: %s", errs);
     snprintf(a, sizeof a, "%s/l_gpu/adapter_model.safetensors", tmp);
     snprintf(b, sizeof b, "%s/g_re/adapter_model.safetensors", tmp);
@@ -410,7 +342,8 @@ static void check_resume_merge(void) {
     if (same && rollouts)
         printf("  resumed from checkpoint-2 on the GPU: step 3's completions and the adapter the uninterrupted "
                "run's bytes\n");
-    T_CHECK(!run(cmd_merge, errs, "merge --model %s/m2 --adapter %s/l_gpu --output_dir %s/merged", tmp, tmp, tmp),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_merge, "merge --model %s/m2 --adapter %s/l_gpu --output_dir %s/merged", tmp,
+                          tmp, tmp),
             "merge: %s", errs);
     Model base, merged;
     snprintf(a, sizeof a, "%s/m2", tmp), snprintf(b, sizeof b, "%s/merged", tmp);
@@ -425,18 +358,23 @@ static void check_resume_merge(void) {
 }
 
 static void check_sft(void) {
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --adam_epsilon 1e-2 --use_cpu true --bf16 true",
-                 tmp, tmp, tmp, "s_cpu"), "cpu: %s", errs);
-    T_CHECK(!run(cmd_sft, errs, SFT " --per_device_train_batch_size 2 --adam_epsilon 1e-2 --quiet false", tmp, tmp,
-                 tmp, "s_gpu"), "gpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft,
+                          SFT " --per_device_train_batch_size 2 --adam_epsilon 1e-2 --use_cpu true --bf16 true", tmp,
+                          tmp, tmp, "s_cpu"),
+            "cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_sft, SFT " --per_device_train_batch_size 2 --adam_epsilon 1e-2 --quiet false",
+                          tmp, tmp, tmp, "s_gpu"),
+            "gpu: %s", errs);
     check_plan("grpo sft --use_peft true", errs);
     check_moved("grpo sft --use_peft true", "s_cpu", "s_gpu");
     static const int split[3][2] = {{1, 4}, {2, 2}, {4, 1}};
     for (int i = 0; i < 3; i++) {
         char dir[16];
         snprintf(dir, sizeof dir, "b%d", split[i][0]);
-        T_CHECK(!run(cmd_sft, errs, SFT " --adam_epsilon 1 --per_device_train_batch_size %d "
-                     "--gradient_accumulation_steps %d", tmp, tmp, tmp, dir, split[i][0], split[i][1]),
+        T_CHECK(!gpu_test_run(tmp, errs, cmd_sft,
+                              SFT " --adam_epsilon 1 --per_device_train_batch_size %d "
+                                  "--gradient_accumulation_steps %d",
+                              tmp, tmp, tmp, dir, split[i][0], split[i][1]),
                 "split %d: %s", split[i][0], errs);
     }
     check_split("LoRA micro-batches 1 x 4 against 4 x 1", "b1", "b4");
@@ -447,13 +385,15 @@ static void check_sft(void) {
  * above, its rollouts the same); with a KL reference (the starting adapter, frozen:
  * check_adapter_ref) on the GPU too. */
 static void check_adapter(void) {
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --adapter %s/l_gpu --use_cpu true --bf16 true", tmp, tmp, tmp, "a_cpu",
-                 tmp), "--adapter, cpu: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --adapter %s/l_gpu --quiet false", tmp, tmp, tmp, "a_gpu", tmp),
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN_BASE " --adapter %s/l_gpu --use_cpu true --bf16 true", tmp, tmp,
+                          tmp, "a_cpu", tmp),
+            "--adapter, cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN_BASE " --adapter %s/l_gpu --quiet false", tmp, tmp, tmp, "a_gpu",
+                          tmp),
             "--adapter, gpu: %s", errs);
     check_plan("grpo train --adapter", errs);
     check_moved_from("grpo train --adapter (continued)", "l_gpu", "a_cpu", "a_gpu");
-    check_rollouts("grpo train --adapter", "a_cpu", "a_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train --adapter", "a_cpu", "a_gpu");
 }
 
 /* --adapter with beta 0.04: the reference is the base under the starting adapter
@@ -465,23 +405,30 @@ static void check_adapter(void) {
  * run's adapter bytes (the reference read again from --adapter, as the CPU does). */
 static void check_adapter_ref(void) {
     const char *what = "grpo train --adapter --beta 0.04 (the reference: the starting adapter, frozen)";
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --use_cpu true --bf16 true", tmp, tmp,
-                 tmp, "r_cpu", tmp), "--adapter --beta 0.04, cpu: %s", errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu", tmp, tmp, tmp, "r_gpu", tmp),
-            "--adapter --beta 0.04, gpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --use_cpu true --bf16 true",
+                          tmp, tmp, tmp, "r_cpu", tmp),
+            "--adapter --beta 0.04, cpu: %s", errs);
+    T_CHECK(
+        !gpu_test_run(tmp, errs, cmd_train, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu", tmp, tmp, tmp, "r_gpu", tmp),
+        "--adapter --beta 0.04, gpu: %s", errs);
     T_CHECK(!errs[0], "%s: the GPU run (--quiet) said something: %s", what, errs);
     check_moved_from(what, "l_gpu", "r_cpu", "r_gpu");
-    check_rollouts(what, "r_cpu", "r_gpu");
+    gpu_test_check_rollouts(tmp, what, "r_cpu", "r_gpu");
     check_kl(what, "r_cpu", "r_gpu");
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --save_steps 2 --quiet false", tmp, tmp,
-                 tmp, "r_ck", tmp), "--adapter --beta 0.04, checkpoints: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train,
+                          TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --save_steps 2 --quiet false", tmp, tmp, tmp,
+                          "r_ck", tmp),
+            "--adapter --beta 0.04, checkpoints: %s", errs);
     check_plan(what, errs);
     /* the device's words (the host's line says "(the base under the starting adapter, frozen)" on either side) */
     T_CHECK(strstr(errs, "(the base under the starting adapter, frozen: its fp32 values; the base not copied)") &&
                 !strstr(errs, "trains on the CPU"),
             "%s: the plan does not say the GPU holds the starting adapter as the reference:\n%s", what, errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --resume_from_checkpoint "
-                 "%s/r_ck/checkpoint-2", tmp, tmp, tmp, "r_re", tmp, tmp), "--adapter --beta 0.04, resume: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train,
+                          TRAIN_BASE " --beta 0.04 --adapter %s/l_gpu --resume_from_checkpoint "
+                                     "%s/r_ck/checkpoint-2",
+                          tmp, tmp, tmp, "r_re", tmp, tmp),
+            "--adapter --beta 0.04, resume: %s", errs);
     char a[400], b[400];
     snprintf(a, sizeof a, "%s/r_gpu/adapter_model.safetensors", tmp);
     snprintf(b, sizeof b, "%s/r_re/adapter_model.safetensors", tmp);
@@ -496,13 +443,14 @@ static void check_adapter_ref(void) {
  * rollouts the same bytes. */
 #define TRAIN_Q3 TRAIN_BASE_ON("m3") LORA " --lora_target_modules all-linear --lora_dropout 0.1"
 static void check_qwen3(void) {
-    T_CHECK(!run(cmd_train, errs, TRAIN_Q3 " --use_cpu true --bf16 true", tmp, tmp, tmp, "q_cpu"), "qwen3, cpu: %s",
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN_Q3 " --use_cpu true --bf16 true", tmp, tmp, tmp, "q_cpu"),
+            "qwen3, cpu: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN_Q3 " --quiet false", tmp, tmp, tmp, "q_gpu"), "qwen3, gpu: %s",
             errs);
-    T_CHECK(!run(cmd_train, errs, TRAIN_Q3 " --quiet false", tmp, tmp, tmp, "q_gpu"), "qwen3, gpu: %s", errs);
     check_plan("grpo train --use_peft true on Qwen3", errs);
     check_moved_on("grpo train --use_peft true on Qwen3, every linear layer, dropout 0.1", "m3", NULL, "q_cpu",
                    "q_gpu");
-    check_rollouts("grpo train --use_peft true on Qwen3", "q_cpu", "q_gpu");
+    gpu_test_check_rollouts(tmp, "grpo train --use_peft true on Qwen3", "q_cpu", "q_gpu");
 }
 
 static void check_all(void) {
@@ -519,14 +467,11 @@ static void check_all(void) {
 }
 
 int main(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/test_gpu_train_lora_%d", (int)getpid());
-    mkdir(tmp, 0700);
-    make_model("qwen2", "m2");
-    make_model("qwen3", "m3");
-    write_data();
+    gpu_test_tmp_make(tmp, sizeof tmp, "test_gpu_train_lora");
+    gpu_test_make_model(tmp, errs, "qwen2", "m2");
+    gpu_test_make_model(tmp, errs, "qwen3", "m3");
+    gpu_test_write_data(tmp);
     int rc = gpu_test_main("test_gpu_train_lora", check_all);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd)) printf("could not remove %s\n", tmp);
+    gpu_test_tmp_remove(tmp);
     return rc;
 }

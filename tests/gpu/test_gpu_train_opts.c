@@ -37,7 +37,6 @@
  *    The CPU's moving reference runs fp32 products, the device's bf16 products (its only
  *    form): its log-probs differ by bf16's rounding; the KL term weighs them by beta, so
  *    the weights stay in the bound (figures printed). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,38 +190,7 @@ static void check_mix_kernel(void) {
 /* ---- 3. grpo train with the options ---- */
 
 enum { MAXOUT = 1 << 16 };
-static char tmp[256], errs[MAXOUT];
-
-static int run(int (*fn)(int, char **), const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(int (*fn)(int, char **), const char *fmt, ...) {
-    char line[2048], path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(path, sizeof path, "%s/stderr", tmp);
-    return gpu_test_run_entry(fn, line, NULL, path, NULL, errs, MAXOUT);
-}
-
-/* tests/fixtures/qwen2's config with the byte tokenizer's 300 ids and eos 258, by grpo init; the prompts. */
-static void make_inputs(void) {
-    char path[512], cfg[8192], *p;
-    gpu_test_slurp("tests/fixtures/qwen2/config.json", cfg, sizeof cfg);
-    T_CHECK((p = strstr(cfg, "\"vocab_size\": 96")) != NULL, "qwen2's config: no vocab_size 96");
-    if (p) memmove(p + 17, p + 16, strlen(p + 16) + 1), memcpy(p + 14, "300", 3);
-    T_CHECK((p = strstr(cfg, "\"eos_token_id\": 2,")) != NULL, "qwen2's config: no eos_token_id 2");
-    if (p) memmove(p + 19, p + 17, strlen(p + 17) + 1), memcpy(p + 16, "258", 3);
-    snprintf(path, sizeof path, "%s/qwen2.json", tmp);
-    FILE *f = fopen(path, "w");
-    fputs(cfg, f);
-    fclose(f);
-    T_CHECK(!run(cmd_init, "init --config %s --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s/m2", path, tmp),
-            "init: %s", errs);
-    snprintf(path, sizeof path, "%s/d.jsonl", tmp);
-    f = fopen(path, "w");
-    fputs("{\"prompt\": \"ab\", \"answer\": \"1\"}\n{\"prompt\": \"cd\", \"answer\": \"2\"}\n", f);
-    fclose(f);
-}
+static char tmp[256], errs[GPU_TEST_ERRS];
 
 #define TRAIN "train --model %s/m2 --dataset %s/d.jsonl --reward_funcs length:5 --num_generations 4 " \
               "--per_device_train_batch_size 4 --max_completion_length 6 --max_steps 3 --learning_rate 5e-2 " \
@@ -301,60 +269,18 @@ static void check_matters(const char *what, const char *with_dir, const char *wi
     model_free(&i0);
 }
 
-static int same_file(const char *a, const char *b) {
-    static char x[1 << 20], y[1 << 20];
-    char pa[400], pb[400];
-    snprintf(pa, sizeof pa, "%s/%s", tmp, a), snprintf(pb, sizeof pb, "%s/%s", tmp, b);
-    FILE *f = fopen(pa, "rb"), *g = fopen(pb, "rb");
-    size_t n = f ? fread(x, 1, sizeof x, f) : 0, m = g ? fread(y, 1, sizeof y, g) : 0;
-    if (f) fclose(f);
-    if (g) fclose(g);
-    return n > 0 && n == m && !memcmp(x, y, n);
-}
-
-/* The keys of each line of DIR/metrics.jsonl, in order. */
-static void metric_keys(const char *dir, char *out) {
-    static char text[MAXOUT];
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
-    gpu_test_slurp(path, text, sizeof text);
-    char *w = out;
-    for (const char *p = text; *p && w - out < MAXOUT - 200; p++) {
-        if (*p != '"') continue;
-        const char *end = strchr(p + 1, '"');
-        if (!end) break;
-        if (end[1] == ':') w += sprintf(w, "%.*s,", (int)(end - p - 1), p + 1);
-        p = end;
-    }
-    *w = 0;
-}
-
 /* One option's pair of runs: trained on the device, moves, metrics' keys, completions. */
 static void check_pair(const char *what, const char *opts, const char *cpu_dir, const char *gpu_dir) {
     static char ka[MAXOUT], kb[MAXOUT];
-    char a[300], b[300];
-    T_CHECK(!run(cmd_train, TRAIN CPU, tmp, tmp, tmp, cpu_dir, opts), "%s, cpu: %s", what, errs);
-    T_CHECK(!run(cmd_train, TRAIN, tmp, tmp, tmp, gpu_dir, opts), "%s, gpu: %s", what, errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN CPU, tmp, tmp, tmp, cpu_dir, opts), "%s, cpu: %s", what, errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, gpu_dir, opts), "%s, gpu: %s", what, errs);
     T_CHECK(!errs[0], "%s: the GPU run (--quiet) said something (it trains on the device): %s", what, errs);
     check_moves(what, cpu_dir, gpu_dir, NULL);
-    metric_keys(cpu_dir, ka), metric_keys(gpu_dir, kb);
+    gpu_test_metric_keys(tmp, cpu_dir, ka, sizeof ka), gpu_test_metric_keys(tmp, gpu_dir, kb, sizeof kb);
     T_CHECK(ka[0] && !strcmp(ka, kb), "%s: metrics.jsonl keys differ:\n cpu %s\n gpu %s", what, ka, kb);
-    snprintf(a, sizeof a, "%s/completions.jsonl", cpu_dir), snprintf(b, sizeof b, "%s/completions.jsonl", gpu_dir);
-    int same = same_file(a, b);
+    int same = gpu_test_same_in(tmp, cpu_dir, gpu_dir, "completions.jsonl");
     T_CHECK(same, "%s: completions.jsonl differs from the CPU's", what);
     printf("  %s: metrics' keys equal%s\n", what, same ? ", completions.jsonl the same bytes" : "");
-}
-
-/* Every value of "key" in DIR/metrics.jsonl, in order: their count. */
-static int metric_values(const char *dir, const char *key, double *v, int max) {
-    static char text[MAXOUT];
-    char path[400], quoted[64];
-    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
-    snprintf(quoted, sizeof quoted, "\"%s\": ", key);
-    gpu_test_slurp(path, text, sizeof text);
-    int n = 0;
-    for (const char *q = text; n < max && (q = strstr(q, quoted)); q++) v[n++] = strtod(q + strlen(quoted), NULL);
-    return n;
 }
 
 /* The KL to the mixed reference, step by step, the GPU's against the CPU's within
@@ -365,8 +291,8 @@ static int metric_values(const char *dir, const char *key, double *v, int max) {
  * reference's copies after mixing fails). */
 static void check_kl(const char *cpu_dir, const char *gpu_dir, const char *frozen_dir) {
     double c[8], g[8], k[8];
-    int n = metric_values(cpu_dir, "kl", c, 8), m = metric_values(gpu_dir, "kl", g, 8);
-    int f = metric_values(frozen_dir, "kl", k, 8);
+    int n = gpu_test_metric_values(tmp, cpu_dir, "kl", c, 8), m = gpu_test_metric_values(tmp, gpu_dir, "kl", g, 8);
+    int f = gpu_test_metric_values(tmp, frozen_dir, "kl", k, 8);
     T_CHECK(n == 3 && m == n && f == n, "kl: %d, %d and %d values (expected 3 steps)", n, m, f);
     for (int i = 0; i < n && m == n && f == n; i++) {
         double rel = fabs(g[i] - c[i]) / fabs(c[i]), apart = fabs(k[i] - g[i]) / fabs(g[i]);
@@ -380,7 +306,7 @@ static void check_kl(const char *cpu_dir, const char *gpu_dir, const char *froze
 
 static void check_runs(void) {
     char ck[600];
-    T_CHECK(!run(cmd_train, TRAIN, tmp, tmp, tmp, "plain", ""), "plain: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, "plain", ""), "plain: %s", errs);
     printf("grpo train --entropy_coef 10\n");
     check_pair("entropy_coef 10", "--entropy_coef 10", "e_cpu", "e_gpu");
     check_matters("entropy_coef 10", "e_gpu", "plain");
@@ -393,12 +319,12 @@ static void check_runs(void) {
     const char *sync = "--beta 0.04 --sync_ref_model true --ref_model_mixup_alpha 0.6 --ref_model_sync_steps 1 "
                        "--save_steps 2";
     check_pair("sync_ref_model", sync, "r_cpu", "r_gpu");
-    T_CHECK(!run(cmd_train, TRAIN, tmp, tmp, tmp, "k_gpu", "--beta 0.04"), "beta 0.04: %s", errs);
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, "k_gpu", "--beta 0.04"), "beta 0.04: %s", errs);
     check_kl("r_cpu", "r_gpu", "k_gpu");
     check_moves("sync_ref_model, the reference at checkpoint-2", "r_cpu", "r_gpu", "checkpoint-2/ref_model.safetensors");
     snprintf(ck, sizeof ck, "%s --resume_from_checkpoint %s/r_gpu/checkpoint-2", sync, tmp);
-    T_CHECK(!run(cmd_train, TRAIN, tmp, tmp, tmp, "r_re", ck), "resume: %s", errs);
-    int same = same_file("r_gpu/model.safetensors", "r_re/model.safetensors");
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, "r_re", ck), "resume: %s", errs);
+    int same = gpu_test_same_in(tmp, "r_gpu", "r_re", "model.safetensors");
     T_CHECK(same, "sync_ref_model resumed from checkpoint-2 on the GPU: the model differs from the uninterrupted run's");
     if (same) printf("  sync_ref_model resumed from checkpoint-2: the uninterrupted run's model bytes\n");
 }
@@ -412,12 +338,10 @@ static void check_all(void) {
 }
 
 int main(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/test_gpu_train_opts_%d", (int)getpid());
-    mkdir(tmp, 0700);
-    make_inputs();
+    gpu_test_tmp_make(tmp, sizeof tmp, "test_gpu_train_opts");
+    gpu_test_make_model(tmp, errs, "qwen2", "m2");
+    gpu_test_write_data(tmp);
     int rc = gpu_test_main("test_gpu_train_opts", check_all);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd)) printf("could not remove %s\n", tmp);
+    gpu_test_tmp_remove(tmp);
     return rc;
 }
