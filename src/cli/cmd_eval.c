@@ -36,7 +36,6 @@
 #include "gen/options.h"
 #include "gen/pretrained.h"
 #include "grpo/trainer.h"
-#include "model/lora.h"
 #include "reward/reward.h"
 #include "env/env_args.h"
 #include "env/env_loop.h"
@@ -108,8 +107,8 @@ static const OptSpec eval_options[] = {
     OPT_CONFIG_ROW(A(config)),
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "a PEFT LoRA adapter directory: on the CPU folded into the model as grpo merge does; on the GPU beside "
-     "the bf16 base, unmerged"},
+     "a PEFT LoRA adapter directory: with bf16 products (on the GPU, or --bf16 true) unmerged beside the bf16 "
+     "base, as PEFT runs it on a bf16 model; else folded into fp32 weights as grpo merge does"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_DATA_PATH,
      "JSON lines with a `prompt` column and the reward functions' columns"},
     {"num_generations", OPT_INT, A(num_generations), 1, NULL, 1, 1 << 20, NULL, NULL, OPT_IN(OPT_SEC_GENERATION),
@@ -172,10 +171,10 @@ static int eval_open(EvalRun *r, EvalArgs *a, GrpoErr *err) {
     }
     if (r->on_gpu ? gen_session_open_gpu(&r->s, &r->dev, a->model_dir, a->adapter, &ds, &a->gen,
                                          a->max_prompt_length, a->max_examples, err)
-                  : gen_session_open(&r->s, a->model_dir, &ds, &a->gen, a->max_prompt_length, a->max_examples, err))
+                  : gen_session_open(&r->s, a->model_dir, a->adapter, &ds, &a->gen, a->max_prompt_length,
+                                     a->max_examples, err))
         return -1;
     r->have_session = 1;
-    if (!r->on_gpu && a->adapter && lora_apply_dir(r->s.model, a->adapter, err)) return -1; /* the GPU's: beside */
     if (tool_loop_open(&r->tools, &a->tools, r->tool_schemas, r->s.tok, a->gen.chat_template_kwargs, err)) return -1;
     r->have_tools = 1;
     if (r->tools.proc) gen_set_turns(&r->s.gen, &(GenTurns){tool_loop_turn_end, &r->tools});

@@ -16,7 +16,6 @@
 #include "data/dataset.h"
 #include "gen/options.h"
 #include "gen/pretrained.h"
-#include "model/lora.h"
 
 static void print_json_string(const char *s) {
     json_t *j = json_string(s);
@@ -38,8 +37,8 @@ typedef struct {
 static const OptSpec generate_options[] = {
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "a PEFT LoRA adapter directory: on the CPU folded into the model as grpo merge does; on the GPU beside "
-     "the bf16 base, unmerged"},
+     "a PEFT LoRA adapter directory: with bf16 products (on the GPU, or --bf16 true) unmerged beside the bf16 "
+     "base, as PEFT runs it on a bf16 model; else folded into fp32 weights as grpo merge does"},
     {"prompt", OPT_STR, A(prompt), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "prompt text, used as it is"},
     {"chat", OPT_STR, A(chat), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0, "a user message, rendered with the chat template"},
     {"dataset", OPT_STR, A(dataset), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_DATA_PATH,
@@ -105,13 +104,9 @@ int cmd_generate(int argc, char **argv) {
     if (on_gpu < 0 || load_prompts(&a, &ds, &err) ||
         (on_gpu ? gen_session_open_gpu(&s, &dev, a.model_dir, a.adapter, &ds, &a.gen, a.max_prompt_length,
                                        a.max_prompts, &err)
-                : gen_session_open(&s, a.model_dir, &ds, &a.gen, a.max_prompt_length, a.max_prompts, &err))) {
+                : gen_session_open(&s, a.model_dir, a.adapter, &ds, &a.gen, a.max_prompt_length, a.max_prompts,
+                                   &err))) {
         if (on_gpu > 0) gpu_close(&dev);
-        args_free();
-        return cli_fail("generate", err.msg);
-    }
-    if (!on_gpu && a.adapter && lora_apply_dir(s.model, a.adapter, &err)) { /* the GPU's runs beside the base */
-        gen_session_close(&s);
         args_free();
         return cli_fail("generate", err.msg);
     }

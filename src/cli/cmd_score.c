@@ -8,11 +8,12 @@
  * On a machine with an NVIDIA GPU (gpu_open finds one) the forward runs there
  * (gpu/model.h), as transformers uses the GPU it finds; --use_cpu forces the CPU.
  * The GPU runs bf16 products only, so bf16 is its default, and an fp32 form (--bf16
- * false, --bf16_held) scores on the CPU, saying so in one line. An --adapter on the
- * GPU is not folded in: the base's products in bf16 and the adapter's own fp32 path
- * beside them (gpu/layer.h's adapters, PEFT's unmerged LoRA on a bf16 model); on the
- * CPU it is folded into fp32 weights as grpo merge does. Without a GPU nothing
- * changes and nothing more is said. */
+ * false, --bf16_held) scores on the CPU, saying so in one line. An --adapter under
+ * bf16 products (the GPU's, or --bf16 true on the CPU) is not folded in: the base's
+ * products in bf16 and the adapter's own fp32 path beside them (gpu/layer.h's
+ * adapters, model/lora_layers.h's on the CPU: PEFT's unmerged LoRA on a bf16 model);
+ * under fp32 products it is folded into fp32 weights as grpo merge does. Without a
+ * GPU nothing changes and nothing more is said. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,8 +24,9 @@
 #include "cli/commands.h"
 #include "core/memory.h"
 #include "dist/dist.h"
-#include "gpu/model.h"
 #include "gen/options.h"
+#include "gen/pretrained.h"
+#include "gpu/model.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
 #include "model/lora.h"
@@ -71,8 +73,6 @@ typedef struct {
     GpuDevice dev;
     GpuModel model;
     GpuModelScratch scratch;
-    LoraLayers lora;    /* --adapter, unmerged (the model's m->lora) */
-    int has_lora;
 } ScoreGpu;
 
 /* Scores items[n] in one forward (on gpu, when not NULL, packed) and prints their
@@ -162,8 +162,8 @@ typedef struct {
 static const OptSpec score_options[] = {
     {"model", OPT_STR, A(model_dir), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED | OPT_MODEL_PATH, "model directory (HF layout)"},
     {"adapter", OPT_STR, A(adapter), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
-     "a PEFT LoRA adapter directory: on the CPU folded into the model as grpo merge does; on the GPU beside "
-     "the bf16 base, unmerged"},
+     "a PEFT LoRA adapter directory: with bf16 products (on the GPU, or --bf16 true) unmerged beside the bf16 "
+     "base, as PEFT runs it on a bf16 model; else folded into fp32 weights as grpo merge does"},
     {"data", OPT_STR, A(data), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_REQUIRED,
      "JSON lines {prompt_ids, completion_ids}; - for stdin"},
     {"temperature", OPT_F64, A(temperature), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0, "score softmax(logits / temperature)"},
@@ -178,7 +178,7 @@ static const OptSpec score_options[] = {
 };
 
 /* Where to score: 1 with gpu->dev open and *form bf16's (a GPU found, not --use_cpu,
- * a bf16 form asked for or left to auto: with --adapter, left to auto); 0 on the
+ * --bf16 true or left to auto, with an --adapter or without); 0 on the
  * CPU, in silence where there is no GPU, with one line where there is one and the
  * form is fp32's; -1 with err where a GPU is there but cannot be set up. */
 static int score_device(const ScoreArgs *sa, ScoreGpu *gpu, int *form, GrpoErr *err) {
@@ -201,27 +201,27 @@ static int score_device(const ScoreArgs *sa, ScoreGpu *gpu, int *form, GrpoErr *
     return 1;
 }
 
-/* The CPU's activations for --batch_tokens, checked against the memory available. */
+/* The CPU's activations for --batch_tokens (and an unmerged adapter's), checked against
+ * the memory available. */
 static int score_plan_cpu(const Model *m, Activations *a, long batch_tokens, int ckpt, GrpoErr *err) {
     double mb = 1048576.0, need = (double)acts_plan_bytes(&m->cfg, (int)batch_tokens, ckpt, 32, 0);
+    if (m->lora) need += (double)acts_lora_plan_bytes(&m->cfg, m->lora, (int)batch_tokens, ckpt);
     double avail = (double)mem_available_bytes();
     if (need > avail)
         return err_set(err, "activations for --batch_tokens %ld need %.0f MB and %.0f MB is available; lower "
                        "--batch_tokens", batch_tokens, need / mb, avail / mb);
     acts_create(a, &m->cfg, (int)batch_tokens, ckpt, 32, 0);
+    if (m->lora) acts_reserve_lora(a, &m->cfg, m->lora);
     return 0;
 }
 
-/* --adapter on the GPU: read unmerged (lora_layers_load) and attached to m, whose
- * layers then add it beside their bf16 products. */
-static int score_lora_gpu(Model *m, ScoreGpu *gpu, const char *dir, GrpoErr *err) {
-    if (lora_layers_load(&gpu->lora, dir, m, 0, err)) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return err_set(err, "%s (on the GPU the adapter runs unmerged; --use_cpu true folds it in)", msg);
-    }
-    gpu->has_lora = 1;
-    m->lora = &gpu->lora;
+/* --adapter on m: folded into fp32 weights; on bf16 ones (the GPU's form, or --bf16
+ * true on the CPU) read unmerged into *l and attached, the layers adding it beside
+ * their bf16 products (*has_lora then 1). */
+static int score_adapter(Model *m, LoraLayers *l, int *has_lora, const char *dir, GrpoErr *err) {
+    if (!m->half) return lora_apply_dir(m, dir, err);
+    if (pretrained_adapter_attach(m, l, dir, err)) return -1;
+    *has_lora = 1;
     return 0;
 }
 
@@ -250,7 +250,8 @@ int cmd_score(int argc, char **argv) {
     cli_setup_threads();
     GrpoErr err;
     ScoreGpu gpu;
-    gpu.has_lora = 0;
+    LoraLayers lora;
+    int has_lora = 0;
     int on_gpu = score_device(&sa, &gpu, &form, &err);
     if (on_gpu < 0) return cli_fail("score", err.msg);
     Model m;
@@ -259,11 +260,11 @@ int cmd_score(int argc, char **argv) {
         return cli_fail("score", err.msg);
     }
     Activations a = {0};
-    if ((sa.adapter && (on_gpu ? score_lora_gpu(&m, &gpu, sa.adapter, &err) : lora_apply_dir(&m, sa.adapter, &err))) ||
+    if ((sa.adapter && score_adapter(&m, &lora, &has_lora, sa.adapter, &err)) ||
         (on_gpu ? score_plan_gpu(&m, &gpu, sa.batch_tokens, &err)
                 : score_plan_cpu(&m, &a, sa.batch_tokens, sa.gradient_checkpointing, &err))) {
         model_free(&m);
-        if (gpu.has_lora) lora_layers_free(&gpu.lora);
+        if (has_lora) lora_layers_free(&lora);
         if (on_gpu) gpu_close(&gpu.dev);
         return cli_fail("score", err.msg);
     }
@@ -280,6 +281,6 @@ int cmd_score(int argc, char **argv) {
         acts_free(&a);
     }
     model_free(&m);
-    if (gpu.has_lora) lora_layers_free(&gpu.lora);
+    if (has_lora) lora_layers_free(&lora);
     return rc ? cli_fail("score", err.msg) : 0;
 }

@@ -53,8 +53,9 @@ const DatasetConversation *prompt_options_conversation(const PromptOptions *o, D
 const OptSpec bf16_options[2] = {
     {"bf16", OPT_BOOL, offsetof(Bf16Options, bf16), -1, NULL, OPT_NO_RANGE, NULL, NULL, OPT_AUTO,
      "bf16 as TRL's and train's: every matrix product in bf16 with fp32 sums, the weight matrices held in bf16 "
-     "(as model.to(torch.bfloat16)); not with --adapter; auto: true where this CPU has bf16 matrix instructions "
-     "(AVX512_BF16, AMX), no --adapter is given and --bf16_held is not"},
+     "(as model.to(torch.bfloat16)); an --adapter then runs unmerged beside them, its own path in fp32 (as PEFT "
+     "on a bf16 model); auto: true on a GPU, and on a CPU with bf16 matrix instructions (AVX512_BF16, AMX) where "
+     "no --adapter is given (false folds it into fp32 weights) and --bf16_held is not"},
     {"bf16_held", OPT_BOOL, offsetof(Bf16Options, held), 0, NULL, OPT_NO_RANGE, NULL, NULL, 0,
      "hold the weight matrices in bf16 but compute in fp32: half their memory, and fp32's results for a model "
      "stored in bf16 (without AVX-512 decoding reads them slower than fp32); not with --adapter or --bf16 true"},
@@ -63,9 +64,12 @@ const OptSpec bf16_options[2] = {
 const char *bf16_options_form(const Bf16Options *o, int adapter, int *form) {
     if (o->bf16 > 0 && o->held > 0)
         return "--bf16 (products in bf16) and --bf16_held (fp32 products on weights held in bf16) exclude each other";
-    if ((o->bf16 > 0 || o->held > 0) && adapter)
-        return "--bf16 and --bf16_held hold the weights in bf16 and --adapter folds an adapter into fp32 weights: "
-               "fold it first (grpo merge) and pass the merged model, or drop the bf16 option";
+    /* --bf16 true with an adapter is the GPU's form on either machine: the bf16 base, the adapter unmerged
+     * (gen_session_open, pretrained_adapter_attach). bf16_held's fp32 products have no unmerged form here, and
+     * a fold into its bf16 matrices would round most of a small adapter's delta away. */
+    if (o->held > 0 && adapter)
+        return "--bf16_held holds the weights in bf16 and --adapter is folded only into fp32 weights: use --bf16 "
+               "true (the adapter unmerged beside the bf16 base) or --bf16 false (folded into fp32 weights)";
     int bf16 = o->bf16 >= 0 ? o->bf16 : !adapter && o->held <= 0 && gemm_bf16_native();
     *form = bf16 ? WEIGHTS_BF16 : o->held > 0 ? WEIGHTS_BF16_HELD : WEIGHTS_FP32;
     return NULL;

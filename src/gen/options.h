@@ -45,8 +45,10 @@ typedef struct {
 extern const OptSpec bf16_options[2];
 #define BF16_OPTIONS_GROUP(base) ((OptGroup){bf16_options, 2, (base), OPT_SEC_SPEED})
 /* The WeightForm (model/transformer.h) the rows choose, auto resolved: bf16 where
- * this CPU has bf16 matrix instructions, unless an adapter is folded in (adapter) or
- * bf16_held is set. NULL, or why the choice cannot be run (a usage error). */
+ * this CPU has bf16 matrix instructions, unless an adapter is given (adapter: auto
+ * folds it into fp32 weights) or bf16_held is set. bf16 with an adapter is the bf16
+ * base with the adapter unmerged (gen_session_open). NULL, or why the choice cannot
+ * be run (a usage error: bf16_held with an adapter, or with bf16). */
 const char *bf16_options_form(const Bf16Options *o, int adapter, int *form);
 
 #endif

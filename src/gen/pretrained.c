@@ -122,22 +122,35 @@ static int session_own(GenSession *s, const char *model_dir, Dataset *data, GenO
     return 0;
 }
 
-int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
-                     GrpoErr *err) {
-    if (session_own(s, model_dir, data, o, err)) return -1;
-    return session_start(s, data, o, max_prompt_length, n, err);
-}
-
-/* --adapter on the GPU: read unmerged and attached to s's model before its upload. */
-static int session_lora(GenSession *s, const char *dir, GrpoErr *err) {
-    if (lora_layers_load(&s->lora, dir, s->model, 0, err)) {
+int pretrained_adapter_attach(Model *m, LoraLayers *l, const char *dir, GrpoErr *err) {
+    if (lora_layers_load(l, dir, m, 0, err)) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
-        return err_set(err, "%s (on the GPU the adapter runs unmerged; --use_cpu true folds it in)", msg);
+        return err_set(err, "%s (with bf16 products the adapter runs unmerged beside the bf16 base; --bf16 false "
+                       "folds it into fp32 weights, on the CPU)", msg);
     }
-    s->has_lora = 1;
-    s->model->lora = &s->lora;
+    m->lora = l;
     return 0;
+}
+
+/* --adapter on s's model before its generator is made (and before its upload, on the
+ * GPU): folded into fp32 weights, else unmerged beside the bf16 ones. */
+static int session_lora(GenSession *s, const char *dir, GrpoErr *err) {
+    if (!s->model->half) return lora_apply_dir(s->model, dir, err);
+    if (pretrained_adapter_attach(s->model, &s->lora, dir, err)) return -1;
+    s->has_lora = 1;
+    return 0;
+}
+
+int gen_session_open(GenSession *s, const char *model_dir, const char *adapter, Dataset *data, GenOpts *o,
+                     int max_prompt_length, int n, GrpoErr *err) {
+    if (session_own(s, model_dir, data, o, err)) return -1;
+    if (adapter && session_lora(s, adapter, err)) {
+        dataset_free(data);
+        gen_session_close(s);
+        return -1;
+    }
+    return session_start(s, data, o, max_prompt_length, n, err);
 }
 
 int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, const char *adapter, Dataset *data,

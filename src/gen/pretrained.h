@@ -35,6 +35,15 @@ void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o);
  * token, else the first of its eos ids, else the model's (config.json), else -1. */
 int32_t pretrained_eos(const Pretrained *p);
 
+/* dir's PEFT LoRA adapter read unmerged into *l (lora_layers_load: every layer must
+ * adapt the same modules) and attached to m (m->lora): the form bf16 products run an
+ * adapter in on either machine — the bf16 base's products, the adapter's own fp32
+ * path beside them (PEFT's unmerged LoRA on a bf16 model). A fold into the bf16
+ * matrices would round most of a small adapter's delta away. On error (the loader's
+ * line, with what --bf16 false does instead) nothing is attached or left to free;
+ * else lora_layers_free(l) after m is done with it. */
+int pretrained_adapter_attach(Model *m, LoraLayers *l, const char *dir, GrpoErr *err);
+
 /* What `grpo train`, `generate` and `eval` all set up: a model and its tokenizer,
  * a prompt dataset tokenized for it (left-truncated to max_prompt_length), and a
  * generator planned for the longest of its first n prompts (all when n <= 0). */
@@ -48,22 +57,24 @@ typedef struct {
     int longest;    /* the longest of them, in tokens: what the generator is planned for */
     GpuModel gpu_model; /* gen_session_open_gpu's upload of model (gen.opts.device's), else empty */
     GenDevice device;   /* its device and gpu_model, the generator's opts.device */
-    LoraLayers lora;    /* gen_session_open_gpu's adapter, unmerged (model->lora), when has_lora */
+    LoraLayers lora;    /* the session's adapter, unmerged beside a bf16 base (model->lora), when has_lora */
     int has_lora;
 } GenSession;
 
 /* Opens model_dir (its matrices in form o->weights). Takes ownership
- * of *data (loaded by the caller). o's eos ids are set from the model directory. On
- * error nothing is left to free. */
-int gen_session_open(GenSession *s, const char *model_dir, Dataset *data, GenOpts *o, int max_prompt_length, int n,
-                     GrpoErr *err);
+ * of *data (loaded by the caller). o's eos ids are set from the model directory.
+ * adapter (NULL: none), a PEFT LoRA directory: folded into fp32 weights
+ * (lora_apply_dir, as grpo merge) under WEIGHTS_FP32; under the bf16 forms read
+ * unmerged and decoded beside the bf16 base (pretrained_adapter_attach), as on the
+ * GPU. On error nothing is left to free. */
+int gen_session_open(GenSession *s, const char *model_dir, const char *adapter, Dataset *data, GenOpts *o,
+                     int max_prompt_length, int n, GrpoErr *err);
 /* The same generating on the GPU d (open; the caller's, closed after the session):
  * o->weights must be a bf16-product form (WEIGHTS_BF16), the model is uploaded
  * (gpu_model_upload) and the generator made on the device (GenOpts.device). adapter
- * (NULL: none), a PEFT LoRA directory, is read unmerged (lora_layers_load: every
- * layer adapting the same modules) and decoded beside the bf16 base, as a LoRA run's
- * policy and `grpo score --adapter` on the GPU compute it (the CPU's commands fold it
- * into fp32 weights instead: lora_apply_dir). */
+ * (NULL: none), a PEFT LoRA directory, is read unmerged (pretrained_adapter_attach)
+ * and decoded beside the bf16 base, as a LoRA run's policy, `grpo score --adapter`
+ * on the GPU and the CPU's --bf16 true compute it. */
 int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, const char *adapter, Dataset *data,
                          GenOpts *o, int max_prompt_length, int n, GrpoErr *err);
 /* The prompts over a model and tokenizer opened already (a training run's:

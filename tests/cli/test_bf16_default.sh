@@ -4,9 +4,9 @@
 # and the plan line of train and sft says which it chose and how to choose otherwise.
 # `--bf16 auto` is the same as no flag; `--bf16 false` is fp32 without a note; a
 # value that is none of these is refused with the accepted ones. generate, eval and
-# score compute in bf16 by default on such CPUs (the same meaning), but never with
-# --adapter (auto does not conflict with it; an explicit --bf16 true does:
-# test_bf16_frozen.sh).
+# score compute in bf16 by default on such CPUs (the same meaning), but auto never
+# with --adapter on the CPU: it folds the adapter into fp32 weights there (an explicit
+# --bf16 true runs it unmerged beside the bf16 base: test_bf16_frozen.sh).
 set -u
 . "$ROOT/tests/cli/lib.sh"
 if grep -q -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo; then native=1; else native=0; fi

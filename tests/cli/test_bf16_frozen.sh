@@ -13,7 +13,12 @@
 #    checkpoints (it never moves), and a resume equals the uninterrupted run;
 #  - score --bf16 gives log-probs within bf16's rounding of fp32's, not equal to them;
 #    generate, eval and score --bf16_held give --bf16 false's output bit for bit;
-#  - --bf16 or --bf16_held with --adapter, and both at once, are refused.
+#  - generate, eval and score --bf16 true --adapter run the GPU's form on the CPU: the
+#    bf16 base with the adapter unmerged beside it (as PEFT on a bf16 model). An
+#    adapter whose B is zero (PEFT's initial one) gives --bf16 true's output without
+#    it byte for byte; a trained one moves score's log-probs as its fp32 fold does
+#    (--bf16 false --adapter), within a tenth of that move, and not bit for bit;
+#  - --bf16_held with --adapter, and --bf16 with --bf16_held, are refused in one line.
 # The fp32 runs say --bf16 false: its default, auto, is true on CPUs with bf16
 # instructions (test_bf16_default.sh).
 set -u
@@ -95,19 +100,42 @@ b = [json.loads(l)["logprobs"] for l in open(sys.argv[2])]
 d = [abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v)]
 assert len(d) == 4 and 0 < max(d) < 0.05, d
 PY
-for c in "generate --prompt ab" "eval --dataset $TMP/d.jsonl --reward_funcs length:5" "score --data $TMP/sc.jsonl"; do
-    for flag in --bf16 --bf16_held; do
+# --bf16 true --adapter: the bf16 base, the adapter unmerged. PEFT's initial adapter (B = 0: one step at
+# learning rate 0) adds nothing: each command's output is --bf16 true's without it, byte for byte
+"$GRPO" "${L[@]}" --max_steps 1 --learning_rate 0 --output_dir "$TMP/l0" --quiet 2>"$TMP/l0.err" \
+    || fail "lora at lr 0: $(tail -2 "$TMP/l0.err")"
+for c in "generate --dataset $TMP/d.jsonl --num_generations 3 --max_completion_length 8 --json" \
+         "eval --dataset $TMP/d.jsonl --reward_funcs length:5 --max_completion_length 8 --json" "score --data $TMP/sc.jsonl"; do
+    # shellcheck disable=SC2086
+    "$GRPO" $c --model "$TMP/m" --bf16 true >"$TMP/c.ref" 2>/dev/null \
+        && "$GRPO" $c --model "$TMP/m" --bf16 true --adapter "$TMP/l0" >"$TMP/c.out" 2>"$TMP/c.err" \
+        || fail "${c%% *} --bf16 true --adapter: $(cat "$TMP/c.err")"
+    [ -s "$TMP/c.ref" ] && cmp -s "$TMP/c.ref" "$TMP/c.out" || fail "${c%% *} --bf16 true with a zero adapter: not --bf16 true's output"
+    for flag in --bf16_held "--bf16_held --bf16 false"; do
         # shellcheck disable=SC2086
-        "$GRPO" $c --model "$TMP/m" $flag --adapter "$TMP/l16" >/dev/null 2>"$TMP/c.err"
-        rc=$?
-        [ $rc -eq 2 ] && grep -q -- "hold the weights in bf16 and --adapter folds" "$TMP/c.err" \
-            || fail "${c%% *} $flag --adapter: exit $rc, $(cat "$TMP/c.err")"
+        expect_error 2 "bf16_held holds the weights in bf16 and --adapter is folded only into fp32 weights: use --bf16 true" \
+            "$GRPO" $c --model "$TMP/m" $flag --adapter "$TMP/l16"
+        [ "$(wc -l < "$TMP/expect.err")" -eq 1 ] || fail "${c%% *} $flag --adapter: not one line: $(cat "$TMP/expect.err")"
     done
     # shellcheck disable=SC2086
-    "$GRPO" $c --model "$TMP/m" --bf16 true --bf16_held true >/dev/null 2>"$TMP/c.err"
-    rc=$?
-    [ $rc -eq 2 ] && grep -q -- "exclude each other" "$TMP/c.err" || fail "${c%% *} --bf16 --bf16_held: exit $rc, $(cat "$TMP/c.err")"
+    expect_error 2 "exclude each other" "$GRPO" $c --model "$TMP/m" --bf16 true --bf16_held true
 done
+# a trained adapter: score's log-probs move with it as with its fp32 fold, in bf16's products
+for f in "false" "true"; do
+    "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16 $f --adapter "$TMP/l16" >"$TMP/sa$f" 2>"$TMP/sc.err" \
+        || fail "score --bf16 $f --adapter: $(tail -2 "$TMP/sc.err")"
+done
+python3 - "$TMP/sc32" "$TMP/safalse" "$TMP/scb" "$TMP/satrue" <<'PY' || fail "score --bf16 true --adapter: not the adapter in bf16 products"
+import json, sys
+base32, fold32, base16, lora16 = ([json.loads(l)["logprobs"] for l in open(p)] for p in sys.argv[1:])
+flat = lambda x: [v for row in x for v in row]
+move = max(abs(a - b) for a, b in zip(flat(fold32), flat(base32)))        # the adapter's effect in fp32
+err = max(abs(a - b) for a, b in zip(flat(lora16), flat(fold32)))         # bf16 unmerged against the fp32 fold
+moved16 = max(abs(a - b) for a, b in zip(flat(lora16), flat(base16)))
+print(f"score --bf16 true --adapter: {err:.2e} max from the fp32 fold; the adapter moves the log-probs by {move:.2e} "
+      f"in fp32, {moved16:.2e} in bf16")
+assert len(flat(lora16)) == 4 and move > 1e-3 and 0 < err <= 0.1 * move, (err, move)
+PY
 
 # an fp32 model held in bf16 is rounded: it runs, and (being another model) trains otherwise
 "$GRPO" init --config "$TMP/config.json" --tokenizer assets/byte-tokenizer --seed 4 --output_dir "$TMP/m32" 2>/dev/null

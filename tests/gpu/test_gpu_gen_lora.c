@@ -23,9 +23,12 @@
  * - Qwen3 (q/k norm) with tests/fixtures/lora/adapter (PEFT's files): greedy as above.
  * - `grpo generate --adapter` on the GPU: no line about the CPU, greedy lines the host
  *   Generator's ids for the same prompt, sampled lines the same for
- *   --generation_chunk_size 1 and 64; --bf16 false with --adapter: the CPU run's lines
- *   and one line; an adapter the GPU does not run unmerged (a module in some layers
- *   only): one line naming --use_cpu. `grpo eval --adapter` on the GPU: no CPU line.
+ *   --generation_chunk_size 1 and 64; --bf16 true the same lines as auto's, greedy and
+ *   sampled, and with --use_cpu true the host Generator's ids (the CPU runs the
+ *   same form); --bf16 false with --adapter: the CPU run's lines and one line; an
+ *   adapter the bf16 form does not run unmerged (a module in some layers only): one
+ *   line naming --bf16 false, on the GPU and on the CPU under --bf16 true.
+ *   `grpo eval --adapter` on the GPU: no CPU line, --bf16 true auto's report.
  * Sizes are small: an emulated decoding step is about a second on a loaded machine. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,7 +445,7 @@ static void host_ids(int sampled, char ids[2][256]) {
     LoraLayers l;
     Completion c[2];
     ids[0][0] = ids[1][0] = 0;
-    if (gen_session_open(&s, md, &ds, &o, 0, 0, &err)) {
+    if (gen_session_open(&s, md, NULL, &ds, &o, 0, 0, &err)) {
         T_CHECK(0, "%s", err.msg);
         return;
     }
@@ -474,6 +477,24 @@ static void check_fallback_line(const char *what, const char *errs, const char *
             "got:\n%s", what, needle, errs);
 }
 
+/* generate --adapter --bf16 true (extra: the run's sampling options): on the GPU the
+ * lines out_a holds (auto's run, just made), with no CPU line; with --use_cpu true the
+ * CPU runs the same form, the bf16 base with the adapter unmerged: the host
+ * Generator's ids. */
+static void check_bf16_true(const char *what, const char *extra, char ids[2][256]) {
+    char opts[256];
+    snprintf(opts, sizeof opts, "%s --bf16 true", extra);
+    T_CHECK(run_gen(out_b, err_b, opts) == 0, "%s --bf16 true --adapter: %s", what, err_b);
+    T_CHECK(!strcmp(out_a, out_b) && strstr(err_b, "on the GPU (") && !strstr(err_b, "on the CPU"),
+            "%s --adapter --bf16 true: not auto's lines on the GPU:\n%s---\n%s%s", what, out_a, out_b, err_b);
+    strncat(opts, " --use_cpu true", sizeof opts - strlen(opts) - 1);
+    T_CHECK(run_gen(out_b, err_b, opts) == 0, "%s --bf16 true --use_cpu true --adapter: %s", what, err_b);
+    T_CHECK(lines_hold(out_b, ids) && !strstr(err_b, "on the GPU"), "%s --adapter --bf16 true --use_cpu true: the "
+            "CPU's lines do not hold the host Generator's %s, %s:\n%s", what, ids[0], ids[1], out_b);
+    printf("  grpo generate --adapter --bf16 true, %s: auto's lines on the GPU; on the CPU the host Generator's\n",
+           what);
+}
+
 static void check_commands(void) {
     char ids[2][256], line[1024];
     T_CHECK(run_gen(out_a, err_a, "--temperature 0") == 0, "gpu: %s", err_a);
@@ -487,6 +508,7 @@ static void check_commands(void) {
     T_CHECK(run_cmd(cmd_generate, line, out_b, err_b) == 0, "base: %s", err_b);
     T_CHECK(strcmp(out_a, out_b), "greedy: the lines with --adapter are the base's: the check cannot see the adapter");
     printf("  grpo generate --adapter, greedy: on the GPU, the host Generator's %s (the base's differ)\n", ids[0]);
+    check_bf16_true("greedy", "--temperature 0", ids);
     T_CHECK(run_gen(out_a, err_a, SAMPLED "--generation_chunk_size 1") == 0, "gpu chunk 1: %s", err_a);
     T_CHECK(run_gen(out_b, err_b, SAMPLED "--generation_chunk_size 64") == 0, "gpu chunk 64: %s", err_b);
     T_CHECK(strchr(out_a, '\n') && !strcmp(out_a, out_b), "sampled --adapter: chunk 1 and 64 differ:\n%s---\n%s",
@@ -499,6 +521,7 @@ static void check_commands(void) {
             ids[0], ids[1], out_a);
     printf("  grpo generate --adapter, sampled: --generation_chunk_size 1 and 64 the same lines; %sthe host "
            "Generator's (%s, %s)\n", same ? "" : "NOT ", ids[0], ids[1]);
+    check_bf16_true("sampled", SAMPLED "--generation_chunk_size 64", ids);
     /* --bf16 false: the CPU's folded fp32 form, with one line */
     T_CHECK(run_gen(out_a, err_a, "--bf16 false") == 0, "--bf16 false: %s", err_a);
     T_CHECK(run_gen(out_b, err_b, "--bf16 false --use_cpu true") == 0, "cpu: %s", err_b);
@@ -512,7 +535,10 @@ static void check_commands(void) {
              "length:4 --num_generations 2 --max_completion_length 4 --json", dir, dir, dir);
     T_CHECK(run_cmd(cmd_eval, line, out_a, err_a) == 0, "eval --adapter: %s", err_a);
     T_CHECK(!strstr(err_a, "on the CPU") && strchr(out_a, '\n'), "eval --adapter on the GPU:\n%s%s", out_a, err_a);
-    printf("  grpo eval --adapter: on the GPU, no CPU line\n");
+    strncat(line, " --bf16 true", sizeof line - strlen(line) - 1);
+    T_CHECK(run_cmd(cmd_eval, line, out_b, err_b) == 0, "eval --adapter --bf16 true: %s", err_b);
+    T_CHECK(!strcmp(out_a, out_b), "eval --adapter --bf16 true: not auto's report on the GPU:\n%s---\n%s", out_a, out_b);
+    printf("  grpo eval --adapter: on the GPU, no CPU line; --bf16 true the same report\n");
 }
 
 /* An adapter of a module in some layers only (PEFT's target_modules as a regular
@@ -550,12 +576,19 @@ static void check_refused_adapter(void) {
     snprintf(line, sizeof line, "generate --model %s/qwen2 --adapter %s --prompt hello --num_generations 1 "
              "--max_completion_length 2", dir, one_dir);
     int rc = run_cmd(cmd_generate, line, out_a, err_a);
-    T_CHECK(rc == 1 && strstr(err_a, "layer 1") && strstr(err_a, "--use_cpu"),
-            "an adapter of layer 0 alone: expected one line naming the layer and --use_cpu (rc %d):\n%s", rc, err_a);
+    T_CHECK(rc == 1 && strstr(err_a, "layer 1") && strstr(err_a, "--bf16 false"),
+            "an adapter of layer 0 alone: expected one line naming the layer and --bf16 false (rc %d):\n%s", rc, err_a);
     printf("  an adapter of layer 0 alone: %.*s\n", (int)strcspn(err_a, "\n"), err_a);
+    char cpu[1100];
+    snprintf(cpu, sizeof cpu, "%s --use_cpu true --bf16 true", line); /* the same form, the same line */
+    rc = run_cmd(cmd_generate, cpu, out_b, err_b);
+    const char *nl = strchr(err_b, '\n');
+    T_CHECK(rc == 1 && strstr(err_b, "layer 1") && strstr(err_b, "--bf16 false") && nl && !nl[1],
+            "the same adapter with --use_cpu true --bf16 true: expected the one line (rc %d):\n%s", rc, err_b);
     strncat(line, " --use_cpu true", sizeof line - strlen(line) - 1);
     T_CHECK(run_cmd(cmd_generate, line, out_b, err_b) == 0, "the same adapter on the CPU (folded): %s", err_b);
-    printf("  the same adapter with --use_cpu true: folded, generated on the CPU\n");
+    printf("  the same adapter with --use_cpu true --bf16 true: the same line; with --use_cpu true (auto): folded, "
+           "generated on the CPU\n");
 }
 
 static void check_all(void) {
