@@ -110,7 +110,8 @@ for c in "generate --dataset $TMP/d.jsonl --num_generations 3 --max_completion_l
     "$GRPO" $c --model "$TMP/m" --bf16 true >"$TMP/c.ref" 2>/dev/null \
         && "$GRPO" $c --model "$TMP/m" --bf16 true --adapter "$TMP/l0" >"$TMP/c.out" 2>"$TMP/c.err" \
         || fail "${c%% *} --bf16 true --adapter: $(cat "$TMP/c.err")"
-    [ -s "$TMP/c.ref" ] && cmp -s "$TMP/c.ref" "$TMP/c.out" || fail "${c%% *} --bf16 true with a zero adapter: not --bf16 true's output"
+    [ -s "$TMP/c.ref" ] && cmp -s "$TMP/c.ref" "$TMP/c.out" \
+        || fail "${c%% *} --bf16 true with a zero adapter: not --bf16 true's output"
     for flag in --bf16_held "--bf16_held --bf16 false"; do
         # shellcheck disable=SC2086
         expect_error 2 "bf16_held holds the weights in bf16 and --adapter is folded only into fp32 weights: use --bf16 true" \
@@ -125,7 +126,8 @@ for f in "false" "true"; do
     "$GRPO" score --model "$TMP/m" --data "$TMP/sc.jsonl" --bf16 $f --adapter "$TMP/l16" >"$TMP/sa$f" 2>"$TMP/sc.err" \
         || fail "score --bf16 $f --adapter: $(tail -2 "$TMP/sc.err")"
 done
-python3 - "$TMP/sc32" "$TMP/safalse" "$TMP/scb" "$TMP/satrue" <<'PY' || fail "score --bf16 true --adapter: not the adapter in bf16 products"
+python3 - "$TMP/sc32" "$TMP/safalse" "$TMP/scb" "$TMP/satrue" <<'PY' \
+    || fail "score --bf16 true --adapter: not the adapter in bf16 products"
 import json, sys
 base32, fold32, base16, lora16 = ([json.loads(l)["logprobs"] for l in open(p)] for p in sys.argv[1:])
 flat = lambda x: [v for row in x for v in row]

@@ -537,7 +537,8 @@ static void check_commands(void) {
     T_CHECK(!strstr(err_a, "on the CPU") && strchr(out_a, '\n'), "eval --adapter on the GPU:\n%s%s", out_a, err_a);
     strncat(line, " --bf16 true", sizeof line - strlen(line) - 1);
     T_CHECK(run_cmd(cmd_eval, line, out_b, err_b) == 0, "eval --adapter --bf16 true: %s", err_b);
-    T_CHECK(!strcmp(out_a, out_b), "eval --adapter --bf16 true: not auto's report on the GPU:\n%s---\n%s", out_a, out_b);
+    T_CHECK(!strcmp(out_a, out_b), "eval --adapter --bf16 true: not auto's report on the GPU:\n%s---\n%s", out_a,
+            out_b);
     printf("  grpo eval --adapter: on the GPU, no CPU line; --bf16 true the same report\n");
 }
 
