@@ -51,7 +51,21 @@ int gpu_layer_acts_create(GpuDevice *d, GpuLayerActs *a, const GpuLayerWeights *
     return alloc_all(d, want, sizeof want / sizeof want[0], err);
 }
 
+int gpu_layer_acts_create_sharing(GpuDevice *d, GpuLayerActs *a, const GpuLayerActs *owner, const GpuLayerWeights *w,
+                                  GrpoErr *err) {
+    *a = *owner;
+    a->shares = 1;
+    size_t N = (size_t)owner->max_tokens, F = (size_t)w->F;
+    Want want[] = {{&a->act16, 2 * N * F}, {&a->gu16, 2 * N * 2 * F}};
+    return alloc_all(d, want, sizeof want / sizeof want[0], err);
+}
+
 void gpu_layer_acts_free(GpuDevice *d, GpuLayerActs *a) {
+    if (a->shares) { /* the owner frees the rest */
+        CUdeviceptr *const own[] = {&a->act16, &a->gu16};
+        free_all(d, own, sizeof own / sizeof own[0]);
+        return;
+    }
     CUdeviceptr *const all[] = {&a->rstd1, &a->rstd2, &a->qkv,   &a->att,   &a->lse,
                                 &a->xmid,  &a->h1_16, &a->h2_16, &a->act16, &a->gu16,
                                 &a->qk,    &a->qk_rstd};
@@ -166,15 +180,29 @@ static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *
     return gpu_residual_add(d, a->xmid, x_in, (size_t)N * C, err);
 }
 
+/* Everything before the gate/up product: the attention half, then ln2 into h2_16 (the
+ * rounding gpu_matmul_forward_bf16 would do on its input, so the product reads h2_16). */
+static int up_to_gate_up(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
+                         const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
+    int N = b->N, C = w->C;
+    if (check_batch(a, s, b, err) || attention_half(d, w, a, s, b, x_in, err) ||
+        gpu_rmsnorm_forward(d, s->h, a->rstd2, a->xmid, w->ln2, N, C, C, C, w->eps, err))
+        return -1;
+    return gpu_round_bf16(d, a->h2_16, s->h, N, C, C, C, err);
+}
+
+int gpu_layer_forward_train_kept(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
+                                 const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
+    return up_to_gate_up(d, w, a, s, b, x_in, err);
+}
+
 int gpu_layer_forward_train(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
                             const GpuLayerBatch *b, CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err) {
     int N = b->N, C = w->C, F = w->F;
-    if (check_batch(a, s, b, err)) return -1;
     /* swiglu_forward_bf16's two outputs: gate/up rounded (gu16), and act from the fp32
      * gate/up, rounded by wdown's product into act16 */
-    if (attention_half(d, w, a, s, b, x_in, err) ||
-        gpu_rmsnorm_forward(d, s->h, a->rstd2, a->xmid, w->ln2, N, C, C, C, w->eps, err) ||
-        gpu_matmul_forward_bf16(d, s->wide, s->h, a->h2_16, w->wgu, 0, N, C, 2 * F, err) ||
+    if (up_to_gate_up(d, w, a, s, b, x_in, err) ||
+        gpu_matmul_forward_bf16(d, s->wide, 0, a->h2_16, w->wgu, 0, N, C, 2 * F, err) ||
         gpu_round_bf16(d, a->gu16, s->wide, N, 2 * F, 2 * F, 2 * F, err) ||
         gpu_swiglu_forward(d, s->mid, s->wide, N, F, err) ||
         gpu_matmul_forward_bf16(d, x_out, s->mid, a->act16, w->wdown, 0, N, F, C, err))

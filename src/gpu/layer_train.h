@@ -37,6 +37,8 @@ typedef struct {
     /* Qwen3's q/k norm (0 without one) */
     CUdeviceptr qk;                    /* fp32 [N, (H+Hkv)D]: q and k normed, then RoPE'd */
     CUdeviceptr qk_rstd;               /* fp32 [H+Hkv, N]: the norm's statistics, per head */
+    int shares;                        /* 1: every buffer but gu16 and act16 is another set's, which frees it
+                                        * (selective recomputation: each layer keeps its gate/up alone) */
 } GpuLayerActs;
 
 /* Temporaries shared by every layer's forward and backward (one per device). */
@@ -63,6 +65,12 @@ typedef struct {
 /* Allocation of each; -1 with err (a refused allocation: then nothing stays
  * allocated). The free functions take zeroed or created structs. */
 int gpu_layer_acts_create(GpuDevice *d, GpuLayerActs *a, const GpuLayerWeights *w, int max_tokens, GrpoErr *err);
+/* A set for another layer of w's shapes that owns only its gate/up (gu16, act16) and
+ * shares every other buffer with owner (selective recomputation: owner's buffers hold
+ * the layer at hand, remade by gpu_layer_forward_train_kept). */
+int gpu_layer_acts_create_sharing(GpuDevice *d, GpuLayerActs *a, const GpuLayerActs *owner, const GpuLayerWeights *w,
+                                  GrpoErr *err);
+/* Frees what a owns (a sharing set: its gu16 and act16 alone). */
 void gpu_layer_acts_free(GpuDevice *d, GpuLayerActs *a);
 int gpu_layer_train_scratch_create(GpuDevice *d, GpuLayerTrainScratch *s, const GpuLayerWeights *w, int max_tokens,
                                    GrpoErr *err);
@@ -77,6 +85,14 @@ void gpu_layer_grads_free(GpuDevice *d, GpuLayerGrads *g);
  * or s's, or a launch refused. */
 int gpu_layer_forward_train(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
                             const GpuLayerBatch *b, CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err);
+/* Selective recomputation: the forward of x_in again into a, up to (not including) the
+ * gate/up product — the norms, q/k/v, attention, o, h2 in bf16 — keeping a's gu16 and
+ * act16 as gpu_layer_forward_train of the same batch and x_in left them (the gate/up,
+ * SwiGLU and down products are not run; no output: the next layer's input is kept).
+ * The kernels are deterministic, so a then holds that forward's bits. -1 with err as
+ * the forward. */
+int gpu_layer_forward_train_kept(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
+                                 const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err);
 /* After gpu_layer_forward_train of the same batch into a: dx[N, C] holds dL/dx_out on
  * entry and dL/dx_in on exit; x_in is the forward's input. Weight gradients into g
  * (write_dw: written over, else added to). -1 with err as the forward. */

@@ -2,9 +2,9 @@
  * between the embedding and gpu/head_pass.h's final norm and head, each layer's input kept in one
  * [L+1, N, C] buffer as the CPU's Activations.x, and the gradients in one buffer of
  * the parameter table's layout with the host's record of what this step wrote. It
- * adds no kernel. With recompute, one layer's saved tensors shared by every layer
- * (acts_of), each remade in the backward from x (recompute_layer). Not here: adapters,
- * the optimizer. */
+ * adds no kernel. With recomputation, one layer's saved tensors shared by every layer
+ * (acts_of; selective: all but each layer's own gate/up), each remade in the backward
+ * from x (recompute_layer). Not here: adapters, the optimizer. */
 #include "gpu/model_train.h"
 
 #include <stdlib.h>
@@ -62,8 +62,9 @@ static int make_views(GpuModelTrain *t, const GpuModel *g, GrpoErr *err) {
     return 0;
 }
 
-/* How many sets of a layer's saved tensors the pass keeps: one when it recomputes. */
-static int acts_sets(const GpuModelTrain *t) { return t->recompute && t->L ? 1 : t->L; }
+/* How many sets of a layer's saved tensors the pass keeps: one when it recomputes in
+ * full (selective: L, all but the first sharing the first's buffers but gate/up). */
+static int acts_sets(const GpuModelTrain *t) { return t->ckpt == CKPT_FULL && t->L ? 1 : t->L; }
 
 /* Device buffers of the forward/backward for max_tokens rows; the layers' acts. */
 static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
@@ -76,19 +77,24 @@ static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int 
         gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, err))
         return -1;
     for (int l = 0; l < acts_sets(t); l++)
-        if (gpu_layer_acts_create(d, &t->acts[l], &g->layers[l], t->max_tokens, err)) return -1;
+        if (t->ckpt == CKPT_SELECTIVE && l > 0
+                ? gpu_layer_acts_create_sharing(d, &t->acts[l], &t->acts[0], &g->layers[l], err)
+                : gpu_layer_acts_create(d, &t->acts[l], &g->layers[l], t->max_tokens, err))
+            return -1;
     return t->L ? gpu_layer_train_scratch_create(d, &t->scratch, &g->layers[0], t->max_tokens, err) : 0;
 }
 
 int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
                            int chunk_rows, GrpoErr *err) {
-    return gpu_model_train_create_ckpt(d, t, g, m, max_tokens, chunk_rows, 0, err);
+    return gpu_model_train_create_ckpt(d, t, g, m, max_tokens, chunk_rows, CKPT_NONE, err);
 }
 
 int gpu_model_train_create_ckpt(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
-                                int chunk_rows, int recompute, GrpoErr *err) {
+                                int chunk_rows, CheckpointMode ckpt, GrpoErr *err) {
     memset(t, 0, sizeof *t);
-    t->recompute = recompute != 0;
+    if (ckpt < CKPT_NONE || ckpt > CKPT_SELECTIVE)
+        return err_set(err, "GPU training: checkpointing mode %d (expected none, full or selective)", (int)ckpt);
+    t->ckpt = ckpt;
     if (g->lora) return err_set(err, "GPU training: the model has LoRA adapters (gpu/model_lora.h trains them)");
     if (!m->mixed) return err_set(err, "GPU training: the model is not under mixed precision (expected --bf16)");
     if (max_tokens < 1) return err_set(err, "GPU training: max_tokens %d (expected at least 1)", max_tokens);
@@ -192,16 +198,20 @@ static GpuLayerBatch layer_batch(const GpuModel *g, const GpuModelTrain *t) {
 /* x_l of the last forward: layer l's input (l = L: the last layer's output). */
 static CUdeviceptr x_at(const GpuModelTrain *t, int l) { return t->x + 4 * (size_t)l * t->N * t->C; }
 
-/* Layer l's saved tensors: its own, or the one shared set when the pass recomputes. */
-static GpuLayerActs *acts_of(GpuModelTrain *t, int l) { return &t->acts[t->recompute ? 0 : l]; }
+/* Layer l's saved tensors: its own, or the one shared set when the pass recomputes in
+ * full (selective: its own gate/up, the shared rest). */
+static GpuLayerActs *acts_of(GpuModelTrain *t, int l) { return &t->acts[t->ckpt == CKPT_FULL ? 0 : l]; }
 
-/* Before layer l's backward with recompute: its forward again from its kept input x_l
- * into the shared set. The last layer's set is still there from the forward. The
- * output rewrites x_{l+1} with the bits it holds (the same kernels on the same input),
- * which no later step reads: layer l+1's backward is done. */
+/* Before layer l's backward with recomputation: its forward again from its kept input
+ * x_l into the shared set; the last layer's set is still there from the forward. Full:
+ * the whole layer, whose output rewrites x_{l+1} with the bits it holds (the same
+ * kernels on the same input), which no later step reads: layer l+1's backward is done.
+ * Selective: up to the gate/up product, which the layer's set kept. */
 static int recompute_layer(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const GpuLayerBatch *lb, int l,
                            GrpoErr *err) {
-    if (!t->recompute || l == g->L - 1) return 0;
+    if (t->ckpt == CKPT_NONE || l == g->L - 1) return 0;
+    if (t->ckpt == CKPT_SELECTIVE)
+        return gpu_layer_forward_train_kept(d, &g->layers[l], acts_of(t, l), &t->scratch, lb, x_at(t, l), err);
     return gpu_layer_forward_train(d, &g->layers[l], acts_of(t, l), &t->scratch, lb, x_at(t, l + 1), x_at(t, l), err);
 }
 

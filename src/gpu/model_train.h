@@ -14,11 +14,16 @@
  * the host as model/grads.h's GradState keeps it: a step's first backward writes each
  * tensor over (no clearing first), later ones add; gpu_model_train_settle zeroes what
  * no backward reached. Everything is allocated once for max_tokens rows.
- * Recomputation (gradient checkpointing, gpu_model_train_create_ckpt): only the layers'
- * inputs x and ONE set of a layer's saved tensors are kept; the backward re-runs each
- * layer's forward from its kept input into that set before its backward. The kernels
- * are deterministic, so the set holds the forward's bits and the gradients are those
- * of the pass that keeps every layer's set, bit for bit. Not here: adapters. */
+ * Recomputation (gradient checkpointing, gpu_model_train_create_ckpt), model/transformer.h's
+ * CheckpointMode: CKPT_FULL keeps only the layers' inputs x and ONE set of a layer's
+ * saved tensors; the backward re-runs each layer's forward from its kept input into that
+ * set before its backward. CKPT_SELECTIVE keeps each layer's gate/up too (gu16 and act16,
+ * what SwiGLU's backward and wdown's weight gradient read) beside one shared set of the
+ * rest, and re-runs the layer only up to its gate/up product
+ * (gpu_layer_forward_train_kept): the gate/up and down products, the layer's largest,
+ * are not run again. The kernels are deterministic, so the set holds the forward's bits
+ * and the gradients are those of the pass that keeps every layer's set, bit for bit.
+ * Not here: adapters. */
 #ifndef GRPO_GPU_MODEL_TRAIN_H
 #define GRPO_GPU_MODEL_TRAIN_H
 
@@ -31,8 +36,9 @@
 typedef struct {
     int max_tokens, L, C;
     int N, B;                   /* the last forward's rows and sequences; N 0: none to go back through */
-    int recompute;              /* 1: acts holds one shared set, each layer's remade in the backward */
-    GpuLayerActs *acts;         /* [L] each layer's saved tensors; recompute: [1], the layer's at hand */
+    CheckpointMode ckpt;        /* CKPT_FULL: acts holds one shared set, each layer's remade in the backward;
+                                 * CKPT_SELECTIVE: acts[l] own their gate/up, share the rest with acts[0] */
+    GpuLayerActs *acts;         /* [L] each layer's saved tensors; CKPT_FULL: [1], the layer's at hand */
     GpuLayerTrainScratch scratch; /* shared by every layer */
     CUdeviceptr x;              /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
     CUdeviceptr dx;             /* fp32 [N, C]: the residual stream's gradient */
@@ -54,9 +60,9 @@ typedef struct {
  * written. */
 int gpu_model_train_create(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
                            int chunk_rows, GrpoErr *err);
-/* The same, recompute 1: only x and one layer's set kept (recomputation, see above). */
+/* The same with recomputation as ckpt says (see above; CKPT_NONE: gpu_model_train_create). */
 int gpu_model_train_create_ckpt(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, const Model *m, int max_tokens,
-                                int chunk_rows, int recompute, GrpoErr *err);
+                                int chunk_rows, CheckpointMode ckpt, GrpoErr *err);
 void gpu_model_train_free(GpuDevice *d, GpuModelTrain *t);
 
 /* A new optimizer step: no tensor written (grad_state_begin). Touches no gradient. */

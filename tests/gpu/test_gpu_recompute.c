@@ -30,6 +30,7 @@
 #include "gpu_test.h"
 #include "gpu_test_cli.h"
 #include "gpu_test_model.h"
+#include "machine/gpu_emulator_blas.h"
 
 enum { MAXN = 24, CHUNK = 8 };
 static const GpuTestShape shape = {64, 2, 1, 32, 128, 96, 3};
@@ -63,6 +64,7 @@ typedef struct {
     float lp[2][MAXN], ent[2][MAXN];
     float *grads;
     size_t bytes;
+    unsigned long long madds; /* the products' multiply-adds in the step (the emulated GPU's count) */
 } StepOut;
 
 static size_t free_now(void) {
@@ -80,18 +82,20 @@ static void make_batches(void) {
     for (int k = 0; k < 2; k++) Ns[k] = make_batch(k, ids[k], targets[k], dlogp[k], dent[k]);
 }
 
-/* One step of full fine-tuning through a pass made with recompute. */
-static void step_full(const Model *m, const GpuModel *g, int recompute, StepOut *o) {
+/* One step of full fine-tuning through a pass made with checkpointing mode ckpt. */
+static void step_full(const Model *m, const GpuModel *g, CheckpointMode ckpt, StepOut *o) {
     GpuModelTrain t;
     size_t before = free_now();
-    T_CHECK(!gpu_model_train_create_ckpt(&dev, &t, g, m, MAXN, CHUNK, recompute, &err), "%s", err.msg);
+    T_CHECK(!gpu_model_train_create_ckpt(&dev, &t, g, m, MAXN, CHUNK, ckpt, &err), "%s", err.msg);
     o->bytes = before - free_now();
     gpu_model_train_begin(&t);
+    unsigned long long madds = gpu_emulator_blas_multiply_adds();
     for (int k = 0; k < 2; k++)
         T_CHECK(!gpu_model_train_forward(&dev, g, &t, ids[k], micro[k].starts, micro[k].B, targets[k], INV_TEMP,
                                          o->lp[k], o->ent[k], &err) &&
                     !gpu_model_train_backward(&dev, g, &t, dlogp[k], dent[k], &err),
                 "%s", err.msg);
+    o->madds = gpu_emulator_blas_multiply_adds() - madds;
     T_CHECK(!gpu_model_train_settle(&dev, &t, &err), "%s", err.msg);
     o->grads = malloc(sizeof(float) * m->table.total);
     download(o->grads, t.grads, sizeof(float) * m->table.total);
@@ -105,11 +109,13 @@ static void step_lora(const Model *h, const GpuModel *g, int recompute, StepOut 
     T_CHECK(!gpu_model_lora_create_ckpt(&dev, &t, g, h, MAXN, CHUNK, recompute, &err), "%s", err.msg);
     o->bytes = before - free_now();
     gpu_model_lora_begin(&t);
+    unsigned long long madds = gpu_emulator_blas_multiply_adds();
     for (int k = 0; k < 2; k++)
         T_CHECK(!gpu_model_lora_forward(&dev, g, &t, ids[k], micro[k].starts, micro[k].B, targets[k], keys[k],
                                         INV_TEMP, o->lp[k], o->ent[k], &err) &&
                     !gpu_model_lora_backward(&dev, g, &t, dlogp[k], dent[k], &err),
                 "%s", err.msg);
+    o->madds = gpu_emulator_blas_multiply_adds() - madds;
     T_CHECK(!gpu_model_lora_settle(&dev, &t, &err), "%s", err.msg);
     o->grads = malloc(sizeof(float) * h->lora->table.total);
     download(o->grads, t.grads, sizeof(float) * h->lora->table.total);
@@ -135,6 +141,29 @@ static void compare_steps(const char *what, const StepOut *keep, const StepOut *
            "recomputation, %zu without\n", what, P, re->bytes, keep->bytes);
 }
 
+/* The selective pass's outputs those of the pass that keeps everything; its bytes
+ * between full recomputation's and no recomputation's (the gate/up of every layer but
+ * one more than full's: gu_bytes a token a layer); and (emulated GPU, which counts
+ * them) its products fewer than full's by exactly the gate/up and down products of
+ * the L - 1 recomputed layers, 3 C F a token, and more than no recomputation's. */
+static void compare_selective(const char *what, const StepOut *keep, const StepOut *full, const StepOut *sel,
+                              size_t P, size_t gu_bytes) {
+    char w[160];
+    snprintf(w, sizeof w, "%s, selective", what);
+    compare_steps(w, keep, sel, P);
+    size_t want = full->bytes + (size_t)(shape.L - 1) * MAXN * gu_bytes;
+    T_CHECK(full->bytes < sel->bytes && sel->bytes == want, "%s: the pass takes %zu bytes (expected %zu: full's %zu "
+            "and every other layer's gate/up)", w, sel->bytes, want, full->bytes);
+    if (!emulated) return;
+    unsigned long long saved = 3ULL * shape.C * shape.F * (shape.L - 1) * (unsigned long long)(Ns[0] + Ns[1]);
+    T_CHECK(full->madds - sel->madds == saved && sel->madds > keep->madds,
+            "%s: %llu multiply-adds in products (expected full recomputation's %llu less %llu, the gate/up and down "
+            "products of the recomputed layers; more than no recomputation's %llu)", w, sel->madds, full->madds, saved,
+            keep->madds);
+    printf("  %s: products of %llu multiply-adds, full recomputation's %llu, none's %llu\n", w, sel->madds,
+           full->madds, keep->madds);
+}
+
 static void check_full(int tied, int qwen3) {
     Model m;
     if (qwen3) gpu_test_qwen3_model(&m, &shape, tied, 7);
@@ -142,14 +171,16 @@ static void check_full(int tied, int qwen3) {
     model_use_bf16_compute(&m);
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &m, &err), "%s", err.msg);
-    StepOut keep, re;
+    StepOut keep, re, sel;
     make_batches();
-    step_full(&m, &g, 0, &keep);
-    step_full(&m, &g, 1, &re);
+    step_full(&m, &g, CKPT_NONE, &keep);
+    step_full(&m, &g, CKPT_FULL, &re);
+    step_full(&m, &g, CKPT_SELECTIVE, &sel);
     char what[96];
     snprintf(what, sizeof what, "full fine-tuning, %s, %s head", qwen3 ? "Qwen3" : "Qwen2", tied ? "tied" : "untied");
     compare_steps(what, &keep, &re, m.table.total);
-    free(keep.grads), free(re.grads);
+    compare_selective(what, &keep, &re, &sel, m.table.total, 6 * (size_t)shape.F);
+    free(keep.grads), free(re.grads), free(sel.grads);
     gpu_model_free(&dev, &g);
     model_free(&m);
 }

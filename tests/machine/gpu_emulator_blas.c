@@ -37,8 +37,10 @@ typedef struct {
 
 static int live;
 static long heuristic_calls;
+static unsigned long long multiply_adds;
 int gpu_emulator_blas_live(void) { return live; }
 long gpu_emulator_blas_heuristic_calls(void) { return heuristic_calls; }
+unsigned long long gpu_emulator_blas_multiply_adds(void) { return multiply_adds; }
 
 static void *make(size_t bytes, int tag) {
     int *p = calloc(1, bytes);
@@ -271,6 +273,7 @@ static cublasStatus_t emu_matmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, 
             if (be != 0.0f) out += be * *at32((void *)C, pb.l[2], i, j);
             *at32(D, pb.l[3], i, j) = out;
         }
+    multiply_adds += pb.m * pb.n * pb.k;
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -30,5 +30,8 @@ int gpu_emulator_blas_open(CublasLtApi *api, char *why, size_t n);
 int gpu_emulator_blas_live(void);
 /* cublasLtMatmulAlgoGetHeuristic calls so far (the tests check a shape is planned once). */
 long gpu_emulator_blas_heuristic_calls(void);
+/* Multiply-adds (m n k) of the products done so far: what a test counts to show a
+ * product is run or not (recomputation's). */
+unsigned long long gpu_emulator_blas_multiply_adds(void);
 
 #endif
