@@ -38,7 +38,19 @@ int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayer
     return 0;
 }
 
+int gpu_lora_layer_acts_create_sharing(GpuDevice *d, GpuLoraLayerActs *a, const GpuLoraLayerActs *owner,
+                                       const GpuLayerWeights *w, GrpoErr *err) {
+    *a = *owner;
+    a->shares = 1, a->gu = 0;
+    return gpu_alloc(d, &a->gu, 4 * (size_t)owner->max_tokens * 2 * w->F, err) ? (a->gu = 0, -1) : 0;
+}
+
 void gpu_lora_layer_acts_free(GpuDevice *d, GpuLoraLayerActs *a) {
+    if (a->shares) { /* the owner frees the rest */
+        if (a->gu) gpu_free(d, a->gu);
+        a->gu = 0;
+        return;
+    }
     CUdeviceptr *all[] = {&a->rstd1, &a->rstd2, &a->h1,  &a->h2, &a->qkv, &a->att, &a->lse,
                           &a->xmid,  &a->gu,    &a->act, &a->u,  &a->du,  &a->xd,  &a->bits,
                           &a->qk,    &a->qk_rstd};
@@ -131,20 +143,36 @@ static int attention_half(GpuDevice *d, const GpuLayerWeights *w, const GpuLayer
     return gpu_residual_add(d, a->xmid, x_in, (size_t)N * C, err);
 }
 
-int gpu_lora_layer_forward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
-                           GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_out,
-                           CUdeviceptr x_in, GrpoErr *err) {
-    int N = b->N, C = w->C, F = w->F;
+/* The whole layer (x_out), or with x_out 0 its recomputation from a kept gate/up: the
+ * base's gate/up and down products skipped, the adapters' u made with no output (the
+ * CPU's layer_forward with x_out NULL under CKPT_SELECTIVE). */
+static int layer_forward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                         GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_out,
+                         CUdeviceptr x_in, GrpoErr *err) {
+    int N = b->N, C = w->C, F = w->F, kept = !x_out;
     if (check_batch(a, s, b, p, err)) return -1;
     if (attention_half(d, w, lo, p, a, s, b, x_in, err) ||
         gpu_rmsnorm_forward(d, a->h2, a->rstd2, a->xmid, w->ln2, N, C, C, C, w->eps, err) ||
-        gpu_matmul_forward_bf16(d, a->gu, a->h2, s->dx16, w->wgu, 0, N, C, 2 * F, err) ||
-        adapters_forward(d, lo, p, a, b, LORA_LIN_GU, a->gu, 2 * F, a->h2, err) ||
+        (!kept && gpu_matmul_forward_bf16(d, a->gu, a->h2, s->dx16, w->wgu, 0, N, C, 2 * F, err)) ||
+        adapters_forward(d, lo, p, a, b, LORA_LIN_GU, kept ? 0 : a->gu, 2 * F, a->h2, err) ||
         gpu_swiglu_forward(d, a->act, a->gu, N, F, err) ||
-        gpu_matmul_forward_bf16(d, x_out, a->act, s->mid16, w->wdown, 0, N, F, C, err) ||
+        (!kept && gpu_matmul_forward_bf16(d, x_out, a->act, s->mid16, w->wdown, 0, N, F, C, err)) ||
         adapters_forward(d, lo, p, a, b, LORA_LIN_DOWN, x_out, C, a->act, err))
         return -1;
-    return gpu_residual_add(d, x_out, a->xmid, (size_t)N * C, err);
+    return kept ? 0 : gpu_residual_add(d, x_out, a->xmid, (size_t)N * C, err);
+}
+
+int gpu_lora_layer_forward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                           GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_out,
+                           CUdeviceptr x_in, GrpoErr *err) {
+    if (!x_out) return err_set(err, "GPU LoRA layer: no output (gpu_lora_layer_forward_kept recomputes without one)");
+    return layer_forward(d, w, lo, p, a, s, b, x_out, x_in, err);
+}
+
+int gpu_lora_layer_forward_kept(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                                GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_in,
+                                GrpoErr *err) {
+    return layer_forward(d, w, lo, p, a, s, b, 0, x_in, err);
 }
 
 /* dx (dL/dx_out) -> dL/dxmid: down (frozen: dact only) + adapters, SwiGLU in fp32,

@@ -35,6 +35,8 @@ typedef struct {
     CUdeviceptr u;                      /* fp32 [LORA_N_MODULES][N, r] (the CPU's lora_u layout) */
     CUdeviceptr bits;                   /* [LORA_N_MODULES][max_tokens, mask_row_bytes]; 0 without dropout */
     CUdeviceptr du, xd;                 /* scratch: fp32 [N, r], [N, max in] (every layer may share them) */
+    int shares;                         /* 1: every buffer but gu is another set's, which frees it (selective
+                                         * recomputation: each layer keeps its gate/up alone) */
 } GpuLoraLayerActs;
 
 /* The adapters' batch: the dropout of a training pass (model/lora_layers.h's
@@ -50,6 +52,12 @@ typedef struct {
  * with err: max_tokens < 1, a refused allocation (nothing kept). */
 int gpu_lora_layer_acts_create(GpuDevice *d, GpuLoraLayerActs *a, const GpuLayerWeights *w, const LoraLayers *lo,
                                int max_tokens, GrpoErr *err);
+/* A set for another layer of w's shapes that owns only its gate/up (gu) and shares
+ * every other buffer with owner (selective recomputation: owner's buffers hold the
+ * layer at hand, remade by gpu_lora_layer_forward_kept). */
+int gpu_lora_layer_acts_create_sharing(GpuDevice *d, GpuLoraLayerActs *a, const GpuLoraLayerActs *owner,
+                                       const GpuLayerWeights *w, GrpoErr *err);
+/* Frees what a owns (a sharing set: its gu alone). */
 void gpu_lora_layer_acts_free(GpuDevice *d, GpuLoraLayerActs *a);
 
 /* x_out[N, C] = the layer with its adapters lo applied to x_in (x_out may not be
@@ -58,6 +66,15 @@ void gpu_lora_layer_acts_free(GpuDevice *d, GpuLoraLayerActs *a);
 int gpu_lora_layer_forward(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
                            GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_out,
                            CUdeviceptr x_in, GrpoErr *err);
+/* Selective recomputation: the forward of x_in again into a with a's gate/up (gu, the
+ * adapters' terms in it) kept as gpu_lora_layer_forward of the same batch, pass and
+ * x_in left it: the attention half with its adapters, h2, the gate/up adapters' u (no
+ * output: y 0), act = SwiGLU(gu) and the down adapters' u, each module's dropout bits
+ * drawn again from p's keys. The base's gate/up and down products are not run; no
+ * output (the next layer's input is kept). The same bits as that forward. */
+int gpu_lora_layer_forward_kept(GpuDevice *d, const GpuLayerWeights *w, const GpuLayerLora *lo, const GpuLoraPass *p,
+                                GpuLoraLayerActs *a, GpuLayerTrainScratch *s, const GpuLayerBatch *b, CUdeviceptr x_in,
+                                GrpoErr *err);
 /* After the forward of the same batch into a: dx[N, C] holds dL/dx_out on entry,
  * dL/dx_in on exit; x_in the forward's input. lo's views carry dA, dB (the adapters'
  * gradient buffer); write[m]: module m's are written over, else added to. */

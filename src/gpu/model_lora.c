@@ -3,9 +3,10 @@
  * buffer as the CPU's Activations.x, the adapters' gradient in their table's layout
  * with the host's record of what this step wrote. Not gpu/model_train.c: that is
  * full fine-tuning's pass (every weight's gradient, bf16 activations); this one has
- * other layers, no head or embedding gradient and the dropout keys. With recompute,
- * one layer's saved tensors shared by every layer (acts_of), each remade in the
- * backward from x (recompute_layer). Adds no kernel. */
+ * other layers, no head or embedding gradient and the dropout keys. With recomputation,
+ * one layer's saved tensors shared by every layer (acts_of; selective: all but each
+ * layer's own gate/up), each remade in the backward from x (recompute_layer). Adds no
+ * kernel. */
 #include "gpu/model_lora.h"
 
 #include <stdlib.h>
@@ -13,8 +14,9 @@
 
 #include "gpu/ops.h"
 
-/* How many sets of a layer's saved tensors the pass keeps: one when it recomputes. */
-static int acts_sets(const GpuModelLora *t) { return t->recompute && t->L ? 1 : t->L; }
+/* How many sets of a layer's saved tensors the pass keeps: one when it recomputes in
+ * full (selective: L, all but the first sharing the first's buffers but gate/up). */
+static int acts_sets(const GpuModelLora *t) { return t->ckpt == CKPT_FULL && t->L ? 1 : t->L; }
 
 /* Device buffers for max_tokens rows and the layers' saved tensors. */
 static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int chunk_rows, GrpoErr *err) {
@@ -29,19 +31,24 @@ static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int c
         gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, err))
         return -1;
     for (int l = 0; l < acts_sets(t); l++)
-        if (gpu_lora_layer_acts_create(d, &t->acts[l], &g->layers[l], t->lo, t->max_tokens, err)) return -1;
+        if (t->ckpt == CKPT_SELECTIVE && l > 0
+                ? gpu_lora_layer_acts_create_sharing(d, &t->acts[l], &t->acts[0], &g->layers[l], err)
+                : gpu_lora_layer_acts_create(d, &t->acts[l], &g->layers[l], t->lo, t->max_tokens, err))
+            return -1;
     return t->L ? gpu_layer_train_scratch_create(d, &t->scratch, &g->layers[0], t->max_tokens, err) : 0;
 }
 
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err) {
-    return gpu_model_lora_create_ckpt(d, t, g, m, max_tokens, chunk_rows, 0, err);
+    return gpu_model_lora_create_ckpt(d, t, g, m, max_tokens, chunk_rows, CKPT_NONE, err);
 }
 
 int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
-                               int chunk_rows, int recompute, GrpoErr *err) {
+                               int chunk_rows, CheckpointMode ckpt, GrpoErr *err) {
     memset(t, 0, sizeof *t);
-    t->recompute = recompute != 0;
+    if (ckpt < CKPT_NONE || ckpt > CKPT_SELECTIVE)
+        return err_set(err, "GPU LoRA training: checkpointing mode %d (expected none, full or selective)", (int)ckpt);
+    t->ckpt = ckpt;
     if (!m->lora || !g->lora_params) return err_set(err, "GPU LoRA training: the model has no adapters attached");
     if (!g->embed_bf16 || m->mixed)
         return err_set(err, "GPU LoRA training: the base is not held in bf16 (expected --bf16 with adapters)");
@@ -114,16 +121,21 @@ static GpuLayerBatch layer_batch(const GpuModel *g, const GpuModelLora *t) {
 
 static CUdeviceptr x_at(const GpuModelLora *t, int l) { return t->x + 4 * (size_t)l * t->N * t->C; }
 
-/* Layer l's saved tensors: its own, or the one shared set when the pass recomputes. */
-static GpuLoraLayerActs *acts_of(GpuModelLora *t, int l) { return &t->acts[t->recompute ? 0 : l]; }
+/* Layer l's saved tensors: its own, or the one shared set when the pass recomputes in
+ * full (selective: its own gate/up, the shared rest). */
+static GpuLoraLayerActs *acts_of(GpuModelLora *t, int l) { return &t->acts[t->ckpt == CKPT_FULL ? 0 : l]; }
 
-/* Before layer l's backward with recompute: its forward again from its kept input x_l
- * into the shared set, the dropout masks drawn from p's keys again (the forward's
- * bits). The last layer's set is still there from the forward. x_{l+1} is rewritten
- * with the bits it holds, and no later step reads it (layer l+1's backward is done). */
+/* Before layer l's backward with recomputation: its forward again from its kept input
+ * x_l into the shared set, the dropout masks drawn from p's keys again (the forward's
+ * bits). The last layer's set is still there from the forward. Full: x_{l+1} is
+ * rewritten with the bits it holds, and no later step reads it (layer l+1's backward
+ * is done); selective: all but the base's gate/up and down products, gate/up kept. */
 static int recompute_layer(GpuDevice *d, const GpuModel *g, GpuModelLora *t, const GpuLoraPass *p,
                            const GpuLayerBatch *lb, int l, GrpoErr *err) {
-    if (!t->recompute || l == g->L - 1) return 0;
+    if (t->ckpt == CKPT_NONE || l == g->L - 1) return 0;
+    if (t->ckpt == CKPT_SELECTIVE)
+        return gpu_lora_layer_forward_kept(d, &g->layers[l], &t->views[l], p, acts_of(t, l), &t->scratch, lb,
+                                           x_at(t, l), err);
     return gpu_lora_layer_forward(d, &g->layers[l], &t->views[l], p, acts_of(t, l), &t->scratch, lb, x_at(t, l + 1),
                                   x_at(t, l), err);
 }

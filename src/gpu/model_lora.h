@@ -17,10 +17,12 @@
  * the CPU's streams: a sequence's key (train/model.c's, from the step and the
  * sequence's id) with each row's position, layer and module, so a token's mask does
  * not depend on its micro-batch. Recomputation (gpu_model_lora_create_ckpt) as
- * gpu/model_train.h's: the layers' inputs and one layer's set kept, each layer's
- * forward re-run from its input before its backward, its dropout masks drawn again
- * from the same keys (the same bits), so the gradient is the one of the pass that
- * keeps every set, bit for bit. Not here: the optimizer. */
+ * gpu/model_train.h's: the layers' inputs and one layer's set kept (CKPT_SELECTIVE:
+ * and each layer's gate/up, fp32 with the adapters' terms), each layer's forward
+ * re-run from its input before its backward (selective: all but the base's gate/up
+ * and down products), its dropout masks drawn again from the same keys (the same
+ * bits), so the gradient is the one of the pass that keeps every set, bit for bit.
+ * Not here: the optimizer. */
 #ifndef GRPO_GPU_MODEL_LORA_H
 #define GRPO_GPU_MODEL_LORA_H
 
@@ -34,8 +36,9 @@ typedef struct {
     int max_tokens, L, C;
     int N, B;                    /* the last forward's rows and sequences; N 0: none to go back through */
     const LoraLayers *lo;        /* borrowed: the host's adapters (shapes, dropout, seed) */
-    int recompute;               /* 1: acts holds one shared set, each layer's remade in the backward */
-    GpuLoraLayerActs *acts;      /* [L] each layer's saved tensors; recompute: [1], the layer's at hand */
+    CheckpointMode ckpt;         /* CKPT_FULL: acts holds one shared set, each layer's remade in the backward;
+                                  * CKPT_SELECTIVE: acts[l] own their gate/up, share the rest with acts[0] */
+    GpuLoraLayerActs *acts;      /* [L] each layer's saved tensors; CKPT_FULL: [1], the layer's at hand */
     GpuLayerTrainScratch scratch; /* shared by every layer */
     CUdeviceptr x;               /* fp32 [L+1, N, C]: each layer's input, then the last one's output */
     CUdeviceptr dx;              /* fp32 [N, C]: the residual stream's gradient */
@@ -55,9 +58,9 @@ typedef struct {
  * of device memory); then nothing stays allocated. */
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err);
-/* The same, recompute 1: only x and one layer's set kept (recomputation, see above). */
+/* The same with recomputation as ckpt says (see above; CKPT_NONE: gpu_model_lora_create). */
 int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
-                               int chunk_rows, int recompute, GrpoErr *err);
+                               int chunk_rows, CheckpointMode ckpt, GrpoErr *err);
 void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t);
 
 /* A new optimizer step: no tensor written. The step's gradient complete: each

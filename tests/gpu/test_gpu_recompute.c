@@ -102,11 +102,11 @@ static void step_full(const Model *m, const GpuModel *g, CheckpointMode ckpt, St
     gpu_model_train_free(&dev, &t);
 }
 
-/* One step of LoRA (dropout keys) through a pass made with recompute. */
-static void step_lora(const Model *h, const GpuModel *g, int recompute, StepOut *o) {
+/* One step of LoRA (dropout keys) through a pass made with checkpointing mode ckpt. */
+static void step_lora(const Model *h, const GpuModel *g, CheckpointMode ckpt, StepOut *o) {
     GpuModelLora t;
     size_t before = free_now();
-    T_CHECK(!gpu_model_lora_create_ckpt(&dev, &t, g, h, MAXN, CHUNK, recompute, &err), "%s", err.msg);
+    T_CHECK(!gpu_model_lora_create_ckpt(&dev, &t, g, h, MAXN, CHUNK, ckpt, &err), "%s", err.msg);
     o->bytes = before - free_now();
     gpu_model_lora_begin(&t);
     unsigned long long madds = gpu_emulator_blas_multiply_adds();
@@ -144,10 +144,12 @@ static void compare_steps(const char *what, const StepOut *keep, const StepOut *
 /* The selective pass's outputs those of the pass that keeps everything; its bytes
  * between full recomputation's and no recomputation's (the gate/up of every layer but
  * one more than full's: gu_bytes a token a layer); and (emulated GPU, which counts
- * them) its products fewer than full's by exactly the gate/up and down products of
- * the L - 1 recomputed layers, 3 C F a token, and more than no recomputation's. */
+ * them) its products fewer than full's by exactly the ones a recomputed layer skips,
+ * saved multiply-adds a token (the base's gate/up and down products: 3 C F, and LoRA's
+ * second product on those modules), for the L - 1 recomputed layers, and more than no
+ * recomputation's. */
 static void compare_selective(const char *what, const StepOut *keep, const StepOut *full, const StepOut *sel,
-                              size_t P, size_t gu_bytes) {
+                              size_t P, size_t gu_bytes, unsigned long long saved) {
     char w[160];
     snprintf(w, sizeof w, "%s, selective", what);
     compare_steps(w, keep, sel, P);
@@ -155,7 +157,7 @@ static void compare_selective(const char *what, const StepOut *keep, const StepO
     T_CHECK(full->bytes < sel->bytes && sel->bytes == want, "%s: the pass takes %zu bytes (expected %zu: full's %zu "
             "and every other layer's gate/up)", w, sel->bytes, want, full->bytes);
     if (!emulated) return;
-    unsigned long long saved = 3ULL * shape.C * shape.F * (shape.L - 1) * (unsigned long long)(Ns[0] + Ns[1]);
+    saved *= (unsigned long long)(shape.L - 1) * (unsigned long long)(Ns[0] + Ns[1]);
     T_CHECK(full->madds - sel->madds == saved && sel->madds > keep->madds,
             "%s: %llu multiply-adds in products (expected full recomputation's %llu less %llu, the gate/up and down "
             "products of the recomputed layers; more than no recomputation's %llu)", w, sel->madds, full->madds, saved,
@@ -179,7 +181,8 @@ static void check_full(int tied, int qwen3) {
     char what[96];
     snprintf(what, sizeof what, "full fine-tuning, %s, %s head", qwen3 ? "Qwen3" : "Qwen2", tied ? "tied" : "untied");
     compare_steps(what, &keep, &re, m.table.total);
-    compare_selective(what, &keep, &re, &sel, m.table.total, 6 * (size_t)shape.F);
+    /* kept: gu16 [2F] and act16 [F] in bf16 a token; skipped: gate/up and down */
+    compare_selective(what, &keep, &re, &sel, m.table.total, 6 * (size_t)shape.F, 3ULL * shape.C * shape.F);
     free(keep.grads), free(re.grads), free(sel.grads);
     gpu_model_free(&dev, &g);
     model_free(&m);
@@ -194,12 +197,18 @@ static void check_lora(int qwen3) {
     gpu_test_random_lora(&lo, &h);
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &h, &err), "%s", err.msg);
-    StepOut keep, re;
+    StepOut keep, re, sel;
     make_batches();
-    step_lora(&h, &g, 0, &keep);
-    step_lora(&h, &g, 1, &re);
-    compare_steps(qwen3 ? "LoRA, Qwen3, dropout 0.25" : "LoRA, Qwen2, dropout 0.25", &keep, &re, lo.table.total);
-    free(keep.grads), free(re.grads);
+    step_lora(&h, &g, CKPT_NONE, &keep);
+    step_lora(&h, &g, CKPT_FULL, &re);
+    step_lora(&h, &g, CKPT_SELECTIVE, &sel);
+    const char *what = qwen3 ? "LoRA, Qwen3, dropout 0.25" : "LoRA, Qwen2, dropout 0.25";
+    compare_steps(what, &keep, &re, lo.table.total);
+    /* kept: gu [2F] in fp32 a token; skipped: the base's gate/up and down, and the
+     * adapters' u B^T on gate, up (F outputs each) and down (C) */
+    compare_selective(what, &keep, &re, &sel, lo.table.total, 8 * (size_t)shape.F,
+                      3ULL * shape.C * shape.F + (unsigned long long)spec.r * (2 * shape.F + shape.C));
+    free(keep.grads), free(re.grads), free(sel.grads);
     gpu_model_free(&dev, &g);
     h.lora = NULL;
     lora_layers_free(&lo);
