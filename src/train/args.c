@@ -141,6 +141,11 @@ int training_args_check(const TrainingArgs *a, GrpoErr *err) {
     return training_args_schedule(a, a->max_steps > 0 ? a->max_steps : 1, &s, err);
 }
 
+CheckpointMode training_args_ckpt(const TrainingArgs *a) {
+    if (!a->gradient_checkpointing) return CKPT_NONE;
+    return a->gradient_checkpointing_policy == TRAIN_CKPT_FULL ? CKPT_FULL : CKPT_SELECTIVE;
+}
+
 long training_args_save_every(const TrainingArgs *a, long total_steps) {
     if (a->save_steps <= 0) return 0;
     return a->save_steps < 1 ? (long)ceil((double)total_steps * a->save_steps) : (long)a->save_steps;

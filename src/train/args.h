@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/options.h"
+#include "model/transformer.h"
 #include "optim/optim.h"
 
 /* save_strategy, as transformers' SaveStrategy ("best" is refused by training_args_check) */
@@ -82,6 +83,9 @@ int training_args_check(const TrainingArgs *a, GrpoErr *err);
  * save_steps, or ceil(total_steps x save_steps) when it is below 1 (transformers'
  * rule); 0 = none. */
 long training_args_save_every(const TrainingArgs *a, long total_steps);
+/* gradient_checkpointing and its policy as the training passes take them, on the CPU
+ * (acts_create) and the GPU (gpu/model_train.h): CKPT_NONE, CKPT_SELECTIVE or CKPT_FULL. */
+CheckpointMode training_args_ckpt(const TrainingArgs *a);
 
 int training_args_schedule(const TrainingArgs *a, long total_steps, Schedule *s, GrpoErr *err);
 

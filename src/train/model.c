@@ -101,20 +101,14 @@ static size_t trainable_floats(const TrainModel *tm) {
     return tm->adapters ? tm->lora.table.total : tm->pre.model.table.total;
 }
 
-/* The options' checkpointing as the activations take it. */
-static CheckpointMode ckpt_mode(const TrainingArgs *a) {
-    if (!a->gradient_checkpointing) return CKPT_NONE;
-    return a->gradient_checkpointing_policy == TRAIN_CKPT_FULL ? CKPT_FULL : CKPT_SELECTIVE;
-}
-
 static double activation_bytes(const TrainModel *tm, long tokens) {
     const TrainingArgs *a = tm->args;
     const ModelConfig *cfg = &tm->pre.model.cfg;
     if (tokens > INT32_MAX) return INFINITY;
-    double acts = (double)acts_plan_bytes(cfg, (int)tokens, ckpt_mode(a), a->logprob_chunk_rows,
+    double acts = (double)acts_plan_bytes(cfg, (int)tokens, training_args_ckpt(a), a->logprob_chunk_rows,
                                           tm->pre.model.mixed != NULL);
     if (tm->adapters && isfinite(acts))
-        acts += (double)acts_lora_plan_bytes(cfg, &tm->lora, (int)tokens, ckpt_mode(a));
+        acts += (double)acts_lora_plan_bytes(cfg, &tm->lora, (int)tokens, training_args_ckpt(a));
     return acts;
 }
 
@@ -122,9 +116,9 @@ static double activation_bytes(const TrainModel *tm, long tokens) {
  * what a user short of memory can do about it, or "". */
 static void ckpt_describe(const TrainModel *tm, char *out, size_t n, const char **less) {
     const TrainingArgs *a = tm->args;
-    acts_describe(&tm->pre.model.cfg, ckpt_mode(a), tm->pre.model.mixed != NULL, out, n);
-    *less = ckpt_mode(a) == CKPT_NONE        ? ", or set gradient_checkpointing true"
-            : ckpt_mode(a) == CKPT_SELECTIVE ? ", or set gradient_checkpointing_policy full"
+    acts_describe(&tm->pre.model.cfg, training_args_ckpt(a), tm->pre.model.mixed != NULL, out, n);
+    *less = training_args_ckpt(a) == CKPT_NONE        ? ", or set gradient_checkpointing true"
+            : training_args_ckpt(a) == CKPT_SELECTIVE ? ", or set gradient_checkpointing_policy full"
                                              : "";
 }
 
@@ -150,7 +144,7 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     tm->grads = xaligned(sizeof(float) * (P ? P : 1));
     memset(tm->grads, 0, sizeof(float) * P); /* the gaps between tensors, which no backward writes, stay 0 */
     if (!tm->gpu) { /* mixed precision: the products' inputs saved in bf16 */
-        acts_create(&tm->acts, &m->cfg, (int)tokens, ckpt_mode(a), a->logprob_chunk_rows, m->mixed != NULL);
+        acts_create(&tm->acts, &m->cfg, (int)tokens, training_args_ckpt(a), a->logprob_chunk_rows, m->mixed != NULL);
         if (tm->adapters) acts_reserve_lora(&tm->acts, &m->cfg, &tm->lora);
         grad_state_create(&tm->gstate, tm->table, tm->grads);
         if (tm->adapters) {

@@ -7,9 +7,9 @@
  * gen/device.c), and the host's copy kept in step where the host reads it;
  * sync_ref_model's moving reference (fp32 weights mixed on the device, its bf16
  * copies remade); gradient_checkpointing as the passes' recomputation (one layer's
- * saved tensors kept, each remade in the backward; the selective policy runs as
- * full there). Not here: the loss, the sum over processes (the loop's, on the
- * host). */
+ * saved tensors kept, each remade in the backward; selective: each layer's gate/up
+ * kept too, and not remade). Not here: the loss, the sum over processes (the loop's,
+ * on the host). */
 #include "train/model_gpu.h"
 
 #include <stdio.h>
@@ -41,8 +41,7 @@ struct TrainGpu {
     int planned, has_ref, max_tokens;
     int lora;                     /* the run trains the policy's adapters (host->lora) on a frozen bf16 base */
     int ref_base;                 /* the KL reference is the policy's base with the adapters off (REF_BASE) */
-    int recompute;                /* gradient_checkpointing (either policy): the passes keep one layer's set */
-    int selective;                /* ... asked for as selective, which the device runs as full */
+    CheckpointMode ckpt;          /* gradient_checkpointing and its policy, as the passes take them */
     /* --adapter with a KL reference (REF_ADAPTER): the starting adapter's fp32 values, frozen, and views of them
      * that the policy's base runs under for the reference (no second copy of the base) */
     CUdeviceptr ref_adapter;      /* fp32 [P] in the adapters' table layout, or 0 */
@@ -116,9 +115,7 @@ int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainG
     }
     size_t total;
     if (g->dev.api.MemGetInfo(&g->free_at_open, &total) != CUDA_SUCCESS) g->free_at_open = g->dev.total_bytes;
-    /* recomputation: the CPU's switch; the device has no selective form (gate/up kept), so it recomputes in full */
-    g->recompute = a->gradient_checkpointing != 0;
-    g->selective = g->recompute && a->gradient_checkpointing_policy == TRAIN_CKPT_SELECTIVE;
+    g->ckpt = training_args_ckpt(a); /* the CPU's recomputation, either policy */
     *out = g;
     return 1;
 }
@@ -308,18 +305,19 @@ static int plan_fixed(TrainGpu *g, Model *ref, const LoraLayers *ref_adapter, co
 static int create_pass(TrainGpu *g, int max_tokens, int chunk_rows, GrpoErr *err) {
     if (g->lora)
         return gpu_model_lora_create_ckpt(&g->dev, &g->ltrain, &g->policy, g->host, max_tokens, chunk_rows,
-                                          g->recompute, err);
-    return gpu_model_train_create_ckpt(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, g->recompute,
+                                          g->ckpt, err);
+    return gpu_model_train_create_ckpt(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, g->ckpt,
                                        err);
 }
 
 /* The plan's words for the activations the passes keep. */
 static const char *kept_words(const TrainGpu *g) {
-    if (!g->recompute) return "every layer's activations kept on the GPU: no recomputation";
-    return g->selective ? "gradient checkpointing: layer inputs + one layer's activations kept, layers recomputed "
-                          "in the backward; selective runs as full on the GPU"
-                        : "gradient checkpointing: layer inputs + one layer's activations kept, layers recomputed "
-                          "in the backward";
+    if (g->ckpt == CKPT_NONE) return "every layer's activations kept on the GPU: no recomputation";
+    return g->ckpt == CKPT_SELECTIVE ? "gradient checkpointing, selective: layer inputs and gate/up products + one "
+                                       "layer's activations kept, layers recomputed in the backward up to their "
+                                       "gate/up product"
+                                     : "gradient checkpointing, full: layer inputs + one layer's activations kept, "
+                                       "layers recomputed in the backward";
 }
 
 int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const LoraLayers *ref_adapter, AdamW *opt,
@@ -342,7 +340,9 @@ int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const L
                        "(%s), with %.0f MB free after the weights (%s); lower per_device_train_batch_size or %s%s, "
                        "or set use_cpu true",
                        max_tokens, kept_words(g), before / mb, e.msg, length_option,
-                       g->recompute ? "" : ", set gradient_checkpointing true");
+                       g->ckpt == CKPT_NONE        ? ", set gradient_checkpointing true"
+                       : g->ckpt == CKPT_SELECTIVE ? ", set gradient_checkpointing_policy full"
+                                                   : "");
     }
     g->act_bytes = (double)before - (double)free_bytes(g);
     g->rows = xmalloc(sizeof(int) * (size_t)max_tokens);

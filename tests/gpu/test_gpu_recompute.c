@@ -1,7 +1,7 @@
 /* tests/gpu/test_gpu_recompute.c — recomputation (gradient checkpointing) in the
  * device's training passes (gpu/model_train.h, gpu/model_lora.h: _create_ckpt with
- * recompute 1), on the GPU where there is one and on the tests' emulated GPU
- * otherwise. The kernels are deterministic, so a layer's forward re-run from its kept
+ * CKPT_FULL or CKPT_SELECTIVE), on the GPU where there is one and on the tests'
+ * emulated GPU otherwise. The kernels are deterministic, so a layer's forward re-run from its kept
  * input gives the forward's bits, and the gradients with recomputation must be those
  * of the pass that keeps every layer's tensors, bit for bit (no tolerance).
  *
@@ -11,9 +11,12 @@
  * adapters on every module but k, dropout 0.25 with keys (the masks drawn again in
  * the recomputation). Each: one step of two packed micro-batches (forward with
  * entropies, backward with dlogprob and dentropy) through a pass that keeps every
- * layer and one that recomputes, on the same uploaded model: the log-probs, the
- * entropies and the whole gradient buffer equal byte for byte; the device bytes the
- * recomputing pass takes (measured as the driver's free memory goes down) fewer.
+ * layer and ones that recompute (full, selective), on the same uploaded model: the
+ * log-probs, the entropies and the whole gradient buffer equal byte for byte; the
+ * device bytes each pass takes (measured as the driver's free memory goes down)
+ * none > selective > full, selective exactly full's and every layer's gate/up but
+ * one; on the emulated GPU, which counts its products' multiply-adds, selective
+ * exactly the gate/up and down products of the recomputed layers fewer than full.
  * Then `grpo train` on the device (tests/fixtures/qwen2's config, 3 steps) with
  * --gradient_checkpointing true (both policies) and false: the same model bytes,
  * completions.jsonl the same bytes, and the plan's words say which is kept. */
@@ -173,6 +176,10 @@ static void check_full(int tied, int qwen3) {
     model_use_bf16_compute(&m);
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &m, &err), "%s", err.msg);
+    GpuModelTrain bad;
+    T_CHECK(gpu_model_train_create_ckpt(&dev, &bad, &g, &m, MAXN, CHUNK, (CheckpointMode)3, &err) == -1 &&
+                strstr(err.msg, "checkpointing mode 3 (expected none, full or selective)"),
+            "a pass with checkpointing mode 3: not refused, or not named (%s)", err.msg);
     StepOut keep, re, sel;
     make_batches();
     step_full(&m, &g, CKPT_NONE, &keep);
@@ -197,6 +204,10 @@ static void check_lora(int qwen3) {
     gpu_test_random_lora(&lo, &h);
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &h, &err), "%s", err.msg);
+    GpuModelLora bad;
+    T_CHECK(gpu_model_lora_create_ckpt(&dev, &bad, &g, &h, MAXN, CHUNK, (CheckpointMode)-1, &err) == -1 &&
+                strstr(err.msg, "checkpointing mode -1 (expected none, full or selective)"),
+            "a LoRA pass with checkpointing mode -1: not refused, or not named (%s)", err.msg);
     StepOut keep, re, sel;
     make_batches();
     step_lora(&h, &g, CKPT_NONE, &keep);
@@ -235,9 +246,12 @@ static void train_run(const char *dir, const char *opts, const char *want) {
 static void check_train(void) {
     gpu_test_make_model(tmp, errs, "qwen2", "m");
     gpu_test_write_data(tmp);
-    train_run("t_sel", "--gradient_checkpointing true", "selective runs as full on the GPU");
+    train_run("t_sel", "--gradient_checkpointing true --gradient_checkpointing_policy selective",
+              "gradient checkpointing, selective: layer inputs and gate/up products + one layer's activations kept, "
+              "layers recomputed in the backward up to their gate/up product)");
     train_run("t_full", "--gradient_checkpointing true --gradient_checkpointing_policy full",
-              "layers recomputed in the backward)");
+              "gradient checkpointing, full: layer inputs + one layer's activations kept, layers recomputed in the "
+              "backward)");
     train_run("t_keep", "--gradient_checkpointing false", "no recomputation");
     const char *files[] = {"model.safetensors", "completions.jsonl"};
     for (int i = 0; i < 2; i++) {
