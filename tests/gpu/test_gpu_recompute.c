@@ -145,9 +145,9 @@ static void compare_steps(const char *what, const StepOut *keep, const StepOut *
 }
 
 /* The selective pass's outputs those of the pass that keeps everything; its bytes
- * between full recomputation's and no recomputation's (the gate/up of every layer but
- * one more than full's: gu_bytes a token a layer); and (emulated GPU, which counts
- * them) its products fewer than full's by exactly the ones a recomputed layer skips,
+ * between full recomputation's and no recomputation's (emulated: exactly the gate/up
+ * of every layer but one more than full's, gu_bytes a token a layer); and (emulated
+ * GPU, which counts them) its products fewer than full's by exactly the ones a recomputed layer skips,
  * saved multiply-adds a token (the base's gate/up and down products: 3 C F, and LoRA's
  * second product on those modules), for the L - 1 recomputed layers, and more than no
  * recomputation's. */
@@ -157,9 +157,13 @@ static void compare_selective(const char *what, const StepOut *keep, const StepO
     snprintf(w, sizeof w, "%s, selective", what);
     compare_steps(w, keep, sel, P);
     size_t want = full->bytes + (size_t)(shape.L - 1) * MAXN * gu_bytes;
+    if (!emulated) { /* a driver's free memory moves by its own pages: the order only */
+        T_CHECK(full->bytes <= sel->bytes && sel->bytes <= keep->bytes, "%s: the pass takes %zu bytes (expected "
+                "between full's %zu and none's %zu)", w, sel->bytes, full->bytes, keep->bytes);
+        return;
+    }
     T_CHECK(full->bytes < sel->bytes && sel->bytes == want, "%s: the pass takes %zu bytes (expected %zu: full's %zu "
             "and every other layer's gate/up)", w, sel->bytes, want, full->bytes);
-    if (!emulated) return;
     saved *= (unsigned long long)(shape.L - 1) * (unsigned long long)(Ns[0] + Ns[1]);
     T_CHECK(full->madds - sel->madds == saved && sel->madds > keep->madds,
             "%s: %llu multiply-adds in products (expected full recomputation's %llu less %llu, the gate/up and down "
