@@ -222,7 +222,7 @@ static void check_lora(int qwen3) {
     /* kept: gu [2F] in fp32 a token; skipped: the base's gate/up and down, and the
      * adapters' u B^T on gate, up (F outputs each) and down (C) */
     compare_selective(what, &keep, &re, &sel, lo.table.total, 8 * (size_t)shape.F,
-                      3ULL * shape.C * shape.F + (unsigned long long)spec.r * (2 * shape.F + shape.C));
+                      3ULL * shape.C * shape.F + (unsigned long long)lo.spec.r * (2 * shape.F + shape.C));
     free(keep.grads), free(re.grads), free(sel.grads);
     gpu_model_free(&dev, &g);
     h.lora = NULL;
