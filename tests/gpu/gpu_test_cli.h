@@ -22,6 +22,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "model/model_io.h"
 #include "testutil.h"
 
 /* buf[cap] = the file's first cap - 1 bytes ("" when it cannot be read). */
@@ -198,10 +199,11 @@ static inline int gpu_test_metric_values(const char *dir, const char *run, const
 
 /* What training moved from a0, the GPU's run y against the CPU's x: each element within
  * 5e-2 max|x - a0| + 2e-2 |x - a0|, and 2e-2 of the CPU's move in norm (two checks, named
- * by what and the tensor's name); *worst and *worst_norm raised to this tensor's largest
- * error per element (of max|x - a0|) and in norm. */
-static inline void gpu_test_check_move(const char *what, const char *name, const float *a0, const float *x,
-                                       const float *y, size_t numel, double *worst, double *worst_norm) {
+ * by what and the tensor's name; a tensor the CPU left where it was must stay put on the
+ * GPU too, and with must_move it is a failure); *worst and *worst_norm raised to this
+ * tensor's largest error per element (of max|x - a0|) and in norm. 1 when the CPU moved it. */
+static inline int gpu_test_check_move(const char *what, const char *name, const float *a0, const float *x,
+                                      const float *y, size_t numel, int must_move, double *worst, double *worst_norm) {
     double top = 0, e2 = 0, c2 = 0;
     long bad = 0;
     for (size_t k = 0; k < numel; k++) top = fmax(top, fabs((double)x[k] - a0[k]));
@@ -213,9 +215,10 @@ static inline void gpu_test_check_move(const char *what, const char *name, const
     }
     double rel = c2 > 0 ? sqrt(e2 / c2) : sqrt(e2);
     *worst_norm = fmax(*worst_norm, rel);
-    T_CHECK(top > 0, "%s: %s did not move on the CPU", what, name);
+    T_CHECK(top > 0 || !must_move, "%s: %s did not move on the CPU", what, name);
     T_CHECK(!bad && rel <= 2e-2, "%s: %s: %ld elements out of the bound, error norm %.3g of the move's", what, name,
             bad, rel);
+    return top > 0;
 }
 
 /* max |x - y| / max |y| (max |x - y| where y is all 0): two splits of one batch apart. */
@@ -223,6 +226,50 @@ static inline double gpu_test_split_gap(const float *x, const float *y, size_t n
     double top = 0, d = 0;
     for (size_t k = 0; k < numel; k++) top = fmax(top, fabs(y[k])), d = fmax(d, fabs((double)x[k] - y[k]));
     return top > 0 ? d / top : d;
+}
+
+/* A run's saved weights, dir/sub (fp32): ok 0 when they could not be read (a failed check). */
+typedef struct {
+    Model m;
+    int ok;
+} GpuTestWeights;
+
+static inline void gpu_test_weights_load(GpuTestWeights *w, const char *dir, const char *sub) {
+    char path[600];
+    GrpoErr e;
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    w->ok = !model_load_ex(&w->m, path, WEIGHTS_FP32, &e);
+    T_CHECK(w->ok, "%s: %s", path, e.msg);
+}
+
+static inline void gpu_test_weights_free(GpuTestWeights *w) {
+    if (w->ok) model_free(&w->m);
+    w->ok = 0;
+}
+
+/* What training moved from dir/init, the GPU's run dir/gpu against the CPU's dir/cpu, each
+ * tensor in gpu_test_check_move's bound (must_move: every tensor moved on the CPU); a line
+ * with the worst errors. The number of tensors the CPU moved, of *n. */
+static inline int gpu_test_check_moved(const char *dir, const char *what, const char *init, const char *cpu,
+                                       const char *gpu, int must_move, int *n) {
+    GpuTestWeights i0, c, g;
+    gpu_test_weights_load(&i0, dir, init), gpu_test_weights_load(&c, dir, cpu), gpu_test_weights_load(&g, dir, gpu);
+    double worst = 0, worst_norm = 0;
+    int moved = 0;
+    *n = 0;
+    if (i0.ok && c.ok && g.ok) {
+        const ParamTable *t = &c.m.table;
+        *n = t->n;
+        for (int e = 0; e < t->n; e++) {
+            const ParamEntry *pe = &t->entries[e];
+            moved += gpu_test_check_move(what, pe->name, i0.m.params + pe->offset, c.m.params + pe->offset,
+                                         g.m.params + pe->offset, pe->numel, must_move, &worst, &worst_norm);
+        }
+        printf("  %s: %d of %d tensors moved; the GPU's moves within %.3g max|cpu's| per element, %.3g in norm "
+               "(worst tensors)\n", what, moved, t->n, worst, worst_norm);
+    }
+    gpu_test_weights_free(&i0), gpu_test_weights_free(&c), gpu_test_weights_free(&g);
+    return moved;
 }
 
 /* ---- the scratch directory ---- */

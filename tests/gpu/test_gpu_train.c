@@ -68,45 +68,16 @@ static char tmp[256], errs[GPU_TEST_ERRS], errs2[GPU_TEST_ERRS];
 
 /* ---- comparisons ---- */
 
-typedef struct {
-    Model m;
-    int ok;
-} Weights;
-
-static void weights_load(Weights *w, const char *dir) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmp, dir);
-    w->ok = !model_load_ex(&w->m, path, WEIGHTS_FP32, &err);
-    T_CHECK(w->ok, "%s: %s", path, err.msg);
-}
-
-static void weights_free(Weights *w) {
-    if (w->ok) model_free(&w->m);
-    w->ok = 0;
-}
-
-/* What training moved, GPU against CPU, per tensor, in the bound above. */
+/* What training moved, GPU against CPU, per tensor, in the bound above: every tensor moves. */
 static void check_moved(const char *what, const char *init_dir, const char *cpu_dir, const char *gpu_dir) {
-    Weights i0, c, g;
-    weights_load(&i0, init_dir), weights_load(&c, cpu_dir), weights_load(&g, gpu_dir);
-    if (!i0.ok || !c.ok || !g.ok) goto done;
-    double worst = 0, worst_norm = 0;
-    const ParamTable *t = &c.m.table;
-    for (int e = 0; e < t->n; e++) {
-        const ParamEntry *pe = &t->entries[e];
-        gpu_test_check_move(what, pe->name, i0.m.params + pe->offset, c.m.params + pe->offset,
-                            g.m.params + pe->offset, pe->numel, &worst, &worst_norm);
-    }
-    printf("  %s: the GPU's moves within %.3g max|cpu's| per element, %.3g in norm (worst tensors)\n", what, worst,
-           worst_norm);
-done:
-    weights_free(&i0), weights_free(&c), weights_free(&g);
+    int n;
+    gpu_test_check_moved(tmp, what, init_dir, cpu_dir, gpu_dir, 1, &n);
 }
 
 /* Splits of one batch: weights within 1e-5 relative, per tensor. */
 static void check_split(const char *what, const char *a_dir, const char *b_dir) {
-    Weights a, b;
-    weights_load(&a, a_dir), weights_load(&b, b_dir);
+    GpuTestWeights a, b;
+    gpu_test_weights_load(&a, tmp, a_dir), gpu_test_weights_load(&b, tmp, b_dir);
     if (a.ok && b.ok) {
         double worst = 0;
         const ParamTable *t = &a.m.table;
@@ -117,7 +88,7 @@ static void check_split(const char *what, const char *a_dir, const char *b_dir) 
         printf("  %s: max |a - b| / max |b| per tensor: %.3g\n", what, worst);
         T_CHECK(worst <= 1e-5, "%s: the splits differ by %.3g relative (bound 1e-5)", what, worst);
     }
-    weights_free(&a), weights_free(&b);
+    gpu_test_weights_free(&a), gpu_test_weights_free(&b);
 }
 
 static void check_metric_keys(const char *what, const char *cpu_dir, const char *gpu_dir) {
@@ -151,10 +122,10 @@ static void check_eval(const char *what, const char *a_dir, const char *b_dir) {
 
 /* Floats of the test model's parameter table (P). */
 static size_t model_floats(const char *dir) {
-    Weights w;
-    weights_load(&w, dir);
+    GpuTestWeights w;
+    gpu_test_weights_load(&w, tmp, dir);
     size_t P = w.ok ? w.m.table.total : 0;
-    weights_free(&w);
+    gpu_test_weights_free(&w);
     return P;
 }
 

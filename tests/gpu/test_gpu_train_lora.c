@@ -112,7 +112,7 @@ static void check_moved_on(const char *what, const char *base_dir, const char *i
     for (int e = 0; e < t->n && t->total == g.lo.table.total; e++) {
         const ParamEntry *pe = &t->entries[e];
         gpu_test_check_move(what, pe->name, i0.params + pe->offset, c.lo.params + pe->offset,
-                            g.lo.params + pe->offset, pe->numel, &worst, &worst_norm);
+                            g.lo.params + pe->offset, pe->numel, 1, &worst, &worst_norm);
     }
     printf("  %s: the GPU's adapter moves within %.3g max|cpu's| per element, %.3g in norm (worst tensors, %d)\n",
            what, worst, worst_norm, t->n);

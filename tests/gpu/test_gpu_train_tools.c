@@ -50,19 +50,7 @@
 #include "gpu_test_cli.h"
 
 enum { MAXOUT = 1 << 16 };
-static char tmp[256], errs[MAXOUT];
-
-/* fn (a command's entry) on the words of the printf-made line; its stderr into errs. */
-static int run(int (*fn)(int, char **), const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(int (*fn)(int, char **), const char *fmt, ...) {
-    char line[2048], path[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(path, sizeof path, "%s/stderr", tmp);
-    return gpu_test_run_entry(fn, line, NULL, path, NULL, errs, MAXOUT);
-}
+static char tmp[256], errs[GPU_TEST_ERRS];
 
 static void write_file(const char *name, const char *text) {
     char path[400];
@@ -82,7 +70,7 @@ static void make_inputs(void) {
                "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"max_position_embeddings\": 512, "
                "\"vocab_size\": 260, \"bos_token_id\": null, \"eos_token_id\": 258, \"initializer_range\": 0.02, "
                "\"torch_dtype\": \"float32\"}\n");
-    T_CHECK(!run(cmd_init, "init --config %s/cfg.json --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s/m",
+    T_CHECK(!gpu_test_run(tmp, errs, cmd_init, "init --config %s/cfg.json --tokenizer assets/byte-tokenizer --seed 1 --output_dir %s/m",
                  tmp, tmp), "init: %s", errs);
     /* tool_model.py zeroes every attention output projection (a bigram table: the next
      * token hangs on the current one alone), which would make the appended ids
@@ -141,7 +129,7 @@ static void write_tool(const char *name) {
 /* cmd_train on TRAIN with run NAME's own tool and output directory, options opts. */
 static int train(const char *name, const char *opts) {
     write_tool(name);
-    return run(cmd_train, TRAIN, tmp, tmp, tmp, tmp, name, tmp, name, opts);
+    return gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, tmp, name, tmp, name, opts);
 }
 
 /* ---- comparisons ---- */
@@ -196,73 +184,12 @@ static void check_rollouts(const char *what, const char *a, const char *b) {
                spans_b, calls_a, calls_b);
 }
 
-typedef struct {
-    Model m;
-    int ok;
-} Weights;
-
-static void weights_load(Weights *w, const char *dir) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmp, dir);
-    w->ok = !model_load_ex(&w->m, path, WEIGHTS_FP32, &err);
-    T_CHECK(w->ok, "%s: %s", path, err.msg);
-}
-
-static void weights_free(Weights *w) {
-    if (w->ok) model_free(&w->m);
-    w->ok = 0;
-}
-
 /* What training moved, GPU against CPU, per tensor, in test_gpu_train's bound; a
  * tensor the CPU did not move (the bound then 0) must stay put on the GPU too. Most
  * must move, or the bound says little. */
 static void check_moved(const char *what, const char *cpu_dir, const char *gpu_dir) {
-    Weights i0, c, g;
-    weights_load(&i0, "m"), weights_load(&c, cpu_dir), weights_load(&g, gpu_dir);
-    if (!i0.ok || !c.ok || !g.ok) goto done;
-    double worst = 0, worst_norm = 0;
-    int moved = 0;
-    const ParamTable *t = &c.m.table;
-    for (int e = 0; e < t->n; e++) {
-        const ParamEntry *pe = &t->entries[e];
-        const float *a = i0.m.params + pe->offset, *x = c.m.params + pe->offset, *y = g.m.params + pe->offset;
-        double top = 0, e2 = 0, c2 = 0;
-        for (size_t k = 0; k < pe->numel; k++) top = fmax(top, fabs((double)x[k] - a[k]));
-        long bad = 0;
-        for (size_t k = 0; k < pe->numel; k++) {
-            double dc = (double)x[k] - a[k], dg = (double)y[k] - a[k], d = fabs(dg - dc);
-            bad += !(d <= 5e-2 * top + 2e-2 * fabs(dc));
-            e2 += d * d, c2 += dc * dc;
-            if (top > 0) worst = fmax(worst, d / top);
-        }
-        double rel = c2 > 0 ? sqrt(e2 / c2) : sqrt(e2);
-        moved += top > 0;
-        worst_norm = fmax(worst_norm, rel);
-        T_CHECK(!bad && rel <= 2e-2, "%s: %s: %ld elements out of the bound, error norm %.3g of the move's", what,
-                pe->name, bad, rel);
-    }
-    T_CHECK(moved > t->n / 2, "%s: the CPU moved %d of %d tensors", what, moved, t->n);
-    printf("  %s: %d of %d tensors moved; the GPU's moves within %.3g max|cpu's| per element, %.3g in norm (worst "
-           "tensors)\n", what, moved, t->n, worst, worst_norm);
-done:
-    weights_free(&i0), weights_free(&c), weights_free(&g);
-}
-
-/* The keys of each line of DIR/metrics.jsonl, in order. */
-static void metric_keys(const char *dir, char *out) {
-    static char text[MAXOUT];
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, dir);
-    gpu_test_slurp(path, text, sizeof text);
-    char *w = out;
-    for (const char *p = text; *p && w - out < MAXOUT - 200; p++) {
-        if (*p != '"') continue;
-        const char *end = strchr(p + 1, '"');
-        if (!end) break;
-        if (end[1] == ':') w += sprintf(w, "%.*s,", (int)(end - p - 1), p + 1);
-        p = end;
-    }
-    *w = 0;
+    int n, moved = gpu_test_check_moved(tmp, what, "m", cpu_dir, gpu_dir, 0, &n);
+    T_CHECK(moved > n / 2, "%s: the CPU moved %d of %d tensors", what, moved, n);
 }
 
 /* ---- the runs ---- */
@@ -275,7 +202,7 @@ static void check_full(void) {
     T_CHECK(!errs[0], "the GPU run (--quiet) said something (it trains on the device): %s", errs);
     check_rollouts("rollouts with tool turns decoded on the GPU against the CPU's bf16", "t_cpu", "t_gpu");
     check_moved("grpo train --tools", "t_cpu", "t_gpu");
-    metric_keys("t_cpu", ka), metric_keys("t_gpu", kb);
+    gpu_test_metric_keys(tmp, "t_cpu", ka, sizeof ka), gpu_test_metric_keys(tmp, "t_gpu", kb, sizeof kb);
     T_CHECK(ka[0] && !strcmp(ka, kb), "metrics.jsonl keys differ:\n cpu %s\n gpu %s", ka, kb);
     /* the calls inside the decode batch, not overlapped: the same samples, the same update */
     T_CHECK(!train("w0_gpu", "--tool_workers 0"), "gpu, tool_workers 0: %s", errs);
