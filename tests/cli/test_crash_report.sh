@@ -10,7 +10,7 @@ ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 GRPO=${GRPO:-$ROOT/build/grpo}
 cd "$ROOT"
 . "$ROOT/tests/cli/lib.sh"
-if ldd "$GRPO" | grep -q libasan; then echo "skipped: an AddressSanitizer build"; finish; fi
+if ldd "$GRPO" | grep -q libasan; then echo "skipped: an AddressSanitizer build"; exit 0; fi
 
 # crash SIG STATUS NAME: tokenize one line (so it is past start-up, in its read
 # loop), send SIG, and check what it leaves
