@@ -29,7 +29,6 @@
 #include "gpu/model.h"
 #include "io/jsonl.h"
 #include "model/batch.h"
-#include "model/lora.h"
 #include "model/lora_layers.h"
 #include "model/model_io.h"
 
@@ -215,16 +214,6 @@ static int score_plan_cpu(const Model *m, Activations *a, long batch_tokens, int
     return 0;
 }
 
-/* --adapter on m: folded into fp32 weights; on bf16 ones (the GPU's form, or --bf16
- * true on the CPU) read unmerged into *l and attached, the layers adding it beside
- * their bf16 products (*has_lora then 1). */
-static int score_adapter(Model *m, LoraLayers *l, int *has_lora, const char *dir, GrpoErr *err) {
-    if (!m->half) return lora_apply_dir(m, dir, err);
-    if (pretrained_adapter_attach(m, l, dir, err)) return -1;
-    *has_lora = 1;
-    return 0;
-}
-
 /* The model and scratch on the GPU, for packed batches of up to --batch_tokens rows;
  * the LM head 128 rows of logits at a time. */
 static int score_plan_gpu(const Model *m, ScoreGpu *gpu, long batch_tokens, GrpoErr *err) {
@@ -260,7 +249,7 @@ int cmd_score(int argc, char **argv) {
         return cli_fail("score", err.msg);
     }
     Activations a = {0};
-    if ((sa.adapter && score_adapter(&m, &lora, &has_lora, sa.adapter, &err)) ||
+    if ((sa.adapter && pretrained_adapter_apply(&m, &lora, &has_lora, sa.adapter, &err)) ||
         (on_gpu ? score_plan_gpu(&m, &gpu, sa.batch_tokens, &err)
                 : score_plan_cpu(&m, &a, sa.batch_tokens, sa.gradient_checkpointing, &err))) {
         model_free(&m);

@@ -65,7 +65,7 @@ const char *bf16_options_form(const Bf16Options *o, int adapter, int *form) {
     if (o->bf16 > 0 && o->held > 0)
         return "--bf16 (products in bf16) and --bf16_held (fp32 products on weights held in bf16) exclude each other";
     /* --bf16 true with an adapter is the GPU's form on either machine: the bf16 base, the adapter unmerged
-     * (gen_session_open, pretrained_adapter_attach). bf16_held takes none: folded into its bf16 matrices most
+     * (gen_session_open, pretrained_adapter_apply). bf16_held takes none: folded into its bf16 matrices most
      * of a small adapter's delta would round away, and --bf16 false gives fp32 products with it folded in. */
     if (o->held > 0 && adapter)
         return "--bf16_held holds the weights in bf16 and --adapter is folded only into fp32 weights: use --bf16 "

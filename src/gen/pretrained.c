@@ -122,7 +122,9 @@ static int session_own(GenSession *s, const char *model_dir, Dataset *data, GenO
     return 0;
 }
 
-int pretrained_adapter_attach(Model *m, LoraLayers *l, const char *dir, GrpoErr *err) {
+int pretrained_adapter_apply(Model *m, LoraLayers *l, int *attached, const char *dir, GrpoErr *err) {
+    *attached = 0;
+    if (!m->half) return lora_apply_dir(m, dir, err);
     if (lora_layers_load(l, dir, m, 0, err)) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
@@ -130,16 +132,14 @@ int pretrained_adapter_attach(Model *m, LoraLayers *l, const char *dir, GrpoErr 
                        "folds it into fp32 weights, on the CPU)", msg);
     }
     m->lora = l;
+    *attached = 1;
     return 0;
 }
 
 /* --adapter on s's model before its generator is made (and before its upload, on the
- * GPU): folded into fp32 weights, else unmerged beside the bf16 ones. */
+ * GPU). */
 static int session_lora(GenSession *s, const char *dir, GrpoErr *err) {
-    if (!s->model->half) return lora_apply_dir(s->model, dir, err);
-    if (pretrained_adapter_attach(s->model, &s->lora, dir, err)) return -1;
-    s->has_lora = 1;
-    return 0;
+    return pretrained_adapter_apply(s->model, &s->lora, &s->has_lora, dir, err);
 }
 
 int gen_session_open(GenSession *s, const char *model_dir, const char *adapter, Dataset *data, GenOpts *o,

@@ -35,14 +35,15 @@ void gen_save_meta(ModelSaveMeta *meta, const Tokenizer *tok, const GenOpts *o);
  * token, else the first of its eos ids, else the model's (config.json), else -1. */
 int32_t pretrained_eos(const Pretrained *p);
 
-/* dir's PEFT LoRA adapter read unmerged into *l (lora_layers_load: every layer must
- * adapt the same modules) and attached to m (m->lora): the form bf16 products run an
- * adapter in on either machine — the bf16 base's products, the adapter's own fp32
- * path beside them (PEFT's unmerged LoRA on a bf16 model). A fold into the bf16
+/* dir's PEFT LoRA adapter on m: folded into fp32 weights (lora_apply_dir, as grpo merge
+ * does); on bf16 ones (m->half) read unmerged into *l (lora_layers_load: every layer must
+ * adapt the same modules) and attached (m->lora, *attached 1): the form bf16 products
+ * run an adapter in on either machine — the bf16 base's products, the adapter's own
+ * fp32 path beside them (PEFT's unmerged LoRA on a bf16 model). A fold into the bf16
  * matrices would round most of a small adapter's delta away. On error (the loader's
- * line, with what --bf16 false does instead) nothing is attached or left to free;
- * else lora_layers_free(l) after m is done with it. */
-int pretrained_adapter_attach(Model *m, LoraLayers *l, const char *dir, GrpoErr *err);
+ * line, with what --bf16 false does instead) nothing is attached or left to free; when
+ * attached, lora_layers_free(l) after m is done with it. */
+int pretrained_adapter_apply(Model *m, LoraLayers *l, int *attached, const char *dir, GrpoErr *err);
 
 /* What `grpo train`, `generate` and `eval` all set up: a model and its tokenizer,
  * a prompt dataset tokenized for it (left-truncated to max_prompt_length), and a
@@ -65,14 +66,14 @@ typedef struct {
  * of *data (loaded by the caller). o's eos ids are set from the model directory.
  * adapter (NULL: none), a PEFT LoRA directory: folded into fp32 weights
  * (lora_apply_dir, as grpo merge) under WEIGHTS_FP32; under the bf16 forms read
- * unmerged and decoded beside the bf16 base (pretrained_adapter_attach), as on the
+ * unmerged and decoded beside the bf16 base (pretrained_adapter_apply), as on the
  * GPU. On error nothing is left to free. */
 int gen_session_open(GenSession *s, const char *model_dir, const char *adapter, Dataset *data, GenOpts *o,
                      int max_prompt_length, int n, GrpoErr *err);
 /* The same generating on the GPU d (open; the caller's, closed after the session):
  * o->weights must be a bf16-product form (WEIGHTS_BF16), the model is uploaded
  * (gpu_model_upload) and the generator made on the device (GenOpts.device). adapter
- * (NULL: none), a PEFT LoRA directory, is read unmerged (pretrained_adapter_attach)
+ * (NULL: none), a PEFT LoRA directory, is read unmerged (pretrained_adapter_apply)
  * and decoded beside the bf16 base, as a LoRA run's policy, `grpo score --adapter`
  * on the GPU and the CPU's --bf16 true compute it. */
 int gen_session_open_gpu(GenSession *s, GpuDevice *d, const char *model_dir, const char *adapter, Dataset *data,
