@@ -146,6 +146,12 @@ CheckpointMode training_args_ckpt(const TrainingArgs *a) {
     return a->gradient_checkpointing_policy == TRAIN_CKPT_FULL ? CKPT_FULL : CKPT_SELECTIVE;
 }
 
+const char *training_args_ckpt_less(CheckpointMode ckpt) {
+    return ckpt == CKPT_NONE        ? "set gradient_checkpointing true"
+           : ckpt == CKPT_SELECTIVE ? "set gradient_checkpointing_policy full"
+                                    : NULL;
+}
+
 long training_args_save_every(const TrainingArgs *a, long total_steps) {
     if (a->save_steps <= 0) return 0;
     return a->save_steps < 1 ? (long)ceil((double)total_steps * a->save_steps) : (long)a->save_steps;

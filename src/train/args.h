@@ -86,6 +86,9 @@ long training_args_save_every(const TrainingArgs *a, long total_steps);
 /* gradient_checkpointing and its policy as the training passes take them, on the CPU
  * (acts_create) and the GPU (gpu/model_train.h): CKPT_NONE, CKPT_SELECTIVE or CKPT_FULL. */
 CheckpointMode training_args_ckpt(const TrainingArgs *a);
+/* What a run short of activation memory can set to keep less under ckpt ("set
+ * gradient_checkpointing true", "... _policy full"); NULL under CKPT_FULL. */
+const char *training_args_ckpt_less(CheckpointMode ckpt);
 
 int training_args_schedule(const TrainingArgs *a, long total_steps, Schedule *s, GrpoErr *err);
 

@@ -112,14 +112,9 @@ static double activation_bytes(const TrainModel *tm, long tokens) {
     return acts;
 }
 
-/* The plan's words for the checkpointing and what it keeps (acts_describe); *less:
- * what a user short of memory can do about it, or "". */
-static void ckpt_describe(const TrainModel *tm, char *out, size_t n, const char **less) {
-    const TrainingArgs *a = tm->args;
-    acts_describe(&tm->pre.model.cfg, training_args_ckpt(a), tm->pre.model.mixed != NULL, out, n);
-    *less = training_args_ckpt(a) == CKPT_NONE        ? ", or set gradient_checkpointing true"
-            : training_args_ckpt(a) == CKPT_SELECTIVE ? ", or set gradient_checkpointing_policy full"
-                                             : "";
+/* The plan's words for the checkpointing and what it keeps (acts_describe). */
+static void ckpt_describe(const TrainModel *tm, char *out, size_t n) {
+    acts_describe(&tm->pre.model.cfg, training_args_ckpt(tm->args), tm->pre.model.mixed != NULL, out, n);
 }
 
 int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *length_option, GrpoErr *err) {
@@ -131,11 +126,12 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     double opt = 3.0 * sizeof(float) * (double)trainable_floats(tm); /* gradients, AdamW's m and v */
     if (acts + opt > avail) {
         char kept[200];
-        const char *less;
-        ckpt_describe(tm, kept, sizeof kept, &less);
+        ckpt_describe(tm, kept, sizeof kept);
+        const char *less = training_args_ckpt_less(training_args_ckpt(a));
         return err_set(err, "the memory plan does not fit: activations %.0f MB (micro-batch of %d x %d tokens; %s) + "
                        "gradients and AdamW state %.0f MB, with %.0f MB available; lower per_device_train_batch_size "
-                       "or %s%s", acts / mb, max_seqs, max_len, kept, opt / mb, avail / mb, length_option, less);
+                       "or %s%s%s", acts / mb, max_seqs, max_len, kept, opt / mb, avail / mb, length_option,
+                       less ? ", or " : "", less ? less : "");
     }
     Model *m = &tm->pre.model;
     tm->max_seqs = max_seqs, tm->max_len = max_len;
@@ -253,8 +249,7 @@ void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, 
         return;
     }
     char kept[200];
-    const char *less;
-    ckpt_describe(tm, kept, sizeof kept, &less);
+    ckpt_describe(tm, kept, sizeof kept);
     snprintf(memory, nm, "%s%s, activations %.0f (micro-batch of %d x %d tokens; %s)", weights, ref, tm->acts.bytes / mb,
              tm->max_seqs, tm->max_len, kept);
 }

@@ -336,13 +336,12 @@ int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const L
     if (create_pass(g, max_tokens, chunk_rows, &e) ||
         gpu_model_scratch_create(&g->dev, &g->scratch, &g->policy, max_tokens, chunk_rows, &e)) {
         double mb = 1048576.0;
+        const char *less = training_args_ckpt_less(g->ckpt);
         return err_set(err, "the memory plan does not fit on the GPU: the activations of a micro-batch of %d tokens "
-                       "(%s), with %.0f MB free after the weights (%s); lower per_device_train_batch_size or %s%s, "
+                       "(%s), with %.0f MB free after the weights (%s); lower per_device_train_batch_size or %s%s%s, "
                        "or set use_cpu true",
-                       max_tokens, kept_words(g), before / mb, e.msg, length_option,
-                       g->ckpt == CKPT_NONE        ? ", set gradient_checkpointing true"
-                       : g->ckpt == CKPT_SELECTIVE ? ", set gradient_checkpointing_policy full"
-                                                   : "");
+                       max_tokens, kept_words(g), before / mb, e.msg, length_option, less ? ", " : "",
+                       less ? less : "");
     }
     g->act_bytes = (double)before - (double)free_bytes(g);
     g->rows = xmalloc(sizeof(int) * (size_t)max_tokens);
