@@ -180,10 +180,11 @@ static int attention_half(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *
     return gpu_residual_add(d, a->xmid, x_in, (size_t)N * C, err);
 }
 
-/* Everything before the gate/up product: the attention half, then ln2 into h2_16 (the
- * rounding gpu_matmul_forward_bf16 would do on its input, so the product reads h2_16). */
-static int up_to_gate_up(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
-                         const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
+/* Everything before the gate/up product (layer_train.h): the attention half, then ln2
+ * into h2_16 (the rounding gpu_matmul_forward_bf16 would do on its input, so the
+ * product reads h2_16). */
+int gpu_layer_forward_train_kept(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
+                                 const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
     int N = b->N, C = w->C;
     if (check_batch(a, s, b, err) || attention_half(d, w, a, s, b, x_in, err) ||
         gpu_rmsnorm_forward(d, s->h, a->rstd2, a->xmid, w->ln2, N, C, C, C, w->eps, err))
@@ -191,17 +192,12 @@ static int up_to_gate_up(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a
     return gpu_round_bf16(d, a->h2_16, s->h, N, C, C, C, err);
 }
 
-int gpu_layer_forward_train_kept(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
-                                 const GpuLayerBatch *b, CUdeviceptr x_in, GrpoErr *err) {
-    return up_to_gate_up(d, w, a, s, b, x_in, err);
-}
-
 int gpu_layer_forward_train(GpuDevice *d, const GpuLayerWeights *w, GpuLayerActs *a, GpuLayerTrainScratch *s,
                             const GpuLayerBatch *b, CUdeviceptr x_out, CUdeviceptr x_in, GrpoErr *err) {
     int N = b->N, C = w->C, F = w->F;
     /* swiglu_forward_bf16's two outputs: gate/up rounded (gu16), and act from the fp32
      * gate/up, rounded by wdown's product into act16 */
-    if (up_to_gate_up(d, w, a, s, b, x_in, err) ||
+    if (gpu_layer_forward_train_kept(d, w, a, s, b, x_in, err) ||
         gpu_matmul_forward_bf16(d, s->wide, 0, a->h2_16, w->wgu, 0, N, C, 2 * F, err) ||
         gpu_round_bf16(d, a->gu16, s->wide, N, 2 * F, 2 * F, 2 * F, err) ||
         gpu_swiglu_forward(d, s->mid, s->wide, N, F, err) ||
