@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# tools/gpu-bundle.sh — the shared libraries build/grpo and the tests link against
-# (oneDNN, OpenBLAS, OpenMPI, jansson, Oniguruma, utf8proc, libyaml and what they
-# pull in), packed for the GPU machine, whose image has CUDA and Python but not
-# these Debian packages and can fetch nothing. Run here after `make all tests-bin`;
-# then the device tool's run with carry ["build/grpo", "build/tests/gpu", "build/gpu", ".gpu-bundle"] and
-# `tools/gpu-check.sh`, which unpacks it there and exposes only the libraries the
-# machine lacks (its own glibc, libstdc++, libgomp are kept where it has them).
-# glibc itself is never packed: the binaries need GLIBC 2.34 or newer there.
+# tools/gpu-bundle.sh — what the GPU machine needs from this one, packed into .gpu-bundle/
+# (ignored by git, carried by the device tool: carry [".gpu-bundle"]):
+#  - bin.tar.xz: build/grpo, the GPU test binaries, the bench binaries and the embedded
+#    PTX (for ptxas there), under their build paths: unpacked they pass the 64 MiB a run
+#    may carry (the test binaries each hold the library), packed they are a few MiB;
+#  - libs.tar.xz: the shared libraries they link against (oneDNN, OpenBLAS, OpenMPI,
+#    jansson, Oniguruma, utf8proc, libyaml and what they pull in): the device image has
+#    CUDA and Python but not these Debian packages, and can fetch nothing.
+# Run here after `make -j2 all tests-bin`; tools/gpu-check.sh unpacks both there and
+# puts on LD_LIBRARY_PATH only the libraries the machine lacks (its own glibc,
+# libstdc++, libgomp are kept where it has them). glibc itself is never packed: the
+# binaries need GLIBC 2.34 or newer there.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 DEST=.gpu-bundle
 [ -x "$BUILD/grpo" ] || { echo "gpu-bundle: no $BUILD/grpo: run make all tests-bin first" >&2; exit 1; }
+tests=$(find "$BUILD/tests/gpu" -type f -name 'test_*' ! -name '*.d' 2>/dev/null | sort)
+[ -n "$tests" ] || { echo "gpu-bundle: no $BUILD/tests/gpu/test_*: run make tests-bin first" >&2; exit 1; }
+benches=$(find "$BUILD/bench" -maxdepth 1 -type f -name 'bench_*' ! -name '*.d' 2>/dev/null | sort)
 mkdir -p "$DEST"
-libs=$(ldd "$BUILD/grpo" $(find "$BUILD/tests/gpu" -type f -name 'test_*' ! -name '*.d' 2>/dev/null) |
-       awk '$3 ~ /^\// {print $3}' | grep -v -E '/(libc|libm|libdl|libpthread|librt)\.so' | sort -u)
+# -T0: xz's threads (the 27 test binaries share most of their bytes: a solid archive)
+XZ_OPT="-6 -T0" tar -cJf "$DEST/bin.tar.xz.tmp" "$BUILD/grpo" $tests $benches "$BUILD/gpu/kernels.ptx"
+mv "$DEST/bin.tar.xz.tmp" "$DEST/bin.tar.xz"
+libs=$(ldd "$BUILD/grpo" $tests $benches | awk '$3 ~ /^\// {print $3}' |
+       grep -v -E '/(libc|libm|libdl|libpthread|librt)\.so' | sort -u)
 tar -chJf "$DEST/libs.tar.xz.tmp" --transform 's|.*/||' $libs 2> >(grep -v 'Removing leading' >&2)
 mv "$DEST/libs.tar.xz.tmp" "$DEST/libs.tar.xz"
-echo "gpu-bundle: $(echo $libs | wc -w) libraries, $(du -h "$DEST/libs.tar.xz" | cut -f1) in $DEST/libs.tar.xz"
+echo "gpu-bundle: $(echo $tests $benches | wc -w) test and bench binaries and grpo, $(du -h "$DEST/bin.tar.xz" | cut -f1) in $DEST/bin.tar.xz;" \
+     "$(echo $libs | wc -w) libraries, $(du -h "$DEST/libs.tar.xz" | cut -f1) in $DEST/libs.tar.xz; $(du -sh "$DEST" | cut -f1) to carry (64 MiB at most)"
