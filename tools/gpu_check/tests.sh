@@ -2,7 +2,8 @@
 # tools/gpu_check/tests.sh — every tests/gpu/test_* binary on the GPU, with
 # GRPO_REQUIRE_GPU=1 (no emulator: `make test` runs the same tests on the emulated GPU of
 # tests/machine/gpu_emulator.c), then the embedded PTX through the machine's ptxas for
-# sm_80 and sm_90 where it has one (tests/gpu/test_ptxas.sh). A section of
+# sm_80 and sm_90 where it has one (tests/gpu/test_ptxas.sh), and our declarations of the
+# driver API and cuBLASLt against its toolkit's headers (tests/gpu/test_api_headers.sh). A section of
 # tools/gpu-check.sh (BUILD, GPU_CHECK_LEFT; GPU_CHECK_DRY=1: on the emulator, only
 # GPU_CHECK_TESTS's tests, default test_gpu_ops).
 set -u
@@ -38,4 +39,5 @@ for t in $tests; do
     [ -n "${OUT:-}" ] && cp "$log" "$OUT/" 2>/dev/null
 done
 BUILD=$BUILD bash tests/gpu/test_ptxas.sh || status=1
+command -v cc > /dev/null && { bash tests/gpu/test_api_headers.sh || status=1; }
 exit $status
