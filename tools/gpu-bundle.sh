@@ -7,22 +7,28 @@
 #  - libs.tar.xz: the shared libraries they link against (oneDNN, OpenBLAS, OpenMPI,
 #    jansson, Oniguruma, utf8proc, libyaml and what they pull in): the device image has
 #    CUDA and Python but not these Debian packages, and can fetch nothing.
-# Run here after `make -j2 all tests-bin`; tools/gpu-check.sh unpacks both there and
-# puts on LD_LIBRARY_PATH only the libraries the machine lacks (its own glibc,
-# libstdc++, libgomp are kept where it has them). glibc itself is never packed: the
-# binaries need GLIBC 2.34 or newer there.
+# It builds what it packs, in build-gpu/ (BUNDLE_BUILD) with ARCH=-march=x86-64-v3:
+# AVX2 and FMA, which any x86-64 host of an H100/H200 has, and nothing of this
+# machine's own (-march=native here is an AMD EPYC's, with instructions an Intel host
+# lacks); the archive holds them under build/, where tools/gpu-check.sh unpacks them.
+# There it also puts on LD_LIBRARY_PATH only the libraries the machine lacks (its own
+# glibc, libstdc++, libgomp are kept where it has them). glibc itself is never packed:
+# the binaries need GLIBC 2.34 or newer there.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-BUILD=${BUILD:-build}
+BUILD=${BUNDLE_BUILD:-build-gpu}
 DEST=.gpu-bundle
-[ -x "$BUILD/grpo" ] || { echo "gpu-bundle: no $BUILD/grpo: run make all tests-bin first" >&2; exit 1; }
-tests=$(find "$BUILD/tests/gpu" -type f -name 'test_*' ! -name '*.d' 2>/dev/null | sort)
-[ -n "$tests" ] || { echo "gpu-bundle: no $BUILD/tests/gpu/test_*: run make tests-bin first" >&2; exit 1; }
-benches=$(find "$BUILD/bench" -maxdepth 1 -type f -name 'bench_*' ! -name '*.d' 2>/dev/null | sort)
 mkdir -p "$DEST"
+want="$BUILD/grpo $(ls tests/gpu/test_*.c | sed "s|^tests/gpu/\(.*\)\.c$|$BUILD/tests/gpu/\1|") $BUILD/gpu/kernels.ptx"
+make -j"$(nproc)" BUILD="$BUILD" ARCH=-march=x86-64-v3 $want > "$DEST/make.log" 2>&1 ||
+    { echo "gpu-bundle: the build failed (make BUILD=$BUILD ARCH=-march=x86-64-v3):" >&2; tail -20 "$DEST/make.log" >&2; exit 1; }
+rm -f "$DEST/make.log"
+tests=$(ls tests/gpu/test_*.c | sed "s|^tests/gpu/\(.*\)\.c$|$BUILD/tests/gpu/\1|")
+benches=$(find "$BUILD/bench" -maxdepth 1 -type f -name 'bench_*' ! -name '*.d' 2>/dev/null | sort)
 # -T0: xz's threads (the 27 test binaries share most of their bytes: a solid archive)
-XZ_OPT="-6 -T0" tar -cJf "$DEST/bin.tar.xz.tmp" "$BUILD/grpo" $tests $benches "$BUILD/gpu/kernels.ptx"
+XZ_OPT="-6 -T0" tar -cJf "$DEST/bin.tar.xz.tmp" --transform "s|^$BUILD/|build/|" "$BUILD/grpo" $tests $benches \
+    "$BUILD/gpu/kernels.ptx"
 mv "$DEST/bin.tar.xz.tmp" "$DEST/bin.tar.xz"
 libs=$(ldd "$BUILD/grpo" $tests $benches | awk '$3 ~ /^\// {print $3}' |
        grep -v -E '/(libc|libm|libdl|libpthread|librt)\.so' | sort -u)

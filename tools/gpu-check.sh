@@ -6,7 +6,7 @@
 #
 # Prepared here, run there: the device image has CUDA and Python (torch, transformers,
 # peft), not grpo.c's build dependencies, and can fetch nothing. So build here and pack:
-#   make -j2 all tests-bin && tools/gpu-bundle.sh
+#   tools/gpu-bundle.sh          (it builds build-gpu/ for -march=x86-64-v3 and packs it)
 # then the device tool's run with carry [".gpu-bundle"] (binaries and libraries, packed:
 # the unpacked test binaries alone pass the 64 MiB a run may carry) and the command
 #   OUT=$OUT tools/gpu-check.sh
