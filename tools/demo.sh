@@ -7,7 +7,8 @@
 #     reward with target 20 characters, num_generations 64, micro-batches of 4,
 #     16 accumulation steps);
 #  3. build/demo/reward.svg: reward mean +- std and completion length per step.
-# DEMO_SFT_STEPS / DEMO_GRPO_STEPS shorten it (the test uses that).
+# DEMO_SFT_STEPS / DEMO_GRPO_STEPS shorten it (the test uses that); DEMO_BASE_ONLY=1
+# stops after the base model (tools/gpu-bundle.sh and tools/gpu_check/demo.sh make it so).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -26,6 +27,7 @@ if [ ! -f "$OUT/base/model.safetensors" ] || [ "$(cat "$OUT/base/.sft_steps" 2>/
 else
     echo "== 1/3 base model: $OUT/base (cached)"
 fi
+[ "${DEMO_BASE_ONLY:-0}" = 1 ] && exit 0
 echo "== the base model, before GRPO:"
 "$GRPO" generate --model "$OUT/base" --prompt "Tell me about the cat.
 " --num_generations 3 --max_completion_length 64 --seed 1 2>/dev/null | grep -v '^===' || true
