@@ -24,12 +24,12 @@ def distance(got, ref):
     return sum(diffs) / max(len(diffs), 1), max(diffs, default=0.0), len(diffs)
 
 
-def torch_scores(model_dir, rows, dtype_name):
+def model_logprobs(model, rows, device):
+    """`grpo score`'s output for rows ({"prompt_ids", "completion_ids"}) computed by a torch
+    causal LM (transformers' or PEFT's) on device: per row, each completion token's log-prob,
+    the logits taken in fp32. tools/gpu_check/hf_load.py uses it too."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    dtype = getattr(torch, dtype_name)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).to(dtype).cuda().eval()
     out = []
     with torch.no_grad():
         for row in rows:
@@ -37,10 +37,20 @@ def torch_scores(model_dir, rows, dtype_name):
             if not row["completion_ids"]:
                 out.append([])
                 continue
-            logits = model(torch.tensor([ids], device="cuda")).logits[0].float()
+            logits = model(torch.tensor([ids], device=device)).logits[0].float()
             logp = torch.log_softmax(logits, dim=-1)
             first = len(row["prompt_ids"])
             out.append([logp[t - 1, ids[t]].item() for t in range(first, len(ids))])
+    return out
+
+
+def torch_scores(model_dir, rows, dtype_name):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = getattr(torch, dtype_name)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).to(dtype).cuda().eval()
+    out = model_logprobs(model, rows, "cuda")
     del model
     torch.cuda.empty_cache()
     return out
