@@ -14,6 +14,10 @@
 # There it also puts on LD_LIBRARY_PATH only the libraries the machine lacks (its own
 # glibc, libstdc++, libgomp are kept where it has them). glibc itself is never packed:
 # the binaries need GLIBC 2.34 or newer there.
+# Also packed: the demo's base model as `make demo` makes it here (its first stage, by
+# build/grpo, made when build/demo has none; 3.2 MB) in $DEST/demo-base, from which
+# tools/gpu_check/demo.sh runs the demo's GRPO stage on the GPU: the base its recorded
+# CPU curve (tools/gpu_check/demo_cpu.json) started from.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -36,3 +40,11 @@ tar -chJf "$DEST/libs.tar.xz.tmp" --transform 's|.*/||' $libs 2> >(grep -v 'Remo
 mv "$DEST/libs.tar.xz.tmp" "$DEST/libs.tar.xz"
 echo "gpu-bundle: $(echo $tests $benches | wc -w) test and bench binaries and grpo, $(du -h "$DEST/bin.tar.xz" | cut -f1) in $DEST/bin.tar.xz;" \
      "$(echo $libs | wc -w) libraries, $(du -h "$DEST/libs.tar.xz" | cut -f1) in $DEST/libs.tar.xz; $(du -sh "$DEST" | cut -f1) to carry (64 MiB at most)"
+demo_grpo=build/grpo
+[ -x "$demo_grpo" ] || demo_grpo="$BUILD/grpo"
+DEMO_BASE_ONLY=1 DEMO_OUT=build/demo GRPO="$demo_grpo" tools/demo.sh > /dev/null
+rm -rf "$DEST/demo-base"
+mkdir -p "$DEST/demo-base"
+cp build/demo/base/{config.json,generation_config.json,model.safetensors,tokenizer.json,tokenizer_config.json,.sft_steps} \
+    "$DEST/demo-base/"
+echo "gpu-bundle: the demo's base model, $(du -sh "$DEST/demo-base" | cut -f1) in $DEST/demo-base"
