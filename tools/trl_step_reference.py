@@ -44,7 +44,7 @@ warmup).
 
 Usage (Debian's torch lives in /usr/bin/python3):
   trl_step_reference.py --model INIT_DIR --run RUN_DIR [--bound 1e-5] [--norm_bound 1e-5]
-                        [--num_items unmasked|masked] [--write FILE]
+                        [--num_items unmasked|masked] [--write FILE] [--expected FILE]
       INIT_DIR: the model the run started from; RUN_DIR: a `grpo train` output_dir
       with log_completions true (its trainer_state.json holds the run's options).
       Prints per tensor max|d_ours - d_ref| / max|d_ref|, ||d_ours - d_ref|| /
@@ -52,7 +52,8 @@ Usage (Debian's torch lives in /usr/bin/python3):
       float32 rounding of the stored weights (see compare()); exit 1 when the
       worst tensor's figure beyond fp32 is over --bound or all tensors' norm
       figure over --norm_bound. --write saves the reference's final weights and
-      the completion ids it used (F64/I64 safetensors).
+      the completion ids it used (F64/I64 safetensors); --expected reads one back
+      as the reference of a run that drew the same completions (a split run).
   trl_step_reference.py --check [--grpo build/grpo]
       reruns the committed fixture tests/fixtures/trl_step/ (fp32) and compares
       the completions and the reference to the committed expected files.
@@ -411,9 +412,18 @@ def write_expected(path, ref, used):
     mm.write_safetensors(path, items)
 
 
-def run_and_compare(model_dir, run_dir, bounds, write, log, items="unmasked"):
-    """bounds: (on the worst tensor's max figure beyond fp32 rounding, on the norm figure of all)."""
-    ref, used, P0 = reference_run(model_dir, run_dir, log, items)
+def run_and_compare(model_dir, run_dir, bounds, write, log, items="unmasked", expected=None):
+    """bounds: (on the worst tensor's max figure beyond fp32 rounding, on the norm figure of all).
+    expected: a --write file of a run with the same options but another micro-batch split;
+    when this run drew the same completions its reference is that file's (the reference
+    is the whole batch's, whatever the split), else it is computed."""
+    if expected and read_expected(expected)[1] == [(r["step"], [int(t) for t in r["completion_ids"]])
+                                                    for r in read_completions(run_dir)]:
+        ref, used = read_expected(expected)
+        P0 = load_weights(os.path.join(model_dir, "model.safetensors"))
+        log("the same completions as %s: its reference weights" % expected)
+    else:
+        ref, used, P0 = reference_run(model_dir, run_dir, log, items)
     ours = load_weights(os.path.join(run_dir, "model.safetensors"))
     total, (name, mx, nrm, beyond) = compare(P0, ours, ref, len({s for s, _ in used}), log)
     ok = beyond <= bounds[0] and total <= bounds[1]
@@ -535,6 +545,8 @@ def main():
     ap.add_argument("--num_items", choices=("unmasked", "masked"), default="unmasked",
                     help="dapo's normalizer: tokens before (TRL 1.0-1.8, grpo.c) or after (TRL >= 1.9) "
                          "mask_truncated_completions' masking")
+    ap.add_argument("--expected", help="a --write file of the same run with another micro-batch split: "
+                    "used as this run's reference when the completions are the same")
     ap.add_argument("--check", action="store_true", help="rerun the committed fixture and compare")
     ap.add_argument("--make_fixture", action="store_true", help="write tests/fixtures/trl_step/")
     ap.add_argument("--grpo", default=os.path.join(ROOT, "build", "grpo"),
@@ -552,7 +564,8 @@ def main():
             return 0 if check_fixture(a.grpo, log) else 1
         if not a.model or not a.run:
             ap.error("--model and --run are needed (or --check / --make_fixture)")
-        return 0 if run_and_compare(a.model, a.run, (a.bound, a.norm_bound), a.write, log, a.num_items) else 1
+        return 0 if run_and_compare(a.model, a.run, (a.bound, a.norm_bound), a.write, log, a.num_items,
+                                    a.expected) else 1
     except RefError as e:
         print("trl_step_reference.py: %s" % e, file=sys.stderr)
         return 1
