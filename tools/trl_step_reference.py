@@ -222,15 +222,21 @@ def completion_mask(ids, eos, pad, mask_truncated):
     return torch.tensor(m, dtype=F64), n
 
 
-def token_logps(cfg, P, prompt_ids, comp_ids, temperature):
-    """log p(completion token | prefix) at the temperature; one unpadded sequence."""
-    ids = torch.tensor([prompt_ids + comp_ids])
-    mask = torch.ones_like(ids)
-    pos = torch.arange(ids.shape[1])[None]
-    logits = mm.forward(cfg, P, ids, mask, pos)[0]
-    n_p = len(prompt_ids)
-    lp = torch.log_softmax(logits[n_p - 1:-1] / temperature, dim=-1)
-    return lp.gather(-1, torch.tensor(comp_ids)[:, None])[:, 0]
+def token_logps(cfg, P, seqs, temperature):
+    """[log p(completion token | prefix) at the temperature] for seqs [(prompt ids,
+    completion ids)], in one forward: each row prompt + completion from position 0,
+    right-padded (causal attention: a real token never sees the padding after it)."""
+    T = max(len(p) + len(c) for p, c in seqs)
+    ids = torch.zeros((len(seqs), T), dtype=torch.int64)
+    for i, (p, c) in enumerate(seqs):
+        ids[i, :len(p) + len(c)] = torch.tensor(p + c)
+    pos = torch.arange(T)[None].expand(len(seqs), T)
+    logits = mm.forward(cfg, P, ids, torch.ones_like(ids), pos)
+    out = []
+    for i, (p, c) in enumerate(seqs):
+        lp = torch.log_softmax(logits[i, len(p) - 1:len(p) + len(c) - 1] / temperature, dim=-1)
+        out.append(lp.gather(-1, torch.tensor(c)[:, None])[:, 0])
+    return out
 
 
 def sequence_weights(loss_type, masks, lengths, max_len, items):
@@ -296,22 +302,22 @@ def step_gradient(cfg, P, P0, batch, opt, adv, items):
     eps_high = float(opt["epsilon_high"]) if opt.get("epsilon_high") is not None else eps_low
     weights = sequence_weights(opt["loss_type"], [b[2] for b in batch], [b[3] for b in batch],
                                int(opt["max_completion_length"]), items)
-    loss_total = 0.0
-    for (prompt, comp, mask, _), A, w in zip(batch, adv.tolist(), weights):
-        if not comp:
-            continue
-        lp = token_logps(cfg, P, prompt, comp, temp)
+    rows = [i for i, b in enumerate(batch) if b[1]]
+    seqs = [(batch[i][0], batch[i][1]) for i in rows]
+    lps = token_logps(cfg, P, seqs, temp)
+    with torch.no_grad():
+        refs = token_logps(cfg, P0, seqs, temp) if beta != 0.0 else lps
+    loss = torch.zeros((), dtype=F64)
+    for i, lp, ref in zip(rows, lps, refs):
+        A = float(adv[i])
         coef_1 = torch.exp(lp - lp.detach())
         coef_2 = torch.clamp(coef_1, 1 - eps_low, 1 + eps_high)
         ptl = -torch.min(coef_1 * A, coef_2 * A)
         if beta != 0.0:
-            with torch.no_grad():
-                ref = token_logps(cfg, P0, prompt, comp, temp)
             ptl = ptl + beta * (torch.exp(ref - lp) - (ref - lp) - 1)
-        loss = w * (ptl * mask).sum()
-        loss.backward()
-        loss_total += loss.item()
-    return loss_total
+        loss = loss + weights[i] * (ptl * batch[i][2]).sum()
+    loss.backward()
+    return loss.item()
 
 
 def reference_run(model_dir, run_dir, log, items="unmasked"):

@@ -11,8 +11,10 @@
 # Bounds (bf16 products): per tensor max|d_gpu - d_ref| / max|d_ref| beyond the float32
 # rounding of the weights <= 0.1, and ||d_gpu - d_ref|| / ||d_ref|| over all tensors
 # <= 0.03. Measured for this very run on the CPU with --bf16 true (the same bf16-product
-# arithmetic, emulated): 2.0e-2 and 6.8e-3; fp32 (--bf16 false) gives 2.8e-6 and 2.4e-6.
-# The margin (5x, 4.4x) is for cuBLASLt's other summation order and the GPU's exp/log.
+# arithmetic, emulated), seeds 42 and 1-4, split and unsplit: 1.6e-2 to 3.2e-2 and 6.4e-3
+# to 6.9e-3; fp32 (--bf16 false) gives 2.8e-6 and 2.4e-6. The margin (3x, 4.4x over the
+# worst seen) is for cuBLASLt's other summation order and the GPU's exp/log. Gradient
+# clipping dropped in src/optim/grad.c makes it 0.57 and 0.28: the section fails.
 #
 # Run by tools/gpu-check.sh from the repository root with BUILD, OUT, GPU_CHECK_LEFT and
 # PYTHON set; GPU_CHECK_DRY=1 (a machine without a GPU) runs the same path on the CPU at
