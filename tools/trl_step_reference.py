@@ -328,8 +328,12 @@ def reference_run(model_dir, run_dir, log, items="unmasked"):
                       ("entropy_coef", 0.0), ("sync_ref_model", False),
                       ("vllm_importance_sampling_correction", False)):
         check_option(opt, key, want, run_dir)
+    check_option(opt, "filter_groups", False, run_dir)
     if opt.get("delta"):
         raise RefError("%s/trainer_state.json: delta: this reference needs none (0)" % run_dir)
+    if int(opt.get("max_steps") or 0) <= 0:
+        raise RefError("%s/trainer_state.json: max_steps: this reference needs the run's step count, got %r"
+                       % (run_dir, opt.get("max_steps")))
     cfg = load_json(os.path.join(model_dir, "config.json"))
     encode, eos, pad = byte_tokenizer(model_dir)
     P0 = load_weights(os.path.join(model_dir, "model.safetensors"))
@@ -344,6 +348,12 @@ def reference_run(model_dir, run_dir, log, items="unmasked"):
     used = []
     for step in sorted({r["step"] for r in rows}):
         rs = [r for r in rows if r["step"] == step]
+        if len(rs) != int(opt["per_device_train_batch_size"]) * int(opt["gradient_accumulation_steps"]):
+            # a generation batch serving several steps (steps_per_generation) or processes: its
+            # advantages are the whole generation batch's, which one step's rows do not hold
+            raise RefError("%s/completions.jsonl: step %d: %d completions, expected per_device_train_batch_size x "
+                           "gradient_accumulation_steps (one generation batch a step, one process)"
+                           % (run_dir, step, len(rs)))
         rewards = torch.tensor([float("nan") if r["reward"] is None else r["reward"] for r in rs], dtype=F64)
         adv = advantages_of(rewards, G, opt["scale_rewards"])
         ours_adv = torch.tensor([0.0 if r["advantage"] is None else r["advantage"] for r in rs], dtype=F64)
