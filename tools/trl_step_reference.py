@@ -119,7 +119,7 @@ def byte_tokenizer(model_dir):
     tj = load_json(os.path.join(model_dir, "tokenizer.json"))
     tc = load_json(os.path.join(model_dir, "tokenizer_config.json"))
     model = tj.get("model", {})
-    alphabet = mm_byte_alphabet()
+    alphabet = byte_alphabet()
     vocab = model.get("vocab", {})
     if model.get("merges") or any(vocab.get(alphabet[b]) != b for b in range(256)):
         raise RefError("%s/tokenizer.json: model: expected one token per byte, no merges "
@@ -150,7 +150,7 @@ def byte_tokenizer(model_dir):
     return encode, token_id("eos_token"), token_id("pad_token")
 
 
-def mm_byte_alphabet():
+def byte_alphabet():
     """GPT-2's byte -> printable character map (the ByteLevel alphabet)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
         list(range(ord("\xae"), ord("\xff") + 1))
