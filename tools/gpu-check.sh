@@ -31,7 +31,7 @@ export PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu-check.log") 2>&1
 # NAME:CAP (seconds at most for the section)
-SECTIONS=${GPU_CHECK_SECTIONS:-"tests:150 score_generate:60 splits:45 sanitizers:90"}
+SECTIONS=${GPU_CHECK_SECTIONS:-"tests:120 score_generate:50 splits:40 trl_step:40 demo:75 hf_load:45 sanitizers:90"}
 status=0
 echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
