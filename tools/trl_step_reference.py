@@ -29,10 +29,9 @@ trl/trainer/grpo_trainer.py:
     loss_type grpo: the mean over sequences of each sequence's token mean;
     bnpo: the sum over the batch's kept tokens / their count; dapo: the sum /
     num_items_in_batch; dr_grpo: the sum / (sequences * max_completion_length).
-    One formula is taken from an earlier TRL by default: dapo's
-    num_items_in_batch counts the completions' tokens before
-    mask_truncated_completions zeroes the truncated ones (TRL 1.0 to 1.8, and
-    grpo.c); TRL 1.9 counts them after (--num_items masked).
+    dapo's num_items_in_batch counts the loss mask's tokens, after
+    mask_truncated_completions zeroes the truncated completions (TRL >= 1.9,
+    huggingface/trl#6439; 1.0 to 1.8 counted them before).
 The batch is the whole generation batch of a step at once: grpo.c's claim is
 that its micro-batch split (per_device_train_batch_size x
 gradient_accumulation_steps) gives that batch's gradient, so the same reference
@@ -44,7 +43,7 @@ warmup).
 
 Usage (Debian's torch lives in /usr/bin/python3):
   trl_step_reference.py --model INIT_DIR --run RUN_DIR [--bound 1e-5] [--norm_bound 1e-5]
-                        [--num_items unmasked|masked] [--write FILE] [--expected FILE]
+                        [--write FILE] [--expected FILE]
       INIT_DIR: the model the run started from; RUN_DIR: a `grpo train` output_dir
       with log_completions true (its trainer_state.json holds the run's options).
       Prints per tensor max|d_ours - d_ref| / max|d_ref|, ||d_ours - d_ref|| /
@@ -239,18 +238,16 @@ def token_logps(cfg, P, seqs, temperature):
     return out
 
 
-def sequence_weights(loss_type, masks, lengths, max_len, items):
+def sequence_weights(loss_type, masks, max_len):
     """Each sequence's factor on its masked token-loss sum, for the whole batch.
-    dapo's num_items_in_batch counts the tokens before truncation masking in TRL
-    1.0 to 1.8 (items "unmasked", grpo.c's choice) and after it from TRL 1.9 on
-    ("masked"); they differ only with mask_truncated_completions."""
+    dapo's num_items_in_batch counts the tokens kept after truncation masking
+    (TRL >= 1.9; 1.0 to 1.8 counted them before)."""
     N = len(masks)
     kept = sum(float(m.sum()) for m in masks)
     if loss_type == "grpo":
         return [1.0 / (N * max(1.0, float(m.sum()))) for m in masks]
     if loss_type == "dapo":
-        total = sum(lengths) if items == "unmasked" else kept
-        return [1.0 / max(1.0, total)] * N
+        return [1.0 / max(1.0, kept)] * N
     if loss_type == "bnpo":
         return [1.0 / max(1.0, kept)] * N
     if loss_type == "dr_grpo":
@@ -295,13 +292,12 @@ def check_option(opt, key, want, run_dir):
                        % (run_dir, key, want, opt.get(key)))
 
 
-def step_gradient(cfg, P, P0, batch, opt, adv, items):
+def step_gradient(cfg, P, P0, batch, opt, adv):
     """Accumulates TRL's loss gradient of one generation batch into P's .grad; returns the loss."""
     temp, beta = float(opt["temperature"]), float(opt["beta"])
     eps_low = float(opt["epsilon"])
     eps_high = float(opt["epsilon_high"]) if opt.get("epsilon_high") is not None else eps_low
-    weights = sequence_weights(opt["loss_type"], [b[2] for b in batch], [b[3] for b in batch],
-                               int(opt["max_completion_length"]), items)
+    weights = sequence_weights(opt["loss_type"], [b[2] for b in batch], int(opt["max_completion_length"]))
     rows = [i for i, b in enumerate(batch) if b[1]]
     seqs = [(batch[i][0], batch[i][1]) for i in rows]
     lps = token_logps(cfg, P, seqs, temp)
@@ -320,7 +316,7 @@ def step_gradient(cfg, P, P0, batch, opt, adv, items):
     return loss.item()
 
 
-def reference_run(model_dir, run_dir, log, items="unmasked"):
+def reference_run(model_dir, run_dir, log):
     """Replays every step of the run in float64. Returns (final weights, [(step, ids)], the initial weights)."""
     opt = run_options(run_dir)
     for key, want in (("num_iterations", 1), ("use_peft", False), ("importance_sampling_level", "token"),
@@ -365,7 +361,7 @@ def reference_run(model_dir, run_dir, log, items="unmasked"):
             batch.append((prompt, comp) + completion_mask(comp, eos, pad, bool(opt["mask_truncated_completions"])))
             used.append((step, comp))
         adamw.zero_grad(set_to_none=False)
-        loss = step_gradient(cfg, P, P0, batch, opt, adv, items)
+        loss = step_gradient(cfg, P, P0, batch, opt, adv)
         norm = float(torch.nn.utils.clip_grad_norm_(list(P.values()), float(opt["max_grad_norm"])))
         lr = lr_at(opt, step - 1)
         for g in adamw.param_groups:
@@ -428,7 +424,7 @@ def write_expected(path, ref, used):
     mm.write_safetensors(path, items)
 
 
-def run_and_compare(model_dir, run_dir, bounds, write, log, items="unmasked", expected=None):
+def run_and_compare(model_dir, run_dir, bounds, write, log, expected=None):
     """bounds: (on the worst tensor's max figure beyond fp32 rounding, on the norm figure of all).
     expected: a --write file of a run with the same options but another micro-batch split;
     when this run drew the same completions its reference is that file's (the reference
@@ -439,7 +435,7 @@ def run_and_compare(model_dir, run_dir, bounds, write, log, items="unmasked", ex
         P0 = load_weights(os.path.join(model_dir, "model.safetensors"))
         log("the same completions as %s: its reference weights" % expected)
     else:
-        ref, used, P0 = reference_run(model_dir, run_dir, log, items)
+        ref, used, P0 = reference_run(model_dir, run_dir, log)
     ours = load_weights(os.path.join(run_dir, "model.safetensors"))
     total, (name, mx, nrm, beyond) = compare(P0, ours, ref, len({s for s, _ in used}), log)
     ok = beyond <= bounds[0] and total <= bounds[1]
@@ -465,7 +461,7 @@ max_steps: 2
 learning_rate: 1.0e-2
 adam_epsilon: 1.0e-2
 weight_decay: 0.1
-max_grad_norm: 5.0
+max_grad_norm: 10.0
 temperature: 0.7
 beta: 0.04
 mask_truncated_completions: true
@@ -558,9 +554,6 @@ def main():
     ap.add_argument("--norm_bound", type=float, default=1e-5,
                     help="largest ||d_ours - d_ref|| / ||d_ref|| accepted over all tensors")
     ap.add_argument("--write", help="save the reference's weights and completion ids here (safetensors)")
-    ap.add_argument("--num_items", choices=("unmasked", "masked"), default="unmasked",
-                    help="dapo's normalizer: tokens before (TRL 1.0-1.8, grpo.c) or after (TRL >= 1.9) "
-                         "mask_truncated_completions' masking")
     ap.add_argument("--expected", help="a --write file of the same run with another micro-batch split: "
                     "used as this run's reference when the completions are the same")
     ap.add_argument("--check", action="store_true", help="rerun the committed fixture and compare")
@@ -580,8 +573,7 @@ def main():
             return 0 if check_fixture(a.grpo, log) else 1
         if not a.model or not a.run:
             ap.error("--model and --run are needed (or --check / --make_fixture)")
-        return 0 if run_and_compare(a.model, a.run, (a.bound, a.norm_bound), a.write, log, a.num_items,
-                                    a.expected) else 1
+        return 0 if run_and_compare(a.model, a.run, (a.bound, a.norm_bound), a.write, log, a.expected) else 1
     except RefError as e:
         print("trl_step_reference.py: %s" % e, file=sys.stderr)
         return 1

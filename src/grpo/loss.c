@@ -102,18 +102,18 @@ static int model_tokens(const uint8_t *tool_mask, int t0, int t1) {
 
 double grpo_loss_normalizer(const GrpoLossConfig *c, const int *offsets, const uint8_t *truncated,
                             const uint8_t *tool_mask, int S, int grad_accum_steps) {
-    long long all_tokens = 0, kept_tokens = 0;
+    long long kept_tokens = 0;
     for (int i = 0; i < S; i++) {
         int len = model_tokens(tool_mask, offsets[i], offsets[i + 1]); /* TRL: completion_mask * tool_mask */
-        all_tokens += len;
         if (!seq_masked(c, truncated, i)) kept_tokens += len;
     }
     switch (c->loss_type) {
     case GRPO_LOSS_DAPO:
     case GRPO_LOSS_CISPO:
     case GRPO_LOSS_VESPO:
-        /* num_items_in_batch is summed before truncation masking; clamp(min=1) */
-        return all_tokens > 0 ? (double)all_tokens : 1.0;
+        /* num_items_in_batch: the loss mask's tokens, truncated completions zeroed (TRL >= 1.9;
+         * 1.0-1.8 summed them before the masking); clamp(min=1) */
+        return kept_tokens > 0 ? (double)kept_tokens : 1.0;
     case GRPO_LOSS_GRPO:
     case GRPO_LOSS_SAPO:
     case GRPO_LOSS_LUSPO:

@@ -12,9 +12,9 @@
  * beta * KL) and the micro-batch contributes
  *     sum_i sum_{t < len_i} w_i * l_it,   with
  *   dapo, cispo   w = 1 / N_tok     N_tok = completion tokens of the whole step,
- *                                    counted BEFORE truncation masking (TRL's
- *                                    num_items_in_batch, with steps_per_generation ==
- *                                    gradient_accumulation_steps)
+ *                                    counted AFTER truncation masking (TRL's
+ *                                    num_items_in_batch since 1.9, with steps_per_generation ==
+ *                                    gradient_accumulation_steps; 1.0-1.8 counted them before)
  *   grpo, sapo    w = 1 / (N_seq * max(len'_i, 1))   len' = length after truncation masking;
  *                                    TRL: per-micro-batch mean over sequences / GA steps,
  *                                    identical when micro-batches have equal sizes

@@ -107,9 +107,10 @@ def gamma_weights(A, log_ratio, mask, c):
 
 def trl_loss(c, logp, old, ref, ent, adv, cmask, trunc):
     """GRPOTrainer._compute_loss on one micro-batch with gradient_accumulation_steps = 1 and
-    num_items_in_batch = completion tokens before truncation masking."""
-    num_items = cmask.sum().clamp(min=1.0)
+    num_items_in_batch = the loss mask's tokens, truncated completions zeroed (TRL >= 1.9:
+    huggingface/trl#6439; 1.0-1.8 counted them before the masking)."""
     mask = cmask * (1 - trunc).unsqueeze(1) if c["mask_truncated"] else cmask
+    num_items = mask.sum().clamp(min=1.0)
     emask = high_entropy_mask(ent, mask, 1 - c["q"]) if c["q"] < 1.0 else None
     old = logp.detach() if old is None else old
     log_ratio = logp - old

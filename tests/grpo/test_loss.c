@@ -270,11 +270,17 @@ int main(void) {
             if (b.truncated[i]) trunc_tok += b.offsets[i + 1] - b.offsets[i];
         c.loss_type = GRPO_LOSS_DAPO;
         c.mask_truncated_completions = 1;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "dapo counts truncated tokens");
+        /* TRL >= 1.9 (huggingface/trl#6439): num_items_in_batch is the loss mask's sum, the truncated
+         * completions zeroed; 1.0-1.8 counted them */
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot - trunc_tok,
+                "dapo leaves the truncated tokens out");
         c.loss_type = GRPO_LOSS_CISPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "cispo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot - trunc_tok, "cispo");
         c.loss_type = GRPO_LOSS_VESPO;
-        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "vespo");
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot - trunc_tok, "vespo");
+        c.mask_truncated_completions = 0;
+        T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == tot, "vespo, nothing masked");
+        c.mask_truncated_completions = 1;
         c.loss_type = GRPO_LOSS_BNPO;
         T_CHECK(grpo_loss_normalizer(&c, b.offsets, b.truncated, NULL, b.S, 3) == 3.0 * (tot - trunc_tok), "bnpo");
         c.loss_type = GRPO_LOSS_GRPO;
