@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/gpu_peers.sh — the PyTorch side of issue 35's targets on one GPU, in one command
 # of about 4 minutes, each figure printed as soon as it is measured (a run cut short still
-# leaves what it finished). grpo.c's own GPU figures go next to these in the same run once
-# its GPU path exists; docs/gpu.md ("Benchmarks on the GPU") says how to run it.
+# leaves what it finished). tools/gpu_check/bench.sh, the device check's section, runs
+# grpo.c's own GPU figures next to these peers in one run; docs/gpu.md ("Benchmarks on
+# the GPU") says how to run either.
 #
 #   OUT=$OUT bench/gpu_peers.sh          on the GPU machine (the device tool's run)
 #   DEVICE=cpu TINY=1 bench/gpu_peers.sh  every line on a 1-layer model with a few tokens:
@@ -32,31 +33,21 @@ else
     L="" NEW=512 WT=16 GSIZES=64,8 G=64 MB=8 PT=64 CT=512 ITERS="--warmup 2 --iters 5" LONG="" LIMIT=0
 fi
 
-# One peer under a time limit; its lines (and any error) go to the screen and the log
-# as they come. A peer that fails or runs out of time says so and the next one runs;
-# the script then exits 1. The limits add up to 9.5 minutes: the device tool's
-# timeout_s 600 lets every peer use its own.
+# One peer under its time limit (bench/gpu_peer.sh); a peer that fails or runs out of
+# time says so and the next one runs; the script then exits 1. The limits add up to
+# 9.5 minutes: the device tool's timeout_s 600 lets every peer use its own.
+. "$ROOT/bench/gpu_peer.sh"
 failed=0
 peer() {
     local limit=$1
     shift
     [ "$LIMIT" != 0 ] && limit=$LIMIT
-    echo "# $*" | tee -a "$LOG"
-    timeout "$limit" "$PY" "$@" --device "$DEVICE" $LONG 2>&1 | tee -a "$LOG"
-    local rc=${PIPESTATUS[0]}
-    if [ "$rc" = 124 ]; then
-        echo "peer: timed out after ${limit} s: $*" | tee -a "$LOG"
-    elif [ "$rc" != 0 ]; then
-        echo "peer: failed (exit $rc): $*" | tee -a "$LOG"
-    fi
-    [ "$rc" = 0 ] || failed=$((failed + 1))
+    gpu_peer "$limit" "$LOG" "$@" || failed=$((failed + 1))
 }
 
 {
     echo "gpu_peers: $(date -u +%FT%TZ) device=$DEVICE tiny=$TINY"
-    "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
-              torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>&1
-    "$PY" -c 'import transformers; print("transformers", transformers.__version__)' 2>&1
+    gpu_peer_versions
 } | tee -a "$LOG"
 
 for shape in qwen2.5-0.5b qwen2.5-1.5b; do
