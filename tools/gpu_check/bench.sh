@@ -164,7 +164,7 @@ train_run() {
     local t0=$SECONDS stopped=0
     timeout "$lim" "$GRPO" train --output_dir "$W/$name" --max_steps "$steps" --logging_steps 1 \
         --dataset "$W/prompt.jsonl" --reward_funcs length:50 --loss_type dapo --beta 0 --learning_rate 1e-6 \
-        --temperature 1 --gradient_checkpointing false --save_strategy no --kv_cache_mb 65536 --seed 1 "$@" \
+        --temperature 1 --gradient_checkpointing false --save_strategy no --seed 1 "$@" \
         > "$W/$name.out" 2> "$E/$name.err" &
     local pid=$!
     while kill -0 $pid 2> /dev/null; do
@@ -185,8 +185,9 @@ train_run() {
     fi
 }
 
-# decode_line MODEL SHAPE LAYERS FULL_S CUT_S: `grpo generate` at G = GBIG and GSMALL,
-# then transformers' generate (and the hand-written torch peer when time allows)
+# decode_line MODEL SHAPE LAYERS FULL_S CUT_S: `grpo generate` at G = GBIG and GSMALL, each
+# group decoded in one chunk as transformers' generate batches it, then transformers'
+# generate (and the hand-written torch peer when time allows)
 decode_line() {
     local m=$1 shape=$2 layers=$3 n=$NEW
     plan "decode $shape ($layers layers)" "$4" "$5"
@@ -194,7 +195,7 @@ decode_line() {
     [ $MODE = cut ] && { n=$CUT_NEW; echo "cut: $n new tokens instead of $NEW"; }
     for g in $GBIG $GSMALL; do
         ours "gen_${shape}_$g" 150 "$GRPO" generate --model "$W/$m" --prompt "$PROMPT" --num_generations "$g" \
-            --max_completion_length "$n" --temperature 1 --seed 1 --json --kv_cache_mb 65536 &&
+            --max_completion_length "$n" --temperature 1 --seed 1 --json --generation_chunk_size "$g" &&
             grep -h "tokens/s" "$E/gen_${shape}_$g.err"
     done
     peer "tf_gen_$shape" 150 bench/torch_generate.py --impl transformers --dtype bf16 --shape "$shape" \
@@ -223,8 +224,8 @@ plan "train qwen2.5-0.5b ($L05 layers)" 60 35
 if [ $MODE != skip ]; then
     steps=$STEPS iters=$ITERS
     [ $MODE = cut ] && { steps=2 iters=$CUT_ITERS; echo "cut: 2 steps (1 timed) and the peer's $iters"; }
-    train_run t05 150 "$steps" --model "$W/m05" --num_generations "$MB" --per_device_train_batch_size "$MB" \
-        --gradient_accumulation_steps 1 --max_completion_length "$NEW"
+    train_run t05 150 "$steps" --model "$W/m05" --num_generations "$MB" --generation_chunk_size "$MB" \
+        --per_device_train_batch_size "$MB" --gradient_accumulation_steps 1 --max_completion_length "$NEW"
     peer model05 90 bench/torch_model.py --shape qwen2.5-0.5b --layers "$L05" --mode bf16 --batch "$MB" \
         --prompt-tokens $PT --completion-tokens "$NEW" $iters
     [ -f "$W/t05/metrics.jsonl" ] && lines train --model "$W/m05" --batch "$MB" --prompt $PT --completion "$NEW" \
@@ -237,8 +238,8 @@ plan "grpo step qwen2.5-1.5b ($L15 layers)" 100 60
 N15=$NEW
 if [ $MODE != skip ]; then
     [ $MODE = cut ] && { N15=$CUT_NEW; echo "cut: $N15 completion tokens instead of $NEW"; }
-    train_run g15 200 2 --model "$W/m15" --num_generations "$GBIG" --per_device_train_batch_size "$MB" \
-        --gradient_accumulation_steps $((GBIG / MB)) --max_completion_length "$N15"
+    train_run g15 200 2 --model "$W/m15" --num_generations "$GBIG" --generation_chunk_size "$GBIG" \
+        --per_device_train_batch_size "$MB" --gradient_accumulation_steps $((GBIG / MB)) --max_completion_length "$N15"
     peer grpo15 200 bench/torch_grpo_step.py --shape qwen2.5-1.5b --layers "$L15" --G "$GBIG" \
         --completion-tokens "$N15" --micro-batch "$MB" --bf16 --gen transformers --warmup 1 \
         --warmup-tokens $((N15 < 16 ? N15 : 16))
