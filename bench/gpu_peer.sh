@@ -19,7 +19,7 @@ gpu_peer() {
     local limit=$1 log=$2
     shift 2
     echo "# $*" | tee -a "$log"
-    timeout "$limit" "$PY" "$@" --device "$DEVICE" $LONG 2>&1 | tee -a "$log"
+    timeout -k 10 "$limit" "$PY" "$@" --device "$DEVICE" $LONG 2>&1 | tee -a "$log"
     local rc=${PIPESTATUS[0]}
     if [ "$rc" = 124 ]; then
         echo "peer: timed out after ${limit} s: $*" | tee -a "$log"

@@ -71,13 +71,14 @@ plan() {
 
 # ours NAME LIMIT_S CMD...: one grpo command under timeout (never past what is left),
 # stdout to $W/NAME.out, stderr to $E/NAME.err; says its rc and time, and on failure its
-# stderr's last lines. Not on the GPU where one is expected: a failure too (set
+# stderr's last lines; under 5 s left it is not started (and says so). Not on the GPU where one is expected: a failure too (set
 # HAVE_GPU_WORDS empty for a command that runs on the CPU anyway: grpo init).
 ours() {
     local name=$1 lim=$2 l; shift 2
-    l=$(($(left) - 5)); [ "$l" -lt "$lim" ] && lim=$l; [ "$lim" -lt 1 ] && lim=1
+    l=$(($(left) - 5)); [ "$l" -lt "$lim" ] && lim=$l
+    if [ "$lim" -lt 5 ]; then echo "grpo.c $name: not run: no time left"; return 1; fi
     local t0=$SECONDS
-    timeout "$lim" "$@" > "$W/$name.out" 2> "$E/$name.err"
+    timeout -k 5 "$lim" "$@" > "$W/$name.out" 2> "$E/$name.err"
     local rc=$?
     echo "grpo.c $name: rc $rc in $((SECONDS - t0)) s$([ $rc = 124 ] && echo " (timed out at $lim s)")"
     if [ $rc != 0 ]; then tail -4 "$E/$name.err"; status=1; return 1; fi
@@ -139,7 +140,7 @@ EOF
         [ $half -gt 0 ] || half=1
         [ $lim -gt 1 ] || lim=1
         echo "grpo.c init_$1: in the background (nice 19, $half threads) while the lines before it run"
-        OMP_NUM_THREADS=$half nice -n 19 timeout "$lim" "${cmd[@]}" > "$E/init_$1.err" 2>&1 &
+        OMP_NUM_THREADS=$half nice -n 19 timeout -k 5 "$lim" "${cmd[@]}" > "$E/init_$1.err" 2>&1 &
         eval "INIT_PID_$1=$! INIT_T0_$1=$SECONDS"
     else
         HAVE_GPU_WORDS="" ours "init_$1" 240 "${cmd[@]}"
@@ -156,28 +157,34 @@ model_wait() {
 }
 
 # train_run NAME LIMIT_S STEPS ARGS...: `grpo train` for STEPS steps, a metrics line each,
-# stopped once the last step's line is in: the final save (a whole model written to
-# disk) is in no figure, and on the GPU machine it costs seconds
+# killed (SIGKILL) once the last step's line is in: the final save (a whole model
+# written to disk) is in no figure. Not `timeout`: grpo train answers SIGTERM by
+# finishing its step and writing a checkpoint (model and AdamW state), seconds to
+# minutes on the GPU machine's disk; the time limit is kept by this loop instead.
 train_run() {
     local name=$1 lim=$2 steps=$3 l; shift 3
-    l=$(($(left) - 5)); [ "$l" -lt "$lim" ] && lim=$l; [ "$lim" -lt 1 ] && lim=1
-    local t0=$SECONDS stopped=0
-    timeout "$lim" "$GRPO" train --output_dir "$W/$name" --max_steps "$steps" --logging_steps 1 \
+    l=$(($(left) - 5)); [ "$l" -lt "$lim" ] && lim=$l
+    if [ "$lim" -lt 5 ]; then echo "grpo.c $name: not run: no time left"; return 1; fi
+    local t0=$SECONDS stopped=0 late=0
+    "$GRPO" train --output_dir "$W/$name" --max_steps "$steps" --logging_steps 1 \
         --dataset "$W/prompt.jsonl" --reward_funcs length:50 --loss_type dapo --beta 0 --learning_rate 1e-6 \
         --temperature 1 --gradient_checkpointing false --save_strategy no --seed 1 "$@" \
         > "$W/$name.out" 2> "$E/$name.err" &
     local pid=$!
     while kill -0 $pid 2> /dev/null; do
         if [ "$(grep -c '"step_time"' "$W/$name/metrics.jsonl" 2> /dev/null)" -ge "$steps" ] 2> /dev/null; then
-            kill $pid 2> /dev/null; stopped=1; break
+            kill -KILL $pid 2> /dev/null; stopped=1; break
         fi
+        if [ $((SECONDS - t0)) -ge "$lim" ]; then kill -KILL $pid 2> /dev/null; late=1; break; fi
         sleep 0.5
     done
-    wait $pid
+    wait $pid 2> /dev/null
     local rc=$?
+    [ $late = 1 ] && rc=124
     [ $stopped = 1 ] && rc=0
     cp "$W/$name/metrics.jsonl" "$E/$name.metrics.jsonl" 2> /dev/null
-    echo "grpo.c $name: rc $rc in $((SECONDS - t0)) s$([ $stopped = 1 ] && echo ", stopped after step $steps's metrics")"
+    echo "grpo.c $name: rc $rc in $((SECONDS - t0)) s$([ $stopped = 1 ] && echo ", stopped after step $steps's metrics")$(
+        [ $late = 1 ] && echo " (killed at its $lim s limit)")"
     grep -m2 -E "memory plan|on the GPU|on the CPU" "$E/$name.err"
     if [ $rc != 0 ]; then tail -4 "$E/$name.err"; status=1; return 1; fi
     if [ -n "$HAVE_GPU_WORDS" ] && ! grep -q "$HAVE_GPU_WORDS" "$E/$name.err"; then
