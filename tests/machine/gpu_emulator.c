@@ -7,6 +7,7 @@
 #include "gpu/gemm.h"
 #include "machine/gpu_emulator_blas.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,44 @@ static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     return gpu_emu_run(k->name, k->run, gx, gy, bx, shared_bytes, params) ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
+/* ---- what the host is given back (GRPO_EMU_DIGEST) ---- */
+/* GRPO_EMU_DIGEST=FILE: every copy down to the host folded into one digest, a line
+ * "N copies, B bytes down, digest H" appended to FILE at the last context's release
+ * and at exit (what came after it). Two runs of a test under two orders
+ * (GRPO_EMU_ORDER; tests/gpu/test_emu_order.sh) so compare all the host was given,
+ * not only what the test prints: a race that moves a value below the printed digits
+ * still changes the digest. Each step, (h ^ word) * odd then h ^= h >> 32, is a
+ * bijection of h for a given word, and of the word for a given h: one word changed
+ * always changes the digest. */
+static struct {
+    const char *path;
+    uint64_t h, copies, bytes;
+} digest;
+
+static uint64_t digest_step(uint64_t h, uint64_t word) {
+    h = (h ^ word) * 0xff51afd7ed558ccdull;
+    return h ^ h >> 32;
+}
+
+static void digest_fold(const unsigned char *p, size_t bytes) {
+    uint64_t h = digest_step(digest.h, bytes), word;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) memcpy(&word, p + i, 8), h = digest_step(h, word);
+    word = 0;
+    memcpy(&word, p + i, bytes - i);
+    digest.h = digest_step(h, word), digest.copies++, digest.bytes += bytes;
+}
+
+static void digest_write(void) {
+    if (!digest.path || !digest.copies) return;
+    FILE *f = fopen(digest.path, "a");
+    if (!f || fprintf(f, "%llu copies, %llu bytes down, digest %016llx\n", (unsigned long long)digest.copies,
+                      (unsigned long long)digest.bytes, (unsigned long long)digest.h) < 0)
+        fprintf(stderr, "gpu emulator: GRPO_EMU_DIGEST=%s: cannot append the digest there\n", digest.path);
+    if (f) fclose(f);
+    digest.h = digest.copies = digest.bytes = 0;
+}
+
 /* ---- the rest of the driver, on host memory ---- */
 
 enum { EMU_SMS = 4 };
@@ -278,7 +317,7 @@ static CUresult emu_retain(CUcontext *ctx, CUdevice dev) {
     return CUDA_SUCCESS;
 }
 static CUresult emu_release(CUdevice dev) {
-    if (--context_refs == 0) gpu_emu_free_threads();
+    if (--context_refs == 0) gpu_emu_free_threads(), digest_write();
     return CUDA_SUCCESS;
 }
 static CUresult emu_set_current(CUcontext ctx) { return CUDA_SUCCESS; }
@@ -312,8 +351,10 @@ static CUresult emu_put(CUdeviceptr dst, const void *src, size_t bytes) {
     memcpy((void *)dst, src, bytes);
     return CUDA_SUCCESS;
 }
+
 static CUresult emu_fetch(void *dst, CUdeviceptr src, size_t bytes) {
     memcpy(dst, (const void *)src, bytes);
+    if (digest.path) digest_fold(dst, bytes);
     return CUDA_SUCCESS;
 }
 static CUresult emu_memset(CUdeviceptr dst, unsigned char value, size_t bytes) {
@@ -342,6 +383,10 @@ static CUresult emu_error_string(CUresult error, const char **text) {
 }
 
 int gpu_emulator_open(CudaApi *api, char *why, size_t n) {
+    if (gpu_emu_set_order(getenv("GRPO_EMU_ORDER"), why, n)) return -1;
+    const char *path = getenv("GRPO_EMU_DIGEST");
+    if (path && *path && !digest.path) atexit(digest_write);
+    digest.path = path && *path ? path : NULL;
     *api = (CudaApi){
         .Init = emu_init,
         .DeviceGetCount = emu_count,

@@ -15,9 +15,13 @@
  * skip, a shuffle with an exited lane) fails its launch with the reason, where a GPU
  * would hang or compute garbage. Device memory is host memory, filled with 0xff
  * bytes (NaN as floats) when allocated, as a GPU's is not cleared; the launch's
- * dynamic shared memory likewise. Not modelled: concurrency between blocks or
- * warps (a race shows on a GPU only), timings, the GPU's arithmetic (exp_fast is
- * exp2f here, not ex2.approx: tolerances cover both). */
+ * dynamic shared memory likewise. Races partly: GRPO_EMU_ORDER runs blocks, warps
+ * and lanes forward (the default), in reverse or shuffled (gpu_emu_set_order), each
+ * an order a GPU may take, so a kernel whose result changes with the order has a race
+ * (tests/gpu/test_emu_order.sh compares the orders, GRPO_EMU_DIGEST digesting what
+ * the host is given back). Not modelled: blocks or warps truly at once (a race
+ * between two accesses with no wait between them shows on a GPU only), timings, the
+ * GPU's arithmetic (exp_fast is exp2f here, not ex2.approx: tolerances cover both). */
 #ifndef GRPO_TESTS_MACHINE_GPU_EMULATOR_H
 #define GRPO_TESTS_MACHINE_GPU_EMULATOR_H
 
@@ -33,6 +37,13 @@ int gpu_emulator_open(CudaApi *api, char *why, size_t n);
  * emulated driver's launches run; the emulator's own test calls it directly. */
 int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, unsigned grid_y, unsigned block,
                 unsigned shared_bytes, void **params);
+
+/* The order a launch's blocks, a block's warps and a warp's lanes run in
+ * (gpu_emulator_threads.c's header): spec "forward" (also NULL or ""), "reverse",
+ * "shuffle" or "shuffle:SEED" (seed 1 when not given; the stream restarts from it at
+ * every call). The emulated driver's open sets it from GRPO_EMU_ORDER. 0, or -1 with
+ * why[n] naming the variable, the value and what was expected. */
+int gpu_emu_set_order(const char *spec, char *why, size_t n);
 
 /* The emulated machine has GRPO_EMU_GPUS GPUs (1 when unset, at most 8), numbered
  * from 0, all on the one host; a bit per GPU a context was taken on in this process

@@ -11,8 +11,20 @@
  * its next barrier or its end while the other warps wait (its 32 stacks stay in the
  * host's L1 cache). Once no warp can go on, the barrier is released if every thread
  * that has not exited waits at it; else the block can never finish and the launch
- * fails with the reason. This is one of the orders a GPU may take (races between
- * warps are not modelled: any order is as right as another for a kernel without one).
+ * fails with the reason.
+ *
+ * Which block, warp and lane goes first is gpu_emu_set_order's (GRPO_EMU_ORDER, read
+ * by the emulated driver): forward (the default) takes blocks, warps and lanes
+ * first to last; reverse last to first; shuffle a seeded random permutation of the
+ * grid's blocks, of the lanes at every start of a warp's run, and runs a random warp
+ * that can go on up to its next shuffle (not its barrier), so warps interleave
+ * between barriers. Each is an order a GPU may take — the barrier and the shuffles
+ * synchronise the same way in all three — so a kernel without a race gives the same
+ * bits under each, and one that reads what another thread writes without a barrier
+ * or a shuffle in between (a race) gives different ones under some order, where a
+ * GPU would give them sometimes. Not seen: a race between two accesses with no wait
+ * between them in either thread (a coroutine is only left where it waits), and
+ * between blocks at once (blocks never overlap here: static SHARED memory is one copy).
  *
  * Switching: on x86-64 by gpu_emu_switch below, a dozen instructions. glibc's
  * swapcontext and getcontext (the fallback elsewhere, or with -DEMU_ASM_SWITCH=0) also
@@ -106,6 +118,7 @@ typedef ucontext_t EmuContext;
 #endif
 
 enum { RUNNING, AT_BARRIER, AT_SHUFFLE, EXITED };
+enum { ORDER_FORWARD, ORDER_REVERSE, ORDER_SHUFFLE };
 enum { SCHEDULER = -1 }; /* the context to switch to that is no thread's */
 
 typedef struct {
@@ -127,6 +140,10 @@ static struct {
     const void *sched_bottom; /* the scheduler's stack, for AddressSanitizer's fiber switches */
     size_t sched_size;
     char fault[256];
+    int order;                           /* ORDER_*: gpu_emu_set_order's */
+    uint64_t rng;                        /* shuffle's stream, from its seed */
+    unsigned char lane_at[32], pos[32]; /* the running warp's lanes in the order they go; lane -> its place
+                                           (forward, never set: lane_at[0] = 0 is all it reads) */
 } E = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 int gpu_emu_index(int which) { return which == 0 ? E.cur : E.index[which]; }
@@ -145,11 +162,17 @@ static __attribute__((noinline)) void switch_to(EmuContext *from, int to, int en
     FIBER_FINISH(fake, NULL, NULL);
 }
 
-/* The lane after thread i in its warp that can run, or the SCHEDULER: the order of
- * the scheduler's rounds, lane by lane. */
+/* The lane after thread i in its warp's order that can run, or the SCHEDULER.
+ * Forward keeps its own loop: it is every test's order, and this runs at every wait. */
 static int next_lane(int i) {
-    for (int j = i + 1; j & 31; j++)
-        if (E.t[j].state == RUNNING) return j;
+    if (E.order == ORDER_FORWARD) {
+        for (int j = i + 1; j & 31; j++)
+            if (E.t[j].state == RUNNING) return j;
+        return SCHEDULER;
+    }
+    int warp = i & ~31;
+    for (int k = E.pos[i & 31] + 1; k < 32; k++)
+        if (E.t[warp + E.lane_at[k]].state == RUNNING) return warp + E.lane_at[k];
     return SCHEDULER;
 }
 
@@ -210,6 +233,59 @@ static __attribute__((noinline)) void thread_prepare(EmuThread *t) {
 }
 #endif
 
+/* ---- the order (gpu_emu_set_order) ---- */
+
+/* shuffle's stream: splitmix64 (Steele, Lea and Flood 2014) over E.rng */
+static uint64_t order_random(void) {
+    uint64_t z = (E.rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* at[0..n) a random permutation of 0..n-1 (Fisher-Yates; the modulo's bias is no
+ * matter for a schedule) */
+static void order_permute(size_t *at, size_t n) {
+    for (size_t i = 0; i < n; i++) at[i] = i;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(order_random() % i), t = at[i - 1];
+        at[i - 1] = at[j], at[j] = t;
+    }
+}
+
+/* E.lane_at and E.pos for the order: forward and reverse fixed, shuffle drawn anew. */
+static void order_lanes(void) {
+    size_t at[32];
+    if (E.order == ORDER_SHUFFLE) order_permute(at, 32);
+    for (int k = 0; k < 32; k++) {
+        int lane = E.order == ORDER_SHUFFLE ? (int)at[k] : E.order == ORDER_REVERSE ? 31 - k : k;
+        E.lane_at[k] = (unsigned char)lane, E.pos[lane] = (unsigned char)k;
+    }
+}
+
+int gpu_emu_set_order(const char *spec, char *why, size_t n) {
+    int order = -1;
+    uint64_t seed = 1;
+    char *end = NULL;
+    if (!spec || !*spec || !strcmp(spec, "forward")) order = ORDER_FORWARD;
+    else if (!strcmp(spec, "reverse")) order = ORDER_REVERSE;
+    else if (!strcmp(spec, "shuffle")) order = ORDER_SHUFFLE;
+    else if (!strncmp(spec, "shuffle:", 8) && spec[8] >= '0' && spec[8] <= '9') {
+        seed = strtoull(spec + 8, &end, 10);
+        if (!*end) order = ORDER_SHUFFLE;
+    }
+    if (order < 0) {
+        snprintf(why, n, "GRPO_EMU_ORDER=\"%s\": expected forward, reverse, shuffle or shuffle:SEED (SEED a decimal "
+                         "number)", spec);
+        return -1;
+    }
+    pthread_mutex_lock(&E.lock);
+    E.order = order, E.rng = seed;
+    order_lanes();
+    pthread_mutex_unlock(&E.lock);
+    return 0;
+}
+
 /* ---- the scheduler ---- */
 
 /* Releases the warp from lane w*32 if all its lanes wait at a shuffle: 1 released,
@@ -240,23 +316,49 @@ static int release_warp(int w) {
     return 1;
 }
 
+/* Runs warp w's lanes that can run, in the order's turn (shuffle: drawn anew), each
+ * until it waits or exits, then releases its shuffle if all 32 lanes wait at one:
+ * 1 released (the warp can go on), 0 not, -1 a fault (E.fault says why). */
+static int step_warp(int w) {
+    if (E.order == ORDER_SHUFFLE) order_lanes();
+    int first = 32 * w + E.lane_at[0];
+    if (E.t[first].state != RUNNING) first = next_lane(first);
+    if (first != SCHEDULER) switch_to(&E.scheduler, first, 0); /* back when no lane can run */
+    return release_warp(w);
+}
+
 /* Runs warp w until none of its lanes can go on without the rest of the block, each
  * shuffle released as soon as its 32 lanes wait at it: 0, or -1 with E.fault. */
 static int run_warp(int w) {
-    for (;;) {
-        int first = E.t[32 * w].state == RUNNING ? 32 * w : next_lane(32 * w);
-        if (first != SCHEDULER) switch_to(&E.scheduler, first, 0); /* back when no lane can run */
-        int r = release_warp(w);
-        if (r <= 0) return r;
+    int r;
+    while ((r = step_warp(w)) > 0) continue;
+    return r;
+}
+
+/* Runs the block's warps until none can go on without a barrier: forward and reverse
+ * each warp to its next barrier in turn, shuffle a random warp that can go on up to
+ * its next shuffle, again and again. 0, or -1 with E.fault. */
+static int run_round(void) {
+    int warps = E.n / 32, live[32], n_live = warps;
+    if (E.order != ORDER_SHUFFLE) {
+        for (int k = 0; k < warps; k++)
+            if (run_warp(E.order == ORDER_FORWARD ? k : warps - 1 - k)) return -1;
+        return 0;
     }
+    for (int k = 0; k < warps; k++) live[k] = k;
+    while (n_live > 0) {
+        int k = (int)(order_random() % (uint64_t)n_live), r = step_warp(live[k]);
+        if (r < 0) return -1;
+        if (r == 0) live[k] = live[--n_live]; /* it waits for the block: not again this round */
+    }
+    return 0;
 }
 
 /* One block to its end: 0, or -1 with E.fault. */
 static int run_block(void) {
     for (int i = 0; i < E.n; i++) thread_prepare(&E.t[i]);
     for (;;) {
-        for (int w = 0; w < E.n / 32; w++)
-            if (run_warp(w)) return -1;
+        if (run_round()) return -1;
         int exited = 0, at_barrier = 0;
         for (int i = 0; i < E.n; i++) exited += E.t[i].state == EXITED, at_barrier += E.t[i].state == AT_BARRIER;
         if (exited == E.n) return 0;
@@ -307,12 +409,22 @@ int gpu_emu_run(const char *name, void (*run)(void **params), unsigned grid_x, u
         r = -1;
     }
     E.index[1] = (int)block, E.index[4] = (int)grid_x, E.index[5] = (int)grid_y;
-    for (unsigned y = 0; y < grid_y && !r; y++)
-        for (unsigned x = 0; x < grid_x && !r; x++) {
-            E.index[2] = (int)x, E.index[3] = (int)y;
-            if (E.dynamic) memset(E.dynamic, 0xff, shared_bytes);
-            if ((r = run_block())) fprintf(stderr, "gpu emulator: kernel %s, block (%u, %u): %s\n", name, x, y, E.fault);
-        }
+    size_t blocks = (size_t)grid_x * grid_y, *block_at = NULL; /* block b is (b % grid_x, b / grid_x) */
+    if (!r && E.order == ORDER_SHUFFLE) {
+        if (!(block_at = malloc(sizeof *block_at * blocks))) {
+            fprintf(stderr, "gpu emulator: kernel %s: out of host memory\n", name);
+            r = -1;
+        } else
+            order_permute(block_at, blocks);
+    }
+    for (size_t k = 0; k < blocks && !r; k++) {
+        size_t b = E.order == ORDER_FORWARD ? k : E.order == ORDER_REVERSE ? blocks - 1 - k : block_at[k];
+        unsigned x = (unsigned)(b % grid_x), y = (unsigned)(b / grid_x);
+        E.index[2] = (int)x, E.index[3] = (int)y;
+        if (E.dynamic) memset(E.dynamic, 0xff, shared_bytes);
+        if ((r = run_block())) fprintf(stderr, "gpu emulator: kernel %s, block (%u, %u): %s\n", name, x, y, E.fault);
+    }
+    free(block_at);
     free(E.dynamic);
     E.dynamic = NULL, E.run = NULL;
     pthread_mutex_unlock(&E.lock);
