@@ -13,7 +13,9 @@ import struct
 import sys
 
 
-def read_safetensors(path):
+def read_safetensors(path, strict=False):
+    """{name: (shape, values)} of the F64, I64 and F32 tensors; strict: any other dtype
+    stops the program with one line (else it is passed over). Also trl_step_compare.py's."""
     with open(path, "rb") as f:
         raw = f.read()
     n = struct.unpack("<Q", raw[:8])[0]
@@ -22,7 +24,11 @@ def read_safetensors(path):
     fmt = {"F64": "d", "I64": "q", "F32": "f"}
     out = {}
     for name, t in header.items():
-        if name == "__metadata__" or t["dtype"] not in fmt:
+        if name == "__metadata__":
+            continue
+        if t["dtype"] not in fmt:
+            if strict:
+                sys.exit("%s: %s: expected F32, F64 or I64, got %s" % (path, name, t["dtype"]))
             continue
         b, e = t["data_offsets"]
         count = (e - b) // struct.calcsize(fmt[t["dtype"]])

@@ -272,6 +272,49 @@ static inline int gpu_test_check_moved(const char *dir, const char *what, const 
     return moved;
 }
 
+/* ---- multi-turn runs' files (test_gpu_train_tools, test_gpu_train_env) ---- */
+
+/* dir/name := text. */
+static inline void gpu_test_write(const char *dir, const char *name, const char *text) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    T_CHECK(f != NULL, "cannot write %s", path);
+    if (f) fputs(text, f), fclose(f);
+}
+
+/* dir/file: an executable command (one word, as tool_command and environment_command take
+ * it) that runs `python3 dir/script dir/run.log`: run's own log of the requests. */
+static inline void gpu_test_write_command(const char *dir, const char *file, const char *script, const char *run) {
+    char text[1000], path[600];
+    snprintf(text, sizeof text, "#!/bin/sh\nexec python3 '%s/%s' '%s/%s.log'\n", dir, script, dir, run);
+    gpu_test_write(dir, file, text);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    chmod(path, 0700);
+}
+
+/* The turns ([start, end) pairs of tool_spans) in dir/run/completions.jsonl; *most (when
+ * not NULL): the most in one completion. */
+static inline int gpu_test_turn_spans(const char *dir, const char *run, int *most) {
+    static char text[1 << 20];
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/completions.jsonl", dir, run);
+    gpu_test_slurp(path, text, sizeof text);
+    int n = 0, top = 0;
+    for (const char *p = text; (p = strstr(p, "\"tool_spans\":["));) {
+        p += strlen("\"tool_spans\":[");
+        int here = 0;
+        for (int depth = 1; *p && depth > 0; p++) {
+            if (*p == '[') depth++, here++;
+            if (*p == ']') depth--;
+        }
+        n += here;
+        if (here > top) top = here;
+    }
+    if (most) *most = top;
+    return n;
+}
+
 /* ---- the scratch directory ---- */
 
 /* tmp[n] = /tmp/NAME_PID, made. */

@@ -44,13 +44,7 @@
 enum { MAXOUT = 1 << 16 };
 static char tmp[256], errs[GPU_TEST_ERRS];
 
-static void write_file(const char *name, const char *text) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmp, name);
-    FILE *f = fopen(path, "w");
-    T_CHECK(f != NULL, "cannot write %s", path);
-    if (f) fputs(text, f), fclose(f);
-}
+static void write_file(const char *name, const char *text) { gpu_test_write(tmp, name, text); }
 
 /* The model in tmp/m, the prompts and the game. */
 static void make_inputs(void) {
@@ -80,12 +74,9 @@ static void make_inputs(void) {
 
 /* tmp/game_NAME.sh: run NAME's environment command, logging to tmp/NAME.log. */
 static void write_game(const char *name) {
-    char file[64], text[800], path[400];
+    char file[64];
     snprintf(file, sizeof file, "game_%s.sh", name);
-    snprintf(text, sizeof text, "#!/bin/sh\nexec python3 '%s/game.py' '%s/%s.log'\n", tmp, tmp, name);
-    write_file(file, text);
-    snprintf(path, sizeof path, "%s/%s", tmp, file);
-    chmod(path, 0700);
+    gpu_test_write_command(tmp, file, "game.py", name);
 }
 
 #define TRAIN "train --model %s/m --dataset %s/d.jsonl --reward_funcs environment_reward --num_generations 4 " \
@@ -100,34 +91,12 @@ static int train(const char *name, const char *opts) {
     return gpu_test_run(tmp, errs, cmd_train, TRAIN, tmp, tmp, tmp, name, tmp, name, opts);
 }
 
-/* The turns ([start, end) pairs of tool_spans) in tmp/DIR/completions.jsonl; *most:
- * the most in one completion. */
-static int turns(const char *dir, int *most) {
-    static char text[1 << 20];
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s/completions.jsonl", tmp, dir);
-    gpu_test_slurp(path, text, sizeof text);
-    int n = 0;
-    *most = 0;
-    for (const char *p = text; (p = strstr(p, "\"tool_spans\":[")); ) {
-        p += strlen("\"tool_spans\":[");
-        int here = 0;
-        for (int depth = 1; *p && depth > 0; p++) {
-            if (*p == '[') depth++, here++;
-            if (*p == ']') depth--;
-        }
-        n += here;
-        if (here > *most) *most = here;
-    }
-    return n;
-}
-
 /* Two runs' rollouts the same bytes and the environment asked alike; want_turns: a
  * completion with that many turns appended at least (0: none in any). */
 static void check_rollouts(const char *what, const char *a, const char *b, int want_turns) {
     char la[400], lb[400];
     snprintf(la, sizeof la, "%s/%s.log", tmp, a), snprintf(lb, sizeof lb, "%s/%s.log", tmp, b);
-    int most, same = gpu_test_same_in(tmp, a, b, "completions.jsonl"), n = turns(b, &most);
+    int most, same = gpu_test_same_in(tmp, a, b, "completions.jsonl"), n = gpu_test_turn_spans(tmp, b, &most);
     int asked = gpu_test_same_file(la, lb);
     T_CHECK(same, "%s: completions.jsonl differs (%s against %s)", what, b, a);
     T_CHECK(asked, "%s: the environment's requests differ (%s.log against %s.log)", what, b, a);

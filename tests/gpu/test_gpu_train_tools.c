@@ -52,13 +52,7 @@
 enum { MAXOUT = 1 << 16 };
 static char tmp[256], errs[GPU_TEST_ERRS];
 
-static void write_file(const char *name, const char *text) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s", tmp, name);
-    FILE *f = fopen(path, "w");
-    T_CHECK(f != NULL, "cannot write %s", path);
-    if (f) fputs(text, f), fclose(f);
-}
+static void write_file(const char *name, const char *text) { gpu_test_write(tmp, name, text); }
 
 /* The tool-calling model in tmp/m, the prompts, the tool's schema and the tool: a
  * calculator that logs each request to the file its argument names. */
@@ -110,14 +104,11 @@ static void make_inputs(void) {
                           "{'__builtins__': {}}))}), flush=True)\n");
 }
 
-/* tmp/calc_NAME.sh: the tool command of run NAME (one word: the entries' lines split at spaces). */
+/* tmp/calc_NAME.sh: the tool command of run NAME, logging its calls to tmp/NAME.log. */
 static void write_tool(const char *name) {
-    char file[64], text[800], path[400];
+    char file[64];
     snprintf(file, sizeof file, "calc_%s.sh", name);
-    snprintf(text, sizeof text, "#!/bin/sh\nexec python3 '%s/calc.py' '%s/%s.log'\n", tmp, tmp, name);
-    write_file(file, text);
-    snprintf(path, sizeof path, "%s/%s", tmp, file);
-    chmod(path, 0700);
+    gpu_test_write_command(tmp, file, "calc.py", name);
 }
 
 #define TRAIN "train --model %s/m --dataset %s/d.jsonl --reward_funcs reward_len --num_generations 4 " \
@@ -146,21 +137,7 @@ static int tool_calls(const char *name) {
 }
 
 /* The tool spans ([start, end) pairs) in DIR/completions.jsonl, every completion's. */
-static int tool_spans(const char *dir) {
-    static char text[1 << 20];
-    char path[400];
-    snprintf(path, sizeof path, "%s/%s/completions.jsonl", tmp, dir);
-    gpu_test_slurp(path, text, sizeof text);
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, "\"tool_spans\":[")); ) {
-        p += strlen("\"tool_spans\":[");
-        for (int depth = 1; *p && depth > 0; p++) {
-            if (*p == '[') depth++, n++;
-            if (*p == ']') depth--;
-        }
-    }
-    return n;
-}
+static int tool_spans(const char *dir) { return gpu_test_turn_spans(tmp, dir, NULL); }
 
 static int same_file(const char *a, const char *b) {
     char pa[400], pb[400];
