@@ -1,4 +1,5 @@
-# tools/gpu_check/run_step.sh — sourced by the device check's demo and hf_load sections.
+# tools/gpu_check/run_step.sh — sourced by the device check's sections (demo, hf_load,
+# trl_step; splits for ran_on_gpu).
 # Nothing here has run on a GPU before, so each command is bounded and says how it
 # ended: a first run on the device has to show what broke, not only that something did.
 

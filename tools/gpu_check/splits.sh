@@ -8,6 +8,7 @@
 set -u
 BUILD=${BUILD:-build}
 PY=${PYTHON:-python3}
+. tools/gpu_check/run_step.sh
 sp=$(mktemp -d)
 trap 'rm -rf "$sp"' EXIT
 if [ "${GPU_CHECK_DRY:-0}" = 1 ]; then dims="128 256 2 4 2"; else dims="896 4864 4 14 2"; fi
@@ -36,10 +37,7 @@ for b in 8 4 2 1; do
         --gradient_accumulation_steps $((8 / b)) --max_steps 2 --learning_rate 1e-4 --adam_epsilon 1e-2 \
         --logging_steps 1 --output_dir "$sp/b$b" > "$sp/b$b.log" 2>&1 || { ok=0; echo "FAILED: sft, micro-batch $b: $(tail -3 "$sp/b$b.log")"; }
     echo "micro-batch $b x $((8 / b)): ok $ok, $(( ($(date +%s%N) - t0) / 1000000 )) ms (start-up and save included)"
-    [ $b = 8 ] && grep -m1 "memory plan" "$sp/b$b.log"
-    if [ "${GPU_CHECK_DRY:-0}" != 1 ] && grep -q "trains on the CPU" "$sp/b$b.log"; then
-        ok=0; echo "FAILED: trained on the CPU: $(cat "$sp/b$b.log")"
-    fi
+    ran_on_gpu "grpo sft, micro-batch $b" "$sp/b$b.log" || ok=0
 done
 [ $ok = 1 ] || exit 1
 timeout 120 "$PY" - "$sp" <<'PY'

@@ -24,34 +24,15 @@ set -u
 BUILD=${BUILD:-build}
 OUT=${OUT:-$(mktemp -d)}
 PYTHON=${PYTHON:-python3}
-LEFT=${GPU_CHECK_LEFT:-300}
 DRY=${GPU_CHECK_DRY:-0}
 mkdir -p "$OUT/trl_step"
-T0=$(date +%s)
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 status=0
 MAX_BOUND=0.1
 NORM_BOUND=0.03
 
-# seconds a command may take: at most $1, and what the section has left less a margin
-budget() {
-    local left=$((LEFT - ($(date +%s) - T0) - 10))
-    [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"
-}
-# runs a command under timeout; prints its rc and seconds, and its stderr's last lines on failure
-step() { # NAME LIMIT_S LOG CMD...
-    local name=$1 limit=$2 log=$3; shift 3
-    local t=$(date +%s)
-    timeout "$limit" "$@" > "$log" 2>&1
-    local rc=$?
-    echo "$name: rc $rc, $(($(date +%s) - t)) s"
-    if [ $rc -ne 0 ]; then
-        echo "  last lines of $log:"; tail -5 "$log" | sed 's/^/  | /'
-        status=1
-    fi
-    return $rc
-}
+. tools/gpu_check/run_step.sh
 
 echo "== trl_step: GRPO steps on the GPU against TRL's float64 reference (tools/trl_step_reference.py)"
 if [ "$DRY" = 1 ]; then
@@ -72,7 +53,7 @@ with open(d + "/data.jsonl", "w") as f:
     for p in ("The capital of France is", "2 + 3 ="):
         f.write(json.dumps({"prompt": p}) + "\n")
 PY
-step "grpo init (hidden $hidden, $layers layers, vocab $vocab)" "$(budget 60)" "$W/init.log" \
+run_step "grpo init (hidden $hidden, $layers layers, vocab $vocab)" 60 "$W/init.out" "$W/init.log" \
     "$BUILD/grpo" init --config "$W/config.json" --tokenizer assets/byte-tokenizer --seed 1 --output_dir "$W/model" ||
     exit 1
 
@@ -80,27 +61,20 @@ step "grpo init (hidden $hidden, $layers layers, vocab $vocab)" "$(budget 60)" "
 # reference), adam_epsilon 1e-2 so the update depends on the gradient's size, not only its sign
 train() { # NAME MICRO_BATCH
     local name=$1 mb=$2
-    step "grpo train $name: $((2 * G)) completions as $mb x $((2 * G / mb))" "$(budget 120)" "$W/$name.log" \
+    run_step "grpo train $name: $((2 * G)) completions as $mb x $((2 * G / mb))" 120 "$W/$name.out" "$W/$name.log" \
         "$BUILD/grpo" train --model "$W/model" --dataset "$W/data.jsonl" --reward_funcs length:16 \
         --num_generations $G --per_device_train_batch_size "$mb" --gradient_accumulation_steps $((2 * G / mb)) \
         --max_completion_length $len --max_steps 2 --learning_rate 1e-2 --adam_epsilon 1e-2 --weight_decay 0.1 \
         --beta 0.04 --temperature 0.8 --logging_steps 1 --log_completions true --bf16 true \
-        --output_dir "$W/$name" || return 1
-    grep -m1 "memory plan" "$W/$name.log" | cut -c1-300
-    if grep -q "trains on the CPU" "$W/$name.log"; then
-        echo "FAILED: $name trained on the CPU: $(grep -m1 'trains on the CPU' "$W/$name.log")"; status=1
-    elif [ "$DRY" = 1 ]; then
-        echo "(dry run: trained on the CPU; the plan line's 'on the GPU' not asserted)"
-    elif ! grep -q "memory plan.*on the GPU (" "$W/$name.log"; then
-        echo "FAILED: $name: the plan line does not say the training ran on the GPU"; status=1
-    fi
+        --output_dir "$W/$name" || { status=1; return 1; }
+    ran_on_gpu "grpo train $name" "$W/$name.log" || status=1
     cp "$W/$name/completions.jsonl" "$OUT/trl_step/$name.completions.jsonl" 2>/dev/null
 }
 compare() { # NAME [--expected FILE]
     local name=$1; shift
-    step "reference of $name ($PYTHON, float64)" "$(budget 300)" "$OUT/trl_step/$name.reference.txt" \
+    run_step "reference of $name ($PYTHON, float64)" 300 "$OUT/trl_step/$name.reference.txt" "$W/$name.ref.err" \
         "$PYTHON" tools/trl_step_reference.py --model "$W/model" --run "$W/$name" \
-        --bound $MAX_BOUND --norm_bound $NORM_BOUND --write "$W/$name.expected.safetensors" "$@"
+        --bound $MAX_BOUND --norm_bound $NORM_BOUND --write "$W/$name.expected.safetensors" "$@" || status=1
     # the steps' and the comparison's lines (the per-tensor ones stay in $OUT), once it got that far
     grep -q "^worst:" "$OUT/trl_step/$name.reference.txt" &&
         grep -v "^  model" "$OUT/trl_step/$name.reference.txt" | sed "s/^/$name: /"
