@@ -75,6 +75,12 @@ echo "grpo: $("$BUILD/grpo" --version 2>&1 | head -1)"
 summary=""
 for entry in $SECTIONS; do
     name=${entry%%:*} cap=${entry#*:}
+    if [ ! -f "tools/gpu_check/$name.sh" ]; then
+        echo "== $name: no such section (GPU_CHECK_SECTIONS; there are: $(cd tools/gpu_check && ls *.sh | sed 's/\.sh$//' | grep -v '^run_step$' | tr '\n' ' '))"
+        summary="$summary$(printf '%-16s %-8s' "$name" "unknown")\n"
+        status=1
+        continue
+    fi
     # no cap given, or a dry run (the CPU is not the GPU the caps are sized for): the budget alone
     { [ "$cap" = "$entry" ] || [ "${GPU_CHECK_DRY:-0}" = 1 ]; } && cap=$BUDGET
     left=$((BUDGET - SECONDS))
