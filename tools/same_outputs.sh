@@ -296,7 +296,24 @@ scenario_eval() {
     done
 }
 
-SCENARIOS=(demo ref lora mpi sft losses resume eval)
+# 9. dynamic sampling (filter_groups): rounds of prompts until the batch holds groups with signal
+#    (exact_match alone: many groups have equal rewards), and on two processes
+scenario_filter() {
+    local bf; RUNS=(); grpo_common
+    local a F=()
+    for a in "${COMMON[@]}"; do [ "$a" = length:20 ] || F+=("$a"); done
+    F+=(--filter_groups true --max_num_gen_batches 0)
+    for bf in false true; do
+        go "$1" "$2" filter.bf16-$bf "${F[@]}" --bf16 $bf
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+        GRPO_THREADS=1 OMP_NUM_THREADS=1 \
+            go "$1" "$2" filter.bf16-$bf.mpi mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -- \
+            "${F[@]}" --per_device_train_batch_size 2 --bf16 $bf
+        RUNS+=(filter.bf16-$bf filter.bf16-$bf.mpi)
+    done
+}
+
+SCENARIOS=(demo ref lora mpi sft losses resume eval filter)
 
 # ---- the memory plan, for information ------------------------------------------------
 show_plans() {

@@ -38,8 +38,8 @@ void micro_batch_of(MicroScratch *ms, const CompletionRef *seqs, int S, TrainBat
     ms->off[0] = 0;
     for (int i = 0; i < S; i++) {
         const Rollout *r = seqs[i].r;
-        const DatasetExample *ex = r->prompt[seqs[i].i / r->G];
-        const Completion *c = &r->comp[seqs[i].i];
+        const DatasetExample *ex = r->g.prompt[seqs[i].i / r->g.G];
+        const Completion *c = &r->g.comp[seqs[i].i];
         ms->seqs[i] = (BatchSeq){ex->prompt_ids, ex->n_prompt_ids, c->ids, c->n, ex->n_prompt_ids};
         /* adapter dropout: one mask per completion and optimizer step, whichever micro-batch holds it */
         ms->ids[i] = rng_mix((uint64_t)r->index, (uint64_t)seqs[i].i);
@@ -61,15 +61,15 @@ static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, fl
         const Rollout *r = seqs[i].r;
         int k = seqs[i].i, len = ms->off[i + 1] - ms->off[i];
         ms->adv[i] = r->adv[k];
-        ms->trunc[i] = !r->comp[k].stopped;
+        ms->trunc[i] = !r->g.comp[k].stopped;
         if (*old) memcpy(*old + ms->off[i], r->old_logp[k], sizeof(float) * len);
         if (*ref) memcpy(*ref + ms->off[i], r->ref_logp[k], sizeof(float) * len);
         if (*isw) memcpy(*isw + ms->off[i], r->is_w[k], sizeof(double) * len);
-        if (r->comp[k].mask) *tmask = ms->tmask;
+        if (r->g.comp[k].mask) *tmask = ms->tmask;
     }
     if (*tmask)
         for (int i = 0; i < S; i++) {
-            const Completion *c = &seqs[i].r->comp[seqs[i].i];
+            const Completion *c = &seqs[i].r->g.comp[seqs[i].i];
             if (c->mask) memcpy(ms->tmask + ms->off[i], c->mask, (size_t)c->n);
             else memset(ms->tmask + ms->off[i], 1, (size_t)c->n);
         }

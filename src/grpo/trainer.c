@@ -27,16 +27,9 @@ static void trainer_free(GrpoTrainer *t) {
         rollout_free(t->spare);
         t->spare = next;
     }
-    reward_set_free(&t->rewards);
-    dataset_sampler_free(&t->data_order);
-    gen_session_close(&t->sess);
-    if (t->have_eval) dataset_free(&t->eval_data);
+    rollout_source_close(&t->src);
     train_model_close(t->tm);
     micro_scratch_free(&t->ms);
-    tool_loop_close(&t->tools);
-    env_loop_close(&t->env);
-    json_decref(t->tool_schemas);
-    free(t->tools_json);
     GrpoStep *st = &t->st;
     free(st->mb), free(st->slice), free(st->retired), free(st->seqs), free(st->off), free(st->trunc);
     free(st->tmask_buf);
@@ -84,54 +77,18 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
     plan_batches(t);
     t->entropy_coef = c->loss.entropy_coef;
     t->last_world_entropy = INFINITY; /* no bonus in the first step of adaptive control, as TRL */
-    if (c->tools.tools_path) { /* the schemas first: every prompt is rendered with them */
-        if (tool_schemas_load(c->tools.tools_path, &t->tool_schemas, err)) return -1;
-        t->tools_json = json_dumps(t->tool_schemas, JSON_COMPACT);
-        t->c.gen.tools_json = t->tools_json;
-    }
+    t->ra = (RolloutArgs){c->train.dataset, c->eval_strategy ? c->eval_dataset : NULL, &c->prompts, &t->c.gen,
+                          c->max_prompt_length, &c->tools, &c->env, &c->rewards, c->train.shuffle_dataset,
+                          c->train.seed};
+    if (rollout_source_load(&t->src, &t->ra, t->world, err)) return -1;
     TrainModelNeeds needs = {c->loss.beta != 0, c->sync_ref_model, /* the bonus's gradient: through the entropies */
                              c->loss.entropy_coef != 0 || c->loss.use_adaptive_entropy};
-    Dataset data;
-    DatasetConversation conv;
-    const DatasetConversation *make = prompt_options_conversation(&c->prompts, &conv);
-    if (dataset_load_conversation(&data, c->train.dataset, make, err)) return -1;
-    if (!(t->tm = train_model_open(&c->train, &needs, &t->c.gen, err))) {
-        dataset_free(&data);
-        return -1;
-    }
-    if (gen_session_borrow(&t->sess, train_model_policy(t->tm), train_model_tokenizer(t->tm), &data, &c->gen,
-                           c->max_prompt_length, 0, err))
-        return -1;
-    if (tool_loop_open(&t->tools, &c->tools, t->tool_schemas, t->sess.tok, c->gen.chat_template_kwargs, err) ||
-        env_loop_open(&t->env, &c->env, t->sess.tok, c->gen.chat_template_kwargs, err))
-        return -1;
-    dataset_sampler_init(&t->data_order, t->sess.data.n, c->train.shuffle_dataset, c->train.seed);
-    if (reward_set_from_args(&t->rewards, &c->rewards, err) || eval_check_columns(&t->rewards, &t->sess.data, 0, err))
+    if (!(t->tm = train_model_open(&c->train, &needs, &t->c.gen, err)) || rollout_source_open(&t->src, t->tm, err))
         return -1;
     int B = c->train.per_device_train_batch_size, L = c->gen.max_completion_length;
-    t->longest_train = t->sess.longest;
-    if (train_model_plan(t->tm, B, t->longest_train + L, "max_completion_length", err)) return -1;
+    if (train_model_plan(t->tm, B, t->src.sess.longest + L, "max_completion_length", err)) return -1;
     micro_scratch_init(&t->ms, B, B * L);
-    /* the generator after the training's plan: on a GPU it decodes the policy's device copy, its KV caches
-     * planned against the memory training left free */
-    GenOpts go = c->gen;
-    go.device = train_model_gen_device(t->tm);
-    if (gen_session_start(&t->sess, &go, err)) return -1;
-    if (t->tools.proc) { /* the generator goes on after each tool turn (TRL's _tool_call_loop) */
-        t->turns.loop = &t->tools;
-        gen_set_turns(&t->sess.gen, &(GenTurns){rollout_turn_end, &t->turns});
-        if (t->tools.pool) /* tool_workers: the tool waits overlap the other sequences' decoding */
-            gen_set_overlap(&t->sess.gen, &(GenOverlap){rollout_turn_begin, rollout_turn_wait});
-    }
-    if (t->env.proc) /* the generator goes on after each environment message */
-        gen_set_turns(&t->sess.gen, &(GenTurns){env_loop_turn_end, &t->env});
-    if (c->eval_strategy) { /* the eval prompts, through the same generator */
-        if (dataset_load_conversation(&t->eval_data, c->eval_dataset, make, err)) return -1;
-        t->have_eval = 1;
-        if (eval_check_columns(&t->rewards, &t->eval_data, 0, err)) return -1;
-        if (gen_session_prepare(&t->sess, &t->eval_data, &c->gen, c->max_prompt_length, err)) return -1;
-    }
-    return 0;
+    return rollout_source_start(&t->src, t->tm, err);
 }
 
 /* eval_strategy steps: every eval prompt, num_generations_eval completions
@@ -142,21 +99,9 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
 static int grpo_evaluate(void *self, const HfStateInfo *state, MetricAcc *m, GrpoErr *err) {
     GrpoTrainer *t = self;
     const TrainConfig *c = &t->c;
-    int G = c->num_generations_eval > 0 ? c->num_generations_eval : c->num_generations, rc = 0;
-    uint64_t stream = rng_mix(STREAM_EVAL, (uint64_t)state->global_step);
-    json_t *trainer_state = hf_state_fields(state); /* the rewards see the run's state, as TRL's evaluate */
-    EvalTotals tot;
-    eval_totals_init(&tot, t->rewards.n_funcs);
-    rollout_weights_current(t); /* a resumed run may evaluate before any pass */
-    for (int p = 0; p < t->eval_data.n && !rc; p++)
-        rc = eval_example(&tot, &t->sess.gen, t->sess.tok, &t->eval_data, p, G, stream, &t->rewards, trainer_state,
-                          c->pass_threshold, t->env.proc ? &t->env : NULL, err);
-    if (rc && t->tools.proc && t->tools.err.msg[0]) err_set(err, "%s", t->tools.err.msg); /* the tool's failure */
-    if (rc && t->env.proc && t->env.err.msg[0]) err_set(err, "%s", t->env.err.msg); /* the environment's */
-    if (!rc) eval_add_metrics(&tot, &t->rewards, m);
-    eval_totals_free(&tot);
-    json_decref(trainer_state);
-    return rc;
+    int G = c->num_generations_eval > 0 ? c->num_generations_eval : c->num_generations;
+    return rollout_source_evaluate(&t->src, G, rng_mix(STREAM_EVAL, (uint64_t)state->global_step), c->pass_threshold,
+                                   state, m, err);
 }
 
 /* ---- one optimizer step ---- */
@@ -192,7 +137,7 @@ static void untake_micros(GrpoTrainer *t, Rollout *live, int uses, int pending, 
     t->cur = live;
     if (live) live->uses = uses, live->pending = pending;
     t->rounds_made = rounds;
-    t->prompts_drawn = drawn;
+    t->src.position = drawn;
 }
 
 /* The normaliser of a micro-batch's part (the step's sequences first ..
@@ -225,8 +170,8 @@ static void add_step_metrics(GrpoTrainer *t, const GrpoLossStats *st) {
         metric_add(m, "clip_ratio/region_mean", st->clip_count ? st->clip_region_sum / st->clip_count : NAN);
     }
     if (c->loss.entropy_coef != 0.0 || c->loss.use_adaptive_entropy) metric_add(m, "entropy_coef", t->entropy_coef);
-    metric_add(m, "step_time/generation", t->st.t_gen);
-    metric_add(m, "step_time/scoring", t->st.t_score);
+    metric_add(m, "step_time/generation", t->src.t_gen);
+    metric_add(m, "step_time/scoring", t->src.t_score);
     metric_add(m, "step_time/reference", t->st.t_ref);
 }
 
@@ -240,11 +185,11 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
     GrpoStep *st = &t->st;
     const TrainConfig *c = &t->c;
     int GA = s->micro_batches, BN = s->micro_size, S_all = GA * BN;
-    st->step = s->step, st->state = *s->state, st->metrics = m, st->tokens = 0, st->n_retired = 0;
-    st->t_gen = st->t_score = st->t_ref = 0;
+    st->step = s->step, st->state = *s->state, st->metrics = m, st->n_retired = 0, st->t_ref = 0;
+    t->src.tokens = 0, t->src.t_gen = t->src.t_score = 0;
     Rollout *live = t->cur && t->cur->uses < t->spg * c->num_iterations ? t->cur : NULL;
     int uses = live ? live->uses : 0, pending = live ? live->pending : 0;
-    long rounds = t->rounds_made, drawn = t->prompts_drawn;
+    long rounds = t->rounds_made, drawn = t->src.position;
     for (int k = 0; k < GA; k++)
         if (take_micro(t, &st->mb[k], &st->slice[k], st->retired, &st->n_retired, err)) {
             untake_micros(t, live, uses, pending, rounds, drawn);
@@ -255,12 +200,12 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
     for (int q = 0; q < S_all; q++) {
         const Rollout *r = st->mb[q / BN];
         st->seqs[q] = (CompletionRef){r, r->order[st->slice[q / BN] * BN + q % BN]};
-        st->off[q + 1] = st->off[q] + r->comp[st->seqs[q].i].n;
-        st->trunc[q] = !r->comp[st->seqs[q].i].stopped;
+        st->off[q + 1] = st->off[q] + r->g.comp[st->seqs[q].i].n;
+        st->trunc[q] = !r->g.comp[st->seqs[q].i].stopped;
     }
     st->tmask = NULL; /* the tool mask over the step's tokens, when a completion has tool turns */
     for (int q = 0; q < S_all && st->tmask_buf; q++) {
-        const Completion *cq = &st->seqs[q].r->comp[st->seqs[q].i];
+        const Completion *cq = &st->seqs[q].r->g.comp[st->seqs[q].i];
         if (cq->mask) memcpy(st->tmask_buf + st->off[q], cq->mask, (size_t)cq->n), st->tmask = st->tmask_buf;
         else memset(st->tmask_buf + st->off[q], 1, (size_t)cq->n);
     }
@@ -271,7 +216,7 @@ static int grpo_begin_step(void *self, const TrainStep *s, TrainStepSums *sums, 
     st->loss = c->loss;
     st->loss.entropy_coef = !c->loss.use_adaptive_entropy ? t->entropy_coef
                             : t->last_world_entropy <= c->loss.entropy_target ? t->entropy_coef : 0.0;
-    sums->tokens += st->tokens;
+    sums->tokens += t->src.tokens;
     return 0;
 }
 
@@ -333,37 +278,25 @@ int trainer_run(const TrainConfig *c, const TrainHooks *hooks, GrpoErr *err) {
                  t->gen_batch / tc->num_generations, tc->num_generations, B,
                  train_world_size(t->world) > 1 ? " per process" : "", GA, t->spg,
                  t->need_old ? ", old log-probs recorded" : "", filter);
-        /* a group is decoded in chunks of gen.chunk completions (planned from kv_cache_mb alone) */
-        int G = tc->num_generations, chunk = t->sess.gen.chunk;
-        /* on a GPU the generator's KV caches, step buffers and sampler are the device's; it decodes the
-         * training's bf16 copy of the policy, which holds no second copy of the weights */
-        const char *where = t->sess.gen.opts.device ? " on the GPU" : "",
-                   *reads = t->sess.gen.opts.device ? "; KV caches, logits and sampler there, decoding the policy's "
-                                                      "bf16 copy the training keeps" : "";
-        if (chunk >= G)
-            snprintf(memory, sizeof memory, ", generation%s %.0f (room for %d completions: a group's %d decoded "
-                     "together%s)", where, t->sess.gen.bytes / 1048576.0, chunk, G, reads);
-        else
-            snprintf(memory, sizeof memory, ", generation%s %.0f (a group's %d completions decoded %d at a time%s)",
-                     where, t->sess.gen.bytes / 1048576.0, G, chunk, reads);
+        rollout_source_describe(&t->src, tc->num_generations, memory, sizeof memory);
         char eval_text[300] = "";
-        if (t->have_eval)
-            eval_describe(eval_text, sizeof eval_text, t->eval_data.n,
+        if (t->src.have_eval)
+            eval_describe(eval_text, sizeof eval_text, t->src.eval_data.n,
                           tc->num_generations_eval > 0 ? tc->num_generations_eval : tc->num_generations,
                           &tc->gen.sampler);
-        TrainAlgo algo = {.name = "grpo", .self = t, .n_examples = t->sess.data.n,
+        TrainAlgo algo = {.name = "grpo", .self = t, .n_examples = t->src.sess.data.n,
                           .examples_per_step = prompts_per_step < 1 ? 1 : prompts_per_step, .n_stats = N_STATS,
                           .begin_step = grpo_begin_step, .micro_batch = grpo_micro_batch, .end_step = grpo_end_step,
                           .after_update = grpo_after_update, .save = grpo_checkpoint_save,
-                          .load = grpo_checkpoint_load, .evaluate = t->have_eval ? grpo_evaluate : NULL,
+                          .load = grpo_checkpoint_load, .evaluate = t->src.have_eval ? grpo_evaluate : NULL,
                           .eval_steps = tc->eval_steps > 0 ? tc->eval_steps : tc->train.logging_steps,
                           .eval_text = eval_text,
                           .log_file = "completions.jsonl", .plan_line = line,
-                          .plan_bytes = (double)t->sess.gen.bytes, .plan_memory = memory};
+                          .plan_bytes = (double)t->src.sess.gen.bytes, .plan_memory = memory};
         OptGroup g[TRAIN_CONFIG_N_GROUPS];
         train_config_groups(g);
         ModelSaveMeta meta;
-        gen_save_meta(&meta, t->sess.tok, &t->sess.gen.opts);
+        gen_save_meta(&meta, t->src.sess.tok, &t->src.sess.gen.opts);
         meta.chat_template = tc->prompts.chat_template; /* open-r1's: saved as the tokenizer's, as it sets it */
         TrainLoop L = {&tc->train, t->tm, &algo, g, TRAIN_CONFIG_N_GROUPS, c, hooks ? *hooks : (TrainHooks){0}, &meta,
                        t->world};

@@ -1,5 +1,5 @@
 /* grpo/trainer_internal.h — the state shared by the GRPO trainer's files:
- * rollout.c (generate, score, advantages, old/reference log-probs), microbatch.c
+ * rollout.c (a round from the rollouts' source; advantages, old/reference log-probs), microbatch.c
  * (a micro-batch's loss and its gradient with respect to the log-probs),
  * checkpoint.c (what a GRPO checkpoint adds), trainer.c (setup and the step the
  * training loop calls). */
@@ -8,38 +8,26 @@
 
 #include <stdio.h>
 
-#include "data/dataset.h"
-#include "gen/generate.h"
-#include "gen/pretrained.h"
 #include "grpo/trainer.h"
 #include "log/metrics.h"
-#include "reward/reward.h"
-#include "tokenizer/tokenizer.h"
-#include "env/env_loop.h"
-#include "tools/tool_loop.h"
+#include "rollout/source.h"
 #include "train/model.h"
 #include "train/world.h"
 
-/* One generation round: P prompts x G completions, scored, with advantages and
- * (when needed) the log-probs of the generating policy and of the reference.
- * Its memory is sized once for the run's generation batch and max_completion_length
- * (rollout_take): a used-up rollout goes back to the trainer's spares and the next
- * round is drawn into it, so a steady step allocates none of it again. */
 /* Completion i of rollout r, as a micro-batch holds it. */
 typedef struct {
     const struct Rollout *r;
     int i;
 } CompletionRef;
 
+/* One generation round: P prompts x G completions, scored, with advantages and
+ * (when needed) the log-probs of the generating policy and of the reference.
+ * Its memory is sized once for the run's generation batch and max_completion_length
+ * (rollout_take): a used-up rollout goes back to the trainer's spares and the next
+ * round is drawn into it, so a steady step allocates none of it again. */
 typedef struct Rollout {
+    RolloutGroups g;       /* the round's prompts, completions, texts and scores (rollout/groups.h) */
     long index;            /* round number since the start of training */
-    int n, P, G;           /* n = P * G completions; group p = completions p*G .. p*G+G-1 */
-    int *example;          /* [P] dataset index of each prompt */
-    const DatasetExample **prompt; /* [P] the prompts (borrowed from the dataset) */
-    Completion *comp;      /* [n] */
-    char **text;           /* [n] decoded completion (special tokens skipped) */
-    TokDecodeWork *decode; /* the tokenizer's buffers for decoding them, kept from round to round */
-    double *per_func;      /* [F][n] */
     double *rewards;       /* [n] aggregated */
     double *adv;           /* [n] */
     float **old_logp;      /* [n][len] or NULL */
@@ -48,25 +36,12 @@ typedef struct Rollout {
                               recomputed from old_logp and comp[i].logp, never saved */
     int *order;            /* [n] shuffled completion order: global micro-batch k of the round is
                               order[k * micro_size .. (k+1) * micro_size) */
-    int *tool_calls, *tool_failures; /* [n] with tools: each completion's calls and failed calls (metrics) */
-    double *env_reward;    /* [n] with an environment: each completion's reward from it (NAN: none), for
-                              environment_reward; this process's slice only, read when it scores */
     int uses;              /* micro-batches taken from it so far (of spg * num_iterations) */
     int pending;           /* micro-batches of the current step still reading it */
-    /* the memory behind the fields above, each completion a row of maxc tokens */
-    int maxc;              /* max_completion_length */
-    int32_t *ids_buf;      /* [n][maxc] comp[i].ids */
-    float *logp_buf;       /* [n][maxc] comp[i].logp */
-    uint8_t *mask_buf;     /* [n][maxc] comp[i].mask with turns (tools, an environment), else NULL */
     float **old_rows, **ref_rows; /* [n] rows of old_buf, ref_buf: old_logp / ref_logp once recorded */
     double **isw_rows;     /* [n] rows of isw_buf: is_w once computed */
     float *old_buf, *ref_buf; /* [n][maxc], made when first recorded */
     double *isw_buf;       /* [n][maxc] */
-    RewardItem *items;     /* [n] scoring's */
-    double *scores;        /* [F][n] scoring's, this process's slice */
-    double **score_rows;   /* [n] each completion's F scores shared between processes */
-    int *len;              /* [n] scratch: the rows' lengths */
-    void **share;          /* [n] scratch: rows handed to train_world_share */
     double *fmean, *fstd;  /* [F] the reward functions' means and deviations (add_metrics) */
     CompletionRef *seqs;   /* [per_device_train_batch_size] the micro-batch of recorded log-probs */
     struct Rollout *next;  /* the trainer's next spare rollout */
@@ -104,8 +79,7 @@ typedef struct {
     uint8_t *tmask_buf;    /* its memory, planned with tools on */
     double norm;           /* the step's loss normaliser (bnpo: per micro-batch) */
     GrpoLossConfig loss;   /* the loss options of this step (the entropy bonus's coefficient now) */
-    long tokens;           /* generated by this process */
-    double t_gen, t_score, t_ref, t_train;
+    double t_ref, t_train;
 } GrpoStep;
 
 typedef struct {
@@ -115,17 +89,11 @@ typedef struct {
     int need_old;          /* old log-probs are recorded at generation time */
     const TrainWorld *world; /* the run's processes: a rollout's work is spread over them (train/world.h) */
     TrainModel *tm;        /* the policy, its adapters, the reference (train/model.h) */
-    GenSession sess;       /* the generator over the policy, the tokenized prompts */
-    int longest_train;     /* longest training prompt (the activations are planned for it) */
+    RolloutArgs ra;        /* the options of the rollouts' source, pointing into c */
+    RolloutSource src;     /* prompts, generator, tools or environment, rewards (rollout/source.h) */
     double entropy_coef;       /* the bonus's coefficient now (use_adaptive_entropy moves it) */
     double last_world_entropy; /* the last step's kept-token entropy (adaptive control; +inf before one) */
-    Dataset eval_data;     /* eval_dataset, tokenized (eval_strategy steps) */
-    int have_eval;
-    DatasetSampler data_order;
-    RewardSet rewards;
     long rounds_made;      /* generation batches made */
-    long prompts_drawn;    /* the data position: prompts generated for so far, dropped ones included
-                              (filter_groups), rounds_made x P without */
     Rollout *cur;          /* the round being consumed (NULL before the first) */
     Rollout *round;        /* dynamic sampling's buffer for each extra round drawn, made once and reused */
     Rollout *spare;        /* used-up rollouts kept for the next rounds (rollout_take), a list through next */
@@ -133,27 +101,10 @@ typedef struct {
     FILE *completions_f;
     GrpoStep st;
     MicroScratch ms;
-    json_t *tool_schemas;  /* the tools file's list (tools), or NULL: tool calling off */
-    ToolLoop tools;        /* the generator's turns with tools on (one tool process per process) */
-    struct RolloutTurns {  /* what the generator's turn_end (rollout.c) counts a group's calls into */
-        ToolLoop *loop;
-        int *calls, *failures; /* [G] the group's, or NULL (evaluation) */
-    } turns;
-    char *tools_json;      /* the same as text: the prompts' tools= (GenOpts.tools_json) */
-    EnvLoop env;           /* the generator's turns with an environment (one process per process) */
 } GrpoTrainer;
 
 /* rollout.c */
 int rollout_make(GrpoTrainer *t, Rollout **out, GrpoErr *err);
-/* Before each generation (a round, an evaluation): the generator reads the weights
- * the last update left (on a GPU the trainable model's device copy, made current). */
-void rollout_weights_current(GrpoTrainer *t);
-/* With tools: the generator's GenTurns (ctx: t->turns), the ToolLoop's turn_end that
- * also counts each completion's calls. */
-int rollout_turn_end(void *ctx, int index, const Completion *c, const int32_t **ids);
-/* The overlapped pair (tool_workers > 0), counting the same way. */
-int rollout_turn_begin(void *ctx, int index, const Completion *c, const int32_t **ids);
-int rollout_turn_wait(void *ctx, int block, int *index, const int32_t **ids);
 /* A rollout for round `index`, empty (no completion, nothing recorded): a spare
  * one of the trainer's, else made with the run's sizes. */
 Rollout *rollout_take(GrpoTrainer *t, long index);
