@@ -24,10 +24,14 @@
  * flat after the first step). The bound catches what made 7,500 to 13,700 a step
  * before (a primitive made per step, below) or a buffer allocated per product.
  * And the oneDNN primitives made (gemm_stats): where fp32 products run on one
- * primitive per shape family (ops/onednn.h's onednn_families: this AVX2 machine),
+ * primitive per shape family (ops/onednn.h's onednn_families: AVX2 machines),
  * a steady step makes none, whatever lengths its micro-batches and attention
- * blocks have; before the families, 4 to 81 a step here, each a few hundred
- * allocations.
+ * blocks have; before the families, 4 to 81 a step on such a machine, each a few
+ * hundred allocations. Where they do not (avx512_core: oneDNN's brgemm matmul, and
+ * bf16 products, take no runtime sizes) a micro-batch of a length not seen yet
+ * still makes its primitives — 4 to 91 a step here on an AVX512_BF16 machine, about
+ * 200 allocations each — and the libraries' bound is taken net of PER_PRIMITIVE
+ * allocations for each primitive the step made (3,900 to 5,600 left).
  * Under AddressSanitizer nothing is counted and the test says so. With
  * GRPO_ALLOC_SITES set, the call sites of the steady steps' allocations (every
  * one, grpo.c's or not) are printed as object+offset; tools/alloc_sites.py names
@@ -47,7 +51,7 @@
 #include "ops/onednn.h"
 #include "testutil.h"
 
-enum { STEPS = 7, WARM = 2, PER_COMPLETION = 1, FIXED = 16, ALL_BOUND = 6500 };
+enum { STEPS = 7, WARM = 2, PER_COMPLETION = 1, FIXED = 16, ALL_BOUND = 6500, PER_PRIMITIVE = 400 };
 
 /* ---- the counting allocator ---- */
 
@@ -205,7 +209,9 @@ static void run_mode(const Mode *m, const char *model, const char *data, const c
         snprintf(line + strlen(line), sizeof line - strlen(line), " %ld/%ld/%ldk", sc.ours[s], sc.all[s],
                  sc.bytes[s] >> 10);
         if (s > WARM) worst = sc.ours[s] > worst ? sc.ours[s] : worst;
-        if (s > WARM) worst_all = sc.all[s] > worst_all ? sc.all[s] : worst_all;
+        /* where products keep a primitive per shape, each one made costs its own allocations */
+        long all = sc.all[s] - (onednn_families() ? 0 : PER_PRIMITIVE * sc.prims[s]);
+        if (s > WARM) worst_all = all > worst_all ? all : worst_all;
     }
     printf("%s: allocations per step (grpo.c's / all / all's bytes):%s\n", m->name, line);
     long prims = 0;
@@ -223,8 +229,9 @@ static void run_mode(const Mode *m, const char *model, const char *data, const c
     int failed = t_failures;
     T_CHECK(worst <= bound, "%s: grpo.c allocated %ld times in a steady step, bound %ld (%d per completion of %d, "
             "+ %d) (per step, grpo.c's / all / bytes:%s)", m->name, worst, bound, PER_COMPLETION, n_gen, FIXED, line);
-    T_CHECK(worst_all <= ALL_BOUND, "%s: %ld allocations in a steady step with the libraries', bound %d (per step, "
-            "grpo.c's / all / bytes:%s)", m->name, worst_all, (int)ALL_BOUND, line);
+    T_CHECK(worst_all <= ALL_BOUND, "%s: %ld allocations in a steady step with the libraries'%s, bound %d (per step, "
+            "grpo.c's / all / bytes:%s; primitives made:%s)", m->name, worst_all,
+            onednn_families() ? "" : " net of the primitives made", (int)ALL_BOUND, line, pline);
     if (t_failures > failed || getenv("GRPO_ALLOC_SITES")) print_sites(m->name);
 }
 

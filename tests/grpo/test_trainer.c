@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "model/model_io.h"
+#include "ops/gemm.h"
 #include "grpo/tiny_run.h"
 #include "testutil.h"
 
@@ -376,10 +377,14 @@ static void is_correction_runs(const char *model, const char *data) {
                v == 0 ? "fp32" : v == 1 ? "bf16" : "fp32, top_k 100", d, dmax, rmin, rmean, rmax);
         T_CHECK(d >= 0 && dmax >= d && rmin <= rmean && rmean <= rmax && rmin >= 0 && rmax <= 3,
                 "run %d: metrics out of order or range", v);
-        if (v < 2) /* rounding only (measured: ~3e-7 in fp32, ~3e-9 in bf16, whose decoder and training
-                      pass round the same bf16 products): ratios within 1e-5 of 1, not all exactly 1 */
-            T_CHECK(dmax > 0 && dmax < 1e-5 && fabs(rmin - 1) < 1e-5 && fabs(rmax - 1) < 1e-5, "run %d: %g %g %g", v, dmax,
-                    rmin, rmax);
+        if (v < 2) { /* rounding only: ratios near 1, not all exactly 1. Measured: ~3e-7 in fp32; in bf16
+                        ~3e-9 where both products are fp32 sums of widened bf16 values (no bf16 instructions),
+                        5e-4 where the decoder's vdpbf16ps and oneDNN's bf16 matmul sum (and flush) in their
+                        own ways, a flipped bf16 rounding of an activation moving a log-prob by ~2^-9 */
+            double tol = v == 1 && gemm_bf16_native() ? 5e-3 : 1e-5;
+            T_CHECK(dmax > 0 && dmax < tol && fabs(rmin - 1) < tol && fabs(rmax - 1) < tol, "run %d: %g %g %g (bound %g)",
+                    v, dmax, rmin, rmax, tol);
+        }
         else /* truncation: the trainer's log-probs are lower, every ratio below 1 (measured 0.76 .. 0.85) */
             T_CHECK(d > 0.1 && rmin < 0.9 && rmax < 1, "top_k: %g %g %g", d, rmin, rmax);
         T_CHECK(!isnan(metric_at(out, "sampling/importance_sampling_ratio/mean", 2)), "run %d: step 2 logs them", v);
