@@ -101,6 +101,7 @@ def load_qwen2(model_dir, dtype, max_pos):
     emb = torch.cat([ang, ang], dim=-1)
     m.cos, m.sin = emb.cos(), emb.sin()
     m.dtype = torch.float32
+    m.device = torch.device("cpu")  # what torch_generate's Qwen2 builds its caches on
     return m.to_bf16() if dtype == "bf16" else m
 
 
