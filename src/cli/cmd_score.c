@@ -168,9 +168,11 @@ static const OptSpec score_options[] = {
     {"temperature", OPT_F64, A(temperature), 1.0, NULL, 1e-300, 1e300, NULL, NULL, 0, "score softmax(logits / temperature)"},
     {"batch_tokens", OPT_LONG, A(batch_tokens), 4096, NULL, 1, 1 << 30, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "padded tokens per forward pass"},
-    {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 0, NULL, OPT_NO_RANGE, NULL, NULL,
+    {"gradient_checkpointing", OPT_BOOL, A(gradient_checkpointing), 1, NULL, OPT_NO_RANGE, NULL, NULL,
      OPT_IN(OPT_SEC_SPEED),
-     "plan activations as training would (no effect on results)"},
+     "plan activations as a checkpointed training pass does: one layer's buffers, reused layer after layer "
+     "(scoring runs no backward); false keeps every layer's, as training without checkpointing (no effect on "
+     "results; the memory it would touch)"},
     {"use_cpu", OPT_BOOL, A(use_cpu), 0, NULL, OPT_NO_RANGE, NULL, NULL, OPT_IN(OPT_SEC_SPEED),
      "score on the CPU where there is a GPU (transformers' use_cpu); without it an NVIDIA GPU, when one is "
      "found, scores with bf16 products"},
