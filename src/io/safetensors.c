@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/bulk_write.h"
 #include "io/fsutil.h"
 #include "ops/ops.h"
 
@@ -664,10 +665,10 @@ static char *build_header(const StWriteTensor *t, int n, size_t *len) {
 }
 
 /* Writes one tensor's bytes, converting fp32 in chunks. 0 or -1 (errno set). */
-static int write_tensor_data(FILE *fp, const StWriteTensor *t) {
+static int write_tensor_data(BulkFile *fp, const StWriteTensor *t) {
     size_t n = wt_numel(t);
-    if (t->raw) return fwrite(t->raw, 1, wt_bytes(t), fp) == wt_bytes(t) ? 0 : -1;
-    if (t->dtype == ST_F32 && !t->fill) return fwrite(t->data, 4, n, fp) == n ? 0 : -1;
+    if (t->raw) return bulk_write(fp, t->raw, wt_bytes(t));
+    if (t->dtype == ST_F32 && !t->fill) return bulk_write(fp, t->data, 4 * n);
     float vals[4096];
     uint16_t buf[4096];
     for (size_t i = 0; i < n; i += 4096) {
@@ -675,11 +676,11 @@ static int write_tensor_data(FILE *fp, const StWriteTensor *t) {
         if (t->fill) t->fill(t->ctx, t->from + i, m, vals);
         const float *x = t->fill ? vals : t->data + i;
         if (t->dtype == ST_F32) {
-            if (fwrite(x, 4, m, fp) != m) return -1;
+            if (bulk_write(fp, x, 4 * m)) return -1;
             continue;
         }
         for (size_t j = 0; j < m; j++) buf[j] = t->dtype == ST_BF16 ? st_f32_to_bf16(x[j]) : st_f32_to_f16(x[j]);
-        if (fwrite(buf, 2, m, fp) != m) return -1;
+        if (bulk_write(fp, buf, 2 * m)) return -1;
     }
     return 0;
 }
@@ -693,17 +694,16 @@ int st_write_file(const char *path, const StWriteTensor *t, int n, GrpoErr *err)
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     int rc = 0;
-    FILE *fp = fopen(tmp, "wb");
+    BulkFile *fp = bulk_open(tmp, BULK_DIRECT);
     if (!fp) {
         rc = err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
         goto done;
     }
     uint64_t hlen64 = hlen;
-    int ok = fwrite(&hlen64, 8, 1, fp) == 1 && fwrite(header, 1, hlen, fp) == hlen;
+    int ok = bulk_write(fp, &hlen64, 8) == 0 && bulk_write(fp, header, hlen) == 0;
     for (int i = 0; i < n && ok; i++) ok = write_tensor_data(fp, &t[i]) == 0;
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     int e = errno;
-    if (fclose(fp) != 0 && ok) ok = 0, e = errno;
+    if (bulk_close(fp) != 0 && ok) ok = 0, e = errno;
     if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
     if (!ok) {
         unlink(tmp);
