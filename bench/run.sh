@@ -340,6 +340,9 @@ grpo_step_bench() {
 # the same command on an empty file. Where the CPU has no bf16 instructions the bf16
 # peer is not run (see NO_BF16) and the bf16 rows give grpo.c's figure alone.
 # Targets (issue 36, bf16 against PyTorch bf16): score >= 1.3x, generate >= 2x, eval >= 2x.
+# Then the bf16 log-probs' error: `grpo score --bf16 true`'s and PyTorch bf16's on the
+# first 4 rows against the same computation in float64 (torch_cli.py --dtype fp64), the
+# largest |difference| of each (target: grpo.c's <= 1.5x PyTorch's).
 cli_bench() {
     local tmp rows=${CLI_SCORE_ROWS:-16} have_torch=0 dt bf t0 t1 t2
     tmp=$(mktemp -d)
@@ -370,7 +373,7 @@ with open(sys.argv[1], "w") as f:
         t0=$(date +%s.%N)
         "$BUILD/grpo" score "${score_args[@]}" --bf16 $bf --data "$tmp/empty.jsonl" > /dev/null || echo "  grpo score $dt (empty file): failed"
         t1=$(date +%s.%N)
-        "$BUILD/grpo" score "${score_args[@]}" --bf16 $bf --data "$tmp/score.jsonl" > /dev/null || echo "  grpo score $dt: failed"
+        "$BUILD/grpo" score "${score_args[@]}" --bf16 $bf --data "$tmp/score.jsonl" > "$tmp/grpo_$dt.jsonl" || echo "  grpo score $dt: failed"
         t2=$(date +%s.%N)
         awk -v d=$dt -v n=$((rows * 192)) -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
             printf "cli impl=grpo cmd=score dtype=%s tokens=%d load_s=%.3f seconds=%.3f tokens_per_s=%.1f\n", d, n, b - a, (c - b) - (b - a), n / ((c - b) - (b - a)) }' >> "$tmp/out"
@@ -381,7 +384,7 @@ with open(sys.argv[1], "w") as f:
         [ $have_torch = 1 ] || continue
         [ $dt = fp32 ] || cpu_has_bf16 || continue
         torch_peer /usr/bin/python3 bench/torch_cli.py score --threads "$THREADS" --dtype $dt --model "$tmp/m24" --data "$tmp/score.jsonl" \
-            --batch 8 >> "$tmp/out" || echo "  torch score $dt: failed"
+            --batch 8 --out "$tmp/torch_$dt.jsonl" >> "$tmp/out" || echo "  torch score $dt: failed"
         torch_peer /usr/bin/python3 bench/torch_cli.py generate --threads "$THREADS" --dtype $dt --model "$tmp/m6" --dataset "$tmp/m24/data.jsonl" \
             --G 8 --tokens 64 >> "$tmp/out" || echo "  torch generate $dt: failed"
         torch_peer /usr/bin/python3 bench/torch_cli.py eval --threads "$THREADS" --dtype $dt --model "$tmp/m6" --dataset "$tmp/eval.jsonl" \
@@ -414,6 +417,18 @@ with open(sys.argv[1], "w") as f:
                    (tps["torch", "generate", "fp32"] > 0) ? tps["grpo", "generate", "bf16"] / tps["torch", "generate", "fp32"] : 0,
                    (tps["torch", "eval", "fp32"] > 0) ? tps["grpo", "eval", "bf16"] / tps["torch", "eval", "fp32"] : 0
     }' "$tmp/out"
+    # the bf16 log-probs' error: both sides' score output on the first 4 rows against the
+    # same computation in float64 (bench/torch_cli.py --dtype fp64; bench/logprob_error.py)
+    if [ $have_torch = 1 ] && [ -s "$tmp/torch_bf16.jsonl" ]; then
+        head -4 "$tmp/score.jsonl" > "$tmp/score4.jsonl"
+        if torch_peer /usr/bin/python3 bench/torch_cli.py score --threads "$THREADS" --dtype fp64 --model "$tmp/m24" \
+            --data "$tmp/score4.jsonl" --batch 4 --out "$tmp/f64.jsonl" > /dev/null; then
+            python3 bench/logprob_error.py "$tmp/f64.jsonl" "$tmp/grpo_bf16.jsonl" "$tmp/torch_bf16.jsonl" \
+                "$tmp/grpo_fp32.jsonl" "$tmp/torch_fp32.jsonl" || echo "  bf16 log-prob error: failed"
+        else
+            echo "  bf16 log-prob error: the float64 forward failed"
+        fi
+    fi
     rm -rf "$tmp"
 }
 # ---- end commands ------------------------------------------------------------------

@@ -2,7 +2,8 @@
 """bench/torch_cli.py — the PyTorch peer of `grpo score`, `grpo generate` and `grpo eval`
 (bench/run.sh's cli section): the same work on the same model directory, loaded from
 its model.safetensors and config.json, in fp32 or with the weights in bf16
-(--dtype bf16: model.to(torch.bfloat16), how transformers and vLLM load a model).
+(--dtype bf16: model.to(torch.bfloat16), how transformers and vLLM load a model), or
+in float64 (--dtype fp64: the reference the bf16 log-prob error is measured against).
 
 Run with Debian's python3-torch (1.13; `/usr/bin/python3`). transformers is not in
 Debian 12 and is not used: the Qwen2 forward is bench/torch_generate.py's (HF's
@@ -102,12 +103,13 @@ def load_qwen2(model_dir, dtype, max_pos):
     m.cos, m.sin = emb.cos(), emb.sin()
     m.dtype = torch.float32
     m.device = torch.device("cpu")  # what torch_generate's Qwen2 builds its caches on
-    return m.to_bf16() if dtype == "bf16" else m
+    return m.to_bf16() if dtype == "bf16" else m.to_f64() if dtype == "fp64" else m
 
 
-def score(m, rows, batch):
+def score(m, rows, batch, out=None):
     """Completion log-probs of every row, batch rows per forward; returns tokens scored
-    (prompt and completion, as grpo score's forwards hold them)."""
+    (prompt and completion, as grpo score's forwards hold them). out: a file the
+    log-probs go to, a {"logprobs": [...]} line per row, as grpo score writes them."""
     tokens = 0
     for k in range(0, len(rows), batch):
         part = rows[k:k + batch]
@@ -116,6 +118,8 @@ def score(m, rows, batch):
         lp = train_logprobs(m, ids, P, n, logits_fp32=True)
         assert lp.shape == (len(part), n) and bool(torch.isfinite(lp).all())
         tokens += ids.numel()
+        for row in lp.tolist() if out else []:
+            out.write(json.dumps({"logprobs": row}) + "\n")
     return tokens
 
 
@@ -130,7 +134,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cmd", choices=["score", "generate", "eval"])
     ap.add_argument("--model", required=True)
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp64"],
+                    help="fp64: every tensor in float64, the computation's reference")
+    ap.add_argument("--out", help="score: write the log-probs here, a line per row")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--data", help="score: JSON lines {prompt_ids, completion_ids}")
     ap.add_argument("--batch", type=int, default=8, help="score: rows per forward")
@@ -152,7 +158,10 @@ def main():
     t1 = time.perf_counter()
     with torch.inference_mode():
         if a.cmd == "score":
-            tokens = score(m, rows, a.batch)
+            out = open(a.out, "w") if a.out else None
+            tokens = score(m, rows, a.batch, out)
+            if out:
+                out.close()
         else:
             tb = token_bytes(m.V)
             rewards = []
@@ -162,7 +171,7 @@ def main():
                     rewards += [-abs(LENGTH_TARGET - len(t)) for t in texts]
             tokens = len(prompts) * a.G * a.tokens
     t2 = time.perf_counter()
-    impl = "torch-bf16" if a.dtype == "bf16" else "torch"
+    impl = {"bf16": "torch-bf16", "fp64": "torch-fp64"}.get(a.dtype, "torch")
     print(f"cli impl={impl} cmd={a.cmd} tokens={tokens} load_s={t1 - t0:.3f} seconds={t2 - t1:.3f} "
           f"tokens_per_s={tokens / (t2 - t1):.1f}", flush=True)
 

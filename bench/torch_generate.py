@@ -145,11 +145,21 @@ class Qwen2:
         self.dtype = torch.bfloat16
         return self
 
+    def to_f64(self):
+        """The model in float64, every tensor cast: the same computation's float64
+        reference (bench/run.sh's bf16 log-prob error)."""
+        c = lambda t: t.to(torch.float64)  # noqa: E731
+        self.embed, self.norm = c(self.embed), c(self.norm)
+        self.layers = [{k: c(v) for k, v in w.items()} for w in self.layers]
+        self.cos, self.sin = c(self.cos), c(self.sin)
+        self.dtype = torch.float64
+        return self
+
     @staticmethod
     def rmsnorm(x, w):
-        # HF's Qwen2RMSNorm: the statistics in fp32, the result back in x's dtype, then
-        # the weight (a no-op cast in fp32)
-        xf = x.float()
+        # HF's Qwen2RMSNorm: the statistics in fp32 (float64 kept), the result back in
+        # x's dtype, then the weight (a no-op cast in fp32)
+        xf = x if x.dtype == torch.float64 else x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + RMS_EPS)).to(x.dtype) * w
 
     @staticmethod

@@ -135,7 +135,7 @@ def train_logprobs(m, ids, P, n, ckpt=False, fused=None, logits_fp32=False):
     # only the positions that predict completion tokens go through the LM head
     hc = m.rmsnorm(x[:, P - 1:P - 1 + n], m.norm)
     logits = F.linear(hc, m.embed)  # [B, n, V]
-    if logits_fp32:
+    if logits_fp32 and logits.dtype != torch.float64:
         logits = logits.float()
     tgt = ids[:, P:P + n].unsqueeze(-1)
     return logits.gather(-1, tgt).squeeze(-1) - logits.logsumexp(-1)
