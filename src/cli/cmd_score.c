@@ -3,7 +3,9 @@
  * {"logprobs": [...]} per input line, in order: the natural-log probability of each
  * completion token given everything before it (likelihood evaluation, and the
  * contract that tests the forward pass from outside). Lines are batched up to
- * --batch_tokens padded tokens per forward.
+ * --batch_tokens padded tokens per forward (what the activations are planned for),
+ * and run packed, without the padding; on the CPU rows that begin alike (a group's
+ * completions after one prompt) have their common start computed once.
  *
  * On a machine with an NVIDIA GPU (gpu_open finds one) the forward runs there
  * (gpu/model.h), as transformers uses the GPU it finds; --use_cpu forces the CPU.
@@ -74,7 +76,8 @@ typedef struct {
     GpuModelScratch scratch;
 } ScoreGpu;
 
-/* Scores items[n] in one forward (on gpu, when not NULL, packed) and prints their
+/* Scores items[n] in one forward, packed (on the CPU each common start of the rows
+ * once: padded_batch_fill_shared), and prints their
  * lines in order. An item with no tokens at all (both lists empty) has nothing to
  * score and stays out of the batch. -1 with err: the GPU's error. */
 static int score_batch(Model *m, Activations *a, ScoreGpu *gpu, const ScoreItem *items, int n, float inv_temp,
@@ -86,7 +89,8 @@ static int score_batch(Model *m, Activations *a, ScoreGpu *gpu, const ScoreItem 
     PaddedBatch pb = {0};
     float *lp = NULL;
     if (S) {
-        padded_batch_build(&pb, seqs, S, gpu != NULL);
+        padded_batch_build(&pb, seqs, S, 1);
+        if (!gpu) padded_batch_fill_shared(&pb, seqs, S); /* a prompt the rows share computed once */
         lp = xmalloc(sizeof(float) * (pb.offsets[S] + 1));
         if (gpu) rc = gpu_model_batch_logprobs(&gpu->dev, &gpu->model, &gpu->scratch, &pb, inv_temp, lp, NULL, err);
         else padded_batch_logprobs(m, a, &pb, NULL, inv_temp, lp, NULL);

@@ -17,6 +17,8 @@ void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens, int pac
     size_t N = (size_t)max_tokens;
     pb->packed = packed != 0;
     pb->start = xmalloc(sizeof(int) * (max_seqs + 1));
+    pb->skip = xmalloc(sizeof(int) * max_seqs);
+    pb->from = xmalloc(sizeof(int) * max_seqs);
     pb->cap_seqs = max_seqs;
     pb->cap_tokens = max_tokens;
     pb->ids = xmalloc(sizeof(int32_t) * N);
@@ -29,7 +31,11 @@ void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens, int pac
     pb->js = xmalloc(sizeof(int) * N);
 }
 
-void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+/* Token t of a sequence (a then b). */
+static int32_t token(const BatchSeq *q, int t) { return t < q->na ? q->a[t] : q->b[t - q->na]; }
+
+/* Lays seqs out, sequence i without its first skip[i] tokens (skip NULL: none). */
+static void lay_out(PaddedBatch *pb, const BatchSeq *seqs, int S, const int *skip) {
     CHECK(S >= 1 && S <= pb->cap_seqs);
     int T = 1;
     long sum = 0;
@@ -39,7 +45,7 @@ void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
         int len = q->na + q->nb;
         CHECK(q->first_target >= 1 && q->first_target <= len);
         T = len > T ? len : T;
-        sum += len;
+        sum += len - (skip ? skip[i] : 0);
     }
     long need = pb->packed ? sum : (long)S * T;
     CHECK(need <= pb->cap_tokens);
@@ -48,23 +54,47 @@ void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
     pb->T = T;
     pb->N = N;
     pb->start[0] = 0;
-    for (int i = 0; i < S; i++) pb->start[i + 1] = pb->packed ? pb->start[i] + seqs[i].na + seqs[i].nb : (i + 1) * T;
+    for (int i = 0; i < S; i++)
+        pb->start[i + 1] = pb->packed ? pb->start[i] + seqs[i].na + seqs[i].nb - (skip ? skip[i] : 0) : (i + 1) * T;
     memset(pb->ids, 0, sizeof(int32_t) * N);
     memset(pb->mask, 0, N);
     for (int n = 0; n < N; n++) pb->targets[n] = -1;
     pb->offsets[0] = 0;
     for (int i = 0; i < S; i++) {
         const BatchSeq *q = &seqs[i];
-        int len = q->na + q->nb, base = pb->start[i];
-        int32_t *ids = pb->ids + base;
-        if (q->na) memcpy(ids, q->a, sizeof(int32_t) * q->na);
-        if (q->nb) memcpy(ids + q->na, q->b, sizeof(int32_t) * q->nb);
-        memset(pb->mask + base, 1, len);
+        int len = q->na + q->nb, k = skip ? skip[i] : 0, base = pb->start[i] - k; /* token t at row base + t */
+        for (int t = k; t < len; t++) pb->ids[base + t] = token(q, t);
+        memset(pb->mask + base + k, 1, len - k);
         /* position t-1 predicts token t */
-        for (int t = q->first_target; t < len; t++) pb->targets[base + t - 1] = ids[t];
+        for (int t = q->first_target; t < len; t++) pb->targets[base + t - 1] = token(q, t);
         pb->row0[i] = base + q->first_target - 1;
         pb->offsets[i + 1] = pb->offsets[i] + len - q->first_target;
     }
+}
+
+void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+    pb->shared = 0;
+    lay_out(pb, seqs, S, NULL);
+}
+
+/* Sequence i shares with the earlier whole sequence j that begins most like it, up
+ * to the row predicting its first target (which it keeps, as its first row). */
+void padded_batch_fill_shared(PaddedBatch *pb, const BatchSeq *seqs, int S) {
+    CHECK(pb->packed && S >= 1 && S <= pb->cap_seqs);
+    pb->shared = 0;
+    for (int i = 0; i < S; i++) {
+        const BatchSeq *q = &seqs[i];
+        int most = q->first_target - 1; /* rows up to the first predicting one */
+        pb->skip[i] = 0, pb->from[i] = -1;
+        for (int j = 0; j < i && most > 0; j++) {
+            if (pb->skip[j]) continue;
+            int lim = seqs[j].na + seqs[j].nb < most ? seqs[j].na + seqs[j].nb : most, k = 0;
+            while (k < lim && token(q, k) == token(&seqs[j], k)) k++;
+            if (k > pb->skip[i]) pb->skip[i] = k, pb->from[i] = j;
+        }
+        pb->shared |= pb->skip[i] > 0;
+    }
+    lay_out(pb, seqs, S, pb->shared ? pb->skip : NULL);
 }
 
 void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed) {
@@ -81,7 +111,7 @@ void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed
 }
 
 void padded_batch_free(PaddedBatch *pb) {
-    free(pb->start), free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
+    free(pb->start), free(pb->skip), free(pb->from), free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
     free(pb->full), free(pb->full2), free(pb->js);
     memset(pb, 0, sizeof *pb);
 }
@@ -133,7 +163,9 @@ static void batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const Mode
                            float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
                            const LogprobGrad *grad) {
     float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
-    if (pb->packed) model_forward_packed(m, a, pb->ids, pb->start, pb->S, pass);
+    CHECK(!pb->shared || !grad);
+    if (pb->shared) model_forward_shared(m, a, pb->ids, pb->start, pb->skip, pb->from, pb->S, pass);
+    else if (pb->packed) model_forward_packed(m, a, pb->ids, pb->start, pb->S, pass);
     else model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T, pass);
     if (grad) {
         RowsToCsr r = {pb, grad};

@@ -33,6 +33,9 @@ typedef struct {
     int S, T;            /* sequences, padded length = the longest na+nb (>= 1) */
     int N;               /* positions laid out: S*T padded, the sum of the lengths packed */
     int *start;          /* [S+1] sequence i's first position (i*T padded); start[S] = N */
+    int shared;          /* padded_batch_fill_shared found common starts: sequence i's first skip[i] tokens
+                            are sequence from[i]'s, not laid out again (model_forward_shared) */
+    int *skip, *from;    /* [S] */
     int32_t *ids;        /* [N] right-padded with 0 */
     uint8_t *mask;       /* [N] 1 on real tokens */
     int32_t *targets;    /* [N] the id predicted at each position, -1 where none */
@@ -51,6 +54,14 @@ void padded_batch_reserve(PaddedBatch *pb, int max_seqs, int max_tokens, int pac
 /* Lays seqs[S] (S >= 1) out in pb's reserved arrays. A sequence breaking the
  * BatchSeq contract, or a batch beyond the reservation, is a programmer error (CHECK). */
 void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S);
+/* The same for a packed pb whose log-probs are wanted without a backward: a
+ * sequence beginning as an earlier one does (a GRPO group's completions, after
+ * their common prompt) has those tokens computed once, in the earlier sequence,
+ * up to the token before its first target (its own first row, predicting that
+ * target). The same targets, offsets and log-probs (to the GEMMs' rounding at the
+ * other shape; model_forward_shared) for fewer rows: 4 completions of 128 tokens
+ * after a 64-token prompt are 579 rows instead of 768. */
+void padded_batch_fill_shared(PaddedBatch *pb, const BatchSeq *seqs, int S);
 /* padded_batch_reserve for exactly this batch, then padded_batch_fill. */
 void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed);
 /* Frees what pb owns and zeroes it. Safe on a zeroed PaddedBatch. */

@@ -350,6 +350,8 @@ void acts_create(Activations *a, const ModelConfig *c, int max_tokens, Checkpoin
     a->pos = xmalloc(sizeof(int32_t) * N);
     a->seq = xmalloc(sizeof(int32_t) * N);
     a->starts = xmalloc(sizeof(int) * (N + 1));
+    a->skip = xmalloc(sizeof(int) * N);
+    a->from = xmalloc(sizeof(int) * N);
     a->targets = xmalloc(sizeof(int32_t) * N);
     a->mask = xmalloc(N);
     a->head_dlp = xmalloc(sizeof(float) * N);
@@ -396,6 +398,8 @@ void acts_free(Activations *a) {
     free(a->pos);
     free(a->seq);
     free(a->starts);
+    free(a->skip);
+    free(a->from);
     free(a->targets);
     free(a->mask);
     free(a->head_dlp);
@@ -461,6 +465,28 @@ static const uint16_t *save16(const Model *m, uint16_t *x16, const float *x, siz
 }
 
 
+/* A sequence sharing its first k tokens with an earlier one (model_forward_shared):
+ * its attention is the one its whole sequence would have, the shared rows' queries,
+ * keys and values gathered before its own into the backward's scratch (free: no
+ * backward follows such a forward) with the strides of the batch, the call the
+ * same as for the sequence laid out whole; then its own rows' outputs copied out. */
+static void attend_shared(const Activations *a, const LayerActs *L, int b, int H, int Hkv, int D) {
+    int QK = (H + Hkv) * D, QKV = (H + 2 * Hkv) * D, HD = H * D;
+    int k = a->skip[b], len = a->starts[b + 1] - a->starts[b], T = k + len;
+    size_t p = (size_t)a->starts[a->from[b]], s0 = (size_t)a->starts[b];
+    float *qk = a->dqk, *qkv = a->dqkv, *att = a->datt, *lse = a->dx; /* [T,QK] [T,QKV] [T,HD] [H,T] */
+    for (int t = 0; t < T; t++) {
+        size_t r = t < k ? p + t : s0 + t - k;
+        memcpy(qk + (size_t)t * QK, L->qk + r * QK, sizeof(float) * QK);
+        memcpy(qkv + (size_t)t * QKV + (H + Hkv) * D, L->qkv + r * QKV + (H + Hkv) * D, sizeof(float) * Hkv * D);
+    }
+    attention_forward(att, lse, qk, qk + HD, qkv + (H + Hkv) * D, a->mask, 1, T, H, Hkv, D, HD, QK, QK, QKV,
+                      a->att_scratch); /* mask: N >= T ones (packed) */
+    memcpy(L->att + s0 * HD, att + (size_t)k * HD, sizeof(float) * len * HD);
+    for (int h = 0; h < H; h++)
+        memcpy(L->lse + s0 * H + (size_t)h * len, lse + (size_t)h * T + k, sizeof(float) * len);
+}
+
 /* Attention over the batch: padded, one call over B x T; packed, one call per
  * sequence over its own rows (B 1, T its length), so no row meets another
  * sequence's keys. lse [B,H,T] padded; packed, sequence b's [H, len] block starts at
@@ -473,6 +499,10 @@ static void attend_forward(const Activations *a, const LayerActs *L, int H, int 
         return;
     }
     for (int b = 0; b < a->B; b++) {
+        if (a->shared && a->skip[b]) {
+            attend_shared(a, L, b, H, Hkv, D);
+            continue;
+        }
         size_t s0 = (size_t)a->starts[b];
         int len = a->starts[b + 1] - a->starts[b];
         attention_forward(L->att + s0 * H * D, L->lse + s0 * H, L->qk + s0 * QK, L->qk + s0 * QK + H * D,
@@ -645,6 +675,7 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
     a->T = T;
     a->N = B * T;
     a->head = HEAD_NONE;
+    a->shared = 0;
     for (int b = 0; b < B; b++) {
         int p = 0;
         for (int t = 0; t < T; t++) {
@@ -659,8 +690,9 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
     run_layers(m, a);
 }
 
-void model_forward_packed(Model *m, Activations *a, const int32_t *ids, const int *starts, int B,
-                          const ModelPass *pass) {
+/* model_forward_packed's layout; with skip, sequence b's tokens are its tokens skip[b].. */
+static void lay_out_packed(Model *m, Activations *a, const int32_t *ids, const int *starts, const int *skip, int B,
+                           const ModelPass *pass) {
     const ModelConfig *c = &m->cfg;
     CHECK(B > 0 && starts[0] == 0 && starts[B] <= a->max_tokens);
     a->pass = pass ? *pass : (ModelPass){0};
@@ -668,16 +700,36 @@ void model_forward_packed(Model *m, Activations *a, const int32_t *ids, const in
     a->T = 0;
     a->N = starts[B];
     a->head = HEAD_NONE;
+    a->shared = skip != NULL;
     for (int b = 0; b <= B; b++) a->starts[b] = starts[b];
     for (int b = 0; b < B; b++) {
         CHECK(starts[b + 1] > starts[b]);
+        int k = skip ? skip[b] : 0;
         for (int n = starts[b]; n < starts[b + 1]; n++) {
             CHECK(ids[n] >= 0 && ids[n] < c->vocab_size);
             a->ids[n] = ids[n];
             a->mask[n] = 1;
-            a->pos[n] = n - starts[b];
+            a->pos[n] = k + n - starts[b];
             a->seq[n] = b;
         }
+    }
+}
+
+void model_forward_packed(Model *m, Activations *a, const int32_t *ids, const int *starts, int B,
+                          const ModelPass *pass) {
+    lay_out_packed(m, a, ids, starts, NULL, B, pass);
+    run_layers(m, a);
+}
+
+void model_forward_shared(Model *m, Activations *a, const int32_t *ids, const int *starts, const int *skip,
+                          const int *from, int B, const ModelPass *pass) {
+    CHECK(!pass || !pass->backward);
+    lay_out_packed(m, a, ids, starts, skip, B, pass);
+    for (int b = 0; b < B; b++) {
+        a->skip[b] = skip[b];
+        a->from[b] = from[b];
+        CHECK(skip[b] == 0 || (from[b] >= 0 && from[b] < b && skip[from[b]] == 0 &&
+                               skip[b] <= starts[from[b] + 1] - starts[from[b]]));
     }
     run_layers(m, a);
 }
@@ -744,7 +796,7 @@ void model_backward(Model *m, Activations *a, const ModelGrads *grads, const flo
     int N = a->N, C = c->hidden_size, L = c->n_layers;
     const ModelView *g = grads->base;
     float *lg = applied(m, a) ? grads->lora : NULL;
-    CHECK(g || lg);
+    CHECK((g || lg) && !a->shared);
     if (!dlogprob) { /* model_logprobs_train gave the gradient */
         CHECK(a->head != HEAD_NONE && !dentropy);
         dlogprob = a->head_dlp;

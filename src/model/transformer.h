@@ -191,6 +191,8 @@ typedef struct {
     int32_t *ids, *pos, *targets;  /* [N] */
     int32_t *seq;          /* [N] the sequence of each position */
     int *starts;           /* [max_tokens+1] packed: sequence b holds positions starts[b] .. starts[b+1]-1 */
+    int shared;            /* the last forward was model_forward_shared's: */
+    int *skip, *from;      /* [max_tokens] its sequence b begins with sequence from[b]'s first skip[b] tokens */
     uint8_t *mask;         /* [N] */
     float inv_temp;
     float *x;              /* [L+1, N, C] residual stream at each layer input (and final) */
@@ -260,6 +262,16 @@ void model_forward(Model *m, Activations *a, const int32_t *ids, const uint8_t *
  * N <= max_tokens and ids in [0, V). */
 void model_forward_packed(Model *m, Activations *a, const int32_t *ids, const int *starts, int B,
                           const ModelPass *pass);
+/* model_forward_packed for sequences that begin alike, each common start computed
+ * once (a GRPO group's prompt): sequence b's first skip[b] tokens are not laid out
+ * — ids[starts[b] ..] are its tokens skip[b] onwards, at positions skip[b].. — but
+ * are sequence from[b]'s first ones (from[b] < b, itself laid out whole: skip 0),
+ * whose rows its attention reads before its own. Every row's results are those of
+ * model_forward_packed with sequence b laid out whole (the same attention call,
+ * gathered), to the GEMMs' rounding at the other shape. No backward follows: pass
+ * NULL or without backward. */
+void model_forward_shared(Model *m, Activations *a, const int32_t *ids, const int *starts, const int *skip,
+                          const int *from, int B, const ModelPass *pass);
 /* After model_forward: logits[N,V] of every position (unscaled). For tests and
  * small vocabularies: materialises [N,V]. */
 void model_logits(Model *m, Activations *a, float *logits);

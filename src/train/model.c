@@ -256,16 +256,21 @@ void train_model_describe(const TrainModel *tm, char *adapters_line, size_t na, 
 
 /* ---- passes ---- */
 
-/* Lays the batch out; the adapters' dropout keys of a training pass. */
-static void prepare(TrainModel *tm, const TrainBatch *b, int training) {
-    padded_batch_fill(&tm->pb, b->seqs, b->S);
+/* Lays the batch out — for the reference on the CPU, each common start of its
+ * sequences once (padded_batch_fill_shared: a group's prompt) — and the adapters'
+ * dropout keys of a training pass. The policy's log-probs are laid out as its
+ * training pass lays them, so that the old policy's are that pass's bit for bit
+ * (a first iteration's ratio exactly 1, as TRL's). */
+static void prepare(TrainModel *tm, const TrainBatch *b, int training, int share) {
+    if (share && !tm->gpu) padded_batch_fill_shared(&tm->pb, b->seqs, b->S);
+    else padded_batch_fill(&tm->pb, b->seqs, b->S);
     if (training && b->ids)
         for (int i = 0; i < b->S; i++)
             tm->keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)tm->step), b->ids[i]);
 }
 
 void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy) {
-    prepare(tm, b, 0);
+    prepare(tm, b, 0, which == TRAIN_REFERENCE);
     if (tm->gpu) { /* REF_ADAPTER's there: the policy's base under its own copy of ref_lora */
         train_gpu_logprobs(tm->gpu, which == TRAIN_REFERENCE, &tm->pb, b->inv_temperature, logp, entropy);
         return;
@@ -284,7 +289,7 @@ void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b,
 }
 
 void train_model_forward(TrainModel *tm, const TrainBatch *b, float *logp, float *entropy, const LogprobGrad *grad) {
-    prepare(tm, b, 1);
+    prepare(tm, b, 1, 0);
     if (tm->gpu) {
         train_gpu_forward(tm->gpu, &tm->pb, b->ids ? tm->keys : NULL, b->inv_temperature, logp, entropy, grad);
         return;

@@ -15,6 +15,25 @@ for fx in qwen2 llama qwen3; do
 done
 
 M=tests/fixtures/qwen2
+# rows behind one prompt (and one apart) scored in one forward, the prompt computed once, give each
+# row's log-probs scored alone (to the products' rounding at the other shape)
+python3 - "$TMP/group.jsonl" <<'PY'
+import json, random, sys
+r = random.Random(3)
+prompt = [r.randrange(90) for _ in range(23)]
+with open(sys.argv[1], "w") as f:
+    for i in range(6):
+        p = prompt if i != 4 else prompt[:9] + [r.randrange(90) for _ in range(14)]
+        f.write(json.dumps({"prompt_ids": p, "completion_ids": [r.randrange(90) for _ in range(1 + 7 * i % 19)]}) + "\n")
+PY
+"$GRPO" score --model $M --data "$TMP/group.jsonl" --bf16 false > "$TMP/group.out" || fail "group: score failed"
+"$GRPO" score --model $M --data "$TMP/group.jsonl" --bf16 false --batch_tokens 42 > "$TMP/group.one" || fail "group: one row a forward"
+python3 - "$TMP/group.out" "$TMP/group.one" <<'PY' || fail "group: a shared prompt changes the log-probs"
+import json, sys
+a, b = ([json.loads(l)["logprobs"] for l in open(p)] for p in sys.argv[1:3])
+d = max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+assert len(a) == len(b) == 6 and all(len(x) == len(y) > 0 for x, y in zip(a, b)) and d <= 1e-5, d
+PY
 printf '{"prompt_ids": [1, 2], "completion_ids": []}\n' > "$TMP/empty.jsonl"
 "$GRPO" score --model $M --data "$TMP/empty.jsonl" > "$TMP/empty.out" || fail "empty completion"
 grep -q '^{"logprobs": \[\]}$' "$TMP/empty.out" || fail "empty completion should give an empty list: $(cat "$TMP/empty.out")"

@@ -6,7 +6,9 @@
  * BatchSeq contract aborting; and the LM head's backward fused into its forward
  * bit-identical to the two passes. Packed batches (no padding): their layout by
  * hand, and log-probs, entropies and every gradient equal to the padded batch's on
- * sequences of spread lengths, and split into micro-batches of 2 and 4.
+ * sequences of spread lengths, and split into micro-batches of 2 and 4. Shared
+ * starts (padded_batch_fill_shared): the layout by hand, and a group's log-probs
+ * and entropies with its prompt computed once equal to each sequence laid out whole.
  *
  * Tolerance: batched against alone differ only by GEMM shapes (fp32 summation
  * order), so atol = rtol = 1e-5. */
@@ -322,6 +324,88 @@ static void check_packed(const char *name) {
     model_free(&m);
 }
 
+/* Sequences that begin alike, laid out by padded_batch_fill_shared: each keeps from
+ * the row predicting its first target on; what it skips is the earlier whole
+ * sequence's that begins most like it. */
+static void test_shared_layout(void) {
+    static const int32_t P[4] = {1, 2, 3, 4}, c0[3] = {5, 6, 7}, c1[2] = {8, 9}, Q[3] = {1, 2, 7}, c2[2] = {3, 3},
+                         s3[6] = {1, 2, 3, 4, 8, 9};
+    BatchSeq seqs[5] = {
+        {P, 4, c0, 3, 4},    /* whole: 7 rows */
+        {P, 4, c1, 2, 4},    /* P[0..2] from 0: rows P[3] 8 9 */
+        {Q, 3, c2, 2, 3},    /* shares 1 2 with 0 or 1; 0 is whole: rows 7 3 3 */
+        {s3, 6, NULL, 0, 2}, /* its first target is token 2: skips 1 token only */
+        {s3, 6, NULL, 0, 5}, /* the same tokens as 1 (skipped there): from 0, 4 tokens (1 2 3 4) */
+    };
+    PaddedBatch pb;
+    padded_batch_reserve(&pb, 5, 40, 1);
+    padded_batch_fill_shared(&pb, seqs, 5);
+    const int skip[5] = {0, 3, 2, 1, 4}, from[5] = {-1, 0, 0, 0, 0}, start[6] = {0, 7, 10, 13, 18, 20};
+    const int32_t ids[20] = {1, 2, 3, 4, 5, 6, 7, 4, 8, 9, 7, 3, 3, 2, 3, 4, 8, 9, 8, 9};
+    const int32_t tg[20] = {-1, -1, -1, 5, 6, 7, -1, 8, 9, -1, 3, 3, -1, 3, 4, 8, 9, -1, 9, -1};
+    const int row0[5] = {3, 7, 10, 13, 18}, offsets[6] = {0, 3, 5, 7, 11, 12};
+    T_CHECK(pb.shared && pb.N == 20, "shared %d N %d (want 20)", pb.shared, pb.N);
+    T_CHECK(!memcmp(pb.skip, skip, sizeof skip) && !memcmp(pb.from, from, sizeof from), "skip %d %d %d %d %d from %d %d %d %d %d",
+            pb.skip[0], pb.skip[1], pb.skip[2], pb.skip[3], pb.skip[4], pb.from[0], pb.from[1], pb.from[2], pb.from[3],
+            pb.from[4]);
+    T_CHECK(!memcmp(pb.start, start, sizeof start), "shared starts");
+    T_CHECK(!memcmp(pb.ids, ids, sizeof ids) && !memcmp(pb.targets, tg, sizeof tg), "shared ids and targets");
+    T_CHECK(!memcmp(pb.row0, row0, sizeof row0) && !memcmp(pb.offsets, offsets, sizeof offsets), "shared row0, offsets");
+    /* nothing alike: the packed layout, not marked shared */
+    BatchSeq apart[2] = {{P, 4, c0, 3, 4}, {c1, 2, P, 4, 1}};
+    padded_batch_fill_shared(&pb, apart, 2);
+    T_CHECK(!pb.shared && pb.N == 13 && pb.start[1] == 7, "nothing alike: shared %d N %d", pb.shared, pb.N);
+    padded_batch_fill(&pb, seqs, 5);
+    T_CHECK(!pb.shared && pb.N == 30, "padded_batch_fill does not share: N %d", pb.N);
+    padded_batch_free(&pb);
+}
+
+/* A group's completions after one prompt (and a sequence apart, one sharing part of
+ * it): log-probs and entropies with the prompt computed once equal the packed
+ * batch's, each completion laid out whole — the same rows through the same
+ * attention call; measured, the largest difference printed, held to 1e-5 (the
+ * GEMMs' rounding at the other shape). */
+static void check_shared(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "model_load %s: %s", dir, err.msg);
+        return;
+    }
+    enum { S = 7, NP = 21 };
+    static const int nc[S] = {9, 1, 30, 12, 5, 17, 8};
+    int32_t prompt[NP], other[NP], comp[S][30];
+    for (int t = 0; t < NP; t++) prompt[t] = (int32_t)((5 + 11 * t + t * t) % m.cfg.vocab_size), other[t] = prompt[t];
+    for (int t = 9; t < NP; t++) other[t] = (int32_t)((3 + 7 * t) % m.cfg.vocab_size); /* shares 9 tokens */
+    BatchSeq seqs[S];
+    for (int i = 0; i < S; i++) {
+        for (int t = 0; t < nc[i]; t++) comp[i][t] = (int32_t)((17 * i + 5 * t + 3 * t * t) % m.cfg.vocab_size);
+        seqs[i] = (BatchSeq){i == 4 ? other : prompt, NP, comp[i], nc[i], NP};
+    }
+    PaddedBatch pb[2];
+    padded_batch_reserve(&pb[0], S, S * (NP + 30), 1);
+    padded_batch_reserve(&pb[1], S, S * (NP + 30), 1);
+    padded_batch_fill(&pb[0], seqs, S);
+    padded_batch_fill_shared(&pb[1], seqs, S);
+    int K = pb[0].offsets[S];
+    T_CHECK(pb[1].shared && pb[1].N == pb[0].N - 5 * (NP - 1) - 9 && pb[1].offsets[S] == K, "%s: shared %d rows, %d whole",
+            name, pb[1].N, pb[0].N);
+    Activations a;
+    acts_create(&a, &m.cfg, pb[0].N, 0, 16, 0);
+    float lp[2][128], en[2][128];
+    for (int k = 0; k < 2; k++) padded_batch_logprobs(&m, &a, &pb[k], NULL, 1.0f / 0.7f, lp[k], en[k]);
+    double dlp = 0, den = 0;
+    for (int j = 0; j < K; j++) dlp = fmax(dlp, fabs(lp[0][j] - lp[1][j])), den = fmax(den, fabs(en[0][j] - en[1][j]));
+    printf("%s prompt computed once vs each whole: log-probs %.3g, entropies %.3g (%d rows instead of %d)\n", name, dlp,
+           den, pb[1].N, pb[0].N);
+    T_CHECK(K == 82 && dlp <= 1e-5 && den <= 1e-5, "%s: shared log-probs/entropies differ by %.3g/%.3g", name, dlp, den);
+    for (int k = 0; k < 2; k++) padded_batch_free(&pb[k]);
+    acts_free(&a);
+    model_free(&m);
+}
+
 /* 1 when building seqs[S] aborts (a CHECK), run in a child. */
 static int build_aborts(const BatchSeq *seqs, int S) {
     fflush(NULL);
@@ -353,10 +437,13 @@ int main(void) {
     test_layout();
     test_gather_scatter();
     test_packed_layout();
+    test_shared_layout();
     check_packed("qwen2");
     check_packed("llama");
     check_model("qwen2");
     check_model("llama");
+    check_shared("qwen2");
+    check_shared("llama");
     check_fused_head("qwen2"); /* tied embeddings */
     check_fused_head("llama");
     test_contract();
