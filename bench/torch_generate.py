@@ -135,25 +135,24 @@ class Qwen2:
 
     dtype = torch.float32
 
-    def to_bf16(self):
-        """The model in bf16, as model.to(torch.bfloat16): every weight and the RoPE
-        tables (HF casts cos/sin to the activations' dtype); the cache follows."""
-        c = lambda t: t.to(torch.bfloat16)  # noqa: E731
+    def cast(self, dtype):
+        """Every weight and the RoPE tables in dtype (HF casts cos/sin to the
+        activations' dtype); the cache follows."""
+        c = lambda t: t.to(dtype)  # noqa: E731
         self.embed, self.norm = c(self.embed), c(self.norm)
         self.layers = [{k: c(v) for k, v in w.items()} for w in self.layers]
         self.cos, self.sin = c(self.cos), c(self.sin)
-        self.dtype = torch.bfloat16
+        self.dtype = dtype
         return self
 
+    def to_bf16(self):
+        """The model in bf16, as model.to(torch.bfloat16)."""
+        return self.cast(torch.bfloat16)
+
     def to_f64(self):
-        """The model in float64, every tensor cast: the same computation's float64
-        reference (bench/run.sh's bf16 log-prob error)."""
-        c = lambda t: t.to(torch.float64)  # noqa: E731
-        self.embed, self.norm = c(self.embed), c(self.norm)
-        self.layers = [{k: c(v) for k, v in w.items()} for w in self.layers]
-        self.cos, self.sin = c(self.cos), c(self.sin)
-        self.dtype = torch.float64
-        return self
+        """The model in float64: the same computation's float64 reference (bench/run.sh's
+        bf16 log-prob error)."""
+        return self.cast(torch.float64)
 
     @staticmethod
     def rmsnorm(x, w):

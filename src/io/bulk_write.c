@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/fsutil.h"
+
 /* A block of 4 MiB: O_DIRECT wants the memory, the file offset and the length on
  * the device's logical block (512 B or 4 KiB); 4 KiB serves both. */
 enum { ALIGN = 4096, BLOCK = 4 << 20 };
@@ -16,20 +18,6 @@ struct BulkFile {
     unsigned char *buf;  /* [BLOCK], ALIGN-aligned */
     size_t fill;         /* bytes of buf not written yet */
 };
-
-/* Writes n bytes of p, retrying short writes. 0 or -1 with errno. */
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* From now on through the page cache (the filesystem refused a direct write, or
  * the tail is not a whole number of blocks). */
@@ -47,9 +35,9 @@ static int flush(BulkFile *f) {
     size_t n = f->fill;
     if (f->direct && n % ALIGN != 0 && go_buffered(f) != 0) return f->err = errno, -1;
     off_t at = f->direct ? lseek(f->fd, 0, SEEK_CUR) : 0;
-    if (write_all(f->fd, f->buf, n) != 0) {
+    if (fs_write_all(f->fd, f->buf, n) != 0) {
         if (!(f->direct && errno == EINVAL && at >= 0)) return f->err = errno, -1;
-        if (lseek(f->fd, at, SEEK_SET) < 0 || go_buffered(f) != 0 || write_all(f->fd, f->buf, n) != 0)
+        if (lseek(f->fd, at, SEEK_SET) < 0 || go_buffered(f) != 0 || fs_write_all(f->fd, f->buf, n) != 0)
             return f->err = errno, -1;
     }
     f->fill = 0;

@@ -188,8 +188,7 @@ int fs_read_file(const char *path, char **out, size_t *len, GrpoErr *err) {
     return 0;
 }
 
-/* Writes len bytes to fd, retrying short writes. 0 or -1 with errno. */
-static int write_all(int fd, const void *buf, size_t len) {
+int fs_write_all(int fd, const void *buf, size_t len) {
     const char *p = buf;
     while (len > 0) {
         ssize_t w = write(fd, p, len);
@@ -217,7 +216,7 @@ int fs_write_file_atomic(const char *path, const void *buf, size_t len, GrpoErr 
         return -1;
     }
     const char *what = "write";
-    int ok = write_all(fd, buf, len) == 0;
+    int ok = fs_write_all(fd, buf, len) == 0;
     if (ok && fsync(fd) != 0) ok = 0, what = "fsync";
     int e = errno;
     if (close(fd) != 0 && ok) ok = 0, what = "close", e = errno;

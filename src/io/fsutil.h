@@ -48,6 +48,8 @@ int fs_rm_rf(const char *path);                         /* 0 or -1; missing is f
 int fs_copy_file(const char *src, const char *dst, GrpoErr *err);
 /* Reads a whole file into a NUL-terminated malloc'd buffer. */
 int fs_read_file(const char *path, char **out, size_t *len, GrpoErr *err);
+/* Writes len bytes to fd, retrying short writes (EINTR included). 0 or -1 with errno. */
+int fs_write_all(int fd, const void *buf, size_t len);
 /* Writes buf to path via path.tmp + rename. */
 int fs_write_file_atomic(const char *path, const void *buf, size_t len, GrpoErr *err);
 

@@ -120,16 +120,20 @@ static void test_packed_layout(void) {
     padded_batch_free(&pb);
 }
 
-/* tests/fixtures/NAME loaded, and the mixed batch built; 1 (a failed check) when it
- * does not load. */
-static int open_fixture(const char *name, Model *m, BatchSeq seqs[3], PaddedBatch *pb) {
+/* tests/fixtures/NAME loaded; 1 (a failed check) when it does not load. */
+static int load_fixture(const char *name, Model *m) {
     char dir[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
     GrpoErr err;
-    if (model_load(m, dir, &err)) {
-        T_CHECK(0, "model_load %s: %s", dir, err.msg);
-        return 1;
-    }
+    if (!model_load(m, dir, &err)) return 0;
+    T_CHECK(0, "model_load %s: %s", dir, err.msg);
+    return 1;
+}
+
+/* The fixture loaded, and the mixed batch built; 1 (a failed check) when it does
+ * not load. */
+static int open_fixture(const char *name, Model *m, BatchSeq seqs[3], PaddedBatch *pb) {
+    if (load_fixture(name, m)) return 1;
     mixed(seqs);
     padded_batch_build(pb, seqs, 3, 0);
     return 0;
@@ -247,14 +251,8 @@ static void shifted_grad_fn(void *ctx, const int *js, int m, const float *logp, 
  * the other shape (attention over T = the sequence's length instead of the
  * longest); measured: the largest difference is printed, held to 1e-5. */
 static void check_packed(const char *name) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    GrpoErr err;
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "model_load %s: %s", dir, err.msg);
-        return;
-    }
+    if (load_fixture(name, &m)) return;
     enum { S = 6 };
     static const int len[S] = {40, 3, 17, 1, 29, 8}, first[S] = {12, 1, 5, 1, 28, 2};
     int32_t ids[S][40];
@@ -366,14 +364,8 @@ static void test_shared_layout(void) {
  * attention call; measured, the largest difference printed, held to 1e-5 (the
  * GEMMs' rounding at the other shape). */
 static void check_shared(const char *name) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    GrpoErr err;
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "model_load %s: %s", dir, err.msg);
-        return;
-    }
+    if (load_fixture(name, &m)) return;
     enum { S = 7, NP = 21 };
     static const int nc[S] = {9, 1, 30, 12, 5, 17, 8};
     int32_t prompt[NP], other[NP], comp[S][30];
