@@ -83,14 +83,18 @@ typedef struct {
 static int score_batch(Model *m, Activations *a, ScoreGpu *gpu, const ScoreItem *items, int n, float inv_temp,
                        GrpoErr *err) {
     BatchSeq *seqs = xmalloc(sizeof(BatchSeq) * n);
-    int S = 0, rc = 0;
-    for (int i = 0; i < n; i++)
-        if (items[i].n) seqs[S++] = (BatchSeq){items[i].ids, items[i].n, NULL, 0, items[i].n_prompt};
+    int S = 0, rc = 0, tokens = 0;
+    for (int i = 0; i < n; i++) {
+        if (!items[i].n) continue;
+        seqs[S++] = (BatchSeq){items[i].ids, items[i].n, NULL, 0, items[i].n_prompt};
+        tokens += items[i].n;
+    }
     PaddedBatch pb = {0};
     float *lp = NULL;
     if (S) {
-        padded_batch_build(&pb, seqs, S, 1);
-        if (!gpu) padded_batch_fill_shared(&pb, seqs, S); /* a prompt the rows share computed once */
+        padded_batch_reserve(&pb, S, tokens, 1);
+        if (gpu) padded_batch_fill(&pb, seqs, S);
+        else padded_batch_fill_shared(&pb, seqs, S); /* a prompt the rows share computed once */
         lp = xmalloc(sizeof(float) * (pb.offsets[S] + 1));
         if (gpu) rc = gpu_model_batch_logprobs(&gpu->dev, &gpu->model, &gpu->scratch, &pb, inv_temp, lp, NULL, err);
         else padded_batch_logprobs(m, a, &pb, NULL, inv_temp, lp, NULL);

@@ -9,8 +9,8 @@
  * each full block is written with O_DIRECT (the disk reads it from our memory).
  * Where the filesystem refuses O_DIRECT (at open, or at the first write: tmpfs,
  * some network filesystems), the same bytes go through the page cache instead;
- * the file is the same either way. The last, partial block is written padded to
- * the alignment and the file truncated back to its length. */
+ * the file is the same either way. The last block, when not a whole number of
+ * 4 KiB, goes through the page cache too (at most 4 MiB of the file). */
 #ifndef GRPO_IO_BULK_WRITE_H
 #define GRPO_IO_BULK_WRITE_H
 
@@ -26,7 +26,7 @@ BulkFile *bulk_open(const char *path, BulkMode mode);
 /* Appends n bytes. 0, or -1 with errno set (the file is then unusable: close it
  * with bulk_close and discard it). */
 int bulk_write(BulkFile *f, const void *p, size_t n);
-/* Writes what is left, sets the file's length, fsyncs and closes; frees f in every
+/* Writes what is left, fsyncs and closes; frees f in every
  * case. 0, or -1 with errno set (of the first failure, a bulk_write's included). */
 int bulk_close(BulkFile *f);
 /* 1 when f's bytes went to the disk directly (for tests), else 0. */

@@ -111,7 +111,8 @@ void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed
 }
 
 void padded_batch_free(PaddedBatch *pb) {
-    free(pb->start), free(pb->skip), free(pb->from), free(pb->ids), free(pb->mask), free(pb->targets), free(pb->offsets), free(pb->row0);
+    free(pb->start), free(pb->skip), free(pb->from), free(pb->ids), free(pb->mask), free(pb->targets);
+    free(pb->offsets), free(pb->row0);
     free(pb->full), free(pb->full2), free(pb->js);
     memset(pb, 0, sizeof *pb);
 }
