@@ -1,19 +1,21 @@
-/* bench/bench_generate.c — speed of group generation (gen_group) on random-weight
+/* bench/bench_generate.c — speed of group generation (gen_groups) on random-weight
  * models, the figure bench/run.sh puts next to bench/torch_generate.py (the same
  * work in PyTorch, measured in the same run).
  *
  * Work per case: one 64-token prompt, prefilled once into the shared prefix slot,
  * then G completions of exactly 128 tokens (no eos ids, so none stops early),
- * sampled at temperature 1.0 with no other logits processor. Figure: completion
- * tokens / wall time of the whole gen_group call (prefill included).
+ * sampled at temperature 1.0 with no other logits processor; with --prompts P, P
+ * such prompts' groups decoded together (P x G rows a step, each prompt prefilled
+ * into a slot of its own: a round of several prompts). Figure: completion tokens /
+ * wall time of the whole gen_groups call (prefills included).
  *
  * Shapes (fp32 weights, N(0, 0.02^2), Qwen2 architecture: q/k/v bias, tied head):
  *   qwen2-0.5b  hidden 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864, vocab 151936
  *   small       hidden 256,  4 layers,  8 heads, 4 KV heads, intermediate  768, vocab  32000
  *
- *   build/bench/bench_generate [--shape qwen2-0.5b|small|all] [--G N] [--reps R] [--bf16]
+ *   build/bench/bench_generate [--shape qwen2-0.5b|small|all] [--G N] [--prompts P] [--reps R] [--bf16]
  * prints one line per case:
- *   gen impl=grpo shape=S G=N tokens=T seconds=X tokens_per_s=Y
+ *   gen impl=grpo shape=S G=N P=P tokens=T seconds=X tokens_per_s=Y
  * With --bf16 each case is also run on the same weights rounded to bf16 and held so
  * (model_create_half: the layer matrices; decoding streams half their bytes, its
  * arithmetic fp32), impl=grpo-bf16; and on the fp32 model under mixed precision
@@ -57,15 +59,16 @@ static ModelConfig shape_config(const Shape *s) {
     return c;
 }
 
-/* Seconds for one gen_group of G completions of n_tokens each; checks that every
+/* Seconds for one gen_groups call over P prompts' groups of G completions of n_tokens
+ * each, all in one chunk (prompt p: prompts + p * PROMPT_TOKENS); checks that every
  * completion has exactly n_tokens tokens. */
-static double time_group(Model *m, const int32_t *prompt, int G, int n_tokens, uint64_t seed) {
+static double time_group(Model *m, const int32_t *prompts, int P, int G, int n_tokens, uint64_t seed) {
     GenOpts o;
     gen_opts_default(&o);
     o.max_completion_length = n_tokens;
     o.seed = seed;
     o.sampler.temperature = 1.0f;
-    o.chunk_size = G; /* all G in one decode batch, as the PyTorch peer does */
+    o.chunk_size = P * G + P - 1; /* all P x G in one decode batch, as the PyTorch peer does (P parent slots) */
     o.n_eos = 0;
     Generator g;
     GrpoErr err;
@@ -73,22 +76,28 @@ static double time_group(Model *m, const int32_t *prompt, int G, int n_tokens, u
         fprintf(stderr, "gen_create: %s\n", err.msg);
         exit(1);
     }
-    Completion *out = calloc(G, sizeof(Completion));
+    Completion *out = calloc((size_t)P * G, sizeof(Completion));
+    GenGroup *parts = calloc(P, sizeof(GenGroup));
+    for (int i = 0; i < P * G; i++)
+        out[i] = (Completion){.ids = malloc(sizeof(int32_t) * n_tokens), .logp = malloc(sizeof(float) * n_tokens)};
+    for (int p = 0; p < P; p++)
+        parts[p] = (GenGroup){prompts + (size_t)p * PROMPT_TOKENS, PROMPT_TOKENS, 0, G, (uint64_t)p, out + (size_t)p * G};
     double t0 = time_now_s();
-    long n = gen_group(&g, prompt, PROMPT_TOKENS, G, 0, out);
+    long n = gen_groups(&g, parts, P);
     double dt = time_now_s() - t0;
-    if (n != (long)G * n_tokens) {
-        fprintf(stderr, "gen_group generated %ld tokens, expected %d\n", n, G * n_tokens);
+    if (n != (long)P * G * n_tokens || g.steps != n_tokens - 1) {
+        fprintf(stderr, "gen_groups generated %ld tokens in %ld steps, expected %d in %d\n", n, g.steps,
+                P * G * n_tokens, n_tokens - 1);
         exit(1);
     }
-    for (int i = 0; i < G; i++) {
+    for (int i = 0; i < P * G; i++) {
         if (out[i].n != n_tokens) {
             fprintf(stderr, "completion %d has %d tokens, expected %d\n", i, out[i].n, n_tokens);
             exit(1);
         }
         completion_free(&out[i]);
     }
-    free(out);
+    free(out), free(parts);
     gen_free(&g);
     return dt;
 }
@@ -106,20 +115,20 @@ static void make_half(Model *h, const Model *src, const Shape *s) {
     }
 }
 
-static void run_shape(const Shape *s, int only_G, int reps, int bf16) {
+static void run_shape(const Shape *s, int only_G, int P, int reps, int bf16) {
     ModelConfig cfg = shape_config(s);
     Model m, h;
     model_create(&m, &cfg);
     model_init_random(&m, 1, 0.02f);
     if (bf16) make_half(&h, &m, s);
-    int32_t prompt[PROMPT_TOKENS];
-    for (int t = 0; t < PROMPT_TOKENS; t++) prompt[t] = (int32_t)((t * 7919 + 13) % s->vocab);
+    int32_t *prompt = malloc(sizeof(int32_t) * PROMPT_TOKENS * P); /* prompt 0 the same whatever P */
+    for (int t = 0; t < PROMPT_TOKENS * P; t++) prompt[t] = (int32_t)((t * 7919 + 13) % s->vocab);
     /* warm-up: touches the weights and starts the thread pool, as torch's peer does */
-    time_group(&m, prompt, 2, 4, 99);
+    time_group(&m, prompt, 1, 2, 4, 99);
     if (bf16) {
-        time_group(&h, prompt, 2, 4, 99);
+        time_group(&h, prompt, 1, 2, 4, 99);
         model_use_bf16_compute(&m);
-        time_group(&m, prompt, 2, 4, 99);
+        time_group(&m, prompt, 1, 2, 4, 99);
         model_use_fp32_compute(&m);
     }
     static const int Gs[] = {8, 32, 64};
@@ -128,51 +137,53 @@ static void run_shape(const Shape *s, int only_G, int reps, int bf16) {
         if (only_G > 0 && G != only_G) continue;
         double best = 1e30, best16 = 1e30, bestmix = 1e30;
         for (int r = 0; r < reps; r++) { /* alternated: both see the same neighbours */
-            double dt = time_group(&m, prompt, G, COMPLETION_TOKENS, 1 + r);
+            double dt = time_group(&m, prompt, P, G, COMPLETION_TOKENS, 1 + r);
             best = dt < best ? dt : best;
             if (!bf16) continue;
-            dt = time_group(&h, prompt, G, COMPLETION_TOKENS, 1 + r), best16 = dt < best16 ? dt : best16;
+            dt = time_group(&h, prompt, P, G, COMPLETION_TOKENS, 1 + r), best16 = dt < best16 ? dt : best16;
             model_use_bf16_compute(&m);
-            dt = time_group(&m, prompt, G, COMPLETION_TOKENS, 1 + r), bestmix = dt < bestmix ? dt : bestmix;
+            dt = time_group(&m, prompt, P, G, COMPLETION_TOKENS, 1 + r), bestmix = dt < bestmix ? dt : bestmix;
             model_use_fp32_compute(&m);
         }
-        long tokens = (long)G * COMPLETION_TOKENS;
-        printf("gen impl=grpo shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens, best,
-               tokens / best);
+        long tokens = (long)P * G * COMPLETION_TOKENS;
+        printf("gen impl=grpo shape=%s G=%d P=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, P, tokens,
+               best, tokens / best);
         if (bf16) {
-            printf("gen impl=grpo-bf16 shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens,
-                   best16, tokens / best16);
-            printf("gen impl=grpo-mixed shape=%s G=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, tokens,
-                   bestmix, tokens / bestmix);
+            printf("gen impl=grpo-bf16 shape=%s G=%d P=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, P,
+                   tokens, best16, tokens / best16);
+            printf("gen impl=grpo-mixed shape=%s G=%d P=%d tokens=%ld seconds=%.3f tokens_per_s=%.1f\n", s->name, G, P,
+                   tokens, bestmix, tokens / bestmix);
         }
         fflush(stdout);
     }
+    free(prompt);
     model_free(&m);
     if (bf16) model_free(&h);
 }
 
 int main(int argc, char **argv) {
     const char *shape = "all";
-    int only_G = 0, reps = 1, bf16 = 0;
+    int only_G = 0, P = 1, reps = 1, bf16 = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
         else if (!strcmp(argv[i], "--G") && i + 1 < argc) only_G = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prompts") && i + 1 < argc) P = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
         else {
-            fprintf(stderr, "usage: %s [--shape qwen2-0.5b|small|all] [--G N] [--reps R] [--bf16]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--shape qwen2-0.5b|small|all] [--G N] [--prompts P] [--reps R] [--bf16]\n", argv[0]);
             return 2;
         }
     }
-    if (reps < 1 || only_G < 0) {
-        fprintf(stderr, "--reps must be >= 1 and --G >= 1\n");
+    if (reps < 1 || only_G < 0 || P < 1) {
+        fprintf(stderr, "--reps, --G and --prompts must be >= 1\n");
         return 2;
     }
     int found = 0;
     for (size_t k = 0; k < sizeof SHAPES / sizeof SHAPES[0]; k++) {
         if (strcmp(shape, "all") && strcmp(shape, SHAPES[k].name)) continue;
         found = 1;
-        run_shape(&SHAPES[k], only_G, reps, bf16);
+        run_shape(&SHAPES[k], only_G, P, reps, bf16);
     }
     if (!found) {
         fprintf(stderr, "unknown --shape %s (qwen2-0.5b, small, all)\n", shape);

@@ -153,6 +153,10 @@ train_rounds() {
 # streams half the matrix bytes, fp32 arithmetic); column "mixed": the model under
 # mixed precision (train --bf16's generation: products in bf16, as autocast's), with
 # its ratio to PyTorch with bf16 weights; the three alternated.
+# Then a round of 4 prompts x G = 8 (row "4x8"): grpo.c decoding the 4 groups in one chunk
+# (gen_groups: 32 rows a step, each prompt prefilled into a slot of its own), PyTorch a
+# batch of the 4 prompts x 8 (the prompts prefilled together, each cache expanded to its
+# rows); no target, the figure beside G = 8's and G = 32's.
 # Targets: >= 2.5x PyTorch at G = 8, >= 2x at G = 32 (fp32); mixed against PyTorch with
 # bf16 weights (issue 36): >= 2.5x at G = 8, >= 2x at G = 32 and 64.
 generate_bench() {
@@ -161,6 +165,8 @@ generate_bench() {
     echo "generate: G completions x 128 tokens from one 64-token prompt, fp32, tokens/s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     "$BUILD/bench/bench_generate" --shape small --reps 3 --bf16 >> "$tmp" || echo "  grpo small: bench failed"
     "$BUILD/bench/bench_generate" --shape qwen2-0.5b --reps 1 --bf16 >> "$tmp" || echo "  grpo qwen2-0.5b: bench failed"
+    "$BUILD/bench/bench_generate" --shape qwen2-0.5b --G 8 --prompts 4 --reps 1 --bf16 >> "$tmp" ||
+        echo "  grpo qwen2-0.5b 4 prompts: bench failed"
     if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         local bf
         cpu_has_bf16 || echo "  $NO_BF16"
@@ -170,6 +176,8 @@ generate_bench() {
             [ $dt = fp32 ] || cpu_has_bf16 || continue
             torch_peer /usr/bin/python3 bench/torch_generate.py --threads "$THREADS" --shape qwen2-0.5b --reps 1 --dtype $dt >> "$tmp" ||
                 echo "  torch $dt qwen2-0.5b: bench failed"
+            torch_peer /usr/bin/python3 bench/torch_generate.py --threads "$THREADS" --shape qwen2-0.5b --G 8 --prompts 4 --reps 1 \
+                --dtype $dt >> "$tmp" || echo "  torch $dt qwen2-0.5b 4 prompts: bench failed"
         done
     else
         echo "  /usr/bin/python3 has no torch (tools/install-deps.sh --bench): PyTorch peer skipped"
@@ -178,24 +186,24 @@ generate_bench() {
     /^gen / {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        key = f["shape"] " " f["G"]
+        key = f["shape"] " " f["G"] " " (f["P"] == "" ? 1 : f["P"])
         if (!(key in seen)) { seen[key] = 1; order[n++] = key }
         tps[f["impl"], key] = f["tokens_per_s"]
     }
     END {
         print "  (torch bf16: weights and KV cache in bf16, model.to(torch.bfloat16); torch autocast: fp32 weights under bf16 autocast)"
-        printf "  %-11s %3s %12s %12s %7s  %-16s %14s %7s %14s  %-22s %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target",
+        printf "  %-11s %5s %12s %12s %7s  %-16s %14s %7s %14s  %-22s %s\n", "shape", "G", "grpo tok/s", "torch tok/s", "ratio", "target",
                "torch bf16", "ratio", "torch autocast", "grpo bf16-held tok/s", "grpo mixed tok/s (vs torch bf16)"
         for (i = 0; i < n; i++) {
             key = order[i]; split(key, p, " ")
             g = tps["grpo", key]; t = tps["torch", key]; h = tps["grpo-bf16", key]; tb = tps["torch-bf16", key]
             mx = tps["grpo-mixed", key]; ta = tps["torch-autocast", key]
-            tgt = p[2] == 8 ? 2.5 : p[2] == 32 ? 2.0 : 0
-            tmx = p[2] == 64 ? 2.0 : tgt # mixed against PyTorch with bf16 weights: G = 64 too
+            tgt = p[3] > 1 ? 0 : p[2] == 8 ? 2.5 : p[2] == 32 ? 2.0 : 0
+            tmx = p[3] > 1 ? 0 : p[2] == 64 ? 2.0 : tgt # mixed against PyTorch with bf16 weights: G = 64 too
             ratio = (g != "" && t != "" && t > 0) ? sprintf("%.2fx", g / t) : "-"
             rb = (g != "" && tb != "" && tb > 0) ? sprintf("%.2fx", g / tb) : "-"
             mark = tgt == 0 ? "-" : sprintf(">= %.1fx %s", tgt, ratio == "-" ? "" : (g / t >= tgt ? "met" : "MISSED"))
-            printf "  %-11s %3d %12s %12s %7s  %-16s %14s %7s %14s  %-22s %s\n", p[1], p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
+            printf "  %-11s %5s %12s %12s %7s  %-16s %14s %7s %14s  %-22s %s\n", p[1], p[3] > 1 ? p[3] "x" p[2] : p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
                    tb == "" ? "-" : tb, rb, ta == "" ? "-" : ta, h == "" ? "-" : sprintf("%s (%.2fx)", h, h / g),
                    mx == "" ? "-" : sprintf("%s (%s)", mx, (tb != "" && tb > 0) ? sprintf("%.2fx%s", mx / tb,
                    tmx == 0 ? "" : sprintf(", >= %.1fx %s", tmx, mx / tb >= tmx ? "met" : "MISSED")) : "-")

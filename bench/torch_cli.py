@@ -20,7 +20,9 @@ follow it raw), so both sides compute with the same weights.
             prompt length and one completion length;
   generate  --G completions of --tokens tokens of each prompt of --dataset (JSON lines,
             `prompt`, its bytes the ids: the bench's byte-level tokenizer), temperature
-            1.0, decoded to text;
+            1.0, decoded to text; prompts of one length are decoded together (a batch
+            of B prompts x G rows, as HF generate with num_return_sequences), as grpo
+            decodes several groups in one chunk;
   eval      the same, then the reward `length:50` (-|50 - characters|) of each
             completion and their mean.
 
@@ -123,9 +125,10 @@ def score(m, rows, batch, out=None):
     return tokens
 
 
-def complete(m, prompt_text, G, n, tb, seed):
-    """G completions of n tokens of the prompt, as text."""
-    prompt = torch.tensor([list(prompt_text.encode())])
+def complete(m, prompt_texts, G, n, tb, seed):
+    """G completions of n tokens of each prompt (of one length in bytes: decoded
+    together), as text, prompt by prompt."""
+    prompt = torch.tensor([list(p.encode()) for p in prompt_texts])
     out = generate(m, prompt, G, n, seed=seed)
     return [b"".join(tb[i] for i in row).decode("utf-8", errors="replace") for row in out.tolist()]
 
@@ -165,8 +168,11 @@ def main():
         else:
             tb = token_bytes(m.V)
             rewards = []
-            for i, p in enumerate(prompts):
-                texts = complete(m, p, a.G, a.tokens, tb, seed=1 + i)
+            # prompts of one length decoded together, as grpo decodes several groups in a chunk
+            # (bench/run.sh's are 64 bytes each); otherwise one at a time
+            same = len({len(p.encode()) for p in prompts}) == 1
+            for i, batch in enumerate([prompts] if same else [[p] for p in prompts]):
+                texts = complete(m, batch, a.G, a.tokens, tb, seed=1 + i)
                 if a.cmd == "eval":
                     rewards += [-abs(LENGTH_TARGET - len(t)) for t in texts]
             tokens = len(prompts) * a.G * a.tokens

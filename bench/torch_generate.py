@@ -226,18 +226,22 @@ def sample(logits, temperature, gen):
 
 
 def generate(model, prompt, G, n_tokens, temperature=1.0, seed=0):
-    """G completions of exactly n_tokens (no eos) of prompt [1, P]; returns [G, n]."""
+    """G completions of exactly n_tokens (no eos) of each row of prompt [B, P] (prompts
+    of one length, decoded together as HF generate does a batch of them with
+    num_return_sequences=G); returns [B * G, n], prompt b's completions rows b*G ..."""
     gen = torch.Generator(device=prompt.device).manual_seed(seed)
-    P = prompt.shape[1]
+    B, P = prompt.shape
     cap = P + n_tokens
-    # prefill once into a batch-1 cache, then expand it to G rows
-    k1, v1 = model.new_cache(1, P)
-    logits = model.forward(prompt, 0, k1, v1)  # [1, V]
-    kc, vc = model.new_cache(G, cap)
+    # prefill once into a batch-B cache, then expand each prompt's to its G rows
+    k1, v1 = model.new_cache(B, P)
+    logits = model.forward(prompt, 0, k1, v1)  # [B, V]
+    kc, vc = model.new_cache(B * G, cap)
     for li in range(model.L):
-        kc[li][:, :, :P] = k1[li]
-        vc[li][:, :, :P] = v1[li]
-    tok = sample(logits.expand(G, -1), temperature, gen)
+        kc[li][:, :, :P] = k1[li].repeat_interleave(G, dim=0)
+        vc[li][:, :, :P] = v1[li].repeat_interleave(G, dim=0)
+    G = B * G
+    logits = logits.repeat_interleave(G // B, dim=0)
+    tok = sample(logits, temperature, gen)
     out = torch.empty(G, n_tokens, dtype=torch.long, device=prompt.device)
     out[:, 0:1] = tok
     for t in range(1, n_tokens):
@@ -251,6 +255,8 @@ def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="all", choices=["all"] + list(SHAPES), help="all: " + " and ".join(CPU_SHAPES))
     ap.add_argument("--G", default="0", help="group size, or sizes separated by commas (0: 8, 32 and 64)")
+    ap.add_argument("--prompts", type=int, default=1,
+                    help="P prompts' groups of G decoded together ([P*G] rows a step, as bench_generate --prompts)")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--layers", type=int, default=0, help="layers of the shape (0: all), for a quick look")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -268,6 +274,8 @@ def parse_args():
         ap.error(f"--G: expected a number or numbers separated by commas, got {a.G!r}")
     if a.new_tokens < 1:
         ap.error(f"--new-tokens: expected at least 1, got {a.new_tokens}")
+    if a.prompts < 1 or (a.prompts > 1 and a.impl == "transformers"):
+        ap.error(f"--prompts: expected at least 1 (more than 1 with --impl ours only), got {a.prompts}")
     if a.impl == "transformers" and a.dtype == "autocast":
         ap.error("--impl transformers: --dtype fp32 or bf16 expected (autocast is the training set-up)")
     return a
@@ -292,7 +300,7 @@ def build(a, dtype, name, shape, dev, prompt):
         return impl, lambda G, n, seed: hf_generate(hm, prompt, G, n, seed)
     if a.check:
         with torch.inference_mode():
-            ref_logits = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0]
+            ref_logits = model.forward(prompt[:1], 0, *model.new_cache(1, PROMPT_TOKENS))[0]
     if dtype == "bf16":
         model.to_bf16()
     elif dtype == "autocast":  # trainable weights, as in training
@@ -300,7 +308,7 @@ def build(a, dtype, name, shape, dev, prompt):
             w.requires_grad_(True)
     if a.check:
         with torch.inference_mode(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "autocast"):
-            got = model.forward(prompt, 0, *model.new_cache(1, PROMPT_TOKENS))[0].float()
+            got = model.forward(prompt[:1], 0, *model.new_cache(1, PROMPT_TOKENS))[0].float()
         d = (got - ref_logits).abs().max().item()
         print(f"check impl={impl} shape={name} max_abs_logit_diff={d:.4f} logit_scale={ref_logits.abs().max().item():.4f} "
               f"top1_same={int(got.argmax() == ref_logits.argmax())} "
@@ -335,12 +343,15 @@ def main():
         if a.layers:
             shape = shape[:1] + (a.layers,) + shape[2:]
         V = shape[5]
-        prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(PROMPT_TOKENS)]], device=dev)
+        # prompt p: ids p*64 .. p*64+63 of the sequence bench_generate.c uses (prompt 0 the same whatever P)
+        P = a.prompts
+        prompt = torch.tensor([[(t * 7919 + 13) % V for t in range(p * PROMPT_TOKENS, (p + 1) * PROMPT_TOKENS)]
+                               for p in range(P)], device=dev)
         impl, gen = build(a, dtype, name, shape, dev, prompt)
         n = a.new_tokens
         with torch.inference_mode(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "autocast"):
             if not gpu:
-                gen(2, 4, 99)  # warm-up, as bench_generate.c
+                gen(2, 4, 99)  # warm-up, as bench_generate.c (all P prompts: a few rows more)
             for G in (8, 32, 64) if a.G == [0] else a.G:
                 if gpu:  # kernels picked, the allocator's pool grown for this G
                     gen(G, min(n, 16), 99)
@@ -349,11 +360,11 @@ def main():
                     t0 = now(dev)
                     out = gen(G, n, 1 + r)
                     best = min(best, now(dev) - t0)
-                    assert out.shape == (G, n)
+                    assert out.shape == (P * G, n)
                     assert int(out.min()) >= 0 and int(out.max()) < V
                 extra = f" device={dev.type} new_tokens={n} gpu={gpu_name(dev).replace(' ', '_')}" if long else ""
-                print(f"gen impl={impl} shape={name} G={G} tokens={G * n} seconds={best:.3f} "
-                      f"tokens_per_s={G * n / best:.1f}{extra}", flush=True)
+                print(f"gen impl={impl} shape={name} G={G} P={P} tokens={P * G * n} seconds={best:.3f} "
+                      f"tokens_per_s={P * G * n / best:.1f}{extra}", flush=True)
                 if long and G <= 8:
                     bandwidth_line(impl, name, shape, G, n, best, dtype, dev)
         del gen

@@ -198,11 +198,13 @@ static int eval_all(EvalRun *r, const EvalArgs *a, EvalTotals *t, GrpoErr *err) 
     HfStateInfo fresh; /* no training run: the rewards see a fresh TrainerState, as Trainer.evaluate() alone */
     hf_state_fresh(&fresh);
     json_t *trainer_state = hf_state_fields(&fresh);
-    for (int p = 0; p < n_ex && !rc; p++) {
-        rc = eval_example(t, &r->s.gen, r->s.tok, &r->s.data, p, G, 0, &r->rs, trainer_state, a->pass_threshold,
-                          r->env.proc ? &r->env : NULL, err);
-        if (!rc && ((p + 1) % every == 0 || p + 1 == n_ex))
-            fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", p + 1, n_ex,
+    int batch = gen_groups_per_chunk(&r->s.gen, G); /* examples whose groups one chunk decodes together */
+    for (int p = 0; p < n_ex && !rc; p += batch) {
+        int n = n_ex - p < batch ? n_ex - p : batch, end = p + n;
+        rc = eval_examples(t, &r->s.gen, r->s.tok, &r->s.data, p, n, G, 0, &r->rs, trainer_state, a->pass_threshold,
+                           r->env.proc ? &r->env : NULL, err);
+        if (!rc && (end / every > p / every || end == n_ex)) /* a multiple of every among p+1 .. end, or the last */
+            fprintf(stderr, "grpo eval: %d/%d examples, reward %.4f, pass@1 %.4f, %.1f s\n", end, n_ex,
                     eval_reward(t), eval_pass_at_1(t), time_now_s() - t0);
     }
     json_decref(trainer_state);

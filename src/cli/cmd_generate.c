@@ -68,6 +68,29 @@ static int load_prompts(const GenerateArgs *a, Dataset *ds, GrpoErr *err) {
     return rc;
 }
 
+/* Prompt p's G completions on stdout: as text, or a JSON line each (--json). */
+static void print_group(const Tokenizer *tok, int p, const char *prompt_text, const Completion *out, int G,
+                        int json_out) {
+    GrpoErr err;
+    if (!json_out) printf("=== prompt %d: %s\n", p, prompt_text);
+    for (int i = 0; i < G; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text, &len, &err)) text = xstrdup("");
+        if (json_out) {
+            printf("{\"prompt_index\": %d, \"generation_index\": %d, \"text\": ", p, i);
+            print_json_string(text);
+            printf(", \"ids\": [");
+            for (int t = 0; t < out[i].n; t++) printf("%s%d", t ? ", " : "", out[i].ids[t]);
+            printf("], \"finish_reason\": \"%s\"}\n", out[i].stopped ? "stop" : "length");
+        } else {
+            printf("--- %d.%d (%s, %d tokens)\n%s\n", p, i, out[i].stopped ? "stop" : "length", out[i].n, text);
+        }
+        free(text);
+    }
+    fflush(stdout);
+}
+
 int cmd_generate(int argc, char **argv) {
     GenerateArgs a;
     memset(&a, 0, sizeof a);
@@ -116,40 +139,34 @@ int cmd_generate(int argc, char **argv) {
     fprintf(stderr, "grpo generate: %d prompt(s) x %d completions, decoding %d at a time%s%s%s (%.0f MB planned)\n",
             n_prompts, G, gen->chunk, on_gpu ? " on the GPU (" : "", on_gpu ? dev.name : "", on_gpu ? ")" : "",
             gen->bytes / 1048576.0);
-    Completion *out = xcalloc(G, sizeof(Completion));
+    /* the prompts whose groups one chunk decodes together, on buffers reused from batch to batch */
+    int batch = gen_groups_per_chunk(gen, (int)G), maxc = a.gen.max_completion_length;
+    Completion *out = xcalloc((size_t)batch * G, sizeof(Completion));
+    GenGroup *parts = xmalloc(sizeof(GenGroup) * batch);
+    for (size_t i = 0; i < (size_t)batch * G; i++)
+        out[i] = (Completion){.ids = xmalloc(sizeof(int32_t) * maxc), .logp = xmalloc(sizeof(float) * maxc)};
     double t0 = time_now_s();
     long tokens = 0;
-    for (int p = 0; p < n_prompts && rc == 0; p++) {
-        DatasetExample *ex = &s.data.ex[p];
-        long made = gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, (int)G, rng_mix(0, (uint64_t)p), out);
+    for (int p0 = 0; p0 < n_prompts && rc == 0; p0 += batch) {
+        int n = n_prompts - p0 < batch ? n_prompts - p0 : batch;
+        for (int j = 0; j < n; j++) {
+            DatasetExample *ex = &s.data.ex[p0 + j];
+            parts[j] = (GenGroup){ex->prompt_ids, ex->n_prompt_ids, 0, (int)G, rng_mix(0, (uint64_t)(p0 + j)),
+                                  out + (size_t)j * G};
+        }
+        long made = gen_groups(gen, parts, n);
         if (made < 0) { /* no turns here: the device failed */
             rc = cli_fail("generate", gen->err.msg);
             break;
         }
         tokens += made;
-        if (!json_out) printf("=== prompt %d: %s\n", p, ex->prompt_text);
-        for (int i = 0; i < G; i++) {
-            char *text = NULL;
-            size_t len = 0;
-            if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text, &len, &err)) text = xstrdup("");
-            if (json_out) {
-                printf("{\"prompt_index\": %d, \"generation_index\": %d, \"text\": ", p, i);
-                print_json_string(text);
-                printf(", \"ids\": [");
-                for (int t = 0; t < out[i].n; t++) printf("%s%d", t ? ", " : "", out[i].ids[t]);
-                printf("], \"finish_reason\": \"%s\"}\n", out[i].stopped ? "stop" : "length");
-            } else {
-                printf("--- %d.%d (%s, %d tokens)\n%s\n", p, i, out[i].stopped ? "stop" : "length", out[i].n, text);
-            }
-            free(text);
-            completion_free(&out[i]);
-        }
-        fflush(stdout);
+        for (int j = 0; j < n; j++) print_group(tok, p0 + j, s.data.ex[p0 + j].prompt_text, parts[j].out, (int)G, json_out);
     }
     double dt = time_now_s() - t0;
     if (rc == 0) fprintf(stderr, "grpo generate: %ld tokens in %.2f s: %.1f tokens/s (prompt prefill included)\n", tokens, dt,
             tokens / (dt > 0 ? dt : 1e-9));
-    free(out);
+    for (size_t i = 0; i < (size_t)batch * G; i++) completion_free(&out[i]);
+    free(out), free(parts);
     gen_session_close(&s);
     if (on_gpu) gpu_close(&dev);
     args_free();

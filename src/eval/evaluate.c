@@ -27,20 +27,17 @@ int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr 
     return 0;
 }
 
-int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
-                 uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
-                 EnvLoop *env, GrpoErr *err) {
+/* Example p's G completions out[G] decoded and scored into t; its environment's
+ * rewards read (env). */
+static int score_example(EvalTotals *t, const Tokenizer *tok, const Dataset *data, int p, int G, Completion *out,
+                         RewardSet *rs, const json_t *trainer_state, double pass_threshold, EnvLoop *env,
+                         GrpoErr *err) {
     const DatasetExample *ex = &data->ex[p];
     int F = rs->n_funcs, rc = 0;
-    Completion *out = xcalloc(G, sizeof(Completion));
     char **text = xcalloc(G, sizeof(char *));
     RewardItem *items = xcalloc(G, sizeof(RewardItem));
     double *per_func = xmalloc(sizeof(double) * (F ? F : 1) * G), *total = xmalloc(sizeof(double) * G);
     double *env_reward = xmalloc(sizeof(double) * G);
-    if (env) env_loop_begin_group(env, ex->prompt, ex->row, G);
-    if (gen_group(gen, ex->prompt_ids, ex->n_prompt_ids, G, rng_mix(stream_base, (uint64_t)p), out) < 0)
-        rc = gen->err.msg[0] ? err_set(err, "example %d: %s", p, gen->err.msg)
-                             : err_set(err, "example %d: a turn of its generation failed (the generator's turns say why)", p);
     for (int i = 0; i < G && !rc; i++) {
         size_t len = 0;
         if (tok_decode_generated(tok, out[i].ids, out[i].n, 1, &text[i], &len, err)) rc = -1;
@@ -62,11 +59,34 @@ int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Data
         }
     }
     if (!rc) t->examples++;
-    for (int i = 0; i < G; i++) {
-        completion_free(&out[i]);
-        free(text[i]);
+    for (int i = 0; i < G; i++) free(text[i]);
+    free(text), free(items), free(per_func), free(total), free(env_reward);
+    return rc;
+}
+
+int eval_examples(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p0, int n, int G,
+                  uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
+                  EnvLoop *env, GrpoErr *err) {
+    CHECK(n >= 1 && (n == 1 || (!env && !gen->turns.turn_end)));
+    int maxc = gen->opts.max_completion_length, rc = 0;
+    Completion *out = xcalloc((size_t)n * G, sizeof(Completion));
+    GenGroup *parts = xmalloc(sizeof(GenGroup) * n);
+    for (int j = 0; j < n; j++) {
+        const DatasetExample *ex = &data->ex[p0 + j];
+        Completion *o = out + (size_t)j * G;
+        for (int i = 0; i < G; i++)
+            o[i] = (Completion){.ids = xmalloc(sizeof(int32_t) * maxc), .logp = xmalloc(sizeof(float) * maxc),
+                                .mask = gen->turns.turn_end ? xmalloc(maxc) : NULL};
+        parts[j] = (GenGroup){ex->prompt_ids, ex->n_prompt_ids, 0, G, rng_mix(stream_base, (uint64_t)(p0 + j)), o};
     }
-    free(out), free(text), free(items), free(per_func), free(total), free(env_reward);
+    if (env) env_loop_begin_group(env, data->ex[p0].prompt, data->ex[p0].row, G);
+    if (gen_groups(gen, parts, n) < 0)
+        rc = gen->err.msg[0] ? err_set(err, "example %d: %s", p0, gen->err.msg)
+                             : err_set(err, "example %d: a turn of its generation failed (the generator's turns say why)", p0);
+    for (int j = 0; j < n && !rc; j++)
+        rc = score_example(t, tok, data, p0 + j, G, out + (size_t)j * G, rs, trainer_state, pass_threshold, env, err);
+    for (size_t i = 0; i < (size_t)n * G; i++) completion_free(&out[i]);
+    free(out), free(parts);
     return rc;
 }
 

@@ -36,16 +36,18 @@ void eval_totals_free(EvalTotals *t);
  * a reward cannot score stops a run before its first step, not when it is reached. */
 int eval_check_columns(const RewardSet *rs, const Dataset *data, int n, GrpoErr *err);
 
-/* Generates, decodes and scores example p of data (tokenized) and adds it to t.
- * trainer_state: what the reward functions get as trainer_state (RewardBatch).
- * With the generator's turns (tool calling) the rewards see the whole trajectory
- * and the lengths count the model's tokens; a turn that fails is -1 with a
- * generic message: the turns' owner (its ToolLoop.err) says why. env: the
- * EnvLoop that is the generator's turns (its group begun here with the example's
- * prompt and row, its rewards the items' env_reward), or NULL. */
-int eval_example(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p, int G,
-                 uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
-                 EnvLoop *env, GrpoErr *err);
+/* Generates, decodes and scores examples p0 .. p0+n-1 of data (tokenized), their
+ * groups decoded together (gen_groups; gen_groups_per_chunk says how many fill a
+ * chunk), and adds them to t in order. trainer_state: what the reward functions
+ * get as trainer_state (RewardBatch), one batch per example. With the generator's
+ * turns (tool calling) n is 1, the rewards see the whole trajectory and the
+ * lengths count the model's tokens; a turn that fails is -1 with a generic
+ * message: the turns' owner (its ToolLoop.err) says why. env: the EnvLoop that is
+ * the generator's turns (n 1: its group begun here with the example's prompt and
+ * row, its rewards the items' env_reward), or NULL. */
+int eval_examples(EvalTotals *t, Generator *gen, const Tokenizer *tok, const Dataset *data, int p0, int n, int G,
+                  uint64_t stream_base, RewardSet *rs, const json_t *trainer_state, double pass_threshold,
+                  EnvLoop *env, GrpoErr *err);
 
 /* The numbers (NaN without completions): mean weighted reward, its sample
  * standard deviation, pass@1, mean completion length in tokens, the fraction

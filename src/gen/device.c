@@ -128,12 +128,16 @@ int gen_gpu_share(Generator *g, int slot, int parent) {
     return gpu_gen_share_prefix(&g->gpu->gen, slot, parent, &g->err);
 }
 
-int gen_gpu_first(Generator *g, int n) {
+int gen_gpu_first(Generator *g, int at, int n) {
     struct GenGpu *G = g->gpu;
+    size_t V = (size_t)G->gen.g->V;
     for (int i = 0; i < n; i++) G->idx[i] = G->first_row;
-    /* from picked's first row into its rows 0 .. n-1 (n <= chunk = first_row: no row both read and written) */
+    /* from picked's first row into its rows at .. at+n-1 (at + n <= chunk = first_row: no row both read and
+     * written) */
+    CHECK(at >= 0 && at + n <= G->first_row);
     return gpu_put(G->d, G->gen.from, G->idx, sizeof(int32_t) * (size_t)n, &g->err) ||
-           gpu_rows_gather(G->d, G->gen.picked, G->gen.picked, G->gen.from, n, G->gen.g->V, &g->err);
+           gpu_rows_gather(G->d, G->gen.picked + sizeof(float) * V * (size_t)at, G->gen.picked, G->gen.from, n,
+                           (int)V, &g->err);
 }
 
 int gen_gpu_sample(Generator *g, Live *live, const int *which, int n, int32_t *tok, float *logp) {

@@ -29,7 +29,7 @@ void gen_gpu_free(Generator *g); /* g->gpu NULL: nothing */
  * step_sample) on the device: 0, or -1 with g->err set. */
 int gen_gpu_prefill(Generator *g, int slot, const int32_t *prompt, int n, int at);
 int gen_gpu_share(Generator *g, int slot, int parent);
-int gen_gpu_first(Generator *g, int n);
+int gen_gpu_first(Generator *g, int at, int n);
 int gen_gpu_decode(Generator *g, int n, const int *slots, const int32_t *tok, const uint8_t *want, int at);
 int gen_gpu_sample(Generator *g, Live *live, const int *which, int n, int32_t *tok, float *logp);
 

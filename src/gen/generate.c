@@ -47,11 +47,19 @@ void completion_free(Completion *c) {
 }
 
 
+/* Rows from .. from + n - 1 of group `group` of a gen_groups call, at rows at .. of a chunk. */
+struct GenPiece {
+    int group, from, n, at;
+};
+
 /* A chunk's rows while decoding, sized once by gen_create for chunk rows, prompts
  * of max_prompt and completions of max_completion_length. */
 struct GenRows {
     Live *live;          /* [chunk] */
     int32_t *ctx;        /* [chunk][max_prompt + max_completion_length]: live[i].ctx's memory */
+    Completion **out;    /* [chunk] each row's completion (a caller's out[]) */
+    int *index, *slot;   /* [chunk] each row's index in its group, its cache slot */
+    struct GenPiece *piece; /* [chunk] the groups' parts in the chunk */
     int *which, *slots;  /* [chunk] the rows decoded next and their cache slots */
     int32_t *tok;        /* [chunk] */
     float *lp;           /* [chunk] */
@@ -63,7 +71,9 @@ struct GenRows {
 /* The bytes of gen_rows_create's buffers. */
 static size_t gen_rows_bytes(int chunk, int max_prompt, int maxc) {
     return sizeof(struct GenRows) + (size_t)chunk * (sizeof(Live) + sizeof(int32_t) * (max_prompt + maxc)) +
-           (size_t)chunk * (4 * sizeof(int) + sizeof(int32_t) + sizeof(float)) + (size_t)(maxc + 1) * (sizeof(int) + 1);
+           (size_t)chunk * (sizeof(Completion *) + sizeof(struct GenPiece) + 6 * sizeof(int) + sizeof(int32_t) +
+                            sizeof(float)) +
+           (size_t)(maxc + 1) * (sizeof(int) + 1);
 }
 
 static struct GenRows *gen_rows_create(int chunk, int max_prompt, int maxc) {
@@ -71,6 +81,9 @@ static struct GenRows *gen_rows_create(int chunk, int max_prompt, int maxc) {
     r->live = xcalloc(chunk, sizeof(Live));
     r->ctx = xmalloc(sizeof(int32_t) * chunk * (size_t)(max_prompt + maxc));
     for (int i = 0; i < chunk; i++) r->live[i].ctx = r->ctx + (size_t)i * (max_prompt + maxc);
+    r->out = xcalloc(chunk, sizeof(Completion *));
+    r->index = xmalloc(sizeof(int) * chunk), r->slot = xmalloc(sizeof(int) * chunk);
+    r->piece = xmalloc(sizeof(struct GenPiece) * chunk);
     r->which = xmalloc(sizeof(int) * chunk), r->slots = xmalloc(sizeof(int) * chunk);
     r->tok = xmalloc(sizeof(int32_t) * chunk);
     r->lp = xmalloc(sizeof(float) * chunk);
@@ -82,7 +95,8 @@ static struct GenRows *gen_rows_create(int chunk, int max_prompt, int maxc) {
 
 static void gen_rows_free(struct GenRows *r) {
     if (!r) return;
-    free(r->live), free(r->ctx), free(r->which), free(r->slots), free(r->tok), free(r->lp);
+    free(r->live), free(r->ctx), free(r->out), free(r->index), free(r->slot), free(r->piece);
+    free(r->which), free(r->slots), free(r->tok), free(r->lp);
     free(r->turn_rows), free(r->turn_len), free(r->tslots), free(r->twant);
     free(r);
 }
@@ -231,11 +245,11 @@ static int step_share(Generator *g, int slot, int parent) {
     return 0;
 }
 
-/* The group's first logits into pick rows 0 .. n-1. */
-static int step_first(Generator *g, int n) {
-    if (g->gpu) return gen_gpu_first(g, n);
-    int V = g->m->cfg.vocab_size;
-    for (int i = 0; i < n; i++) memcpy(g->logits + (size_t)i * V, g->first, sizeof(float) * V);
+/* The last prefilled prompt's logits (GEN_FIRST) into pick rows at .. at + n - 1. */
+static int step_first(Generator *g, int at, int n) {
+    if (g->gpu) return gen_gpu_first(g, at, n);
+    size_t V = (size_t)g->m->cfg.vocab_size;
+    for (int i = 0; i < n; i++) memcpy(g->logits + (at + i) * V, g->first, sizeof(float) * V);
     return 0;
 }
 
@@ -275,30 +289,57 @@ static int turn_append(Completion *c, Live *L, const int32_t *add, int k, int ma
     return 0;
 }
 
-/* Rows 0 .. nc-1 of a chunk set out: completion out[i] (index first_index + i of
- * the group) empty on its buffers, its random stream and context (the prompt),
- * its cache slot holding the prompt, and its pick row the prompt's last logits. */
-static int chunk_begin(Generator *g, Live *live, Completion *out, int nc, const int32_t *prompt, int n_prompt,
-                       uint64_t stream_id, int first_index) {
+/* The next free cache slot of a chunk: slots are handed out in order, skipping the
+ * parent slot the chunk keeps from the one before (reuse; -1: none). */
+static int take_slot(int *next, int reuse) {
+    if (*next == reuse) (*next)++;
+    return (*next)++;
+}
+
+/* Sets out a chunk of pieces R->piece[0 .. np-1] of groups gr[] (rows 0 .. rows-1):
+ * each row's completion empty on its buffers, its random stream and context (its
+ * prompt), its cache slot holding the prompt, and its pick row the prompt's last
+ * logits. With the shared prefix each piece's prompt is prefilled into a parent slot
+ * of its own, except the first piece's where it continues the group of the last
+ * piece before (*keep_group), whose parent slot (*keep_slot) still holds it and whose
+ * logits are still GEN_FIRST's; both are updated for the next chunk. */
+static int chunk_begin(Generator *g, const GenGroup *gr, int np, int *keep_group, int *keep_slot) {
     const GenOpts *o = &g->opts;
-    int extra = o->share_prefix ? 1 : 0;
-    for (int i = 0; i < nc; i++) {
-        Live *L = &live[i];
-        L->stream = rng_mix(stream_id, (uint64_t)(first_index + i));
-        L->words = 0;
-        rng_init(&L->rng, o->seed, L->stream);
-        memcpy(L->ctx, prompt, sizeof(int32_t) * n_prompt);
-        L->n_ctx = n_prompt;
-        L->done = 0;
-        Completion *c = &out[i];
-        CHECK(c->ids && c->logp && (c->mask || !g->turns.turn_end));
-        if (!g->turns.turn_end) c->mask = NULL; /* one turn: no tool mask */
-        c->n = 0;
-        c->n_turns = 0;
-        c->stopped = 0;
-        if (o->share_prefix ? step_share(g, i + extra, 0) : step_prefill(g, i, prompt, n_prompt, i)) return -1;
+    struct GenRows *R = g->rows;
+    int share = o->share_prefix, next = 0, parent = -1;
+    int reuse = share && R->piece[0].group == *keep_group ? *keep_slot : -1;
+    for (int j = 0; j < np; j++) {
+        const struct GenPiece *pc = &R->piece[j];
+        const GenGroup *q = &gr[pc->group];
+        if (share) {
+            int kept = j == 0 && reuse >= 0;
+            parent = kept ? reuse : take_slot(&next, reuse);
+            if ((!kept && step_prefill(g, parent, q->prompt, q->n_prompt, GEN_FIRST)) || step_first(g, pc->at, pc->n))
+                return -1;
+        }
+        for (int k = 0; k < pc->n; k++) {
+            int i = pc->at + k, slot = take_slot(&next, reuse);
+            CHECK(slot < g->chunk + share);
+            Live *L = &R->live[i];
+            R->index[i] = q->first + pc->from + k;
+            R->slot[i] = slot;
+            L->stream = rng_mix(q->stream_id, (uint64_t)R->index[i]);
+            L->words = 0;
+            rng_init(&L->rng, o->seed, L->stream);
+            memcpy(L->ctx, q->prompt, sizeof(int32_t) * q->n_prompt);
+            L->n_ctx = q->n_prompt;
+            L->done = 0;
+            Completion *c = R->out[i] = &q->out[pc->from + k];
+            CHECK(c->ids && c->logp && (c->mask || !g->turns.turn_end));
+            if (!g->turns.turn_end) c->mask = NULL; /* one turn: no tool mask */
+            c->n = 0;
+            c->n_turns = 0;
+            c->stopped = 0;
+            if (share ? step_share(g, slot, parent) : step_prefill(g, slot, q->prompt, q->n_prompt, i)) return -1;
+        }
     }
-    return o->share_prefix ? step_first(g, nc) : 0;
+    *keep_group = R->piece[np - 1].group, *keep_slot = parent;
+    return 0;
 }
 
 long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_t stream_id,
@@ -312,12 +353,12 @@ long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_
     return n;
 }
 
-/* One chunk's decoding, its rows set out by chunk_begin: nc completions out[0 ..]
- * (group indices first ..) until each stops. Adds the tokens sampled to *generated.
- * 0; 1 when a turn failed (the group is dropped); -1 when the device failed (g->err). */
-static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *generated) {
+/* One chunk's decoding, its nc rows set out by chunk_begin, until each stops. Adds
+ * the tokens sampled to *generated. 0; 1 when a turn failed (the call's groups are
+ * dropped); -1 when the device failed (g->err). */
+static int chunk_decode(Generator *g, int nc, long *generated) {
     const GenOpts *o = &g->opts;
-    int maxc = o->max_completion_length, extra = o->share_prefix ? 1 : 0;
+    int maxc = o->max_completion_length;
     struct GenRows *R = g->rows;
     Live *live = R->live;
     int *which = R->which, *slots = R->slots, *turn_rows = R->turn_rows, *turn_len = R->turn_len, *tslots = R->tslots;
@@ -332,7 +373,7 @@ static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *
         int next = 0, n_turn = 0;
         for (int r = 0; r < step_rows; r++) {
             int i = which[r];
-            Completion *c = &out[i];
+            Completion *c = R->out[i];
             c->logp[c->n] = lp[r];
             if (c->mask) c->mask[c->n] = 1;
             c->ids[c->n++] = tok[r];
@@ -340,9 +381,9 @@ static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *
             (*generated)++;
             if (is_eos(o, tok[r])) {
                 const int32_t *add = NULL;
-                int k = 0, index = first + i;
-                if (overlap && !failed) k = g->overlap.turn_begin(g->turns.ctx, index, c, &add);
-                else if (g->turns.turn_end && !failed) k = g->turns.turn_end(g->turns.ctx, index, c, &add);
+                int k = 0;
+                if (overlap && !failed) k = g->overlap.turn_begin(g->turns.ctx, R->index[i], c, &add);
+                else if (g->turns.turn_end && !failed) k = g->turns.turn_end(g->turns.ctx, R->index[i], c, &add);
                 if (k == GEN_TURN_PENDING) {
                     n_wait++;
                     continue;
@@ -352,7 +393,7 @@ static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *
             } else if (c->n == maxc) live[i].done = 1;
             else {
                 which[next] = i;
-                slots[next] = i + extra;
+                slots[next] = R->slot[i];
                 tok[next] = tok[r];
                 next++;
             }
@@ -368,24 +409,24 @@ static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *
                 CHECK(!block);
                 break;
             }
-            int i = index - first;
+            int i = index - R->index[0]; /* with turns a chunk holds one group's consecutive rows */
             CHECK(i >= 0 && i < nc && !live[i].done);
             n_wait--;
             if (k < 0) failed = 1;
             if (failed) k = 0; /* the group is dropped: the rows only end */
-            if (turn_append(&out[i], &live[i], add, k, maxc)) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
+            if (turn_append(R->out[i], &live[i], add, k, maxc)) turn_len[n_turn] = k, turn_rows[n_turn++] = i;
         }
         if (dev_failed) break; /* every waiting turn answered above */
-        if (next > 0 && step_decode(g, next, slots, tok, NULL, 0)) dev_failed = failed = 1;
+        if (next > 0 && (g->steps++, step_decode(g, next, slots, tok, NULL, 0))) dev_failed = failed = 1;
         /* each row after a turn alone, its eos and the turn's ids in one call, so its
          * logits do not depend on which rows share its chunk */
         for (int q = 0; q < n_turn && !dev_failed; q++) {
             int i = turn_rows[q], k = 1 + turn_len[q];
-            Completion *c = &out[i];
-            for (int t = 0; t < k; t++) tslots[t] = i + extra, twant[t] = t == k - 1;
+            Completion *c = R->out[i];
+            for (int t = 0; t < k; t++) tslots[t] = R->slot[i], twant[t] = t == k - 1;
             if (step_decode(g, k, tslots, c->ids + c->n - k, twant, next)) dev_failed = failed = 1;
             which[next] = i;
-            slots[next] = i + extra;
+            slots[next] = R->slot[i];
             next++;
         }
         step_rows = dev_failed ? 0 : next;
@@ -393,18 +434,53 @@ static int chunk_decode(Generator *g, Completion *out, int nc, int first, long *
     return dev_failed ? -1 : failed;
 }
 
-long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
-                    Completion *out) {
-    CHECK(n_prompt >= 1 && n_prompt <= g->max_prompt && G >= 1 && first >= 0);
+int gen_groups_per_chunk(const Generator *g, int G) {
+    CHECK(G >= 1);
+    if (g->turns.turn_end) return 1;
+    int k = g->chunk / G;
+    if (g->opts.share_prefix && (g->chunk + 1) / (G + 1) < k) k = (g->chunk + 1) / (G + 1); /* a parent slot each */
+    return k > 1 ? k : 1;
+}
+
+/* The next chunk's pieces from group *gi's row *from on: rows while a chunk has
+ * room for them (at most chunk rows; with the shared prefix, rows and the pieces'
+ * parent slots together at most chunk + 1 slots), one group only with turns (their
+ * callbacks see a group's indices). Returns the pieces' count, *rows their rows. */
+static int plan_chunk(Generator *g, const GenGroup *gr, int n_groups, int *gi, int *from, int *rows) {
+    struct GenRows *R = g->rows;
+    int np = 0, share = g->opts.share_prefix;
+    *rows = 0;
+    while (*gi < n_groups && *rows < g->chunk && !(np > 0 && g->turns.turn_end)) {
+        int room = g->chunk - *rows;
+        if (share && g->chunk + 1 - (np + 1) - *rows < room) room = g->chunk + 1 - (np + 1) - *rows;
+        if (room < 1) break;
+        int left = gr[*gi].n - *from, take = left < room ? left : room;
+        R->piece[np++] = (struct GenPiece){*gi, *from, take, *rows};
+        *rows += take, *from += take;
+        if (*from == gr[*gi].n) (*gi)++, *from = 0;
+    }
+    return np;
+}
+
+long gen_groups(Generator *g, const GenGroup *gr, int n_groups) {
+    for (int j = 0; j < n_groups; j++)
+        CHECK(gr[j].n_prompt >= 1 && gr[j].n_prompt <= g->max_prompt && gr[j].n >= 1 && gr[j].first >= 0);
     long generated = 0;
     g->err.msg[0] = 0;
-    int rc = g->opts.share_prefix ? step_prefill(g, 0, prompt, n_prompt, GEN_FIRST) : 0;
-    for (int c0 = 0; c0 < G && !rc; c0 += g->chunk) {
-        int nc = G - c0 < g->chunk ? G - c0 : g->chunk;
-        rc = chunk_begin(g, g->rows->live, out + c0, nc, prompt, n_prompt, stream_id, first + c0);
-        if (!rc) rc = chunk_decode(g, out + c0, nc, first + c0, &generated);
+    int rc = 0, gi = 0, from = 0, rows = 0, keep_group = -1, keep_slot = -1;
+    while (gi < n_groups && !rc) {
+        int np = plan_chunk(g, gr, n_groups, &gi, &from, &rows);
+        rc = chunk_begin(g, gr, np, &keep_group, &keep_slot);
+        if (!rc) rc = chunk_decode(g, rows, &generated);
     }
     if (!rc) return generated;
-    for (int i = 0; i < G; i++) out[i].n = 0, out[i].n_turns = 0, out[i].stopped = 0;
+    for (int j = 0; j < n_groups; j++)
+        for (int i = 0; i < gr[j].n; i++) gr[j].out[i].n = 0, gr[j].out[i].n_turns = 0, gr[j].out[i].stopped = 0;
     return -1;
+}
+
+long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
+                    Completion *out) {
+    GenGroup one = {prompt, n_prompt, first, G, stream_id, out};
+    return gen_groups(g, &one, 1);
 }

@@ -125,6 +125,7 @@ typedef struct {
     size_t bytes;      /* planned memory (the device's too, on a GPU) */
     struct GenGpu *gpu; /* the device form's state (gen/device.c); NULL: the host's kv, ds, scratch, logits */
     GrpoErr err;       /* why the device failed when gen_group_part returned -1 for it (msg empty otherwise) */
+    long steps;        /* decode steps made so far, each one batch of a chunk's rows (a count for tests and benches) */
 } Generator;
 
 /* Plans the chunk size from opts (kv_cache_bytes) and allocates everything: on the
@@ -155,5 +156,28 @@ long gen_group(Generator *g, const int32_t *prompt, int n_prompt, int G, uint64_
  * on -1 every out[i] is left empty (n 0). */
 long gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
                     Completion *out);
+
+/* One group's part in gen_groups: completions first .. first+n-1 (n >= 1) of the
+ * group of prompt[n_prompt] and stream stream_id, into out[n] (gen_group_part's). */
+typedef struct {
+    const int32_t *prompt;
+    int n_prompt;
+    int first, n;
+    uint64_t stream_id;
+    Completion *out;
+} GenGroup;
+
+/* Several groups' parts decoded together: a chunk takes rows from as many groups
+ * as it has room for (each group's prompt prefilled once into a cache slot of its
+ * own beside its completions' with the shared prefix), so G = 8 groups decode at
+ * the rate of a chunk's rows rather than 8 (decoding is weight-bandwidth bound).
+ * With turns a chunk holds one group only (their callbacks see a group's indices).
+ * Every completion is the one gen_group_part gives alone (its own stream; the
+ * decode kernels are batch-invariant). Returns the tokens generated over all, or
+ * -1 as gen_group_part (every part's out left empty). */
+long gen_groups(Generator *g, const GenGroup *groups, int n_groups);
+/* How many whole groups of G completions one chunk decodes together (>= 1): the
+ * count a caller hands gen_groups at once to fill a chunk. */
+int gen_groups_per_chunk(const Generator *g, int G);
 
 #endif

@@ -25,6 +25,7 @@ void rollout_groups_init(RolloutGroups *g, int n, int G, int F, int maxc, int to
     g->scores = xmalloc(sizeof(double) * F1 * n);
     g->score_rows = xmalloc(sizeof(double *) * n);
     g->len = xmalloc(sizeof(int) * n);
+    g->parts = xmalloc(sizeof(GenGroup) * g->P);
     g->share = xmalloc(sizeof(void *) * n);
 }
 
@@ -37,7 +38,7 @@ void rollout_groups_free(RolloutGroups *g) {
     free(g->example), free(g->prompt), free(g->comp), free(g->text), free(g->per_func);
     free(g->tool_calls), free(g->tool_failures), free(g->env_reward);
     free(g->ids_buf), free(g->logp_buf), free(g->mask_buf);
-    free(g->items), free(g->scores), free(g->score_rows), free(g->len), free(g->share);
+    free(g->items), free(g->scores), free(g->score_rows), free(g->len), free(g->share), free(g->parts);
     tok_decode_work_free(g->decode);
     memset(g, 0, sizeof *g);
 }

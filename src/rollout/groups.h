@@ -37,6 +37,7 @@ typedef struct {
     double *scores;        /* [F][n] this process's range */
     double **score_rows;   /* [n] */
     int *len;              /* [n] */
+    GenGroup *parts;       /* [P] this process's parts of the groups, decoded together (gen_groups) */
     void **share;          /* [n] */
 } RolloutGroups;
 

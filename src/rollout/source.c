@@ -111,10 +111,12 @@ void rollout_source_close(RolloutSource *s) {
 }
 
 /* The prompts at data positions pos0 .. pos0 + P - 1 and this process's range of
- * their completions; then every process has them all. With tools, the calls of
- * each completion are counted. */
+ * their completions, the groups' parts decoded together; then every process has
+ * them all. With tools or an environment, a group at a time: the calls of each
+ * completion are counted, the environment sees its group. */
 static int generate(RolloutSource *s, RolloutGroups *g, long pos0, GrpoErr *err) {
-    int lo, hi, rc = 0;
+    int lo, hi, rc = 0, n_parts = 0, turns = g->tool_calls || g->env_reward;
+    Generator *gen = &s->sess.gen;
     train_world_range(s->world, g->n, &lo, &hi);
     if (g->tool_calls) {
         memset(g->tool_calls, 0, sizeof(int) * g->n);
@@ -127,19 +129,25 @@ static int generate(RolloutSource *s, RolloutGroups *g, long pos0, GrpoErr *err)
         const DatasetExample *ex = g->prompt[p] = &s->sess.data.ex[g->example[p]];
         int a = p * g->G > lo ? p * g->G : lo, b = (p + 1) * g->G < hi ? (p + 1) * g->G : hi;
         if (a >= b || rc) continue;
+        GenGroup part = {ex->prompt_ids, ex->n_prompt_ids, a - p * g->G, b - a, rng_mix(STREAM_GEN, (uint64_t)pos),
+                         g->comp + a};
+        if (!turns) {
+            g->parts[n_parts++] = part;
+            continue;
+        }
         if (g->tool_calls) /* turn_end's index is the completion's within its group */
             s->turns.calls = g->tool_calls + p * g->G, s->turns.failures = g->tool_failures + p * g->G;
         if (g->env_reward) /* the environment sees the group's prompt and row */
             env_loop_begin_group(&s->env, ex->prompt, ex->row, g->G);
-        if (gen_group_part(&s->sess.gen, ex->prompt_ids, ex->n_prompt_ids, a - p * g->G, b - a,
-                           rng_mix(STREAM_GEN, (uint64_t)pos), g->comp + a) < 0) {
-            rc = err_set(err, "%s", g->env_reward ? s->env.err.msg : s->tools.err.msg); /* the completions left empty */
+        if (gen_groups(gen, &part, 1) < 0) { /* the completions left empty */
+            rc = err_set(err, "%s", gen->err.msg[0] ? gen->err.msg : g->env_reward ? s->env.err.msg : s->tools.err.msg);
             continue;
         }
         for (int i = a; g->env_reward && i < b; i++) g->env_reward[i] = env_loop_reward(&s->env, i - p * g->G);
-        for (int i = a; i < b; i++) s->tokens += ex->n_prompt_ids + g->comp[i].n;
     }
     s->turns.calls = s->turns.failures = NULL;
+    if (!rc && n_parts && gen_groups(gen, g->parts, n_parts) < 0) rc = err_set(err, "%s", gen->err.msg); /* the device */
+    for (int i = lo; i < hi && !rc; i++) s->tokens += g->prompt[i / g->G]->n_prompt_ids + g->comp[i].n;
     if (train_world_check(s->world, rc, err)) return -1;
     rollout_groups_share(s->world, g, lo, hi);
     return 0;
@@ -214,9 +222,11 @@ int rollout_source_evaluate(RolloutSource *s, int G, uint64_t stream, double pas
     EvalTotals tot;
     eval_totals_init(&tot, s->rewards.n_funcs);
     weights_current(s); /* a resumed run may evaluate before any pass */
-    for (int p = 0; p < s->eval_data.n && !rc; p++)
-        rc = eval_example(&tot, &s->sess.gen, s->sess.tok, &s->eval_data, p, G, stream, &s->rewards, trainer_state,
-                          pass_threshold, s->env.proc ? &s->env : NULL, err);
+    int batch = gen_groups_per_chunk(&s->sess.gen, G); /* examples whose groups one chunk decodes together */
+    for (int p = 0; p < s->eval_data.n && !rc; p += batch)
+        rc = eval_examples(&tot, &s->sess.gen, s->sess.tok, &s->eval_data, p,
+                           s->eval_data.n - p < batch ? s->eval_data.n - p : batch, G, stream, &s->rewards,
+                           trainer_state, pass_threshold, s->env.proc ? &s->env : NULL, err);
     if (rc && s->tools.proc && s->tools.err.msg[0]) err_set(err, "%s", s->tools.err.msg); /* the tool's failure */
     if (rc && s->env.proc && s->env.err.msg[0]) err_set(err, "%s", s->env.err.msg); /* the environment's */
     if (!rc) eval_add_metrics(&tot, &s->rewards, m);
@@ -226,14 +236,19 @@ int rollout_source_evaluate(RolloutSource *s, int G, uint64_t stream, double pas
 }
 
 void rollout_source_describe(const RolloutSource *s, int G, char *buf, size_t size) {
-    /* a group is decoded in chunks of gen.chunk completions (planned from kv_cache_mb alone); on a GPU the
+    /* a round's groups are decoded in chunks of gen.chunk completions (planned from kv_cache_mb alone), several
+     * groups a chunk where they fit (each its prompt's cache slot besides its completions'); on a GPU the
      * generator's KV caches, step buffers and sampler are the device's, and it decodes the training's bf16
      * copy of the policy, which holds no second copy of the weights */
     int chunk = s->sess.gen.chunk;
     const char *where = s->sess.gen.opts.device ? " on the GPU" : "",
                *reads = s->sess.gen.opts.device ? "; KV caches, logits and sampler there, decoding the policy's "
                                                   "bf16 copy the training keeps" : "";
-    if (chunk >= G)
+    int together = chunk >= G ? gen_groups_per_chunk(&s->sess.gen, G) : 1; /* groups sharing a chunk */
+    if (together > 1)
+        snprintf(buf, size, ", generation%s %.0f (room for %d completions: groups of %d decoded together, up to %d at "
+                 "once%s)", where, s->sess.gen.bytes / 1048576.0, chunk, G, together, reads);
+    else if (chunk >= G)
         snprintf(buf, size, ", generation%s %.0f (room for %d completions: a group's %d decoded together%s)", where,
                  s->sess.gen.bytes / 1048576.0, chunk, G, reads);
     else

@@ -12,8 +12,11 @@ RUN=(train --model "$TMP/m" --dataset "$TMP/d.jsonl" --reward_funcs length:5 --m
      --num_generations 4 --per_device_train_batch_size 4 --bf16 false)
 
 "$GRPO" "${RUN[@]}" --output_dir "$TMP/o1" 2> "$TMP/e1" || fail "train: $(tail -n 3 "$TMP/e1")"
-grep -q "generation [0-9]* (room for [0-9]* completions: a group's 4 decoded together)" "$TMP/e1" ||
+grep -q "generation [0-9]* (room for 256 completions: groups of 4 decoded together, up to 51 at once)" "$TMP/e1" ||
     fail "chunk >= G: $(grep 'memory plan' "$TMP/e1")"
+"$GRPO" "${RUN[@]}" --output_dir "$TMP/o9" --generation_chunk_size 6 2> "$TMP/e9" || fail "train: $(tail -n 3 "$TMP/e9")"
+grep -q "generation [0-9]* (room for 6 completions: a group's 4 decoded together)" "$TMP/e9" ||
+    fail "chunk >= G, one group a chunk: $(grep 'memory plan' "$TMP/e9")"
 grep -q "processes\|per process" "$TMP/e1" && fail "one process: the plan speaks of processes"
 "$GRPO" "${RUN[@]}" --output_dir "$TMP/o2" --generation_chunk_size 3 2> "$TMP/e2" || fail "train: $(tail -n 3 "$TMP/e2")"
 grep -q "generation [0-9]* (a group's 4 completions decoded 3 at a time)" "$TMP/e2" ||

@@ -13,7 +13,11 @@
  *    masked 0, draw nothing; samples are the same for every chunk size and with and
  *    without the shared prefix; the model's tokens are draws from the model given
  *    the whole context; max_completion_length bounds both; a failing turn is -1.
- *    Overlapped turns (gen_set_overlap) answered late and out of order give the same. */
+ *    Overlapped turns (gen_set_overlap) answered late and out of order give the same;
+ *  - several groups decoded together (gen_groups: prompts of other lengths, parts of
+ *    groups, chunks splitting them) give each group's completions alone, with and
+ *    without the shared prefix and with turns, in fewer decode steps; a failing turn
+ *    empties every group's part. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +401,147 @@ static void check_turns(const char *name) {
     model_free(&m);
 }
 
+/* Four groups' parts: prompts of 5, 3, 9 and 1 ids, completions from index first. */
+#define NG 4
+static const int32_t gp0[] = {3, 17, 42, 8, 91}, gp1[] = {60, 5, 33}, gp2[] = {7, 7, 12, 90, 44, 2, 18, 65, 30},
+                     gp3[] = {81};
+static const int32_t *const g_prompt[NG] = {gp0, gp1, gp2, gp3};
+static const int g_np[NG] = {5, 3, 9, 1}, g_first[NG] = {0, 2, 0, 7}, g_n[NG] = {8, 5, 11, 1};
+
+/* Each group's part alone (gen_group_part, one chunk of 16) into ref[j], or all of them
+ * together (gen_groups) with o's chunk size; buffers made here. Returns the tokens
+ * (-1 on failure) and *steps the decode steps taken. */
+static long run_groups(Model *m, const GenOpts *o, int together, const GenTurns *t, Completion (*out)[16],
+                       long *steps) {
+    Generator g;
+    GrpoErr err;
+    GenOpts oo = *o;
+    if (!together) oo.chunk_size = 16;
+    if (gen_create(&g, m, &oo, 16, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    if (t) gen_set_turns(&g, t);
+    int maxc = o->max_completion_length;
+    GenGroup gr[NG];
+    for (int j = 0; j < NG; j++) {
+        for (int i = 0; i < g_n[j]; i++)
+            out[j][i] = (Completion){.ids = xmalloc(sizeof(int32_t) * maxc), .logp = xmalloc(sizeof(float) * maxc),
+                                     .mask = t ? xmalloc(maxc) : NULL};
+        gr[j] = (GenGroup){g_prompt[j], g_np[j], g_first[j], g_n[j], 500 + j, out[j]};
+    }
+    long n = 0;
+    if (together) n = gen_groups(&g, gr, NG);
+    for (int j = 0; j < NG && !together && n >= 0; j++) {
+        long k = gen_group_part(&g, gr[j].prompt, gr[j].n_prompt, gr[j].first, gr[j].n, gr[j].stream_id, gr[j].out);
+        n = k < 0 ? -1 : n + k;
+    }
+    *steps = g.steps;
+    gen_free(&g);
+    return n;
+}
+
+static int same_groups(Completion (*a)[16], Completion (*b)[16], int turns) {
+    for (int j = 0; j < NG; j++)
+        for (int i = 0; i < g_n[j]; i++) {
+            const Completion *x = &a[j][i], *y = &b[j][i];
+            if (x->n != y->n || x->stopped != y->stopped || x->n_turns != y->n_turns ||
+                memcmp(x->ids, y->ids, sizeof(int32_t) * x->n) || memcmp(x->logp, y->logp, sizeof(float) * x->n) ||
+                (turns && memcmp(x->mask, y->mask, x->n)))
+                return 0;
+        }
+    return 1;
+}
+
+static void free_groups(Completion (*c)[16]) {
+    for (int j = 0; j < NG; j++)
+        for (int i = 0; i < g_n[j]; i++) completion_free(&c[j][i]);
+}
+
+static void check_groups(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    GrpoErr err;
+    Model m;
+    if (model_load(&m, dir, &err)) {
+        T_CHECK(0, "%s", err.msg);
+        return;
+    }
+    GenOpts o;
+    gen_opts_default(&o);
+    o.seed = 4321;
+    o.max_completion_length = 10;
+    o.n_eos = 1;
+    o.eos_ids[0] = 2;
+    o.sampler.top_k = 50;
+    o.sampler.repetition_penalty = 1.1f;
+    Completion ref[NG][16], c[NG][16];
+    long ref_steps = 0, steps = 0, total = 0;
+    long n_ref = run_groups(&m, &o, 0, NULL, ref, &ref_steps);
+    for (int j = 0; j < NG; j++)
+        for (int i = 0; i < g_n[j]; i++) total += ref[j][i].n;
+    T_CHECK(n_ref == total && n_ref > 0, "%s: groups alone: %ld tokens generated, %ld in the completions", name, n_ref,
+            total);
+    /* group 1's part is its completions 2..6: the same as gen_group's 2..6 */
+    Generator g;
+    Completion whole[8];
+    o.chunk_size = 8;
+    CHECK(gen_create(&g, &m, &o, 16, &err) == 0);
+    gen_group(&g, gp1, 3, 8, 501, whole);
+    int part_ok = 1;
+    for (int i = 0; i < 5; i++)
+        part_ok &= whole[2 + i].n == ref[1][i].n && !memcmp(whole[2 + i].ids, ref[1][i].ids, sizeof(int32_t) * ref[1][i].n);
+    T_CHECK(part_ok, "%s: a group's part is its completions from first on", name);
+    for (int i = 0; i < 8; i++) completion_free(&whole[i]);
+    int per[3] = {gen_groups_per_chunk(&g, 1), gen_groups_per_chunk(&g, 3), gen_groups_per_chunk(&g, 9)};
+    T_CHECK(per[0] == 4 && per[1] == 2 && per[2] == 1, "%s: chunk 8 shared: groups per chunk of 1, 3, 9: %d %d %d",
+            name, per[0], per[1], per[2]);
+    gen_free(&g);
+    int chunks[] = {1, 3, 8, 13, 64};
+    for (int k = 0; k < 5; k++)
+        for (int share = 1; share >= 0; share--) {
+            o.chunk_size = chunks[k], o.share_prefix = share;
+            long n = run_groups(&m, &o, 1, NULL, c, &steps);
+            T_CHECK(n == n_ref && same_groups(ref, c, 0), "%s: groups together, chunk %d%s: differ from alone (%ld tokens)",
+                    name, chunks[k], share ? "" : " unshared", n);
+            if (chunks[k] == 64)
+                T_CHECK(steps <= o.max_completion_length && steps < ref_steps,
+                        "%s: 25 rows in one chunk%s: %ld decode steps (alone: %ld)", name, share ? "" : " unshared", steps,
+                        ref_steps);
+            free_groups(c);
+        }
+    o.share_prefix = 1;
+    free_groups(ref);
+    /* with turns: a chunk holds one group; each completion is the one it is alone */
+    o.max_completion_length = 24;
+    o.n_eos = 12;
+    for (int i = 0; i < 12; i++) o.eos_ids[i] = 2 + 3 * i;
+    FakeTool f = {0};
+    GenTurns t = {fake_turn_end, &f};
+    run_groups(&m, &o, 0, &t, ref, &ref_steps);
+    int turned = 0;
+    for (int j = 0; j < NG; j++)
+        for (int i = 0; i < g_n[j]; i++) turned += ref[j][i].n_turns > 0;
+    T_CHECK(turned >= 2, "%s: groups with turns: %d completions took turns", name, turned);
+    for (int k = 0; k < 3; k++) {
+        o.chunk_size = chunks[k + 1];
+        run_groups(&m, &o, 1, &t, c, &steps);
+        T_CHECK(same_groups(ref, c, 1), "%s: groups together with turns, chunk %d: differ from alone", name, chunks[k + 1]);
+        free_groups(c);
+    }
+    free_groups(ref);
+    /* a failing turn: -1 and every group's part left empty */
+    f = (FakeTool){.fail_at = 20};
+    o.chunk_size = 13;
+    long n = run_groups(&m, &o, 1, &t, c, &steps);
+    int empty = 1;
+    for (int j = 0; j < NG; j++)
+        for (int i = 0; i < g_n[j]; i++) empty &= c[j][i].n == 0 && c[j][i].n_turns == 0;
+    T_CHECK(n == -1 && empty, "%s: a failing turn among groups gives -1 (%ld), every part empty", name, n);
+    free_groups(c);
+    model_free(&m);
+}
+
 int main(void) {
     check_eos_union();
     check_turns("qwen2");
@@ -404,5 +549,7 @@ int main(void) {
     check("qwen2");
     check("llama");
     check("qwen3");
+    check_groups("qwen2");
+    check_groups("llama");
     return t_summary("test_generate");
 }

@@ -7,6 +7,9 @@
  *   chunk sizes 1, 3 and 64, share_prefix on and off, at temperature 1 with top_k,
  *   top_p, min_p and a repetition penalty on (the streams, contexts and draws of the
  *   rows are their own whatever shares a step).
+ * - Several groups decoded together (gen_groups: three prompts of 5, 3 and 1 ids, parts
+ *   of their groups): chunk 3 and 64, share_prefix on and off, each completion the one
+ *   its group gives alone, bit for bit, in fewer device steps at chunk 64.
  * - The sampler on the GPU's logits: each completion replayed a token a step on a
  *   GpuGen of one slot, the CPU's sampler_sample_logp on the logits that step leaves,
  *   with the completion's own stream (rng_mix(stream_id, i) of the seed): the same
@@ -123,6 +126,49 @@ static void check_chunking(Completion *ref) {
             free_all(c, G);
         }
     printf("  chunk sizes 1, 3, 64 x share_prefix on/off: the same ids, stops and log-probs bit for bit\n");
+}
+
+/* Three groups' parts (prompts of 5, 3 and 1 ids) decoded together on the device
+ * against each alone (gen_group_part, chunk 64): the same completions bit for bit. */
+static void check_groups(void) {
+    static const int32_t p2[3] = {60, 5, 33}, p3[1] = {81};
+    const int32_t *pr[3] = {prompt, p2, p3};
+    const int np[3] = {NP, 3, 1}, first[3] = {0, 1, 0}, n[3] = {3, 2, 4};
+    Completion ref[3][4], c[3][4];
+    long ref_steps = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        /* pass 0: each alone at chunk 64; then together at chunk 3 and 64, shared and not */
+        int chunk = pass == 0 || pass >= 3 ? 64 : 3, share = pass != 2 && pass != 4;
+        GenOpts o = gen_opts(chunk, share, 1.0, 1);
+        Generator g;
+        if (gen_create(&g, &m, &o, NP, &err)) {
+            T_CHECK(0, "gen_create: %s", err.msg);
+            return;
+        }
+        Completion(*out)[4] = pass == 0 ? ref : c;
+        GenGroup gr[3];
+        for (int j = 0; j < 3; j++) {
+            for (int i = 0; i < n[j]; i++)
+                out[j][i] = (Completion){.ids = xmalloc(4 * MAXC), .logp = xmalloc(4 * MAXC)};
+            gr[j] = (GenGroup){pr[j], np[j], first[j], n[j], stream_id + j, out[j]};
+        }
+        long made = 0;
+        for (int j = 0; j < 3 && pass == 0; j++) made += gen_groups(&g, &gr[j], 1);
+        if (pass > 0) made = gen_groups(&g, gr, 3);
+        T_CHECK(made > 0, "groups, pass %d: %ld (%s)", pass, made, g.err.msg);
+        if (pass == 0) ref_steps = g.steps;
+        int same = 1;
+        for (int j = 0; j < 3 && pass > 0; j++)
+            for (int i = 0; i < n[j]; i++) same &= same_completions1(&c[j][i], &ref[j][i]);
+        if (pass > 0) T_CHECK(same, "groups together, chunk %d, share_prefix %d: not each group's alone", chunk, share);
+        if (pass == 3)
+            T_CHECK(g.steps < ref_steps, "groups together at chunk 64: %ld device steps, alone %ld", g.steps, ref_steps);
+        gen_free(&g);
+        for (int j = 0; j < 3 && pass > 0; j++) free_all(c[j], n[j]);
+    }
+    for (int j = 0; j < 3; j++) free_all(ref[j], n[j]);
+    printf("  three groups' parts decoded together (chunk 3 and 64, share_prefix on/off): each group's alone, bit for "
+           "bit\n");
 }
 
 /* Multi-turn: a turn's ids decoded on the device as rows of their slot (chunk 1 plans
@@ -410,6 +456,8 @@ static void check_all(void) {
     Completion ref[G];
     check_chunking(ref);
     lap("chunking");
+    check_groups();
+    lap("groups");
     check_sampler_replay(ref);
     lap("sampler replay");
     free_all(ref, G);
