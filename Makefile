@@ -154,9 +154,9 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 # bench_grpo_step --lengths uniform cuts the rollout's completions to drawn lengths
-# where gen_group_part hands them over (bench/bench_grpo_step.c): its own wrapper,
+# where gen_groups hands them over (bench/bench_grpo_step.c): its own wrapper,
 # linked in place of the library's for the rollout's calls; the library is unchanged.
-$(BUILD)/bench/bench_grpo_step: LDFLAGS += -Wl,--wrap=gen_group_part
+$(BUILD)/bench/bench_grpo_step: LDFLAGS += -Wl,--wrap=gen_groups
 
 tests-bin: $(BUILD)/grpo $(TEST_BIN)
 

@@ -32,8 +32,8 @@
  * workload): completion i of a step is cut to L_i tokens, L_i = 16 + rng_mix(seed, i)
  * mod 113 (uniform over 16..128), seed 100 + w for warm-up step w and 1 for the timed
  * step — the peer's rule, so both sides train on the same lengths. The cut is made
- * where the rollout receives its completions: this program wraps gen_group_part at
- * link time (-Wl,--wrap=gen_group_part, the Makefile's line for it), lets the real one
+ * where the rollout receives its completions: this program wraps gen_groups at
+ * link time (-Wl,--wrap=gen_groups, the Makefile's line for it), lets the real one
  * decode all 128 tokens and then shortens each completion to its L_i, marking it
  * stopped, as an eos drawn at position L_i would have. Why there: the model has no
  * seam that makes a random-weight model stop at a chosen position, and the peer too
@@ -197,21 +197,22 @@ static int drawn_length(uint64_t seed, int i) {
     return MIN_COMPLETION + (int)(rng_mix(seed, (uint64_t)i) % (COMPLETION_TOKENS - MIN_COMPLETION + 1));
 }
 
-long __real_gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
-                           Completion *out);
+long __real_gen_groups(Generator *g, const GenGroup *groups, int n_groups);
 
-/* The rollout's gen_group_part (linked with --wrap): the real one's completions, each
- * then cut to its drawn length with --lengths uniform. Returns the real one's count:
- * the tokens decoded. */
-long __wrap_gen_group_part(Generator *g, const int32_t *prompt, int n_prompt, int first, int G, uint64_t stream_id,
-                           Completion *out) {
-    long n = __real_gen_group_part(g, prompt, n_prompt, first, G, stream_id, out);
+/* The rollout's gen_groups (linked with --wrap): the real one's completions, each
+ * then cut to its drawn length with --lengths uniform (a group's part at a time, in
+ * the order drawn). Returns the real one's count: the tokens decoded. */
+long __wrap_gen_groups(Generator *g, const GenGroup *groups, int n_groups) {
+    long n = __real_gen_groups(g, groups, n_groups);
     if (n < 0 || !lengths.uniform) return n;
-    uint64_t seed = lengths.groups < lengths.warmup ? 100 + (uint64_t)lengths.groups : 1; /* the peer's seeds */
-    lengths.groups++;
-    for (int i = 0; i < G; i++) {
-        int L = drawn_length(seed, first + i);
-        if (out[i].n > L) out[i].n = L, out[i].stopped = 1;
+    for (int j = 0; j < n_groups; j++) {
+        uint64_t seed = lengths.groups < lengths.warmup ? 100 + (uint64_t)lengths.groups : 1; /* the peer's seeds */
+        lengths.groups++;
+        for (int i = 0; i < groups[j].n; i++) {
+            Completion *c = &groups[j].out[i];
+            int L = drawn_length(seed, groups[j].first + i);
+            if (c->n > L) c->n = L, c->stopped = 1;
+        }
     }
     return n;
 }

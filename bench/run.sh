@@ -203,7 +203,7 @@ generate_bench() {
             ratio = (g != "" && t != "" && t > 0) ? sprintf("%.2fx", g / t) : "-"
             rb = (g != "" && tb != "" && tb > 0) ? sprintf("%.2fx", g / tb) : "-"
             mark = tgt == 0 ? "-" : sprintf(">= %.1fx %s", tgt, ratio == "-" ? "" : (g / t >= tgt ? "met" : "MISSED"))
-            printf "  %-11s %5s %12s %12s %7s  %-16s %14s %7s %14s  %-22s %s\n", p[1], p[3] > 1 ? p[3] "x" p[2] : p[2], g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
+            printf "  %-11s %5s %12s %12s %7s  %-16s %14s %7s %14s  %-22s %s\n", p[1], (p[3] > 1 ? p[3] "x" p[2] : p[2]), g == "" ? "-" : g, t == "" ? "-" : t, ratio, mark,
                    tb == "" ? "-" : tb, rb, ta == "" ? "-" : ta, h == "" ? "-" : sprintf("%s (%.2fx)", h, h / g),
                    mx == "" ? "-" : sprintf("%s (%s)", mx, (tb != "" && tb > 0) ? sprintf("%.2fx%s", mx / tb,
                    tmx == 0 ? "" : sprintf(", >= %.1fx %s", tmx, mx / tb >= tmx ? "met" : "MISSED")) : "-")
