@@ -30,6 +30,16 @@
 #define G 8
 #define NP 5
 
+/* tests/fixtures/<name> into m; 0, or -1 after a failed check. */
+static int load_fixture(const char *name, Model *m) {
+    char dir[128];
+    GrpoErr err;
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
+    if (!model_load(m, dir, &err)) return 0;
+    T_CHECK(0, "%s", err.msg);
+    return -1;
+}
+
 static void run(Model *m, const GenOpts *o, const int32_t *prompt, uint64_t stream, Completion *out) {
     Generator g;
     GrpoErr err;
@@ -121,14 +131,9 @@ static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt
 }
 
 static void check(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
     GrpoErr err;
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (load_fixture(name, &m)) return;
     int32_t prompt[NP] = {3, 17, 42, 8, 91};
     GenOpts o;
     gen_opts_default(&o);
@@ -310,14 +315,8 @@ static int same_turns(const Completion *a, const Completion *b) {
 }
 
 static void check_turns(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    GrpoErr err;
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (load_fixture(name, &m)) return;
     int32_t prompt[NP] = {3, 17, 42, 8, 91};
     GenOpts o;
     gen_opts_default(&o);
@@ -459,14 +458,9 @@ static void free_groups(Completion (*c)[16]) {
 }
 
 static void check_groups(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
     GrpoErr err;
     Model m;
-    if (model_load(&m, dir, &err)) {
-        T_CHECK(0, "%s", err.msg);
-        return;
-    }
+    if (load_fixture(name, &m)) return;
     GenOpts o;
     gen_opts_default(&o);
     o.seed = 4321;
