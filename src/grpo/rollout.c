@@ -33,7 +33,7 @@ void rollout_free(Rollout *r) {
 /* A rollout with the run's sizes: n = the generation batch, G, F reward functions,
  * rows of max_completion_length. */
 static Rollout *rollout_new(const GrpoTrainer *t) {
-    int n = t->gen_batch, F = t->src.rewards.n_funcs, F1 = F ? F : 1, B = t->c.train.per_device_train_batch_size;
+    int n = t->gen_batch, F = t->src.rewards.n_funcs, F1 = F ? F : 1;
     Rollout *r = xcalloc(1, sizeof *r);
     rollout_groups_init(&r->g, n, t->c.num_generations, F, t->c.gen.max_completion_length, t->src.tools.proc != NULL,
                         t->src.env.proc != NULL);
@@ -41,7 +41,7 @@ static Rollout *rollout_new(const GrpoTrainer *t) {
     r->adv = xmalloc(sizeof(double) * n);
     r->order = xmalloc(sizeof(int) * n);
     r->fmean = xmalloc(sizeof(double) * F1), r->fstd = xmalloc(sizeof(double) * F1);
-    r->seqs = xmalloc(sizeof(CompletionRef) * B);
+    r->seqs = xmalloc(sizeof(CompletionRef) * train_model_logprobs_cap(t->tm, TRAIN_REFERENCE)); /* >= B */
     return r;
 }
 
@@ -84,19 +84,21 @@ float **rollout_ref_rows(Rollout *r) {
 }
 
 /* Log-probs of every completion of r under the policy or the reference: this
- * process's range of them, in micro-batches of the training size; then every
- * process has all of them. */
+ * process's range of them, as many a forward as the trainable model takes (the
+ * policy's: micro-batches of the training size; the reference's: as many as fit the
+ * plan's tokens); then every process has all of them. */
 static float **all_logprobs(GrpoTrainer *t, TrainWhich which, Rollout *r) {
-    int B = t->c.train.per_device_train_batch_size, lo, hi;
+    int cap = train_model_logprobs_cap(t->tm, which), lo, hi;
     RolloutGroups *g = &r->g;
     float **out = which == TRAIN_POLICY ? rollout_old_rows(r) : rollout_ref_rows(r);
     train_world_range(t->world, g->n, &lo, &hi);
     CompletionRef *seqs = r->seqs;
-    for (int k0 = lo; k0 < hi; k0 += B) {
-        int S = hi - k0 < B ? hi - k0 : B;
-        for (int i = 0; i < S; i++) seqs[i] = (CompletionRef){r, k0 + i};
+    for (int k0 = lo, S = 0; k0 < hi; k0 += S) {
+        int n = hi - k0 < cap ? hi - k0 : cap;
+        for (int i = 0; i < n; i++) seqs[i] = (CompletionRef){r, k0 + i};
         TrainBatch b;
-        micro_batch_of(&t->ms, seqs, S, &b, 1.0f / t->c.gen.sampler.temperature);
+        micro_batch_of(&t->ms, seqs, n, &b, 1.0f / t->c.gen.sampler.temperature);
+        b.S = S = train_model_logprobs_fit(t->tm, which, b.seqs, n);
         train_model_logprobs(t->tm, which, &b, t->ms.logp, NULL);
         for (int i = 0; i < S; i++) {
             int c = k0 + i;

@@ -87,7 +87,8 @@ static int trainer_setup(GrpoTrainer *t, const TrainConfig *c, GrpoErr *err) {
         return -1;
     int B = c->train.per_device_train_batch_size, L = c->gen.max_completion_length;
     if (train_model_plan(t->tm, B, t->src.sess.longest + L, "max_completion_length", err)) return -1;
-    micro_scratch_init(&t->ms, B, B * L);
+    /* a micro-batch's completions, or as many as a reference forward takes (up to the plan's tokens) */
+    micro_scratch_init(&t->ms, train_model_logprobs_cap(t->tm, TRAIN_REFERENCE), B * (t->src.sess.longest + L));
     return rollout_source_start(&t->src, t->tm, err);
 }
 

@@ -43,13 +43,14 @@ typedef struct Rollout {
     float *old_buf, *ref_buf; /* [n][maxc], made when first recorded */
     double *isw_buf;       /* [n][maxc] */
     double *fmean, *fstd;  /* [F] the reward functions' means and deviations (add_metrics) */
-    CompletionRef *seqs;   /* [per_device_train_batch_size] the micro-batch of recorded log-probs */
+    CompletionRef *seqs;   /* [train_model_logprobs_cap's] a forward of recorded log-probs */
     struct Rollout *next;  /* the trainer's next spare rollout */
 } Rollout;
 
 
-/* A micro-batch's buffers, sized once for per_device_train_batch_size completions
- * of up to max_completion_length tokens. */
+/* A micro-batch's buffers, sized once for the most completions one forward takes
+ * (per_device_train_batch_size, or a reference forward's: train_model_logprobs_cap)
+ * and the plan's tokens. */
 typedef struct {
     BatchSeq *seqs;        /* [B] */
     uint64_t *ids;         /* [B] */

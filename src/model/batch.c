@@ -79,22 +79,43 @@ void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
 
 /* Sequence i shares with the earlier whole sequence j that begins most like it, up
  * to the row predicting its first target (which it keeps, as its first row). */
+/* Sequence i's longest common start with an earlier sequence not itself shortened,
+ * up to the row before its first target: pb->skip[i] tokens of sequence pb->from[i]
+ * (0 and -1: none). */
+static void find_skip(PaddedBatch *pb, const BatchSeq *seqs, int i) {
+    const BatchSeq *q = &seqs[i];
+    int most = q->first_target - 1; /* rows up to the first predicting one */
+    pb->skip[i] = 0, pb->from[i] = -1;
+    for (int j = 0; j < i && most > 0; j++) {
+        if (pb->skip[j]) continue;
+        int lim = seqs[j].na + seqs[j].nb < most ? seqs[j].na + seqs[j].nb : most, k = 0;
+        while (k < lim && token(q, k) == token(&seqs[j], k)) k++;
+        if (k > pb->skip[i]) pb->skip[i] = k, pb->from[i] = j;
+    }
+}
+
 void padded_batch_fill_shared(PaddedBatch *pb, const BatchSeq *seqs, int S) {
     CHECK(pb->packed && S >= 1 && S <= pb->cap_seqs);
     pb->shared = 0;
     for (int i = 0; i < S; i++) {
-        const BatchSeq *q = &seqs[i];
-        int most = q->first_target - 1; /* rows up to the first predicting one */
-        pb->skip[i] = 0, pb->from[i] = -1;
-        for (int j = 0; j < i && most > 0; j++) {
-            if (pb->skip[j]) continue;
-            int lim = seqs[j].na + seqs[j].nb < most ? seqs[j].na + seqs[j].nb : most, k = 0;
-            while (k < lim && token(q, k) == token(&seqs[j], k)) k++;
-            if (k > pb->skip[i]) pb->skip[i] = k, pb->from[i] = j;
-        }
+        find_skip(pb, seqs, i);
         pb->shared |= pb->skip[i] > 0;
     }
     lay_out(pb, seqs, S, pb->shared ? pb->skip : NULL);
+}
+
+int padded_batch_shared_fit(PaddedBatch *pb, const BatchSeq *seqs, int n) {
+    CHECK(pb->packed && n >= 1);
+    long rows = 0;
+    int S = 0;
+    for (; S < n && S < pb->cap_seqs; S++) {
+        find_skip(pb, seqs, S);
+        long own = seqs[S].na + seqs[S].nb - pb->skip[S];
+        if (rows + own > pb->cap_tokens) break;
+        rows += own;
+    }
+    CHECK(S >= 1); /* a sequence alone fits the reservation */
+    return S;
 }
 
 void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed) {

@@ -62,6 +62,11 @@ void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S);
  * other shape; model_forward_shared) for fewer rows: 4 completions of 128 tokens
  * after a 64-token prompt are 579 rows instead of 768. */
 void padded_batch_fill_shared(PaddedBatch *pb, const BatchSeq *seqs, int S);
+/* How many of seqs[0 .. n-1], from the first, padded_batch_fill_shared lays out
+ * within pb's reservation (at least one, which must fit: CHECK): a group's
+ * completions after the first cost their own rows only, so more of them fit than
+ * whole sequences would. */
+int padded_batch_shared_fit(PaddedBatch *pb, const BatchSeq *seqs, int n);
 /* padded_batch_reserve for exactly this batch, then padded_batch_fill. */
 void padded_batch_build(PaddedBatch *pb, const BatchSeq *seqs, int S, int packed);
 /* Frees what pb owns and zeroes it. Safe on a zeroed PaddedBatch. */

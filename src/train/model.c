@@ -153,7 +153,9 @@ int train_model_plan(TrainModel *tm, int max_seqs, int max_len, const char *leng
     adamw_init(&tm->opt, P);
     tm->decay_mask = xmalloc(P ? P : 1);
     adamw_decay_mask_build(tm->decay_mask, tm->table);
-    padded_batch_reserve(&tm->pb, max_seqs, (int)tokens, 1); /* packed: a micro-batch costs its real tokens */
+    /* packed: a micro-batch costs its real tokens; on the CPU the reference's forwards take as many sequences
+     * as their shared layout fits in those tokens (train_model_logprobs_fit), each at least a row */
+    padded_batch_reserve(&tm->pb, tm->gpu ? max_seqs : (int)tokens, (int)tokens, 1);
     tm->keys = xmalloc(sizeof(uint64_t) * max_seqs);
     if (tm->gpu) /* the host keeps the gradient's staging, the model's halves and AdamW's copy for checkpoints */
         return train_gpu_plan(tm->gpu, m, tm->ref_kind == REF_MODEL ? &tm->ref : NULL, tm->ref_kind == REF_BASE,
@@ -267,6 +269,17 @@ static void prepare(TrainModel *tm, const TrainBatch *b, int training, int share
     if (training && b->ids)
         for (int i = 0; i < b->S; i++)
             tm->keys[i] = rng_mix(rng_mix(0x64726f70u /* "drop" */, (uint64_t)tm->step), b->ids[i]);
+}
+
+int train_model_logprobs_cap(const TrainModel *tm, TrainWhich which) {
+    CHECK(tm->max_seqs >= 1); /* planned */
+    return which == TRAIN_REFERENCE && !tm->gpu ? tm->pb.cap_seqs : tm->max_seqs;
+}
+
+int train_model_logprobs_fit(TrainModel *tm, TrainWhich which, const BatchSeq *seqs, int n) {
+    CHECK(n >= 1 && n <= train_model_logprobs_cap(tm, which));
+    if (which == TRAIN_REFERENCE && !tm->gpu) return padded_batch_shared_fit(&tm->pb, seqs, n);
+    return n;
 }
 
 void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy) {

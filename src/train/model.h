@@ -88,16 +88,28 @@ typedef enum { TRAIN_POLICY, TRAIN_REFERENCE } TrainWhich;
 
 /* A batch for a pass: sequences and their targets (model/batch.h). */
 typedef struct {
-    const BatchSeq *seqs;   /* [S], S <= the planned max_seqs */
+    const BatchSeq *seqs;   /* [S], S <= the planned max_seqs (train_model_logprobs: train_model_logprobs_fit's) */
     int S;
     const uint64_t *ids;    /* [S] each sequence's identity: a training pass's adapter-dropout masks are drawn
                                from (step, id), whichever micro-batch holds the sequence */
     float inv_temperature;  /* log-probs of softmax(logits * inv_temperature) */
 } TrainBatch;
 
+/* The most sequences one train_model_logprobs(which) call may take: on the CPU the
+ * reference's, as many as can fit the plan's tokens (see below); else the planned
+ * max_seqs, as a training pass. */
+int train_model_logprobs_cap(const TrainModel *tm, TrainWhich which);
+/* How many of seqs[0 .. n-1] (1 <= n <= that cap), from the first, one
+ * train_model_logprobs(which) call takes: on the CPU the reference's as many as its
+ * layout fits in the plan's tokens, a sequence beginning as an earlier one of the
+ * call (a group's completions after their prompt) costing its own rows only — at
+ * Qwen2-0.5B's plan of 4 x 192 tokens, 5 completions of 128 behind a 64-token prompt
+ * where the micro-batch holds 4; with shorter completions more — at least one; else n
+ * (the policy's log-probs keep the training pass's micro-batches). */
+int train_model_logprobs_fit(TrainModel *tm, TrainWhich which, const BatchSeq *seqs, int n);
 /* Log-probs logp[offsets[S]] of the batch's targets, sequence by sequence (CSR,
  * model/batch.h), and entropies (or NULL), under the policy or the reference; no
- * backward follows. */
+ * backward follows. S: at most train_model_logprobs_fit's. */
 void train_model_logprobs(TrainModel *tm, TrainWhich which, const TrainBatch *b, float *logp, float *entropy);
 /* A training pass's forward under the policy (adapter dropout on): log-probs and
  * entropies as above. With grad (a token-local objective's gradient, by CSR index;

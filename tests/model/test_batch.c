@@ -7,7 +7,8 @@
  * bit-identical to the two passes. Packed batches (no padding): their layout by
  * hand, and log-probs, entropies and every gradient equal to the padded batch's on
  * sequences of spread lengths, and split into micro-batches of 2 and 4. Shared
- * starts (padded_batch_fill_shared): the layout by hand, and a group's log-probs
+ * starts (padded_batch_fill_shared): the layout by hand, how many sequences fit a
+ * reservation (padded_batch_shared_fit), and a group's log-probs
  * and entropies with its prompt computed once equal to each sequence laid out whole.
  *
  * Tolerance: batched against alone differ only by GEMM shapes (fp32 summation
@@ -356,6 +357,17 @@ static void test_shared_layout(void) {
     padded_batch_fill(&pb, seqs, 5);
     T_CHECK(!pb.shared && pb.N == 30, "padded_batch_fill does not share: N %d", pb.N);
     padded_batch_free(&pb);
+    /* how many fit a reservation: their own rows 7, 3, 3, 5, 2 (whole: 7, 6, 5, 6, 6) */
+    static const int caps[][3] = {{5, 40, 5}, {5, 20, 5}, {5, 19, 4}, {5, 13, 3}, {5, 12, 2}, {5, 9, 1}, {2, 40, 2}};
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+        padded_batch_reserve(&pb, caps[k][0], caps[k][1], 1);
+        int S = padded_batch_shared_fit(&pb, seqs, 5);
+        padded_batch_fill_shared(&pb, seqs, S);
+        T_CHECK(S == caps[k][2] && pb.N <= caps[k][1], "%d sequences, %d tokens reserved: %d fit (want %d), N %d", caps[k][0],
+                caps[k][1], S, caps[k][2], pb.N);
+        T_CHECK(padded_batch_shared_fit(&pb, seqs, 1) == 1, "one sequence fits");
+        padded_batch_free(&pb);
+    }
 }
 
 /* A group's completions after one prompt (and a sequence apart, one sharing part of
