@@ -77,8 +77,6 @@ void padded_batch_fill(PaddedBatch *pb, const BatchSeq *seqs, int S) {
     lay_out(pb, seqs, S, NULL);
 }
 
-/* Sequence i shares with the earlier whole sequence j that begins most like it, up
- * to the row predicting its first target (which it keeps, as its first row). */
 /* Sequence i's longest common start with an earlier sequence not itself shortened,
  * up to the row before its first target: pb->skip[i] tokens of sequence pb->from[i]
  * (0 and -1: none). */

@@ -130,19 +130,25 @@ static int tokens_follow_model(Model *m, const GenOpts *o, const int32_t *prompt
     return ok;
 }
 
-static void check(const char *name) {
-    GrpoErr err;
-    Model m;
-    if (load_fixture(name, &m)) return;
-    int32_t prompt[NP] = {3, 17, 42, 8, 91};
+/* The checks' sampling: seed, up to 10 tokens, eos id 2, top_k 50, repetition penalty 1.1. */
+static GenOpts sampled_opts(uint64_t seed) {
     GenOpts o;
     gen_opts_default(&o);
-    o.seed = 1234;
+    o.seed = seed;
     o.max_completion_length = 10;
     o.n_eos = 1;
     o.eos_ids[0] = 2;
     o.sampler.top_k = 50;
     o.sampler.repetition_penalty = 1.1f;
+    return o;
+}
+
+static void check(const char *name) {
+    GrpoErr err;
+    Model m;
+    if (load_fixture(name, &m)) return;
+    int32_t prompt[NP] = {3, 17, 42, 8, 91};
+    GenOpts o = sampled_opts(1234);
     Completion ref[G], c[G];
     o.chunk_size = G;
     run(&m, &o, prompt, 77, ref);
@@ -461,14 +467,7 @@ static void check_groups(const char *name) {
     GrpoErr err;
     Model m;
     if (load_fixture(name, &m)) return;
-    GenOpts o;
-    gen_opts_default(&o);
-    o.seed = 4321;
-    o.max_completion_length = 10;
-    o.n_eos = 1;
-    o.eos_ids[0] = 2;
-    o.sampler.top_k = 50;
-    o.sampler.repetition_penalty = 1.1f;
+    GenOpts o = sampled_opts(4321);
     Completion ref[NG][16], c[NG][16];
     long ref_steps = 0, steps = 0, total = 0;
     long n_ref = run_groups(&m, &o, 0, NULL, ref, &ref_steps);
