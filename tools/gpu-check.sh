@@ -32,7 +32,8 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu-check.log") 2>&1
 # NAME:CAP (seconds at most for the section; none: what is left). bench comes last and takes
 # what the checks left (all its lines at full size want about 480 s: a session whose
-# checks passed before runs GPU_CHECK_SECTIONS=bench alone)
+# checks passed before runs GPU_CHECK_SECTIONS="memory:150 bench": the memory targets,
+# not in this list, then the benchmark)
 SECTIONS=${GPU_CHECK_SECTIONS:-"tests:100 score_generate:40 splits:35 trl_step:35 demo:60 hf_load:40 sanitizers:60 bench"}
 status=0
 echo "== GPU"
