@@ -56,10 +56,13 @@
  * ahead of its use. Weights past the matrix's end are prefetched too: harmless, a
  * prefetch does not fault. With the hardware's prefetch alone, decoding 8 rows read
  * its weights at about 20 GB/s on a 2-core Zen 5 that reads 50-60 GB/s; with this,
- * about 30. */
+ * about 30. Into L2 (T1), not L1: a block is 21 KB at 896 inputs and 12 rows, two of
+ * them more than a Zen 4's 32 KB L1, and L1 prefetches wait on its few miss buffers;
+ * on a 2-core Zen 4 (30-50 GB/s) 8 rows' bf16 products read 10-14 GB/s with T0 and
+ * 22-26 with T1, fp32 weights 15 and 21-27, 32 rows (compute-bound) alike. */
 #define PREFETCH_NEXT(next, R, c)                                                             \
     _Pragma("GCC unroll 16") for (int j = 0; j < R; j++)                                       \
-        _mm_prefetch((const char *)(next) + ((size_t)(c) * R + j) * 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(next) + ((size_t)(c) * R + j) * 64, _MM_HINT_T1);
 
 #define KERNEL(NAME, VT, LANES, NV, R, ZERO, LOAD, SET1, FMA, STORE)                          \
     static void NAME(float *t, int ldt, const float *xT, const void *Wv, int I, int o0) {       \
