@@ -83,6 +83,16 @@ int main(void) {
             T_CHECK(invariant, "I=%d O=%d N=%d: a row's result depends on the batch", I, O, N);
             T_CHECK(accurate, "I=%d O=%d N=%d: differs from the double-precision product", I, O, N);
             T_CHECK(chain, "I=%d O=%d N=%d: not the bits of the sequential fmaf chain", I, O, N);
+            /* without a bias (most products): the chain alone, transposed out of the tile */
+            matmul_forward_rowwise(y, x, W, NULL, N, I, O);
+            int plain = 1;
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < O; o++) {
+                    float c = 0;
+                    for (int k = 0; k < I; k++) c = fmaf(W[(size_t)o * I + k], x[(size_t)n * I + k], c);
+                    plain &= y[(size_t)n * O + o] == c;
+                }
+            T_CHECK(plain, "I=%d O=%d N=%d: without a bias, not the bits of the sequential fmaf chain", I, O, N);
             uint16_t *W16 = malloc(sizeof(uint16_t) * O * I);
             float *Wr = malloc(sizeof(float) * O * I), *y16 = malloc(sizeof(float) * N * O);
             for (int i = 0; i < O * I; i++) {
