@@ -393,10 +393,12 @@ static void tile_store(float *out, int O, const float *t, int ldt, int nr, int c
     for (int r = 0; r < r16; r += 16)
         for (int q = 0; q < q16; q += 16) {
             __m512 v[16];
-            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps(t + (size_t)(q + i) * ldt + r);
+            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++)
+                v[i] = _mm512_loadu_ps(t + (size_t)(q + i) * ldt + r);
             transpose16(v);
             __m512 b = bias ? _mm512_loadu_ps(bias + q) : _mm512_setzero_ps();
-            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) _mm512_storeu_ps(out + (size_t)(r + i) * O + q, _mm512_add_ps(v[i], b));
+            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++)
+                _mm512_storeu_ps(out + (size_t)(r + i) * O + q, _mm512_add_ps(v[i], b));
         }
 #endif
     tile_store_scalar(out, O, t, ldt, 0, r16, q16, c, bias);  /* the columns past the blocks */
