@@ -10,8 +10,9 @@ STDERR: the run's stderr, whose "memory plan" line on a GPU reads
   activations A (...); on the host: ...[, generation on the GPU G (...)]
 (train/model.c train_model_describe, train/model_gpu.c train_gpu_describe, rollout/
 source.c rollout_source_describe). SMI_CSV: lines "used, total" in MiB. Prints the
-figures (the plan line itself is run_step.sh's ran_on_gpu's to print) and "met" or "missed"; exits 1 when the run failed (RC not 0) or, outside a dry
-run, the plan has no device figures or nvidia-smi read nothing. A miss exits 0.
+figures (the plan line itself is run_step.sh's ran_on_gpu's to print) and "met" or
+"missed"; exits 1 when the run failed (RC not 0) or, outside a dry run, the plan has no
+device figures or nvidia-smi read nothing. A miss exits 0.
 """
 import argparse
 import re
@@ -24,8 +25,7 @@ def device_plan(line):
     if not m:
         return None
     parts = {"free at start": int(m.group(2))}
-    for key, value in re.findall(r"(AdamW|reference|activations) (\d+)",
-                                 m.group(3)):
+    for key, value in re.findall(r"(AdamW|reference|activations) (\d+)", m.group(3)):
         parts["weights and AdamW" if "AdamW" in key else key] = int(value)
     g = re.search(r"generation on the GPU (\d+)", line)
     if g:

@@ -50,7 +50,13 @@ def main():
     if len(sys.argv) != 9:
         sys.exit(__doc__.strip().splitlines()[3].strip())
     d = sys.argv[1]
-    C, L, H, KV, F, V, tied = map(int, sys.argv[2:])
+    try:
+        C, L, H, KV, F, V, tied = map(int, sys.argv[2:])
+    except ValueError:
+        sys.exit(f"sparse_model.py: the widths must be whole numbers, got {sys.argv[2:]!r}")
+    if min(C, L, H, KV, F, V) < 1 or C % H or H % KV or tied not in (0, 1):
+        sys.exit(f"sparse_model.py: expected positive widths, HIDDEN a multiple of HEADS, HEADS of KV_HEADS "
+                 f"and TIED 0 or 1, got {sys.argv[2:]!r}")
     os.makedirs(d, exist_ok=True)
     json.dump({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": C,
                "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H,
