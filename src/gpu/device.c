@@ -59,6 +59,9 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_LORA_DECODE_UP] = "lora_decode_up",
     /* sync_ref_model on the device (train/model_gpu.c) */
     [GPU_K_MIX_REFERENCE] = "mix_reference",
+    /* a frozen LM head's shortcut (gpu/logprob.h) */
+    [GPU_K_LOGPROB_CHUNK_PROBS] = "logprob_chunk_probs",
+    [GPU_K_LOGPROB_BACKWARD_FROZEN] = "logprob_backward_frozen",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

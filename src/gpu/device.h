@@ -67,6 +67,9 @@ typedef enum {
     GPU_K_LORA_DECODE_UP,
     /* sync_ref_model on the device (train/model_gpu.c): the reference mixed with the policy */
     GPU_K_MIX_REFERENCE,
+    /* a frozen LM head's shortcut (gpu/logprob.h: gpu_logprob_forward's pw, gpu_logprob_backward_frozen) */
+    GPU_K_LOGPROB_CHUNK_PROBS,
+    GPU_K_LOGPROB_BACKWARD_FROZEN,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -1,8 +1,7 @@
 /* gpu/head_pass.c — see head_pass.h: the final norm and gpu/logprob.h's chunked head, forward
- * and backward, with what the backward reads kept from the forward. Adds no kernel; the
- * same calls in the same order as each training pass made them before it was shared, so
- * both passes' results are unchanged to the bit. Not here: the layers, the embedding, the
- * gradient's write-or-add bookkeeping (the caller's: it says so through GpuHeadGrads). */
+ * and backward, with what the backward reads kept from the forward (a frozen head's: pw too).
+ * Adds no kernel. Not here: the layers, the embedding, the gradient's write-or-add
+ * bookkeeping (the caller's: it says so through GpuHeadGrads). */
 #include "gpu/head_pass.h"
 
 #include <stdlib.h>
@@ -10,7 +9,8 @@
 
 #include "gpu/ops.h"
 
-int gpu_head_pass_create(GpuDevice *d, GpuHeadPass *h, int max_tokens, int C, int V, int chunk_rows, GrpoErr *err) {
+int gpu_head_pass_create(GpuDevice *d, GpuHeadPass *h, int max_tokens, int C, int V, int chunk_rows, int frozen,
+                         GrpoErr *err) {
     memset(h, 0, sizeof *h);
     if (max_tokens < 1 || C < 1)
         return err_set(err, "GPU head pass: max_tokens %d, C %d (expected at least 1 each)", max_tokens, C);
@@ -21,6 +21,7 @@ int gpu_head_pass_create(GpuDevice *d, GpuHeadPass *h, int max_tokens, int C, in
         gpu_alloc(d, &h->dhf, 4 * NC, err) || gpu_alloc(d, &h->logprob, 4 * N, err) ||
         gpu_alloc(d, &h->entropy, 4 * N, err) || gpu_alloc(d, &h->lse, 4 * N, err) ||
         gpu_alloc(d, &h->dlogprob, 4 * N, err) || gpu_alloc(d, &h->dentropy, 4 * N, err) ||
+        (frozen && gpu_alloc(d, &h->pw, 4 * NC, err)) ||
         gpu_logprob_scratch_init(d, &h->chunk, chunk_rows, max_tokens, C, V, err)) {
         gpu_head_pass_free(d, h);
         return -1;
@@ -29,7 +30,8 @@ int gpu_head_pass_create(GpuDevice *d, GpuHeadPass *h, int max_tokens, int C, in
 }
 
 void gpu_head_pass_free(GpuDevice *d, GpuHeadPass *h) {
-    CUdeviceptr *all[] = {&h->hf, &h->rstdf, &h->dhf, &h->logprob, &h->entropy, &h->lse, &h->dlogprob, &h->dentropy};
+    CUdeviceptr *all[] = {&h->hf,       &h->rstdf,    &h->dhf,      &h->logprob, &h->entropy,
+                          &h->lse,      &h->dlogprob, &h->dentropy, &h->pw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
@@ -44,29 +46,42 @@ int gpu_head_pass_forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float
     if (N < 0 || N > h->max_tokens)
         return err_set(err, "GPU head pass: %d rows (expected 0 to max_tokens %d)", N, h->max_tokens);
     h->inv_temp = inv_temp;
+    h->pw_valid = 0;
     memcpy(h->targets, targets, sizeof(int32_t) * (size_t)N);
     size_t bytes = sizeof(float) * (size_t)N;
     if (gpu_rmsnorm_forward(d, h->hf, h->rstdf, x, g->norm, N, g->C, g->C, g->C, g->eps, err) ||
-        gpu_logprob_forward(d, h->logprob, entropy ? h->entropy : 0, h->lse, h->hf, g->head, h->targets, N, inv_temp,
-                            &h->chunk, err) ||
+        gpu_logprob_forward(d, h->logprob, entropy ? h->entropy : 0, h->lse, h->pw, h->hf, g->head, h->targets, N,
+                            inv_temp, &h->chunk, err) ||
         gpu_sync(d, err) || gpu_get(d, logprob, h->logprob, bytes, err) ||
         (entropy && gpu_get(d, entropy, h->entropy, bytes, err)))
         return -1;
+    h->pw_valid = h->pw != 0;
     return 0;
+}
+
+/* The head's part of the backward into dhf (zeroed first): the frozen head's shortcut where
+ * the CPU's model_backward takes it (no weight gradient, pw kept, no entropy gradient),
+ * else the logits recomputed a chunk at a time. */
+static int head_backward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, const GpuHeadGrads *grads,
+                         const float *dentropy, int N, GrpoErr *err) {
+    if (gpu_zero(d, h->dhf, 4 * (size_t)N * g->C, err)) return -1;
+    if (!grads && h->pw_valid && !dentropy)
+        return gpu_logprob_backward_frozen(d, h->dhf, h->dlogprob, h->pw, g->head, h->targets, N, h->inv_temp,
+                                           &h->chunk, err);
+    if (dentropy && gpu_put(d, h->dentropy, dentropy, sizeof(float) * (size_t)N, err)) return -1;
+    return gpu_logprob_backward(d, h->dhf, grads ? grads->head : 0, h->dlogprob, dentropy ? h->dentropy : 0, h->hf,
+                                g->head, h->targets, h->lse, N, h->inv_temp, &h->chunk, grads ? grads->write_head : 0,
+                                err);
 }
 
 int gpu_head_pass_backward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, CUdeviceptr dx, const GpuHeadGrads *grads,
                            const float *dlogprob, const float *dentropy, CUdeviceptr x, int N, GrpoErr *err) {
     int C = g->C;
-    size_t NC = (size_t)N * C;
     /* a frozen head and norm (grads NULL): no weight gradient formed, the input gradients only */
-    CUdeviceptr dw_head = grads ? grads->head : 0, dw_norm = grads ? grads->norm : 0;
-    int write_head = grads ? grads->write_head : 0, write_norm = grads ? grads->write_norm : 0;
-    return gpu_put(d, h->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) || gpu_zero(d, h->dhf, 4 * NC, err) ||
-                   (dentropy && gpu_put(d, h->dentropy, dentropy, sizeof(float) * (size_t)N, err)) ||
-                   gpu_logprob_backward(d, h->dhf, dw_head, h->dlogprob, dentropy ? h->dentropy : 0, h->hf, g->head,
-                                        h->targets, h->lse, N, h->inv_temp, &h->chunk, write_head, err) ||
-                   gpu_zero(d, dx, 4 * NC, err) ||
+    CUdeviceptr dw_norm = grads ? grads->norm : 0;
+    int write_norm = grads ? grads->write_norm : 0;
+    return gpu_put(d, h->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) ||
+                   head_backward(d, g, h, grads, dentropy, N, err) || gpu_zero(d, dx, 4 * (size_t)N * C, err) ||
                    gpu_rmsnorm_backward(d, dx, dw_norm, h->dhf, x, h->rstdf, g->norm, N, C, C, C, C, write_norm, err)
                ? -1
                : 0;

@@ -6,7 +6,7 @@
  *             final norm's into dx, the residual stream's gradient the layers go back through.
  * The two passes differ only in whether the head and the final norm train: full fine-tuning
  * hands in their gradients (GpuHeadGrads), LoRA's frozen base hands in none and gets dx
- * alone. What the pass keeps between its forward and backward (hf, rstdf, lse, the targets,
+ * alone, through the frozen head's shortcut where the CPU takes it (pw kept by the forward). What the pass keeps between its forward and backward (hf, rstdf, lse, the targets,
  * 1/T) lives here, allocated once for max_tokens rows; the layers' x_L is the caller's. */
 #ifndef GRPO_GPU_HEAD_PASS_H
 #define GRPO_GPU_HEAD_PASS_H
@@ -23,6 +23,8 @@ typedef struct {
     CUdeviceptr logprob, entropy, lse; /* fp32 [N]: the forward's; lse is what the head's backward reads */
     CUdeviceptr dlogprob, dentropy;    /* fp32 [N]: the backward's inputs, uploaded */
     int32_t *targets;           /* [max_tokens] on the host: the last forward's (gpu/logprob.h reads them there) */
+    CUdeviceptr pw;             /* fp32 [N, C] a frozen head's E_p[W] (gpu_logprob_forward), or 0: not kept */
+    int pw_valid;               /* the last forward filled pw */
     GpuLogprobScratch chunk;    /* the head's chunk of logits and its gathers */
 } GpuHeadPass;
 
@@ -35,8 +37,12 @@ typedef struct {
 } GpuHeadGrads;
 
 /* h for batches of up to max_tokens rows of width C, a head of V rows, chunks of chunk_rows
- * rows: -1 with err (bad sizes named, out of device memory); h is then safe to free. */
-int gpu_head_pass_create(GpuDevice *d, GpuHeadPass *h, int max_tokens, int C, int V, int chunk_rows, GrpoErr *err);
+ * rows: -1 with err (bad sizes named, out of device memory); h is then safe to free.
+ * frozen: the head never trains (LoRA's pass), so the forward also keeps E_p[W] of each
+ * row (ops/logprob.c's shortcut: one more product a chunk) and a backward without an
+ * entropy gradient reads it in place of recomputing the logits (two products fewer). */
+int gpu_head_pass_create(GpuDevice *d, GpuHeadPass *h, int max_tokens, int C, int V, int chunk_rows, int frozen,
+                         GrpoErr *err);
 void gpu_head_pass_free(GpuDevice *d, GpuHeadPass *h);
 
 /* The forward from x[N, C] (the last layer's output): logprob[N] and entropy[N] (NULL: not

@@ -6,8 +6,10 @@
  * differs is the order of the products' sums (cuBLASLt's) and the kernels' (a tree
  * in double): the tolerances of tests/gpu/test_gpu_logprob.c. The CPU's gathering of
  * dW's rows over several chunks (a speed-up for oneDNN) is not copied: one dW
- * product a chunk. Not here: the frozen head's shortcut (pw, logprob_backward_frozen)
- * and logprob_forward_backward's shared logits. */
+ * product a chunk. A frozen head's shortcut is the CPU's: pw = E_p[W] from the forward's
+ * chunks (one more product each), then a backward reading only pw and W's target rows
+ * (gpu_logprob_backward_frozen: no logits recomputed, no dz products). Not here:
+ * logprob_forward_backward's shared logits. */
 #include "gpu/logprob.h"
 
 #include <stdlib.h>
@@ -77,9 +79,22 @@ static int chunk_logits(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr idx, int
            gpu_gemm_bf16(d, 0, 1, m, V, C, inv_temp, s->h16, C, W.w, C, 0.0f, s->logits, V, err);
 }
 
-int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr h,
-                        GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
-                        GrpoErr *err) {
+/* pw: E_p[W] of the chunk's m rows idx = p W, p made in place of the logits (bf16
+ * products: p rounded once, as the CPU's times_head rounds its operand), scattered. */
+static int chunk_pw(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr idx, int m, CUdeviceptr lse_rows, CUdeviceptr pw,
+                    GpuHeadWeight W, GrpoErr *err) {
+    int C = s->C, V = s->V;
+    if (gpu_logprob_chunk_probs(d, s->logits, lse_rows, m, V, err)) return -1;
+    int rc = W.bf16_products
+                 ? gpu_round_bf16(d, s->dz16, s->logits, m, V, V, V, err) ||
+                       gpu_gemm_bf16(d, 0, 0, m, C, V, 1.0f, s->dz16, V, W.w, C, 0.0f, s->d_rows, C, err)
+                 : gpu_gemm_f32(d, 0, 0, m, C, V, 1.0f, s->logits, V, W.w, C, 0.0f, s->d_rows, C, err);
+    return rc || gpu_rows_scatter(d, pw, s->d_rows, idx, m, C, 0, err) ? -1 : 0;
+}
+
+int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr pw,
+                        CUdeviceptr h, GpuHeadWeight W, const int32_t *targets, int N, float inv_temp,
+                        GpuLogprobScratch *s, GrpoErr *err) {
     int R = upload_rows(d, s, targets, N, err);
     if (R < 0) return -1;
     size_t row_bytes = sizeof(float) * (size_t)N; /* rows without a target: 0s, as the CPU's zero_rows */
@@ -93,10 +108,20 @@ int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, 
         if (chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
             gpu_logprob_chunk_forward(d, s_lp, entropy ? s_ent : 0, s_lse, s->logits, tgt, m, s->V, err) ||
             gpu_rows_scatter(d, logprob, s_lp, idx, m, 1, 0, err) || gpu_rows_scatter(d, lse, s_lse, idx, m, 1, 0, err) ||
-            (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err)))
+            (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err)) ||
+            (pw && chunk_pw(d, s, idx, m, s_lse, pw, W, err)))
             return -1;
     }
     return 0;
+}
+
+int gpu_logprob_backward_frozen(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw, GpuHeadWeight W,
+                                const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s, GrpoErr *err) {
+    int R = upload_rows(d, s, targets, N, err);
+    if (R <= 0) return R;
+    CUdeviceptr rows = s->rows, tgts = s->rows + 4 * (size_t)s->max_rows;
+    return gpu_logprob_backward_frozen_rows(d, dh, dlogprob, pw, W.bf16_products ? W.w : 0, W.bf16_products ? 0 : W.w,
+                                            rows, tgts, R, s->C, inv_temp, err);
 }
 
 /* dz (in s->logits) through the head: dh[idx] += dz W, dW (+)= dz^T h (beta 0: written). */

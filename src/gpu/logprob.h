@@ -45,10 +45,18 @@ void gpu_logprob_scratch_free(GpuDevice *d, GpuLogprobScratch *s);
 /* logprob_forward: logprob[N], entropy[N] (0: none), lse[N] (saved for the
  * backward) of h[N, C] through W at 1/T = inv_temp; targets[N] on the HOST (the
  * caller built the batch: a row without a target, < 0, gets 0s and costs nothing).
- * C and V are s's. A target >= V, or N > s's max_rows: -1 with err naming it. */
-int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr h,
-                        GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
-                        GrpoErr *err);
+ * pw[N, C] (0: none): also E_p[W] of each row with a target (one more [rows x V]
+ * product a chunk; other rows untouched), all a frozen head's backward needs
+ * (gpu_logprob_backward_frozen). C and V are s's. A target >= V, or N > s's
+ * max_rows: -1 with err naming it. */
+int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr pw,
+                        CUdeviceptr h, GpuHeadWeight W, const int32_t *targets, int N, float inv_temp,
+                        GpuLogprobScratch *s, GrpoErr *err);
+/* logprob_backward_frozen: with W frozen and no entropy gradient, dh[N, C] +=
+ * dlogprob[n] inv_temp (W[target[n]] - pw[n]) for the rows with a target: the dh of
+ * gpu_logprob_backward from the forward's pw, without its logits or products. */
+int gpu_logprob_backward_frozen(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw, GpuHeadWeight W,
+                                const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s, GrpoErr *err);
 /* logprob_backward: dh[N, C] += (0: none), dW[V, C] += (0: none; write_dw: written,
  * zeros where no row has a target) from dlogprob[N] and dentropy[N] (0: none), the
  * forward's lse[N], h and W; the logits recomputed a chunk at a time. */

@@ -184,7 +184,7 @@ static int logprobs_with(GpuDevice *d, const GpuModel *g, GpuModelScratch *s, co
                          float *entropy, GrpoErr *err) {
     int N = upload_batch(d, g, s, ids, starts, B, err);
     if (N < 0 || trunk_forward(d, g, s, N, B, lora, err) ||
-        gpu_logprob_forward(d, s->logprob, entropy ? s->entropy : 0, s->lse, s->hf, g->head, targets, N, inv_temp,
+        gpu_logprob_forward(d, s->logprob, entropy ? s->entropy : 0, s->lse, 0, s->hf, g->head, targets, N, inv_temp,
                             &s->head, err) ||
         gpu_sync(d, err) || gpu_get(d, logprob, s->logprob, sizeof(float) * (size_t)N, err) ||
         (entropy && gpu_get(d, entropy, s->entropy, sizeof(float) * (size_t)N, err)))

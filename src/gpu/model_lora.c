@@ -28,7 +28,7 @@ static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int c
         /* the table's gaps between tensors (alignment) are in the flat vector clipping and AdamW read, and no
          * backward writes them: zeros, as the CPU's */
         gpu_zero(d, t->grads, 4 * t->lo->table.total, err) ||
-        gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, err))
+        gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, !t->entropy_grad, err))
         return -1;
     for (int l = 0; l < acts_sets(t); l++)
         if (t->ckpt == CKPT_SELECTIVE && l > 0
@@ -40,12 +40,13 @@ static int alloc_buffers(GpuDevice *d, GpuModelLora *t, const GpuModel *g, int c
 
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err) {
-    return gpu_model_lora_create_ckpt(d, t, g, m, max_tokens, chunk_rows, CKPT_NONE, err);
+    return gpu_model_lora_create_ckpt(d, t, g, m, max_tokens, chunk_rows, CKPT_NONE, 0, err);
 }
 
 int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
-                               int chunk_rows, CheckpointMode ckpt, GrpoErr *err) {
+                               int chunk_rows, CheckpointMode ckpt, int entropy_grad, GrpoErr *err) {
     memset(t, 0, sizeof *t);
+    t->entropy_grad = entropy_grad;
     if (ckpt < CKPT_NONE || ckpt > CKPT_SELECTIVE)
         return err_set(err, "GPU LoRA training: checkpointing mode %d (expected none, full or selective)", (int)ckpt);
     t->ckpt = ckpt;

@@ -6,7 +6,8 @@
  *             dropout bits kept); hf = rmsnorm(x_L, norm); the LM head's log-probs
  *             and entropies (gpu/head_pass.h, shared with gpu/model_train.h), lse kept;
  *   backward: from dlogprob per row: the head's dhf only (its weight is frozen: no
- *             gradient formed), the final norm's input gradient, every layer from
+ *             gradient formed; without an entropy gradient from the E_p[W] its forward
+ *             kept, no logits recomputed), the final norm's input gradient, every layer from
  *             the last (dA, dB of its adapters, dx through the frozen products), and
  *             nothing for the embedding.
  * The gradient lives in one device buffer in the adapters' flat layout (the
@@ -45,6 +46,7 @@ typedef struct {
     CUdeviceptr batch;           /* int32 [N ids | N positions | N+1 starts] */
     CUdeviceptr keys, seq;       /* uint64 [max_tokens] the sequences' dropout keys, int32 [max_tokens] each row's */
     int dropout;                 /* the last forward drew dropout masks (keys given, p > 0) */
+    int entropy_grad;            /* backwards may take an entropy gradient: no frozen-head shortcut */
     int32_t *host, *host_seq;    /* [3 max_tokens + 1], [max_tokens]: made on the host */
     GpuHeadPass head;            /* the frozen final norm and LM head: what their backward reads */
     CUdeviceptr grads;           /* fp32 [lo->table.total], the adapters' layout */
@@ -58,9 +60,12 @@ typedef struct {
  * of device memory); then nothing stays allocated. */
 int gpu_model_lora_create(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
                           int chunk_rows, GrpoErr *err);
-/* The same with recomputation as ckpt says (see above; CKPT_NONE: gpu_model_lora_create). */
+/* The same with recomputation as ckpt says (see above; CKPT_NONE: gpu_model_lora_create).
+ * entropy_grad: backwards may take an entropy gradient (GRPO's entropy bonus), which the
+ * frozen head's shortcut cannot serve (gpu/head_pass.h): the head then recomputes its
+ * logits, and its forward keeps no E_p[W] (gpu_model_lora_create: 0, the shortcut on). */
 int gpu_model_lora_create_ckpt(GpuDevice *d, GpuModelLora *t, const GpuModel *g, const Model *m, int max_tokens,
-                               int chunk_rows, CheckpointMode ckpt, GrpoErr *err);
+                               int chunk_rows, CheckpointMode ckpt, int entropy_grad, GrpoErr *err);
 void gpu_model_lora_free(GpuDevice *d, GpuModelLora *t);
 
 /* A new optimizer step: no tensor written. The step's gradient complete: each

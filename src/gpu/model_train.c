@@ -74,7 +74,7 @@ static int alloc_buffers(GpuDevice *d, GpuModelTrain *t, const GpuModel *g, int 
         /* the table's padding between tensors (q_norm's D floats, aligned) is in the flat
          * vector clipping and AdamW read, and no backward writes it: zeros, as the CPU's */
         gpu_zero(d, t->grads, 4 * t->table->total, err) ||
-        gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, err))
+        gpu_head_pass_create(d, &t->head, t->max_tokens, g->C, g->V, chunk_rows, 0, err))
         return -1;
     for (int l = 0; l < acts_sets(t); l++)
         if (t->ckpt == CKPT_SELECTIVE && l > 0

@@ -199,6 +199,18 @@ int gpu_logprob_chunk_backward(GpuDevice *d, CUdeviceptr logits, CUdeviceptr dlo
     return gpu_launch(d, GPU_K_LOGPROB_CHUNK_BACKWARD, (unsigned)m, HEAD_THREADS, args, err);
 }
 
+int gpu_logprob_chunk_probs(GpuDevice *d, CUdeviceptr logits, CUdeviceptr lse, int m, int V, GrpoErr *err) {
+    void *args[] = {&logits, &lse, &V};
+    return gpu_launch(d, GPU_K_LOGPROB_CHUNK_PROBS, (unsigned)m, HEAD_THREADS, args, err);
+}
+
+int gpu_logprob_backward_frozen_rows(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw,
+                                     CUdeviceptr W16, CUdeviceptr W, CUdeviceptr rows, CUdeviceptr tgts, int m, int C,
+                                     float inv_temp, GrpoErr *err) {
+    void *args[] = {&dh, &dlogprob, &pw, &W16, &W, &rows, &tgts, &C, &inv_temp};
+    return gpu_launch(d, GPU_K_LOGPROB_BACKWARD_FROZEN, (unsigned)m, ROW_THREADS, args, err);
+}
+
 int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdeviceptr logits, CUdeviceptr scratch,
                        const GpuSampleRows *rows, int m, int V, const SamplerOpts *o, int force_sequential,
                        GrpoErr *err) {

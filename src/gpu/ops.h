@@ -98,6 +98,16 @@ int gpu_logprob_chunk_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr ent
 int gpu_logprob_chunk_backward(GpuDevice *d, CUdeviceptr logits, CUdeviceptr dlogprob, CUdeviceptr dentropy,
                                CUdeviceptr lse, CUdeviceptr targets, int m, int V, float inv_temp, GrpoErr *err);
 
+/* A frozen head's shortcut (gpu/logprob.h): the chunk's logits[m, V] (z) become
+ * p = e^(z - lse[m]) in place, as ops/logprob.c's pw path forms them. */
+int gpu_logprob_chunk_probs(GpuDevice *d, CUdeviceptr logits, CUdeviceptr lse, int m, int V, GrpoErr *err);
+/* logprob_backward_frozen on the m rows rows[m] with targets tgts[m] (device ints):
+ * dh[row] += dlogprob[row] inv_temp (W[tgt] - pw[row]), W [V, C] in bf16 (W16) or
+ * fp32 (W; the other 0); the CPU's bits. */
+int gpu_logprob_backward_frozen_rows(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw,
+                                     CUdeviceptr W16, CUdeviceptr W, CUdeviceptr rows, CUdeviceptr tgts, int m, int C,
+                                     float inv_temp, GrpoErr *err);
+
 /* A batch's rows for gpu_sampler_sample, device arrays of m: row r draws its uniform
  * from u32 words draw[r], draw[r] + 1 of Philox stream stream[r] of seed[r] (as
  * rng_uniform_f64 after draw[r] rng_u32 calls on rng_init(seed, stream)); its

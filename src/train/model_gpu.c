@@ -42,6 +42,7 @@ struct TrainGpu {
     int lora;                     /* the run trains the policy's adapters (host->lora) on a frozen bf16 base */
     int ref_base;                 /* the KL reference is the policy's base with the adapters off (REF_BASE) */
     CheckpointMode ckpt;          /* gradient_checkpointing and its policy, as the passes take them */
+    int entropy_grad;             /* backwards take an entropy gradient (LoRA: no frozen-head shortcut) */
     /* --adapter with a KL reference (REF_ADAPTER): the starting adapter's fp32 values, frozen, and views of them
      * that the policy's base runs under for the reference (no second copy of the base) */
     CUdeviceptr ref_adapter;      /* fp32 [P] in the adapters' table layout, or 0 */
@@ -116,6 +117,7 @@ int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainG
     size_t total;
     if (g->dev.api.MemGetInfo(&g->free_at_open, &total) != CUDA_SUCCESS) g->free_at_open = g->dev.total_bytes;
     g->ckpt = training_args_ckpt(a); /* the CPU's recomputation, either policy */
+    g->entropy_grad = needs && needs->entropy_grad;
     *out = g;
     return 1;
 }
@@ -305,7 +307,7 @@ static int plan_fixed(TrainGpu *g, Model *ref, const LoraLayers *ref_adapter, co
 static int create_pass(TrainGpu *g, int max_tokens, int chunk_rows, GrpoErr *err) {
     if (g->lora)
         return gpu_model_lora_create_ckpt(&g->dev, &g->ltrain, &g->policy, g->host, max_tokens, chunk_rows,
-                                          g->ckpt, err);
+                                          g->ckpt, g->entropy_grad, err);
     return gpu_model_train_create_ckpt(&g->dev, &g->train, &g->policy, g->host, max_tokens, chunk_rows, g->ckpt,
                                        err);
 }

@@ -1,6 +1,7 @@
 /* tests/gpu/test_gpu_logprob.c — the LM head's chunk loop on the GPU
- * (gpu/logprob.h: gpu_logprob_forward / gpu_logprob_backward) against the CPU's
- * logprob_forward / logprob_backward (ops/logprob.c) on random h and W: on the GPU
+ * (gpu/logprob.h: gpu_logprob_forward / gpu_logprob_backward, and a frozen head's
+ * pw / gpu_logprob_backward_frozen) against the CPU's logprob_forward /
+ * logprob_backward / logprob_backward_frozen (ops/logprob.c) on random h and W: on the GPU
  * where gpu_open finds one, on the tests' emulated GPU and cuBLASLt otherwise
  * (GRPO_REQUIRE_GPU=1, as tools/gpu-check.sh runs it: no GPU is a failure).
  *
@@ -20,6 +21,7 @@
  *   apart and the bf16 results agree to 1e-6 of the largest;
  * - rows without a target: logprob, lse, entropy exactly 0, dh exactly unchanged;
  *   no row with a target and write_dw: dW exactly 0;
+ * - a frozen head's shortcut (check_frozen): pw and dh in the bounds of dh above;
  * - bad input: a target past the vocabulary and more rows than the scratch holds,
  *   each one message naming it. */
 #include <stdint.h>
@@ -30,6 +32,7 @@
 #include "gpu/logprob.h"
 #include "gpu/ops.h"
 #include "ops/ops.h"
+#include "machine/gpu_emulator_blas.h"
 #define GPU_TEST_SEED 35
 #include "gpu_test.h"
 
@@ -92,7 +95,7 @@ static void gpu_run(const Case *c, const float *h, const float *W, const uint16_
     T_CHECK(!gpu_alloc(&dev, &d_lp, nb, &err) && !gpu_alloc(&dev, &d_ent, nb, &err) &&
                 !gpu_alloc(&dev, &d_lse, nb, &err) && !gpu_alloc(&dev, &d_dW, wb, &err),
             "%s", err.msg);
-    T_CHECK(!gpu_logprob_forward(&dev, d_lp, d_ent, d_lse, d_h, Wd, t, c->N, c->inv_temp, &s, &err), "%s", err.msg);
+    T_CHECK(!gpu_logprob_forward(&dev, d_lp, d_ent, d_lse, 0, d_h, Wd, t, c->N, c->inv_temp, &s, &err), "%s", err.msg);
     for (int pass = 0; pass < 2; pass++)
         T_CHECK(!gpu_logprob_backward(&dev, d_dh, d_dW, d_dlp, c->entropy_grad ? d_dent : 0, d_h, Wd, t, d_lse, c->N,
                                       c->inv_temp, &s, pass == 0, &err),
@@ -138,6 +141,76 @@ static void check_case(Case c) {
     free(lp), free(ent), free(lse), free(dh), free(dW), free(g_lp), free(g_ent), free(g_lse), free(g_dh), free(g_dW);
 }
 
+/* A frozen head's shortcut: the forward's pw (E_p[W] of each row with a target)
+ * against the CPU's logprob_forward with pw, then gpu_logprob_backward_frozen's dh
+ * (added to, twice) against the CPU's logprob_backward_frozen, in the bounds above;
+ * the CPU's shortcut itself against its recomputing backward (the same gradient:
+ * fp32 1e-5, bf16 products 1e-2 of the largest, p and dz rounded to bf16 at
+ * different points). Rows without a target: pw and dh untouched. On the emulated
+ * GPU the products' multiply-adds are counted: pw costs one [rows x V x C] product
+ * in the forward, the backward none (the recomputing one costs two). */
+static void check_frozen(Case c) {
+    printf("frozen head: N %d C %d V %d chunk %d %s T %.2f\n", c.N, c.C, c.V, c.chunk, c.bf16 ? "bf16" : "fp32",
+           1.0 / c.inv_temp);
+    size_t nc = (size_t)c.N * c.C, vc = (size_t)c.V * c.C, nb = sizeof(float) * c.N, hb = nb * c.C;
+    float *h = randoms(nc, 2.0f), *W = randoms(vc, 1.0f), *dlp = randoms(c.N, 1.0f), *dh0 = randoms(nc, 0.1f);
+    float *pw0 = randoms(nc, 3.0f); /* what pw held before: rows without a target keep it */
+    uint16_t *W16 = malloc(sizeof(uint16_t) * vc);
+    f32_to_bf16_n(W16, W, vc);
+    int32_t *t = make_targets(c.N, c.V, 0);
+    int R = 0;
+    for (int n = 0; n < c.N; n++) R += t[n] >= 0;
+    float *lp = malloc(nb), *lse = malloc(nb), *pw = malloc(hb), *dh = malloc(hb), *dh_re = malloc(hb);
+    float *g_lp = malloc(nb), *g_pw = malloc(hb), *g_dh = malloc(hb);
+    /* the CPU: the shortcut twice, and once against the recomputing backward */
+    LogprobScratch ls;
+    float *base = malloc(sizeof(float) * logprob_scratch_floats(c.chunk, c.C, c.V, 0));
+    logprob_scratch_init(&ls, base, c.chunk, c.C, c.V, 0);
+    WeightMatrix Wm = {.w = W, .w16 = c.bf16 ? W16 : NULL, .bf16_products = c.bf16};
+    memcpy(pw, pw0, hb), memcpy(dh, dh0, hb), memcpy(dh_re, dh0, hb);
+    logprob_forward(lp, NULL, lse, pw, h, Wm, t, c.N, c.C, c.V, c.inv_temp, &ls);
+    logprob_backward(dh_re, NULL, dlp, NULL, h, Wm, t, lse, c.N, c.C, c.V, c.inv_temp, &ls, 0);
+    logprob_backward_frozen(dh, dlp, pw, Wm, t, c.N, c.C, c.inv_temp);
+    compare("CPU: the shortcut's dh = the recomputed one's", dh, dh_re, nc, 0, c.bf16 ? 1e-2 : 1e-5, 1);
+    logprob_backward_frozen(dh, dlp, pw, Wm, t, c.N, c.C, c.inv_temp);
+    /* the GPU */
+    GpuLogprobScratch s;
+    T_CHECK(!gpu_logprob_scratch_init(&dev, &s, c.chunk, c.N, c.C, c.V, &err), "%s", err.msg);
+    GpuHeadWeight Wd = {.w = c.bf16 ? upload(W16, vc * 2) : upload(W, vc * 4), .bf16_products = c.bf16};
+    CUdeviceptr d_h = upload(h, hb), d_dh = upload(dh0, hb), d_dlp = upload(dlp, nb), d_pw = upload(pw0, hb);
+    CUdeviceptr d_lp, d_lse;
+    T_CHECK(!gpu_alloc(&dev, &d_lp, nb, &err) && !gpu_alloc(&dev, &d_lse, nb, &err), "%s", err.msg);
+    unsigned long long m0 = emulated ? gpu_emulator_blas_multiply_adds() : 0;
+    T_CHECK(!gpu_logprob_forward(&dev, d_lp, 0, d_lse, d_pw, d_h, Wd, t, c.N, c.inv_temp, &s, &err), "%s", err.msg);
+    unsigned long long m1 = emulated ? gpu_emulator_blas_multiply_adds() : 0;
+    for (int pass = 0; pass < 2; pass++)
+        T_CHECK(!gpu_logprob_backward_frozen(&dev, d_dh, d_dlp, d_pw, Wd, t, c.N, c.inv_temp, &s, &err), "%s",
+                err.msg);
+    unsigned long long m2 = emulated ? gpu_emulator_blas_multiply_adds() : 0;
+    download(g_lp, d_lp, nb), download(g_pw, d_pw, hb), download(g_dh, d_dh, hb);
+    compare("logprob", g_lp, lp, c.N, 1e-6, 1e-6, 0);
+    compare("pw = E_p[W]", g_pw, pw, nc, 0, c.bf16 ? 2e-3 : 1e-5, 1);
+    compare("dh (added to, twice)", g_dh, dh, nc, 0, c.bf16 ? 2e-3 : 1e-5, 1);
+    int exact = 1;
+    for (int n = 0; n < c.N; n++)
+        if (t[n] < 0) {
+            exact &= !memcmp(g_pw + (size_t)n * c.C, pw0 + (size_t)n * c.C, 4 * (size_t)c.C);
+            exact &= !memcmp(g_dh + (size_t)n * c.C, dh0 + (size_t)n * c.C, 4 * (size_t)c.C);
+        }
+    T_CHECK(exact, "rows without a target: pw and dh untouched");
+    if (emulated) {
+        unsigned long long want = 2ULL * R * c.V * c.C; /* the logits and p W */
+        printf("  products' multiply-adds: forward %llu (want %llu), backward %llu (want 0)\n", m1 - m0, want, m2 - m1);
+        T_CHECK(m1 - m0 == want && m2 == m1, "multiply-adds: forward %llu (want %llu), backward %llu (want 0)",
+                m1 - m0, want, m2 - m1);
+    }
+    CUdeviceptr all[] = {Wd.w, d_h, d_dh, d_dlp, d_pw, d_lp, d_lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(&dev, all[i]);
+    gpu_logprob_scratch_free(&dev, &s);
+    free(base), free(h), free(W), free(dlp), free(dh0), free(pw0), free(W16), free(t);
+    free(lp), free(lse), free(pw), free(dh), free(dh_re), free(g_lp), free(g_pw), free(g_dh);
+}
+
 /* A target past the vocabulary and too many rows: refused, one line naming them. */
 static void check_bad_input(void) {
     enum { N = 4, C = 8, V = 50 };
@@ -151,7 +224,7 @@ static void check_bad_input(void) {
                 d_out = upload(h, sizeof(float) * N * 3);
     GpuHeadWeight Wd = {.w = d_W};
     int32_t t[N] = {1, -1, V, 3};
-    T_CHECK(gpu_logprob_forward(&dev, d_out, 0, d_out + 4 * N, d_h, Wd, t, N, 1.0f, &s, &err) == -1 &&
+    T_CHECK(gpu_logprob_forward(&dev, d_out, 0, d_out + 4 * N, 0, d_h, Wd, t, N, 1.0f, &s, &err) == -1 &&
                 strstr(err.msg, "target 50 of row 2 is outside the vocabulary of 50"),
             "a target past the vocabulary: %s", err.msg);
     t[2] = 2;
@@ -173,6 +246,9 @@ static void check_all(void) {
     check_case((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .bf16 = 1, .inv_temp = 1.0f / 0.7f, .entropy_grad = 1});
     check_case((Case){.N = 13, .C = 32, .V = 4099, .chunk = 4, .bf16 = 1, .inv_temp = 1.0f / 0.9f});
     check_case((Case){.N = 6, .C = 32, .V = 1000, .chunk = 4, .bf16 = 1, .inv_temp = 1.0f, .none = 1});
+    check_frozen((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .inv_temp = 1.0f / 0.7f});
+    check_frozen((Case){.N = 32, .C = 64, .V = 1000, .chunk = 8, .bf16 = 1, .inv_temp = 1.0f});
+    check_frozen((Case){.N = 13, .C = 32, .V = 4099, .chunk = 4, .bf16 = 1, .inv_temp = 1.0f / 0.9f});
     check_bad_input();
     gpu_close(&dev);
 }

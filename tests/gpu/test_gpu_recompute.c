@@ -109,7 +109,7 @@ static void step_full(const Model *m, const GpuModel *g, CheckpointMode ckpt, St
 static void step_lora(const Model *h, const GpuModel *g, CheckpointMode ckpt, StepOut *o) {
     GpuModelLora t;
     size_t before = free_now();
-    T_CHECK(!gpu_model_lora_create_ckpt(&dev, &t, g, h, MAXN, CHUNK, ckpt, &err), "%s", err.msg);
+    T_CHECK(!gpu_model_lora_create_ckpt(&dev, &t, g, h, MAXN, CHUNK, ckpt, 1, &err), "%s", err.msg);
     o->bytes = before - free_now();
     gpu_model_lora_begin(&t);
     unsigned long long madds = gpu_emulator_blas_multiply_adds();
@@ -209,7 +209,7 @@ static void check_lora(int qwen3) {
     GpuModel g;
     T_CHECK(!gpu_model_upload(&dev, &g, &h, &err), "%s", err.msg);
     GpuModelLora bad;
-    T_CHECK(gpu_model_lora_create_ckpt(&dev, &bad, &g, &h, MAXN, CHUNK, (CheckpointMode)-1, &err) == -1 &&
+    T_CHECK(gpu_model_lora_create_ckpt(&dev, &bad, &g, &h, MAXN, CHUNK, (CheckpointMode)-1, 0, &err) == -1 &&
                 strstr(err.msg, "checkpointing mode -1 (expected none, full or selective)"),
             "a LoRA pass with checkpointing mode -1: not refused, or not named (%s)", err.msg);
     StepOut keep, re, sel;

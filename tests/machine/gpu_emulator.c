@@ -160,6 +160,12 @@ static void run_lora_decode_up(void **p) {
 }
 /* sync_ref_model on the device (gpu/kernels/mix.cu) */
 static void run_mix_reference(void **p) { mix_reference(P(0, Fp), P(1, Cfp), P(2, u64), P(3, float)); }
+/* a frozen LM head's shortcut (gpu/kernels/logprob.cu) */
+static void run_logprob_chunk_probs(void **p) { logprob_chunk_probs(P(0, Fp), P(1, Cfp), P(2, int)); }
+static void run_logprob_backward_frozen(void **p) {
+    logprob_backward_frozen(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, const unsigned short *), P(4, Cfp), P(5, Cip),
+                            P(6, Cip), P(7, int), P(8, float));
+}
 
 typedef struct {
     const char *name;
@@ -219,6 +225,9 @@ static const EmuKernel kernels[] = {
     {"lora_decode_up", run_lora_decode_up},
     /* sync_ref_model on the device (gpu/kernels/mix.cu) */
     {"mix_reference", run_mix_reference},
+    /* a frozen LM head's shortcut (gpu/kernels/logprob.cu) */
+    {"logprob_chunk_probs", run_logprob_chunk_probs},
+    {"logprob_backward_frozen", run_logprob_backward_frozen},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

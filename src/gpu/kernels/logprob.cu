@@ -65,3 +65,24 @@ KERNEL void logprob_chunk_backward(float *logits, const float *dlogprob, const f
         }
     }
 }
+
+/* A frozen head's shortcut (ops/logprob.c's pw path): the chunk's logits[m, V]
+ * become p = e^(z - lse) in place (exp_neg_cpu in float: the CPU's vec_exp_sum
+ * step, its bits), the operand of E_p[W] = p W that the caller multiplies. */
+KERNEL void logprob_chunk_probs(float *logits, const float *lse, int V) {
+    float *z = logits + (u64)block_x() * V, l = lse[block_x()];
+    for (int v = thread_x(); v < V; v += block_dim_x()) z[v] = exp_neg_cpu((z[v] - l) * 1.0f);
+}
+
+/* logprob_backward_frozen: dh[rows[i], :] += dlogprob[rows[i]] / T (W[tgts[i], :] -
+ * pw[rows[i], :]) for the m rows with a target, a block a row; W is bf16 (W16,
+ * widened) or fp32 (W). The CPU's float operations in its order: its bits. */
+KERNEL void logprob_backward_frozen(float *dh, const float *dlogprob, const float *pw, const unsigned short *W16,
+                                    const float *W, const int *rows, const int *tgts, int C, float inv_temp) {
+    u64 n = (u64)rows[block_x()], t = (u64)tgts[block_x()];
+    float g = dlogprob[n] * inv_temp;
+    for (int c = thread_x(); c < C; c += block_dim_x()) {
+        float w = W16 ? f32_from_bits((unsigned)W16[t * C + c] << 16) : W[t * C + c];
+        dh[n * C + c] += g * (w - pw[n * C + c]);
+    }
+}
