@@ -12,7 +12,8 @@
  * Also: the GPU run says nothing on stderr; --bf16 false with a GPU scores on the
  * CPU, says so in one line and prints the fp32 run's bytes; --batch_tokens 24 (a
  * batch a line or two) gives the same lines within the tolerance; an item with no
- * tokens and one without a completion keep their (empty) lines; and without a GPU
+ * tokens and one without a completion keep their (empty) lines; a --batch_tokens
+ * past the GPU's free memory is one line naming it, before any output; and without a GPU
  * (the driver not found) the plain command prints the --use_cpu run's bytes and
  * nothing on stderr.
  * With --adapter (tests/fixtures/lora_train/qwen2_rslora/adapter on qwen2): the GPU
@@ -205,8 +206,23 @@ static void check_adapter(void) {
             "--bf16 false --adapter with a GPU: expected one line saying the CPU scores, got: %s", errs);
 }
 
+/* A forward larger than the GPU's free memory: refused before scoring, in one line
+ * naming the GPU, --batch_tokens and what to do (x and hf alone, 8 C bytes a token,
+ * outgrow `free` bytes). */
+static void check_too_large(size_t free) {
+    char extra[64];
+    snprintf(extra, sizeof extra, "--batch_tokens %zu", free / (8 * 32) + 1); /* the fixture's hidden size: 32 */
+    T_CHECK(run_score(extra, outg, errs) != 0 && !outg[0], "gpu, %s: not refused (stdout: %.80s)", extra, outg);
+    T_CHECK(strstr(errs, "the memory plan does not fit on") && strstr(errs, "lower --batch_tokens") &&
+                strstr(errs, "--use_cpu true") && strchr(errs, '\n') == errs + strlen(errs) - 1,
+            "gpu, %s: expected one line naming --batch_tokens, got: %s", extra, errs);
+    printf("  %s: %s", extra, errs);
+}
+
 static void check_all(void) {
     printf("%s, compute capability %d.%d\n", dev.name, dev.cc_major, dev.cc_minor);
+    size_t free = 0, total = 0;
+    T_CHECK(dev.api.MemGetInfo(&free, &total) == CUDA_SUCCESS, "the GPU's free memory");
     gpu_close(&dev); /* the command opens its own */
     T_CHECK(run_score("", outg, errs) == 0, "gpu: %s", errs);
     T_CHECK(!errs[0], "the GPU run wrote to stderr: %s", errs);
@@ -221,6 +237,7 @@ static void check_all(void) {
     T_CHECK(strstr(errs, "--bf16 false") && strstr(errs, "on the CPU") && strchr(errs, '\n') == errs + strlen(errs) - 1,
             "--bf16 false with a GPU: expected one line saying the CPU scores, got: %s", errs);
     printf("  --bf16 false: %s", errs);
+    check_too_large(free);
     check_adapter();
     check_qwen3();
 }
