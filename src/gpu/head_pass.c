@@ -46,7 +46,7 @@ int gpu_head_pass_forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float
     if (N < 0 || N > h->max_tokens)
         return err_set(err, "GPU head pass: %d rows (expected 0 to max_tokens %d)", N, h->max_tokens);
     h->inv_temp = inv_temp;
-    h->pw_valid = 0;
+    h->pw_valid = h->head_done = 0;
     memcpy(h->targets, targets, sizeof(int32_t) * (size_t)N);
     size_t bytes = sizeof(float) * (size_t)N;
     if (gpu_rmsnorm_forward(d, h->hf, h->rstdf, x, g->norm, N, g->C, g->C, g->C, g->eps, err) ||
@@ -56,6 +56,27 @@ int gpu_head_pass_forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float
         (entropy && gpu_get(d, entropy, h->entropy, bytes, err)))
         return -1;
     h->pw_valid = h->pw != 0;
+    return 0;
+}
+
+int gpu_head_pass_forward_grad(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy,
+                               CUdeviceptr x, const int32_t *targets, int N, float inv_temp, const LogprobGrad *grad,
+                               const GpuHeadGrads *grads, GrpoErr *err) {
+    if (N < 0 || N > h->max_tokens)
+        return err_set(err, "GPU head pass: %d rows (expected 0 to max_tokens %d)", N, h->max_tokens);
+    h->inv_temp = inv_temp;
+    h->pw_valid = h->head_done = 0;
+    memcpy(h->targets, targets, sizeof(int32_t) * (size_t)N);
+    size_t bytes = sizeof(float) * (size_t)N;
+    if (gpu_rmsnorm_forward(d, h->hf, h->rstdf, x, g->norm, N, g->C, g->C, g->C, g->eps, err) ||
+        gpu_zero(d, h->dhf, 4 * (size_t)N * g->C, err) ||
+        gpu_logprob_forward_backward(d, h->logprob, entropy ? h->entropy : 0, h->lse, h->dhf, grads ? grads->head : 0,
+                                     grad, h->hf, g->head, h->targets, N, inv_temp, &h->chunk,
+                                     grads ? grads->write_head : 0, err) ||
+        gpu_sync(d, err) || gpu_get(d, logprob, h->logprob, bytes, err) ||
+        (entropy && gpu_get(d, entropy, h->entropy, bytes, err)))
+        return -1;
+    h->head_done = 1;
     return 0;
 }
 
@@ -80,8 +101,14 @@ int gpu_head_pass_backward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, CUde
     /* a frozen head and norm (grads NULL): no weight gradient formed, the input gradients only */
     CUdeviceptr dw_norm = grads ? grads->norm : 0;
     int write_norm = grads ? grads->write_norm : 0;
-    return gpu_put(d, h->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) ||
-                   head_backward(d, g, h, grads, dentropy, N, err) || gpu_zero(d, dx, 4 * (size_t)N * C, err) ||
+    if (h->head_done ? dlogprob || dentropy : !dlogprob)
+        return err_set(err, "GPU head pass: a backward %s", h->head_done ? "given a gradient its forward already took"
+                                                                          : "without dlogprob");
+    int done = h->head_done;
+    h->head_done = 0; /* the head's part taken in the forward serves one backward, as the CPU's HEAD_DONE */
+    return (!done && (gpu_put(d, h->dlogprob, dlogprob, sizeof(float) * (size_t)N, err) ||
+                      head_backward(d, g, h, grads, dentropy, N, err))) ||
+                   gpu_zero(d, dx, 4 * (size_t)N * C, err) ||
                    gpu_rmsnorm_backward(d, dx, dw_norm, h->dhf, x, h->rstdf, g->norm, N, C, C, C, C, write_norm, err)
                ? -1
                : 0;

@@ -25,6 +25,7 @@ typedef struct {
     int32_t *targets;           /* [max_tokens] on the host: the last forward's (gpu/logprob.h reads them there) */
     CUdeviceptr pw;             /* fp32 [N, C] a frozen head's E_p[W] (gpu_logprob_forward), or 0: not kept */
     int pw_valid;               /* the last forward filled pw */
+    int head_done;              /* the last forward ran the head's backward too (gpu_head_pass_forward_grad) */
     GpuLogprobScratch chunk;    /* the head's chunk of logits and its gathers */
 } GpuHeadPass;
 
@@ -51,6 +52,15 @@ void gpu_head_pass_free(GpuDevice *d, GpuHeadPass *h);
  * target >= V, N > max_tokens or a device error. */
 int gpu_head_pass_forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy,
                           CUdeviceptr x, const int32_t *targets, int N, float inv_temp, GrpoErr *err);
+/* The forward as above with a token-local objective's backward through the head in the same
+ * pass (gpu_logprob_forward_backward: grad gives dlogprob of each row with a target from
+ * its log-prob, on the host): dhf formed and, with grads, the head's weight gradient
+ * written or added to as grads->write_head says (taken now: the backward that follows
+ * does not take it again). The backward after it is given no dlogprob and no dentropy
+ * (NULL) and goes through the final norm alone. */
+int gpu_head_pass_forward_grad(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy,
+                               CUdeviceptr x, const int32_t *targets, int N, float inv_temp, const LogprobGrad *grad,
+                               const GpuHeadGrads *grads, GrpoErr *err);
 /* After gpu_head_pass_forward over the same x and N: dx[N, C] = (written, not added) the
  * gradient of sum_n dlogprob[n] logprob[n] + dentropy[n] entropy[n] (host; dentropy NULL:
  * none) at the final norm's input; with grads, the head's and the norm's weight gradients

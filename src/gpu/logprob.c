@@ -8,8 +8,10 @@
  * dW's rows over several chunks (a speed-up for oneDNN) is not copied: one dW
  * product a chunk. A frozen head's shortcut is the CPU's: pw = E_p[W] from the forward's
  * chunks (one more product each), then a backward reading only pw and W's target rows
- * (gpu_logprob_backward_frozen: no logits recomputed, no dz products). Not here:
- * logprob_forward_backward's shared logits. */
+ * (gpu_logprob_backward_frozen: no logits recomputed, no dz products). A token-local
+ * objective's head shares one set of logits between forward and backward
+ * (gpu_logprob_forward_backward, logprob_forward_backward's loop): a chunk's log-probs
+ * go to the host for the gradient and its dlogprob comes back. */
 #include "gpu/logprob.h"
 
 #include <stdlib.h>
@@ -32,6 +34,7 @@ int gpu_logprob_scratch_init(GpuDevice *d, GpuLogprobScratch *s, int chunk_rows,
         return -1;
     }
     s->host_rows = xmalloc(2 * sizeof(int32_t) * (size_t)max_rows);
+    s->host_lp = xmalloc(2 * sizeof(float) * (size_t)chunk_rows);
     return 0;
 }
 
@@ -41,8 +44,8 @@ void gpu_logprob_scratch_free(GpuDevice *d, GpuLogprobScratch *s) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
-    free(s->host_rows);
-    s->host_rows = NULL;
+    free(s->host_rows), free(s->host_lp);
+    s->host_rows = NULL, s->host_lp = NULL;
 }
 
 /* The rows with a target and their targets into s->rows (one upload a call, before
@@ -157,6 +160,38 @@ int gpu_logprob_backward(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dW, CUdevicep
             chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
             gpu_logprob_chunk_backward(d, s->logits, s_dlp, dentropy ? s_dent : 0, s_lse, tgt, m, s->V, inv_temp,
                                        err) ||
+            chunk_products(d, s, idx, m, dh, dW, beta, W, err))
+            return -1;
+        beta = 1.0f;
+    }
+    return write_dw && R == 0 ? gpu_zero(d, dW, sizeof(float) * (size_t)s->V * s->C, err) : 0;
+}
+
+int gpu_logprob_forward_backward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,
+                                 CUdeviceptr dh, CUdeviceptr dW, const LogprobGrad *grad, CUdeviceptr h,
+                                 GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
+                                 int write_dw, GrpoErr *err) {
+    int R = upload_rows(d, s, targets, N, err);
+    if (R < 0) return -1;
+    size_t row_bytes = sizeof(float) * (size_t)N;
+    if (gpu_zero(d, logprob, row_bytes, err) || gpu_zero(d, lse, row_bytes, err) || gpu_zero(d, entropy, row_bytes, err))
+        return -1;
+    CUdeviceptr s_lp = s->stats, s_ent = s->stats + 4 * (size_t)s->chunk_rows,
+                s_lse = s->stats + 8 * (size_t)s->chunk_rows;
+    float *lp = s->host_lp, *dlp = s->host_lp + s->chunk_rows, beta = write_dw ? 0.0f : 1.0f;
+    for (int first = 0; first < R; first += s->chunk_rows) {
+        int m = R - first < s->chunk_rows ? R - first : s->chunk_rows;
+        CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
+        if (chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
+            gpu_logprob_chunk_forward(d, s_lp, entropy ? s_ent : 0, s_lse, s->logits, tgt, m, s->V, err) ||
+            gpu_rows_scatter(d, logprob, s_lp, idx, m, 1, 0, err) || gpu_rows_scatter(d, lse, s_lse, idx, m, 1, 0, err) ||
+            (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err)) ||
+            gpu_get(d, lp, s_lp, sizeof(float) * (size_t)m, err)) /* the chunk's log-probs, for grad on the host */
+            return -1;
+        grad->fn(grad->ctx, s->host_rows + first, m, lp, dlp);
+        /* the chunk's dlogprob in s_lp's place (its log-probs are scattered already) */
+        if (gpu_put(d, s_lp, dlp, sizeof(float) * (size_t)m, err) ||
+            gpu_logprob_chunk_backward(d, s->logits, s_lp, 0, s_lse, tgt, m, s->V, inv_temp, err) ||
             chunk_products(d, s, idx, m, dh, dW, beta, W, err))
             return -1;
         beta = 1.0f;

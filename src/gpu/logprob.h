@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "ops/ops.h"
 
 /* The LM head W[V, C] on the device: bf16 values with bf16 products (mixed
  * precision's copy; the other operand rounded to bf16 too, as the CPU's gemm_bf16),
@@ -34,6 +35,7 @@ typedef struct {
     CUdeviceptr stats;    /* [3, chunk_rows] fp32: the chunk's per-row values */
     CUdeviceptr rows;     /* [2, max_rows] int32: the rows with a target, then their targets */
     int32_t *host_rows;   /* [2, max_rows]: the same, made on the host */
+    float *host_lp;       /* [2, chunk_rows]: a chunk's log-probs and their gradient on the host (forward_backward) */
 } GpuLogprobScratch;
 
 /* Allocates s for chunks of chunk_rows rows, calls of up to max_rows rows, the head
@@ -57,6 +59,18 @@ int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, 
  * gpu_logprob_backward from the forward's pw, without its logits or products. */
 int gpu_logprob_backward_frozen(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw, GpuHeadWeight W,
                                 const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s, GrpoErr *err);
+/* logprob_forward_backward: the forward above, and in the same pass over the chunks
+ * the backward of a token-local objective, each chunk's logits used once: its
+ * log-probs go to the host, grad gives their gradient there (rows named as the
+ * forward's, the batch's row indices; grad may run a chunk at a time), and the chunk's
+ * dz is formed from those, dh[N, C] += (0: none) and dW[V, C] += (write_dw: written)
+ * as gpu_logprob_backward's. The same products on the same operands as the forward and
+ * then gpu_logprob_backward with that gradient: their bits, one product of the logits
+ * fewer a chunk. No entropy gradient (the objective is token-local). */
+int gpu_logprob_forward_backward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,
+                                 CUdeviceptr dh, CUdeviceptr dW, const LogprobGrad *grad, CUdeviceptr h,
+                                 GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
+                                 int write_dw, GrpoErr *err);
 /* logprob_backward: dh[N, C] += (0: none), dW[V, C] += (0: none; write_dw: written,
  * zeros where no row has a target) from dlogprob[N] and dentropy[N] (0: none), the
  * forward's lse[N], h and W; the logits recomputed a chunk at a time. */

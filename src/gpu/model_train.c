@@ -215,9 +215,11 @@ static int recompute_layer(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, co
     return gpu_layer_forward_train(d, &g->layers[l], acts_of(t, l), &t->scratch, lb, x_at(t, l + 1), x_at(t, l), err);
 }
 
-int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
-                            int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
-                            GrpoErr *err) {
+/* The forward (grad: with the head's backward of a token-local objective, the head's weight
+ * gradient taken now). */
+static int forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts, int B,
+                   const int32_t *targets, float inv_temp, float *logprob, float *entropy, const LogprobGrad *grad,
+                   GrpoErr *err) {
     t->N = 0;
     int N = upload_batch(d, g, t, ids, starts, B, err);
     if (N < 0) return -1;
@@ -228,11 +230,30 @@ int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, c
     for (int l = 0; l < g->L && !rc; l++)
         rc = gpu_layer_forward_train(d, &g->layers[l], acts_of(t, l), &t->scratch, &lb, x_at(t, l + 1), x_at(t, l),
                                      err);
-    if (rc || gpu_head_pass_forward(d, g, &t->head, logprob, entropy, x_at(t, g->L), targets, N, inv_temp, err)) {
+    GpuHeadGrads hg = {t->g_head, t->g_norm, 0, 0};
+    if (!rc && grad) /* the head's weight gradient: the embedding's when tied, taken (written) first, as the CPU's */
+        rc = (hg.write_head = take(t, t->g_head, (size_t)g->V * g->C, err)) < 0 ||
+             gpu_head_pass_forward_grad(d, g, &t->head, logprob, entropy, x_at(t, g->L), targets, N, inv_temp, grad,
+                                        &hg, err);
+    else if (!rc)
+        rc = gpu_head_pass_forward(d, g, &t->head, logprob, entropy, x_at(t, g->L), targets, N, inv_temp, err);
+    if (rc) {
         t->N = 0;
         return -1;
     }
     return 0;
+}
+
+int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
+                            int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
+                            GrpoErr *err) {
+    return forward(d, g, t, ids, starts, B, targets, inv_temp, logprob, entropy, NULL, err);
+}
+
+int gpu_model_train_forward_grad(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids,
+                                 const int *starts, int B, const int32_t *targets, float inv_temp, float *logprob,
+                                 float *entropy, const LogprobGrad *grad, GrpoErr *err) {
+    return forward(d, g, t, ids, starts, B, targets, inv_temp, logprob, entropy, grad, err);
 }
 
 int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const float *dlogprob,
@@ -240,8 +261,9 @@ int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, 
     int N = t->N, C = g->C;
     size_t VC = (size_t)g->V * C;
     if (N < 1) return err_set(err, "GPU training: a backward without a forward before it");
-    /* the head's weight gradient: the embedding's when tied, taken (written) first, as the CPU's */
-    GpuHeadGrads hg = {t->g_head, t->g_norm, take(t, t->g_head, VC, err), 0};
+    /* the head's weight gradient: the embedding's when tied, taken (written) first, as the CPU's (by the
+     * forward when it ran the head's backward) */
+    GpuHeadGrads hg = {t->g_head, t->g_norm, t->head.head_done ? 0 : take(t, t->g_head, VC, err), 0};
     if (hg.write_head < 0 || (hg.write_norm = take(t, t->g_norm, (size_t)C, err)) < 0 ||
         gpu_head_pass_backward(d, g, &t->head, t->dx, &hg, dlogprob, dentropy, x_at(t, g->L), N, err))
         return -1;
@@ -263,10 +285,13 @@ int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, 
 }
 
 int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
-                                  float inv_temp, float *logp, float *entropy, GrpoErr *err) {
+                                  float inv_temp, float *logp, float *entropy, const LogprobGrad *grad, GrpoErr *err) {
     if (!pb->packed) return err_set(err, "GPU training: the batch is right-padded (expected one packed end to end)");
     float *lp = pb->full, *ent = entropy ? pb->full2 : NULL;
-    if (gpu_model_train_forward(d, g, t, pb->ids, pb->start, pb->S, pb->targets, inv_temp, lp, ent, err)) return -1;
+    PaddedBatchRowGrad r;
+    LogprobGrad by_row = grad ? padded_batch_row_grad(&r, pb, grad) : (LogprobGrad){0};
+    if (forward(d, g, t, pb->ids, pb->start, pb->S, pb->targets, inv_temp, lp, ent, grad ? &by_row : NULL, err))
+        return -1;
     padded_batch_gather(pb, lp, logp);
     if (entropy) padded_batch_gather(pb, ent, entropy);
     return 0;
@@ -275,6 +300,7 @@ int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain
 int gpu_model_train_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
                                    const float *dlogp, const float *dentropy, GrpoErr *err) {
     if (!pb->packed) return err_set(err, "GPU training: the batch is right-padded (expected one packed end to end)");
+    if (!dlogp) return gpu_model_train_backward(d, g, t, NULL, dentropy, err); /* the forward took the head's */
     padded_batch_scatter(pb, dlogp, pb->full);
     if (dentropy) padded_batch_scatter(pb, dentropy, pb->full2); /* free again: the forward's entropies were gathered */
     return gpu_model_train_backward(d, g, t, pb->full, dentropy ? pb->full2 : NULL, err);

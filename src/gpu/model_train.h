@@ -78,6 +78,14 @@ int gpu_model_train_settle(GpuDevice *d, GpuModelTrain *t, GrpoErr *err);
 int gpu_model_train_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids, const int *starts,
                             int B, const int32_t *targets, float inv_temp, float *logprob, float *entropy,
                             GrpoErr *err);
+/* The same with the head's backward of a token-local objective in the same pass
+ * (gpu/head_pass.h: gpu_head_pass_forward_grad, one product of the logits fewer):
+ * grad gives dlogprob of each row with a target (named by its row in the batch) from
+ * its log-prob, on the host, a chunk at a time. The backward after it is given no
+ * dlogprob and no dentropy (NULL). */
+int gpu_model_train_forward_grad(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, const int32_t *ids,
+                                 const int *starts, int B, const int32_t *targets, float inv_temp, float *logprob,
+                                 float *entropy, const LogprobGrad *grad, GrpoErr *err);
 /* After gpu_model_train_forward: the gradient of sum_n dlogprob[n] logprob[n]
  * + dentropy[n] entropy[n] (dlogprob[N], dentropy[N] or NULL on the host; rows
  * without a target ignored) into the gradient buffer, each tensor written or added
@@ -89,9 +97,11 @@ int gpu_model_train_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, 
 /* The same for a packed PaddedBatch (model/batch.h), per target in CSR order:
  * logp[offsets[S]] (entropy or NULL) out of the forward, dlogp[offsets[S]] (and
  * dentropy or NULL) into the backward (through pb's per-position scratch, as
- * padded_batch_logprobs and train_model_backward). */
+ * padded_batch_logprobs and train_model_backward); grad (NULL: none) a token-local
+ * gradient over CSR indices, as padded_batch_logprobs_train's, after which the
+ * backward takes dlogp NULL. */
 int gpu_model_train_batch_forward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
-                                  float inv_temp, float *logp, float *entropy, GrpoErr *err);
+                                  float inv_temp, float *logp, float *entropy, const LogprobGrad *grad, GrpoErr *err);
 int gpu_model_train_batch_backward(GpuDevice *d, const GpuModel *g, GpuModelTrain *t, PaddedBatch *pb,
                                    const float *dlogp, const float *dentropy, GrpoErr *err);
 

@@ -151,10 +151,6 @@ void padded_batch_scatter(const PaddedBatch *pb, const float *csr, float *full) 
 
 /* Row n of the flat batch -> its target's CSR index (n holds a target); the
  * sequence of row n is the last whose start is <= n. */
-typedef struct {
-    const PaddedBatch *pb;
-    const LogprobGrad *grad;
-} RowsToCsr;
 
 static int seq_of(const PaddedBatch *pb, int n) {
     if (!pb->packed) return n / pb->T;
@@ -168,13 +164,18 @@ static int seq_of(const PaddedBatch *pb, int n) {
 }
 
 static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
-    const RowsToCsr *r = ctx;
+    const PaddedBatchRowGrad *r = ctx;
     int *js = r->pb->js; /* m: a chunk of the head, or every target of a frozen one */
     for (int i = 0; i < m; i++) {
         int b = seq_of(r->pb, rows[i]);
         js[i] = r->pb->offsets[b] + rows[i] - r->pb->row0[b];
     }
     r->grad->fn(r->grad->ctx, js, m, logp, dlogp);
+}
+
+LogprobGrad padded_batch_row_grad(PaddedBatchRowGrad *r, const PaddedBatch *pb, const LogprobGrad *grad) {
+    *r = (PaddedBatchRowGrad){pb, grad};
+    return (LogprobGrad){grad_by_csr, r};
 }
 
 /* The forward and log-probs of the batch, gathered CSR; with grad, through
@@ -188,8 +189,9 @@ static void batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const Mode
     else if (pb->packed) model_forward_packed(m, a, pb->ids, pb->start, pb->S, pass);
     else model_forward(m, a, pb->ids, pb->mask, pb->S, pb->T, pass);
     if (grad) {
-        RowsToCsr r = {pb, grad};
-        model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &(LogprobGrad){grad_by_csr, &r});
+        PaddedBatchRowGrad r;
+        LogprobGrad by_row = padded_batch_row_grad(&r, pb, grad);
+        model_logprobs_train(m, a, pb->targets, inv_temperature, lp, ent, grads, &by_row);
     } else {
         model_logprobs(m, a, pb->targets, inv_temperature, lp, ent);
     }

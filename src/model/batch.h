@@ -89,5 +89,13 @@ void padded_batch_logprobs(Model *m, Activations *a, PaddedBatch *pb, const Mode
 void padded_batch_logprobs_train(Model *m, Activations *a, PaddedBatch *pb, const ModelPass *pass,
                                  float inv_temperature, float *logp, float *entropy, const ModelGrads *grads,
                                  const LogprobGrad *grad);
+/* grad, a token-local gradient over CSR indices (rows[i] in [0, offsets[S])), as one over
+ * pb's flat rows (a head's chunk loop names its rows so, each with a target); r holds
+ * what it reads (pb's js scratch: up to its rows at a call) and outlives the result. */
+typedef struct {
+    const PaddedBatch *pb;
+    const LogprobGrad *grad;
+} PaddedBatchRowGrad;
+LogprobGrad padded_batch_row_grad(PaddedBatchRowGrad *r, const PaddedBatch *pb, const LogprobGrad *grad);
 
 #endif

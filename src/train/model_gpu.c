@@ -418,20 +418,21 @@ void train_gpu_forward(TrainGpu *g, PaddedBatch *pb, const uint64_t *keys, float
                        float *entropy, const LogprobGrad *grad) {
     device_current(g);
     GrpoErr e;
-    if (g->lora)
-        ok(gpu_model_lora_batch_forward(&g->dev, &g->policy, &g->ltrain, pb, keys, inv_temp, logp, entropy, &e), &e);
-    else
-        ok(gpu_model_train_batch_forward(&g->dev, &g->policy, &g->train, pb, inv_temp, logp, entropy, &e), &e);
     g->pending = grad != NULL;
+    if (!g->lora) { /* a token-local objective's head backward in the same pass (its logits computed once) */
+        ok(gpu_model_train_batch_forward(&g->dev, &g->policy, &g->train, pb, inv_temp, logp, entropy, grad, &e), &e);
+        return;
+    }
+    ok(gpu_model_lora_batch_forward(&g->dev, &g->policy, &g->ltrain, pb, keys, inv_temp, logp, entropy, &e), &e);
     if (grad) logprob_grad_rows(grad, g->rows, pb->offsets[pb->S], logp, g->dlogp); /* token-local: any order */
 }
 
 void train_gpu_backward(TrainGpu *g, PaddedBatch *pb, const float *dlogp, const float *dentropy) {
     CHECK(dlogp || (g->pending && !dentropy));
     GrpoErr e;
-    const float *d = dlogp ? dlogp : g->dlogp;
-    if (g->lora) ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, d, dentropy, &e), &e);
-    else ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, d, dentropy, &e), &e);
+    if (g->lora) ok(gpu_model_lora_batch_backward(&g->dev, &g->policy, &g->ltrain, pb, dlogp ? dlogp : g->dlogp,
+                                                 dentropy, &e), &e);
+    else ok(gpu_model_train_batch_backward(&g->dev, &g->policy, &g->train, pb, dlogp, dentropy, &e), &e);
     g->pending = 0;
 }
 

@@ -35,6 +35,7 @@
 #include "model/grads.h"
 #include "model/init.h"
 #include "gpu/ops.h"
+#include "machine/gpu_emulator_blas.h"
 #include "optim/optim.h"
 #include "ops/ops.h"
 #define GPU_TEST_SEED 35
@@ -234,7 +235,7 @@ static void check_batch_csr(const Model *m, const GpuModel *g, GpuModelTrain *t)
     padded_batch_gather(&pb, ent, want_ent);
     padded_batch_gather(&pb, dlogp, dcsr);
     gpu_model_train_begin(t);
-    T_CHECK(!gpu_model_train_batch_forward(&dev, g, t, &pb, INV_TEMP, got_lp, got_ent, &err) &&
+    T_CHECK(!gpu_model_train_batch_forward(&dev, g, t, &pb, INV_TEMP, got_lp, got_ent, NULL, &err) &&
                 !gpu_model_train_batch_backward(&dev, g, t, &pb, dcsr, NULL, &err),
             "%s", err.msg);
     float *got = step_grads(m, t);
@@ -249,6 +250,100 @@ static void check_batch_csr(const Model *m, const GpuModel *g, GpuModelTrain *t)
     T_CHECK(gpu_model_train_batch_backward(&dev, g, t, &(PaddedBatch){.packed = 0}, dcsr, NULL, &err) == -1 &&
                 strstr(err.msg, "right-padded"),
             "a right-padded batch was not refused");
+    padded_batch_free(&pb);
+    free(want), free(got);
+}
+
+/* A token-local objective's gradient from each log-prob alone (any row naming). */
+static void lp_grad(void *ctx, const int *rows, int m, const float *logprob, float *dlogprob) {
+    for (int i = 0; i < m; i++) dlogprob[i] = 0.25f + 0.5f * tanhf(logprob[i]);
+}
+
+/* The head's backward in the forward's pass (gpu_model_train_forward_grad, then a backward
+ * given nothing) against a forward and a backward given that gradient: one step of both
+ * micro-batches (gradients written, then added), log-probs, entropies and every gradient
+ * bit for bit; the CSR form (gpu_model_train_batch_forward with grad) the same. On the
+ * emulated GPU the products' multiply-adds: R V C fewer a micro-batch (R rows with a
+ * target: the logits not recomputed). A backward given a gradient after such a forward,
+ * and a second backward, are refused. */
+static void check_fused(const Model *m, const GpuModel *g, GpuModelTrain *t) {
+    int32_t ids[MAXN], targets[MAXN];
+    float dl[MAXN], lp[2][MAXN] = {{0}}, ent[2][MAXN] = {{0}}, flp[2][MAXN] = {{0}}, fent[2][MAXN] = {{0}};
+    LogprobGrad grad = {lp_grad, NULL};
+    unsigned long long m0 = emulated ? gpu_emulator_blas_multiply_adds() : 0, saved = 0;
+    gpu_model_train_begin(t);
+    for (int k = 0; k < 2; k++) {
+        int N = make_batch(k, ids, targets, dl);
+        T_CHECK(!gpu_model_train_forward(&dev, g, t, ids, micro[k].starts, micro[k].B, targets, INV_TEMP, lp[k],
+                                         ent[k], &err),
+                "%s", err.msg);
+        int R = 0;
+        for (int n = 0; n < N; n++) {
+            dl[n] = 0;
+            if (targets[n] >= 0) lp_grad(NULL, &n, 1, &lp[k][n], &dl[n]), R++;
+        }
+        saved += (unsigned long long)R * V * C;
+        T_CHECK(!gpu_model_train_backward(&dev, g, t, dl, NULL, &err), "%s", err.msg);
+    }
+    float *want = step_grads(m, t);
+    unsigned long long m1 = emulated ? gpu_emulator_blas_multiply_adds() : 0;
+    gpu_model_train_begin(t);
+    for (int k = 0; k < 2; k++) {
+        make_batch(k, ids, targets, dl);
+        T_CHECK(!gpu_model_train_forward_grad(&dev, g, t, ids, micro[k].starts, micro[k].B, targets, INV_TEMP,
+                                              flp[k], fent[k], &grad, &err) &&
+                    !gpu_model_train_backward(&dev, g, t, NULL, NULL, &err),
+                "%s", err.msg);
+    }
+    float *got = step_grads(m, t);
+    unsigned long long m2 = emulated ? gpu_emulator_blas_multiply_adds() : 0;
+    T_CHECK(!memcmp(lp, flp, sizeof lp) && !memcmp(ent, fent, sizeof ent),
+            "the fused pass's log-probs or entropies differ from the forward's");
+    size_t differ = 0;
+    for (size_t i = 0; i < m->table.total; i++) differ += memcmp(&got[i], &want[i], 4) != 0;
+    T_CHECK(differ == 0, "the fused pass's gradients differ from forward + backward's at %zu of %zu", differ,
+            m->table.total);
+    if (emulated) {
+        printf(" the head's backward in the forward's pass: products of %llu multiply-adds against %llu (%llu fewer, "
+               "want %llu)\n", m2 - m1, m1 - m0, (m1 - m0) - (m2 - m1), saved);
+        T_CHECK(m1 - m0 - (m2 - m1) == saved, "multiply-adds saved: %llu, want %llu", (m1 - m0) - (m2 - m1), saved);
+    }
+    /* the CSR form over micro-batch 1, against the per-row fused pass's first micro-batch */
+    make_batch(0, ids, targets, dl);
+    BatchSeq seqs[3];
+    for (int b = 0; b < micro[0].B; b++)
+        seqs[b] = (BatchSeq){ids + micro[0].starts[b], micro[0].starts[b + 1] - micro[0].starts[b], NULL, 0,
+                             micro[0].prompt[b] + 1};
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, micro[0].B, 1);
+    gpu_model_train_begin(t);
+    T_CHECK(!gpu_model_train_forward_grad(&dev, g, t, ids, micro[0].starts, micro[0].B, targets, INV_TEMP, flp[0],
+                                          fent[0], &grad, &err) &&
+                !gpu_model_train_backward(&dev, g, t, NULL, NULL, &err),
+            "%s", err.msg);
+    free(want);
+    want = step_grads(m, t);
+    float csr_lp[MAXN], want_lp[MAXN];
+    padded_batch_gather(&pb, flp[0], want_lp);
+    gpu_model_train_begin(t);
+    T_CHECK(!gpu_model_train_batch_forward(&dev, g, t, &pb, INV_TEMP, csr_lp, NULL, &grad, &err) &&
+                !gpu_model_train_batch_backward(&dev, g, t, &pb, NULL, NULL, &err),
+            "%s", err.msg);
+    free(got);
+    got = step_grads(m, t);
+    differ = memcmp(csr_lp, want_lp, sizeof(float) * pb.offsets[micro[0].B]) != 0;
+    for (size_t i = 0; i < m->table.total; i++) differ += memcmp(&got[i], &want[i], 4) != 0;
+    T_CHECK(differ == 0, "the CSR fused pass differs from the per-row one at %zu values", differ);
+    /* what such a forward's backward refuses */
+    T_CHECK(gpu_model_train_backward(&dev, g, t, NULL, NULL, &err) == -1 && strstr(err.msg, "without dlogprob"),
+            "a second backward after the fused one was not refused (%s)", err.msg);
+    T_CHECK(!gpu_model_train_forward_grad(&dev, g, t, ids, micro[0].starts, micro[0].B, targets, INV_TEMP, flp[0],
+                                          NULL, &grad, &err),
+            "%s", err.msg);
+    T_CHECK(gpu_model_train_backward(&dev, g, t, dl, NULL, &err) == -1 && strstr(err.msg, "already took"),
+            "a backward given dlogprob after the fused forward was not refused (%s)", err.msg);
+    printf(" the head's backward in the forward's pass: log-probs, entropies and gradients bit for bit with forward + "
+           "backward (per row and CSR)\n");
     padded_batch_free(&pb);
     free(want), free(got);
 }
@@ -300,6 +395,7 @@ static void check_model(int tied, int qwen3) {
     T_CHECK((t.g_head == t.g_embed) == tied, "the head's gradient view %s the embedding's", tied ? "is not" : "is");
     check_step(&m, &g, &t);
     check_batch_csr(&m, &g, &t);
+    check_fused(&m, &g, &t);
     check_settle(&m, &t);
     gpu_model_train_free(&dev, &t);
     if (tied && !qwen3) check_refusals(&m, &g);
