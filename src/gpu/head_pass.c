@@ -41,43 +41,42 @@ void gpu_head_pass_free(GpuDevice *d, GpuHeadPass *h) {
     memset(h, 0, sizeof *h);
 }
 
-int gpu_head_pass_forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy,
-                          CUdeviceptr x, const int32_t *targets, int N, float inv_temp, GrpoErr *err) {
+/* Both forwards: the final norm, then the head's chunk loop (with grad, its backward in the same
+ * pass into dhf and grads' head), the log-probs (and entropies) down to the host. */
+static int forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy, CUdeviceptr x,
+                   const int32_t *targets, int N, float inv_temp, const LogprobGrad *grad, const GpuHeadGrads *grads,
+                   GrpoErr *err) {
     if (N < 0 || N > h->max_tokens)
         return err_set(err, "GPU head pass: %d rows (expected 0 to max_tokens %d)", N, h->max_tokens);
     h->inv_temp = inv_temp;
     h->pw_valid = h->head_done = 0;
     memcpy(h->targets, targets, sizeof(int32_t) * (size_t)N);
     size_t bytes = sizeof(float) * (size_t)N;
+    CUdeviceptr ent = entropy ? h->entropy : 0;
     if (gpu_rmsnorm_forward(d, h->hf, h->rstdf, x, g->norm, N, g->C, g->C, g->C, g->eps, err) ||
-        gpu_logprob_forward(d, h->logprob, entropy ? h->entropy : 0, h->lse, h->pw, h->hf, g->head, h->targets, N,
-                            inv_temp, &h->chunk, err) ||
+        (grad ? gpu_zero(d, h->dhf, 4 * (size_t)N * g->C, err) ||
+                    gpu_logprob_forward_backward(d, h->logprob, ent, h->lse, h->dhf, grads ? grads->head : 0, grad,
+                                                 h->hf, g->head, h->targets, N, inv_temp, &h->chunk,
+                                                 grads ? grads->write_head : 0, err)
+              : gpu_logprob_forward(d, h->logprob, ent, h->lse, h->pw, h->hf, g->head, h->targets, N, inv_temp,
+                                    &h->chunk, err)) ||
         gpu_sync(d, err) || gpu_get(d, logprob, h->logprob, bytes, err) ||
         (entropy && gpu_get(d, entropy, h->entropy, bytes, err)))
         return -1;
-    h->pw_valid = h->pw != 0;
+    h->pw_valid = !grad && h->pw != 0;
+    h->head_done = grad != NULL;
     return 0;
+}
+
+int gpu_head_pass_forward(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy,
+                          CUdeviceptr x, const int32_t *targets, int N, float inv_temp, GrpoErr *err) {
+    return forward(d, g, h, logprob, entropy, x, targets, N, inv_temp, NULL, NULL, err);
 }
 
 int gpu_head_pass_forward_grad(GpuDevice *d, const GpuModel *g, GpuHeadPass *h, float *logprob, float *entropy,
                                CUdeviceptr x, const int32_t *targets, int N, float inv_temp, const LogprobGrad *grad,
                                const GpuHeadGrads *grads, GrpoErr *err) {
-    if (N < 0 || N > h->max_tokens)
-        return err_set(err, "GPU head pass: %d rows (expected 0 to max_tokens %d)", N, h->max_tokens);
-    h->inv_temp = inv_temp;
-    h->pw_valid = h->head_done = 0;
-    memcpy(h->targets, targets, sizeof(int32_t) * (size_t)N);
-    size_t bytes = sizeof(float) * (size_t)N;
-    if (gpu_rmsnorm_forward(d, h->hf, h->rstdf, x, g->norm, N, g->C, g->C, g->C, g->eps, err) ||
-        gpu_zero(d, h->dhf, 4 * (size_t)N * g->C, err) ||
-        gpu_logprob_forward_backward(d, h->logprob, entropy ? h->entropy : 0, h->lse, h->dhf, grads ? grads->head : 0,
-                                     grad, h->hf, g->head, h->targets, N, inv_temp, &h->chunk,
-                                     grads ? grads->write_head : 0, err) ||
-        gpu_sync(d, err) || gpu_get(d, logprob, h->logprob, bytes, err) ||
-        (entropy && gpu_get(d, entropy, h->entropy, bytes, err)))
-        return -1;
-    h->head_done = 1;
-    return 0;
+    return forward(d, g, h, logprob, entropy, x, targets, N, inv_temp, grad, grads, err);
 }
 
 /* The head's part of the backward into dhf (zeroed first): the frozen head's shortcut where

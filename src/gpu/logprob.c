@@ -95,27 +95,46 @@ static int chunk_pw(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr idx, int m, 
     return rc || gpu_rows_scatter(d, pw, s->d_rows, idx, m, C, 0, err) ? -1 : 0;
 }
 
+/* A forward's start: the rows with a target uploaded (their count, or -1 with err) and the
+ * per-row outputs zeroed (rows without a target keep 0s, as the CPU's zero_rows). */
+static int forward_rows(GpuDevice *d, GpuLogprobScratch *s, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,
+                        const int32_t *targets, int N, GrpoErr *err) {
+    int R = upload_rows(d, s, targets, N, err);
+    size_t row_bytes = sizeof(float) * (size_t)N;
+    return R < 0 || gpu_zero(d, logprob, row_bytes, err) || gpu_zero(d, lse, row_bytes, err) ||
+                   gpu_zero(d, entropy, row_bytes, err)
+               ? -1
+               : R;
+}
+
+/* The chunk's rows [first, first + m): logits into s->logits, their statistics into s->stats
+ * (log-prob, entropy, lse rows) and scattered into the outputs. */
+static int chunk_forward(GpuDevice *d, GpuLogprobScratch *s, int first, int m, CUdeviceptr logprob,
+                         CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr h, GpuHeadWeight W, float inv_temp,
+                         GrpoErr *err) {
+    CUdeviceptr s_lp = s->stats, s_ent = s->stats + 4 * (size_t)s->chunk_rows,
+                s_lse = s->stats + 8 * (size_t)s->chunk_rows;
+    CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
+    return chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
+                   gpu_logprob_chunk_forward(d, s_lp, entropy ? s_ent : 0, s_lse, s->logits, tgt, m, s->V, err) ||
+                   gpu_rows_scatter(d, logprob, s_lp, idx, m, 1, 0, err) ||
+                   gpu_rows_scatter(d, lse, s_lse, idx, m, 1, 0, err) ||
+                   (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err))
+               ? -1
+               : 0;
+}
+
 int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse, CUdeviceptr pw,
                         CUdeviceptr h, GpuHeadWeight W, const int32_t *targets, int N, float inv_temp,
                         GpuLogprobScratch *s, GrpoErr *err) {
-    int R = upload_rows(d, s, targets, N, err);
-    if (R < 0) return -1;
-    size_t row_bytes = sizeof(float) * (size_t)N; /* rows without a target: 0s, as the CPU's zero_rows */
-    if (gpu_zero(d, logprob, row_bytes, err) || gpu_zero(d, lse, row_bytes, err) || gpu_zero(d, entropy, row_bytes, err))
-        return -1;
-    CUdeviceptr s_lp = s->stats, s_ent = s->stats + 4 * (size_t)s->chunk_rows,
-                s_lse = s->stats + 8 * (size_t)s->chunk_rows;
+    int R = forward_rows(d, s, logprob, entropy, lse, targets, N, err);
     for (int first = 0; first < R; first += s->chunk_rows) {
         int m = R - first < s->chunk_rows ? R - first : s->chunk_rows;
-        CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
-        if (chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
-            gpu_logprob_chunk_forward(d, s_lp, entropy ? s_ent : 0, s_lse, s->logits, tgt, m, s->V, err) ||
-            gpu_rows_scatter(d, logprob, s_lp, idx, m, 1, 0, err) || gpu_rows_scatter(d, lse, s_lse, idx, m, 1, 0, err) ||
-            (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err)) ||
-            (pw && chunk_pw(d, s, idx, m, s_lse, pw, W, err)))
+        if (chunk_forward(d, s, first, m, logprob, entropy, lse, h, W, inv_temp, err) ||
+            (pw && chunk_pw(d, s, s->rows + 4 * (size_t)first, m, s->stats + 8 * (size_t)s->chunk_rows, pw, W, err)))
             return -1;
     }
-    return 0;
+    return R < 0 ? -1 : 0;
 }
 
 int gpu_logprob_backward_frozen(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw, GpuHeadWeight W,
@@ -171,21 +190,14 @@ int gpu_logprob_forward_backward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr 
                                  CUdeviceptr dh, CUdeviceptr dW, const LogprobGrad *grad, CUdeviceptr h,
                                  GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
                                  int write_dw, GrpoErr *err) {
-    int R = upload_rows(d, s, targets, N, err);
+    int R = forward_rows(d, s, logprob, entropy, lse, targets, N, err);
     if (R < 0) return -1;
-    size_t row_bytes = sizeof(float) * (size_t)N;
-    if (gpu_zero(d, logprob, row_bytes, err) || gpu_zero(d, lse, row_bytes, err) || gpu_zero(d, entropy, row_bytes, err))
-        return -1;
-    CUdeviceptr s_lp = s->stats, s_ent = s->stats + 4 * (size_t)s->chunk_rows,
-                s_lse = s->stats + 8 * (size_t)s->chunk_rows;
+    CUdeviceptr s_lp = s->stats, s_lse = s->stats + 8 * (size_t)s->chunk_rows;
     float *lp = s->host_lp, *dlp = s->host_lp + s->chunk_rows, beta = write_dw ? 0.0f : 1.0f;
     for (int first = 0; first < R; first += s->chunk_rows) {
         int m = R - first < s->chunk_rows ? R - first : s->chunk_rows;
         CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
-        if (chunk_logits(d, s, idx, m, h, W, inv_temp, err) ||
-            gpu_logprob_chunk_forward(d, s_lp, entropy ? s_ent : 0, s_lse, s->logits, tgt, m, s->V, err) ||
-            gpu_rows_scatter(d, logprob, s_lp, idx, m, 1, 0, err) || gpu_rows_scatter(d, lse, s_lse, idx, m, 1, 0, err) ||
-            (entropy && gpu_rows_scatter(d, entropy, s_ent, idx, m, 1, 0, err)) ||
+        if (chunk_forward(d, s, first, m, logprob, entropy, lse, h, W, inv_temp, err) ||
             gpu_get(d, lp, s_lp, sizeof(float) * (size_t)m, err)) /* the chunk's log-probs, for grad on the host */
             return -1;
         grad->fn(grad->ctx, s->host_rows + first, m, lp, dlp);
