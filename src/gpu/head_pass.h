@@ -6,8 +6,11 @@
  *             final norm's into dx, the residual stream's gradient the layers go back through.
  * The two passes differ only in whether the head and the final norm train: full fine-tuning
  * hands in their gradients (GpuHeadGrads), LoRA's frozen base hands in none and gets dx
- * alone, through the frozen head's shortcut where the CPU takes it (pw kept by the forward). What the pass keeps between its forward and backward (hf, rstdf, lse, the targets,
- * 1/T) lives here, allocated once for max_tokens rows; the layers' x_L is the caller's. */
+ * alone, through the frozen head's shortcut where the CPU takes it (pw kept by the
+ * forward). A token-local objective's head backward can run inside the forward
+ * (gpu_head_pass_forward_grad: the logits computed once). What the pass keeps between its
+ * forward and backward (hf, rstdf, lse, the targets, 1/T) lives here, allocated once for
+ * max_tokens rows; the layers' x_L is the caller's. */
 #ifndef GRPO_GPU_HEAD_PASS_H
 #define GRPO_GPU_HEAD_PASS_H
 
