@@ -43,8 +43,11 @@ echo "grpo score: GPU rc $rg in $(( (t1 - t0) / 1000000 )) ms, CPU fp32 rc $rc i
 cat "$sc/gpu.err" "$sc/cpu.err"
 if [ $rg = 0 ] && [ $rc = 0 ]; then
     if [ "${GPU_CHECK_DRY:-0}" = 1 ]; then
-        cmp -s "$sc/gpu.jsonl" "$sc/cpu.jsonl" && echo "dry run: both on the CPU, the same log-probs" ||
-            { echo "FAILED: dry run: the default and --use_cpu runs differ without a GPU"; status=1; }
+        # without a GPU the default is the CPU's, bf16 auto as the CPU resolves it (bf16 where it has
+        # bf16 instructions): the same bytes as --use_cpu true
+        timeout 300 "$BUILD/grpo" score --use_cpu true --model "$sc/model" --data "$sc/data.jsonl" > "$sc/cpu_auto.jsonl" &&
+            cmp -s "$sc/gpu.jsonl" "$sc/cpu_auto.jsonl" && echo "dry run: both on the CPU, the same log-probs" ||
+            { echo "FAILED: dry run: the default and --use_cpu true runs differ without a GPU"; status=1; }
     else
         timeout 240 "$PY" tools/gpu_score_compare.py "$sc/model" "$sc/data.jsonl" "$sc/cpu.jsonl" "$sc/gpu.jsonl" || status=1
     fi
