@@ -227,21 +227,16 @@ static int score_plan_cpu(const Model *m, Activations *a, long batch_tokens, int
     return 0;
 }
 
-static double gpu_free_mb(GpuDevice *d) {
-    size_t f = 0, t = 0;
-    return d->api.MemGetInfo(&f, &t) == CUDA_SUCCESS ? f / 1048576.0 : 0;
-}
-
 /* The model and scratch on the GPU, for packed batches of up to --batch_tokens rows;
  * the LM head 128 rows of logits at a time. What does not fit is one line naming the
  * part, the GPU's free memory and what to lower (the driver's own words beside it). */
 static int score_plan_gpu(const Model *m, ScoreGpu *gpu, long batch_tokens, GrpoErr *err) {
-    double before = gpu_free_mb(&gpu->dev);
+    double mb = 1048576.0, before = gpu_free_bytes(&gpu->dev) / mb;
     GrpoErr e;
     if (gpu_model_upload(&gpu->dev, &gpu->model, m, &e))
         return err_set(err, "the memory plan does not fit on %s: the model's weights in bf16 with %.0f MB free (%s); "
                        "--use_cpu true scores on the CPU", gpu->dev.name, before, e.msg);
-    double after = gpu_free_mb(&gpu->dev);
+    double after = gpu_free_bytes(&gpu->dev) / mb;
     if (!gpu_model_scratch_create(&gpu->dev, &gpu->scratch, &gpu->model, (int)batch_tokens, 128, &e)) return 0;
     gpu_model_free(&gpu->dev, &gpu->model);
     return err_set(err, "the memory plan does not fit on %s: the activations of a forward of --batch_tokens %ld with "

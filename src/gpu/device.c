@@ -176,6 +176,11 @@ void gpu_free(GpuDevice *d, CUdeviceptr p) {
     if (p) d->api.MemFree(p);
 }
 
+size_t gpu_free_bytes(GpuDevice *d) {
+    size_t f = 0, t = 0;
+    return d->api.MemGetInfo(&f, &t) == CUDA_SUCCESS ? f : 0;
+}
+
 /* Bytes gpu_put and gpu_get copied (gpu_copied_bytes), every device of the process; atomic: a tool's worker
  * thread never copies, but nothing here needs to know that. */
 static atomic_size_t copied_up, copied_down;

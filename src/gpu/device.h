@@ -108,6 +108,9 @@ void gpu_close(GpuDevice *d);
 
 int gpu_alloc(GpuDevice *d, CUdeviceptr *p, size_t bytes, GrpoErr *err);
 void gpu_free(GpuDevice *d, CUdeviceptr p);
+/* The device's free memory in bytes now (cuMemGetInfo), 0 where it cannot be read: the memory
+ * plans' measure (what an allocation took is the drop across it). */
+size_t gpu_free_bytes(GpuDevice *d);
 int gpu_put(GpuDevice *d, CUdeviceptr dst, const void *src, size_t bytes, GrpoErr *err);
 int gpu_get(GpuDevice *d, void *dst, CUdeviceptr src, size_t bytes, GrpoErr *err);
 /* Bytes gpu_put copied to a device (*up) and gpu_get from one (*down) so far in this

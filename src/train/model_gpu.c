@@ -124,11 +124,6 @@ int train_gpu_choose(const TrainingArgs *a, const TrainModelNeeds *needs, TrainG
 
 /* ---- the plan ---- */
 
-static size_t free_bytes(TrainGpu *g) {
-    size_t f = 0, t = 0;
-    return g->dev.api.MemGetInfo(&f, &t) == CUDA_SUCCESS ? f : 0;
-}
-
 /* The fp32 tensor `name` of the table into dst (n floats). */
 static int span_f32(const TrainGpu *g, Spans *out, CUdeviceptr dst, const char *name, size_t n, GrpoErr *err) {
     int e = params_find(&g->host->table, name);
@@ -268,7 +263,7 @@ static int upload_ref_adapter(TrainGpu *g, const LoraLayers *lo, GrpoErr *err) {
  * when they do not fit or a copy fails. */
 static int plan_fixed(TrainGpu *g, Model *ref, const LoraLayers *ref_adapter, const uint8_t *mask, GrpoErr *err) {
     GpuDevice *d = &g->dev;
-    size_t P = g->P, before = free_bytes(g);
+    size_t P = g->P, before = gpu_free_bytes(&g->dev);
     /* full fine-tuning: 4 x 4 P (master, gradient, m, v) and 2 P of bf16 copies; LoRA: the base's bf16 copy and
      * the adapters' 4 x 4 P (their values are the master: the forward reads fp32 adapters); the reference's
      * copies, and a moving one's fp32 weights; --adapter's reference: the starting adapter's 4 P */
@@ -289,7 +284,7 @@ static int plan_fixed(TrainGpu *g, Model *ref, const LoraLayers *ref_adapter, co
         gpu_alloc(d, &g->parts, 8 * (g->nb ? g->nb : 1), err) || gpu_put(d, g->mask, mask, P, err) ||
         (!g->lora && make_spans(g, &g->policy, &g->spans, err)) || upload_state(g, err))
         return -1;
-    size_t mid = free_bytes(g);
+    size_t mid = gpu_free_bytes(&g->dev);
     if (ref && !ref->half) { /* fp32: sync_ref_model's, which moves (a frozen one is held in bf16) */
         if (upload_moving_ref(g, ref, err)) return -1;
     } else if (ref) {
@@ -298,7 +293,7 @@ static int plan_fixed(TrainGpu *g, Model *ref, const LoraLayers *ref_adapter, co
     } else if (ref_adapter && upload_ref_adapter(g, ref_adapter, err)) {
         return -1;
     }
-    size_t after = free_bytes(g);
+    size_t after = gpu_free_bytes(&g->dev);
     g->fixed_bytes = (double)before - (double)mid, g->ref_bytes = (double)mid - (double)after;
     return 0;
 }
@@ -333,7 +328,7 @@ int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const L
     if (g->lora && policy->half->products16 == 0)
         return err_set(err, "GPU LoRA training: the base's products are not bf16 (expected --bf16)");
     if (plan_fixed(g, ref, ref_adapter, decay_mask, err)) return -1;
-    size_t before = free_bytes(g);
+    size_t before = gpu_free_bytes(&g->dev);
     GrpoErr e;
     if (create_pass(g, max_tokens, chunk_rows, &e) ||
         gpu_model_scratch_create(&g->dev, &g->scratch, &g->policy, max_tokens, chunk_rows, &e)) {
@@ -345,7 +340,7 @@ int train_gpu_plan(TrainGpu *g, Model *policy, Model *ref, int ref_base, const L
                        max_tokens, kept_words(g), before / mb, e.msg, length_option, less ? ", " : "",
                        less ? less : "");
     }
-    g->act_bytes = (double)before - (double)free_bytes(g);
+    g->act_bytes = (double)before - (double)gpu_free_bytes(&g->dev);
     g->rows = xmalloc(sizeof(int) * (size_t)max_tokens);
     for (int i = 0; i < max_tokens; i++) g->rows[i] = i;
     g->dlogp = xmalloc(sizeof(float) * (size_t)max_tokens);
