@@ -69,7 +69,7 @@ static double pass_s(Model *m, Activations *a, float *grad, const int32_t *ids, 
     double c0 = cpu_now_s(), t0 = time_now_s();
     model_forward_packed(m, a, ids, starts, B, &(ModelPass){.backward = 1});
     double t1 = time_now_s(), c1 = cpu_now_s();
-    model_logprobs_train(m, a, tg, 1.0f, lp, NULL, &grads, &(LogprobGrad){mean_grad, NULL});
+    model_logprobs_train(m, a, tg, 1.0f, lp, NULL, &grads, &(LogprobGrad){.fn = mean_grad, .ctx = NULL});
     double t2 = time_now_s(), c2 = cpu_now_s();
     model_backward(m, a, &grads, NULL, NULL);
     double dt = time_now_s() - t0;

@@ -99,7 +99,7 @@ static void fwd_bwd(Model *m, Activations *a, const ModelGrads *grads, const int
                     const int32_t *tg, float *lp, int B, int T, const uint64_t *keys) {
     int N = B * T;
     model_forward(m, a, ids, mask, B, T, &(ModelPass){.backward = 1, .drop_keys = keys});
-    model_logprobs_train(m, a, tg, 1.0f, lp, NULL, grads, &(LogprobGrad){mean_grad, &N});
+    model_logprobs_train(m, a, tg, 1.0f, lp, NULL, grads, &(LogprobGrad){.fn = mean_grad, .ctx = &N});
     model_backward(m, a, grads, NULL, NULL);
 }
 

@@ -40,7 +40,7 @@ static double pass_s(Model *m, Activations *a, PaddedBatch *pb, const ModelGrads
     grad_state_begin(g->base_state);
     double t0 = time_now_s();
     padded_batch_logprobs_train(m, a, pb, &(ModelPass){.backward = 1}, 1.0f, lp, NULL, g,
-                                &(LogprobGrad){mean_grad, &K});
+                                &(LogprobGrad){.fn = mean_grad, .ctx = &K});
     model_backward(m, a, g, NULL, NULL);
     return time_now_s() - t0;
 }

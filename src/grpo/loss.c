@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/options.h"
 #include "grpo/is_correction.h"
+#include "ops/token_objective.h"
 
 const char *const grpo_loss_type_names[] = {"dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo",
                                              NULL};
@@ -141,27 +142,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The surrogate l(r) and dl/dr for the ratio-based loss types (not cispo). */
-static void surrogate(const GrpoLossConfig *c, double r, double A, double *l, double *dl_dr) {
-    if (c->loss_type == GRPO_LOSS_SAPO) {
-        double tau = A > 0 ? c->sapo_temperature_pos : c->sapo_temperature_neg;
-        double sg = 1.0 / (1.0 + exp(-tau * (r - 1.0)));
-        *l = -sg * 4.0 / tau * A;
-        *dl_dr = -(4.0 / tau * A) * (sg * (1.0 - sg)) * tau;
-        return;
-    }
-    /* -min(r' A, clamp(r, 1 - eps_low, 1 + eps_high) A), r' = min(r, delta) */
-    const double lo = 1.0 - c->epsilon_low, hi = 1.0 + c->epsilon_high;
-    double r1 = r, g1 = A;
-    if (c->delta > 0 && r > c->delta) r1 = c->delta, g1 = 0.0;
-    double r2 = r < lo ? lo : r > hi ? hi : r;
-    double g2 = (r >= lo && r <= hi) ? A : 0.0;
-    double v1 = r1 * A, v2 = r2 * A;
-    if (v1 < v2) *l = -v1, *dl_dr = -g1;
-    else if (v2 < v1) *l = -v2, *dl_dr = -g2;
-    else *l = -v1, *dl_dr = -(g1 + g2) * 0.5;   /* torch.minimum splits ties */
-}
-
 /* TRL's get_gamma_weights: phi(w) = e^lambda w^k e^(-lambda w), w the sequence's
  * ratio exp(sum_t clamp(logp_t - old_t, -20, 20)) clamped to [1e-8, e^20], k and
  * lambda by the advantage's sign (A >= 0: the _pos pair), lambda >= 1e-4;
@@ -209,34 +189,10 @@ static double token_ratio(float logp, const float *old_logp) {
     return old_logp ? exp((double)logp - (double)*old_logp) : 1.0;
 }
 
-/* A token's policy term at token level (or cispo's at either level): its loss,
- * times w e, added to *loss; returns its gradient with respect to logp. */
-static double token_term(const GrpoLossConfig *c, double w, double e, double A, double r, float logp, double *loss) {
-    double g = 0.0;
-    if (c->loss_type == GRPO_LOSS_CISPO) {
-        double cap = r < c->epsilon_high ? r : c->epsilon_high;   /* detached */
-        *loss += w * e * (-cap * A * (double)logp);
-        g += w * e * (-cap * A);
-    } else {
-        double l, dl_dr;
-        surrogate(c, r, A, &l, &dl_dr);
-        *loss += w * e * l;
-        g += w * e * dl_dr * r;   /* dr/dlogp = r */
-    }
-    return g;
-}
-
-/* The k3 KL estimate of a token (*kl), its beta-weighted term added to *loss and
- * to the gradient g, which is returned. */
-static double kl_term(const GrpoLossConfig *c, double w, float logp, float ref_logp, double g, double *loss,
-                      double *kl) {
-    double d = (double)ref_logp - (double)logp;
-    *kl = exp(d) - d - 1.0;
-    if (c->beta != 0.0) {
-        *loss += w * c->beta * *kl;
-        g += w * c->beta * (1.0 - exp(d));
-    }
-    return g;
+TokenObjectiveParams grpo_loss_objective_params(const GrpoLossConfig *c) {
+    int kind = c->loss_type == GRPO_LOSS_CISPO ? TOKOBJ_CISPO : c->loss_type == GRPO_LOSS_SAPO ? TOKOBJ_SAPO : TOKOBJ_CLIP;
+    return (TokenObjectiveParams){kind,           c->epsilon_low,          c->epsilon_high,         c->delta,
+                                  c->beta,        c->sapo_temperature_pos, c->sapo_temperature_neg};
 }
 
 int grpo_loss_token_local(const GrpoLossConfig *c) {
@@ -254,10 +210,8 @@ double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, c
 
 double grpo_loss_token_grad(const GrpoLossConfig *c, double w, double A, float logp, const float *old_logp,
                             const float *ref_logp, double is_weight) {
-    if (w == 0.0) return 0.0;
-    double loss = 0.0, kl;
-    double g = token_term(c, w, is_weight, A, token_ratio(logp, old_logp), logp, &loss);
-    return ref_logp ? kl_term(c, w, logp, *ref_logp, g, &loss, &kl) : g;
+    TokenObjectiveParams p = grpo_loss_objective_params(c);
+    return tokobj_grad(&p, w, A, logp, old_logp, ref_logp, is_weight);
 }
 
 /* get_high_entropy_mask: threshold = quantile(entropies of this micro-batch's
@@ -285,6 +239,7 @@ static double entropy_threshold(const GrpoLossConfig *c, const float *entropy, c
 /* What one micro-batch's loss reads, and where it writes. */
 typedef struct {
     const GrpoLossConfig *c;
+    TokenObjectiveParams p; /* c's per-token constants */
     const float *logp, *old_logp, *ref_logp, *entropy;
     const double *isw;     /* the sampler correction's weights, or NULL */
     const uint8_t *truncated;
@@ -361,15 +316,15 @@ static void sequence_loss(LossPass *q, int i, double A) {
             g += w * e * (-phi * A);
         } else if (seq_level && !cispo) {
             double l, dl_dr;
-            surrogate(c, r, A, &l, &dl_dr);
+            tokobj_surrogate(&q->p, r, A, &l, &dl_dr);
             q->loss += w * ew * l;
             dl_dr_seq_total += w * ew * dl_dr;
         } else {
-            g = token_term(c, w, ew, A, r, logp[t], &q->loss);
+            g = tokobj_term(&q->p, w, ew, A, r, logp[t], &q->loss);
         }
         if (q->ref_logp) {
             double kl;
-            g = kl_term(c, w, logp[t], q->ref_logp[t], g, &q->loss, &kl);
+            g = tokobj_kl(&q->p, w, logp[t], q->ref_logp[t], g, &q->loss, &kl);
             if (stats) stats->kl_sum += kl;
         }
         q->dlogp[t] += g;
@@ -413,7 +368,7 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
                             const GrpoLossConfig *c) {
     CHECK(normalizer > 0);
     CHECK(c->beta == 0.0 || ref_logp);
-    LossPass q = {c, logp, old_logp, ref_logp, entropy, is_weight, truncated, tool_mask, offsets, normalizer,
+    LossPass q = {c, grpo_loss_objective_params(c), logp, old_logp, ref_logp, entropy, is_weight, truncated, tool_mask, offsets, normalizer,
                   c->top_entropy_quantile < 1.0, 0, INFINITY, dlogp, 0.0, stats};
     CHECK(!q.use_emask || entropy);
     if (q.use_emask) q.threshold = entropy_threshold(c, entropy, truncated, tool_mask, offsets, S, &q.have_threshold);

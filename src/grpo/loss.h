@@ -43,6 +43,7 @@
 #define GRPO_GRPO_LOSS_H
 
 #include "core/options.h"
+#include "ops/token_objective.h"
 
 #include <stdint.h>
 
@@ -173,6 +174,8 @@ double grpo_loss_accumulate(double *dlogp, double *dentropy, GrpoLossStats *stat
  * ratio, no vespo, no high-entropy mask, no entropy bonus), so it can be taken
  * while the log-probs are being computed (model_logprobs_train). */
 int grpo_loss_token_local(const GrpoLossConfig *c);
+/* c's per-token constants (ops/token_objective.h), for a token-local loss's objective. */
+TokenObjectiveParams grpo_loss_objective_params(const GrpoLossConfig *c);
 /* w of the table above for sequence i (0 when it is masked). */
 double grpo_loss_seq_weight(const GrpoLossConfig *c, const uint8_t *truncated, const uint8_t *tool_mask, int i,
                             const int *offsets, double normalizer);

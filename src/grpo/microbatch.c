@@ -75,28 +75,10 @@ static void gather_inputs(MicroScratch *ms, const CompletionRef *seqs, int S, fl
         }
 }
 
-/* What a token's gradient needs when the loss is token-local: the LM head's
- * backward then runs alongside its forward. */
-typedef struct {
-    const GrpoLossConfig *loss;
-    const int *seq_of;      /* [ntok] each token's sequence */
-    const double *w, *adv;  /* [S] */
-    const float *old, *ref; /* [ntok] or NULL */
-    const double *isw;      /* [ntok] or NULL */
-    const uint8_t *tmask;   /* [ntok] or NULL: 0 a tool's token, gradient 0 */
-} TokenGrad;
-
+/* A token-local loss's gradient, token by token (LogprobGrad's function; ctx the
+ * micro-batch's TokenObjective). */
 static void token_grads(void *ctx, const int *js, int m, const float *logp, float *dlogp) {
-    const TokenGrad *t = ctx;
-    for (int i = 0; i < m; i++) {
-        int j = js[i], s = t->seq_of[j];
-        if (t->tmask && !t->tmask[j]) {
-            dlogp[i] = 0.0f;
-            continue;
-        }
-        dlogp[i] = (float)grpo_loss_token_grad(t->loss, t->w[s], t->adv[s], logp[i], t->old ? &t->old[j] : NULL,
-                                               t->ref ? &t->ref[j] : NULL, t->isw ? t->isw[j] : 1.0);
-    }
+    tokobj_grads(ctx, js, m, logp, dlogp);
 }
 
 double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss, const CompletionRef *seqs, int S,
@@ -116,8 +98,9 @@ double micro_train(TrainModel *tm, MicroScratch *ms, const GrpoLossConfig *loss,
             ms->w[i] = grpo_loss_seq_weight(loss, ms->trunc, tmask, i, off, normalizer);
             for (int j = off[i]; j < off[i + 1]; j++) ms->seq_of[j] = i;
         }
-        TokenGrad tg = {loss, ms->seq_of, ms->w, ms->adv, old, ref, isw, tmask};
-        train_model_forward(tm, &b, ms->logp, ms->ent, &(LogprobGrad){token_grads, &tg});
+        /* the loss as data too: a GPU evaluates it where the log-probs are */
+        TokenObjective o = {grpo_loss_objective_params(loss), ms->seq_of, ms->w, ms->adv, old, ref, isw, tmask};
+        train_model_forward(tm, &b, ms->logp, ms->ent, &(LogprobGrad){token_grads, &o, &o, NULL});
     } else {
         train_model_forward(tm, &b, ms->logp, ms->ent, NULL);
     }

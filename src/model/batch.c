@@ -163,19 +163,30 @@ static int seq_of(const PaddedBatch *pb, int n) {
     return lo;
 }
 
-static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
-    const PaddedBatchRowGrad *r = ctx;
-    int *js = r->pb->js; /* m: a chunk of the head, or every target of a frozen one */
+/* The CSR index js[i] of each of the m flat rows rows[i] (each with a target). */
+static void to_csr(const PaddedBatchRowGrad *r, const int *rows, int m, int *js) {
     for (int i = 0; i < m; i++) {
         int b = seq_of(r->pb, rows[i]);
         js[i] = r->pb->offsets[b] + rows[i] - r->pb->row0[b];
     }
-    r->grad->fn(r->grad->ctx, js, m, logp, dlogp);
+}
+
+/* The objective's index of each row: its CSR index, through the inner grad's index where it has one. */
+static void csr_index(void *ctx, const int *rows, int m, int *js) {
+    const PaddedBatchRowGrad *r = ctx;
+    to_csr(r, rows, m, js);
+    if (r->grad->index) r->grad->index(r->grad->ctx, js, m, js);
+}
+
+static void grad_by_csr(void *ctx, const int *rows, int m, const float *logp, float *dlogp) {
+    const PaddedBatchRowGrad *r = ctx;
+    to_csr(r, rows, m, r->pb->js); /* m: a chunk of the head, or every target of a frozen one */
+    r->grad->fn(r->grad->ctx, r->pb->js, m, logp, dlogp);
 }
 
 LogprobGrad padded_batch_row_grad(PaddedBatchRowGrad *r, const PaddedBatch *pb, const LogprobGrad *grad) {
     *r = (PaddedBatchRowGrad){pb, grad};
-    return (LogprobGrad){grad_by_csr, r};
+    return (LogprobGrad){grad_by_csr, r, grad->objective, csr_index};
 }
 
 /* The forward and log-probs of the batch, gathered CSR; with grad, through

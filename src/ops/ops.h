@@ -283,10 +283,17 @@ void logprob_backward(float *dh, float *dW, const float *dlogprob, const float *
                       LogprobScratch *s, int write_dw);
 
 /* The gradient of a token-local objective: dlogprob[i] of the m rows rows[i], from
- * their log-probs logprob[i] alone (the rest of what it needs is in ctx). */
+ * their log-probs logprob[i] alone (the rest of what it needs is in ctx).
+ * objective (may be NULL): the same gradient as data (ops/token_objective.h), for a
+ * device that evaluates it where the log-probs are; its inputs are indexed by row, or
+ * by index's js[i] for rows[i] where index is given (ctx is then index's too; js may
+ * be rows itself). */
+struct TokenObjective;
 typedef struct {
     void (*fn)(void *ctx, const int *rows, int m, const float *logprob, float *dlogprob);
     void *ctx;
+    const struct TokenObjective *objective;
+    void (*index)(void *ctx, const int *rows, int m, int *js);
 } LogprobGrad;
 
 /* dlogprob[rows[i]] = grad's gradient of the m rows from their logprob[rows[i]]. */

@@ -12,6 +12,7 @@
 
 #include "data/dataset.h"
 #include "data/sft_data.h"
+#include "ops/token_objective.h"
 #include "gen/pretrained.h"
 #include "train/model.h"
 #include "train/world.h"
@@ -120,9 +121,10 @@ static void sft_micro_batch(void *self, TrainModel *tm, const TrainStep *s, int 
         t->ids[i] = (uint64_t)(b[i] - t->data.ex); /* adapter dropout: per example and step */
         sums->tokens += b[i]->n;
     }
-    double norm = t->targets;
+    double norm = t->targets, w = 1.0 / norm;
     TrainBatch batch = {t->seqs, count, t->ids, 1.0f};
-    train_model_forward(tm, &batch, t->logp, NULL, &(LogprobGrad){nll_grads, &norm});
+    TokenObjective mean_nll = {{TOKOBJ_NLL, 0, 0, 0, 0, 0, 0}, NULL, &w, NULL, NULL, NULL, NULL, NULL}; /* -w a token */
+    train_model_forward(tm, &batch, t->logp, NULL, &(LogprobGrad){nll_grads, &norm, &mean_nll, NULL});
     int ntok = 0;
     for (int i = 0; i < count; i++) ntok += b[i]->n - b[i]->loss_start;
     double nll = 0;

@@ -217,7 +217,7 @@ static void check_fused_head(const char *name) {
 
         int calls = 0;
         ModelGrads fg = {&gv[1], NULL, NULL, NULL};
-        padded_batch_logprobs_train(&m, &a, &pb, NULL, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){grad_fn, &calls});
+        padded_batch_logprobs_train(&m, &a, &pb, NULL, inv_temp, lp[1], en[1], &fg, &(LogprobGrad){.fn = grad_fn, .ctx = &calls});
         T_CHECK(calls == 3, "%s: the gradient was asked for chunk by chunk (%d calls, want 3)", name, calls);
         model_backward(&m, &a, &fg, NULL, NULL);
     }
@@ -280,7 +280,7 @@ static void check_packed(const char *name) {
             int calls = 0;
             ModelGrads fg = {&gv[k], NULL, NULL, NULL};
             padded_batch_logprobs_train(&m, &a, &pb[k], NULL, 1.0f / 0.7f, lp[k], en[k], &fg,
-                                        &(LogprobGrad){grad_fn, &calls});
+                                        &(LogprobGrad){.fn = grad_fn, .ctx = &calls});
             model_backward(&m, &a, &fg, NULL, NULL);
         }
     }
@@ -303,7 +303,7 @@ static void check_packed(const char *name) {
             float slp[128];
             ModelGrads fg = {&gsv, NULL, NULL, NULL};
             padded_batch_logprobs_train(&m, &a, &mb, NULL, 1.0f / 0.7f, slp, NULL, &fg,
-                                        &(LogprobGrad){shifted_grad_fn, &sh});
+                                        &(LogprobGrad){.fn = shifted_grad_fn, .ctx = &sh});
             model_backward(&m, &a, &fg, NULL, NULL);
             for (int j = 0; j < mb.offsets[ns]; j++) dsplit_lp = fmax(dsplit_lp, fabs(slp[j] - lp[1][sh.base + j]));
             padded_batch_free(&mb);

@@ -108,7 +108,7 @@ static float *run_fresh(Model *m, const Inputs *in, int ckpt, int fused, int act
     grad_state_create(&gs, &m->table, g);
     ModelGrads grads = {&gv, NULL, fresh ? &gs : NULL, NULL};
     if (fused) {
-        LogprobGrad lg = {weights_grad, in->dlp};
+        LogprobGrad lg = {.fn = weights_grad, .ctx = in->dlp};
         model_logprobs_train(m, &a, in->targets, in->inv_temp, lp, NULL, &grads, &lg);
         model_backward(m, &a, &grads, NULL, NULL);
     } else {

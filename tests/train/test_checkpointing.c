@@ -122,7 +122,7 @@ static int run(const Setup *su, const char *model_dir, const char *out, Checkpoi
             TrainBatch b = {seqs, B, seq_ids, 1.0f / 0.9f};
             if (su->reference) train_model_logprobs(tm, TRAIN_REFERENCE, &b, r->ref[s][k], NULL);
             if (su->fused) {
-                train_model_forward(tm, &b, r->logp[s][k], NULL, &(LogprobGrad){grads, NULL});
+                train_model_forward(tm, &b, r->logp[s][k], NULL, &(LogprobGrad){.fn = grads, .ctx = NULL});
                 train_model_backward(tm, NULL, NULL);
             } else {
                 train_model_forward(tm, &b, r->logp[s][k], ent, NULL);

@@ -126,7 +126,7 @@ static void toy_micro(void *self, TrainModel *tm, const TrainStep *s, int k, int
         sums->stats[1] += t->seq_w[i];
     }
     TrainBatch b = {t->seqs, count, t->seq_ids, 1.0f};
-    train_model_forward(tm, &b, t->logp, NULL, t->fused ? &(LogprobGrad){toy_grads, t} : NULL);
+    train_model_forward(tm, &b, t->logp, NULL, t->fused ? &(LogprobGrad){.fn = toy_grads, .ctx = t} : NULL);
     double loss = 0;
     for (int j = 0; j < ntok; j++) {
         loss -= t->seq_w[t->seq_of[j]] * t->logp[j];

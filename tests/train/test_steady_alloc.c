@@ -152,7 +152,7 @@ static void run_mode(const Mode *m, const char *out, long ours_step[STEPS], long
             TrainBatch b = {bt.seqs, B, bt.seq_ids, 1.0f};
             if (m->reference) train_model_logprobs(tm, TRAIN_REFERENCE, &b, bt.ref, NULL);
             if (m->fused) {
-                train_model_forward(tm, &b, bt.logp, NULL, &(LogprobGrad){grads, NULL});
+                train_model_forward(tm, &b, bt.logp, NULL, &(LogprobGrad){.fn = grads, .ctx = NULL});
                 train_model_backward(tm, NULL, NULL);
             } else {
                 train_model_forward(tm, &b, bt.logp, bt.ent, NULL);
