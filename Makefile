@@ -85,7 +85,8 @@ $(LIB): $(LIB_OBJ) $(BUILD)/libgrpo.objs
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $(LIB_OBJ)
 
-$(BUILD)/gpu/kernels.ptx: src/gpu/kernels/all.cu $(wildcard src/gpu/kernels/*.cu src/gpu/kernels/*.h)
+$(BUILD)/gpu/kernels.ptx: src/gpu/kernels/all.cu $(wildcard src/gpu/kernels/*.cu src/gpu/kernels/*.h) \
+                           src/ops/token_objective.h src/ops/token_objective_math.h
 	@mkdir -p $(dir $@)
 	$(GPU_CC) $(GPU_PTX_FLAGS) -S $< -o $@
 

@@ -62,6 +62,7 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     /* a frozen LM head's shortcut (gpu/logprob.h) */
     [GPU_K_LOGPROB_CHUNK_PROBS] = "logprob_chunk_probs",
     [GPU_K_LOGPROB_BACKWARD_FROZEN] = "logprob_backward_frozen",
+    [GPU_K_TOKEN_OBJECTIVE_GRAD] = "token_objective_grad",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

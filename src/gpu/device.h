@@ -70,6 +70,8 @@ typedef enum {
     /* a frozen LM head's shortcut (gpu/logprob.h: gpu_logprob_forward's pw, gpu_logprob_backward_frozen) */
     GPU_K_LOGPROB_CHUNK_PROBS,
     GPU_K_LOGPROB_BACKWARD_FROZEN,
+    /* a token-local objective's gradient in the head's chunk loop (gpu/logprob.h: gpu_logprob_forward_backward) */
+    GPU_K_TOKEN_OBJECTIVE_GRAD,
     GPU_N_KERNELS
 } GpuKernel;
 

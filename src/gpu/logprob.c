@@ -10,14 +10,20 @@
  * chunks (one more product each), then a backward reading only pw and W's target rows
  * (gpu_logprob_backward_frozen: no logits recomputed, no dz products). A token-local
  * objective's head shares one set of logits between forward and backward
- * (gpu_logprob_forward_backward, logprob_forward_backward's loop): a chunk's log-probs
- * go to the host for the gradient and its dlogprob comes back. */
+ * (gpu_logprob_forward_backward, logprob_forward_backward's loop): the chunk's gradient
+ * taken on the device where the objective is given as data (ops/token_objective.h), else
+ * its log-probs go to the host for the gradient and its dlogprob comes back. */
 #include "gpu/logprob.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu/gemm.h"
 #include "gpu/ops.h"
+#include "ops/token_objective.h"
+
+/* a row's token-local objective inputs: w, adv, isw (doubles), old, ref (floats) */
+enum { OBJ_BYTES = 3 * 8 + 2 * 4 };
 
 int gpu_logprob_scratch_init(GpuDevice *d, GpuLogprobScratch *s, int chunk_rows, int max_rows, int C, int V,
                              GrpoErr *err) {
@@ -29,23 +35,24 @@ int gpu_logprob_scratch_init(GpuDevice *d, GpuLogprobScratch *s, int chunk_rows,
     if (gpu_alloc(d, &s->logits, 4 * zv, err) || gpu_alloc(d, &s->dz16, 2 * zv, err) ||
         gpu_alloc(d, &s->h_rows, 4 * hc, err) || gpu_alloc(d, &s->h16, 2 * hc, err) ||
         gpu_alloc(d, &s->d_rows, 4 * hc, err) || gpu_alloc(d, &s->stats, 3 * 4 * (size_t)chunk_rows, err) ||
-        gpu_alloc(d, &s->rows, 2 * 4 * (size_t)max_rows, err)) {
+        gpu_alloc(d, &s->rows, 2 * 4 * (size_t)max_rows, err) || gpu_alloc(d, &s->obj, OBJ_BYTES * (size_t)max_rows, err)) {
         gpu_logprob_scratch_free(d, s);
         return -1;
     }
     s->host_rows = xmalloc(2 * sizeof(int32_t) * (size_t)max_rows);
     s->host_lp = xmalloc(2 * sizeof(float) * (size_t)chunk_rows);
+    s->host_obj = xmalloc((OBJ_BYTES + sizeof(int)) * (size_t)max_rows);
     return 0;
 }
 
 void gpu_logprob_scratch_free(GpuDevice *d, GpuLogprobScratch *s) {
-    CUdeviceptr *all[] = {&s->logits, &s->dz16, &s->h_rows, &s->h16, &s->d_rows, &s->stats, &s->rows};
+    CUdeviceptr *all[] = {&s->logits, &s->dz16, &s->h_rows, &s->h16, &s->d_rows, &s->stats, &s->rows, &s->obj};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) gpu_free(d, *all[i]);
         *all[i] = 0;
     }
-    free(s->host_rows), free(s->host_lp);
-    s->host_rows = NULL, s->host_lp = NULL;
+    free(s->host_rows), free(s->host_lp), free(s->host_obj);
+    s->host_rows = NULL, s->host_lp = NULL, s->host_obj = NULL;
 }
 
 /* The rows with a target and their targets into s->rows (one upload a call, before
@@ -186,23 +193,71 @@ int gpu_logprob_backward(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dW, CUdevicep
     return write_dw && R == 0 ? gpu_zero(d, dW, sizeof(float) * (size_t)s->V * s->C, err) : 0;
 }
 
+/* A token-local objective's inputs on the device, for the R rows with a target in their
+ * order: o's, looked up by grad's index of each row (the row itself without one). */
+typedef struct {
+    CUdeviceptr w, adv, isw, old, ref; /* 0: none */
+} ObjectiveRows;
+
+static int upload_objective(GpuDevice *d, GpuLogprobScratch *s, const LogprobGrad *grad, int R, ObjectiveRows *on,
+                            GrpoErr *err) {
+    const TokenObjective *o = grad->objective;
+    size_t n = (size_t)s->max_rows;
+    double *w = (double *)s->host_obj, *adv = w + n, *isw = adv + n;
+    float *old = (float *)(isw + n), *ref = old + n;
+    int *js = (int *)(ref + n);
+    if (grad->index) grad->index(grad->ctx, s->host_rows, R, js);
+    else memcpy(js, s->host_rows, sizeof(int) * (size_t)R);
+    for (int k = 0; k < R; k++) {
+        int j = js[k], q = o->seq_of ? o->seq_of[j] : 0;
+        w[k] = o->tmask && !o->tmask[j] ? 0.0 : o->w[q];
+        adv[k] = o->adv ? o->adv[q] : 0.0;
+        if (o->isw) isw[k] = o->isw[j];
+        if (o->old) old[k] = o->old[j];
+        if (o->ref) ref[k] = o->ref[j];
+    }
+    CUdeviceptr base = s->obj;
+    *on = (ObjectiveRows){base, base + 8 * n, o->isw ? base + 16 * n : 0, o->old ? base + 24 * n : 0,
+                          o->ref ? base + 28 * n : 0};
+    size_t b8 = 8 * (size_t)R, b4 = 4 * (size_t)R;
+    return gpu_put(d, on->w, w, b8, err) || gpu_put(d, on->adv, adv, b8, err) ||
+                   (on->isw && gpu_put(d, on->isw, isw, b8, err)) || (on->old && gpu_put(d, on->old, old, b4, err)) ||
+                   (on->ref && gpu_put(d, on->ref, ref, b4, err))
+               ? -1
+               : 0;
+}
+
+/* The chunk's dlogprob in s_lp's place (its log-probs are scattered already): on the
+ * device from the objective's rows, or through the host's function. */
+static int chunk_gradient(GpuDevice *d, GpuLogprobScratch *s, const LogprobGrad *grad, const ObjectiveRows *on,
+                          int first, int m, GrpoErr *err) {
+    CUdeviceptr s_lp = s->stats;
+    if (grad->objective) {
+        size_t f8 = 8 * (size_t)first, f4 = 4 * (size_t)first;
+        return gpu_token_objective_grad(d, s_lp, m, &grad->objective->p, on->w + f8, on->adv + f8,
+                                        on->isw ? on->isw + f8 : 0, on->old ? on->old + f4 : 0,
+                                        on->ref ? on->ref + f4 : 0, err);
+    }
+    float *lp = s->host_lp, *dlp = s->host_lp + s->chunk_rows;
+    if (gpu_get(d, lp, s_lp, sizeof(float) * (size_t)m, err)) return -1;
+    grad->fn(grad->ctx, s->host_rows + first, m, lp, dlp);
+    return gpu_put(d, s_lp, dlp, sizeof(float) * (size_t)m, err);
+}
+
 int gpu_logprob_forward_backward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,
                                  CUdeviceptr dh, CUdeviceptr dW, const LogprobGrad *grad, CUdeviceptr h,
                                  GpuHeadWeight W, const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s,
                                  int write_dw, GrpoErr *err) {
     int R = forward_rows(d, s, logprob, entropy, lse, targets, N, err);
-    if (R < 0) return -1;
+    ObjectiveRows on = {0};
+    if (R < 0 || (grad->objective && upload_objective(d, s, grad, R, &on, err))) return -1;
     CUdeviceptr s_lp = s->stats, s_lse = s->stats + 8 * (size_t)s->chunk_rows;
-    float *lp = s->host_lp, *dlp = s->host_lp + s->chunk_rows, beta = write_dw ? 0.0f : 1.0f;
+    float beta = write_dw ? 0.0f : 1.0f;
     for (int first = 0; first < R; first += s->chunk_rows) {
         int m = R - first < s->chunk_rows ? R - first : s->chunk_rows;
         CUdeviceptr idx = s->rows + 4 * (size_t)first, tgt = s->rows + 4 * ((size_t)s->max_rows + first);
         if (chunk_forward(d, s, first, m, logprob, entropy, lse, h, W, inv_temp, err) ||
-            gpu_get(d, lp, s_lp, sizeof(float) * (size_t)m, err)) /* the chunk's log-probs, for grad on the host */
-            return -1;
-        grad->fn(grad->ctx, s->host_rows + first, m, lp, dlp);
-        /* the chunk's dlogprob in s_lp's place (its log-probs are scattered already) */
-        if (gpu_put(d, s_lp, dlp, sizeof(float) * (size_t)m, err) ||
+            chunk_gradient(d, s, grad, &on, first, m, err) ||
             gpu_logprob_chunk_backward(d, s->logits, s_lp, 0, s_lse, tgt, m, s->V, inv_temp, err) ||
             chunk_products(d, s, idx, m, dh, dW, beta, W, err))
             return -1;

@@ -36,6 +36,9 @@ typedef struct {
     CUdeviceptr rows;     /* [2, max_rows] int32: the rows with a target, then their targets */
     int32_t *host_rows;   /* [2, max_rows]: the same, made on the host */
     float *host_lp;       /* [2, chunk_rows]: a chunk's log-probs and their gradient on the host (forward_backward) */
+    CUdeviceptr obj;      /* [max_rows] x (w, adv, isw doubles; old, ref floats): a token-local objective's
+                             inputs for the rows with a target, in their order (forward_backward) */
+    unsigned char *host_obj; /* the same, made on the host, and [max_rows] ints: the rows' indices */
 } GpuLogprobScratch;
 
 /* Allocates s for chunks of chunk_rows rows, calls of up to max_rows rows, the head
@@ -60,11 +63,13 @@ int gpu_logprob_forward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, 
 int gpu_logprob_backward_frozen(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw, GpuHeadWeight W,
                                 const int32_t *targets, int N, float inv_temp, GpuLogprobScratch *s, GrpoErr *err);
 /* logprob_forward_backward: the forward above, and in the same pass over the chunks
- * the backward of a token-local objective, each chunk's logits used once: its
- * log-probs go to the host, grad gives their gradient there (rows named as the
- * forward's, the batch's row indices; grad may run a chunk at a time), and the chunk's
- * dz is formed from those, dh[N, C] += (0: none) and dW[V, C] += (write_dw: written)
- * as gpu_logprob_backward's. The same products on the same operands as the forward and
+ * the backward of a token-local objective, each chunk's logits used once: the chunk's
+ * gradient is taken on the device from grad->objective where grad has one (its inputs
+ * uploaded once a call: no round trip a chunk), else its log-probs go to the host and
+ * grad's function gives their gradient there (rows named as the forward's, the batch's
+ * row indices; grad may run a chunk at a time); then the chunk's dz is formed from
+ * those, dh[N, C] += (0: none) and dW[V, C] += (write_dw: written) as
+ * gpu_logprob_backward's. The same products on the same operands as the forward and
  * then gpu_logprob_backward with that gradient: their bits, one product of the logits
  * fewer a chunk. No entropy gradient (the objective is token-local). */
 int gpu_logprob_forward_backward(GpuDevice *d, CUdeviceptr logprob, CUdeviceptr entropy, CUdeviceptr lse,

@@ -211,6 +211,14 @@ int gpu_logprob_backward_frozen_rows(GpuDevice *d, CUdeviceptr dh, CUdeviceptr d
     return gpu_launch(d, GPU_K_LOGPROB_BACKWARD_FROZEN, (unsigned)m, ROW_THREADS, args, err);
 }
 
+int gpu_token_objective_grad(GpuDevice *d, CUdeviceptr lp, int m, const TokenObjectiveParams *p, CUdeviceptr w,
+                             CUdeviceptr adv, CUdeviceptr isw, CUdeviceptr old, CUdeviceptr ref, GrpoErr *err) {
+    if (m <= 0) return 0;
+    TokenObjectiveParams params = *p;
+    void *args[] = {&lp, &m, &params, &w, &adv, &isw, &old, &ref};
+    return gpu_launch(d, GPU_K_TOKEN_OBJECTIVE_GRAD, flat_blocks(d, (unsigned long long)m), FLAT_THREADS, args, err);
+}
+
 int gpu_sampler_sample(GpuDevice *d, CUdeviceptr tok, CUdeviceptr logp, CUdeviceptr logits, CUdeviceptr scratch,
                        const GpuSampleRows *rows, int m, int V, const SamplerOpts *o, int force_sequential,
                        GrpoErr *err) {

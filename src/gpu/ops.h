@@ -7,6 +7,7 @@
 
 #include "gpu/device.h"
 #include "gen/sampler.h"
+#include "ops/token_objective.h"
 #include "optim/optim.h"
 
 /* rmsnorm_forward: out[N, C] (ld_out), rstd[N], in[N, C] (ld_in), w[C]. */
@@ -107,6 +108,12 @@ int gpu_logprob_chunk_probs(GpuDevice *d, CUdeviceptr logits, CUdeviceptr lse, i
 int gpu_logprob_backward_frozen_rows(GpuDevice *d, CUdeviceptr dh, CUdeviceptr dlogprob, CUdeviceptr pw,
                                      CUdeviceptr W16, CUdeviceptr W, CUdeviceptr rows, CUdeviceptr tgts, int m, int C,
                                      float inv_temp, GrpoErr *err);
+/* A token-local objective's gradient (ops/token_objective.h) of m rows: lp[i], their
+ * log-probs, replaced by d objective / d logp from the inputs in the same order (w[m],
+ * adv[m] doubles; isw[m] doubles, old[m], ref[m] floats, each 0: none). The host's
+ * formulas in double; e^x within a few ulp of glibc's, the result rounded to float. */
+int gpu_token_objective_grad(GpuDevice *d, CUdeviceptr lp, int m, const TokenObjectiveParams *p, CUdeviceptr w,
+                             CUdeviceptr adv, CUdeviceptr isw, CUdeviceptr old, CUdeviceptr ref, GrpoErr *err);
 
 /* A batch's rows for gpu_sampler_sample, device arrays of m: row r draws its uniform
  * from u32 words draw[r], draw[r] + 1 of Philox stream stream[r] of seed[r] (as

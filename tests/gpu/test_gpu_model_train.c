@@ -38,6 +38,7 @@
 #include "machine/gpu_emulator_blas.h"
 #include "optim/optim.h"
 #include "ops/ops.h"
+#include "ops/token_objective.h"
 #define GPU_TEST_SEED 35
 #include "gpu_test.h"
 
@@ -269,7 +270,7 @@ static void lp_grad(void *ctx, const int *rows, int m, const float *logprob, flo
 static void check_fused(const Model *m, const GpuModel *g, GpuModelTrain *t) {
     int32_t ids[MAXN], targets[MAXN];
     float dl[MAXN], lp[2][MAXN] = {{0}}, ent[2][MAXN] = {{0}}, flp[2][MAXN] = {{0}}, fent[2][MAXN] = {{0}};
-    LogprobGrad grad = {lp_grad, NULL};
+    LogprobGrad grad = {.fn = lp_grad, .ctx = NULL};
     unsigned long long m0 = emulated ? gpu_emulator_blas_multiply_adds() : 0, saved = 0;
     gpu_model_train_begin(t);
     for (int k = 0; k < 2; k++) {
@@ -383,6 +384,63 @@ static void check_refusals(const Model *m, const GpuModel *g) {
     gpu_model_train_free(&dev, &t);
 }
 
+/* LogprobGrad's host function for a TokenObjective (ctx). */
+static void objective_grad(void *ctx, const int *js, int m, const float *logprob, float *dlogprob) {
+    tokobj_grads(ctx, js, m, logprob, dlogprob);
+}
+
+/* A token-local objective given as data (LogprobGrad.objective) takes each chunk's
+ * gradient on the device: against the same objective through the host's function over
+ * a packed PaddedBatch (CSR indices), log-probs and every gradient bit for bit (GRPO's
+ * clipped term with the sampler correction's weights, a tool mask and a sequence of
+ * weight 0: no e^x, so the same double arithmetic on both sides); and no copy to the
+ * host inside the chunk loop (the host's function costs one a chunk, here R / CHUNK
+ * rounded up). */
+static void check_objective(const Model *m, const GpuModel *g, GpuModelTrain *t) {
+    int32_t ids[MAXN], targets[MAXN];
+    float dl[MAXN];
+    const Micro *mb = &micro[0];
+    make_batch(0, ids, targets, dl);
+    BatchSeq seqs[3];
+    for (int b = 0; b < mb->B; b++)
+        seqs[b] = (BatchSeq){ids + mb->starts[b], mb->starts[b + 1] - mb->starts[b], NULL, 0, mb->prompt[b] + 1};
+    PaddedBatch pb;
+    padded_batch_build(&pb, seqs, mb->B, 1);
+    int K = pb.offsets[mb->B], seq_of[MAXN];
+    double w[3] = {0.05, 0.0, 0.02}, adv[3] = {1.5, -0.7, -0.4}, isw[MAXN];
+    unsigned char tmask[MAXN];
+    for (int b = 0; b < mb->B; b++)
+        for (int j = pb.offsets[b]; j < pb.offsets[b + 1]; j++) seq_of[j] = b;
+    for (int j = 0; j < K; j++) isw[j] = 0.5 + 0.1 * j, tmask[j] = j % 5 != 2;
+    TokenObjective o = {{TOKOBJ_CLIP, 0.2, 0.28, 0, 0.04, 1, 1.05}, seq_of, w, adv, NULL, NULL, isw, tmask};
+    float lp[2][MAXN], *grads[2];
+    unsigned long long down[2];
+    for (int k = 0; k < 2; k++) {
+        LogprobGrad grad = {objective_grad, &o, k ? &o : NULL, NULL};
+        unsigned long long c0 = emulated ? gpu_emu_copies(1) : 0;
+        gpu_model_train_begin(t);
+        T_CHECK(!gpu_model_train_batch_forward(&dev, g, t, &pb, INV_TEMP, lp[k], NULL, &grad, &err) &&
+                    !gpu_model_train_batch_backward(&dev, g, t, &pb, NULL, NULL, &err),
+                "%s", err.msg);
+        down[k] = emulated ? gpu_emu_copies(1) - c0 : 0;
+        grads[k] = step_grads(m, t);
+    }
+    size_t differ = memcmp(lp[0], lp[1], sizeof(float) * K) != 0;
+    for (size_t i = 0; i < m->table.total; i++) differ += memcmp(&grads[0][i], &grads[1][i], 4) != 0;
+    T_CHECK(differ == 0, "the device's objective differs from the host's function at %zu values", differ);
+    if (emulated) {
+        unsigned long long chunks = (unsigned long long)(K + CHUNK - 1) / CHUNK;
+        printf(" a token-local objective on the device: copies to the host %llu against %llu through the host's "
+               "function (%llu chunks)\n", down[1], down[0], chunks);
+        T_CHECK(down[0] - down[1] == chunks, "copies to the host saved: %llu, want one a chunk (%llu)",
+                down[0] - down[1], chunks);
+    }
+    printf(" a token-local objective on the device: log-probs and gradients bit for bit with the host's function "
+           "(%d targets)\n", K);
+    padded_batch_free(&pb);
+    free(grads[0]), free(grads[1]);
+}
+
 static void check_model(int tied, int qwen3) {
     Model m;
     make_model(&m, tied, qwen3);
@@ -396,6 +454,7 @@ static void check_model(int tied, int qwen3) {
     check_step(&m, &g, &t);
     check_batch_csr(&m, &g, &t);
     check_fused(&m, &g, &t);
+    check_objective(&m, &g, &t);
     check_settle(&m, &t);
     gpu_model_train_free(&dev, &t);
     if (tied && !qwen3) check_refusals(&m, &g);

@@ -166,6 +166,10 @@ static void run_logprob_backward_frozen(void **p) {
     logprob_backward_frozen(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, const unsigned short *), P(4, Cfp), P(5, Cip),
                             P(6, Cip), P(7, int), P(8, float));
 }
+static void run_token_objective_grad(void **p) {
+    token_objective_grad(P(0, Fp), P(1, int), P(2, TokenObjectiveParams), P(3, const double *), P(4, const double *),
+                         P(5, const double *), P(6, Cfp), P(7, Cfp));
+}
 
 typedef struct {
     const char *name;
@@ -228,6 +232,7 @@ static const EmuKernel kernels[] = {
     /* a frozen LM head's shortcut (gpu/kernels/logprob.cu) */
     {"logprob_chunk_probs", run_logprob_chunk_probs},
     {"logprob_backward_frozen", run_logprob_backward_frozen},
+    {"token_objective_grad", run_token_objective_grad},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
@@ -356,13 +361,18 @@ static CUresult emu_free(CUdeviceptr ptr) {
     free(block);
     return CUDA_SUCCESS;
 }
+static unsigned long long copies_up, copies_down;
+unsigned long long gpu_emu_copies(int down) { return down ? copies_down : copies_up; }
+
 static CUresult emu_put(CUdeviceptr dst, const void *src, size_t bytes) {
     memcpy((void *)dst, src, bytes);
+    copies_up++;
     return CUDA_SUCCESS;
 }
 
 static CUresult emu_fetch(void *dst, CUdeviceptr src, size_t bytes) {
     memcpy(dst, (const void *)src, bytes);
+    copies_down++;
     if (digest.path) digest_fold(dst, bytes);
     return CUDA_SUCCESS;
 }

@@ -50,6 +50,10 @@ int gpu_emu_set_order(const char *spec, char *why, size_t n);
  * (device d: 1 << d), so a test sees which GPU a process chose. */
 unsigned gpu_emu_devices_used(void);
 
+/* How many copies the emulated driver made to the host (down 1) or to the device
+ * (down 0) since the process began: a test sees round trips a pass makes. */
+unsigned long long gpu_emu_copies(int down);
+
 /* Frees the launches' thread stacks (gpu_emulator_threads.c keeps them from one
  * launch to the next); the emulated driver's last context release calls it. */
 void gpu_emu_free_threads(void);

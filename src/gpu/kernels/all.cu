@@ -35,3 +35,5 @@
 #include "lora_decode.cu"
 /* sync_ref_model on the device (train/model_gpu.c): the reference mixed with the policy */
 #include "mix.cu"
+/* a token-local objective's gradient after each chunk of the LM head (gpu/logprob.c) */
+#include "token_objective.cu"
