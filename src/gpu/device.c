@@ -63,6 +63,7 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_LOGPROB_CHUNK_PROBS] = "logprob_chunk_probs",
     [GPU_K_LOGPROB_BACKWARD_FROZEN] = "logprob_backward_frozen",
     [GPU_K_TOKEN_OBJECTIVE_GRAD] = "token_objective_grad",
+    [GPU_K_ATTENTION_FORWARD_MMA] = "attention_forward_mma",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -72,6 +72,8 @@ typedef enum {
     GPU_K_LOGPROB_BACKWARD_FROZEN,
     /* a token-local objective's gradient in the head's chunk loop (gpu/logprob.h: gpu_logprob_forward_backward) */
     GPU_K_TOKEN_OBJECTIVE_GRAD,
+    /* attention's training forward on the tensor cores (gpu/kernels/attention_mma.cu) */
+    GPU_K_ATTENTION_FORWARD_MMA,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -7,7 +7,8 @@
 #include "optim/optim.h"
 
 enum { ROW_THREADS = 256, FLAT_THREADS = 256 };
-enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256 }; /* gpu/kernels/rope.cu, attention.h */
+/* gpu/kernels/rope.cu, attention.h */
+enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256, ATT_MMA_ROWS = 64, ATT_MMA_MAX_D = 128 };
 
 /* Blocks for n elements: enough for one element a thread, at most 8 per multiprocessor
  * (the kernels loop over the rest). */
@@ -89,6 +90,10 @@ int gpu_attention_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr lse, CUdevi
                           int ldk, int ldv, GrpoErr *err) {
     if (attention_shape("gpu_attention_forward", H, Hkv, D, err)) return -1;
     void *args[] = {&out, &lse, &q, &k, &v, &mask, &starts, &B, &H, &Hkv, &D, &ldo, &ldq, &ldk, &ldv};
+    /* the tensor cores: a block per 64 rows of a sequence (at most N / 64 + B blocks) */
+    if (D % 8 == 0 && D <= ATT_MMA_MAX_D)
+        return gpu_launch_xy(d, GPU_K_ATTENTION_FORWARD_MMA, (unsigned)((N + ATT_MMA_ROWS - 1) / ATT_MMA_ROWS + B),
+                             (unsigned)H, ATT_THREADS, args, err);
     return gpu_launch_xy(d, GPU_K_ATTENTION_FORWARD, (unsigned)N, (unsigned)H, ATT_THREADS, args, err);
 }
 

@@ -343,9 +343,10 @@ static void check_all(void) {
     check_rope(64);
     check_rope(300); /* 150 pairs: two runs of the block's 128 */
     /* Qwen2-0.5B's head dim and a group of 2; a group of 3 at D 256 (two columns a
-     * thread); no grouping at D 128 */
-    int heads[3][3] = {{4, 2, 64}, {3, 1, 256}, {2, 2, 128}};
-    for (int i = 0; i < 3; i++) {
+     * thread, the fp32 kernel); no grouping at D 128; the tensor cores' smallest and an
+     * odd number of their column blocks (D 8, 24); D 30 (the fp32 kernel) */
+    int heads[6][3] = {{4, 2, 64}, {3, 1, 256}, {2, 2, 128}, {2, 1, 8}, {3, 3, 24}, {2, 1, 30}};
+    for (int i = 0; i < 6; i++) {
         set_heads(heads[i][0], heads[i][1], heads[i][2]);
         check_training(i == 0);
         check_decode();

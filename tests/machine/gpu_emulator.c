@@ -61,6 +61,10 @@ static void run_attention_forward(void **p) {
     attention_forward(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cu8p), P(6, Cip), P(7, int),
                       P(8, int), P(9, int), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int));
 }
+static void run_attention_forward_mma(void **p) {
+    attention_forward_mma(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cu8p), P(6, Cip), P(7, int),
+                          P(8, int), P(9, int), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int));
+}
 static void run_attention_backward_query(void **p) {
     attention_backward_query(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cfp), P(6, Cfp), P(7, Cu8p),
                              P(8, Cip), P(9, int), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int),
@@ -233,6 +237,7 @@ static const EmuKernel kernels[] = {
     {"logprob_chunk_probs", run_logprob_chunk_probs},
     {"logprob_backward_frozen", run_logprob_backward_frozen},
     {"token_objective_grad", run_token_objective_grad},
+    {"attention_forward_mma", run_attention_forward_mma},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

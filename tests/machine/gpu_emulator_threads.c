@@ -126,6 +126,8 @@ typedef struct {
     void *stack;
     int state, kind, arg;
     float v, out;
+    float *d; /* mma_tf32's fragments (GPU_EMU_MMA_TF32): the lane's own, on its stack */
+    const float *a, *b;
 } EmuThread;
 
 static struct {
@@ -193,6 +195,45 @@ float gpu_emu_shfl(float v, int kind, int arg) {
     t->state = AT_SHUFFLE, t->kind = kind, t->arg = arg, t->v = v;
     wait_here();
     return t->out;
+}
+
+void gpu_emu_mma_tf32(float *d, const float *a, const float *b) {
+    EmuThread *t = &E.t[E.cur];
+    t->state = AT_SHUFFLE, t->kind = GPU_EMU_MMA_TF32, t->arg = 0, t->d = d, t->a = a, t->b = b;
+    wait_here();
+}
+
+/* The TF32 operand as the tensor cores read it: the low 13 bits ignored. */
+static float tf32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* mma_tf32 across the warp from lane: A, B and C gathered from the lanes' fragments
+ * (device.h's layout), D = C + A B with the products in order of k added to C one at
+ * a time in float (a TF32 product is exact in float; the tensor cores' own order of
+ * sums is theirs), scattered back. */
+static void warp_mma_tf32(EmuThread *lane) {
+    float A[16][8], B[8][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        A[g][t] = tf32_bits(lane[l].a[0]), A[g + 8][t] = tf32_bits(lane[l].a[1]);
+        A[g][t + 4] = tf32_bits(lane[l].a[2]), A[g + 8][t + 4] = tf32_bits(lane[l].a[3]);
+        B[t][g] = tf32_bits(lane[l].b[0]), B[t + 4][g] = tf32_bits(lane[l].b[1]);
+        C[g][2 * t] = lane[l].d[0], C[g][2 * t + 1] = lane[l].d[1];
+        C[g + 8][2 * t] = lane[l].d[2], C[g + 8][2 * t + 1] = lane[l].d[3];
+    }
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 8; c++)
+            for (int k = 0; k < 8; k++) C[r][c] += A[r][k] * B[k][c];
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        lane[l].d[0] = C[g][2 * t], lane[l].d[1] = C[g][2 * t + 1];
+        lane[l].d[2] = C[g + 8][2 * t], lane[l].d[3] = C[g + 8][2 * t + 1];
+    }
 }
 
 /* A thread's life. The first thread of a launch is entered from the scheduler, whose
@@ -310,12 +351,14 @@ static int release_warp(int w) {
             return -1;
         }
     }
-    for (int l = 0; l < 32; l++) {
-        int a = lane[l].arg, src = lane[l].kind == GPU_EMU_SHFL_XOR ? l ^ (a & 31)
-                                 : lane[l].kind == GPU_EMU_SHFL_IDX ? a & 31
-                                                                     : l + a;
-        lane[l].out = src < 32 ? lane[src].v : lane[l].v;
-    }
+    if (lane[0].kind == GPU_EMU_MMA_TF32) warp_mma_tf32(lane);
+    else
+        for (int l = 0; l < 32; l++) {
+            int a = lane[l].arg, src = lane[l].kind == GPU_EMU_SHFL_XOR ? l ^ (a & 31)
+                                     : lane[l].kind == GPU_EMU_SHFL_IDX ? a & 31
+                                                                         : l + a;
+            lane[l].out = src < 32 ? lane[src].v : lane[l].v;
+        }
     for (int l = 0; l < 32; l++) lane[l].state = RUNNING;
     return 1;
 }

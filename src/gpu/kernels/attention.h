@@ -7,7 +7,12 @@
 
 enum {
     ATT_THREADS = 128, /* a block: 4 warps; a tile of keys (or queries) is one a thread */
-    ATT_MAX_D = 256    /* head dims up to this (gpu/ops.c checks) */
+    ATT_MAX_D = 256,   /* head dims up to this (gpu/ops.c checks) */
+    /* attention_mma.cu: a block's query rows (16 a warp), a tile's keys, the head dims
+     * it takes (multiples of 8 up to this; gpu/ops.c sends the others to attention.cu) */
+    ATT_MMA_ROWS = 64,
+    ATT_MMA_KEYS = 32,
+    ATT_MMA_MAX_D = 128
 };
 
 /* a . b over n floats, in order (every thread computing it gets the same bits). */

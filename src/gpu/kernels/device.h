@@ -56,6 +56,26 @@ DEVICE float log_fast(float x) { return __nvvm_lg2_approx_f(x) * 0.6931471805599
 DEVICE float fma_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 DEVICE float rint_f32(float x) { return __builtin_rintf(x); }
 DEVICE double rint_f64(double x) { return __builtin_rint(x); }
+/* x rounded to TF32 (10 fraction bits; to nearest, ties away from zero: cvt.rna.tf32.f32),
+ * as a float whose low 13 bits are 0: a tensor-core operand of mma_tf32. */
+DEVICE float round_tf32(float x) {
+    unsigned r;
+    __asm__("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return __builtin_bit_cast(float, r);
+}
+/* d += A B for one 16 x 8 x 8 tile on the tensor cores, A and B TF32 (round_tf32's
+ * values), fp32 sums (mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32): a warp's
+ * collective, all 32 lanes call it. Lane 4 g + t holds (PTX ISA, the fragments of
+ * mma.m16n8k8 .tf32): a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]; b = B[t][g],
+ * B[t+4][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]. */
+DEVICE_INLINE void mma_tf32(float *d, const float *a, const float *b) {
+    __asm__ volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(__builtin_bit_cast(unsigned, a[0])), "r"(__builtin_bit_cast(unsigned, a[1])),
+                       "r"(__builtin_bit_cast(unsigned, a[2])), "r"(__builtin_bit_cast(unsigned, a[3])),
+                       "r"(__builtin_bit_cast(unsigned, b[0])), "r"(__builtin_bit_cast(unsigned, b[1])));
+}
 
 #else /* the tests' emulated GPU */
 
@@ -69,11 +89,12 @@ DEVICE double rint_f64(double x) { return __builtin_rint(x); }
 #define SHARED static
 #define UNROLL _Pragma("GCC unroll 64")
 
-enum { GPU_EMU_SHFL_XOR, GPU_EMU_SHFL_IDX, GPU_EMU_SHFL_DOWN };
+enum { GPU_EMU_SHFL_XOR, GPU_EMU_SHFL_IDX, GPU_EMU_SHFL_DOWN, GPU_EMU_MMA_TF32 };
 /* tests/machine/gpu_emulator.c: the running thread's indices, the barriers. */
 int gpu_emu_index(int which); /* 0 thread x, 1 block dim x, 2 block x, 3 block y, 4 grid x, 5 grid y */
 void gpu_emu_sync_block(void);
 float gpu_emu_shfl(float v, int kind, int arg);
+void gpu_emu_mma_tf32(float *d, const float *a, const float *b);
 void *gpu_emu_dynamic_shared(void);
 
 DEVICE int thread_x(void) { return gpu_emu_index(0); }
@@ -94,6 +115,17 @@ DEVICE float log_fast(float x) { return log2f(x) * 0.6931471805599453f; }
 DEVICE float fma_rn(float a, float b, float c) { return fmaf(a, b, c); }
 DEVICE float rint_f32(float x) { return rintf(x); }
 DEVICE double rint_f64(double x) { return rint(x); }
+/* cvt.rna.tf32.f32 on the bits: the magnitude's low 13 bits rounded off, a half up
+ * (away from zero); infinities and NaNs as they are. */
+DEVICE float round_tf32(float x) {
+    union {
+        float f;
+        unsigned u;
+    } v = {x};
+    if ((v.u & 0x7f800000u) != 0x7f800000u) v.u = (v.u + 0x1000u) & 0xffffe000u;
+    return v.f;
+}
+DEVICE void mma_tf32(float *d, const float *a, const float *b) { gpu_emu_mma_tf32(d, a, b); }
 
 #endif
 
