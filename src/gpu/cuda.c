@@ -36,6 +36,7 @@ int cuda_api_open(CudaApi *api, char *why, size_t n) {
         {(void **)&api->ModuleLoadDataEx, "cuModuleLoadDataEx"},
         {(void **)&api->ModuleUnload, "cuModuleUnload"},
         {(void **)&api->ModuleGetFunction, "cuModuleGetFunction"},
+        {(void **)&api->FuncSetAttribute, "cuFuncSetAttribute"},
         {(void **)&api->LaunchKernel, "cuLaunchKernel"},
         {(void **)&api->GetErrorString, "cuGetErrorString"},
     };

@@ -23,6 +23,7 @@ enum {
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
 };
 enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 }; /* CUjit_option */
+enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };                    /* CUfunction_attribute */
 
 /* The driver's functions, by the names libcuda exports (the _v2 forms where the
  * API has them). */
@@ -47,6 +48,7 @@ typedef struct {
     CUresult (*ModuleLoadDataEx)(CUmodule *mod, const void *image, unsigned n_options, int *options, void **values);
     CUresult (*ModuleUnload)(CUmodule mod);
     CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+    CUresult (*FuncSetAttribute)(CUfunction fn, int attribute, int value);
     CUresult (*LaunchKernel)(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                              unsigned block_y, unsigned block_z, unsigned shared_bytes, CUstream stream, void **params,
                              void **extra);

@@ -64,6 +64,8 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_LOGPROB_BACKWARD_FROZEN] = "logprob_backward_frozen",
     [GPU_K_TOKEN_OBJECTIVE_GRAD] = "token_objective_grad",
     [GPU_K_ATTENTION_FORWARD_MMA] = "attention_forward_mma",
+    [GPU_K_ATTENTION_BACKWARD_QUERY_MMA] = "attention_backward_query_mma",
+    [GPU_K_ATTENTION_BACKWARD_KEY_MMA] = "attention_backward_key_mma",
 };
 
 const char *gpu_ptx_missing_kernel(void) {
@@ -208,6 +210,20 @@ int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **
 
 int gpu_zero(GpuDevice *d, CUdeviceptr p, size_t bytes, GrpoErr *err) {
     return p && bytes ? check(d, d->api.MemsetD8(p, 0, bytes), "zeroing GPU memory", err) : 0;
+}
+
+int gpu_launch_shared(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block,
+                      unsigned shared_bytes, void **args, GrpoErr *err) {
+    if (grid_x == 0 || grid_y == 0) return 0;
+    if (shared_bytes > 48 * 1024 && shared_bytes > d->shared_max[k]) {
+        char what[128];
+        snprintf(what, sizeof what, "kernel %s: %u bytes of shared memory", gpu_kernel_names[k], shared_bytes);
+        int attribute = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        if (check(d, d->api.FuncSetAttribute(d->fn[k], attribute, (int)shared_bytes), what, err)) return -1;
+        d->shared_max[k] = shared_bytes;
+    }
+    return check(d, d->api.LaunchKernel(d->fn[k], grid_x, grid_y, 1, block, 1, 1, shared_bytes, NULL, args, NULL),
+                 gpu_kernel_names[k], err);
 }
 
 int gpu_launch_xy(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block, void **args,

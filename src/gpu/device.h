@@ -72,8 +72,11 @@ typedef enum {
     GPU_K_LOGPROB_BACKWARD_FROZEN,
     /* a token-local objective's gradient in the head's chunk loop (gpu/logprob.h: gpu_logprob_forward_backward) */
     GPU_K_TOKEN_OBJECTIVE_GRAD,
-    /* attention's training forward on the tensor cores (gpu/kernels/attention_mma.cu) */
+    /* attention's training forward and backward on the tensor cores (gpu/kernels/attention_mma.cu,
+     * attention_backward_mma.cu) */
     GPU_K_ATTENTION_FORWARD_MMA,
+    GPU_K_ATTENTION_BACKWARD_QUERY_MMA,
+    GPU_K_ATTENTION_BACKWARD_KEY_MMA,
     GPU_N_KERNELS
 } GpuKernel;
 
@@ -89,6 +92,7 @@ typedef struct {
     CUcontext ctx;
     CUmodule mod;
     CUfunction fn[GPU_N_KERNELS];
+    unsigned shared_max[GPU_N_KERNELS]; /* dynamic shared memory each kernel was let use (gpu_launch_shared) */
     char name[128];  /* "GPU 1: NVIDIA H100 80GB HBM3" on a machine of several */
     int ordinal;     /* the driver's device number (after CUDA_VISIBLE_DEVICES) */
     int cc_major, cc_minor, sms;
@@ -127,6 +131,11 @@ int gpu_launch(GpuDevice *d, GpuKernel k, unsigned grid, unsigned block, void **
 /* ...on a grid grid_x x grid_y x 1 (block_y() in the kernel counts grid_y). */
 int gpu_launch_xy(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block, void **args,
                   GrpoErr *err);
+/* ...with shared_bytes of dynamic shared memory (the kernel's dynamic_shared()); past
+ * the 48 KB every kernel may use, the kernel is let use them first (the driver's
+ * cuFuncSetAttribute; up to 227 KB on an H100, 163 KB on an A100). */
+int gpu_launch_shared(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block,
+                      unsigned shared_bytes, void **args, GrpoErr *err);
 /* Waits for the launches so far; a fault in one of them is reported here. */
 int gpu_sync(GpuDevice *d, GrpoErr *err);
 

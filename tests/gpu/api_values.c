@@ -26,6 +26,7 @@ int main(void) {
     V(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     V(CU_JIT_ERROR_LOG_BUFFER);
     V(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+    V(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
     V(sizeof(CUresult));
     V(sizeof(CUdevice));
     V(sizeof(CUdeviceptr));

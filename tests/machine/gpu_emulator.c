@@ -75,6 +75,16 @@ static void run_attention_backward_key(void **p) {
                            P(8, Cu8p), P(9, Cip), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int),
                            P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, int));
 }
+static void run_attention_backward_query_mma(void **p) {
+    attention_backward_query_mma(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cfp), P(6, Cfp),
+                                 P(7, Cu8p), P(8, Cip), P(9, int), P(10, int), P(11, int), P(12, int), P(13, int),
+                                 P(14, int), P(15, int), P(16, int), P(17, int), P(18, int));
+}
+static void run_attention_backward_key_mma(void **p) {
+    attention_backward_key_mma(P(0, Fp), P(1, Fp), P(2, Cfp), P(3, Cfp), P(4, Cfp), P(5, Cfp), P(6, Cfp), P(7, Cfp),
+                               P(8, Cu8p), P(9, Cip), P(10, int), P(11, int), P(12, int), P(13, int), P(14, int),
+                               P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, int));
+}
 static void run_attention_decode(void **p) {
     attention_decode(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cip), P(5, Cip), P(6, Cip), P(7, Cip), P(8, int),
                      P(9, int), P(10, int), P(11, int), P(12, int), P(13, int));
@@ -238,12 +248,27 @@ static const EmuKernel kernels[] = {
     {"logprob_backward_frozen", run_logprob_backward_frozen},
     {"token_objective_grad", run_token_objective_grad},
     {"attention_forward_mma", run_attention_forward_mma},
+    {"attention_backward_query_mma", run_attention_backward_query_mma},
+    {"attention_backward_key_mma", run_attention_backward_key_mma},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
 /* ---- a launch (gpu_emulator_threads.c runs it) ---- */
 
 enum { CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_LAUNCH_FAILED = 719 };
+
+/* The dynamic shared memory each kernel was let use past the 48 KB every kernel may
+ * (cuFuncSetAttribute's MAX_DYNAMIC_SHARED_SIZE_BYTES), as the driver keeps it: a
+ * launch asking for more is refused, as on a GPU. */
+static int shared_max[N_KERNELS];
+enum { SHARED_DEFAULT = 48 * 1024, SHARED_LIMIT = 227 * 1024 }; /* an H100's */
+
+static CUresult emu_set_attribute(CUfunction fn, int attribute, int value) {
+    if (!fn || attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || value < 0 || value > SHARED_LIMIT)
+        return CUDA_ERROR_INVALID_VALUE;
+    shared_max[(const EmuKernel *)fn - kernels] = value;
+    return CUDA_SUCCESS;
+}
 
 static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned shared_bytes, CUstream stream, void **params, void **extra) {
@@ -254,6 +279,12 @@ static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
         return CUDA_ERROR_INVALID_VALUE;
     }
     const EmuKernel *k = (const EmuKernel *)fn;
+    if (shared_bytes > SHARED_DEFAULT && shared_bytes > (unsigned)shared_max[k - kernels]) {
+        fprintf(stderr, "gpu emulator: launch of %s with %u bytes of dynamic shared memory: past 48 KB the kernel must "
+                        "be let use them first (cuFuncSetAttribute: %d)\n",
+                k->name, shared_bytes, shared_max[k - kernels]);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     return gpu_emu_run(k->name, k->run, gx, gy, bx, shared_bytes, params) ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
@@ -431,6 +462,7 @@ int gpu_emulator_open(CudaApi *api, char *why, size_t n) {
         .ModuleLoadDataEx = emu_load,
         .ModuleUnload = emu_unload,
         .ModuleGetFunction = emu_function,
+        .FuncSetAttribute = emu_set_attribute,
         .LaunchKernel = launch,
         .GetErrorString = emu_error_string,
     };

@@ -8,6 +8,7 @@
 #include "attention.cu"
 #include "attention_backward.cu"
 #include "attention_mma.cu"
+#include "attention_backward_mma.cu"
 /* bf16 products (gpu/gemm.h): the operands rounded; linear layers (gpu/ops.h: gpu_matmul_*_bf16) */
 #include "bf16.cu"
 #include "linear.cu"

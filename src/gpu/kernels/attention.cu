@@ -22,11 +22,9 @@
  * row, dK and dV are summed by the block owning the key row (over the group's
  * query heads, then the later queries in order) and added once.
  *
- * What a fast version changes (later, measured): blocks of 64-128 query rows with the
- * group's G heads (each key and value row read from global memory once per block,
- * not once per query), K/V tiles staged in shared memory, the products as bf16
- * mma.sync (m16n8k16) with fp32 accumulators over warps (FlashAttention-2's split),
- * and the backward's dK/dV with a block per key tile looping over the query tiles. */
+ * The training forward and backward run on the tensor cores where the head dim allows
+ * (attention_mma.cu, attention_backward_mma.cu: gpu/ops.c chooses); these kernels
+ * serve the other head dims, and decoding. */
 #include "attention.h"
 
 /* The keys a query attends: nk keys, the first n_first of them rows of first (a

@@ -12,7 +12,15 @@ enum {
      * it takes (multiples of 8 up to this; gpu/ops.c sends the others to attention.cu) */
     ATT_MMA_ROWS = 64,
     ATT_MMA_KEYS = 32,
-    ATT_MMA_MAX_D = 128
+    ATT_MMA_MAX_D = 128,
+    /* attention_backward_mma.cu: a block's rows (queries for dQ, keys for dK and dV: 16 a
+     * pair of warps, each warp half the output's columns) */
+    ATT_MMA_BWD_ROWS = 32,
+    ATT_MMA_BWD_QUERIES = 16, /* dK/dV's tile of queries (fewer live scores: no spill at D 128) */
+    /* their tiles' row stride in shared memory, in floats, for every D: a constant, so
+     * that every fragment's address is the lane's base and an immediate; 4 past a
+     * multiple of 32, so that a fragment's 32 reads fall in 32 banks */
+    ATT_MMA_SD = ATT_MMA_MAX_D + 4
 };
 
 /* a . b over n floats, in order (every thread computing it gets the same bits). */
@@ -20,6 +28,63 @@ DEVICE float dot_serial(const float *a, const float *b, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+/* The tensor cores' tiles (attention_mma.cu, attention_backward_mma.cu; device.h's
+ * mma_tf32 for the fragments' layout), over fp32 tiles in shared memory of row stride
+ * sd, g = lane / 4 and t = lane % 4. */
+
+/* x ~ h + l, both TF32: x's leading 11 bits and the next 11 (x - h is exact in fp32). */
+DEVICE_INLINE void split_tf32(float x, float *h, float *l) {
+    *h = round_tf32(x);
+    *l = round_tf32(x - *h);
+}
+
+/* d += A B with fp32's accuracy in three TF32 products (ah bh + ah bl + al bh, the small
+ * ones first; al bl, 2^-22 of the product, left out): a and b fp32 fragments. */
+DEVICE_INLINE void mma_split(float *d, const float *a, const float *b) {
+    float ah[4], al[4], bh[2], bl[2];
+    UNROLL for (int e = 0; e < 4; e++) split_tf32(a[e], &ah[e], &al[e]);
+    split_tf32(b[0], &bh[0], &bl[0]);
+    split_tf32(b[1], &bh[1], &bl[1]);
+    mma_tf32(d, al, bh);
+    mma_tf32(d, ah, bl);
+    mma_tf32(d, ah, bh);
+}
+
+/* A's fragment from x (row-major from the tile's row 0, column 0): A = x's 16 rows x 8. */
+DEVICE_INLINE void frag_a(float *a, const float *x, int sd, int g, int t) {
+    a[0] = x[g * sd + t], a[1] = x[(g + 8) * sd + t], a[2] = x[g * sd + t + 4], a[3] = x[(g + 8) * sd + t + 4];
+}
+
+/* B's fragment for A y^T from y's 8 rows (columns 0..7): B[k][n] = y[n][k]. */
+DEVICE_INLINE void frag_bt(float *b, const float *y, int sd, int g, int t) {
+    b[0] = y[g * sd + t], b[1] = y[g * sd + t + 4];
+}
+
+/* B's fragment for P y from y's 8 rows (columns 0..7), the rows in the order P's
+ * accumulator layout gives them as an A (frag_pa): rows 2t and 2t + 1. */
+DEVICE_INLINE void frag_bp(float *b, const float *y, int sd, int g, int t) {
+    b[0] = y[2 * t * sd + g], b[1] = y[(2 * t + 1) * sd + g];
+}
+
+/* An accumulator tile (16 x 8: lane's d = [g][2t], [g][2t+1], [g+8][2t], [g+8][2t+1])
+ * as the A of a product over its 8 columns: its columns 2t, 2t + 1 are A's t and t + 4,
+ * the order frag_bp reads the other side's rows in. */
+DEVICE_INLINE void frag_pa(float *a, const float *d) { a[0] = d[0], a[1] = d[2], a[2] = d[1], a[3] = d[3]; }
+
+/* Block i's tile of `rows` rows: sequence *b's rows `rows` x (the result) on, the tiles
+ * of sequence 0 first; -1 past the last tile (the grid is an upper bound: N / rows + B). */
+DEVICE int row_tile(const int *starts, int B, int i, int rows, int *b) {
+    for (int s = 0; s < B; s++) {
+        int n = (starts[s + 1] - starts[s] + rows - 1) / rows;
+        if (i < n) {
+            *b = s;
+            return i;
+        }
+        i -= n;
+    }
+    return -1;
 }
 
 /* The sequence holding row n: its index, or -1 past the last (B + 1 starts). */

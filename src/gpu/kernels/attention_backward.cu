@@ -12,9 +12,8 @@
  * the flops twice rather than keeping the [T, T] scores); dO . O is recomputed per
  * query by the same serial dot in both, so the two kernels see the same bits.
  *
- * A fast version (later, measured) tiles both sides as FlashAttention-2's backward:
- * a block per key tile looping over query tiles with bf16 mma.sync, dQ in a second
- * pass (or per-tile partial dQ summed in a fixed order) rather than atomics. */
+ * attention_backward_mma.cu tiles both sides on the tensor cores (FlashAttention-2's
+ * backward, dQ in its own kernel as here) for the head dims it takes. */
 #include "attention.h"
 
 /* dq[N, H D] (lddq) WRITTEN: a block per (query row n = block_x, head h = block_y),

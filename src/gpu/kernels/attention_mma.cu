@@ -29,20 +29,6 @@
  * query heads (K and V read once for G heads). */
 #include "attention.h"
 
-/* The query tile block i takes: sequence *b's rows ATT_MMA_ROWS x (the result) on,
- * the tiles of sequence 0 first; -1 past the last tile (the grid is an upper bound). */
-DEVICE int query_tile(const int *starts, int B, int i, int *b) {
-    for (int s = 0; s < B; s++) {
-        int n = (starts[s + 1] - starts[s] + ATT_MMA_ROWS - 1) / ATT_MMA_ROWS;
-        if (i < n) {
-            *b = s;
-            return i;
-        }
-        i -= n;
-    }
-    return -1;
-}
-
 /* grid: (sum over sequences of ceil(len / 64), or more) x H; 128 threads. Arguments as
  * attention_forward's. */
 KERNEL void attention_forward_mma(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -50,7 +36,7 @@ KERNEL void attention_forward_mma(float *out, float *lse, const float *q, const 
                                   int ldo, int ldq, int ldk, int ldv) {
     SHARED float ks[ATT_MMA_KEYS * (ATT_MMA_MAX_D + 4)], vs[ATT_MMA_KEYS * (ATT_MMA_MAX_D + 4)];
     enum { C8 = ATT_MMA_MAX_D / 8, J8 = ATT_MMA_KEYS / 8 };
-    int b = 0, tile = query_tile(starts, B, block_x(), &b);
+    int b = 0, tile = row_tile(starts, B, block_x(), ATT_MMA_ROWS, &b);
     if (tile < 0) return; /* the whole block */
     int h = block_y(), hk = h / (H / Hkv), s0 = starts[b], len = starts[b + 1] - s0;
     int tid = thread_x(), g = (tid & 31) >> 2, t = tid & 3, sd = D + 4;
@@ -85,15 +71,10 @@ KERNEL void attention_forward_mma(float *out, float *lse, const float *q, const 
         UNROLL for (int j = 0; j < J8; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
         UNROLL for (int c = 0; c < C8; c++) {
             if (8 * c >= D) continue;
-            float qh[4], ql[4];
-            UNROLL for (int e = 0; e < 4; e++) qh[e] = round_tf32(qa[c][e]), ql[e] = round_tf32(qa[c][e] - qh[e]);
             UNROLL for (int j = 0; j < J8; j++) {
-                const float *kr = ks + (8 * j + g) * sd + 8 * c + t;
-                float kh[2] = {round_tf32(kr[0]), round_tf32(kr[4])};
-                float kl[2] = {round_tf32(kr[0] - kh[0]), round_tf32(kr[4] - kh[1])};
-                mma_tf32(sc[j], ql, kh);
-                mma_tf32(sc[j], qh, kl);
-                mma_tf32(sc[j], qh, kh);
+                float bk[2];
+                frag_bt(bk, ks + 8 * j * sd + 8 * c, sd, g, t);
+                mma_split(sc[j], qa[c], bk);
             }
         }
         /* scaled scores, -inf where the key is not attended; the rows' maxima over the
@@ -130,19 +111,15 @@ KERNEL void attention_forward_mma(float *out, float *lse, const float *q, const 
         l_a = l_a * al_a + sum_a, l_b = l_b * al_b + sum_b;
         m_a = mn_a, m_b = mn_b;
         UNROLL for (int c = 0; c < C8; c++) o[c][0] *= al_a, o[c][1] *= al_a, o[c][2] *= al_b, o[c][3] *= al_b;
-        /* O += P V, three TF32 products as S's */
+        /* O += P V, split as S's */
         UNROLL for (int j = 0; j < J8; j++) {
-            /* keys 2t (A's column t), 2t + 1 (column t + 4) */
-            float ph[4], pl[4], pa[4] = {sc[j][0], sc[j][2], sc[j][1], sc[j][3]};
-            UNROLL for (int e = 0; e < 4; e++) ph[e] = round_tf32(pa[e]), pl[e] = round_tf32(pa[e] - ph[e]);
+            float pa[4];
+            frag_pa(pa, sc[j]);
             UNROLL for (int c = 0; c < C8; c++) {
                 if (8 * c >= D) continue;
-                const float *vr = vs + (8 * j + 2 * t) * sd + 8 * c + g;
-                float vh[2] = {round_tf32(vr[0]), round_tf32(vr[sd])};
-                float vl[2] = {round_tf32(vr[0] - vh[0]), round_tf32(vr[sd] - vh[1])};
-                mma_tf32(o[c], pl, vh);
-                mma_tf32(o[c], ph, vl);
-                mma_tf32(o[c], ph, vh);
+                float bv[2];
+                frag_bp(bv, vs + 8 * j * sd + 8 * c, sd, g, t);
+                mma_split(o[c], pa, bv);
             }
         }
     }

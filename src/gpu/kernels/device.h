@@ -26,6 +26,9 @@ typedef unsigned long long u64;
 /* A loop of constant trip count unrolled whole, so that arrays it indexes stay in
  * registers (an array indexed at run time lives in local memory). */
 #define UNROLL _Pragma("unroll")
+/* A loop kept a loop: what one iteration holds in registers is not hoisted from the
+ * next ones (where unrolling would spill). */
+#define NO_UNROLL _Pragma("unroll 1")
 
 DEVICE int thread_x(void) { return __nvvm_read_ptx_sreg_tid_x(); }
 DEVICE int block_dim_x(void) { return __nvvm_read_ptx_sreg_ntid_x(); }
@@ -88,6 +91,7 @@ DEVICE_INLINE void mma_tf32(float *d, const float *a, const float *b) {
  * a time. */
 #define SHARED static
 #define UNROLL _Pragma("GCC unroll 64")
+#define NO_UNROLL
 
 enum { GPU_EMU_SHFL_XOR, GPU_EMU_SHFL_IDX, GPU_EMU_SHFL_DOWN, GPU_EMU_MMA_TF32 };
 /* tests/machine/gpu_emulator.c: the running thread's indices, the barriers. */
