@@ -66,6 +66,7 @@ const char *const gpu_kernel_names[GPU_N_KERNELS] = {
     [GPU_K_ATTENTION_FORWARD_MMA] = "attention_forward_mma",
     [GPU_K_ATTENTION_BACKWARD_QUERY_MMA] = "attention_backward_query_mma",
     [GPU_K_ATTENTION_BACKWARD_KEY_MMA] = "attention_backward_key_mma",
+    [GPU_K_ATTENTION_DECODE_GROUP] = "attention_decode_group",
 };
 
 const char *gpu_ptx_missing_kernel(void) {

@@ -77,6 +77,8 @@ typedef enum {
     GPU_K_ATTENTION_FORWARD_MMA,
     GPU_K_ATTENTION_BACKWARD_QUERY_MMA,
     GPU_K_ATTENTION_BACKWARD_KEY_MMA,
+    /* decoding's attention, a kv head's group of query heads a block (gpu/kernels/attention.cu) */
+    GPU_K_ATTENTION_DECODE_GROUP,
     GPU_N_KERNELS
 } GpuKernel;
 

@@ -9,6 +9,7 @@
 enum { ROW_THREADS = 256, FLAT_THREADS = 256 };
 /* gpu/kernels/rope.cu, attention.h */
 enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256 };
+enum { ATT_DEC_WARPS = 4, ATT_DEC_MAX_G = 8, ATT_DEC_MAX_D = 128 };
 enum { ATT_MMA_ROWS = 64, ATT_MMA_KEYS = 32, ATT_MMA_MAX_D = 128, ATT_MMA_BWD_ROWS = 32, ATT_MMA_BWD_QUERIES = 16,
        ATT_MMA_SD = ATT_MMA_MAX_D + 4 };
 
@@ -142,6 +143,9 @@ int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdevicep
                          int H, int Hkv, int D, int ldo, int ldq, GrpoErr *err) {
     if (attention_shape("gpu_attention_decode", H, Hkv, D, err)) return -1;
     void *args[] = {&out, &q, &kc, &vc, &slots, &own, &parent, &parent_len, &cap, &H, &Hkv, &D, &ldo, &ldq};
+    if (H / Hkv <= ATT_DEC_MAX_G && D <= ATT_DEC_MAX_D) /* a kv head's query heads together */
+        return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE_GROUP, (unsigned)n, (unsigned)Hkv, 32 * ATT_DEC_WARPS, args,
+                             err);
     return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE, (unsigned)n, (unsigned)H, ATT_THREADS, args, err);
 }
 

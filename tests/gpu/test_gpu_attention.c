@@ -15,7 +15,8 @@
  * - Decoding against a cache with a shared prefix (parent slot) against the CPU's
  *   attention_forward over the same keys (the last query row of the sequence
  *   prefix + own keys), 1e-5 + 1e-4 |cpu|; each row alone gives the same bits as in
- *   the batch (a row's result never depends on the other rows).
+ *   the batch (a row's result never depends on the other rows). Groups of up to 8
+ *   query heads and D up to 128 take attention_decode_group (every case but D 256).
  * - Bad sizes (odd or too large D, H not a multiple of Hkv, dk without dv): -1 and a
  *   message naming them. */
 #include <stdint.h>

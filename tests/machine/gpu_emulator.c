@@ -89,6 +89,10 @@ static void run_attention_decode(void **p) {
     attention_decode(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cip), P(5, Cip), P(6, Cip), P(7, Cip), P(8, int),
                      P(9, int), P(10, int), P(11, int), P(12, int), P(13, int));
 }
+static void run_attention_decode_group(void **p) {
+    attention_decode_group(P(0, Fp), P(1, Cfp), P(2, Cfp), P(3, Cfp), P(4, Cip), P(5, Cip), P(6, Cip), P(7, Cip), P(8, int),
+                     P(9, int), P(10, int), P(11, int), P(12, int), P(13, int));
+}
 
 /* the LM head's family: embedding, log-prob chunks, sampler */
 typedef const u64 *Cup;
@@ -250,6 +254,7 @@ static const EmuKernel kernels[] = {
     {"attention_forward_mma", run_attention_forward_mma},
     {"attention_backward_query_mma", run_attention_backward_query_mma},
     {"attention_backward_key_mma", run_attention_backward_key_mma},
+    {"attention_decode_group", run_attention_decode_group},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 

@@ -113,3 +113,68 @@ KERNEL void attention_decode(float *out, const float *q, const float *kc, const 
     AttShared sh = {qs, acc, p, scratch};
     attend_one(out + (u64)r * ldo + (u64)h * D, 0, &ks, D, 1.0f / sqrt_rn((float)D), sh);
 }
+
+/* Decoding as attention_decode, a block per (row r = block_x, kv head hk = block_y) for
+ * the group's G query heads together (G <= ATT_DEC_MAX_G, D <= ATT_DEC_MAX_D; grid n x
+ * Hkv, ATT_DEC_WARPS warps): each cached key and value row is read once for the G heads
+ * (attention_decode reads it once a head), by a warp whose lanes take its columns
+ * (lane + 32 i: coalesced) — decoding reads the whole cache every step, so this is its
+ * bandwidth. Warp w takes the keys w, w + 4, ...: per head a score (the lanes' partial
+ * dot products, in order of i, then warp_sum's butterfly), an online softmax, the
+ * lanes' columns of the output; the 4 warps' states are then merged in order of w.
+ * A row's result depends on its own keys alone (the batch's other rows never enter). */
+KERNEL void attention_decode_group(float *out, const float *q, const float *kc, const float *vc, const int *slots,
+                                   const int *own, const int *parent, const int *parent_len, int cap, int H, int Hkv,
+                                   int D, int ldo, int ldq) {
+    enum { GM = ATT_DEC_MAX_G, DL = ATT_DEC_MAX_D / 32, NW = ATT_DEC_WARPS };
+    SHARED float wm[NW][GM], wl[NW][GM], wacc[NW][GM][ATT_DEC_MAX_D];
+    int r = block_x(), hk = block_y(), G = H / Hkv, slot = slots[r], par = parent[slot];
+    int n_first = par >= 0 ? parent_len[slot] : 0, nk = n_first + own[r] + 1, ld = Hkv * D;
+    int lane = thread_x() & 31, w = thread_x() >> 5;
+    u64 own_at = ((u64)slot * cap) * ld + (u64)hk * D, first_at = ((u64)(par >= 0 ? par : 0) * cap) * ld + (u64)hk * D;
+    const float inf = __builtin_inff(), scale = 1.0f / sqrt_rn((float)D);
+    float qv[GM][DL], acc[GM][DL], m[GM], l[GM];
+    UNROLL for (int h = 0; h < GM; h++) {
+        m[h] = -inf, l[h] = 0.0f;
+        UNROLL for (int i = 0; i < DL; i++) {
+            int d = lane + 32 * i;
+            qv[h][i] = h < G && d < D ? q[(u64)r * ldq + (u64)(hk * G + h) * D + d] : 0.0f;
+            acc[h][i] = 0.0f;
+        }
+    }
+    for (int s = w; s < nk; s += NW) {
+        u64 at = s < n_first ? first_at + (u64)s * ld : own_at + (u64)(s - n_first) * ld;
+        float kv[DL], vv[DL];
+        UNROLL for (int i = 0; i < DL; i++) {
+            int d = lane + 32 * i;
+            kv[i] = d < D ? kc[at + d] : 0.0f;
+            vv[i] = d < D ? vc[at + d] : 0.0f;
+        }
+        UNROLL for (int h = 0; h < GM; h++) {
+            if (h >= G) continue; /* the whole warp */
+            float part = 0.0f;
+            UNROLL for (int i = 0; i < DL; i++) part += qv[h][i] * kv[i];
+            float sc = warp_sum(part) * scale, mn = sc > m[h] ? sc : m[h];
+            float al = mn == m[h] ? 1.0f : exp_fast(m[h] - mn), p = exp_fast(sc - mn);
+            l[h] = l[h] * al + p, m[h] = mn;
+            UNROLL for (int i = 0; i < DL; i++) acc[h][i] = acc[h][i] * al + p * vv[i];
+        }
+    }
+    UNROLL for (int h = 0; h < GM; h++) {
+        if (lane == 0) wm[w][h] = m[h], wl[w][h] = l[h];
+        UNROLL for (int i = 0; i < DL; i++)
+            if (lane + 32 * i < ATT_DEC_MAX_D) wacc[w][h][lane + 32 * i] = acc[h][i];
+    }
+    sync_block();
+    for (int x = thread_x(); x < G * D; x += block_dim_x()) {
+        int h = x / D, d = x - h * D;
+        float M = wm[0][h];
+        for (int v = 1; v < NW; v++) M = wm[v][h] > M ? wm[v][h] : M;
+        float L = 0.0f, o = 0.0f;
+        for (int v = 0; v < NW; v++) {
+            float e = wm[v][h] == -inf ? 0.0f : exp_fast(wm[v][h] - M);
+            L += wl[v][h] * e, o += wacc[v][h][d] * e;
+        }
+        out[(u64)r * ldo + (u64)(hk * G + h) * D + d] = o / L;
+    }
+}

@@ -20,7 +20,12 @@ enum {
     /* their tiles' row stride in shared memory, in floats, for every D: a constant, so
      * that every fragment's address is the lane's base and an immediate; 4 past a
      * multiple of 32, so that a fragment's 32 reads fall in 32 banks */
-    ATT_MMA_SD = ATT_MMA_MAX_D + 4
+    ATT_MMA_SD = ATT_MMA_MAX_D + 4,
+    /* attention_decode_group: a block's warps; the groups (query heads a kv head) and
+     * head dims it takes (gpu/ops.c sends the others to attention_decode) */
+    ATT_DEC_WARPS = 4,
+    ATT_DEC_MAX_G = 8,
+    ATT_DEC_MAX_D = 128
 };
 
 /* a . b over n floats, in order (every thread computing it gets the same bits). */
