@@ -63,11 +63,7 @@ KERNEL void attention_backward_query_mma(float *dq, const float *dout, const flo
     float *qs = (float *)dynamic_shared(), *dos = qs + R * sd, *ks = dos + R * sd, *vs = ks + KT * sd;
     const unsigned char *m_own = mask ? mask + s0 : 0;
     const float scale = 1.0f / sqrt_rn((float)D);
-    for (int i = tid; i < R * D; i += block_dim_x()) {
-        int r = i / D, c = i - r * D, row = q0 + r;
-        qs[r * sd + c] = row < len ? q[(u64)(s0 + row) * ldq + (u64)h * D + c] : 0.0f;
-        dos[r * sd + c] = row < len ? dout[(u64)(s0 + row) * lddo + (u64)h * D + c] : 0.0f;
-    }
+    stage_rows(qs, dos, q, dout, ldq, lddo, (u64)h * D, s0, q0, R, len, D, sd);
     sync_block();
     const float *o_a = out + (u64)(s0 + ra) * ldo + (u64)h * D, *o_b = out + (u64)(s0 + rb) * ldo + (u64)h * D;
     float di_a = quad_dot(dos + (ra - q0) * sd, o_a, D, t, ra < len);
@@ -78,30 +74,11 @@ KERNEL void attention_backward_query_mma(float *dq, const float *dout, const flo
     UNROLL for (int i = 0; i < C4; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     for (int k0 = 0; k0 < end; k0 += KT) {
         sync_block(); /* every warp is done with the previous tile */
-        for (int i = tid; i < KT * D; i += block_dim_x()) {
-            int r = i / D, c = i - r * D, s = k0 + r;
-            ks[r * sd + c] = s < len ? k[(u64)(s0 + s) * ldk + (u64)hk * D + c] : 0.0f;
-            vs[r * sd + c] = s < len ? v[(u64)(s0 + s) * ldv + (u64)hk * D + c] : 0.0f;
-        }
+        stage_rows(ks, vs, k, v, ldk, ldv, (u64)hk * D, s0, k0, KT, len, D, sd);
         sync_block();
         if (idle || k0 > q0 + w0 + 15) continue; /* no key of the tile is attended by the warp's rows */
-        float sc[J8][4], dp[J8][4];
-        UNROLL for (int j = 0; j < J8; j++) {
-            UNROLL for (int e = 0; e < 4; e++) sc[j][e] = dp[j][e] = 0.0f;
-        }
-        NO_UNROLL for (int c = 0; c < 2 * C4; c++) {
-            if (8 * c >= D) continue;
-            float aq[4], ado[4];
-            frag_a(aq, qs + w0 * sd + 8 * c, sd, g, t);
-            frag_a(ado, dos + w0 * sd + 8 * c, sd, g, t);
-            UNROLL for (int j = 0; j < J8; j++) {
-                float bk[2], bv[2];
-                frag_bt(bk, ks + 8 * j * sd + 8 * c, sd, g, t);
-                frag_bt(bv, vs + 8 * j * sd + 8 * c, sd, g, t);
-                mma_split(sc[j], aq, bk);
-                mma_split(dp[j], ado, bv);
-            }
-        }
+        float sc[J8][4], dp[J8][4]; /* S = Q K^T, dP = dO V^T: [the pair's 16 rows][8 keys] each */
+        products_t(sc, dp, qs + w0 * sd, dos + w0 * sd, ks, vs, J8, D, sd, g, t);
         /* dS = P (dP - dO . O), P = e^(scale s - lse) where the key is attended, else 0 */
         UNROLL for (int j = 0; j < J8; j++) {
             UNROLL for (int e = 0; e < 4; e++) {
@@ -111,17 +88,7 @@ KERNEL void attention_backward_query_mma(float *dq, const float *dout, const flo
                 sc[j][e] = p * (dp[j][e] - (e < 2 ? di_a : di_b));
             }
         }
-        UNROLL for (int j = 0; j < J8; j++) {
-            float da[4];
-            frag_pa(da, sc[j]);
-            UNROLL for (int i = 0; i < C4; i++) {
-                int c = c_lo + i;
-                if (c >= c_hi) continue;
-                float bk[2];
-                frag_bp(bk, ks + 8 * j * sd + 8 * c, sd, g, t);
-                mma_split(acc[i], da, bk);
-            }
-        }
+        products_p(acc, sc, ks, J8, C4, c_lo, c_hi, sd, g, t); /* dQ += dS K (scaled once, at the end) */
     }
     if (idle) return;
     UNROLL for (int i = 0; i < C4; i++) {
@@ -153,11 +120,7 @@ KERNEL void attention_backward_key_mma(float *dk, float *dv, const float *dout, 
     float *ls = dos + QT * sd, *dis = ls + QT;
     const unsigned char *m_own = mask ? mask + s0 : 0;
     const float scale = 1.0f / sqrt_rn((float)D);
-    for (int i = tid; i < R * D; i += block_dim_x()) {
-        int r = i / D, c = i - r * D, s = k0 + r;
-        ks[r * sd + c] = s < len ? k[(u64)(s0 + s) * ldk + (u64)hk * D + c] : 0.0f;
-        vs[r * sd + c] = s < len ? v[(u64)(s0 + s) * ldv + (u64)hk * D + c] : 0.0f;
-    }
+    stage_rows(ks, vs, k, v, ldk, ldv, (u64)hk * D, s0, k0, R, len, D, sd);
     float ak[C4][4], av[C4][4]; /* the warp's column blocks c_lo + i */
     UNROLL for (int i = 0; i < C4; i++) {
         UNROLL for (int e = 0; e < 4; e++) ak[i][e] = av[i][e] = 0.0f;
@@ -166,11 +129,7 @@ KERNEL void attention_backward_key_mma(float *dk, float *dv, const float *dout, 
         int h = hk * G + hg;
         for (int q0 = k0; q0 < len; q0 += QT) { /* the queries from the block's first key on */
             sync_block(); /* every warp is done with the previous tile */
-            for (int i = tid; i < QT * D; i += block_dim_x()) {
-                int r = i / D, c = i - r * D, row = q0 + r;
-                qs[r * sd + c] = row < len ? q[(u64)(s0 + row) * ldq + (u64)h * D + c] : 0.0f;
-                dos[r * sd + c] = row < len ? dout[(u64)(s0 + row) * lddo + (u64)h * D + c] : 0.0f;
-            }
+            stage_rows(qs, dos, q, dout, ldq, lddo, (u64)h * D, s0, q0, QT, len, D, sd);
             { /* the tile's lse and dO . O: 4 threads a query (tid / 4), a quad of a warp */
                 int r = tid >> 2, row = q0 + r;
                 const float *dr = dout + (u64)(s0 + row) * lddo + (u64)h * D;
@@ -180,23 +139,8 @@ KERNEL void attention_backward_key_mma(float *dk, float *dv, const float *dout, 
             }
             sync_block();
             if (idle || q0 + QT - 1 < k0 + w0) continue; /* every query of the tile before the warp's keys */
-            float st[J8][4], dpt[J8][4]; /* [the pair's 16 keys][8 queries] each */
-            UNROLL for (int j = 0; j < J8; j++) {
-                UNROLL for (int e = 0; e < 4; e++) st[j][e] = dpt[j][e] = 0.0f;
-            }
-            NO_UNROLL for (int c = 0; c < 2 * C4; c++) {
-                if (8 * c >= D) continue;
-                float akf[4], avf[4];
-                frag_a(akf, ks + w0 * sd + 8 * c, sd, g, t);
-                frag_a(avf, vs + w0 * sd + 8 * c, sd, g, t);
-                UNROLL for (int j = 0; j < J8; j++) {
-                    float bq[2], bdo[2];
-                    frag_bt(bq, qs + 8 * j * sd + 8 * c, sd, g, t);
-                    frag_bt(bdo, dos + 8 * j * sd + 8 * c, sd, g, t);
-                    mma_split(st[j], akf, bq);
-                    mma_split(dpt[j], avf, bdo);
-                }
-            }
+            float st[J8][4], dpt[J8][4]; /* S^T = K Q^T, dP^T = V dO^T: [the pair's 16 keys][8 queries] each */
+            products_t(st, dpt, ks + w0 * sd, vs + w0 * sd, qs, dos, J8, D, sd, g, t);
             /* P^T and dS^T: query q0 + r sees key s iff s <= q0 + r and s real */
             UNROLL for (int j = 0; j < J8; j++) {
                 UNROLL for (int e = 0; e < 4; e++) {
@@ -207,28 +151,8 @@ KERNEL void attention_backward_key_mma(float *dk, float *dv, const float *dout, 
                     dpt[j][e] = p * (dpt[j][e] - dis[r]);
                 }
             }
-            UNROLL for (int j = 0; j < J8; j++) { /* dV += P^T dO */
-                float pa[4];
-                frag_pa(pa, st[j]);
-                UNROLL for (int i = 0; i < C4; i++) {
-                    int c = c_lo + i;
-                    if (c >= c_hi) continue;
-                    float bdo[2];
-                    frag_bp(bdo, dos + 8 * j * sd + 8 * c, sd, g, t);
-                    mma_split(av[i], pa, bdo);
-                }
-            }
-            UNROLL for (int j = 0; j < J8; j++) { /* dK += dS^T Q (scaled once, at the end) */
-                float da[4];
-                frag_pa(da, dpt[j]);
-                UNROLL for (int i = 0; i < C4; i++) {
-                    int c = c_lo + i;
-                    if (c >= c_hi) continue;
-                    float bq[2];
-                    frag_bp(bq, qs + 8 * j * sd + 8 * c, sd, g, t);
-                    mma_split(ak[i], da, bq);
-                }
-            }
+            products_p(av, st, dos, J8, C4, c_lo, c_hi, sd, g, t); /* dV += P^T dO */
+            products_p(ak, dpt, qs, J8, C4, c_lo, c_hi, sd, g, t); /* dK += dS^T Q (scaled once, at the end) */
         }
     }
     if (idle) return;

@@ -57,11 +57,7 @@ KERNEL void attention_forward_mma(float *out, float *lse, const float *q, const 
     float m_a = -inf, m_b = -inf, l_a = 0.0f, l_b = 0.0f;
     for (int k0 = 0; k0 < end; k0 += ATT_MMA_KEYS) {
         sync_block(); /* every warp is done with the previous tile */
-        for (int i = tid; i < ATT_MMA_KEYS * D; i += block_dim_x()) {
-            int r = i / D, c = i - r * D, s = k0 + r;
-            ks[r * sd + c] = s < len ? k[(u64)(s0 + s) * ldk + (u64)hk * D + c] : 0.0f;
-            vs[r * sd + c] = s < len ? v[(u64)(s0 + s) * ldv + (u64)hk * D + c] : 0.0f;
-        }
+        stage_rows(ks, vs, k, v, ldk, ldv, (u64)hk * D, s0, k0, ATT_MMA_KEYS, len, D, sd);
         sync_block();
         if (idle || k0 > r0 + 15) continue; /* no key of the tile is attended by the warp's rows */
         /* S = Q K^T in three TF32 products (q = qh + ql, k = kh + kl, each part TF32;
@@ -111,17 +107,7 @@ KERNEL void attention_forward_mma(float *out, float *lse, const float *q, const 
         l_a = l_a * al_a + sum_a, l_b = l_b * al_b + sum_b;
         m_a = mn_a, m_b = mn_b;
         UNROLL for (int c = 0; c < C8; c++) o[c][0] *= al_a, o[c][1] *= al_a, o[c][2] *= al_b, o[c][3] *= al_b;
-        /* O += P V, split as S's */
-        UNROLL for (int j = 0; j < J8; j++) {
-            float pa[4];
-            frag_pa(pa, sc[j]);
-            UNROLL for (int c = 0; c < C8; c++) {
-                if (8 * c >= D) continue;
-                float bv[2];
-                frag_bp(bv, vs + 8 * j * sd + 8 * c, sd, g, t);
-                mma_split(o[c], pa, bv);
-            }
-        }
+        products_p(o, sc, vs, J8, C8, 0, D / 8, sd, g, t); /* O += P V */
     }
     if (idle) return;
     float inv_a = l_a > 0.0f ? 1.0f / l_a : 0.0f, inv_b = l_b > 0.0f ? 1.0f / l_b : 0.0f;
