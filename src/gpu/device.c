@@ -229,9 +229,7 @@ int gpu_launch_shared(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_
 
 int gpu_launch_xy(GpuDevice *d, GpuKernel k, unsigned grid_x, unsigned grid_y, unsigned block, void **args,
                   GrpoErr *err) {
-    if (grid_x == 0 || grid_y == 0) return 0;
-    return check(d, d->api.LaunchKernel(d->fn[k], grid_x, grid_y, 1, block, 1, 1, 0, NULL, args, NULL),
-                 gpu_kernel_names[k], err);
+    return gpu_launch_shared(d, k, grid_x, grid_y, block, 0, args, err);
 }
 
 int gpu_sync(GpuDevice *d, GrpoErr *err) { return check(d, d->api.CtxSynchronize(), "synchronize", err); }

@@ -4,14 +4,11 @@
 #include "gpu/ops.h"
 
 #include "gpu/gemm.h"
+#include "gpu/kernels/attention_sizes.h"
 #include "optim/optim.h"
 
 enum { ROW_THREADS = 256, FLAT_THREADS = 256 };
-/* gpu/kernels/rope.cu, attention.h */
-enum { ROPE_THREADS = 128, ATT_THREADS = 128, ATT_MAX_D = 256 };
-enum { ATT_DEC_WARPS = 4, ATT_DEC_MAX_G = 8, ATT_DEC_MAX_D = 128 };
-enum { ATT_MMA_ROWS = 64, ATT_MMA_KEYS = 32, ATT_MMA_MAX_D = 128, ATT_MMA_BWD_ROWS = 32, ATT_MMA_BWD_QUERIES = 16,
-       ATT_MMA_SD = ATT_MMA_MAX_D + 4 };
+enum { ROPE_THREADS = 128 }; /* gpu/kernels/rope.cu */
 
 /* Blocks for n elements: enough for one element a thread, at most 8 per multiprocessor
  * (the kernels loop over the rest). */
@@ -106,33 +103,22 @@ int gpu_attention_backward(GpuDevice *d, CUdeviceptr dq, CUdeviceptr dk, CUdevic
                            int lddk, int lddv, int lddo, int ldq, int ldk, int ldv, int ldo, GrpoErr *err) {
     if (attention_shape("gpu_attention_backward", H, Hkv, D, err)) return -1;
     if (!dk != !dv) return err_set(err, "gpu_attention_backward: dk and dv: expected both or neither");
-    if (D % 8 == 0 && D <= ATT_MMA_MAX_D) { /* the tensor cores, as the forward */
-        unsigned tiles = (unsigned)((N + ATT_MMA_BWD_ROWS - 1) / ATT_MMA_BWD_ROWS + B);
-        /* shared memory: the block's rows of two operands and a tile's of two more */
-        unsigned bytes_q = (unsigned)(sizeof(float) * (2 * ATT_MMA_BWD_ROWS + 2 * ATT_MMA_KEYS) * ATT_MMA_SD);
-        unsigned bytes_k = (unsigned)(sizeof(float) * ((2 * ATT_MMA_BWD_ROWS + 2 * ATT_MMA_BWD_QUERIES) * ATT_MMA_SD +
-                                                       2 * ATT_MMA_BWD_QUERIES));
-        void *args_q[] = {&dq, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
-                          &lddq, &lddo, &ldq, &ldk, &ldv, &ldo};
-        void *args_k[] = {&dk, &dv, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
-                          &lddk, &lddv, &lddo, &ldq, &ldk, &ldv, &ldo};
-        if (dq && gpu_launch_shared(d, GPU_K_ATTENTION_BACKWARD_QUERY_MMA, tiles, (unsigned)H, ATT_THREADS, bytes_q,
-                                    args_q, err))
-            return -1;
-        return dk ? gpu_launch_shared(d, GPU_K_ATTENTION_BACKWARD_KEY_MMA, tiles, (unsigned)Hkv, ATT_THREADS, bytes_k,
-                                      args_k, err)
-                  : 0;
-    }
+    /* the tensor cores as the forward (a block per 32 rows of a sequence: at most N / 32 + B
+     * blocks), else the plain kernels (a block per row) */
+    int mma = D % 8 == 0 && D <= ATT_MMA_MAX_D;
+    unsigned rows = mma ? (unsigned)((N + ATT_MMA_BWD_ROWS - 1) / ATT_MMA_BWD_ROWS + B) : (unsigned)N;
     if (dq) {
         void *args[] = {&dq, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
                         &lddq, &lddo, &ldq, &ldk, &ldv, &ldo};
-        if (gpu_launch_xy(d, GPU_K_ATTENTION_BACKWARD_QUERY, (unsigned)N, (unsigned)H, ATT_THREADS, args, err))
+        if (gpu_launch_shared(d, mma ? GPU_K_ATTENTION_BACKWARD_QUERY_MMA : GPU_K_ATTENTION_BACKWARD_QUERY, rows,
+                              (unsigned)H, ATT_THREADS, mma ? ATT_MMA_BWD_Q_SHARED : 0, args, err))
             return -1;
     }
     if (dk) {
         void *args[] = {&dk, &dv, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
                         &lddk, &lddv, &lddo, &ldq, &ldk, &ldv, &ldo};
-        if (gpu_launch_xy(d, GPU_K_ATTENTION_BACKWARD_KEY, (unsigned)N, (unsigned)Hkv, ATT_THREADS, args, err))
+        if (gpu_launch_shared(d, mma ? GPU_K_ATTENTION_BACKWARD_KEY_MMA : GPU_K_ATTENTION_BACKWARD_KEY, rows,
+                              (unsigned)Hkv, ATT_THREADS, mma ? ATT_MMA_BWD_K_SHARED : 0, args, err))
             return -1;
     }
     return 0;

@@ -424,6 +424,7 @@ static CUresult emu_memset(CUdeviceptr dst, unsigned char value, size_t bytes) {
 /* The module is the embedded PTX (checked to be it); its functions are the host
  * builds of the same kernels, found by the same names. */
 static CUresult emu_load(CUmodule *mod, const void *image, unsigned n_options, int *options, void **values) {
+    memset(shared_max, 0, sizeof shared_max); /* a module's functions start with the default */
     if (image != (const void *)gpu_kernels_ptx) return CUDA_ERROR_INVALID_VALUE;
     *mod = (CUmodule)kernels;
     return CUDA_SUCCESS;

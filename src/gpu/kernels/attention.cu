@@ -162,8 +162,7 @@ KERNEL void attention_decode_group(float *out, const float *q, const float *kc, 
     }
     UNROLL for (int h = 0; h < GM; h++) {
         if (lane == 0) wm[w][h] = m[h], wl[w][h] = l[h];
-        UNROLL for (int i = 0; i < DL; i++)
-            if (lane + 32 * i < ATT_DEC_MAX_D) wacc[w][h][lane + 32 * i] = acc[h][i];
+        UNROLL for (int i = 0; i < DL; i++) wacc[w][h][lane + 32 * i] = acc[h][i];
     }
     sync_block();
     for (int x = thread_x(); x < G * D; x += block_dim_x()) {

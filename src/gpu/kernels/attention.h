@@ -1,32 +1,11 @@
-/* gpu/kernels/attention.h — what attention.cu and attention_backward.cu share: the
- * block's shape, and the helpers that must give both the same bits. */
+/* gpu/kernels/attention.h — what the attention kernels share: their block shapes
+ * (attention_sizes.h, which the host's launches read too), the helpers the plain
+ * kernels need to give the same bits, and the tensor-core kernels' steps. */
 #ifndef GRPO_GPU_KERNELS_ATTENTION_H
 #define GRPO_GPU_KERNELS_ATTENTION_H
 
+#include "attention_sizes.h"
 #include "device.h"
-
-enum {
-    ATT_THREADS = 128, /* a block: 4 warps; a tile of keys (or queries) is one a thread */
-    ATT_MAX_D = 256,   /* head dims up to this (gpu/ops.c checks) */
-    /* attention_mma.cu: a block's query rows (16 a warp), a tile's keys, the head dims
-     * it takes (multiples of 8 up to this; gpu/ops.c sends the others to attention.cu) */
-    ATT_MMA_ROWS = 64,
-    ATT_MMA_KEYS = 32,
-    ATT_MMA_MAX_D = 128,
-    /* attention_backward_mma.cu: a block's rows (queries for dQ, keys for dK and dV: 16 a
-     * pair of warps, each warp half the output's columns) */
-    ATT_MMA_BWD_ROWS = 32,
-    ATT_MMA_BWD_QUERIES = 16, /* dK/dV's tile of queries (fewer live scores: no spill at D 128) */
-    /* their tiles' row stride in shared memory, in floats, for every D: a constant, so
-     * that every fragment's address is the lane's base and an immediate; 4 past a
-     * multiple of 32, so that a fragment's 32 reads fall in 32 banks */
-    ATT_MMA_SD = ATT_MMA_MAX_D + 4,
-    /* attention_decode_group: a block's warps; the groups (query heads a kv head) and
-     * head dims it takes (gpu/ops.c sends the others to attention_decode) */
-    ATT_DEC_WARPS = 4,
-    ATT_DEC_MAX_G = 8,
-    ATT_DEC_MAX_D = 128
-};
 
 /* a . b over n floats, in order (every thread computing it gets the same bits). */
 DEVICE float dot_serial(const float *a, const float *b, int n) {

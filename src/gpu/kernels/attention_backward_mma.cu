@@ -24,9 +24,9 @@
  * a warp attends is skipped (it would add exactly nothing): a sequence's gradients do
  * not depend on where it is packed or what is packed beside it.
  *
- * Shared memory (dynamic, gpu_launch_shared): four operands' 32 rows, [32][D + 4] fp32
- * each (67.6 KB at D 128: past the 48 KB a kernel may use unasked), and for dK/dV the
- * query tile's lse and dO . O. */
+ * Shared memory (dynamic, gpu_launch_shared; attention_sizes.h's ATT_MMA_BWD_*_SHARED):
+ * four operands' rows at ATT_MMA_SD floats each (67.6 KB for dQ, 50.8 KB for dK/dV: past
+ * the 48 KB a kernel may use unasked), and for dK/dV the query tile's lse and dO . O. */
 #include "attention.h"
 
 /* The quad's sum of a[c] b[c] over c < D (each lane the columns c = t mod 4, in order;
