@@ -2,9 +2,11 @@
 #include "gpu/device.h"
 
 #include "gpu/gemm.h"
+#include "core/text.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const gpu_kernel_names[GPU_N_KERNELS] = {
@@ -113,6 +115,16 @@ void gpu_set_driver(int (*open_driver)(CudaApi *api, char *why, size_t n)) {
 
 int gpu_open(GpuDevice *d, char *why, size_t n, GrpoErr *err) { return gpu_open_local(d, 0, 1, why, n, err); }
 
+/* GRPO_GPU_ATTENTION into d->attention_plain: 0, or -1 with err for a value of neither kind. */
+static int attention_choice(GpuDevice *d, GrpoErr *err) {
+    const char *v = getenv("GRPO_GPU_ATTENTION");
+    if (!v || !*v || !strcmp(v, "tensor_cores")) return 0;
+    if (!strcmp(v, "plain")) return d->attention_plain = 1, 0;
+    char shown[80];
+    return err_set(err, "GRPO_GPU_ATTENTION=\"%s\": expected tensor_cores (the default) or plain",
+                   text_escaped(shown, sizeof shown, v, 40));
+}
+
 int gpu_open_local(GpuDevice *d, int local_rank, int local_size, char *why, size_t n, GrpoErr *err) {
     memset(d, 0, sizeof *d);
     if (driver_open(&d->api, why, n)) return 0;
@@ -153,6 +165,10 @@ int gpu_open_local(GpuDevice *d, int local_rank, int local_size, char *why, size
         snprintf(why, n, "%s has compute capability %d.%d; grpo needs 8.0 or newer", d->name, d->cc_major, d->cc_minor);
         cuda_api_close(&d->api);
         return 0;
+    }
+    if (attention_choice(d, err)) {
+        cuda_api_close(&d->api);
+        return -1;
     }
     if (check(d, d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev), "its context", err) ||
         check(d, d->api.CtxSetCurrent(d->ctx), "its context", err) || load_kernels(d, err)) {

@@ -99,12 +99,18 @@ typedef struct {
     int ordinal;     /* the driver's device number (after CUDA_VISIBLE_DEVICES) */
     int cc_major, cc_minor, sms;
     size_t total_bytes;
+    int attention_plain;  /* GRPO_GPU_ATTENTION=plain: attention on the plain kernels (gpu/ops.h) */
     struct GpuBlas *blas; /* made by the first product (gpu/gemm.h), freed by gpu_close */
 } GpuDevice;
 
 /* Opens the first GPU: 1 with d ready; 0 where there is none to use here (why[n]
  * says why: no driver, no device, compute capability below 8.0); -1 with err where
- * one is there but cannot be set up (the PTX refused: the driver's log in err).
+ * one is there but cannot be set up (the PTX refused: the driver's log in err), or
+ * where, a GPU found, GRPO_GPU_ATTENTION is set to neither of its values:
+ * `tensor_cores` (unset: the default) or `plain`, which runs attention on the first,
+ * plain kernels for every head dim — a fallback should the tensor-core kernels
+ * misbehave on some GPU, and what tools/gpu-check.sh switches to when
+ * test_gpu_attention fails on them.
  * gpu_open_local: GPU local_rank, for the process of that local rank among
  * local_size on this machine (dist_local_rank, dist_local_size: one process per GPU
  * under mpirun, as torchrun's LOCAL_RANK places them); -1 with err when local_size

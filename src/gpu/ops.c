@@ -85,13 +85,17 @@ static int attention_shape(const char *op, int H, int Hkv, int D, GrpoErr *err) 
     return 0;
 }
 
+/* Training attention on the tensor cores: head dims in multiples of 8 up to 128, unless
+ * GRPO_GPU_ATTENTION=plain (gpu_open) asked for the plain kernels. */
+static int attention_mma(const GpuDevice *d, int D) { return !d->attention_plain && D % 8 == 0 && D <= ATT_MMA_MAX_D; }
+
 int gpu_attention_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr lse, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
                           CUdeviceptr mask, CUdeviceptr starts, int B, int N, int H, int Hkv, int D, int ldo, int ldq,
                           int ldk, int ldv, GrpoErr *err) {
     if (attention_shape("gpu_attention_forward", H, Hkv, D, err)) return -1;
     void *args[] = {&out, &lse, &q, &k, &v, &mask, &starts, &B, &H, &Hkv, &D, &ldo, &ldq, &ldk, &ldv};
     /* the tensor cores: a block per 64 rows of a sequence (at most N / 64 + B blocks) */
-    if (D % 8 == 0 && D <= ATT_MMA_MAX_D)
+    if (attention_mma(d, D))
         return gpu_launch_xy(d, GPU_K_ATTENTION_FORWARD_MMA, (unsigned)((N + ATT_MMA_ROWS - 1) / ATT_MMA_ROWS + B),
                              (unsigned)H, ATT_THREADS, args, err);
     return gpu_launch_xy(d, GPU_K_ATTENTION_FORWARD, (unsigned)N, (unsigned)H, ATT_THREADS, args, err);
@@ -105,7 +109,7 @@ int gpu_attention_backward(GpuDevice *d, CUdeviceptr dq, CUdeviceptr dk, CUdevic
     if (!dk != !dv) return err_set(err, "gpu_attention_backward: dk and dv: expected both or neither");
     /* the tensor cores as the forward (a block per 32 rows of a sequence: at most N / 32 + B
      * blocks), else the plain kernels (a block per row) */
-    int mma = D % 8 == 0 && D <= ATT_MMA_MAX_D;
+    int mma = attention_mma(d, D);
     unsigned rows = mma ? (unsigned)((N + ATT_MMA_BWD_ROWS - 1) / ATT_MMA_BWD_ROWS + B) : (unsigned)N;
     if (dq) {
         void *args[] = {&dq, &dout, &q, &k, &v, &out, &lse, &mask, &starts, &B, &H, &Hkv, &D,
@@ -129,7 +133,7 @@ int gpu_attention_decode(GpuDevice *d, CUdeviceptr out, CUdeviceptr q, CUdevicep
                          int H, int Hkv, int D, int ldo, int ldq, GrpoErr *err) {
     if (attention_shape("gpu_attention_decode", H, Hkv, D, err)) return -1;
     void *args[] = {&out, &q, &kc, &vc, &slots, &own, &parent, &parent_len, &cap, &H, &Hkv, &D, &ldo, &ldq};
-    if (H / Hkv <= ATT_DEC_MAX_G && D <= ATT_DEC_MAX_D) /* a kv head's query heads together */
+    if (!d->attention_plain && H / Hkv <= ATT_DEC_MAX_G && D <= ATT_DEC_MAX_D) /* a kv head's query heads together */
         return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE_GROUP, (unsigned)n, (unsigned)Hkv, 32 * ATT_DEC_WARPS, args,
                              err);
     return gpu_launch_xy(d, GPU_K_ATTENTION_DECODE, (unsigned)n, (unsigned)H, ATT_THREADS, args, err);

@@ -43,7 +43,8 @@ int gpu_rope_backward(GpuDevice *d, CUdeviceptr dx, CUdeviceptr pos, CUdeviceptr
  * H starts[b]), q[N, H D] (ldq), k/v[N, Hkv D] (ldk, ldv), mask[N] (0: every row
  * real). Head dims that are multiples of 8 up to 128 run on the tensor cores
  * (kernels/attention_mma.cu: split TF32 products, fp32's accuracy),
- * the others on attention.cu's fp32 kernel. */
+ * the others on attention.cu's fp32 kernel (every head dim with d->attention_plain:
+ * GRPO_GPU_ATTENTION=plain, gpu/device.h; the backward and decoding alike). */
 int gpu_attention_forward(GpuDevice *d, CUdeviceptr out, CUdeviceptr lse, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
                           CUdeviceptr mask, CUdeviceptr starts, int B, int N, int H, int Hkv, int D, int ldo, int ldq,
                           int ldk, int ldv, GrpoErr *err);

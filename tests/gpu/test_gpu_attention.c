@@ -18,7 +18,11 @@
  *   the batch (a row's result never depends on the other rows). Groups of up to 8
  *   query heads and D up to 128 take attention_decode_group (every case but D 256).
  * - Bad sizes (odd or too large D, H not a multiple of Hkv, dk without dv): -1 and a
- *   message naming them. */
+ *   message naming them.
+ * - GRPO_GPU_ATTENTION=plain: D 64 on the plain kernels within the same bounds, the
+ *   forward's bits not the tensor cores'; its values read by gpu_open, a bad one
+ *   refused in one line. Run with it set (tools/gpu-check.sh's fallback), every case
+ *   runs on the plain kernels. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +343,75 @@ static void check_bad_sizes(void) {
     expect_refused(gpu_attention_decode(&dev, x, x, x, x, x, x, x, x, 1, 8, H, 0, D, 1, 1, &err), "Hkv = 0");
 }
 
+/* ---- GRPO_GPU_ATTENTION (gpu_open) ---- */
+
+/* The switch's effect at Qwen2-0.5B's head shape: training and decoding on the plain
+ * kernels within the same bounds, and a forward whose bits are not the tensor cores'
+ * (the switch took the other kernels). */
+static void check_plain_switch(void) {
+    set_heads(4, 2, 64);
+    if (dev.attention_plain) {
+        printf(" GRPO_GPU_ATTENTION=plain is set: every case above ran on the plain kernels\n");
+        return;
+    }
+    printf(" GRPO_GPU_ATTENTION=plain (dev.attention_plain) at D 64:\n");
+    dev.attention_plain = 1;
+    check_training(0);
+    check_decode();
+    Batch p = {.B = 2, .starts = {0, 7, 40}, .N = 40};
+    p.mask = malloc((size_t)p.N);
+    memset(p.mask, 1, (size_t)p.N);
+    Tensors c;
+    make_tensors(&c, p.N);
+    c.d_mask = upload(p.mask, (size_t)p.N), c.d_starts = upload(p.starts, sizeof(int) * (p.B + 1));
+    size_t n = (size_t)p.N * LDO, differ = 0;
+    float *out[2];
+    for (int plain = 0; plain < 2; plain++) {
+        dev.attention_plain = plain;
+        T_CHECK(!gpu_attention_forward(&dev, c.d_out, c.d_lse, c.d_q, c.d_k, c.d_v, c.d_mask, c.d_starts, p.B, p.N, H,
+                                       HKV, D, LDO, LDQ, LDK, LDV, &err),
+                "%s", err.msg);
+        out[plain] = malloc(sizeof(float) * n);
+        download(out[plain], c.d_out, sizeof(float) * n);
+    }
+    dev.attention_plain = 0;
+    for (size_t i = 0; i < n; i++) differ += memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
+    printf("  plain against tensor cores: %zu of %zu values differ in bits\n", differ, n);
+    T_CHECK(differ > 0, "with attention_plain the forward gave the tensor cores' bits: the switch took no effect");
+    free(out[0]), free(out[1]), free(p.mask);
+    free_tensors(&c);
+}
+
+/* gpu_open reads GRPO_GPU_ATTENTION: plain sets attention_plain, tensor_cores and unset
+ * leave it 0, anything else is refused in one line naming the variable, its value
+ * escaped. Run with dev closed (a second open would load the module again). */
+static void check_switch_values(void) {
+    const char *had = getenv("GRPO_GPU_ATTENTION");
+    char *saved = had ? strdup(had) : NULL;
+    const char *values[] = {"plain", "tensor_cores", "", "Plain", "plain\n\x1b[2J"};
+    int want[] = {1, 0, 0, -1, -1};
+    for (int i = 0; i < 5; i++) {
+        setenv("GRPO_GPU_ATTENTION", values[i], 1);
+        GpuDevice d;
+        char why[256] = "";
+        GrpoErr e = {0};
+        int r = gpu_open(&d, why, sizeof why, &e);
+        if (want[i] < 0) {
+            T_CHECK(r == -1 && strstr(e.msg, "GRPO_GPU_ATTENTION=\"") && strstr(e.msg, "tensor_cores") &&
+                        !strchr(e.msg, '\n') && !strchr(e.msg, '\x1b'),
+                    "GRPO_GPU_ATTENTION=%s: expected a one-line refusal, got %d: %s", values[i], r, e.msg);
+            printf("  GRPO_GPU_ATTENTION refused: %s\n", e.msg);
+        } else {
+            T_CHECK(r == 1 && d.attention_plain == want[i], "GRPO_GPU_ATTENTION=\"%s\": open %d, attention_plain %d",
+                    values[i], r, r == 1 ? d.attention_plain : -1);
+        }
+        if (r == 1) gpu_close(&d);
+    }
+    if (saved) setenv("GRPO_GPU_ATTENTION", saved, 1);
+    else unsetenv("GRPO_GPU_ATTENTION");
+    free(saved);
+}
+
 static void check_all(void) {
     printf("%s, compute capability %d.%d, %d multiprocessors\n", dev.name, dev.cc_major, dev.cc_minor, dev.sms);
     check_rope(64);
@@ -353,7 +426,9 @@ static void check_all(void) {
         check_decode();
     }
     check_bad_sizes();
+    check_plain_switch();
     gpu_close(&dev);
+    check_switch_values();
 }
 
 int main(void) {
