@@ -112,7 +112,9 @@ for kind in cmd py; do
     # SIGTERM, and kill -9, of a trainer whose reward runs
     for sig in TERM KILL; do
         [ $kind = cmd ] && F=(--reward_funcs "cmd:python3 $TMP/reward.py slow")
-        "$GRPO" "${R[@]}" --max_steps 200 --output_dir "$TMP/$kind-$sig" "${F[@]}" 2>"$TMP/e.err" &
+        # steps enough that the trainer is still running when the signal comes (200 of the
+        # Python reward's were done in under a second on a fast machine: kill found no process)
+        "$GRPO" "${R[@]}" --max_steps 1000000 --output_dir "$TMP/$kind-$sig" "${F[@]}" 2>"$TMP/e.err" &
         pid=$!
         escapes_running || fail "$kind $sig: the escapes never started: $(cat "$TMP/e.err")"
         sleep 0.5
